@@ -1,0 +1,41 @@
+// Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2,
+// 3", SC'11): a counter-based generator, i.e. a keyed bijection of a 128-bit
+// counter. Dropout draws element i of a tensor from counter i / 4, lane
+// i % 4, so a mask is a pure function of (seed, global index) — the same for
+// any partition of the tensor and any thread count. Internal to backend/cpu.
+#pragma once
+
+#include <cstdint>
+
+namespace nns::backend::cpu {
+
+struct Philox4 {
+  uint32_t v[4];
+};
+
+inline Philox4 philox4x32_10(uint64_t counter, uint64_t seed) {
+  uint32_t c0 = static_cast<uint32_t>(counter), c1 = static_cast<uint32_t>(counter >> 32);
+  uint32_t c2 = 0, c3 = 0;
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    uint64_t p0 = uint64_t{0xD2511F53u} * c0;
+    uint64_t p1 = uint64_t{0xCD9E8D57u} * c2;
+    uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
+    uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
+    c1 = static_cast<uint32_t>(p1);
+    c3 = static_cast<uint32_t>(p0);
+    c0 = n0;
+    c2 = n2;
+    k0 += 0x9E3779B9u;  // Weyl key schedule
+    k1 += 0xBB67AE85u;
+  }
+  return {{c0, c1, c2, c3}};
+}
+
+// The top 24 bits as a float in [0, 1): exact in fp32, so ref and fast
+// compare identical values against p.
+inline float uniform_from_bits(uint32_t bits) {
+  return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f);
+}
+
+}  // namespace nns::backend::cpu

@@ -1,0 +1,256 @@
+// The nns command line. Exit codes: 0 ok, 64 usage, 65 bad input
+// (syntax / semantic / plan errors), 70 runtime failure.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "frontend/ast_printer.h"
+#include "frontend/diagnostics.h"
+#include "frontend/parser.h"
+#include "semantics/dimop.h"
+#include "semantics/interpreter.h"
+
+namespace {
+
+constexpr int kExitOk = 0, kExitUsage = 64, kExitBadInput = 65, kExitRuntime = 70;
+
+const char* kHelp = R"(nns — a parallelization engine with its own language
+
+usage: nns <command> [options]
+
+commands:
+  check FILE [--config NAME] [--emit=tokens|ast|graph]
+      parse and elaborate FILE with a config preset (default: the first one in
+      the file) and print a summary: ops, parameters and their bytes,
+      activation bytes, forward multiply-adds per step. --emit prints a stage
+      instead: the token stream, the syntax tree or the operator graph.
+  dimop 'ANNOTATION' [--shapes '[4,8],[8,16]']
+      normalise a dimop annotation (nnScaler's language) and print its
+      transform space: every legal partition and what it does to each
+      operand. With --shapes the annotation is bound to input shapes first.
+  help, --help, -h
+      this text.
+
+environment:
+  NNS_STDLIB   folder of the standard library (default: the source tree's stdlib/)
+  NO_COLOR     disables coloured diagnostics
+
+exit codes: 0 ok, 64 usage error, 65 bad input, 70 runtime failure
+)";
+
+int usage_error(const std::string& msg) {
+  std::cerr << "nns: error: " << msg << "\n(run 'nns --help' for usage)\n";
+  return kExitUsage;
+}
+
+struct Args {
+  std::string command;
+  std::vector<std::string> positional;
+  std::string config, emit, shapes;
+};
+
+bool parse_args(int argc, char** argv, Args& a, std::string& err) {
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    auto value = [&](const std::string& flag, std::string& out) -> bool {
+      if (s == flag) {
+        if (i + 1 >= argc) { err = flag + " needs a value"; return false; }
+        out = argv[++i];
+        return true;
+      }
+      if (s.rfind(flag + "=", 0) == 0) { out = s.substr(flag.size() + 1); return true; }
+      return false;
+    };
+    if (value("--config", a.config) || value("--emit", a.emit) || value("--shapes", a.shapes)) {
+      if (!err.empty()) return false;
+      continue;
+    }
+    if (!err.empty()) return false;
+    if (s.size() > 1 && s[0] == '-' && s != "-") {
+      if (s == "--help" || s == "-h") { a.command = "help"; continue; }
+      err = "unknown option '" + s + "'";
+      return false;
+    }
+    if (a.command.empty()) a.command = s;
+    else a.positional.push_back(s);
+  }
+  return true;
+}
+
+std::vector<std::string> stdlib_dirs() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("NNS_STDLIB"); env && *env) dirs.push_back(env);
+  dirs.push_back(NNS_STDLIB_DIR);
+  return dirs;
+}
+
+int cmd_check(const Args& a) {
+  if (a.positional.size() != 1) return usage_error("check needs exactly one FILE");
+  if (!a.emit.empty() && a.emit != "tokens" && a.emit != "ast" && a.emit != "graph")
+    return usage_error("--emit must be tokens, ast or graph (got '" + a.emit + "')");
+  const std::string& path = a.positional[0];
+  nns::front::SourceManager sources;
+  nns::front::DiagnosticEngine diags(sources);
+  bool colour = nns::front::want_colour();
+
+  if (a.emit == "tokens") {
+    int file = sources.load(path);
+    if (file < 0) {
+      std::cerr << "nns: error: cannot read file '" << path << "'\n";
+      return kExitBadInput;
+    }
+    std::cout << nns::front::dump_tokens(sources, file);
+    return kExitOk;
+  }
+
+  auto t0 = std::chrono::steady_clock::now();
+  nns::sema::Interpreter interp(sources, diags, {a.config, stdlib_dirs()});
+  if (!interp.parse(path)) {
+    diags.print(std::cerr, colour);
+    return kExitBadInput;
+  }
+  if (a.emit == "ast") {
+    std::cout << nns::front::dump_ast(*interp.main_program());
+    return kExitOk;
+  }
+  bool ok = interp.evaluate();
+  auto t1 = std::chrono::steady_clock::now();
+  // Unknown --config is a usage problem, not a bad file.
+  if (!ok) {
+    diags.print(std::cerr, colour);
+    for (const auto& d : diags.all())
+      if (d.message.rfind("unknown config '", 0) == 0) return kExitUsage;
+    return kExitBadInput;
+  }
+  diags.print(std::cerr, colour);  // warnings
+  const nns::sema::Graph& g = interp.graph();
+  if (a.emit == "graph") {
+    std::cout << g.dump();
+    return kExitOk;
+  }
+  using nns::sema::format_bytes;
+  using nns::sema::format_count;
+  nns::sema::GraphSummary s = nns::sema::summarize(g);
+  double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  std::printf("%s", path.c_str());
+  if (!interp.config_name().empty()) std::printf(" (config %s)", interp.config_name().c_str());
+  std::printf("\n");
+  std::printf("  ops:           %lld top-level (%lld including composite bodies)\n", (long long)s.top_level_ops, (long long)s.all_ops);
+  std::printf("  parameters:    %s (%lld) = %s\n", format_count((double)s.param_count).c_str(), (long long)s.param_count,
+              format_bytes(s.param_bytes).c_str());
+  std::printf("  inputs:        %s per step\n", format_bytes(s.input_bytes).c_str());
+  std::printf("  activations:   %s (forward outputs of every op)\n", format_bytes(s.activation_bytes).c_str());
+  std::printf("  forward:       %.3f GMACs = %.3f GFLOPs per step (multiply-adds of matmul/linear/conv)\n",
+              (double)s.forward_macs / 1e9, 2.0 * (double)s.forward_macs / 1e9);
+  if (const auto& t = interp.train()) {
+    std::printf("  train:         loss %%%d, %s lr %g, %s schedule, %lld steps, %lld micro-batch(es), data %s\n", t->loss,
+                t->optimizer.kind.c_str(), t->optimizer.lr, t->schedule.kind.c_str(), (long long)t->steps,
+                (long long)t->micro_batches, t->data.kind.c_str());
+  }
+  if (!interp.plans().empty()) {
+    std::string names;
+    for (const auto& p : interp.plans()) names += (names.empty() ? "" : ", ") + p.name;
+    std::printf("  plans:         %s\n", names.c_str());
+  }
+  std::printf("  elaborated in  %.1f ms\n", ms);
+  return kExitOk;
+}
+
+// "[4,8],[8,16]" -> shapes; "?" for a non-tensor operand.
+bool parse_shapes(const std::string& text, std::vector<nns::sema::InputShape>& out, std::string& err) {
+  size_t i = 0;
+  auto skip = [&] { while (i < text.size() && (text[i] == ' ' || text[i] == ',')) ++i; };
+  skip();
+  while (i < text.size()) {
+    if (text[i] == '?') { out.push_back({false, {}}); ++i; skip(); continue; }
+    if (text[i] != '[') { err = "expected '[' at offset " + std::to_string(i); return false; }
+    ++i;
+    nns::sema::InputShape s;
+    while (i < text.size() && text[i] != ']') {
+      if (text[i] == ' ' || text[i] == ',') { ++i; continue; }
+      if (!isdigit(static_cast<unsigned char>(text[i]))) { err = "bad character '" + std::string(1, text[i]) + "' in shapes"; return false; }
+      long long v = 0;
+      while (i < text.size() && isdigit(static_cast<unsigned char>(text[i]))) v = v * 10 + (text[i++] - '0');
+      s.shape.push_back(v);
+    }
+    if (i >= text.size()) { err = "unclosed '[' in shapes"; return false; }
+    ++i;
+    out.push_back(s);
+    skip();
+  }
+  return true;
+}
+
+int cmd_dimop(const Args& a) {
+  if (a.positional.size() != 1) return usage_error("dimop needs exactly one quoted ANNOTATION");
+  const std::string& text = a.positional[0];
+  using namespace nns::sema;
+  try {
+    OpAnno anno = parse_normalized(text);
+    std::cout << "annotation: " << anno.to_string() << "\n";
+    std::vector<InputShape> shapes;
+    if (!a.shapes.empty()) {
+      std::string err;
+      if (!parse_shapes(a.shapes, shapes, err)) return usage_error("--shapes: " + err);
+    } else {
+      // Without shapes, give every identifier a placeholder size so the
+      // transform space can be listed; sizes are not printed then.
+      shapes = placeholder_shapes(anno);
+    }
+    BoundAnno bound = bind(anno, shapes);
+    if (!a.shapes.empty()) {
+      std::cout << "bound:      " << bound.anno.to_string() << "\n";
+      for (size_t i = 0; i < bound.output_shapes.size(); ++i) {
+        std::cout << "output " << i << ":   [";
+        for (size_t d = 0; d < bound.output_shapes[i].size(); ++d) std::cout << (d ? ", " : "") << bound.output_shapes[i][d];
+        std::cout << "]\n";
+      }
+    }
+    std::vector<TransformChoice> space = transform_space(bound);
+    std::cout << "transform space (" << space.size() << " choice" << (space.size() == 1 ? "" : "s") << "):\n";
+    for (const TransformChoice& c : space) {
+      std::string d = c.describe();
+      if (a.shapes.empty()) {
+        // drop " (size N)" — the sizes were placeholders
+        size_t p = d.find(" (size ");
+        if (p != std::string::npos) d.erase(p, d.find(')', p) - p + 1);
+      }
+      std::cout << "  " << d << "\n";
+    }
+    return kExitOk;
+  } catch (const DimopError& e) {
+    bool colour = nns::front::want_colour();
+    std::cerr << (colour ? "\033[1m" : "") << "<annotation>:1:" << e.column + 1 << ": " << (colour ? "\033[1;31m" : "") << "error: "
+              << (colour ? "\033[0m\033[1m" : "") << e.message << (colour ? "\033[0m" : "") << "\n  " << text << "\n  "
+              << std::string(e.column, ' ') << "^\n";
+    return kExitBadInput;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  std::string err;
+  if (!parse_args(argc, argv, a, err)) return usage_error(err);
+  if (a.command.empty()) {
+    std::cerr << kHelp;
+    return kExitUsage;
+  }
+  try {
+    if (a.command == "help") {
+      std::cout << kHelp;
+      return kExitOk;
+    }
+    if (a.command == "check") return cmd_check(a);
+    if (a.command == "dimop") return cmd_dimop(a);
+    return usage_error("unknown command '" + a.command + "'");
+  } catch (const std::exception& e) {
+    std::cerr << "nns: internal error: " << e.what() << "\n";
+    return kExitRuntime;
+  }
+}

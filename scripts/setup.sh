@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs every Debian package nns needs to build and test (idempotent).
+set -euo pipefail
+PACKAGES=(g++ cmake make ccache pkg-config antlr4 libantlr4-runtime-dev libz3-dev libdnnl-dev
+          libgloo-dev catch2 libedit-dev)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "setup: installing ${missing[*]}"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,411 @@
+// Builtin functions of the language and the train block's evaluation.
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+
+#include "semantics/interpreter.h"
+
+namespace nns::sema {
+
+using front::SourceLoc;
+
+namespace {
+
+// Argument `i` by position or `name` by keyword; `fallback` when absent.
+const Value* arg(CallArgs& a, size_t i, const char* name) {
+  if (i < a.positional.size()) return &a.positional[i];
+  return a.get(name);
+}
+
+void check_arity(Interpreter& in, CallArgs& a, const char* fn, size_t max_positional, std::initializer_list<const char*> names) {
+  if (a.positional.size() > max_positional)
+    in.fail(a.loc, std::string(fn) + "() takes at most " + std::to_string(max_positional) + " argument(s), " +
+                       std::to_string(a.positional.size()) + " given");
+  for (const auto& [k, v] : a.named) {
+    bool known = false;
+    for (const char* n : names) known |= k == n;
+    if (!known) in.fail(a.loc, std::string(fn) + "() has no parameter '" + k + "'");
+  }
+}
+
+double num(Interpreter& in, CallArgs& a, size_t i, const char* name, double fallback) {
+  const Value* v = arg(a, i, name);
+  return v ? in.to_float(*v, a.loc, name) : fallback;
+}
+
+int64_t integer(Interpreter& in, CallArgs& a, size_t i, const char* name, int64_t fallback) {
+  const Value* v = arg(a, i, name);
+  return v ? in.to_int(*v, a.loc, name) : fallback;
+}
+
+Value record(std::string kind, std::vector<std::pair<std::string, Value>> fields) {
+  auto r = std::make_shared<Record>();
+  r->kind = std::move(kind);
+  r->fields = std::move(fields);
+  return Value(r);
+}
+
+std::string to_text(const Value& v);
+
+std::string list_text(const List& l) {
+  std::string s = "[";
+  for (size_t i = 0; i < l.size(); ++i) s += (i ? ", " : "") + to_text(l[i]);
+  return s + "]";
+}
+
+std::string to_text(const Value& v) {
+  if (v.is<NoneV>()) return "none";
+  if (v.is<bool>()) return v.as<bool>() ? "true" : "false";
+  if (v.is<int64_t>()) return std::to_string(v.as<int64_t>());
+  if (v.is<double>()) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%g", v.as<double>());
+    return buf;
+  }
+  if (v.is<std::string>()) return v.as<std::string>();
+  if (v.is<RangeV>()) return std::to_string(v.as<RangeV>().lo) + ".." + std::to_string(v.as<RangeV>().hi);
+  if (v.is<std::shared_ptr<List>>()) return list_text(*v.as<std::shared_ptr<List>>());
+  if (v.is<TensorV>()) return "tensor %" + std::to_string(v.as<TensorV>().id);
+  if (v.is<std::shared_ptr<Record>>()) {
+    const Record& r = *v.as<std::shared_ptr<Record>>();
+    std::string s = (r.kind == "dict" ? "" : r.kind) + "{";
+    for (size_t i = 0; i < r.fields.size(); ++i) s += (i ? ", " : "") + r.fields[i].first + ": " + to_text(r.fields[i].second);
+    return s + "}";
+  }
+  return "<" + type_name(v) + ">";
+}
+
+// ---- general-purpose builtins ----------------------------------------------------
+
+Value b_len(Interpreter& in, CallArgs& a) {
+  check_arity(in, a, "len", 1, {});
+  if (a.positional.size() != 1) in.fail(a.loc, "len() takes one argument");
+  const Value& v = a.positional[0];
+  if (v.is<std::shared_ptr<List>>()) return Value(static_cast<int64_t>(v.as<std::shared_ptr<List>>()->size()));
+  if (v.is<std::string>()) return Value(static_cast<int64_t>(v.as<std::string>().size()));
+  if (v.is<RangeV>()) return Value(v.as<RangeV>().hi - v.as<RangeV>().lo);
+  in.fail(a.loc, "len() of a " + type_name(v));
+}
+
+Value b_range(Interpreter& in, CallArgs& a) {
+  check_arity(in, a, "range", 3, {});
+  if (a.positional.empty()) in.fail(a.loc, "range() needs at least one argument");
+  int64_t lo = 0, hi, step = 1;
+  if (a.positional.size() == 1) {
+    hi = in.to_int(a.positional[0], a.loc, "range end");
+  } else {
+    lo = in.to_int(a.positional[0], a.loc, "range start");
+    hi = in.to_int(a.positional[1], a.loc, "range end");
+    if (a.positional.size() == 3) step = in.to_int(a.positional[2], a.loc, "range step");
+  }
+  if (step == 0) in.fail(a.loc, "range() step must not be zero");
+  if (step == 1) return Value(RangeV{lo, std::max(lo, hi)});
+  List items;
+  for (int64_t i = lo; step > 0 ? i < hi : i > hi; i += step) items.push_back(Value(i));
+  return make_list(std::move(items));
+}
+
+Value b_print(Interpreter&, CallArgs& a) {
+  std::string s;
+  for (size_t i = 0; i < a.positional.size(); ++i) s += (i ? " " : "") + to_text(a.positional[i]);
+  std::cout << s << "\n";
+  return Value();
+}
+
+Value b_str(Interpreter& in, CallArgs& a) {
+  check_arity(in, a, "str", 1, {});
+  if (a.positional.size() != 1) in.fail(a.loc, "str() takes one argument");
+  return Value(to_text(a.positional[0]));
+}
+
+Value b_int(Interpreter& in, CallArgs& a) {
+  check_arity(in, a, "int", 1, {});
+  if (a.positional.size() != 1) in.fail(a.loc, "int() takes one argument");
+  double v = in.to_float(a.positional[0], a.loc, "int() argument");
+  return Value(static_cast<int64_t>(std::trunc(v)));
+}
+
+Value b_float(Interpreter& in, CallArgs& a) {
+  check_arity(in, a, "float", 1, {});
+  if (a.positional.size() != 1) in.fail(a.loc, "float() takes one argument");
+  return Value(in.to_float(a.positional[0], a.loc, "float() argument"));
+}
+
+// min / max over arguments or over one list.
+Value extremum(Interpreter& in, CallArgs& a, bool want_max) {
+  std::vector<Value> items = a.positional;
+  if (items.size() == 1 && items[0].is<std::shared_ptr<List>>()) items = *items[0].as<std::shared_ptr<List>>();
+  if (items.empty()) in.fail(a.loc, std::string(want_max ? "max" : "min") + "() of nothing");
+  Value best = items[0];
+  for (size_t i = 1; i < items.size(); ++i) {
+    double x = in.to_float(items[i], a.loc, "argument"), b = in.to_float(best, a.loc, "argument");
+    if (want_max ? x > b : x < b) best = items[i];
+  }
+  return best;
+}
+Value b_min(Interpreter& in, CallArgs& a) { return extremum(in, a, false); }
+Value b_max(Interpreter& in, CallArgs& a) { return extremum(in, a, true); }
+
+Value b_abs(Interpreter& in, CallArgs& a) {
+  if (a.positional.size() != 1) in.fail(a.loc, "abs() takes one argument");
+  const Value& v = a.positional[0];
+  if (v.is<int64_t>()) return Value(std::llabs(v.as<int64_t>()));
+  return Value(std::fabs(in.to_float(v, a.loc, "abs() argument")));
+}
+
+Value math1(Interpreter& in, CallArgs& a, const char* name, double (*f)(double)) {
+  if (a.positional.size() != 1) in.fail(a.loc, std::string(name) + "() takes one argument");
+  double x = in.to_float(a.positional[0], a.loc, "argument");
+  double r = f(x);
+  if (std::isnan(r)) in.fail(a.loc, std::string(name) + "() of " + to_text(a.positional[0]) + " is undefined");
+  return Value(r);
+}
+Value b_sqrt(Interpreter& in, CallArgs& a) { return math1(in, a, "sqrt", [](double x) { return std::sqrt(x); }); }
+Value b_log2(Interpreter& in, CallArgs& a) { return math1(in, a, "log2", [](double x) { return std::log2(x); }); }
+Value b_exp(Interpreter& in, CallArgs& a) { return math1(in, a, "exp", [](double x) { return std::exp(x); }); }
+Value b_floor(Interpreter& in, CallArgs& a) {
+  return Value(static_cast<int64_t>(std::floor(math1(in, a, "floor", [](double x) { return x; }).as<double>())));
+}
+Value b_ceil(Interpreter& in, CallArgs& a) {
+  return Value(static_cast<int64_t>(std::ceil(math1(in, a, "ceil", [](double x) { return x; }).as<double>())));
+}
+
+Value b_sum(Interpreter& in, CallArgs& a) {
+  if (a.positional.size() != 1 || !a.positional[0].is<std::shared_ptr<List>>()) in.fail(a.loc, "sum_list() takes one list");
+  bool ints = true;
+  int64_t si = 0;
+  double sf = 0;
+  for (const Value& v : *a.positional[0].as<std::shared_ptr<List>>()) {
+    if (v.is<int64_t>()) si += v.as<int64_t>();
+    else { ints = false; sf += in.to_float(v, a.loc, "list element"); }
+  }
+  return ints ? Value(si) : Value(sf + static_cast<double>(si));
+}
+
+Value b_prod(Interpreter& in, CallArgs& a) {
+  if (a.positional.size() != 1 || !a.positional[0].is<std::shared_ptr<List>>()) in.fail(a.loc, "prod() takes one list");
+  int64_t p = 1;
+  for (const Value& v : *a.positional[0].as<std::shared_ptr<List>>()) p *= in.to_int(v, a.loc, "list element");
+  return Value(p);
+}
+
+Value b_append(Interpreter& in, CallArgs& a) {
+  if (a.positional.size() != 2 || !a.positional[0].is<std::shared_ptr<List>>()) in.fail(a.loc, "append(list, value) takes a list and a value");
+  a.positional[0].as<std::shared_ptr<List>>()->push_back(a.positional[1]);
+  return Value();
+}
+
+Value b_assert(Interpreter& in, CallArgs& a) {
+  if (a.positional.empty()) in.fail(a.loc, "assert() needs a condition");
+  const Value& c = a.positional[0];
+  bool ok = c.is<bool>() ? c.as<bool>() : c.is<int64_t>() ? c.as<int64_t>() != 0 : !c.is<NoneV>();
+  if (!ok) in.fail(a.loc, "assertion failed" + (a.positional.size() > 1 ? ": " + to_text(a.positional[1]) : std::string()));
+  return Value();
+}
+
+Value b_error(Interpreter& in, CallArgs& a) {
+  in.fail(a.loc, a.positional.empty() ? std::string("error() called") : to_text(a.positional[0]));
+}
+
+// ---- init specs (param / input initializers) -----------------------------------
+
+Value b_normal(Interpreter& in, CallArgs& a) {
+  check_arity(in, a, "normal", 1, {"std"});
+  double std = num(in, a, 0, "std", 1.0);
+  if (std < 0) in.fail(a.loc, "normal(): std must be non-negative");
+  return record("init:normal", {{"std", Value(std)}});
+}
+Value b_trunc_normal(Interpreter& in, CallArgs& a) {
+  check_arity(in, a, "trunc_normal", 1, {"std"});
+  return record("init:trunc_normal", {{"std", Value(num(in, a, 0, "std", 0.02))}});
+}
+Value b_zeros(Interpreter& in, CallArgs& a) { check_arity(in, a, "zeros", 0, {}); return record("init:zeros", {}); }
+Value b_ones(Interpreter& in, CallArgs& a) { check_arity(in, a, "ones", 0, {}); return record("init:ones", {}); }
+Value b_uniform(Interpreter& in, CallArgs& a) {
+  check_arity(in, a, "uniform", 2, {"low", "high"});
+  double lo = num(in, a, 0, "low", -1), hi = num(in, a, 1, "high", 1);
+  if (!(lo < hi)) in.fail(a.loc, "uniform(): low must be below high");
+  return record("init:uniform", {{"low", Value(lo)}, {"high", Value(hi)}});
+}
+Value b_randn(Interpreter& in, CallArgs& a) {
+  check_arity(in, a, "randn", 1, {"std"});
+  return record("init:randn", {{"std", Value(num(in, a, 0, "std", 1.0))}});
+}
+Value b_tokens(Interpreter& in, CallArgs& a) {
+  check_arity(in, a, "tokens", 1, {"vocab"});
+  int64_t n = integer(in, a, 0, "vocab", 0);
+  if (n <= 0) in.fail(a.loc, "tokens(): the vocabulary size must be positive");
+  return record("init:tokens", {{"vocab", Value(n)}});
+}
+Value b_labels(Interpreter& in, CallArgs& a) {
+  check_arity(in, a, "labels", 1, {"classes"});
+  int64_t n = integer(in, a, 0, "classes", 0);
+  if (n <= 0) in.fail(a.loc, "labels(): the number of classes must be positive");
+  return record("init:labels", {{"classes", Value(n)}});
+}
+
+// ---- training specs ----------------------------------------------------------------
+
+Value b_sgd(Interpreter& in, CallArgs& a) {
+  check_arity(in, a, "sgd", 1, {"lr", "momentum", "weight_decay"});
+  return record("sgd", {{"lr", Value(num(in, a, 0, "lr", 0.01))},
+                        {"momentum", Value(num(in, a, 99, "momentum", 0.0))},
+                        {"weight_decay", Value(num(in, a, 99, "weight_decay", 0.0))}});
+}
+Value b_adamw(Interpreter& in, CallArgs& a) {
+  check_arity(in, a, "adamw", 1, {"lr", "beta1", "beta2", "eps", "weight_decay"});
+  return record("adamw", {{"lr", Value(num(in, a, 0, "lr", 1e-3))},
+                          {"beta1", Value(num(in, a, 99, "beta1", 0.9))},
+                          {"beta2", Value(num(in, a, 99, "beta2", 0.999))},
+                          {"eps", Value(num(in, a, 99, "eps", 1e-8))},
+                          {"weight_decay", Value(num(in, a, 99, "weight_decay", 0.01))}});
+}
+Value b_constant_lr(Interpreter& in, CallArgs& a) {
+  check_arity(in, a, "constant_lr", 0, {});
+  return record("schedule", {{"kind", Value(std::string("constant"))}});
+}
+Value b_cosine_lr(Interpreter& in, CallArgs& a) {
+  check_arity(in, a, "cosine_lr", 0, {"warmup", "min_lr"});
+  return record("schedule", {{"kind", Value(std::string("cosine"))},
+                             {"warmup", Value(integer(in, a, 99, "warmup", 0))},
+                             {"min_lr", Value(num(in, a, 99, "min_lr", 0.0))}});
+}
+Value b_linear_lr(Interpreter& in, CallArgs& a) {
+  check_arity(in, a, "linear_lr", 0, {"warmup", "min_lr"});
+  return record("schedule", {{"kind", Value(std::string("linear"))},
+                             {"warmup", Value(integer(in, a, 99, "warmup", 0))},
+                             {"min_lr", Value(num(in, a, 99, "min_lr", 0.0))}});
+}
+Value b_synthetic(Interpreter& in, CallArgs& a) {
+  check_arity(in, a, "synthetic", 1, {"seed"});
+  return record("data", {{"kind", Value(std::string("synthetic"))}, {"seed", Value(integer(in, a, 0, "seed", 0))}});
+}
+Value b_safetensors(Interpreter& in, CallArgs& a) {
+  check_arity(in, a, "safetensors", 1, {"path"});
+  const Value* p = arg(a, 0, "path");
+  if (!p || !p->is<std::string>()) in.fail(a.loc, "safetensors() needs a file path string");
+  return record("data", {{"kind", Value(std::string("safetensors"))}, {"path", *p}});
+}
+
+}  // namespace
+
+void install_builtins(Env& env) {
+  static const std::pair<const char*, BuiltinFn> table[] = {
+      {"len", b_len}, {"range", b_range}, {"print", b_print}, {"str", b_str}, {"int", b_int},
+      {"float", b_float}, {"min", b_min}, {"max", b_max}, {"abs", b_abs}, {"sqrt", b_sqrt},
+      {"log2", b_log2}, {"exp", b_exp}, {"floor", b_floor}, {"ceil", b_ceil}, {"sum_list", b_sum},
+      {"prod", b_prod}, {"append", b_append}, {"assert", b_assert}, {"error", b_error},
+      {"normal", b_normal}, {"trunc_normal", b_trunc_normal}, {"zeros", b_zeros}, {"ones", b_ones},
+      {"uniform", b_uniform}, {"randn", b_randn}, {"tokens", b_tokens}, {"labels", b_labels},
+      {"sgd", b_sgd}, {"adamw", b_adamw}, {"constant_lr", b_constant_lr}, {"cosine_lr", b_cosine_lr},
+      {"linear_lr", b_linear_lr}, {"synthetic", b_synthetic}, {"safetensors", b_safetensors},
+  };
+  for (const auto& [name, fn] : table) env.define(name, Value(std::make_shared<Builtin>(Builtin{name, fn})));
+}
+
+// ---- the train block ------------------------------------------------------------------
+
+namespace {
+const char* const kSettings[] = {"model", "loss", "optimizer", "schedule", "data", "steps", "micro_batches", "clip"};
+
+bool is_setting(const std::string& n) {
+  for (const char* s : kSettings)
+    if (n == s) return true;
+  return false;
+}
+
+std::string settings_list() {
+  std::string s;
+  for (const char* k : kSettings) s += (s.empty() ? "" : ", ") + std::string(k);
+  return s;
+}
+}  // namespace
+
+void Interpreter::run_train(const front::TrainDecl& t, const std::shared_ptr<Env>& module_env, SourceLoc loc) {
+  auto env = std::make_shared<Env>(module_env);
+  TrainSpec spec;
+  spec.loc = loc;
+  std::map<std::string, SourceLoc> set_at;
+  for (const front::StmtPtr& s : t.body) {
+    auto* assign = std::get_if<front::AssignStmt>(&s->node);
+    auto* name = assign ? std::get_if<front::Name>(&assign->target->node) : nullptr;
+    if (!name || env->find_local(name->id)) {
+      Flow f = exec(*s, env);
+      if (f != Flow::Normal) fail(s->loc, "'return', 'break' or 'continue' in a train block");
+      continue;
+    }
+    const std::string& key = name->id;
+    if (!is_setting(key))
+      fail(assign->target->loc, "unknown training setting '" + key + "' (settings: " + settings_list() + "); use 'let' for a local name");
+    if (assign->op != "=") fail(s->loc, "training setting '" + key + "' must be set with '='");
+    if (set_at.count(key)) fail(assign->target->loc, "training setting '" + key + "' is set twice");
+    set_at[key] = assign->value->loc;
+    Value v = eval(*assign->value, env);
+    SourceLoc vl = assign->value->loc;
+    auto need_record = [&](const char* kind, const char* hint) -> const Record& {
+      if (!v.is<std::shared_ptr<Record>>() || v.as<std::shared_ptr<Record>>()->kind.find(kind) == std::string::npos)
+        fail(vl, "'" + key + "' must be " + hint + ", got " + type_name(v));
+      return *v.as<std::shared_ptr<Record>>();
+    };
+    if (key == "model") {
+      if (!v.is<std::shared_ptr<Instance>>()) fail(vl, "'model' must be a model instance, got " + type_name(v));
+    } else if (key == "loss") {
+      if (!v.is<TensorV>()) fail(vl, "'loss' must be a tensor, got " + type_name(v));
+      const TensorInfo& lt = graph_.tensor(v.as<TensorV>().id);
+      if (numel(lt.shape) != 1) fail(vl, "the loss must have one element, but its shape is " + shape_to_string(lt.shape));
+      if (!dtype_is_float(lt.dtype)) fail(vl, "the loss must be a float tensor, but it is " + std::string(dtype_name(lt.dtype)));
+      spec.loss = v.as<TensorV>().id;
+    } else if (key == "optimizer") {
+      if (!v.is<std::shared_ptr<Record>>() || (v.as<std::shared_ptr<Record>>()->kind != "sgd" && v.as<std::shared_ptr<Record>>()->kind != "adamw"))
+        fail(vl, "'optimizer' must be sgd(...) or adamw(...), got " + type_name(v));
+      const Record& r = *v.as<std::shared_ptr<Record>>();
+      spec.optimizer.kind = r.kind;
+      spec.optimizer.lr = r.get("lr")->as<double>();
+      if (!(spec.optimizer.lr > 0)) fail(vl, "the learning rate must be positive");
+      if (r.kind == "sgd") {
+        spec.optimizer.momentum = r.get("momentum")->as<double>();
+        spec.optimizer.weight_decay = r.get("weight_decay")->as<double>();
+        if (spec.optimizer.momentum < 0 || spec.optimizer.momentum >= 1) fail(vl, "sgd momentum must be in [0, 1)");
+      } else {
+        spec.optimizer.beta1 = r.get("beta1")->as<double>();
+        spec.optimizer.beta2 = r.get("beta2")->as<double>();
+        spec.optimizer.eps = r.get("eps")->as<double>();
+        spec.optimizer.weight_decay = r.get("weight_decay")->as<double>();
+        if (spec.optimizer.beta1 < 0 || spec.optimizer.beta1 >= 1 || spec.optimizer.beta2 < 0 || spec.optimizer.beta2 >= 1)
+          fail(vl, "adamw betas must be in [0, 1)");
+      }
+      if (spec.optimizer.weight_decay < 0) fail(vl, "weight decay must be non-negative");
+    } else if (key == "schedule") {
+      const Record& r = need_record("schedule", "constant_lr(), cosine_lr(...) or linear_lr(...)");
+      spec.schedule.kind = r.get("kind")->as<std::string>();
+      if (const Value* w = r.get("warmup")) spec.schedule.warmup = w->as<int64_t>();
+      if (const Value* m = r.get("min_lr")) spec.schedule.min_lr = m->as<double>();
+      if (spec.schedule.warmup < 0) fail(vl, "warmup must be non-negative");
+    } else if (key == "data") {
+      const Record& r = need_record("data", "synthetic(seed) or safetensors(path)");
+      spec.data.kind = r.get("kind")->as<std::string>();
+      if (const Value* s2 = r.get("seed")) spec.data.seed = s2->as<int64_t>();
+      if (const Value* p = r.get("path")) spec.data.path = p->as<std::string>();
+    } else if (key == "steps" || key == "micro_batches") {
+      int64_t n = to_int(v, vl, key.c_str());
+      if (n <= 0) fail(vl, "'" + key + "' must be positive, got " + std::to_string(n));
+      (key == "steps" ? spec.steps : spec.micro_batches) = n;
+    } else if (key == "clip") {
+      spec.clip = to_float(v, vl, "clip");
+      if (spec.clip < 0) fail(vl, "'clip' must be non-negative (0 disables clipping)");
+    }
+    env->define(key, std::move(v));
+  }
+  if (spec.loss < 0) fail(loc, "the train block does not set 'loss'");
+  for (int id : graph_.inputs()) {
+    const TensorInfo& in = graph_.tensor(id);
+    if (in.shape.empty() || in.shape[0] % spec.micro_batches != 0)
+      fail(set_at.count("micro_batches") ? set_at["micro_batches"] : loc,
+           "micro_batches = " + std::to_string(spec.micro_batches) + " does not divide the batch dimension of input '" + in.name + "' " +
+               shape_to_string(in.shape));
+  }
+  graph_.loss = spec.loss;
+  train_ = spec;
+}
+
+}  // namespace nns::sema

@@ -1,0 +1,358 @@
+// Calls: functions, model instantiation and methods, and op calls — the
+// place where an op call becomes a Graph node with an annotation bound to
+// its shapes.
+#include <algorithm>
+
+#include "semantics/interpreter.h"
+
+namespace nns::sema {
+
+using front::SourceLoc;
+
+const Value* CallArgs::get(const std::string& name) const {
+  for (const auto& [k, v] : named)
+    if (k == name) return &v;
+  return nullptr;
+}
+
+namespace {
+constexpr size_t kMaxCallDepth = 200;
+
+// Frames pushed while a call runs, so errors can say where they came from.
+struct FrameGuard {
+  std::vector<std::pair<std::string, SourceLoc>>& stack;
+  FrameGuard(std::vector<std::pair<std::string, SourceLoc>>& s, std::string name, SourceLoc loc) : stack(s) {
+    stack.emplace_back(std::move(name), loc);
+  }
+  ~FrameGuard() { stack.pop_back(); }
+};
+
+template <class T>
+struct StackGuard {
+  std::vector<T>& stack;
+  StackGuard(std::vector<T>& s, T v) : stack(s) { stack.push_back(std::move(v)); }
+  ~StackGuard() { stack.pop_back(); }
+};
+}  // namespace
+
+Value Interpreter::eval_call(const front::Call& c, const std::shared_ptr<Env>& env, SourceLoc loc) {
+  Value callee = eval(*c.callee, env);
+  CallArgs args;
+  args.loc = loc;
+  bool seen_named = false;
+  for (const front::Arg& a : c.args) {
+    if (a.name.empty()) {
+      if (seen_named) fail(a.loc, "positional argument after a keyword argument");
+      args.positional.push_back(eval(*a.value, env));
+      args.arg_locs.push_back(a.value->loc);
+    } else {
+      seen_named = true;
+      for (const auto& [k, v] : args.named)
+        if (k == a.name) fail(a.loc, "argument '" + a.name + "' given twice");
+      args.named.emplace_back(a.name, eval(*a.value, env));
+    }
+  }
+  return call(callee, args);
+}
+
+Value Interpreter::call(const Value& callee, CallArgs& args) {
+  if (call_stack_.size() >= kMaxCallDepth) fail(args.loc, "calls nested too deeply (more than " + std::to_string(kMaxCallDepth) + "); is there unbounded recursion?");
+  if (callee.is<std::shared_ptr<Function>>()) {
+    const Function& f = *callee.as<std::shared_ptr<Function>>();
+    FrameGuard frame(call_stack_, f.fn->name, args.loc);
+    return call_function(f, args);
+  }
+  if (callee.is<std::shared_ptr<OpDef>>()) {
+    const OpDef& op = *callee.as<std::shared_ptr<OpDef>>();
+    return call_op(op, args);
+  }
+  if (callee.is<std::shared_ptr<ModelClass>>()) {
+    const ModelClass& m = *callee.as<std::shared_ptr<ModelClass>>();
+    FrameGuard frame(call_stack_, m.decl->name, args.loc);
+    return instantiate(m, args);
+  }
+  if (callee.is<std::shared_ptr<Instance>>()) {
+    const auto& inst = callee.as<std::shared_ptr<Instance>>();
+    Value* fwd = inst->env->find_local("forward");
+    if (!fwd || !fwd->is<std::shared_ptr<Function>>()) fail(args.loc, "model " + inst->class_name + " has no 'forward' method to call");
+    return call(*fwd, args);
+  }
+  if (callee.is<std::shared_ptr<Builtin>>()) {
+    const Builtin& b = *callee.as<std::shared_ptr<Builtin>>();
+    return b.fn(*this, args);
+  }
+  fail(args.loc, "a value of type " + type_name(callee) + " cannot be called");
+}
+
+// Binds arguments to parameters: positional first, then by name, then
+// defaults (evaluated in the callee's scope, left to right).
+std::shared_ptr<Env> Interpreter::bind_params(const std::vector<front::Param>& params, CallArgs& args,
+                                              const std::shared_ptr<Env>& closure, const std::string& what) {
+  auto env = std::make_shared<Env>(closure);
+  if (args.positional.size() > params.size())
+    fail(args.loc, what + " takes " + std::to_string(params.size()) + " argument" + (params.size() == 1 ? "" : "s") +
+                       " but " + std::to_string(args.positional.size()) + " were given");
+  std::vector<bool> set(params.size(), false);
+  for (size_t i = 0; i < args.positional.size(); ++i) {
+    env->define(params[i].name, args.positional[i]);
+    set[i] = true;
+  }
+  for (auto& [name, value] : args.named) {
+    size_t i = 0;
+    while (i < params.size() && params[i].name != name) ++i;
+    if (i == params.size()) {
+      std::string names;
+      for (const front::Param& p : params) names += (names.empty() ? "" : ", ") + p.name;
+      fail(args.loc, what + " has no parameter '" + name + "' (parameters: " + names + ")");
+    }
+    if (set[i]) fail(args.loc, what + ": argument '" + name + "' given twice");
+    env->define(name, value);
+    set[i] = true;
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (set[i]) continue;
+    if (!params[i].default_value) fail(args.loc, what + ": missing argument '" + params[i].name + "'");
+    env->define(params[i].name, eval(*params[i].default_value, env));
+  }
+  return env;
+}
+
+Value Interpreter::call_function(const Function& f, CallArgs& args) {
+  auto env = bind_params(f.fn->params, args, f.closure, "function '" + f.fn->name + "'");
+  std::optional<StackGuard<std::shared_ptr<Instance>>> scope;
+  if (f.self) scope.emplace(scope_stack_, f.self);
+  ++in_method_depth_;
+  Flow flow;
+  try {
+    flow = exec_block(f.fn->body, env);
+  } catch (...) {
+    --in_method_depth_;
+    throw;
+  }
+  --in_method_depth_;
+  if (flow == Flow::Return) {
+    Value v = std::move(return_value_);
+    return_value_ = Value();
+    return v;
+  }
+  if (flow != Flow::Normal) fail(f.fn->loc, "'break' or 'continue' outside a loop in '" + f.fn->name + "'");
+  return Value();
+}
+
+// Runs a model body in a fresh instance scope; bindings whose values are
+// instances (or lists of them) become submodules, named after the binding.
+Value Interpreter::instantiate(const ModelClass& cls, CallArgs& args) {
+  auto inst = std::make_shared<Instance>();
+  inst->class_name = cls.decl->name;
+  inst->env = bind_params(cls.decl->params, args, cls.closure, "model '" + cls.decl->name + "'");
+  inst->env->define("self", Value(inst));
+  {
+    StackGuard<std::shared_ptr<Instance>> scope(scope_stack_, inst);
+    int saved_depth = in_method_depth_;
+    in_method_depth_ = 0;
+    Flow flow;
+    try {
+      flow = exec_block(cls.decl->body, inst->env);
+    } catch (...) {
+      in_method_depth_ = saved_depth;
+      throw;
+    }
+    in_method_depth_ = saved_depth;
+    if (flow != Flow::Normal) fail(args.loc, "'return', 'break' or 'continue' in the body of model '" + cls.decl->name + "'");
+  }
+  auto adopt = [&](const std::shared_ptr<Instance>& child, const std::string& name) {
+    if (child->parent || child == inst) return;  // shared submodules keep their first name
+    child->parent = inst.get();
+    child->local_name = name;
+    inst->children.push_back(child);
+  };
+  for (const std::string& name : inst->env->order) {
+    const Value& v = inst->env->vars.at(name);
+    if (name == "self") continue;
+    if (v.is<std::shared_ptr<Instance>>()) {
+      adopt(v.as<std::shared_ptr<Instance>>(), name);
+    } else if (v.is<std::shared_ptr<List>>()) {
+      const List& l = *v.as<std::shared_ptr<List>>();
+      for (size_t i = 0; i < l.size(); ++i)
+        if (l[i].is<std::shared_ptr<Instance>>()) adopt(l[i].as<std::shared_ptr<Instance>>(), name + "." + std::to_string(i));
+    }
+  }
+  // Break the self-reference cycle's hold on lifetime: the env keeps `self`
+  // for methods; instances live as long as the interpreter anyway.
+  return Value(inst);
+}
+
+std::string Interpreter::op_prefix() const {
+  if (!composite_stack_.empty()) return graph_.node(composite_stack_.back()).name + ".";
+  if (!scope_stack_.empty()) {
+    std::string p = scope_stack_.back()->path();
+    return p.empty() ? "" : p + ".";
+  }
+  return "";
+}
+
+Value Interpreter::call_op_by_name(const std::string& name, std::vector<Value> positional,
+                                   std::vector<std::pair<std::string, Value>> named, SourceLoc loc) {
+  Value* op = prelude_ ? prelude_->find(name) : nullptr;
+  if (!op || !op->is<std::shared_ptr<OpDef>>()) fail(loc, "the stdlib does not declare op '" + name + "'");
+  CallArgs args;
+  args.positional = std::move(positional);
+  args.named = std::move(named);
+  args.loc = loc;
+  return call_op(*op->as<std::shared_ptr<OpDef>>(), args);
+}
+
+namespace {
+bool is_attr_type(const std::string& t) {
+  return t == "int" || t == "float" || t == "bool" || t == "str" || t == "ints" || t == "list";
+}
+}  // namespace
+
+Value Interpreter::call_op(const OpDef& op, CallArgs& args) {
+  const front::FnDef& fn = *op.decl->fn;
+  std::string what = "op '" + op.name + "'";
+  auto env = bind_params(fn.params, args, op.closure, what);
+
+  // Split the arguments into tensor operands (in parameter order) and attributes.
+  OpCall call;
+  std::map<std::string, Attr> attrs;
+  call.attrs = &attrs;
+  std::vector<int> inputs;
+  std::map<std::string, int64_t> given;
+  for (const front::Param& p : fn.params) {
+    const Value& v = *env->find_local(p.name);
+    if (p.type.empty() || p.type == "tensor") {
+      if (v.is<NoneV>() && p.default_value) continue;  // optional tensor left out
+      if (!v.is<TensorV>()) fail(args.loc, what + " expects a tensor for '" + p.name + "', got " + type_name(v));
+      inputs.push_back(v.as<TensorV>().id);
+    } else if (p.type == "tensors") {
+      if (!v.is<std::shared_ptr<List>>()) fail(args.loc, what + " expects a list of tensors for '" + p.name + "', got " + type_name(v));
+      for (const Value& t : *v.as<std::shared_ptr<List>>()) {
+        if (!t.is<TensorV>()) fail(args.loc, what + " expects a list of tensors for '" + p.name + "', found a " + type_name(t));
+        inputs.push_back(t.as<TensorV>().id);
+      }
+    } else if (is_attr_type(p.type)) {
+      if (p.type == "int") {
+        attrs[p.name] = to_int(v, args.loc, ("argument '" + p.name + "'").c_str());
+        given[p.name] = std::get<int64_t>(attrs[p.name]);
+      } else if (p.type == "float") {
+        attrs[p.name] = to_float(v, args.loc, ("argument '" + p.name + "'").c_str());
+      } else if (p.type == "bool") {
+        if (!v.is<bool>()) fail(args.loc, what + ": argument '" + p.name + "' must be a bool, got " + type_name(v));
+        attrs[p.name] = v.as<bool>();
+      } else if (p.type == "str") {
+        if (!v.is<std::string>()) fail(args.loc, what + ": argument '" + p.name + "' must be a str, got " + type_name(v));
+        attrs[p.name] = v.as<std::string>();
+      } else {
+        attrs[p.name] = to_shape(v, args.loc);
+      }
+    } else {
+      fail(p.loc, "unknown parameter type '" + p.type + "'; expected tensor, tensors, int, float, bool, str or ints");
+    }
+  }
+  for (int t : inputs) {
+    const TensorInfo& info = graph_.tensor(t);
+    call.inputs.push_back(InputShape{true, info.shape});
+    call.dtypes.push_back(info.dtype);
+  }
+
+  // Bind the annotation to these shapes: a shape error points at the call.
+  BoundAnno bound;
+  try {
+    if (op.row && op.row->annotate) {
+      GeneratedAnno gen = op.row->annotate(call);
+      std::map<std::string, int64_t> sizes = given;
+      for (auto& [k, v] : gen.sizes) sizes[k] = v;
+      bound = bind(parse_normalized(gen.text), call.inputs, sizes);
+    } else {
+      bound = bind_first(op.annotations, call.inputs, given);
+    }
+  } catch (const DimopError& e) {
+    front::Diagnostic d{front::Severity::Error, args.loc, "shape error in call to " + what + ": " + e.message, {}};
+    if (!op.decl->annotations.empty())
+      d.notes.push_back({front::Severity::Note, op.decl->annotations[0].loc, "annotation of '" + op.name + "' declared here", {}});
+    for (auto it = call_stack_.rbegin(); it != call_stack_.rend() && d.notes.size() < 4; ++it)
+      d.notes.push_back({front::Severity::Note, it->second, "in call to '" + it->first + "'", {}});
+    throw front::UserError{std::move(d)};
+  } catch (const OpArgError& e) {
+    fail(args.loc, "in call to " + what + ": " + e.message);
+  }
+
+  OpNode node;
+  node.kind = op.name;
+  std::string prefix = op_prefix();
+  int n = op_counts_[prefix][op.name]++;
+  node.name = prefix + op.name + "#" + std::to_string(n);
+  node.composite = op.decl->has_body;
+  node.parent = composite_stack_.empty() ? -1 : composite_stack_.back();
+  node.inputs = inputs;
+  node.attrs = attrs;
+  node.anno = bound;
+  node.loc = args.loc;
+  if (op.row && op.row->macs) node.macs = op.row->macs(bound, call);
+  int id = graph_.add_node(std::move(node));
+  if (graph_.node(id).parent >= 0) graph_.node(graph_.node(id).parent).children.push_back(id);
+
+  // Output dtype: the row's rule, else the first float input's dtype.
+  DType out_dtype = DType::F32;
+  if (op.row && op.row->out_dtype) {
+    out_dtype = *op.row->out_dtype;
+  } else {
+    bool found = false;
+    for (DType d : call.dtypes)
+      if (dtype_is_float(d)) { out_dtype = d; found = true; break; }
+    if (!found && !call.dtypes.empty()) out_dtype = call.dtypes[0];
+  }
+
+  std::vector<int> outputs;
+  {
+    if (op.decl->has_body) {
+      // Composite: run the body; its results are the op's outputs and must
+      // have the shapes the annotation promises.
+      StackGuard<int> inside(composite_stack_, id);
+      FrameGuard frame(call_stack_, op.name, args.loc);
+      Flow flow = exec_block(fn.body, env);
+      Value result = flow == Flow::Return ? std::move(return_value_) : Value();
+      return_value_ = Value();
+      std::vector<Value> results;
+      if (result.is<std::shared_ptr<List>>()) results = *result.as<std::shared_ptr<List>>();
+      else results.push_back(result);
+      if (results.size() != bound.output_shapes.size())
+        fail(fn.loc, "composite op '" + op.name + "' returned " + std::to_string(results.size()) + " value(s) but its annotation has " +
+                         std::to_string(bound.output_shapes.size()) + " output(s)");
+      for (size_t i = 0; i < results.size(); ++i) {
+        if (!results[i].is<TensorV>()) fail(fn.loc, "composite op '" + op.name + "' must return tensors, got " + type_name(results[i]));
+        int t = results[i].as<TensorV>().id;
+        if (graph_.tensor(t).shape != bound.output_shapes[i])
+          fail(args.loc, "composite op '" + op.name + "': its body returned output " + std::to_string(i) + " with shape " +
+                             shape_to_string(graph_.tensor(t).shape) + " but the annotation gives " + shape_to_string(bound.output_shapes[i]));
+        if (std::find(inputs.begin(), inputs.end(), t) != inputs.end() || graph_.tensor(t).producer < 0 ||
+            graph_.node(graph_.tensor(t).producer).parent != id) {
+          // Returning an input unchanged: give the op a distinct output anyway.
+          fail(fn.loc, "composite op '" + op.name + "' must compute its outputs with ops in its body");
+        }
+        graph_.tensor(t).producer = id;
+        outputs.push_back(t);
+      }
+      for (int c : graph_.node(id).children) graph_.node(id).macs += graph_.node(c).macs;
+    } else {
+      for (const Shape& s : bound.output_shapes) {
+        TensorInfo t;
+        t.kind = TensorKind::Activation;
+        t.shape = s;
+        t.dtype = out_dtype;
+        t.producer = id;
+        t.loc = args.loc;
+        t.name = "t" + std::to_string(graph_.tensors().size());
+        outputs.push_back(graph_.add_tensor(std::move(t)));
+      }
+    }
+  }
+  graph_.node(id).outputs = outputs;
+  if (outputs.size() == 1) return Value(TensorV{outputs[0]});
+  List results;
+  for (int t : outputs) results.push_back(Value(TensorV{t}));
+  return make_list(std::move(results));
+}
+
+}  // namespace nns::sema

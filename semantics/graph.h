@@ -1,0 +1,105 @@
+// The operator Graph: what the interpreter produces from a .nns file and a
+// config. One uniform node type in an arena indexed by ids (ggml's tensor,
+// tinygrad's UOp), so partitioning and placement treat every op the same.
+// Composite ops keep their body's nodes as children (parent != -1); plans
+// only see top-level nodes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "frontend/source.h"
+#include "semantics/dimop.h"
+
+namespace nns::sema {
+
+enum class DType { F32, F16, BF16, I32, I64, Bool };
+const char* dtype_name(DType t);
+int64_t dtype_bytes(DType t);
+bool dtype_from_name(const std::string& name, DType& out);
+bool dtype_is_float(DType t);
+
+using Shape = std::vector<int64_t>;
+std::string shape_to_string(const Shape& s);  // "[4, 32, 64]"
+int64_t numel(const Shape& s);
+
+// A non-tensor argument of an op (an int, a list of ints, a flag...).
+using Attr = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>>;
+std::string attr_to_string(const Attr& a);
+
+// How a parameter or input tensor gets its initial values.
+struct InitSpec {
+  std::string kind;              // "normal", "zeros", "ones", "uniform", "trunc_normal", "tokens", "labels", "randn"
+  std::vector<double> args;      // std / bounds / vocabulary size...
+  std::string to_string() const;
+};
+
+enum class TensorKind { Param, Input, Activation };
+
+struct TensorInfo {
+  int id = -1;
+  TensorKind kind = TensorKind::Activation;
+  std::string name;   // qualified name for params ("blocks.3.attn.wq") and inputs; "t17" for activations
+  Shape shape;
+  DType dtype = DType::F32;
+  int producer = -1;  // top-level node that produces it (activations)
+  InitSpec init;      // params and inputs
+  front::SourceLoc loc;
+  int64_t bytes() const { return numel(shape) * dtype_bytes(dtype); }
+};
+
+struct OpNode {
+  int id = -1;
+  std::string kind;            // registry op or composite op name ("linear", "window_attention")
+  std::string name;            // qualified name, e.g. "blocks.3.attn.linear#0"
+  bool composite = false;
+  int parent = -1;             // enclosing composite node, -1 at top level
+  std::vector<int> children;   // composite body nodes, in execution order
+  std::vector<int> inputs;     // tensor ids (non-tensor operands are attrs)
+  std::vector<int> outputs;
+  std::map<std::string, Attr> attrs;
+  BoundAnno anno;              // the annotation bound to this call's shapes
+  int64_t macs = 0;            // multiply-adds of one forward execution
+  front::SourceLoc loc;        // the call site
+};
+
+class Graph {
+ public:
+  int add_tensor(TensorInfo t);
+  int add_node(OpNode n);
+  TensorInfo& tensor(int id) { return tensors_[id]; }
+  const TensorInfo& tensor(int id) const { return tensors_[id]; }
+  OpNode& node(int id) { return nodes_[id]; }
+  const OpNode& node(int id) const { return nodes_[id]; }
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const std::vector<OpNode>& nodes() const { return nodes_; }
+  std::vector<int> top_level_nodes() const;
+  std::vector<int> params() const;
+  std::vector<int> inputs() const;
+
+  int loss = -1;  // the tensor training minimises (-1 when there is no train block)
+
+  // --emit=graph: deterministic text (ids are arena indices, no addresses).
+  std::string dump() const;
+
+ private:
+  std::vector<TensorInfo> tensors_;
+  std::vector<OpNode> nodes_;
+};
+
+// What `nns check` prints.
+struct GraphSummary {
+  int64_t top_level_ops = 0, all_ops = 0;
+  int64_t param_count = 0, param_bytes = 0;
+  int64_t activation_bytes = 0;  // every top-level op output, forward
+  int64_t input_bytes = 0;
+  int64_t forward_macs = 0;
+};
+GraphSummary summarize(const Graph& g);
+std::string format_count(double v);   // 1.23 K/M/B
+std::string format_bytes(int64_t b);  // 12.3 MiB
+
+}  // namespace nns::sema

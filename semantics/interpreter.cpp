@@ -1,0 +1,776 @@
+// Loading, declarations, statements and expressions. Calls (functions,
+// models, ops) are in calls.cpp; builtins in builtins.cpp.
+#include "semantics/interpreter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "frontend/parser.h"
+
+namespace nns::sema {
+
+using front::SourceLoc;
+namespace fs = std::filesystem;
+
+struct Interpreter::Loaded {
+  std::string path;
+  int file = -1;
+  std::unique_ptr<front::Program> program;
+  std::shared_ptr<Env> env;  // set once evaluated
+  bool running = false;
+};
+
+void install_builtins(Env& env);  // builtins.cpp
+
+// Unwinds evaluation after errors that were already reported.
+struct StopEvaluation {};
+
+Interpreter::Interpreter(front::SourceManager& sources, front::DiagnosticEngine& diags, EvalOptions opts)
+    : sources_(sources), diags_(diags), opts_(std::move(opts)) {
+  builtins_ = std::make_shared<Env>();
+  install_builtins(*builtins_);
+  if (opts_.stdlib_dirs.empty()) opts_.stdlib_dirs.push_back(NNS_STDLIB_DIR);
+}
+
+Interpreter::~Interpreter() = default;
+
+void Interpreter::fail(SourceLoc loc, const std::string& msg) {
+  front::Diagnostic d{front::Severity::Error, loc, msg, {}};
+  // Show where the failing code was reached from (innermost first, bounded).
+  int shown = 0;
+  for (auto it = call_stack_.rbegin(); it != call_stack_.rend() && shown < 4; ++it, ++shown)
+    d.notes.push_back({front::Severity::Note, it->second, "in call to '" + it->first + "'", {}});
+  throw front::UserError{std::move(d)};
+}
+
+// ---- loading ------------------------------------------------------------------
+
+std::string Interpreter::resolve_import(const std::string& spec, const std::string& from_file) {
+  bool relative = spec.rfind("./", 0) == 0 || spec.rfind("../", 0) == 0 || spec.find('/') != std::string::npos;
+  std::string name = spec;
+  if (name.size() < 4 || name.substr(name.size() - 4) != ".nns") name += ".nns";
+  if (relative) {
+    fs::path p = fs::path(from_file).parent_path() / name;
+    if (fs::exists(p)) return fs::weakly_canonical(p).string();
+    if (fs::exists(name)) return fs::weakly_canonical(name).string();
+    return "";
+  }
+  for (const std::string& dir : opts_.stdlib_dirs) {
+    fs::path p = fs::path(dir) / name;
+    if (fs::exists(p)) return fs::weakly_canonical(p).string();
+  }
+  fs::path local = fs::path(from_file).parent_path() / name;
+  if (fs::exists(local)) return fs::weakly_canonical(local).string();
+  return "";
+}
+
+// Parses a file and, recursively, its imports. Returns the module index or -1.
+int Interpreter::load_and_parse(const std::string& path, SourceLoc from) {
+  auto found = module_index_.find(path);
+  if (found != module_index_.end()) return found->second;
+  int file = sources_.load(path);
+  if (file < 0) {
+    diags_.error(from, "cannot read file '" + path + "'");
+    return -1;
+  }
+  auto m = std::make_unique<Loaded>();
+  m->path = path;
+  m->file = file;
+  int errors_before = diags_.error_count();
+  m->program = front::parse_program(sources_, file, diags_);
+  int index = static_cast<int>(modules_.size());
+  module_index_[path] = index;
+  modules_.push_back(std::move(m));
+  if (diags_.error_count() != errors_before) return index;
+  for (const front::Item& item : modules_[index]->program->items) {
+    if (auto* imp = std::get_if<front::ImportDecl>(&item.node)) {
+      std::string resolved = resolve_import(imp->path, path);
+      if (resolved.empty()) {
+        diags_.error(item.loc, "cannot find module '" + imp->path + "' (searched the importing file's folder and the stdlib)");
+        continue;
+      }
+      load_and_parse(resolved, item.loc);
+    }
+  }
+  return index;
+}
+
+bool Interpreter::parse(const std::string& path) {
+  std::string prelude = resolve_import("prelude", path);
+  if (prelude.empty()) {
+    diags_.error({}, "cannot find the stdlib prelude (stdlib/prelude.nns); set NNS_STDLIB to the stdlib folder");
+    return false;
+  }
+  if (!fs::exists(path)) {
+    diags_.error({}, "cannot read file '" + path + "'");
+    return false;
+  }
+  std::string main_path = fs::weakly_canonical(path).string();
+  // The main file keeps the path the user typed, so diagnostics show it.
+  int file = sources_.load(path);
+  if (file < 0) {
+    diags_.error({}, "cannot read file '" + path + "'");
+    return false;
+  }
+  auto m = std::make_unique<Loaded>();
+  m->path = main_path;
+  m->file = file;
+  m->program = front::parse_program(sources_, file, diags_);
+  main_program_ = m->program.get();
+  module_index_[main_path] = 0;
+  modules_.push_back(std::move(m));
+  if (diags_.has_errors()) return false;
+  load_and_parse(prelude, {});
+  for (const front::Item& item : main_program_->items) {
+    if (auto* imp = std::get_if<front::ImportDecl>(&item.node)) {
+      std::string resolved = resolve_import(imp->path, main_path);
+      if (resolved.empty()) {
+        diags_.error(item.loc, "cannot find module '" + imp->path + "' (searched the importing file's folder and the stdlib)");
+        continue;
+      }
+      load_and_parse(resolved, item.loc);
+    }
+  }
+  return !diags_.has_errors();
+}
+
+std::vector<std::string> Interpreter::config_names() const {
+  std::vector<std::string> names;
+  for (const front::ConfigDecl* c : configs_) names.push_back(c->name);
+  return names;
+}
+
+// Runs a module once (imports first); returns its top-level scope.
+std::shared_ptr<Env> Interpreter::run_module(int index) {
+  Loaded& m = *modules_[index];
+  if (m.env) return m.env;
+  if (m.running) fail({}, "import cycle through '" + m.path + "'");
+  m.running = true;
+  auto env = std::make_shared<Env>(prelude_ ? prelude_ : builtins_);
+  for (const front::Item& item : m.program->items) {
+    auto* imp = std::get_if<front::ImportDecl>(&item.node);
+    if (!imp) continue;
+    std::string resolved = resolve_import(imp->path, m.path);
+    int dep = module_index_.at(resolved);
+    if (modules_[dep]->running) fail(item.loc, "import cycle: '" + imp->path + "' is being imported already");
+    std::shared_ptr<Env> dep_env = run_module(dep);
+    if (!imp->alias.empty()) {
+      env->define(imp->alias, Value(std::make_shared<Module>(Module{resolved, dep_env})));
+    } else {
+      for (const std::string& name : dep_env->order) env->define(name, dep_env->vars.at(name));
+    }
+  }
+  declare_items(*m.program, env);
+  if (m.program.get() == main_program_) eval_config(*m.program, env);
+  // Top-level statements, then (main file only) the train block.
+  for (const front::Item& item : m.program->items) {
+    if (auto* s = std::get_if<front::StmtPtr>(&item.node)) {
+      Flow f = exec(**s, env);
+      if (f != Flow::Normal) fail((*s)->loc, "'return', 'break' or 'continue' outside a function or loop");
+    }
+  }
+  m.env = env;
+  m.running = false;
+  return env;
+}
+
+bool Interpreter::evaluate() {
+  if (modules_.empty()) return false;
+  try {
+    std::string prelude_path = resolve_import("prelude", modules_[0]->path);
+    int prelude_index = module_index_.at(prelude_path);
+    prelude_ = run_module(prelude_index);
+    std::shared_ptr<Env> env = run_module(0);
+    const front::TrainDecl* train = nullptr;
+    SourceLoc train_loc;
+    for (const front::Item& item : main_program_->items)
+      if (auto* t = std::get_if<front::TrainDecl>(&item.node)) {
+        if (train) fail(item.loc, "a file has at most one train block");
+        train = t;
+        train_loc = item.loc;
+      }
+    if (train) run_train(*train, env, train_loc);
+    finalize_names();
+  } catch (front::UserError& e) {
+    diags_.report(std::move(e.diag));
+  } catch (StopEvaluation&) {
+    // errors were reported where they were found
+  }
+  return !diags_.has_errors();
+}
+
+// Declarations are hoisted: ops, functions, models and plans are visible to
+// every statement of their module, whatever the order in the file.
+void Interpreter::declare_items(const front::Program& prog, const std::shared_ptr<Env>& env) {
+  for (const front::Item& item : prog.items) {
+    try {
+      if (auto* op = std::get_if<front::OpDecl>(&item.node)) {
+        auto def = std::make_shared<OpDef>();
+        def->name = op->fn->name;
+        def->decl = op;
+        def->closure = env;
+        for (const front::Annotation& a : op->annotations) {
+          try {
+            def->annotations.push_back(parse_normalized(a.text));
+          } catch (const DimopError& e) {
+            SourceLoc l = a.loc;
+            l.col += 1 + static_cast<int>(e.column);  // +1 skips the opening quote
+            l.length = 1;
+            fail(l, "bad dimop annotation for op '" + def->name + "': " + e.message);
+          }
+        }
+        if (!op->has_body) {
+          def->row = find_op_row(def->name);
+          if (!def->row) fail(op->fn->loc, "primitive op '" + def->name + "' has no registry row (no kernel or shape rule); give it a body to make it a composite op");
+          if (!def->row->annotate && def->annotations.empty())
+            fail(op->fn->loc, "primitive op '" + def->name + "' needs an annotation");
+        } else if (op->annotations.empty()) {
+          fail(op->fn->loc, "composite op '" + def->name + "' needs a dimop annotation (: \"...\"); use 'fn' for a plain function");
+        }
+        if (env->find_local(def->name)) diags_.warning(op->fn->loc, "op '" + def->name + "' redefines an earlier name");
+        env->define(def->name, Value(def));
+      } else if (auto* f = std::get_if<front::FnStmt>(&item.node)) {
+        env->define(f->fn->name, Value(std::make_shared<Function>(Function{f->fn, env, nullptr})));
+      } else if (auto* m = std::get_if<front::ModelDecl>(&item.node)) {
+        env->define(m->name, Value(std::make_shared<ModelClass>(ModelClass{m, env})));
+      } else if (auto* p = std::get_if<front::PlanDecl>(&item.node)) {
+        if (&prog == main_program_) {
+          for (const PlanInfo& other : plans_)
+            if (other.name == p->fn->name) fail(p->fn->loc, "plan '" + p->fn->name + "' is defined twice");
+          plans_.push_back(PlanInfo{p->fn->name, p->fn});
+        }
+      } else if (auto* c = std::get_if<front::ConfigDecl>(&item.node)) {
+        if (&prog == main_program_) {
+          for (const front::ConfigDecl* other : configs_)
+            if (other->name == c->name) fail(item.loc, "config '" + c->name + "' is defined twice");
+          configs_.push_back(c);
+        }
+      }
+    } catch (front::UserError& e) {
+      // Keep declaring: report every bad declaration of the file at once.
+      diags_.report(std::move(e.diag));
+    }
+  }
+  if (diags_.has_errors()) throw StopEvaluation{};
+}
+
+// Binds `cfg` (a record of the chosen preset's entries). Entries may use
+// earlier entries by name and `extends` a base preset.
+void Interpreter::eval_config(const front::Program&, const std::shared_ptr<Env>& env) {
+  const front::ConfigDecl* chosen = nullptr;
+  if (opts_.config.empty()) {
+    if (!configs_.empty()) chosen = configs_.front();
+  } else {
+    for (const front::ConfigDecl* c : configs_)
+      if (c->name == opts_.config) chosen = c;
+    if (!chosen) {
+      std::string names;
+      for (const front::ConfigDecl* c : configs_) names += (names.empty() ? "" : ", ") + c->name;
+      fail({}, "unknown config '" + opts_.config + "'" + (names.empty() ? " (the file defines none)" : "; available: " + names));
+    }
+  }
+  auto record = std::make_shared<Record>();
+  record->kind = "config";
+  if (chosen) {
+    config_name_ = chosen->name;
+    std::vector<const front::ConfigDecl*> chain{chosen};
+    while (!chain.back()->base.empty()) {
+      const front::ConfigDecl* base = nullptr;
+      for (const front::ConfigDecl* c : configs_)
+        if (c->name == chain.back()->base) base = c;
+      if (!base) fail(chain.back()->base_loc, "unknown base config '" + chain.back()->base + "'");
+      if (std::find(chain.begin(), chain.end(), base) != chain.end())
+        fail(chain.back()->base_loc, "config inheritance cycle through '" + base->name + "'");
+      chain.push_back(base);
+    }
+    auto scope = std::make_shared<Env>(env);
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      for (const front::ConfigEntry& e : (*it)->entries) {
+        Value v = eval(*e.value, scope);
+        scope->define(e.name, v);
+        bool replaced = false;
+        for (auto& [k, old] : record->fields)
+          if (k == e.name) { old = v; replaced = true; }
+        if (!replaced) record->fields.emplace_back(e.name, v);
+      }
+    }
+  }
+  env->define("cfg", Value(record));
+}
+
+void Interpreter::finalize_names() {
+  for (auto& [tensor, owner] : param_owners_) {
+    std::string prefix = owner->path();
+    std::string local = graph_.tensor(tensor).name;
+    graph_.tensor(tensor).name = prefix.empty() ? local : prefix + "." + local;
+  }
+  param_owners_.clear();
+}
+
+// ---- statements ----------------------------------------------------------------
+
+Interpreter::Flow Interpreter::exec_block(const front::Block& b, const std::shared_ptr<Env>& env) {
+  for (const front::StmtPtr& s : b) {
+    Flow f = exec(*s, env);
+    if (f != Flow::Normal) return f;
+  }
+  return Flow::Normal;
+}
+
+Interpreter::Flow Interpreter::exec(const front::Stmt& s, const std::shared_ptr<Env>& env) {
+  using namespace front;
+  if (auto* n = std::get_if<LetStmt>(&s.node)) {
+    env->define(n->name, eval(*n->value, env));
+  } else if (auto* n = std::get_if<AssignStmt>(&s.node)) {
+    Value v = eval(*n->value, env);
+    if (n->op != "=") {
+      Value old = eval(*n->target, env);
+      v = eval_binary(n->op.substr(0, 1), old, v, s.loc);
+    }
+    assign(*n->target, std::move(v), env, s.loc);
+  } else if (auto* n = std::get_if<ReturnStmt>(&s.node)) {
+    return_value_ = n->value ? eval(*n->value, env) : Value();
+    return Flow::Return;
+  } else if (auto* n = std::get_if<IfStmt>(&s.node)) {
+    bool cond = truthy(eval(*n->test, env), n->test->loc);
+    auto scope = std::make_shared<Env>(env);
+    return exec_block(cond ? n->then_block : n->else_block, scope);
+  } else if (auto* n = std::get_if<ForStmt>(&s.node)) {
+    Value iter = eval(*n->iter, env);
+    auto run_body = [&](Value item) -> Flow {
+      auto scope = std::make_shared<Env>(env);
+      scope->define(n->var, std::move(item));
+      Flow f = exec_block(n->body, scope);
+      return f;
+    };
+    if (iter.is<RangeV>()) {
+      for (int64_t i = iter.as<RangeV>().lo; i < iter.as<RangeV>().hi; ++i) {
+        Flow f = run_body(Value(i));
+        if (f == Flow::Break) break;
+        if (f == Flow::Return) return f;
+      }
+    } else if (iter.is<std::shared_ptr<List>>()) {
+      auto list = iter.as<std::shared_ptr<List>>();  // keep alive while iterating
+      for (size_t i = 0; i < list->size(); ++i) {
+        Flow f = run_body((*list)[i]);
+        if (f == Flow::Break) break;
+        if (f == Flow::Return) return f;
+      }
+    } else {
+      fail(n->iter->loc, "cannot iterate over a value of type " + type_name(iter));
+    }
+  } else if (std::get_if<BreakStmt>(&s.node)) {
+    return Flow::Break;
+  } else if (std::get_if<ContinueStmt>(&s.node)) {
+    return Flow::Continue;
+  } else if (auto* n = std::get_if<BlockStmt>(&s.node)) {
+    return exec_block(n->body, std::make_shared<Env>(env));
+  } else if (auto* n = std::get_if<ExprStmt>(&s.node)) {
+    eval(*n->expr, env);
+  } else if (auto* n = std::get_if<FnStmt>(&s.node)) {
+    std::shared_ptr<Instance> self;
+    if (Value* sv = env->find_local("self"); sv && sv->is<std::shared_ptr<Instance>>())
+      self = sv->as<std::shared_ptr<Instance>>();
+    env->define(n->fn->name, Value(std::make_shared<Function>(Function{n->fn, env, self})));
+  } else if (auto* n = std::get_if<TensorDecl>(&s.node)) {
+    declare_tensor(*n, env, s.loc);
+  }
+  return Flow::Normal;
+}
+
+// `x = v` rebinds the nearest existing x or defines it in this scope;
+// `a[i] = v` and `obj.m = v` update lists and instances.
+void Interpreter::assign(const front::Expr& target, Value v, const std::shared_ptr<Env>& env, SourceLoc loc) {
+  if (auto* n = std::get_if<front::Name>(&target.node)) {
+    if (Value* slot = env->find(n->id); slot && !env->find_local(n->id)) {
+      // Do not let a local assignment overwrite a builtin or a declaration.
+      if (slot->is<std::shared_ptr<Builtin>>() || slot->is<std::shared_ptr<OpDef>>() || slot->is<std::shared_ptr<ModelClass>>()) {
+        env->define(n->id, std::move(v));
+        return;
+      }
+      *slot = std::move(v);
+      return;
+    }
+    env->define(n->id, std::move(v));
+    return;
+  }
+  if (auto* n = std::get_if<front::Index>(&target.node)) {
+    Value obj = eval(*n->object, env);
+    Value idx = eval(*n->index, env);
+    if (!obj.is<std::shared_ptr<List>>()) fail(target.loc, "cannot assign into a value of type " + type_name(obj));
+    auto& list = *obj.as<std::shared_ptr<List>>();
+    int64_t i = to_int(idx, n->index->loc, "list index");
+    if (i < 0) i += static_cast<int64_t>(list.size());
+    if (i < 0 || i >= static_cast<int64_t>(list.size()))
+      fail(n->index->loc, "list index " + std::to_string(i) + " out of range (length " + std::to_string(list.size()) + ")");
+    list[i] = std::move(v);
+    return;
+  }
+  if (auto* n = std::get_if<front::Member>(&target.node)) {
+    Value obj = eval(*n->object, env);
+    if (!obj.is<std::shared_ptr<Instance>>()) fail(target.loc, "cannot set member '" + n->member + "' of a value of type " + type_name(obj));
+    obj.as<std::shared_ptr<Instance>>()->env->define(n->member, std::move(v));
+    return;
+  }
+  fail(loc, "cannot assign to this expression");
+}
+
+static std::string join_names(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+// param w: [h, d] = normal(0.02) inside a model; input x: [b, s] i32 = tokens(v) in train.
+void Interpreter::declare_tensor(const front::TensorDecl& t, const std::shared_ptr<Env>& env, SourceLoc loc) {
+  // Params may sit in a nested block of the model body (`if has_bias {...}`);
+  // they always become members of the instance.
+  std::shared_ptr<Instance> owner;
+  if (Value* sv = env->find("self"); sv && sv->is<std::shared_ptr<Instance>>()) owner = sv->as<std::shared_ptr<Instance>>();
+  if (in_method_depth_ > 0) owner = nullptr;  // not inside forward() or any function
+  if (t.is_param && !owner) fail(loc, "'param' declarations belong in a model body");
+  if (!t.is_param && owner) fail(loc, "'input' declarations belong in the train block, not in a model");
+  TensorInfo info;
+  info.kind = t.is_param ? TensorKind::Param : TensorKind::Input;
+  info.name = t.name;
+  info.shape = to_shape(eval(*t.shape, env), t.shape->loc);
+  for (int64_t d : info.shape)
+    if (d <= 0) fail(t.shape->loc, "tensor '" + t.name + "' has a non-positive dimension in " + shape_to_string(info.shape));
+  info.dtype = DType::F32;
+  if (!t.dtype.empty() && !dtype_from_name(t.dtype, info.dtype))
+    fail(t.dtype_loc, "unknown dtype '" + t.dtype + "'; expected one of f32, f16, bf16, i32, i64, bool");
+  if (t.init) {
+    Value init = eval(*t.init, env);
+    if (!init.is<std::shared_ptr<Record>>() || init.as<std::shared_ptr<Record>>()->kind.rfind("init:", 0) != 0)
+      fail(t.init->loc, "initializer must be an init spec such as normal(0.02), zeros(), ones(), uniform(a, b) or tokens(n); got " + type_name(init));
+    const Record& r = *init.as<std::shared_ptr<Record>>();
+    info.init.kind = r.kind.substr(5);
+    for (const auto& [k, v] : r.fields) info.init.args.push_back(to_float(v, t.init->loc, "initializer argument"));
+    bool int_init = info.init.kind == "tokens" || info.init.kind == "labels";
+    if (int_init && dtype_is_float(info.dtype))
+      fail(t.init->loc, "'" + info.init.kind + "' draws integers; declare '" + t.name + "' with an integer dtype (i32)");
+    if (!int_init && !dtype_is_float(info.dtype))
+      fail(t.init->loc, "'" + info.init.kind + "' draws floats but '" + t.name + "' is " + dtype_name(info.dtype));
+  } else {
+    info.init.kind = t.is_param ? "zeros" : (dtype_is_float(info.dtype) ? "randn" : "zeros");
+  }
+  info.loc = loc;
+  std::shared_ptr<Env> target = owner ? owner->env : env;
+  if (target->find_local(t.name)) fail(loc, "'" + t.name + "' is already defined in this scope");
+  int id = graph_.add_tensor(std::move(info));
+  if (owner) {
+    owner->params.emplace_back(t.name, id);
+    param_owners_.emplace_back(id, owner);
+  }
+  target->define(t.name, Value(TensorV{id}));
+}
+
+// ---- expressions ---------------------------------------------------------------
+
+bool Interpreter::truthy(const Value& v, SourceLoc loc) {
+  if (v.is<bool>()) return v.as<bool>();
+  if (v.is<int64_t>()) return v.as<int64_t>() != 0;
+  if (v.is<NoneV>()) return false;
+  fail(loc, "expected a bool, got " + type_name(v));
+}
+
+int64_t Interpreter::to_int(const Value& v, SourceLoc loc, const char* what) {
+  if (v.is<int64_t>()) return v.as<int64_t>();
+  if (v.is<bool>()) return v.as<bool>();
+  if (v.is<double>()) {
+    double d = v.as<double>();
+    if (std::floor(d) == d) return static_cast<int64_t>(d);
+  }
+  fail(loc, std::string(what) + " must be an int, got " + type_name(v));
+}
+
+double Interpreter::to_float(const Value& v, SourceLoc loc, const char* what) {
+  if (v.is<double>()) return v.as<double>();
+  if (v.is<int64_t>()) return static_cast<double>(v.as<int64_t>());
+  fail(loc, std::string(what) + " must be a number, got " + type_name(v));
+}
+
+std::vector<int64_t> Interpreter::to_shape(const Value& v, SourceLoc loc) {
+  std::vector<int64_t> shape;
+  if (v.is<std::shared_ptr<List>>()) {
+    for (const Value& d : *v.as<std::shared_ptr<List>>()) shape.push_back(to_int(d, loc, "shape dimension"));
+  } else if (v.is<int64_t>()) {
+    shape.push_back(v.as<int64_t>());
+  } else {
+    fail(loc, "a shape must be a list of ints, got " + type_name(v));
+  }
+  return shape;
+}
+
+Value Interpreter::eval(const front::Expr& e, const std::shared_ptr<Env>& env) {
+  using namespace front;
+  return std::visit(
+      [&](const auto& n) -> Value {
+        using T = std::decay_t<decltype(n)>;
+        if constexpr (std::is_same_v<T, IntLit>) {
+          return Value(static_cast<int64_t>(n.value));
+        } else if constexpr (std::is_same_v<T, FloatLit>) {
+          return Value(n.value);
+        } else if constexpr (std::is_same_v<T, StringLit>) {
+          return Value(n.value);
+        } else if constexpr (std::is_same_v<T, BoolLit>) {
+          return Value(n.value);
+        } else if constexpr (std::is_same_v<T, NoneLit>) {
+          return Value();
+        } else if constexpr (std::is_same_v<T, Name>) {
+          Value* v = env->find(n.id);
+          if (!v) {
+            // Suggest a close name: same prefix, or a config entry.
+            std::string hint;
+            if (Value* cfg = env->find("cfg"); cfg && cfg->is<std::shared_ptr<Record>>() && cfg->as<std::shared_ptr<Record>>()->get(n.id))
+              hint = " (did you mean 'cfg." + n.id + "'?)";
+            fail(e.loc, "undefined name '" + n.id + "'" + hint);
+          }
+          return *v;
+        } else if constexpr (std::is_same_v<T, ListLit>) {
+          List items;
+          for (const ExprPtr& it : n.items) items.push_back(eval(*it, env));
+          return make_list(std::move(items));
+        } else if constexpr (std::is_same_v<T, ListComp>) {
+          Value iter = eval(*n.iter, env);
+          List items;
+          auto visit_item = [&](Value item) {
+            auto scope = std::make_shared<Env>(env);
+            scope->define(n.var, std::move(item));
+            if (n.filter && !truthy(eval(*n.filter, scope), n.filter->loc)) return;
+            items.push_back(eval(*n.item, scope));
+          };
+          if (iter.is<RangeV>()) {
+            for (int64_t i = iter.as<RangeV>().lo; i < iter.as<RangeV>().hi; ++i) visit_item(Value(i));
+          } else if (iter.is<std::shared_ptr<List>>()) {
+            auto list = iter.as<std::shared_ptr<List>>();
+            for (const Value& v : *list) visit_item(v);
+          } else {
+            fail(n.iter->loc, "cannot iterate over a value of type " + type_name(iter));
+          }
+          return make_list(std::move(items));
+        } else if constexpr (std::is_same_v<T, DictLit>) {
+          auto r = std::make_shared<Record>();
+          r->kind = "dict";
+          for (const auto& [k, v] : n.entries) r->fields.emplace_back(k, eval(*v, env));
+          return Value(r);
+        } else if constexpr (std::is_same_v<T, Unary>) {
+          Value v = eval(*n.operand, env);
+          if (n.op == "not") return Value(!truthy(v, n.operand->loc));
+          if (n.op == "+") return v;
+          if (v.is<int64_t>()) return Value(-v.as<int64_t>());
+          if (v.is<double>()) return Value(-v.as<double>());
+          if (v.is<TensorV>()) return call_op_by_name("mul_scalar", {v, Value(-1.0)}, {}, e.loc);
+          fail(e.loc, "cannot negate a value of type " + type_name(v));
+        } else if constexpr (std::is_same_v<T, Binary>) {
+          if (n.op == "and") {
+            Value a = eval(*n.lhs, env);
+            if (!truthy(a, n.lhs->loc)) return Value(false);
+            return Value(truthy(eval(*n.rhs, env), n.rhs->loc));
+          }
+          if (n.op == "or") {
+            Value a = eval(*n.lhs, env);
+            if (truthy(a, n.lhs->loc)) return Value(true);
+            return Value(truthy(eval(*n.rhs, env), n.rhs->loc));
+          }
+          Value a = eval(*n.lhs, env);
+          Value b = eval(*n.rhs, env);
+          return eval_binary(n.op, std::move(a), std::move(b), e.loc);
+        } else if constexpr (std::is_same_v<T, RangeExpr>) {
+          int64_t lo = to_int(eval(*n.lo, env), n.lo->loc, "range start");
+          int64_t hi = to_int(eval(*n.hi, env), n.hi->loc, "range end");
+          return Value(RangeV{lo, std::max(lo, hi)});
+        } else if constexpr (std::is_same_v<T, CondExpr>) {
+          if (truthy(eval(*n.test, env), n.test->loc)) return eval(*n.then_value, env);
+          return eval(*n.else_value, env);
+        } else if constexpr (std::is_same_v<T, Call>) {
+          return eval_call(n, env, e.loc);
+        } else if constexpr (std::is_same_v<T, Index>) {
+          Value obj = eval(*n.object, env);
+          Value idx = eval(*n.index, env);
+          return index(obj, idx, n.index->loc);
+        } else if constexpr (std::is_same_v<T, Member>) {
+          Value obj = eval(*n.object, env);
+          return member(obj, n.member, e.loc);
+        } else if constexpr (std::is_same_v<T, Lambda>) {
+          std::shared_ptr<Instance> self;
+          if (Value* sv = env->find("self"); sv && sv->is<std::shared_ptr<Instance>>()) self = sv->as<std::shared_ptr<Instance>>();
+          return Value(std::make_shared<Function>(Function{n.fn, env, self}));
+        }
+      },
+      e.node);
+}
+
+static bool is_number(const Value& v) { return v.is<int64_t>() || v.is<double>() || v.is<bool>(); }
+
+Value Interpreter::eval_binary(const std::string& op, Value a, Value b, SourceLoc loc) {
+  // Tensors: arithmetic becomes graph ops (elementwise with broadcasting).
+  // Comparing with none (an optional tensor argument) is a plain test.
+  if ((op == "==" || op == "!=") && (a.is<NoneV>() || b.is<NoneV>())) {
+    bool eq = a.is<NoneV>() && b.is<NoneV>();
+    return Value(op == "==" ? eq : !eq);
+  }
+  if (a.is<TensorV>() || b.is<TensorV>()) {
+    if (op == "@") return call_op_by_name("matmul", {a, b}, {}, loc);
+    if (a.is<TensorV>() && b.is<TensorV>()) {
+      static const std::pair<const char*, const char*> ops[] = {{"+", "add"}, {"-", "sub"}, {"*", "mul"}, {"/", "div"}};
+      for (const auto& [sym, name] : ops)
+        if (op == sym) return call_op_by_name(name, {a, b}, {}, loc);
+      fail(loc, "operator '" + op + "' is not defined on tensors");
+    }
+    bool tensor_left = a.is<TensorV>();
+    Value t = tensor_left ? a : b;
+    Value s = tensor_left ? b : a;
+    if (!is_number(s)) fail(loc, "operator '" + op + "' between a tensor and a " + type_name(s));
+    double x = to_float(s, loc, "scalar operand");
+    if (op == "+") return call_op_by_name("add_scalar", {t, Value(x)}, {}, loc);
+    if (op == "*") return call_op_by_name("mul_scalar", {t, Value(x)}, {}, loc);
+    if (op == "-" && tensor_left) return call_op_by_name("add_scalar", {t, Value(-x)}, {}, loc);
+    if (op == "-") return call_op_by_name("add_scalar", {call_op_by_name("mul_scalar", {t, Value(-1.0)}, {}, loc), Value(x)}, {}, loc);
+    if (op == "/" && tensor_left) {
+      if (x == 0) fail(loc, "division of a tensor by zero");
+      return call_op_by_name("mul_scalar", {t, Value(1.0 / x)}, {}, loc);
+    }
+    fail(loc, "operator '" + op + "' between a " + type_name(a) + " and a " + type_name(b) + " is not supported");
+  }
+  if (op == "==" || op == "!=") {
+    bool eq;
+    if (is_number(a) && is_number(b)) eq = to_float(a, loc, "") == to_float(b, loc, "");
+    else if (a.is<std::string>() && b.is<std::string>()) eq = a.as<std::string>() == b.as<std::string>();
+    else if (a.is<NoneV>() || b.is<NoneV>()) eq = a.is<NoneV>() && b.is<NoneV>();
+    else fail(loc, "cannot compare a " + type_name(a) + " with a " + type_name(b));
+    return Value(op == "==" ? eq : !eq);
+  }
+  if (op == "in") {
+    if (b.is<RangeV>()) {
+      int64_t x = to_int(a, loc, "left operand of 'in'");
+      return Value(x >= b.as<RangeV>().lo && x < b.as<RangeV>().hi);
+    }
+    if (b.is<std::shared_ptr<List>>()) {
+      for (const Value& item : *b.as<std::shared_ptr<List>>())
+        if (eval_binary("==", a, item, loc).as<bool>()) return Value(true);
+      return Value(false);
+    }
+    fail(loc, "'in' needs a list or range on the right, got " + type_name(b));
+  }
+  if (op == "+" && a.is<std::string>() && b.is<std::string>()) return Value(a.as<std::string>() + b.as<std::string>());
+  if (op == "+" && a.is<std::shared_ptr<List>>() && b.is<std::shared_ptr<List>>()) {
+    List r = *a.as<std::shared_ptr<List>>();
+    for (const Value& v : *b.as<std::shared_ptr<List>>()) r.push_back(v);
+    return make_list(std::move(r));
+  }
+  if (op == "*" && a.is<std::shared_ptr<List>>() && b.is<int64_t>()) {
+    List r;
+    for (int64_t i = 0; i < b.as<int64_t>(); ++i)
+      for (const Value& v : *a.as<std::shared_ptr<List>>()) r.push_back(v);
+    return make_list(std::move(r));
+  }
+  if (!is_number(a) || !is_number(b))
+    fail(loc, "operator '" + op + "' is not defined between a " + type_name(a) + " and a " + type_name(b));
+  bool ints = !a.is<double>() && !b.is<double>();
+  if (op == "<" || op == "<=" || op == ">" || op == ">=") {
+    double x = to_float(a, loc, ""), y = to_float(b, loc, "");
+    bool r = op == "<" ? x < y : op == "<=" ? x <= y : op == ">" ? x > y : x >= y;
+    return Value(r);
+  }
+  if (ints) {
+    int64_t x = to_int(a, loc, ""), y = to_int(b, loc, "");
+    if (op == "+") return Value(x + y);
+    if (op == "-") return Value(x - y);
+    if (op == "*") return Value(x * y);
+    if (op == "/") {
+      if (y == 0) fail(loc, "division by zero");
+      return Value(static_cast<double>(x) / static_cast<double>(y));
+    }
+    if (op == "//" || op == "%") {
+      if (y == 0) fail(loc, op == "%" ? "modulo by zero" : "division by zero");
+      int64_t q = x / y, r = x % y;
+      if (r != 0 && ((r < 0) != (y < 0))) { --q; r += y; }  // floor semantics
+      return Value(op == "//" ? q : r);
+    }
+    if (op == "**") {
+      if (y < 0) return Value(std::pow(static_cast<double>(x), static_cast<double>(y)));
+      int64_t r = 1;
+      for (int64_t i = 0; i < y; ++i) r *= x;
+      return Value(r);
+    }
+  } else {
+    double x = to_float(a, loc, ""), y = to_float(b, loc, "");
+    if (op == "+") return Value(x + y);
+    if (op == "-") return Value(x - y);
+    if (op == "*") return Value(x * y);
+    if (op == "/") {
+      if (y == 0) fail(loc, "division by zero");
+      return Value(x / y);
+    }
+    if (op == "//") {
+      if (y == 0) fail(loc, "division by zero");
+      return Value(std::floor(x / y));
+    }
+    if (op == "%") {
+      if (y == 0) fail(loc, "modulo by zero");
+      return Value(x - std::floor(x / y) * y);
+    }
+    if (op == "**") return Value(std::pow(x, y));
+  }
+  fail(loc, "operator '" + op + "' is not defined on numbers");
+}
+
+Value Interpreter::member(const Value& obj, const std::string& name, SourceLoc loc) {
+  if (obj.is<TensorV>()) {
+    const TensorInfo& t = graph_.tensor(obj.as<TensorV>().id);
+    if (name == "shape") {
+      List dims;
+      for (int64_t d : t.shape) dims.push_back(Value(d));
+      return make_list(std::move(dims));
+    }
+    if (name == "rank") return Value(static_cast<int64_t>(t.shape.size()));
+    if (name == "dtype") return Value(std::string(dtype_name(t.dtype)));
+    if (name == "numel") return Value(numel(t.shape));
+    fail(loc, "a tensor has no member '" + name + "' (it has shape, rank, dtype, numel)");
+  }
+  if (obj.is<std::shared_ptr<Instance>>()) {
+    const auto& inst = obj.as<std::shared_ptr<Instance>>();
+    if (Value* v = inst->env->find_local(name)) return *v;
+    fail(loc, "model " + inst->class_name + " has no member '" + name + "'");
+  }
+  if (obj.is<std::shared_ptr<Record>>()) {
+    const auto& r = obj.as<std::shared_ptr<Record>>();
+    if (const Value* v = r->get(name)) return *v;
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : r->fields) keys.push_back(k);
+    fail(loc, (r->kind == "config" ? "config has no entry '" : "no field '") + name + "'" +
+                  (keys.empty() ? "" : "; it has: " + join_names(keys)));
+  }
+  if (obj.is<std::shared_ptr<Module>>()) {
+    if (Value* v = obj.as<std::shared_ptr<Module>>()->env->find_local(name)) return *v;
+    fail(loc, "module '" + obj.as<std::shared_ptr<Module>>()->path + "' has no name '" + name + "'");
+  }
+  fail(loc, "a value of type " + type_name(obj) + " has no member '" + name + "'");
+}
+
+Value Interpreter::index(const Value& obj, const Value& idx, SourceLoc loc) {
+  auto bounded = [&](int64_t i, int64_t size) {
+    if (i < 0) i += size;
+    if (i < 0 || i >= size)
+      fail(loc, "index " + std::to_string(i) + " out of range (length " + std::to_string(size) + ")");
+    return i;
+  };
+  if (obj.is<std::shared_ptr<List>>()) {
+    const List& l = *obj.as<std::shared_ptr<List>>();
+    return l[bounded(to_int(idx, loc, "list index"), static_cast<int64_t>(l.size()))];
+  }
+  if (obj.is<RangeV>()) {
+    const RangeV& r = obj.as<RangeV>();
+    return Value(r.lo + bounded(to_int(idx, loc, "range index"), r.hi - r.lo));
+  }
+  if (obj.is<std::string>()) {
+    const std::string& s = obj.as<std::string>();
+    return Value(std::string(1, s[bounded(to_int(idx, loc, "string index"), static_cast<int64_t>(s.size()))]));
+  }
+  if (obj.is<std::shared_ptr<Record>>() && idx.is<std::string>()) return member(obj, idx.as<std::string>(), loc);
+  fail(loc, "cannot index a value of type " + type_name(obj));
+}
+
+}  // namespace nns::sema

@@ -1,0 +1,150 @@
+// The interpreter: evaluates a .nns program with a config preset into an
+// operator Graph (forward), a TrainSpec and the list of plans. It is a
+// tree-walking evaluator over the AST; shapes are concrete when it runs.
+// The REPL and file mode share this one implementation.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "frontend/ast.h"
+#include "frontend/diagnostics.h"
+#include "semantics/graph.h"
+#include "semantics/value.h"
+
+namespace nns::sema {
+
+struct OptimizerSpec {
+  std::string kind = "sgd";  // "sgd" | "adamw"
+  double lr = 1e-3, momentum = 0, weight_decay = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+};
+struct ScheduleSpec {
+  std::string kind = "constant";  // "constant" | "cosine" | "linear"
+  int64_t warmup = 0;
+  double min_lr = 0;
+};
+struct DataSpec {
+  std::string kind = "synthetic";  // "synthetic" | "safetensors"
+  int64_t seed = 0;
+  std::string path;
+};
+struct TrainSpec {
+  int loss = -1;
+  OptimizerSpec optimizer;
+  ScheduleSpec schedule;
+  DataSpec data;
+  int64_t steps = 10;
+  int64_t micro_batches = 1;
+  double clip = 0;  // global-norm gradient clipping; 0 = off
+  front::SourceLoc loc;
+};
+
+struct PlanInfo {
+  std::string name;
+  std::shared_ptr<front::FnDef> fn;
+};
+
+// Arguments of a call as builtins see them.
+struct CallArgs {
+  std::vector<Value> positional;
+  std::vector<std::pair<std::string, Value>> named;
+  front::SourceLoc loc;
+  std::vector<front::SourceLoc> arg_locs;  // per positional argument
+  const Value* get(const std::string& name) const;
+};
+
+struct EvalOptions {
+  std::string config;                   // "" = the first preset in the file
+  std::vector<std::string> stdlib_dirs;  // searched for `import "name"`
+};
+
+class Interpreter {
+ public:
+  Interpreter(front::SourceManager& sources, front::DiagnosticEngine& diags, EvalOptions opts);
+  ~Interpreter();
+
+  // Phase 1: parse the file and everything it imports. False on syntax errors.
+  bool parse(const std::string& path);
+  // Phase 2: evaluate with the chosen config. False on errors (reported).
+  bool evaluate();
+
+  const front::Program* main_program() const { return main_program_; }
+  Graph& graph() { return graph_; }
+  const std::optional<TrainSpec>& train() const { return train_; }
+  const std::vector<PlanInfo>& plans() const { return plans_; }
+  const std::string& config_name() const { return config_name_; }
+  std::vector<std::string> config_names() const;
+
+  // ---- used by builtins and op calls ----
+  [[noreturn]] void fail(front::SourceLoc loc, const std::string& msg);
+  front::SourceManager& sources() { return sources_; }
+  int64_t to_int(const Value& v, front::SourceLoc loc, const char* what);
+  double to_float(const Value& v, front::SourceLoc loc, const char* what);
+  std::vector<int64_t> to_shape(const Value& v, front::SourceLoc loc);
+  Value call(const Value& callee, CallArgs& args);
+
+ private:
+  struct Loaded;
+  enum class Flow { Normal, Return, Break, Continue };
+
+  int load_and_parse(const std::string& path, front::SourceLoc from);
+  std::string resolve_import(const std::string& spec, const std::string& from_file);
+  std::shared_ptr<Env> run_module(int index);
+  void declare_items(const front::Program& prog, const std::shared_ptr<Env>& env);
+  void eval_config(const front::Program& prog, const std::shared_ptr<Env>& env);
+  void run_train(const front::TrainDecl& t, const std::shared_ptr<Env>& env, front::SourceLoc loc);
+
+  Flow exec_block(const front::Block& b, const std::shared_ptr<Env>& env);
+  Flow exec(const front::Stmt& s, const std::shared_ptr<Env>& env);
+  void assign(const front::Expr& target, Value v, const std::shared_ptr<Env>& env, front::SourceLoc loc);
+  void declare_tensor(const front::TensorDecl& t, const std::shared_ptr<Env>& env, front::SourceLoc loc);
+  Value eval(const front::Expr& e, const std::shared_ptr<Env>& env);
+  Value eval_binary(const std::string& op, Value a, Value b, front::SourceLoc loc);
+  Value eval_call(const front::Call& c, const std::shared_ptr<Env>& env, front::SourceLoc loc);
+  Value member(const Value& obj, const std::string& name, front::SourceLoc loc);
+  Value index(const Value& obj, const Value& idx, front::SourceLoc loc);
+  bool truthy(const Value& v, front::SourceLoc loc);
+
+  Value call_function(const Function& f, CallArgs& args);
+  Value instantiate(const ModelClass& cls, CallArgs& args);
+  Value call_op(const OpDef& op, CallArgs& args);
+  Value call_op_by_name(const std::string& name, std::vector<Value> positional,
+                        std::vector<std::pair<std::string, Value>> named, front::SourceLoc loc);
+  std::shared_ptr<Env> bind_params(const std::vector<front::Param>& params, CallArgs& args,
+                                   const std::shared_ptr<Env>& closure, const std::string& what);
+  void finalize_names();
+  std::string op_prefix() const;
+
+  front::SourceManager& sources_;
+  front::DiagnosticEngine& diags_;
+  EvalOptions opts_;
+  std::vector<std::unique_ptr<Loaded>> modules_;  // every parsed file, main first
+  std::unordered_map<std::string, int> module_index_;
+  const front::Program* main_program_ = nullptr;
+  std::shared_ptr<Env> builtins_;
+  std::shared_ptr<Env> prelude_;
+
+  Graph graph_;
+  std::optional<TrainSpec> train_;
+  std::vector<PlanInfo> plans_;
+  std::string config_name_;
+  std::vector<const front::ConfigDecl*> configs_;
+
+  // Naming: op names are "<scope>.<kind>#<n>"; scopes are instance paths or
+  // composite-op names. Counters per scope keep names stable.
+  std::vector<std::shared_ptr<Instance>> scope_stack_;
+  std::vector<int> composite_stack_;  // enclosing composite node ids
+  std::unordered_map<std::string, std::unordered_map<std::string, int>> op_counts_;
+  std::vector<std::pair<int, std::shared_ptr<Instance>>> param_owners_;
+  std::vector<std::pair<std::string, front::SourceLoc>> call_stack_;
+  Value return_value_;
+  int in_method_depth_ = 0;  // > 0 while a function body runs (params are refused there)
+
+  friend struct Builtins;
+};
+
+}  // namespace nns::sema

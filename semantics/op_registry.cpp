@@ -1,0 +1,436 @@
+// Registry rows of the primitive ops. Annotation generators follow
+// nnScaler's conventions for argument-dependent ops: a reduced dim is '+',
+// dims an op moves data along (roll, concat, pad) are '^', everything else
+// spatial; reshape groups dims by matching products, as nnScaler does.
+#include "semantics/op_registry.h"
+
+#include <algorithm>
+#include <set>
+
+namespace nns::sema {
+
+int64_t OpCall::int_attr(const std::string& name) const {
+  auto it = attrs->find(name);
+  if (it == attrs->end()) throw OpArgError{"missing argument '" + name + "'"};
+  if (auto* i = std::get_if<int64_t>(&it->second)) return *i;
+  if (auto* b = std::get_if<bool>(&it->second)) return *b;
+  throw OpArgError{"argument '" + name + "' must be an int"};
+}
+
+std::vector<int64_t> OpCall::ints_attr(const std::string& name) const {
+  auto it = attrs->find(name);
+  if (it == attrs->end()) throw OpArgError{"missing argument '" + name + "'"};
+  if (auto* v = std::get_if<std::vector<int64_t>>(&it->second)) return *v;
+  if (auto* i = std::get_if<int64_t>(&it->second)) return {*i};
+  throw OpArgError{"argument '" + name + "' must be a list of ints"};
+}
+
+bool OpCall::bool_attr(const std::string& name, bool fallback) const {
+  auto it = attrs->find(name);
+  if (it == attrs->end()) return fallback;
+  if (auto* b = std::get_if<bool>(&it->second)) return *b;
+  if (auto* i = std::get_if<int64_t>(&it->second)) return *i != 0;
+  throw OpArgError{"argument '" + name + "' must be a bool"};
+}
+
+namespace {
+
+// Fresh identifier names for generated annotations: a..z, then a1..z1, ...
+std::string id_name(int i) {
+  std::string s(1, static_cast<char>('a' + i % 26));
+  if (i >= 26) s += std::to_string(i / 26);
+  return s;
+}
+
+std::string join(const std::vector<std::string>& dims) {
+  std::string s;
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? " " : "") + dims[i];
+  return s;
+}
+
+int64_t norm_axis(int64_t axis, size_t rank, const char* what) {
+  int64_t r = static_cast<int64_t>(rank);
+  if (axis < -r || axis >= r)
+    throw OpArgError{std::string(what) + " " + std::to_string(axis) + " is out of range for a rank-" +
+                     std::to_string(rank) + " tensor"};
+  return axis < 0 ? axis + r : axis;
+}
+
+const Shape& tensor_shape(const OpCall& c, size_t i) {
+  if (i >= c.inputs.size()) throw OpArgError{"missing tensor operand " + std::to_string(i)};
+  return c.inputs[i].shape;
+}
+
+// ---- generators ---------------------------------------------------------------
+
+// x op y with numpy broadcasting: aligned from the right; a size-1 dim
+// facing a larger one is the literal 1 (frozen) on its side.
+GeneratedAnno broadcast_binary(const OpCall& c) {
+  const Shape& x = tensor_shape(c, 0);
+  const Shape& y = tensor_shape(c, 1);
+  size_t rank = std::max(x.size(), y.size());
+  std::vector<std::string> xs, ys, out;
+  for (size_t j = 0; j < rank; ++j) {
+    // j counts from the left of the broadcast result
+    int64_t xi = static_cast<int64_t>(j) - static_cast<int64_t>(rank - x.size());
+    int64_t yi = static_cast<int64_t>(j) - static_cast<int64_t>(rank - y.size());
+    int64_t dx = xi >= 0 ? x[xi] : -1, dy = yi >= 0 ? y[yi] : -1;
+    std::string id = id_name(static_cast<int>(j));
+    if (dx >= 0 && dy >= 0 && dx != dy && dx != 1 && dy != 1)
+      throw OpArgError{"cannot broadcast shapes " + shape_to_string(x) + " and " + shape_to_string(y) +
+                       " (dim " + std::to_string(j) + ": " + std::to_string(dx) + " vs " + std::to_string(dy) + ")"};
+    int64_t size = std::max(dx, dy);
+    if (size == 1) {
+      if (dx >= 0) xs.push_back("1");
+      if (dy >= 0) ys.push_back("1");
+      out.push_back("1");
+      continue;
+    }
+    if (dx >= 0) xs.push_back(dx == 1 ? "1" : id);
+    if (dy >= 0) ys.push_back(dy == 1 ? "1" : id);
+    out.push_back(id);
+  }
+  return {join(xs) + ", " + join(ys) + " -> " + join(out), {}};
+}
+
+// sum / mean over one dim: that dim is a partial-sum identifier.
+GeneratedAnno reduce_dim(const OpCall& c) {
+  const Shape& x = tensor_shape(c, 0);
+  int64_t dim = norm_axis(c.int_attr("dim"), x.size(), "dim");
+  bool keep = c.bool_attr("keepdim");
+  std::vector<std::string> in, out;
+  for (size_t i = 0; i < x.size(); ++i) {
+    std::string id = x[i] == 1 ? "1" : id_name(static_cast<int>(i));
+    if (static_cast<int64_t>(i) == dim) {
+      in.push_back(x[i] == 1 ? "1" : id + "+");
+      if (keep) out.push_back("1");
+    } else {
+      in.push_back(id);
+      out.push_back(id);
+    }
+  }
+  if (out.empty()) out.push_back("1");
+  return {join(in) + " -> " + join(out), {}};
+}
+
+// reshape / view: group input and output dims whose products match.
+GeneratedAnno reshape(const OpCall& c) {
+  const Shape& in = tensor_shape(c, 0);
+  std::vector<int64_t> target = c.ints_attr("shape");
+  int64_t total = numel(in), known = 1;
+  int infer = -1;
+  for (size_t i = 0; i < target.size(); ++i) {
+    if (target[i] == -1) {
+      if (infer >= 0) throw OpArgError{"reshape: only one dimension can be -1"};
+      infer = static_cast<int>(i);
+    } else if (target[i] <= 0) {
+      throw OpArgError{"reshape: dimension " + std::to_string(target[i]) + " is not positive"};
+    } else {
+      known *= target[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || total % known != 0)
+      throw OpArgError{"reshape: cannot infer -1 for " + shape_to_string(in) + " -> " + shape_to_string(target)};
+    target[infer] = total / known;
+  }
+  if (numel(target) != total)
+    throw OpArgError{"cannot reshape " + shape_to_string(in) + " (" + std::to_string(total) + " elements) to " +
+                     shape_to_string(target) + " (" + std::to_string(numel(target)) + " elements)"};
+  GeneratedAnno g;
+  std::vector<std::string> ins, outs;
+  size_t i = 0, j = 0;
+  int next = 0;
+  while (i < in.size() || j < target.size()) {
+    if (i < in.size() && in[i] == 1) { ins.push_back("1"); ++i; continue; }
+    if (j < target.size() && target[j] == 1) { outs.push_back("1"); ++j; continue; }
+    size_t i0 = i, j0 = j;
+    int64_t pi = in[i++], pj = target[j++];
+    while (pi != pj) {
+      if (pi < pj) pi *= in[i++];
+      else pj *= target[j++];
+    }
+    size_t n_in = i - i0, n_out = j - j0;
+    if (n_in == 1 && n_out == 1) {
+      std::string id = id_name(next++);
+      ins.push_back(id);
+      outs.push_back(id);
+    } else if (n_in == 1 || n_out == 1) {
+      // One side is the product of the other: a hidden-dim bracket.
+      const Shape& many = n_in == 1 ? target : in;
+      size_t start = n_in == 1 ? j0 : i0, count = n_in == 1 ? n_out : n_in;
+      std::vector<std::string> ids;
+      for (size_t k = 0; k < count; ++k) {
+        std::string id = id_name(next++);
+        ids.push_back(id);
+        g.sizes[id] = many[start + k];
+      }
+      std::string bracket = "(" + join(ids) + ")";
+      if (n_in == 1) { ins.push_back(bracket); for (auto& id : ids) outs.push_back(id); }
+      else { for (auto& id : ids) ins.push_back(id); outs.push_back(bracket); }
+    } else {
+      for (size_t k = i0; k < i; ++k) ins.push_back(std::to_string(in[k]));
+      for (size_t k = j0; k < j; ++k) outs.push_back(std::to_string(target[k]));
+    }
+  }
+  if (ins.empty()) ins.push_back("1");
+  if (outs.empty()) outs.push_back("1");
+  g.text = join(ins) + " -> " + join(outs);
+  return g;
+}
+
+GeneratedAnno permute_dims(const Shape& x, const std::vector<int64_t>& perm) {
+  if (perm.size() != x.size())
+    throw OpArgError{"permute: " + std::to_string(perm.size()) + " dims given for a rank-" + std::to_string(x.size()) + " tensor"};
+  std::vector<std::string> in, out;
+  std::set<int64_t> seen;
+  for (size_t i = 0; i < x.size(); ++i) in.push_back(id_name(static_cast<int>(i)));
+  for (int64_t p : perm) {
+    int64_t a = norm_axis(p, x.size(), "permute dim");
+    if (!seen.insert(a).second) throw OpArgError{"permute: dim " + std::to_string(p) + " appears twice"};
+    out.push_back(in[a]);
+  }
+  return {join(in) + " -> " + join(out), {}};
+}
+
+GeneratedAnno permute(const OpCall& c) { return permute_dims(tensor_shape(c, 0), c.ints_attr("dims")); }
+
+GeneratedAnno transpose(const OpCall& c) {
+  const Shape& x = tensor_shape(c, 0);
+  std::vector<int64_t> perm(x.size());
+  for (size_t i = 0; i < x.size(); ++i) perm[i] = static_cast<int64_t>(i);
+  int64_t a = norm_axis(c.int_attr("dim0"), x.size(), "dim0");
+  int64_t b = norm_axis(c.int_attr("dim1"), x.size(), "dim1");
+  std::swap(perm[a], perm[b]);
+  return permute_dims(x, perm);
+}
+
+// roll: rolled dims move data across any split, so they are frozen.
+GeneratedAnno roll(const OpCall& c) {
+  const Shape& x = tensor_shape(c, 0);
+  std::vector<int64_t> shifts = c.ints_attr("shifts"), dims = c.ints_attr("dims");
+  if (shifts.size() != dims.size()) throw OpArgError{"roll: shifts and dims must have the same length"};
+  std::vector<bool> rolled(x.size(), false);
+  for (int64_t d : dims) rolled[norm_axis(d, x.size(), "roll dim")] = true;
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < x.size(); ++i) ids.push_back(id_name(static_cast<int>(i)) + (rolled[i] ? "^" : ""));
+  return {join(ids) + " -> " + join(ids), {}};
+}
+
+GeneratedAnno concat(const OpCall& c) {
+  if (c.inputs.empty()) throw OpArgError{"concat needs at least one tensor"};
+  const Shape& x0 = tensor_shape(c, 0);
+  int64_t dim = norm_axis(c.int_attr("dim"), x0.size(), "dim");
+  GeneratedAnno g;
+  std::vector<std::string> operands;
+  int64_t total = 0;
+  for (size_t t = 0; t < c.inputs.size(); ++t) {
+    const Shape& x = c.inputs[t].shape;
+    if (x.size() != x0.size()) throw OpArgError{"concat: tensor " + std::to_string(t) + " has rank " + std::to_string(x.size()) + ", expected " + std::to_string(x0.size())};
+    std::vector<std::string> ids;
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (static_cast<int64_t>(i) == dim) {
+        ids.push_back("c" + std::to_string(t) + "^");
+        total += x[i];
+      } else {
+        ids.push_back(id_name(static_cast<int>(i)));
+      }
+    }
+    operands.push_back(join(ids));
+  }
+  std::vector<std::string> out;
+  for (size_t i = 0; i < x0.size(); ++i) out.push_back(static_cast<int64_t>(i) == dim ? "cat^" : id_name(static_cast<int>(i)));
+  g.sizes["cat"] = total;
+  std::string s;
+  for (size_t i = 0; i < operands.size(); ++i) s += (i ? ", " : "") + operands[i];
+  g.text = s + " -> " + join(out);
+  return g;
+}
+
+GeneratedAnno split_sizes(const Shape& x, int64_t dim, const std::vector<int64_t>& sizes) {
+  int64_t sum = 0;
+  for (int64_t s : sizes) {
+    if (s <= 0) throw OpArgError{"split: piece size " + std::to_string(s) + " is not positive"};
+    sum += s;
+  }
+  if (sum != x[dim]) throw OpArgError{"split: sizes add up to " + std::to_string(sum) + " but dim " + std::to_string(dim) + " is " + std::to_string(x[dim])};
+  GeneratedAnno g;
+  std::vector<std::string> in;
+  for (size_t i = 0; i < x.size(); ++i) in.push_back(static_cast<int64_t>(i) == dim ? "s^" : id_name(static_cast<int>(i)));
+  std::string outs;
+  for (size_t p = 0; p < sizes.size(); ++p) {
+    std::vector<std::string> o = in;
+    std::string id = "p" + std::to_string(p);
+    o[dim] = id + "^";
+    g.sizes[id] = sizes[p];
+    outs += (p ? ", " : "") + join(o);
+  }
+  g.text = join(in) + " -> " + outs;
+  return g;
+}
+
+GeneratedAnno split(const OpCall& c) {
+  const Shape& x = tensor_shape(c, 0);
+  return split_sizes(x, norm_axis(c.int_attr("dim"), x.size(), "dim"), c.ints_attr("sizes"));
+}
+
+GeneratedAnno chunk(const OpCall& c) {
+  const Shape& x = tensor_shape(c, 0);
+  int64_t dim = norm_axis(c.int_attr("dim"), x.size(), "dim");
+  int64_t n = c.int_attr("chunks");
+  if (n <= 0 || x[dim] % n != 0)
+    throw OpArgError{"chunk: " + std::to_string(x[dim]) + " does not divide into " + std::to_string(n) + " equal chunks"};
+  return split_sizes(x, dim, std::vector<int64_t>(n, x[dim] / n));
+}
+
+// pad: pads = [before0, after0, before1, after1, ...] in dim order; padded dims are frozen.
+GeneratedAnno pad(const OpCall& c) {
+  const Shape& x = tensor_shape(c, 0);
+  std::vector<int64_t> pads = c.ints_attr("pads");
+  if (pads.size() != 2 * x.size())
+    throw OpArgError{"pad: expected " + std::to_string(2 * x.size()) + " values (before/after per dim), got " + std::to_string(pads.size())};
+  GeneratedAnno g;
+  std::vector<std::string> in, out;
+  for (size_t i = 0; i < x.size(); ++i) {
+    std::string id = id_name(static_cast<int>(i));
+    if (pads[2 * i] < 0 || pads[2 * i + 1] < 0) throw OpArgError{"pad: negative padding"};
+    if (pads[2 * i] == 0 && pads[2 * i + 1] == 0) {
+      in.push_back(id);
+      out.push_back(id);
+    } else {
+      in.push_back(id + "^");
+      out.push_back("o" + id + "^");
+      g.sizes["o" + id] = x[i] + pads[2 * i] + pads[2 * i + 1];
+    }
+  }
+  g.text = join(in) + " -> " + join(out);
+  return g;
+}
+
+GeneratedAnno conv2d_impl(const OpCall& c, bool bias) {
+  const Shape& x = tensor_shape(c, 0);
+  const Shape& w = tensor_shape(c, 1);
+  if (x.size() != 4 || w.size() != 4) throw OpArgError{"conv2d expects x [n, c, h, w] and weight [o, c, kh, kw]"};
+  int64_t stride = c.int_attr("stride"), padding = c.int_attr("padding");
+  if (stride <= 0 || padding < 0) throw OpArgError{"conv2d: stride must be positive and padding non-negative"};
+  int64_t oh = (x[2] + 2 * padding - w[2]) / stride + 1, ow = (x[3] + 2 * padding - w[3]) / stride + 1;
+  if (oh <= 0 || ow <= 0) throw OpArgError{"conv2d: kernel larger than the padded input"};
+  // With a bias, splitting the input channels would add the bias once per partial sum.
+  std::string ic = bias ? "ic^" : "ic+";
+  GeneratedAnno g;
+  g.text = "n " + ic + " h^ w^, oc " + ic + " kh^ kw^" + (bias ? ", oc" : "") + " -> n oc oh^ ow^";
+  g.sizes = {{"oh", oh}, {"ow", ow}};
+  return g;
+}
+GeneratedAnno conv2d(const OpCall& c) { return conv2d_impl(c, false); }
+GeneratedAnno conv2d_bias(const OpCall& c) { return conv2d_impl(c, true); }
+
+// index_select(table [t, ...], idx [...]) -> [idx..., ...]
+GeneratedAnno index_select(const OpCall& c) {
+  const Shape& table = tensor_shape(c, 0);
+  const Shape& idx = tensor_shape(c, 1);
+  if (table.empty()) throw OpArgError{"index_select: the table must have at least one dim"};
+  std::vector<std::string> t{"t^"}, ix, out;
+  for (size_t i = 0; i < idx.size(); ++i) { ix.push_back("i" + std::to_string(i)); out.push_back(ix.back()); }
+  for (size_t i = 1; i < table.size(); ++i) { t.push_back("r" + std::to_string(i)); out.push_back(t.back()); }
+  return {join(t) + ", " + join(ix) + " -> " + join(out), {}};
+}
+
+GeneratedAnno mse(const OpCall& c) {
+  const Shape& x = tensor_shape(c, 0);
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < x.size(); ++i) ids.push_back(id_name(static_cast<int>(i)) + "+");
+  return {join(ids) + ", " + join(ids) + " -> 1", {}};
+}
+
+// Constant generators (no tensor inputs): sizes come from the arguments.
+GeneratedAnno swin_relative_index(const OpCall& c) {
+  int64_t w = c.int_attr("window");
+  if (w <= 0) throw OpArgError{"window must be positive"};
+  return {"-> n^", {{"n", w * w * w * w}}};
+}
+
+GeneratedAnno swin_shift_mask(const OpCall& c) {
+  int64_t h = c.int_attr("height"), w = c.int_attr("width"), win = c.int_attr("window");
+  if (win <= 0 || h % win != 0 || w % win != 0)
+    throw OpArgError{"shift mask: window " + std::to_string(win) + " must divide the resolution " + std::to_string(h) + "x" + std::to_string(w)};
+  return {"-> nw^ n^ m^", {{"nw", (h / win) * (w / win)}, {"n", win * win}, {"m", win * win}}};
+}
+
+// ---- multiply-add counts ---------------------------------------------------------
+
+// Matmul-like ops: every identifier is a loop of the contraction.
+int64_t product_of_ids(const BoundAnno& b, const OpCall&) {
+  std::set<std::string> ids;
+  for (const auto& side : {&b.anno.inputs, &b.anno.outputs})
+    for (const OperandAnno& op : *side)
+      for (const DimAnno& d : op.dims)
+        for (const DimId& id : d.ids)
+          if (!id.numeric) ids.insert(id.name);
+  int64_t p = 1;
+  for (const std::string& id : ids) p *= b.sizes.at(id);
+  return p;
+}
+
+int64_t conv_macs(const BoundAnno& b, const OpCall& c) {
+  const Shape& w = tensor_shape(c, 1);
+  const Shape& out = b.output_shapes.at(0);
+  return numel(out) * w[1] * w[2] * w[3];
+}
+
+std::vector<OpRow> make_rows() {
+  std::vector<OpRow> rows;
+  auto add = [&](const char* name, GeneratedAnno (*gen)(const OpCall&) = nullptr,
+                 int64_t (*macs)(const BoundAnno&, const OpCall&) = nullptr) {
+    OpRow r;
+    r.name = name;
+    r.annotate = gen;
+    r.macs = macs;
+    rows.push_back(r);
+    return &rows.back();
+  };
+  for (const char* n : {"matmul", "bmm", "linear", "linear_bias"}) add(n, nullptr, product_of_ids)->value_split = true;
+  for (const char* n : {"add", "sub", "mul", "div"}) add(n, broadcast_binary);
+  for (const char* n : {"add_scalar", "mul_scalar", "gelu", "relu", "sigmoid", "tanh", "dropout",
+                        "softmax", "log_softmax", "layer_norm", "embedding", "cross_entropy", "causal_mask"})
+    add(n);
+  add("mse", mse);
+  add("sum", reduce_dim)->value_split = true;
+  add("mean", reduce_dim)->value_split = true;
+  add("reshape", reshape);
+  add("view", reshape);
+  add("permute", permute);
+  add("transpose", transpose);
+  add("roll", roll);
+  add("concat", concat);
+  add("split", split);
+  add("chunk", chunk);
+  add("pad", pad);
+  add("conv2d", conv2d, conv_macs);
+  add("conv2d_bias", conv2d_bias, conv_macs);
+  add("index_select", index_select);
+  add("swin_relative_index", swin_relative_index)->out_dtype = DType::I32;
+  add("swin_shift_mask", swin_shift_mask)->out_dtype = DType::F32;
+  return rows;
+}
+
+const std::vector<OpRow>& rows() {
+  static const std::vector<OpRow> table = make_rows();
+  return table;
+}
+
+}  // namespace
+
+const OpRow* find_op_row(const std::string& name) {
+  for (const OpRow& r : rows())
+    if (r.name == name) return &r;
+  return nullptr;
+}
+
+std::vector<std::string> op_row_names() {
+  std::vector<std::string> names;
+  for (const OpRow& r : rows()) names.push_back(r.name);
+  return names;
+}
+
+}  // namespace nns::sema
