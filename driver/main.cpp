@@ -1,9 +1,11 @@
 // The nns command line. Exit codes: 0 ok, 64 usage, 65 bad input
 // (syntax / semantic / plan errors), 70 runtime failure.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -13,8 +15,18 @@
 #include "frontend/parser.h"
 #include "semantics/dimop.h"
 #include "semantics/interpreter.h"
+#include "backend/backend.h"
+#include "backend/safetensors.h"
+#include "backend/trainer.h"
+#include "backend/cpu/kernels.h"
+#include "semantics/autograd.h"
 
 namespace {
+
+int nns_default_threads() {
+  int n = nns::backend::cpu::get_threads();
+  return n > 0 ? n : 1;
+}
 
 constexpr int kExitOk = 0, kExitUsage = 64, kExitBadInput = 65, kExitRuntime = 70;
 
@@ -32,6 +44,17 @@ commands:
       normalise a dimop annotation (nnScaler's language) and print its
       transform space: every legal partition and what it does to each
       operand. With --shapes the annotation is bound to input shapes first.
+  run FILE [--gpus N] [--config C] [--steps N] [--seed S] [--threads T]
+         [--init W.safetensors] [--data D.safetensors] [--save CKPT]
+         [--resume CKPT] [--dump-grads G.safetensors] [--reference]
+         [--emit=graph|program]
+      train the model of FILE's train block: one progress line per step
+      (step, loss, step time, throughput, peak memory) and a summary.
+      --gpus 1 trains on one device (CPU: oneDNN kernels, T threads, default
+      all cores); --reference uses the plain reference kernels; --save writes
+      a checkpoint (weights, optimizer state, step) after the last step,
+      --resume continues one bit-identically; --dump-grads writes step 1's
+      gradients; --emit prints the training graph or the lowered program.
   help, --help, -h
       this text.
 
@@ -51,6 +74,8 @@ struct Args {
   std::string command;
   std::vector<std::string> positional;
   std::string config, emit, shapes;
+  std::string gpus = "1", steps, seed = "0", threads, init, data, save, resume, dump_grads;
+  bool reference = false;
 };
 
 bool parse_args(int argc, char** argv, Args& a, std::string& err) {
@@ -65,13 +90,16 @@ bool parse_args(int argc, char** argv, Args& a, std::string& err) {
       if (s.rfind(flag + "=", 0) == 0) { out = s.substr(flag.size() + 1); return true; }
       return false;
     };
-    if (value("--config", a.config) || value("--emit", a.emit) || value("--shapes", a.shapes)) {
+    if (value("--config", a.config) || value("--emit", a.emit) || value("--shapes", a.shapes) || value("--gpus", a.gpus) ||
+        value("--steps", a.steps) || value("--seed", a.seed) || value("--threads", a.threads) || value("--init", a.init) ||
+        value("--data", a.data) || value("--save", a.save) || value("--resume", a.resume) || value("--dump-grads", a.dump_grads)) {
       if (!err.empty()) return false;
       continue;
     }
     if (!err.empty()) return false;
     if (s.size() > 1 && s[0] == '-' && s != "-") {
       if (s == "--help" || s == "-h") { a.command = "help"; continue; }
+      if (s == "--reference") { a.reference = true; continue; }
       err = "unknown option '" + s + "'";
       return false;
     }
@@ -185,6 +213,105 @@ bool parse_shapes(const std::string& text, std::vector<nns::sema::InputShape>& o
   return true;
 }
 
+
+bool parse_int(const std::string& text, long long& out) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  out = std::strtoll(text.c_str(), &end, 10);
+  return *end == '\0';
+}
+
+int cmd_run(const Args& a) {
+  if (a.positional.size() != 1) return usage_error("run needs exactly one FILE");
+  long long gpus = 1, steps = -1, seed = 0, threads = 0;
+  if (!parse_int(a.gpus, gpus) || gpus < 1) return usage_error("--gpus must be a positive integer");
+  if (!a.steps.empty() && (!parse_int(a.steps, steps) || steps < 1)) return usage_error("--steps must be a positive integer");
+  if (!parse_int(a.seed, seed) || seed < 0) return usage_error("--seed must be a non-negative integer");
+  if (!a.threads.empty() && (!parse_int(a.threads, threads) || threads < 1)) return usage_error("--threads must be a positive integer");
+  if (!a.emit.empty() && a.emit != "graph" && a.emit != "program") return usage_error("run --emit must be graph or program");
+  if (gpus > 1)
+    return usage_error("--gpus " + std::to_string(gpus) + ": multi-device plans are not implemented yet (this build trains on one device)");
+
+  nns::front::SourceManager sources;
+  nns::front::DiagnosticEngine diags(sources);
+  bool colour = nns::front::want_colour();
+  nns::sema::Interpreter interp(sources, diags, {a.config, stdlib_dirs()});
+  if (!interp.parse(a.positional[0]) || !interp.evaluate()) {
+    diags.print(std::cerr, colour);
+    for (const auto& d : diags.all())
+      if (d.message.rfind("unknown config '", 0) == 0) return kExitUsage;
+    return kExitBadInput;
+  }
+  diags.print(std::cerr, colour);
+  if (!interp.train()) {
+    std::cerr << "nns: error: " << a.positional[0] << " has no train block; nothing to run\n";
+    return kExitBadInput;
+  }
+  nns::sema::TrainSpec spec = *interp.train();
+  if (steps > 0) spec.steps = steps;
+  nns::sema::Graph& g = interp.graph();
+  nns::sema::TrainingGraphInfo info = nns::sema::build_training_graph(g, spec.optimizer.kind);
+  if (a.emit == "graph") {
+    std::cout << g.dump();
+    return kExitOk;
+  }
+  try {
+    auto backend = nns::backend::make_cpu_backend(a.reference);
+    if (threads > 0) backend->set_threads(static_cast<int>(threads));
+    nns::backend::TrainOptions opts;
+    opts.seed = static_cast<uint64_t>(seed);
+    opts.init_path = a.init;
+    opts.data_path = a.data;
+    opts.resume_path = a.resume;
+    nns::backend::Trainer trainer(g, info, spec, *backend, opts);
+    if (a.emit == "program") {
+      std::cout << trainer.program().dump(g);
+      return kExitOk;
+    }
+    std::printf("nns: training %s (config %s) on 1 CPU device, %s kernels, %d thread(s); %lld steps, %s %g\n",
+                a.positional[0].c_str(), interp.config_name().empty() ? "-" : interp.config_name().c_str(),
+                a.reference ? "reference" : "oneDNN", threads > 0 ? static_cast<int>(threads) : nns_default_threads(),
+                static_cast<long long>(spec.steps), spec.optimizer.kind.c_str(), spec.optimizer.lr);
+    double total = 0, first_loss = 0, last_loss = 0;
+    int64_t start = trainer.steps_done();
+    if (start >= spec.steps) {
+      std::printf("nns: the checkpoint is at step %lld; nothing left to run (raise --steps)\n", static_cast<long long>(start));
+      return kExitOk;
+    }
+    for (int64_t s = start; s < spec.steps; ++s) {
+      nns::backend::StepStats st = trainer.step();
+      if (!std::isfinite(st.loss)) {
+        std::fprintf(stderr, "nns: error: step %lld: the loss is %f (diverged)\n", static_cast<long long>(st.step), st.loss);
+        return kExitRuntime;
+      }
+      if (s == start) first_loss = st.loss;
+      last_loss = st.loss;
+      if (s > start) total += st.seconds;  // the first step includes one-off setup (primitive creation)
+      if (st.step == 1 && !a.dump_grads.empty()) trainer.save_gradients(a.dump_grads);
+      double rate = static_cast<double>(trainer.samples_per_step()) / st.seconds;
+      std::printf("step %4lld/%lld  loss %.6f  lr %.3g  |g| %.3f  %8.2f ms  %10.0f %s/s  peak %s\n", static_cast<long long>(st.step),
+                  static_cast<long long>(spec.steps), st.loss, st.lr, st.grad_norm, st.seconds * 1e3, rate,
+                  trainer.counts_tokens() ? "tokens" : "samples", nns::sema::format_bytes(backend->peak_bytes()).c_str());
+      std::fflush(stdout);
+    }
+    int64_t timed = spec.steps - start - 1;
+    std::printf("done: %lld steps, loss %.6f -> %.6f", static_cast<long long>(spec.steps - start), first_loss, last_loss);
+    if (timed > 0) std::printf(", %.2f ms/step (steps after the first)", total / static_cast<double>(timed) * 1e3);
+    std::printf(", peak memory %s\n", nns::sema::format_bytes(backend->peak_bytes()).c_str());
+    if (!a.save.empty()) {
+      trainer.save_checkpoint(a.save);
+      std::printf("checkpoint: %s (step %lld)\n", a.save.c_str(), static_cast<long long>(trainer.steps_done()));
+    }
+  } catch (const nns::backend::SafetensorsError& e) {
+    std::cerr << "nns: error: " << e.what() << "\n";
+    return kExitRuntime;
+  } catch (const nns::backend::RuntimeError& e) {
+    std::cerr << "nns: error: " << e.what() << "\n";
+    return kExitRuntime;
+  }
+  return kExitOk;
+}
+
 int cmd_dimop(const Args& a) {
   if (a.positional.size() != 1) return usage_error("dimop needs exactly one quoted ANNOTATION");
   const std::string& text = a.positional[0];
@@ -201,7 +328,16 @@ int cmd_dimop(const Args& a) {
       // transform space can be listed; sizes are not printed then.
       shapes = placeholder_shapes(anno);
     }
-    BoundAnno bound = bind(anno, shapes);
+    std::map<std::string, int64_t> given;
+    if (a.shapes.empty()) {
+      // Placeholder sizes also for output-only identifiers and bracket factors.
+      for (const auto* side : {&anno.inputs, &anno.outputs})
+        for (const OperandAnno& op : *side)
+          for (const DimAnno& d : op.dims)
+            for (const DimId& id : d.ids)
+              if (!id.numeric) given[id.name] = 2;
+    }
+    BoundAnno bound = bind(anno, shapes, given);
     if (!a.shapes.empty()) {
       std::cout << "bound:      " << bound.anno.to_string() << "\n";
       for (size_t i = 0; i < bound.output_shapes.size(); ++i) {
@@ -248,6 +384,7 @@ int main(int argc, char** argv) {
     }
     if (a.command == "check") return cmd_check(a);
     if (a.command == "dimop") return cmd_dimop(a);
+    if (a.command == "run") return cmd_run(a);
     return usage_error("unknown command '" + a.command + "'");
   } catch (const std::exception& e) {
     std::cerr << "nns: internal error: " << e.what() << "\n";

@@ -36,9 +36,25 @@ class ErrorCollector : public antlr4::BaseErrorListener {
       // One report per bad character, however many rules trip over it.
       if (line == last_line_ && col == last_col_) return;
     } else if (bad->getType() == antlr4::Token::EOF) {
+      // Recovery at the end of the file can trip once per open rule; one
+      // report is enough.
+      if (eof_reported_) return;
+      eof_reported_ = true;
       msg = "unexpected end of file";
       auto* parser = dynamic_cast<antlr4::Parser*>(recognizer);
-      if (parser) msg += expected_suffix(parser);
+      if (parser) {
+        msg += expected_suffix(parser);
+        // Point just past the last real token (where the missing text
+        // belongs), not at the line after trailing comments and blanks.
+        antlr4::TokenStream* stream = parser->getTokenStream();
+        for (size_t i = bad->getTokenIndex(); i-- > 0;) {
+          antlr4::Token* t = stream->get(i);
+          if (t->getChannel() != antlr4::Token::DEFAULT_CHANNEL) continue;
+          loc.line = static_cast<int>(t->getLine());
+          loc.col = static_cast<int>(t->getCharPositionInLine() + t->getText().size()) + 1;
+          break;
+        }
+      }
     } else {
       // Recovery often trips again further along the same line; the first
       // error of a line is the useful one.
@@ -87,6 +103,7 @@ class ErrorCollector : public antlr4::BaseErrorListener {
   int file_;
   DiagnosticEngine& diags_;
   int count_ = 0;
+  bool eof_reported_ = false;
   size_t last_line_ = 0, last_col_ = static_cast<size_t>(-1);
 };
 
@@ -153,6 +170,7 @@ class AstBuilder {
       item.node = ImportDecl{unquote(c->STRING()->getText()), c->ID() ? c->ID()->getText() : ""};
     } else if (auto* c = ctx->configDecl()) {
       item.node = build_config(c);
+      item.loc = loc(c->name);  // "config 'x' is defined twice" points at the name
     } else if (auto* c = ctx->opDecl()) {
       item.node = build_op(c);
     } else if (auto* c = ctx->modelDecl()) {

@@ -331,7 +331,8 @@ void Interpreter::run_train(const front::TrainDecl& t, const std::shared_ptr<Env
     auto* name = assign ? std::get_if<front::Name>(&assign->target->node) : nullptr;
     if (!name || env->find_local(name->id)) {
       Flow f = exec(*s, env);
-      if (f != Flow::Normal) fail(s->loc, "'return', 'break' or 'continue' in a train block");
+      if (f != Flow::Normal)
+        fail(flow_loc_, std::string(flow_keyword(f)) + (f == Flow::Return ? " in a train block" : " outside a loop in a train block"));
       continue;
     }
     const std::string& key = name->id;
@@ -397,13 +398,6 @@ void Interpreter::run_train(const front::TrainDecl& t, const std::shared_ptr<Env
     env->define(key, std::move(v));
   }
   if (spec.loss < 0) fail(loc, "the train block does not set 'loss'");
-  for (int id : graph_.inputs()) {
-    const TensorInfo& in = graph_.tensor(id);
-    if (in.shape.empty() || in.shape[0] % spec.micro_batches != 0)
-      fail(set_at.count("micro_batches") ? set_at["micro_batches"] : loc,
-           "micro_batches = " + std::to_string(spec.micro_batches) + " does not divide the batch dimension of input '" + in.name + "' " +
-               shape_to_string(in.shape));
-  }
   graph_.loss = spec.loss;
   train_ = spec;
 }

@@ -135,7 +135,7 @@ Value Interpreter::call_function(const Function& f, CallArgs& args) {
     return_value_ = Value();
     return v;
   }
-  if (flow != Flow::Normal) fail(f.fn->loc, "'break' or 'continue' outside a loop in '" + f.fn->name + "'");
+  if (flow != Flow::Normal) fail(flow_loc_, std::string(flow_keyword(flow)) + " outside a loop in '" + f.fn->name + "'");
   return Value();
 }
 
@@ -158,7 +158,9 @@ Value Interpreter::instantiate(const ModelClass& cls, CallArgs& args) {
       throw;
     }
     in_method_depth_ = saved_depth;
-    if (flow != Flow::Normal) fail(args.loc, "'return', 'break' or 'continue' in the body of model '" + cls.decl->name + "'");
+    if (flow != Flow::Normal)
+      fail(flow_loc_, std::string(flow_keyword(flow)) + " in the body of model '" + cls.decl->name + "'" +
+                          (flow == Flow::Return ? " (a model body builds the instance; return from its methods)" : " outside a loop"));
   }
   auto adopt = [&](const std::shared_ptr<Instance>& child, const std::string& name) {
     if (child->parent || child == inst) return;  // shared submodules keep their first name
@@ -203,6 +205,15 @@ Value Interpreter::call_op_by_name(const std::string& name, std::vector<Value> p
 }
 
 namespace {
+// Generated annotations repeat (every layer reshapes the same way): parse
+// each distinct text once.
+const OpAnno& parsed_annotation(const std::string& text) {
+  static std::unordered_map<std::string, OpAnno> cache;
+  auto it = cache.find(text);
+  if (it == cache.end()) it = cache.emplace(text, parse_normalized(text)).first;
+  return it->second;
+}
+
 bool is_attr_type(const std::string& t) {
   return t == "int" || t == "float" || t == "bool" || t == "str" || t == "ints" || t == "list";
 }
@@ -263,7 +274,7 @@ Value Interpreter::call_op(const OpDef& op, CallArgs& args) {
       GeneratedAnno gen = op.row->annotate(call);
       std::map<std::string, int64_t> sizes = given;
       for (auto& [k, v] : gen.sizes) sizes[k] = v;
-      bound = bind(parse_normalized(gen.text), call.inputs, sizes);
+      bound = bind(parsed_annotation(gen.text), call.inputs, sizes);
     } else {
       bound = bind_first(op.annotations, call.inputs, given);
     }
@@ -312,6 +323,8 @@ Value Interpreter::call_op(const OpDef& op, CallArgs& args) {
       StackGuard<int> inside(composite_stack_, id);
       FrameGuard frame(call_stack_, op.name, args.loc);
       Flow flow = exec_block(fn.body, env);
+      if (flow == Flow::Break || flow == Flow::Continue)
+        fail(flow_loc_, std::string(flow_keyword(flow)) + " outside a loop in op '" + op.name + "'");
       Value result = flow == Flow::Return ? std::move(return_value_) : Value();
       return_value_ = Value();
       std::vector<Value> results;

@@ -373,7 +373,8 @@ OpAnno normalize_with_columns(OpAnno a, const Columns& c) {
 
 // ---- binding ----------------------------------------------------------------
 
-std::string dims_word(size_t n) { return std::to_string(n) + (n == 1 ? " dim" : " dims"); }
+std::string count_of(size_t n, const std::string& noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
+std::string dims_word(size_t n) { return count_of(n, "dim"); }
 
 size_t star_position(const OperandAnno& op) {
   for (size_t d = 0; d < op.dims.size(); ++d)
@@ -388,8 +389,8 @@ std::optional<DimopError> check_fit(const OpAnno& a, const std::vector<InputShap
                                     int64_t& star) {
   star = -1;
   if (a.inputs.size() != in.size())
-    return error_at(0, "annotation '" + render(a, nullptr) + "' expects " + std::to_string(a.inputs.size()) +
-                           " inputs but the call has " + std::to_string(in.size()));
+    return error_at(0, "annotation '" + render(a, nullptr) + "' expects " + count_of(a.inputs.size(), "input") +
+                           " but the call has " + std::to_string(in.size()));
   size_t star_from = 0;
   for (size_t i = 0; i < in.size(); ++i) {
     const OperandAnno& op = a.inputs[i];

@@ -59,7 +59,9 @@ struct OpAnno {
 
 // A parse or normalisation error; `column` is the 0-based offset into the
 // annotation text where the problem starts (so callers can put a caret under
-// it inside the string literal of a .nns file).
+// it inside the string literal of a .nns file). normalize() on a built
+// OpAnno and bind() have no user text: their columns point into the
+// canonical text, anno.to_string().
 struct DimopError {
   std::string message;
   size_t column = 0;
@@ -74,7 +76,12 @@ OpAnno parse_annotation(std::string_view text);
 //  - identifiers after the first inside a bracket become Frozen, at every
 //    occurrence (only the first identifier of a bracket can be split);
 //  - numeric dims and '?' dims are Frozen;
-//  - '*' may appear at most once per operand.
+//  - '*' may appear at most once per operand, and in an output only if some
+//    input has one;
+//  - '?' dims appear only in inputs (an output's size must be known);
+//  - a spatial identifier (and '*') that an input has must appear in some
+//    output, unless no output is a tensor (else mark it '+' or '^');
+//  - a splittable identifier occurs at most once per operand.
 OpAnno normalize(OpAnno anno);
 
 // Parse + normalise in one call.
@@ -121,12 +128,16 @@ struct TransformChoice {
   Reduce reduce = Reduce::Spatial;
   int64_t size = 0;          // identifier size (Dim only); num must divide it
   std::vector<PartitionEffect> inputs, outputs;
-  std::string describe() const;  // e.g. "dim k+ (size 64): in0 split dim 1, in1 split dim 0, out0 partial-sum"
+  // e.g. "k+ (size 64): in0 split dim 1, in1 split dim 0, out0 partial-sum";
+  // value split: "value: in0 partial-sum, in1 replicated, out0 partial-sum".
+  std::string describe() const;
 };
 
 // Every identifier that may be split (not Frozen, not numeric, first in its
 // bracket), in order of first appearance, plus a value split when
-// `allow_value_split` (ops linear in their inputs).
+// `allow_value_split` (ops linear in their inputs). The value choice comes
+// last: the first tensor input PartialSum, other inputs Replicated (or
+// NotTensor), every tensor output PartialSum.
 std::vector<TransformChoice> transform_space(const BoundAnno& bound, bool allow_value_split = false);
 
 // The choice that splits input `input_index` along tensor dim `dim`

@@ -91,6 +91,22 @@ std::vector<int> Graph::top_level_nodes() const {
   return out;
 }
 
+static void flatten_into(const Graph& g, int id, std::vector<int>& out) {
+  const OpNode& n = g.node(id);
+  if (!n.composite) {
+    out.push_back(id);
+    return;
+  }
+  for (int c : n.children) flatten_into(g, c, out);
+}
+
+std::vector<int> Graph::flat_forward() const {
+  std::vector<int> out;
+  for (const OpNode& n : nodes_)
+    if (n.parent < 0 && n.phase == Phase::Forward) flatten_into(*this, n.id, out);
+  return out;
+}
+
 std::vector<int> Graph::params() const {
   std::vector<int> out;
   for (const TensorInfo& t : tensors_)
@@ -125,7 +141,10 @@ static void dump_node(const Graph& g, const OpNode& n, int depth, std::ostringst
     const TensorInfo& t = g.tensor(n.outputs[i]);
     out << (i ? ", " : "") << "%" << t.id << ":" << dtype_name(t.dtype) << shape_to_string(t.shape);
   }
-  out << "\n" << indent << "    anno \"" << n.anno.anno.to_string() << "\"";
+  out << "\n" << indent << "    ";
+  if (n.phase == Phase::Forward) out << "anno \"" << n.anno.anno.to_string() << "\"";
+  else if (n.forward_of >= 0) out << "grad of op" << n.forward_of;
+  else out << (n.phase == Phase::Backward ? "backward" : "optimizer");
   if (n.macs) out << "  macs " << n.macs;
   out << "  @" << n.loc.line << ":" << n.loc.col << "\n";
   for (int c : n.children) dump_node(g, g.node(c), depth + 1, out);
@@ -142,8 +161,15 @@ std::string Graph::dump() const {
     out << "\n";
   }
   for (const OpNode& n : nodes_)
-    if (n.parent < 0) dump_node(*this, n, 0, out);
+    if (n.parent < 0 && n.phase == Phase::Forward) dump_node(*this, n, 0, out);
   if (loss >= 0) out << "  loss %" << loss << "\n";
+  bool header = false;
+  for (const OpNode& n : nodes_) {
+    if (n.phase == Phase::Forward) continue;
+    if (!header) out << "  # training: backward and optimizer\n";
+    header = true;
+    dump_node(*this, n, 0, out);
+  }
   out << "}\n";
   return out.str();
 }
@@ -159,6 +185,7 @@ GraphSummary summarize(const Graph& g) {
     }
   }
   for (const OpNode& n : g.nodes()) {
+    if (n.phase != Phase::Forward) continue;
     ++s.all_ops;
     if (n.parent >= 0) {
       // Activations inside composite bodies are live during the forward too.

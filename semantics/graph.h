@@ -46,13 +46,19 @@ struct TensorInfo {
   Shape shape;
   DType dtype = DType::F32;
   int producer = -1;  // top-level node that produces it (activations)
+  int grad_of = -1;   // gradient tensors: the tensor they are the gradient of
   InitSpec init;      // params and inputs
   front::SourceLoc loc;
   int64_t bytes() const { return numel(shape) * dtype_bytes(dtype); }
 };
 
+// Which part of a training step a node belongs to.
+enum class Phase { Forward, Backward, Optimizer };
+
 struct OpNode {
   int id = -1;
+  Phase phase = Phase::Forward;
+  int forward_of = -1;         // backward nodes: the forward (primitive) node they differentiate
   std::string kind;            // registry op or composite op name ("linear", "window_attention")
   std::string name;            // qualified name, e.g. "blocks.3.attn.linear#0"
   bool composite = false;
@@ -77,6 +83,9 @@ class Graph {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const std::vector<OpNode>& nodes() const { return nodes_; }
   std::vector<int> top_level_nodes() const;
+  // Forward primitive nodes in execution order, composite ops replaced by
+  // their bodies (what a single device runs).
+  std::vector<int> flat_forward() const;
   std::vector<int> params() const;
   std::vector<int> inputs() const;
 

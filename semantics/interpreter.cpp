@@ -156,7 +156,7 @@ std::shared_ptr<Env> Interpreter::run_module(int index) {
     if (modules_[dep]->running) fail(item.loc, "import cycle: '" + imp->path + "' is being imported already");
     std::shared_ptr<Env> dep_env = run_module(dep);
     if (!imp->alias.empty()) {
-      env->define(imp->alias, Value(std::make_shared<Module>(Module{resolved, dep_env})));
+      env->define(imp->alias, Value(std::make_shared<Module>(Module{imp->path, dep_env})));
     } else {
       for (const std::string& name : dep_env->order) env->define(name, dep_env->vars.at(name));
     }
@@ -167,7 +167,8 @@ std::shared_ptr<Env> Interpreter::run_module(int index) {
   for (const front::Item& item : m.program->items) {
     if (auto* s = std::get_if<front::StmtPtr>(&item.node)) {
       Flow f = exec(**s, env);
-      if (f != Flow::Normal) fail((*s)->loc, "'return', 'break' or 'continue' outside a function or loop");
+      if (f != Flow::Normal)
+        fail(flow_loc_, std::string(flow_keyword(f)) + (f == Flow::Return ? " outside a function" : " outside a loop"));
     }
   }
   m.env = env;
@@ -331,6 +332,7 @@ Interpreter::Flow Interpreter::exec(const front::Stmt& s, const std::shared_ptr<
     assign(*n->target, std::move(v), env, s.loc);
   } else if (auto* n = std::get_if<ReturnStmt>(&s.node)) {
     return_value_ = n->value ? eval(*n->value, env) : Value();
+    flow_loc_ = s.loc;
     return Flow::Return;
   } else if (auto* n = std::get_if<IfStmt>(&s.node)) {
     bool cond = truthy(eval(*n->test, env), n->test->loc);
@@ -361,8 +363,10 @@ Interpreter::Flow Interpreter::exec(const front::Stmt& s, const std::shared_ptr<
       fail(n->iter->loc, "cannot iterate over a value of type " + type_name(iter));
     }
   } else if (std::get_if<BreakStmt>(&s.node)) {
+    flow_loc_ = s.loc;
     return Flow::Break;
   } else if (std::get_if<ContinueStmt>(&s.node)) {
+    flow_loc_ = s.loc;
     return Flow::Continue;
   } else if (auto* n = std::get_if<BlockStmt>(&s.node)) {
     return exec_block(n->body, std::make_shared<Env>(env));

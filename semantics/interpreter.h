@@ -38,6 +38,8 @@ struct TrainSpec {
   ScheduleSpec schedule;
   DataSpec data;
   int64_t steps = 10;
+  // The inputs declare ONE micro-batch; a step runs micro_batches of them
+  // and accumulates their gradients (global batch = micro_batches x input batch).
   int64_t micro_batches = 1;
   double clip = 0;  // global-norm gradient clipping; 0 = off
   front::SourceLoc loc;
@@ -90,6 +92,9 @@ class Interpreter {
  private:
   struct Loaded;
   enum class Flow { Normal, Return, Break, Continue };
+  static const char* flow_keyword(Flow f) {
+    return f == Flow::Return ? "'return'" : f == Flow::Break ? "'break'" : "'continue'";
+  }
 
   int load_and_parse(const std::string& path, front::SourceLoc from);
   std::string resolve_import(const std::string& spec, const std::string& from_file);
@@ -142,6 +147,7 @@ class Interpreter {
   std::vector<std::pair<int, std::shared_ptr<Instance>>> param_owners_;
   std::vector<std::pair<std::string, front::SourceLoc>> call_stack_;
   Value return_value_;
+  front::SourceLoc flow_loc_;  // the last return/break/continue run (misplaced ones are reported there)
   int in_method_depth_ = 0;  // > 0 while a function body runs (params are refused there)
 
   friend struct Builtins;

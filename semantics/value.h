@@ -60,7 +60,7 @@ struct Record {
 };
 
 struct Module {
-  std::string path;
+  std::string path;  // as written in the import (diagnostics quote it)
   std::shared_ptr<Env> env;
 };
 

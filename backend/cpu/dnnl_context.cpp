@@ -12,7 +12,7 @@ namespace nns::backend::cpu::dnnl_ctx {
 namespace {
 
 constexpr size_t kMaxCachedPrimitives = 512;
-constexpr int kScratchSlots = 4;
+constexpr int kScratchSlots = 6;
 
 struct ThreadState {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
@@ -31,7 +31,7 @@ ThreadState& state() {
 dnnl::engine& engine() { return state().engine; }
 dnnl::stream& stream() { return state().stream; }
 
-const dnnl::primitive& cached(PrimKind kind, std::initializer_list<int64_t> key,
+const dnnl::primitive& cached(PrimKind kind, const std::vector<int64_t>& key,
                               const std::function<dnnl::primitive()>& make) {
   ThreadState& s = state();
   std::vector<int64_t> full;

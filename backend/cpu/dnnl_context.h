@@ -5,8 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
-#include <initializer_list>
 #include <unordered_map>
 #include <vector>
 
@@ -27,12 +27,19 @@ dnnl::stream& stream();
 // by `make` on a miss. The cache holds at most a few hundred primitives per
 // thread and is cleared wholesale when full: a training step reuses a small
 // fixed set of shapes, so an LRU would buy nothing.
-const dnnl::primitive& cached(PrimKind kind, std::initializer_list<int64_t> key,
+const dnnl::primitive& cached(PrimKind kind, const std::vector<int64_t>& key,
                               const std::function<dnnl::primitive()>& make);
 
 // A oneDNN memory over a caller's buffer (no copy).
 inline dnnl::memory wrap(const dnnl::memory::desc& md, const float* p) {
   return dnnl::memory(md, engine(), const_cast<float*>(p));
+}
+
+// The bit pattern of a float that a primitive bakes in (eps, beta), for keys.
+inline int64_t float_bits(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  return bits;
 }
 
 // Plain row-major descriptor of fp32 `dims`.
@@ -41,7 +48,7 @@ dnnl::memory::desc plain_md(const dnnl::memory::dims& dims);
 // Run a primitive on the thread's stream and wait.
 void execute(const dnnl::primitive& prim, const std::unordered_map<int, dnnl::memory>& args);
 
-// Per-thread scratch of n floats in one of a few independent slots (reused
+// Per-thread scratch of n floats in one of six independent slots (reused
 // between calls, so no allocation in steady state).
 float* scratch(int slot, size_t n);
 

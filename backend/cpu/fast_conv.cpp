@@ -22,7 +22,9 @@ struct ConvMds {
         pad{d.pad_h, d.pad_w} {}
 };
 
-#define NNS_CONV_KEY(d) d.n, d.c, d.h, d.w, d.o, d.kh, d.kw, d.stride_h, d.stride_w, d.pad_h, d.pad_w
+std::vector<int64_t> conv_key(const Conv2dDims& d, bool flag) {
+  return {d.n, d.c, d.h, d.w, d.o, d.kh, d.kw, d.stride_h, d.stride_w, d.pad_h, d.pad_w, flag};
+}
 
 // The forward primitive descriptor, also the hint the backward ones need.
 dnnl::convolution_forward::primitive_desc forward_pd(const ConvMds& md, bool with_bias) {
@@ -47,7 +49,7 @@ void conv2d(const float* x, const float* w, const float* bias, float* y, const C
   ConvMds md(d);
   bool with_bias = bias != nullptr;
   const dnnl::primitive& prim =
-      cached(PrimKind::conv_fwd, {NNS_CONV_KEY(d), with_bias}, [&]() -> dnnl::primitive {
+      cached(PrimKind::conv_fwd, conv_key(d, with_bias), [&]() -> dnnl::primitive {
         return dnnl::convolution_forward(forward_pd(md, with_bias));
       });
   std::unordered_map<int, memory> args{
@@ -60,7 +62,7 @@ void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv
   if (empty(d)) return;
   ConvMds md(d);
   const dnnl::primitive& prim =
-      cached(PrimKind::conv_bwd_data, {NNS_CONV_KEY(d)}, [&]() -> dnnl::primitive {
+      cached(PrimKind::conv_bwd_data, conv_key(d, false), [&]() -> dnnl::primitive {
         dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, md.x, md.w,
                                                    md.y, md.strides, md.pad, md.pad);
         return dnnl::convolution_backward_data(
@@ -78,7 +80,7 @@ void conv2d_backward_weights(const float* x, const float* dy, float* dw, float* 
   if (!dw) dw = scratch(0, size_t(d.o * d.c * d.kh * d.kw));  // oneDNN always writes dw
   bool with_bias = dbias != nullptr;
   const dnnl::primitive& prim = cached(
-      PrimKind::conv_bwd_weights, {NNS_CONV_KEY(d), with_bias}, [&]() -> dnnl::primitive {
+      PrimKind::conv_bwd_weights, conv_key(d, with_bias), [&]() -> dnnl::primitive {
         auto desc = with_bias
             ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, md.x,
                                                        md.w, md.b, md.y, md.strides, md.pad, md.pad)

@@ -36,12 +36,10 @@ void gemm(const float* a, const float* b, float* c, int64_t a_batch, int64_t b_b
     m *= a_batch;
     a_batch = batch = 1;
   }
-  uint32_t beta_bits;
-  std::memcpy(&beta_bits, &beta, sizeof beta_bits);
   memory::desc a_md = matrix_md(a_batch, m, k, trans_a), b_md = matrix_md(b_batch, k, n, trans_b);
   memory::desc c_md = matrix_md(batch, m, n, false);
   const dnnl::primitive& prim =
-      cached(PrimKind::matmul, {a_batch, b_batch, m, k, n, trans_a, trans_b, beta_bits},
+      cached(PrimKind::matmul, {a_batch, b_batch, m, k, n, trans_a, trans_b, float_bits(beta)},
              [&]() -> dnnl::primitive {
                dnnl::primitive_attr attr;
                if (beta != 0.0f) {  // c = ab + beta c: oneDNN's sum post-op

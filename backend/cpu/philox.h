@@ -13,10 +13,10 @@ struct Philox4 {
   uint32_t v[4];
 };
 
-inline Philox4 philox4x32_10(uint64_t counter, uint64_t seed) {
-  uint32_t c0 = static_cast<uint32_t>(counter), c1 = static_cast<uint32_t>(counter >> 32);
-  uint32_t c2 = 0, c3 = 0;
-  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+// Ten rounds on a full 128-bit counter and 64-bit key (k0, k1); the
+// known-answer vectors of the Random123 distribution apply to this form.
+inline Philox4 philox4x32_10_block(Philox4 ctr, uint32_t k0, uint32_t k1) {
+  uint32_t c0 = ctr.v[0], c1 = ctr.v[1], c2 = ctr.v[2], c3 = ctr.v[3];
   for (int round = 0; round < 10; ++round) {
     uint64_t p0 = uint64_t{0xD2511F53u} * c0;
     uint64_t p1 = uint64_t{0xCD9E8D57u} * c2;
@@ -30,6 +30,13 @@ inline Philox4 philox4x32_10(uint64_t counter, uint64_t seed) {
     k1 += 0xBB67AE85u;
   }
   return {{c0, c1, c2, c3}};
+}
+
+// The dropout stream's block: counter = (counter lo, counter hi, 0, 0),
+// key = (seed lo, seed hi).
+inline Philox4 philox4x32_10(uint64_t counter, uint64_t seed) {
+  Philox4 ctr{{static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32), 0, 0}};
+  return philox4x32_10_block(ctr, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
 }
 
 // The top 24 bits as a float in [0, 1): exact in fp32, so ref and fast

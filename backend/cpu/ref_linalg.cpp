@@ -1,6 +1,7 @@
 // Reference matmul, linear and conv2d: the textbook sums, accumulated in
 // double, one output element at a time. Slow on purpose; they define what
 // the fast kernels must compute.
+#include <cstddef>
 #include <vector>
 
 #include "backend/cpu/kernels.h"

@@ -1,6 +1,7 @@
 // Reference softmax, log_softmax, layer norm and activations: one row (or
 // element) at a time, in double, straight from the defining formulas.
 #include <cmath>
+#include <cstddef>
 #include <vector>
 
 #include "backend/cpu/kernels.h"
@@ -122,7 +123,7 @@ void layer_norm_backward(const float* x, const float* gamma, const float* mean,
                          const float* rstd, const float* dy, float* dx, float* dgamma,
                          float* dbeta, int64_t rows, int64_t cols, float /*eps*/) {
   std::vector<double> dg(size_t(cols), 0.0), db(size_t(cols), 0.0);
-  std::vector<double> xhat(size_t(cols)), dxhat(size_t(cols));
+  std::vector<double> xhat(static_cast<size_t>(cols)), dxhat(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;
     const float* dyr = dy + r * cols;

@@ -2,6 +2,7 @@
 // element's coordinates are unravelled and mapped back to the input, which
 // is slow and leaves little room for mistakes.
 #include <cassert>
+#include <cstddef>
 #include <vector>
 
 #include "backend/cpu/kernels.h"
@@ -167,8 +168,8 @@ void roll(const float* x, float* y, int rank, const int64_t* dims, int num_shift
 
 void roll_backward(const float* dy, float* dx, int rank, const int64_t* dims, int num_shifts,
                    const int64_t* shifts, const int* roll_dims) {
-  std::vector<int64_t> negated(size_t(num_shifts));
-  for (int s = 0; s < num_shifts; ++s) negated[size_t(s)] = -shifts[s];
+  std::vector<int64_t> negated(shifts, shifts + num_shifts);
+  for (int64_t& s : negated) s = -s;
   roll(dy, dx, rank, dims, num_shifts, negated.data(), roll_dims);
 }
 

@@ -1,0 +1,85 @@
+// The boundary between a lowered Program and the hardware: memory, kernel
+// dispatch per graph node, optimizer updates and (for the parallel runtime)
+// collectives. The CPU backend (oneDNN + plain C++) implements it here; a
+// CUDA backend (cuBLAS/cuDNN/NCCL) implements the same interface beside it,
+// without any change to semantics/.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "semantics/graph.h"
+
+namespace nns::backend {
+
+// A tensor as a kernel sees it: device memory, dtype and shape.
+struct TensorView {
+  void* data = nullptr;
+  sema::DType dtype = sema::DType::F32;
+  sema::Shape shape;
+  int64_t numel() const { return sema::numel(shape); }
+  float* f32() const { return static_cast<float*>(data); }
+  int32_t* i32() const { return static_cast<int32_t*>(data); }
+};
+
+// A failure inside the runtime (bad file, kernel precondition): the driver
+// reports it and exits 70.
+struct RuntimeError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct OptimizerState {
+  std::vector<TensorView> buffers;  // SGD: momentum; AdamW: m, v
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // Memory. allocate() returns zeroed memory; the backend tracks current and
+  // peak bytes for the progress line.
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void release(void* p, size_t bytes) = 0;
+  virtual void copy_from_host(void* dst, const void* host, size_t bytes) = 0;
+  virtual void copy_to_host(void* host, const void* src, size_t bytes) = 0;
+  int64_t current_bytes() const { return current_; }
+  int64_t peak_bytes() const { return peak_; }
+  void reset_peak() { peak_ = current_; }
+
+  // Runs one node of the training graph (forward, backward, fill, add_n).
+  virtual void run_node(const sema::Graph& g, const sema::OpNode& n, const std::vector<TensorView>& in,
+                        const std::vector<TensorView>& out) = 0;
+
+  // Optimizer arithmetic on device buffers.
+  virtual double sum_of_squares(const std::vector<TensorView>& grads) = 0;
+  virtual void scale(const TensorView& t, float alpha) = 0;
+  virtual void axpy(const TensorView& y, const TensorView& x, float alpha) = 0;  // y += alpha x
+  virtual void sgd_update(const TensorView& param, const TensorView& grad, OptimizerState& state, float lr,
+                          float momentum, float weight_decay) = 0;
+  virtual void adamw_update(const TensorView& param, const TensorView& grad, OptimizerState& state, float lr,
+                            float beta1, float beta2, float eps, float weight_decay, int64_t step) = 0;
+
+  // Random streams (dropout) depend on the step, never on thread or rank layout.
+  void set_step(int64_t step) { step_ = step; }
+  int64_t step() const { return step_; }
+  virtual void set_threads(int n) = 0;
+
+ protected:
+  void track_alloc(int64_t bytes) {
+    current_ += bytes;
+    if (current_ > peak_) peak_ = current_;
+  }
+  void track_free(int64_t bytes) { current_ -= bytes; }
+
+ private:
+  int64_t current_ = 0, peak_ = 0, step_ = 0;
+};
+
+// reference = true runs the plain reference kernels (the conformance oracle).
+std::unique_ptr<Backend> make_cpu_backend(bool reference = false);
+
+}  // namespace nns::backend

@@ -1,0 +1,165 @@
+// Fast losses, dropout and optimizer steps: fused single passes in plain
+// C++ (each is one or two sweeps over memory; oneDNN has no fused
+// equivalent in 2.6 and a chain of its primitives would sweep more often).
+#include <cmath>
+
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/philox.h"
+
+namespace nns::backend::cpu::fast {
+
+namespace {
+
+// Row max and sum(exp(x - max)); the sum in double so a 50k-class row keeps
+// full float precision.
+void row_stats(const float* x, int64_t cols, float* max_out, double* sum_out) {
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < cols; ++j) mx = x[j] > mx ? x[j] : mx;
+  double sum = 0;
+  for (int64_t j = 0; j < cols; ++j) sum += std::exp(x[j] - mx);
+  *max_out = mx;
+  *sum_out = sum;
+}
+
+}  // namespace
+
+float cross_entropy(const float* logits, const int32_t* targets, int64_t rows, int64_t classes) {
+  double total = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = logits + r * classes;
+    float mx;
+    double sum;
+    row_stats(xr, classes, &mx, &sum);
+    total += double(mx) + std::log(sum) - xr[targets[r]];
+  }
+  return rows > 0 ? float(total / double(rows)) : 0.0f;
+}
+
+void cross_entropy_backward(const float* logits, const int32_t* targets, float dloss,
+                            float* dlogits, int64_t rows, int64_t classes) {
+  float g = dloss / float(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = logits + r * classes;
+    float* dr = dlogits + r * classes;
+    float mx;
+    double sum;
+    row_stats(xr, classes, &mx, &sum);
+    float scale = float(g / sum);
+    for (int64_t j = 0; j < classes; ++j) dr[j] = scale * std::exp(xr[j] - mx);
+    dr[targets[r]] -= g;
+  }
+}
+
+float mse(const float* pred, const float* target, int64_t n) {
+  double total = 0;
+  float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) {
+      float d = pred[i + j] - target[i + j];
+      part[j] += d * d;
+    }
+    if ((i & 4095) == 0) {  // flush the float partials now and then: keeps precision
+      for (int j = 0; j < 8; ++j) total += part[j];
+      for (int j = 0; j < 8; ++j) part[j] = 0;
+    }
+  }
+  for (; i < n; ++i) total += double(pred[i] - target[i]) * double(pred[i] - target[i]);
+  for (int j = 0; j < 8; ++j) total += part[j];
+  return n > 0 ? float(total / double(n)) : 0.0f;
+}
+
+void mse_backward(const float* pred, const float* target, float dloss, float* dpred,
+                  float* dtarget, int64_t n) {
+  float g = 2.0f * dloss / float(n);
+  if (dpred)
+    for (int64_t i = 0; i < n; ++i) dpred[i] = g * (pred[i] - target[i]);
+  if (dtarget)
+    for (int64_t i = 0; i < n; ++i) dtarget[i] = -g * (pred[i] - target[i]);
+}
+
+void dropout(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64_t offset) {
+  if (p <= 0.0f) {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i];
+    return;
+  }
+  if (p >= 1.0f) {
+    for (int64_t i = 0; i < n; ++i) y[i] = 0.0f;
+    return;
+  }
+  float keep_scale = 1.0f / (1.0f - p);
+  int64_t i = 0;
+  // Head: elements before the first counter boundary (offset + i) % 4 == 0.
+  for (; i < n && ((offset + uint64_t(i)) & 3) != 0; ++i)
+    y[i] = dropout_uniform(seed, offset + uint64_t(i)) >= p ? x[i] * keep_scale : 0.0f;
+  // Body: one Philox call gives the four lanes of a counter.
+  for (; i + 4 <= n; i += 4) {
+    Philox4 r = philox4x32_10((offset + uint64_t(i)) >> 2, seed);
+    for (int l = 0; l < 4; ++l)
+      y[i + l] = uniform_from_bits(r.v[l]) >= p ? x[i + l] * keep_scale : 0.0f;
+  }
+  for (; i < n; ++i)
+    y[i] = dropout_uniform(seed, offset + uint64_t(i)) >= p ? x[i] * keep_scale : 0.0f;
+}
+
+void dropout_backward(const float* dy, float* dx, int64_t n, float p, uint64_t seed,
+                      uint64_t offset) {
+  dropout(dy, dx, n, p, seed, offset);
+}
+
+void sgd_step(float* param, const float* grad, float* momentum_buf, int64_t n, float lr,
+              float momentum, float weight_decay) {
+  if (momentum_buf) {
+    for (int64_t i = 0; i < n; ++i) {
+      float buf = momentum * momentum_buf[i] + (grad[i] + weight_decay * param[i]);
+      momentum_buf[i] = buf;
+      param[i] -= lr * buf;
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) param[i] -= lr * (grad[i] + weight_decay * param[i]);
+  }
+}
+
+void adamw_step(float* param, const float* grad, float* m, float* v, int64_t n, float lr,
+                float beta1, float beta2, float eps, float weight_decay, int64_t step) {
+  // The bias corrections fold into two per-call constants.
+  double bc1 = 1 - std::pow(double(beta1), double(step));
+  double bc2 = 1 - std::pow(double(beta2), double(step));
+  float step_size = float(double(lr) / bc1);
+  float inv_sqrt_bc2 = float(1 / std::sqrt(bc2));
+  float decay = 1.0f - lr * weight_decay;
+  float one_minus_b1 = 1.0f - beta1, one_minus_b2 = 1.0f - beta2;
+  for (int64_t i = 0; i < n; ++i) {
+    float g = grad[i];
+    float mi = beta1 * m[i] + one_minus_b1 * g;
+    float vi = beta2 * v[i] + one_minus_b2 * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    param[i] = param[i] * decay - step_size * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
+  }
+}
+
+double sum_of_squares(const float* const* bufs, const int64_t* sizes, int count) {
+  double total = 0;
+  for (int b = 0; b < count; ++b) {
+    const float* x = bufs[b];
+    int64_t n = sizes[b];
+    // Float partials over 4096-element chunks (vectorisable), double across chunks.
+    for (int64_t start = 0; start < n; start += 4096) {
+      int64_t end = start + 4096 < n ? start + 4096 : n;
+      float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      int64_t i = start;
+      for (; i + 8 <= end; i += 8)
+        for (int j = 0; j < 8; ++j) part[j] += x[i + j] * x[i + j];
+      for (; i < end; ++i) total += double(x[i]) * x[i];
+      for (int j = 0; j < 8; ++j) total += part[j];
+    }
+  }
+  return total;
+}
+
+float global_l2_norm(const float* const* bufs, const int64_t* sizes, int count) {
+  return float(std::sqrt(sum_of_squares(bufs, sizes, count)));
+}
+
+}  // namespace nns::backend::cpu::fast

@@ -1,0 +1,79 @@
+// Single-device training: owns the buffers of a Program, initialises
+// weights, feeds data, runs steps (with micro-batch gradient accumulation,
+// global-norm clipping, the learning-rate schedule and the optimizer) and
+// saves/loads checkpoints.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/program.h"
+#include "semantics/autograd.h"
+#include "semantics/interpreter.h"
+
+namespace nns::backend {
+
+struct TrainOptions {
+  uint64_t seed = 0;           // weight init (data has its own seed in the train block)
+  std::string init_path;       // weights from safetensors (names = qualified param names)
+  std::string data_path;       // overrides the train block's data source
+  std::string resume_path;     // checkpoint to resume from
+};
+
+struct StepStats {
+  int64_t step = 0;  // 1-based
+  double loss = 0;
+  double seconds = 0;
+  double lr = 0;
+  double grad_norm = 0;
+};
+
+class Trainer {
+ public:
+  // `g` is the training graph (autograd applied); it must outlive the trainer.
+  Trainer(const sema::Graph& g, const sema::TrainingGraphInfo& info, const sema::TrainSpec& spec, Backend& backend,
+          TrainOptions opts);
+  ~Trainer();
+
+  StepStats step();                 // one optimizer step (all micro-batches)
+  int64_t steps_done() const { return step_; }
+  const Program& program() const { return program_; }
+
+  // Host copies, by qualified parameter name.
+  std::map<std::string, std::vector<float>> parameters() const;
+  std::map<std::string, std::vector<float>> last_gradients() const;  // of the latest step
+
+  void save_checkpoint(const std::string& path) const;
+  void save_gradients(const std::string& path) const;  // --dump-grads
+  // Samples (or tokens) per step, for throughput.
+  int64_t samples_per_step() const { return samples_per_step_; }
+  bool counts_tokens() const { return counts_tokens_; }
+
+ private:
+  TensorView view(int tensor) const;
+  void* ensure(int tensor);
+  void release(int tensor);
+  void init_parameter(int tensor);
+  void load_inputs(int64_t micro_batch_index);
+  void load_weights(const std::string& path, bool checkpoint);
+  double learning_rate(int64_t step) const;
+
+  const sema::Graph& g_;
+  const sema::TrainingGraphInfo& info_;
+  sema::TrainSpec spec_;
+  Backend& be_;
+  TrainOptions opts_;
+  Program program_;
+  std::vector<void*> buffers_;                   // by tensor id
+  std::map<int, OptimizerState> state_;           // optimizer state per param
+  std::map<int, TensorView> accum_;               // accumulated gradients per param (micro-batches)
+  std::vector<std::vector<uint8_t>> data_;        // safetensors data per input, if any
+  int64_t step_ = 0;
+  int64_t samples_per_step_ = 0;
+  bool counts_tokens_ = false;
+};
+
+}  // namespace nns::backend

@@ -1,0 +1,145 @@
+// Conformance table, linear algebra: fast (oneDNN) vs ref for matmul, linear
+// and conv2d, forward and every backward output.
+//
+// Tolerance 1e-4 (error measure: backend_test_util.h): ref accumulates in
+// double, oneDNN in float in a blocked order, so a dot product of length k
+// is off by about sqrt(k) * 2^-24 relative to the output's typical size and
+// by k * 2^-24 ~ 6e-5 at worst for the largest k = 1000 here (conv weight
+// gradients sum n * out_h * out_w terms, at most 512 here).
+#include "backend_test_util.h"
+
+namespace nns::backend::test {
+
+namespace {
+
+constexpr double kGemmTol = 1e-4;
+
+struct MatmulCase {
+  int64_t batch, b_batch, m, k, n;
+  bool ta, tb;
+  float beta;
+};
+
+std::string matmul_name(const MatmulCase& c) {
+  std::ostringstream s;
+  s << "b" << c.batch << "/" << c.b_batch << " m" << c.m << " k" << c.k << " n" << c.n
+    << (c.ta ? " aT" : "") << (c.tb ? " bT" : "") << (c.beta != 0 ? " beta=1" : "");
+  return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("conformance: matmul / bmm", "[backend][conformance]") {
+  std::vector<MatmulCase> cases = {
+      {1, 1, 1, 1, 1, false, false, 0}, {1, 1, 7, 13, 5, false, false, 0},
+      {1, 1, 3, 0, 4, false, false, 0},  // empty contraction: zeros
+      {2, 2, 64, 128, 48, false, false, 0}, {1, 1, 33, 1000, 17, false, true, 0},
+      {2, 2, 5, 9, 6, false, false, 1.0f},  {3, 1, 16, 8, 4, false, false, 1.0f},
+  };
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      cases.push_back({3, 3, 16, 33, 9, ta, tb, 0});
+      cases.push_back({4, 1, 5, 7, 3, ta, tb, 0});  // b shared by the batch
+      cases.push_back({1, 1, 1, 6, 1, ta, tb, 0});
+    }
+  uint32_t seed = 100;
+  for (const MatmulCase& c : cases) {
+    Buf a = random_buf(c.batch * c.m * c.k, ++seed);
+    Buf b = random_buf(c.b_batch * c.k * c.n, ++seed);
+    Buf c0 = random_buf(c.batch * c.m * c.n, ++seed);
+    Buf dc = random_buf(c.batch * c.m * c.n, ++seed);
+    Buf c_ref = c0, c_fast = c0;
+    cpu::ref::matmul(a.data(), b.data(), c_ref.data(), c.batch, c.b_batch, c.m, c.k, c.n, c.ta,
+                     c.tb, c.beta);
+    cpu::fast::matmul(a.data(), b.data(), c_fast.data(), c.batch, c.b_batch, c.m, c.k, c.n, c.ta,
+                      c.tb, c.beta);
+    std::string name = matmul_name(c);
+    expect_close("matmul", name, "c", c_fast, c_ref, kGemmTol);
+    if (c.beta != 0) continue;
+    Buf da_ref(a.size()), db_ref(b.size()), da_fast(a.size()), db_fast(b.size());
+    cpu::ref::matmul_backward(a.data(), b.data(), dc.data(), da_ref.data(), db_ref.data(), c.batch,
+                              c.b_batch, c.m, c.k, c.n, c.ta, c.tb);
+    cpu::fast::matmul_backward(a.data(), b.data(), dc.data(), da_fast.data(), db_fast.data(),
+                               c.batch, c.b_batch, c.m, c.k, c.n, c.ta, c.tb);
+    expect_close("matmul_backward", name, "da", da_fast, da_ref, kGemmTol);
+    expect_close("matmul_backward", name, "db", db_fast, db_ref, kGemmTol);
+  }
+}
+
+TEST_CASE("conformance: linear", "[backend][conformance]") {
+  struct Case {
+    int64_t rows, k, n;
+    bool bias;
+  };
+  std::vector<Case> cases = {{1, 1, 1, true},     {5, 7, 3, true},      {33, 64, 17, false},
+                             {33, 64, 17, true},  {128, 256, 96, true}, {2, 1, 9, true}};
+  uint32_t seed = 200;
+  for (const Case& c : cases) {
+    Buf x = random_buf(c.rows * c.k, ++seed), w = random_buf(c.n * c.k, ++seed);
+    Buf bias = random_buf(c.n, ++seed), dy = random_buf(c.rows * c.n, ++seed);
+    const float* bp = c.bias ? bias.data() : nullptr;
+    Buf y_ref = zeros(c.rows * c.n), y_fast = zeros(c.rows * c.n);
+    cpu::ref::linear(x.data(), w.data(), bp, y_ref.data(), c.rows, c.k, c.n);
+    cpu::fast::linear(x.data(), w.data(), bp, y_fast.data(), c.rows, c.k, c.n);
+    std::string name = "rows" + std::to_string(c.rows) + " k" + std::to_string(c.k) + " n" +
+                       std::to_string(c.n) + (c.bias ? " +bias" : "");
+    expect_close("linear", name, "y", y_fast, y_ref, kGemmTol);
+    Buf dx_ref(x.size()), dw_ref(w.size()), db_ref(bias.size());
+    Buf dx_fast(x.size()), dw_fast(w.size()), db_fast(bias.size());
+    cpu::ref::linear_backward(x.data(), w.data(), dy.data(), dx_ref.data(), dw_ref.data(),
+                              db_ref.data(), c.rows, c.k, c.n);
+    cpu::fast::linear_backward(x.data(), w.data(), dy.data(), dx_fast.data(), dw_fast.data(),
+                               db_fast.data(), c.rows, c.k, c.n);
+    expect_close("linear_backward", name, "dx", dx_fast, dx_ref, kGemmTol);
+    expect_close("linear_backward", name, "dw", dw_fast, dw_ref, kGemmTol);
+    expect_close("linear_backward", name, "dbias", db_fast, db_ref, kGemmTol);
+  }
+}
+
+TEST_CASE("conformance: conv2d", "[backend][conformance]") {
+  auto dims = [](int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t kh, int64_t kw,
+                 int64_t s, int64_t ph, int64_t pw) {
+    cpu::Conv2dDims d;
+    d.n = n, d.c = c, d.h = h, d.w = w, d.o = o, d.kh = kh, d.kw = kw;
+    d.stride_h = d.stride_w = s;
+    d.pad_h = ph, d.pad_w = pw;
+    return d;
+  };
+  std::vector<cpu::Conv2dDims> cases = {
+      dims(1, 1, 5, 5, 1, 3, 3, 1, 1, 1),   dims(2, 3, 8, 7, 4, 3, 3, 1, 1, 1),
+      dims(2, 3, 9, 9, 5, 3, 3, 2, 0, 0),   dims(1, 4, 6, 6, 8, 1, 1, 1, 0, 0),
+      dims(2, 2, 11, 10, 3, 5, 3, 2, 2, 1), dims(2, 8, 16, 16, 16, 3, 3, 1, 1, 1),
+      dims(1, 3, 16, 16, 8, 4, 4, 4, 0, 0),  // patch embedding
+  };
+  uint32_t seed = 300;
+  for (const cpu::Conv2dDims& d : cases) {
+    for (bool with_bias : {true, false}) {
+      Buf x = random_buf(d.n * d.c * d.h * d.w, ++seed);
+      Buf w = random_buf(d.o * d.c * d.kh * d.kw, ++seed);
+      Buf bias = random_buf(d.o, ++seed);
+      int64_t ny = d.n * d.o * d.out_h() * d.out_w();
+      Buf dy = random_buf(ny, ++seed);
+      const float* bp = with_bias ? bias.data() : nullptr;
+      Buf y_ref = zeros(ny), y_fast = zeros(ny);
+      cpu::ref::conv2d(x.data(), w.data(), bp, y_ref.data(), d);
+      cpu::fast::conv2d(x.data(), w.data(), bp, y_fast.data(), d);
+      std::ostringstream s;
+      s << "x" << dims_str({d.n, d.c, d.h, d.w}) << " w" << dims_str({d.o, d.c, d.kh, d.kw}) << " s"
+        << d.stride_h << " p" << d.pad_h << d.pad_w << (with_bias ? " +b" : "");
+      expect_close("conv2d", s.str(), "y", y_fast, y_ref, kGemmTol);
+      Buf dx_ref(x.size()), dx_fast(x.size());
+      cpu::ref::conv2d_backward_data(dy.data(), w.data(), dx_ref.data(), d);
+      cpu::fast::conv2d_backward_data(dy.data(), w.data(), dx_fast.data(), d);
+      expect_close("conv2d_backward_data", s.str(), "dx", dx_fast, dx_ref, kGemmTol);
+      Buf dw_ref(w.size()), dw_fast(w.size()), db_ref(bias.size()), db_fast(bias.size());
+      float* dbr = with_bias ? db_ref.data() : nullptr;
+      float* dbf = with_bias ? db_fast.data() : nullptr;
+      cpu::ref::conv2d_backward_weights(x.data(), dy.data(), dw_ref.data(), dbr, d);
+      cpu::fast::conv2d_backward_weights(x.data(), dy.data(), dw_fast.data(), dbf, d);
+      expect_close("conv2d_backward_weights", s.str(), "dw", dw_fast, dw_ref, kGemmTol);
+      if (with_bias) expect_close("conv2d_backward_weights", s.str(), "dbias", db_fast, db_ref, kGemmTol);
+    }
+  }
+}
+
+}  // namespace nns::backend::test
