@@ -186,6 +186,50 @@ double Trainer::learning_rate(int64_t step) const {
   return lr + (s.min_lr - lr) * t;  // linear decay
 }
 
+// Runs the program for one micro-batch (forward only, or forward and
+// backward), leaving parameter gradients in place; returns the loss.
+double Trainer::run_micro_batch(int64_t k, bool backward) {
+  load_inputs(k);
+  for (const Instr& in : program_.instrs) {
+    if (in.kind == Instr::Update) continue;
+    if (in.kind == Instr::Free) {
+      // Parameter gradients stay until the update (or accumulation).
+      if (g_.tensor(in.tensor).grad_of >= 0 && g_.tensor(g_.tensor(in.tensor).grad_of).kind == sema::TensorKind::Param) continue;
+      if (buffers_[in.tensor]) release(in.tensor);
+      continue;
+    }
+    const sema::OpNode& n = g_.node(in.node);
+    if (!backward && n.phase != sema::Phase::Forward) continue;
+    std::vector<TensorView> ins, outs;
+    for (int t : n.inputs) {
+      if (!buffers_[t]) throw RuntimeError("internal: node " + n.name + " reads tensor %" + std::to_string(t) + " before it is computed");
+      ins.push_back(view(t));
+    }
+    for (int t : n.outputs) {
+      ensure(t);
+      outs.push_back(view(t));
+    }
+    be_.run_node(g_, n, ins, outs);
+  }
+  float loss = 0;
+  be_.copy_to_host(&loss, buffers_[g_.loss], sizeof(float));
+  return loss;
+}
+
+double Trainer::forward_loss() { return run_micro_batch(0, false); }
+
+void Trainer::compute_gradients() { run_micro_batch(0, true); }
+
+void Trainer::set_parameter(const std::string& name, const std::vector<float>& values) {
+  for (int p : g_.params()) {
+    if (g_.tensor(p).name != name) continue;
+    if (static_cast<int64_t>(values.size()) != sema::numel(g_.tensor(p).shape)) throw RuntimeError("set_parameter: wrong size for " + name);
+    be_.copy_from_host(buffers_[p], values.data(), values.size() * 4);
+    return;
+  }
+  throw RuntimeError("set_parameter: no parameter '" + name + "'");
+}
+
 StepStats Trainer::step() {
   auto t0 = std::chrono::steady_clock::now();
   StepStats st;
@@ -193,28 +237,9 @@ StepStats Trainer::step() {
   be_.set_step(step_);
   int64_t m = spec_.micro_batches;
   double loss_sum = 0;
+  for (auto& [p, v] : accum_) be_.scale(v, 0.f);  // a new step accumulates from zero
   for (int64_t mb = 0; mb < m; ++mb) {
-    load_inputs((step_ - 1) * m + mb);
-    for (const Instr& in : program_.instrs) {
-      if (in.kind == Instr::Update) continue;
-      if (in.kind == Instr::Free) {
-        // Parameter gradients stay until the update (or accumulation) below.
-        if (g_.tensor(in.tensor).grad_of >= 0 && g_.tensor(g_.tensor(in.tensor).grad_of).kind == sema::TensorKind::Param) continue;
-        release(in.tensor);
-        continue;
-      }
-      const sema::OpNode& n = g_.node(in.node);
-      std::vector<TensorView> ins, outs;
-      for (int t : n.inputs) ins.push_back(view(t));
-      for (int t : n.outputs) {
-        ensure(t);
-        outs.push_back(view(t));
-      }
-      be_.run_node(g_, n, ins, outs);
-    }
-    float loss = 0;
-    be_.copy_to_host(&loss, buffers_[g_.loss], sizeof(float));
-    loss_sum += loss;
+    loss_sum += run_micro_batch((step_ - 1) * m + mb, true);
     if (m > 1) {
       for (const auto& [p, grad] : info_.param_grads) {
         be_.axpy(accum_.at(p), view(grad), 1.0f / static_cast<float>(m));

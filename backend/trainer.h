@@ -39,6 +39,12 @@ class Trainer {
   ~Trainer();
 
   StepStats step();                 // one optimizer step (all micro-batches)
+  // For gradient checks: the loss of micro-batch 0 (forward only), its
+  // gradients (forward + backward, no update; read with last_gradients with
+  // micro_batches == 1), and overwriting a parameter.
+  double forward_loss();
+  void compute_gradients();
+  void set_parameter(const std::string& name, const std::vector<float>& values);
   int64_t steps_done() const { return step_; }
   const Program& program() const { return program_; }
 
@@ -53,6 +59,7 @@ class Trainer {
   bool counts_tokens() const { return counts_tokens_; }
 
  private:
+  double run_micro_batch(int64_t k, bool backward);
   TensorView view(int tensor) const;
   void* ensure(int tensor);
   void release(int tensor);

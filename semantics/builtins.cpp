@@ -84,7 +84,7 @@ Value b_len(Interpreter& in, CallArgs& a) {
   if (v.is<std::shared_ptr<List>>()) return Value(static_cast<int64_t>(v.as<std::shared_ptr<List>>()->size()));
   if (v.is<std::string>()) return Value(static_cast<int64_t>(v.as<std::string>().size()));
   if (v.is<RangeV>()) return Value(v.as<RangeV>().hi - v.as<RangeV>().lo);
-  in.fail(a.loc, "len() of a " + type_name(v));
+  in.fail(a.loc, "len() of " + a_type_name(v));
 }
 
 Value b_range(Interpreter& in, CallArgs& a) {

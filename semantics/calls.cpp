@@ -239,7 +239,7 @@ Value Interpreter::call_op(const OpDef& op, CallArgs& args) {
     } else if (p.type == "tensors") {
       if (!v.is<std::shared_ptr<List>>()) fail(args.loc, what + " expects a list of tensors for '" + p.name + "', got " + type_name(v));
       for (const Value& t : *v.as<std::shared_ptr<List>>()) {
-        if (!t.is<TensorV>()) fail(args.loc, what + " expects a list of tensors for '" + p.name + "', found a " + type_name(t));
+        if (!t.is<TensorV>()) fail(args.loc, what + " expects a list of tensors for '" + p.name + "', found " + a_type_name(t));
         inputs.push_back(t.as<TensorV>().id);
       }
     } else if (is_attr_type(p.type)) {

@@ -404,10 +404,10 @@ void Interpreter::assign(const front::Expr& target, Value v, const std::shared_p
     Value idx = eval(*n->index, env);
     if (!obj.is<std::shared_ptr<List>>()) fail(target.loc, "cannot assign into a value of type " + type_name(obj));
     auto& list = *obj.as<std::shared_ptr<List>>();
-    int64_t i = to_int(idx, n->index->loc, "list index");
-    if (i < 0) i += static_cast<int64_t>(list.size());
+    int64_t given = to_int(idx, n->index->loc, "list index");
+    int64_t i = given < 0 ? given + static_cast<int64_t>(list.size()) : given;
     if (i < 0 || i >= static_cast<int64_t>(list.size()))
-      fail(n->index->loc, "list index " + std::to_string(i) + " out of range (length " + std::to_string(list.size()) + ")");
+      fail(n->index->loc, "list index " + std::to_string(given) + " out of range (length " + std::to_string(list.size()) + ")");
     list[i] = std::move(v);
     return;
   }
@@ -626,7 +626,7 @@ Value Interpreter::eval_binary(const std::string& op, Value a, Value b, SourceLo
     bool tensor_left = a.is<TensorV>();
     Value t = tensor_left ? a : b;
     Value s = tensor_left ? b : a;
-    if (!is_number(s)) fail(loc, "operator '" + op + "' between a tensor and a " + type_name(s));
+    if (!is_number(s)) fail(loc, "operator '" + op + "' between a tensor and " + a_type_name(s));
     double x = to_float(s, loc, "scalar operand");
     if (op == "+") return call_op_by_name("add_scalar", {t, Value(x)}, {}, loc);
     if (op == "*") return call_op_by_name("mul_scalar", {t, Value(x)}, {}, loc);
@@ -636,14 +636,14 @@ Value Interpreter::eval_binary(const std::string& op, Value a, Value b, SourceLo
       if (x == 0) fail(loc, "division of a tensor by zero");
       return call_op_by_name("mul_scalar", {t, Value(1.0 / x)}, {}, loc);
     }
-    fail(loc, "operator '" + op + "' between a " + type_name(a) + " and a " + type_name(b) + " is not supported");
+    fail(loc, "operator '" + op + "' between " + a_type_name(a) + " and " + a_type_name(b) + " is not supported");
   }
   if (op == "==" || op == "!=") {
     bool eq;
     if (is_number(a) && is_number(b)) eq = to_float(a, loc, "") == to_float(b, loc, "");
     else if (a.is<std::string>() && b.is<std::string>()) eq = a.as<std::string>() == b.as<std::string>();
     else if (a.is<NoneV>() || b.is<NoneV>()) eq = a.is<NoneV>() && b.is<NoneV>();
-    else fail(loc, "cannot compare a " + type_name(a) + " with a " + type_name(b));
+    else fail(loc, "cannot compare " + a_type_name(a) + " with " + a_type_name(b));
     return Value(op == "==" ? eq : !eq);
   }
   if (op == "in") {
@@ -671,7 +671,7 @@ Value Interpreter::eval_binary(const std::string& op, Value a, Value b, SourceLo
     return make_list(std::move(r));
   }
   if (!is_number(a) || !is_number(b))
-    fail(loc, "operator '" + op + "' is not defined between a " + type_name(a) + " and a " + type_name(b));
+    fail(loc, "operator '" + op + "' is not defined between " + a_type_name(a) + " and " + a_type_name(b));
   bool ints = !a.is<double>() && !b.is<double>();
   if (op == "<" || op == "<=" || op == ">" || op == ">=") {
     double x = to_float(a, loc, ""), y = to_float(b, loc, "");
@@ -755,10 +755,10 @@ Value Interpreter::member(const Value& obj, const std::string& name, SourceLoc l
 }
 
 Value Interpreter::index(const Value& obj, const Value& idx, SourceLoc loc) {
-  auto bounded = [&](int64_t i, int64_t size) {
-    if (i < 0) i += size;
+  auto bounded = [&](int64_t given, int64_t size) {
+    int64_t i = given < 0 ? given + size : given;
     if (i < 0 || i >= size)
-      fail(loc, "index " + std::to_string(i) + " out of range (length " + std::to_string(size) + ")");
+      fail(loc, "index " + std::to_string(given) + " out of range (length " + std::to_string(size) + ")");
     return i;
   };
   if (obj.is<std::shared_ptr<List>>()) {

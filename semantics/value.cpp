@@ -31,6 +31,12 @@ std::string type_name(const Value& v) {
   return std::visit(Namer{}, v.v);
 }
 
+std::string a_type_name(const Value& v) {
+  std::string n = type_name(v);
+  bool vowel = !n.empty() && std::string("aeiou").find(n[0]) != std::string::npos;
+  return (vowel ? "an " : "a ") + n;
+}
+
 Value* Env::find(const std::string& name) {
   for (Env* e = this; e; e = e->parent.get()) {
     auto it = e->vars.find(name);

@@ -84,6 +84,8 @@ struct Value {
 
 Value make_list(List items);
 std::string type_name(const Value& v);
+// With its article, for messages: "an int", "a list", "an instance of Mlp".
+std::string a_type_name(const Value& v);
 
 // A lexical scope. `order` remembers first-definition order, which names
 // submodules and parameters deterministically.

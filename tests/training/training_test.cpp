@@ -1,0 +1,297 @@
+#define CATCH_CONFIG_MAIN
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "backend/safetensors.h"
+#include "backend/trainer.h"
+#include "semantics/autograd.h"
+#include "semantics/interpreter.h"
+
+using namespace nns;
+
+namespace {
+
+// One elaborated program with its training graph, trainer and backend.
+struct Session {
+  front::SourceManager sources;
+  front::DiagnosticEngine diags{sources};
+  std::unique_ptr<sema::Interpreter> interp;
+  sema::TrainSpec spec;
+  sema::TrainingGraphInfo info;
+  std::unique_ptr<backend::Backend> be;
+  std::unique_ptr<backend::Trainer> trainer;
+
+  Session(const std::string& path, const std::string& config, bool reference, backend::TrainOptions opts = {},
+          int64_t steps = 0) {
+    interp = std::make_unique<sema::Interpreter>(sources, diags, sema::EvalOptions{config, {}});
+    bool ok = interp->parse(path) && interp->evaluate();
+    if (!ok) {
+      diags.print(std::cerr, false);
+      FAIL("elaboration failed: " << path);
+    }
+    spec = *interp->train();
+    if (steps > 0) spec.steps = steps;
+    info = sema::build_training_graph(interp->graph(), spec.optimizer.kind);
+    be = backend::make_cpu_backend(reference);
+    be->set_threads(1);
+    trainer = std::make_unique<backend::Trainer>(interp->graph(), info, spec, *be, opts);
+  }
+};
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  std::string path = "/tmp/nns_training_test_" + std::to_string(getpid()) + "_" + name + ".nns";
+  std::ofstream(path) << text;
+  return path;
+}
+
+// A layer under test wrapped with an mse loss against a random target.
+std::string layer_program(const std::string& model_body, const std::string& x_shape, const std::string& y_shape) {
+  return "import \"nn\"\n"
+         "model Under() {\n" + model_body + "\n}\n"
+         "train {\n"
+         "  model = Under()\n"
+         "  input x: " + x_shape + " = randn(1.0)\n"
+         "  input y: " + y_shape + " = randn(1.0)\n"
+         "  loss = mse(model(x), y)\n"
+         "  optimizer = sgd(lr = 0.1)\n"
+         "}\n";
+}
+
+// Central finite differences on a sample of every parameter's elements
+// against the gradient autograd + the reference kernels computed.
+void check_gradients(const std::string& name, const std::string& program, int samples_per_param = 5, float eps = 1e-2f) {
+  Session s(write_temp(name, program), "", /*reference=*/true);
+  s.trainer->compute_gradients();
+  auto grads = s.trainer->last_gradients();
+  auto params = s.trainer->parameters();
+  REQUIRE(!grads.empty());
+  int checked = 0;
+  for (auto& [pname, values] : params) {
+    INFO("layer " << name << ", parameter " << pname);
+    REQUIRE(grads.count(pname));
+    const std::vector<float>& g = grads[pname];
+    size_t n = values.size();
+    for (int k = 0; k < samples_per_param && k < static_cast<int>(n); ++k) {
+      size_t i = (static_cast<size_t>(k) * 7919u + 13u) % n;
+      std::vector<float> plus = values, minus = values;
+      plus[i] += eps;
+      minus[i] -= eps;
+      s.trainer->set_parameter(pname, plus);
+      double lp = s.trainer->forward_loss();
+      s.trainer->set_parameter(pname, minus);
+      double lm = s.trainer->forward_loss();
+      s.trainer->set_parameter(pname, values);
+      double fd = (lp - lm) / (2.0 * eps);
+      double tol = 2e-2 * std::max(std::fabs(fd), std::fabs(static_cast<double>(g[i]))) + 2e-4;
+      INFO("element " << i << ": autograd " << g[i] << " vs finite difference " << fd);
+      CHECK(std::fabs(fd - g[i]) <= tol);
+      ++checked;
+    }
+  }
+  CHECK(checked >= static_cast<int>(params.size()));
+}
+
+}  // namespace
+
+TEST_CASE("gradcheck: Linear", "[gradcheck]") {
+  check_gradients("linear", layer_program("  l = Linear(8, 6)\n  fn forward(x) { return l(x) }", "[4, 8]", "[4, 6]"));
+}
+
+TEST_CASE("gradcheck: LayerNorm", "[gradcheck]") {
+  check_gradients("layernorm",
+                  layer_program("  param w: [8, 8] = normal(0.5)\n  n = LayerNorm(8)\n  fn forward(x) { return n(linear(x, w)) }", "[3, 8]",
+                                "[3, 8]"));
+}
+
+TEST_CASE("gradcheck: Mlp (gelu)", "[gradcheck]") {
+  check_gradients("mlp", layer_program("  m = Mlp(6, 12)\n  fn forward(x) { return m(x) }", "[5, 6]", "[5, 6]"));
+}
+
+TEST_CASE("gradcheck: causal multi-head attention", "[gradcheck]") {
+  check_gradients("attention",
+                  layer_program("  a = MultiHeadAttention(8, 2, true)\n  fn forward(x) { return a(x) }", "[2, 5, 8]", "[2, 5, 8]"));
+}
+
+TEST_CASE("gradcheck: TransformerBlock", "[gradcheck]") {
+  check_gradients("block", layer_program("  b = TransformerBlock(8, 2)\n  fn forward(x) { return b(x) }", "[2, 4, 8]", "[2, 4, 8]"), 3);
+}
+
+TEST_CASE("gradcheck: shifted SwinBlock (roll, window partition, relative bias, mask)", "[gradcheck]") {
+  check_gradients("swinblock",
+                  layer_program("  b = SwinBlock(8, 4, 2, 2, 1)\n  fn forward(x) { return b(x) }", "[2, 16, 8]", "[2, 16, 8]"), 3);
+}
+
+TEST_CASE("gradcheck: conv2d with bias, stride and padding", "[gradcheck]") {
+  check_gradients("conv",
+                  layer_program("  param w: [4, 3, 3, 3] = normal(0.3)\n  param b: [4] = normal(0.3)\n"
+                                "  fn forward(x) { return conv2d_bias(x, w, b, stride = 2, padding = 1) }",
+                                "[2, 3, 6, 6]", "[2, 4, 3, 3]"));
+}
+
+TEST_CASE("gradcheck: PatchMerging", "[gradcheck]") {
+  check_gradients("merge", layer_program("  m = PatchMerging(4, 4)\n  fn forward(x) { return m(x) }", "[2, 16, 4]", "[2, 4, 8]"));
+}
+
+TEST_CASE("gradcheck: PatchEmbed and PatchMerging (conv2d, permute, reshape)", "[gradcheck]") {
+  check_gradients("patches",
+                  layer_program("  e = PatchEmbed(2, 3, 4)\n  m = PatchMerging(4, 4)\n  fn forward(x) { return m(e(x)) }",
+                                "[2, 3, 8, 8]", "[2, 4, 8]"),
+                  3, /*eps=*/1e-3f);  // LayerNorm over 4 small channels is strongly curved: a smaller step
+}
+
+TEST_CASE("gradcheck: data-movement and reduction ops", "[gradcheck]") {
+  std::string body =
+      "  param w: [4, 6] = normal(0.5)\n"
+      "  fn forward(x) {\n"
+      "    let h = linear(x, w)\n"                                   // [3, 4]
+      "    let parts = split(h, [1, 3], dim = 1)\n"
+      "    let c = concat([parts[1], parts[0]], dim = 1)\n"
+      "    let r = roll(c, shifts = [1], dims = [0])\n"
+      "    let p = pad(r, [0, 0, 1, 1])\n"                            // [3, 6]
+      "    let t = transpose(p, 0, 1)\n"                              // [6, 3]
+      "    let s = sum(t * t, dim = 1, keepdim = true)\n"             // [6, 1]
+      "    let u = tanh(sigmoid(sub(t, t * 0.5)))\n"                 // [6, 3]
+      "    return mean(reshape(s, [2, 3]), dim = 0) + mean(u, dim = 0) * 0.1\n"
+      "  }\n";
+  check_gradients("dataops", layer_program(body, "[3, 6]", "[3]"));
+}
+
+TEST_CASE("gradcheck: embedding + cross entropy (tied weights summed)", "[gradcheck]") {
+  std::string program =
+      "model Lm() {\n"
+      "  param wte: [11, 6] = normal(0.5)\n"
+      "  fn forward(ids) { return linear(relu(embedding(ids, wte)), wte) }\n"
+      "}\n"
+      "train {\n"
+      "  model = Lm()\n"
+      "  input ids: [2, 5] i32 = tokens(11)\n"
+      "  input targets: [10] i32 = tokens(11)\n"
+      "  loss = cross_entropy(reshape(model(ids), [10, 11]), targets)\n"
+      "  optimizer = adamw(lr = 0.01)\n"
+      "}\n";
+  check_gradients("embedding", program, 8);
+}
+
+TEST_CASE("the training graph links every backward node to its forward op", "[autograd]") {
+  Session s(write_temp("links", layer_program("  m = Mlp(4, 8)\n  fn forward(x) { return m(x) }", "[2, 4]", "[2, 4]")), "", true);
+  const sema::Graph& g = s.interp->graph();
+  int backward_ops = 0;
+  for (int id : s.info.backward) {
+    const sema::OpNode& n = g.node(id);
+    if (n.forward_of < 0) continue;
+    ++backward_ops;
+    CHECK(n.kind == g.node(n.forward_of).kind + "_backward");
+    CHECK(g.node(n.forward_of).phase == sema::Phase::Forward);
+  }
+  // linear, add(bias), gelu, linear, add(bias), mse: six ops, six backward nodes.
+  CHECK(backward_ops == 6);
+  CHECK(s.info.optimizer.size() == 4);  // fc1.weight, fc1.bias, fc2.weight, fc2.bias
+}
+
+namespace {
+std::vector<double> train_losses(const std::string& path, const std::string& config, int64_t steps) {
+  Session s(path, config, false, {}, steps);
+  std::vector<double> losses;
+  for (int64_t i = 0; i < steps; ++i) losses.push_back(s.trainer->step().loss);
+  return losses;
+}
+}  // namespace
+
+TEST_CASE("the loss falls on every example's smallest preset", "[train]") {
+  struct Case { const char* file; const char* config; int64_t steps; };
+  for (Case c : {Case{"examples/01_mlp.nns", "", 15}, Case{"examples/gpt.nns", "tiny", 15}, Case{"examples/swin.nns", "tiny", 12}}) {
+    std::vector<double> losses = train_losses(std::string(NNS_SOURCE_DIR) + "/" + c.file, c.config, c.steps);
+    INFO(c.file << ": first loss " << losses.front() << ", last " << losses.back());
+    CHECK(losses.back() < losses.front() * 0.97);
+    for (double l : losses) CHECK(std::isfinite(l));
+  }
+}
+
+TEST_CASE("micro-batches accumulate gradients of distinct micro-batches", "[train]") {
+  std::string prog = layer_program("  l = Linear(4, 3)\n  fn forward(x) { return l(x) }", "[2, 4]", "[2, 3]");
+  size_t at = prog.find("optimizer");
+  prog.insert(at, "micro_batches = 3\n  ");
+  Session s(write_temp("micro", prog), "", true, {}, 3);
+  double l1 = s.trainer->step().loss;
+  double l2 = s.trainer->step().loss;
+  CHECK(std::isfinite(l1));
+  CHECK(l2 < l1);
+}
+
+TEST_CASE("save then resume gives bit-identical losses", "[checkpoint]") {
+  std::string path = std::string(NNS_SOURCE_DIR) + "/examples/gpt.nns";
+  std::string ckpt = "/tmp/nns_training_test_" + std::to_string(getpid()) + ".ckpt.safetensors";
+  std::vector<double> straight = train_losses(path, "tiny", 6);
+  std::vector<double> resumed;
+  {
+    Session a(path, "tiny", false, {}, 6);
+    for (int i = 0; i < 3; ++i) resumed.push_back(a.trainer->step().loss);
+    a.trainer->save_checkpoint(ckpt);
+  }
+  {
+    backend::TrainOptions opts;
+    opts.resume_path = ckpt;
+    Session b(path, "tiny", false, opts, 6);
+    CHECK(b.trainer->steps_done() == 3);
+    for (int i = 0; i < 3; ++i) resumed.push_back(b.trainer->step().loss);
+  }
+  REQUIRE(resumed.size() == straight.size());
+  for (size_t i = 0; i < straight.size(); ++i) {
+    INFO("step " << i + 1);
+    CHECK(resumed[i] == straight[i]);  // bit-identical, not approximately equal
+  }
+  std::remove(ckpt.c_str());
+}
+
+TEST_CASE("mismatched weight files are refused with the tensor named", "[checkpoint]") {
+  std::string prog = write_temp("init", layer_program("  l = Linear(4, 3)\n  fn forward(x) { return l(x) }", "[2, 4]", "[2, 3]"));
+  std::string file = "/tmp/nns_training_test_" + std::to_string(getpid()) + ".init.safetensors";
+  auto write = [&](std::vector<backend::StTensor> ts) { backend::write_safetensors_atomic(file, ts); };
+  auto f32 = [](const std::string& name, std::vector<int64_t> shape) {
+    backend::StTensor t;
+    t.name = name;
+    t.dtype = "F32";
+    t.shape = shape;
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    t.data.assign(static_cast<size_t>(n) * 4, 0);
+    return t;
+  };
+  backend::TrainOptions opts;
+  opts.init_path = file;
+  auto expect_error = [&](const std::string& needle) {
+    try {
+      Session s(prog, "", true, opts);
+      FAIL("expected an error mentioning " << needle);
+    } catch (const backend::RuntimeError& e) {
+      INFO(e.what());
+      CHECK(std::string(e.what()).find(needle) != std::string::npos);
+    } catch (const backend::SafetensorsError& e) {
+      INFO(e.what());
+      CHECK(std::string(e.what()).find(needle) != std::string::npos);
+    }
+  };
+  write({f32("l.weight", {3, 4})});
+  expect_error("missing tensor 'l.bias'");
+  write({f32("l.weight", {4, 3}), f32("l.bias", {3})});
+  expect_error("'l.weight' has shape [4, 3], expected [3, 4]");
+  auto wrong_dtype = f32("l.bias", {3});
+  wrong_dtype.dtype = "I32";
+  write({f32("l.weight", {3, 4}), wrong_dtype});
+  expect_error("'l.bias' is I32");
+  write({f32("l.weight", {3, 4}), f32("l.bias", {3}), f32("extra", {1})});
+  expect_error("'extra' is not a parameter");
+  { std::ofstream(file) << "garbage"; }
+  expect_error(file);
+  write({f32("l.weight", {3, 4}), f32("l.bias", {3})});
+  Session ok(prog, "", true, opts);  // a matching file loads
+  auto params = ok.trainer->parameters();
+  CHECK(params.at("l.weight") == std::vector<float>(12, 0.f));
+  std::remove(file.c_str());
+}
