@@ -19,12 +19,12 @@ const Value* arg(CallArgs& a, size_t i, const char* name) {
 
 void check_arity(Interpreter& in, CallArgs& a, const char* fn, size_t max_positional, std::initializer_list<const char*> names) {
   if (a.positional.size() > max_positional)
-    in.fail(a.loc, std::string(fn) + "() takes at most " + std::to_string(max_positional) + " argument(s), " +
+    in.fail(a.positional_loc(max_positional), std::string(fn) + "() takes at most " + std::to_string(max_positional) + " argument(s), " +
                        std::to_string(a.positional.size()) + " given");
-  for (const auto& [k, v] : a.named) {
+  for (size_t i = 0; i < a.named.size(); ++i) {
     bool known = false;
-    for (const char* n : names) known |= k == n;
-    if (!known) in.fail(a.loc, std::string(fn) + "() has no parameter '" + k + "'");
+    for (const char* n : names) known |= a.named[i].first == n;
+    if (!known) in.fail(a.named_loc(i), std::string(fn) + "() has no parameter '" + a.named[i].first + "'");
   }
 }
 

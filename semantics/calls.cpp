@@ -50,6 +50,7 @@ Value Interpreter::eval_call(const front::Call& c, const std::shared_ptr<Env>& e
       for (const auto& [k, v] : args.named)
         if (k == a.name) fail(a.loc, "argument '" + a.name + "' given twice");
       args.named.emplace_back(a.name, eval(*a.value, env));
+      args.named_locs.push_back(a.loc);
     }
   }
   return call(callee, args);
@@ -90,22 +91,23 @@ std::shared_ptr<Env> Interpreter::bind_params(const std::vector<front::Param>& p
                                               const std::shared_ptr<Env>& closure, const std::string& what) {
   auto env = std::make_shared<Env>(closure);
   if (args.positional.size() > params.size())
-    fail(args.loc, what + " takes " + std::to_string(params.size()) + " argument" + (params.size() == 1 ? "" : "s") +
+    fail(args.positional_loc(params.size()), what + " takes " + std::to_string(params.size()) + " argument" + (params.size() == 1 ? "" : "s") +
                        " but " + std::to_string(args.positional.size()) + " were given");
   std::vector<bool> set(params.size(), false);
   for (size_t i = 0; i < args.positional.size(); ++i) {
     env->define(params[i].name, args.positional[i]);
     set[i] = true;
   }
-  for (auto& [name, value] : args.named) {
+  for (size_t a = 0; a < args.named.size(); ++a) {
+    const auto& [name, value] = args.named[a];
     size_t i = 0;
     while (i < params.size() && params[i].name != name) ++i;
     if (i == params.size()) {
       std::string names;
       for (const front::Param& p : params) names += (names.empty() ? "" : ", ") + p.name;
-      fail(args.loc, what + " has no parameter '" + name + "' (parameters: " + names + ")");
+      fail(args.named_loc(a), what + " has no parameter '" + name + "' (parameters: " + names + ")");
     }
-    if (set[i]) fail(args.loc, what + ": argument '" + name + "' given twice");
+    if (set[i]) fail(args.named_loc(a), what + ": argument '" + name + "' given twice");
     env->define(name, value);
     set[i] = true;
   }

@@ -38,9 +38,15 @@ Interpreter::~Interpreter() = default;
 void Interpreter::fail(SourceLoc loc, const std::string& msg) {
   front::Diagnostic d{front::Severity::Error, loc, msg, {}};
   // Show where the failing code was reached from (innermost first, bounded).
-  int shown = 0;
-  for (auto it = call_stack_.rbegin(); it != call_stack_.rend() && shown < 4; ++it, ++shown)
+  // A frame at the error's own place, or at the previous frame's place
+  // (recursion), adds nothing.
+  auto same = [](const SourceLoc& a, const SourceLoc& b) { return a.file == b.file && a.line == b.line && a.col == b.col; };
+  SourceLoc last = loc;
+  for (auto it = call_stack_.rbegin(); it != call_stack_.rend() && d.notes.size() < 4; ++it) {
+    if (same(it->second, last)) continue;
+    last = it->second;
     d.notes.push_back({front::Severity::Note, it->second, "in call to '" + it->first + "'", {}});
+  }
   throw front::UserError{std::move(d)};
 }
 

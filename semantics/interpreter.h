@@ -55,8 +55,12 @@ struct CallArgs {
   std::vector<Value> positional;
   std::vector<std::pair<std::string, Value>> named;
   front::SourceLoc loc;
-  std::vector<front::SourceLoc> arg_locs;  // per positional argument
+  std::vector<front::SourceLoc> arg_locs;    // per positional argument (empty for internal calls)
+  std::vector<front::SourceLoc> named_locs;  // per keyword argument, "name = value" (idem)
   const Value* get(const std::string& name) const;
+  // Where to point at positional argument i / keyword argument i (the call when unknown).
+  front::SourceLoc positional_loc(size_t i) const { return i < arg_locs.size() ? arg_locs[i] : loc; }
+  front::SourceLoc named_loc(size_t i) const { return i < named_locs.size() ? named_locs[i] : loc; }
 };
 
 struct EvalOptions {
