@@ -35,11 +35,14 @@ const char* kHelp = R"(nns — a parallelization engine with its own language
 usage: nns <command> [options]
 
 commands:
-  check FILE [--config NAME] [--emit=tokens|ast|graph]
+  check FILE [--config NAME] [--plan P --gpus N] [--emit=tokens|ast|graph|plan]
       parse and elaborate FILE with a config preset (default: the first one in
       the file) and print a summary: ops, parameters and their bytes,
       activation bytes, forward multiply-adds per step. --emit prints a stage
       instead: the token stream, the syntax tree or the operator graph.
+      --plan evaluates plan P for N devices (trans/assign/replicate/order)
+      and refuses an illegal one with the directive's location; --emit=plan
+      prints every op's partition tree, operand slices and devices.
   dimop 'ANNOTATION' [--shapes '[4,8],[8,16]']
       normalise a dimop annotation (nnScaler's language) and print its
       transform space: every legal partition and what it does to each
@@ -74,6 +77,7 @@ struct Args {
   std::string command;
   std::vector<std::string> positional;
   std::string config, emit, shapes;
+  std::string plan;
   std::string gpus = "1", steps, seed = "0", threads, init, data, save, resume, dump_grads;
   bool reference = false;
 };
@@ -90,7 +94,7 @@ bool parse_args(int argc, char** argv, Args& a, std::string& err) {
       if (s.rfind(flag + "=", 0) == 0) { out = s.substr(flag.size() + 1); return true; }
       return false;
     };
-    if (value("--config", a.config) || value("--emit", a.emit) || value("--shapes", a.shapes) || value("--gpus", a.gpus) ||
+    if (value("--config", a.config) || value("--emit", a.emit) || value("--shapes", a.shapes) || value("--gpus", a.gpus) || value("--plan", a.plan) ||
         value("--steps", a.steps) || value("--seed", a.seed) || value("--threads", a.threads) || value("--init", a.init) ||
         value("--data", a.data) || value("--save", a.save) || value("--resume", a.resume) || value("--dump-grads", a.dump_grads)) {
       if (!err.empty()) return false;
@@ -116,10 +120,20 @@ std::vector<std::string> stdlib_dirs() {
   return dirs;
 }
 
+bool parse_int(const std::string& text, long long& out) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  out = std::strtoll(text.c_str(), &end, 10);
+  return *end == '\0';
+}
+
 int cmd_check(const Args& a) {
   if (a.positional.size() != 1) return usage_error("check needs exactly one FILE");
-  if (!a.emit.empty() && a.emit != "tokens" && a.emit != "ast" && a.emit != "graph")
-    return usage_error("--emit must be tokens, ast or graph (got '" + a.emit + "')");
+  if (!a.emit.empty() && a.emit != "tokens" && a.emit != "ast" && a.emit != "graph" && a.emit != "plan")
+    return usage_error("--emit must be tokens, ast, graph or plan (got '" + a.emit + "')");
+  if (a.emit == "plan" && a.plan.empty()) return usage_error("--emit=plan needs --plan NAME");
+  long long check_gpus = 1;
+  if (!parse_int(a.gpus, check_gpus) || check_gpus < 1) return usage_error("--gpus must be a positive integer");
   const std::string& path = a.positional[0];
   nns::front::SourceManager sources;
   nns::front::DiagnosticEngine diags(sources);
@@ -156,6 +170,23 @@ int cmd_check(const Args& a) {
   }
   diags.print(std::cerr, colour);  // warnings
   const nns::sema::Graph& g = interp.graph();
+  nns::sema::Plan plan;
+  if (!a.plan.empty()) {
+    auto p0 = std::chrono::steady_clock::now();
+    if (!interp.evaluate_plan(a.plan, check_gpus, plan)) {
+      diags.print(std::cerr, colour);
+      for (const auto& d : diags.all())
+        if (d.message.rfind("unknown plan '", 0) == 0) return kExitUsage;
+      return kExitBadInput;
+    }
+    if (a.emit == "plan") {
+      std::cout << plan.dump(g);
+      return kExitOk;
+    }
+    double pms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - p0).count();
+    std::printf("plan %s on %lld device(s): %zu sub-ops, %zu order constraint(s), evaluated in %.1f ms\n", a.plan.c_str(), check_gpus,
+                plan.leaves().size(), plan.orders.size(), pms);
+  }
   if (a.emit == "graph") {
     std::cout << g.dump();
     return kExitOk;
@@ -213,13 +244,6 @@ bool parse_shapes(const std::string& text, std::vector<nns::sema::InputShape>& o
   return true;
 }
 
-
-bool parse_int(const std::string& text, long long& out) {
-  if (text.empty()) return false;
-  char* end = nullptr;
-  out = std::strtoll(text.c_str(), &end, 10);
-  return *end == '\0';
-}
 
 int cmd_run(const Args& a) {
   if (a.positional.size() != 1) return usage_error("run needs exactly one FILE");

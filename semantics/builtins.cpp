@@ -329,7 +329,10 @@ void Interpreter::run_train(const front::TrainDecl& t, const std::shared_ptr<Env
   for (const front::StmtPtr& s : t.body) {
     auto* assign = std::get_if<front::AssignStmt>(&s->node);
     auto* name = assign ? std::get_if<front::Name>(&assign->target->node) : nullptr;
-    if (!name || env->find_local(name->id)) {
+    // A setting stays a setting once set (so a second assignment is caught);
+    // other names bound in the block (`let`) are ordinary locals.
+    bool local = name && env->find_local(name->id) && !set_at.count(name->id);
+    if (!name || local) {
       Flow f = exec(*s, env);
       if (f != Flow::Normal)
         fail(flow_loc_, std::string(flow_keyword(f)) + (f == Flow::Return ? " in a train block" : " outside a loop in a train block"));

@@ -288,7 +288,11 @@ Value Interpreter::call_op(const OpDef& op, CallArgs& args) {
       d.notes.push_back({front::Severity::Note, it->second, "in call to '" + it->first + "'", {}});
     throw front::UserError{std::move(d)};
   } catch (const OpArgError& e) {
-    fail(args.loc, "in call to " + what + ": " + e.message);
+    // Rows prefix some messages with the op's name ("reshape: ..."); the
+    // diagnostic names the op already.
+    std::string msg = e.message;
+    if (msg.rfind(op.name + ": ", 0) == 0) msg.erase(0, op.name.size() + 2);
+    fail(args.loc, "in call to " + what + ": " + msg);
   }
 
   OpNode node;

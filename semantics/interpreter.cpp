@@ -21,7 +21,8 @@ struct Interpreter::Loaded {
   bool running = false;
 };
 
-void install_builtins(Env& env);  // builtins.cpp
+void install_builtins(Env& env);       // builtins.cpp
+void install_plan_builtins(Env& env);  // plan_builtins.cpp
 
 // Unwinds evaluation after errors that were already reported.
 struct StopEvaluation {};
@@ -30,6 +31,7 @@ Interpreter::Interpreter(front::SourceManager& sources, front::DiagnosticEngine&
     : sources_(sources), diags_(diags), opts_(std::move(opts)) {
   builtins_ = std::make_shared<Env>();
   install_builtins(*builtins_);
+  install_plan_builtins(*builtins_);
   if (opts_.stdlib_dirs.empty()) opts_.stdlib_dirs.push_back(NNS_STDLIB_DIR);
 }
 
@@ -189,6 +191,7 @@ bool Interpreter::evaluate() {
     int prelude_index = module_index_.at(prelude_path);
     prelude_ = run_module(prelude_index);
     std::shared_ptr<Env> env = run_module(0);
+    main_env_ = env;
     const front::TrainDecl* train = nullptr;
     SourceLoc train_loc;
     for (const front::Item& item : main_program_->items)
@@ -781,6 +784,69 @@ Value Interpreter::index(const Value& obj, const Value& idx, SourceLoc loc) {
   }
   if (obj.is<std::shared_ptr<Record>>() && idx.is<std::string>()) return member(obj, idx.as<std::string>(), loc);
   fail(loc, "cannot index a value of type " + type_name(obj));
+}
+
+}  // namespace nns::sema
+
+namespace nns::sema {
+
+bool Interpreter::evaluate_plan(const std::string& name, int64_t ngpus, Plan& out) {
+  const PlanInfo* info = nullptr;
+  for (const PlanInfo& p : plans_)
+    if (p.name == name) info = &p;
+  if (!info) {
+    std::string names;
+    for (const PlanInfo& p : plans_) names += (names.empty() ? "" : ", ") + p.name;
+    diags_.error({}, "unknown plan '" + name + "'" + (names.empty() ? " (the file defines none)" : "; available: " + names));
+    return false;
+  }
+  out = Plan{};
+  out.name = name;
+  out.ngpus = ngpus;
+  out.root_of_node.assign(graph_.nodes().size(), -1);
+  for (const OpNode& n : graph_.nodes()) {
+    if (n.parent >= 0 || n.phase != Phase::Forward) continue;
+    out.root_of_node[n.id] = static_cast<int>(out.subops.size());
+    out.subops.push_back(whole_op(graph_, n.id));
+  }
+  try {
+    // Plan parameters: `ngpus` comes from the command line, the rest from defaults.
+    auto env = std::make_shared<Env>(main_env_);
+    for (const front::Param& p : info->fn->params) {
+      if (p.name == "ngpus") {
+        env->define(p.name, Value(ngpus));
+      } else if (p.default_value) {
+        env->define(p.name, eval(*p.default_value, env));
+      } else {
+        fail(p.loc, "plan parameter '" + p.name + "' has no default value (only 'ngpus' is bound from the command line)");
+      }
+    }
+    plan_ = &out;
+    struct Reset {
+      Plan*& p;
+      ~Reset() { p = nullptr; }
+    } reset{plan_};
+    Flow flow = exec_block(info->fn->body, env);
+    if (flow != Flow::Normal && flow != Flow::Return) fail(info->fn->loc, "'break' or 'continue' outside a loop in plan '" + name + "'");
+    // Every leaf sub-op must run somewhere.
+    std::vector<int> missing;
+    for (int leaf : out.leaves())
+      if (out.subops[leaf].devices.empty()) missing.push_back(leaf);
+    if (!missing.empty()) {
+      front::Diagnostic d{front::Severity::Error, info->fn->loc,
+                          "plan '" + name + "' leaves " + std::to_string(missing.size()) + " op(s) without a device; first: '" +
+                              graph_.node(out.subops[missing[0]].node).name + "' (assign or replicate it, e.g. replicate(unassigned(), 0..ngpus))",
+                          {}};
+      if (out.subops[missing[0]].split_loc.valid())
+        d.notes.push_back({front::Severity::Note, out.subops[missing[0]].split_loc, "it was split here", {}});
+      d.notes.push_back({front::Severity::Note, graph_.node(out.subops[missing[0]].node).loc, "the op is called here", {}});
+      throw front::UserError{std::move(d)};
+    }
+  } catch (front::UserError& e) {
+    diags_.report(std::move(e.diag));
+    return false;
+  }
+  return true;
 }
 
 }  // namespace nns::sema

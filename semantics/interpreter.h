@@ -14,6 +14,7 @@
 #include "frontend/ast.h"
 #include "frontend/diagnostics.h"
 #include "semantics/graph.h"
+#include "semantics/plan.h"
 #include "semantics/value.h"
 
 namespace nns::sema {
@@ -85,6 +86,12 @@ class Interpreter {
   const std::string& config_name() const { return config_name_; }
   std::vector<std::string> config_names() const;
 
+  // Phase 3 (after evaluate): evaluates plan `name` with `ngpus` devices
+  // against the forward graph. False on errors (reported, with the
+  // directive's location); an unknown plan name is reported too.
+  bool evaluate_plan(const std::string& name, int64_t ngpus, Plan& out);
+  Plan* active_plan() { return plan_; }
+
   // ---- used by builtins and op calls ----
   [[noreturn]] void fail(front::SourceLoc loc, const std::string& msg);
   front::SourceManager& sources() { return sources_; }
@@ -151,6 +158,8 @@ class Interpreter {
   std::vector<std::pair<int, std::shared_ptr<Instance>>> param_owners_;
   std::vector<std::pair<std::string, front::SourceLoc>> call_stack_;
   Value return_value_;
+  std::shared_ptr<Env> main_env_;
+  Plan* plan_ = nullptr;
   front::SourceLoc flow_loc_;  // the last return/break/continue run (misplaced ones are reported there)
   int in_method_depth_ = 0;  // > 0 while a function body runs (params are refused there)
 

@@ -18,6 +18,7 @@ std::string type_name(const Value& v) {
     std::string operator()(double) const { return "float"; }
     std::string operator()(const std::string&) const { return "str"; }
     std::string operator()(const TensorV&) const { return "tensor"; }
+    std::string operator()(const OpHandle&) const { return "op"; }
     std::string operator()(const RangeV&) const { return "range"; }
     std::string operator()(const std::shared_ptr<List>&) const { return "list"; }
     std::string operator()(const std::shared_ptr<Function>&) const { return "function"; }

@@ -22,6 +22,7 @@ class Interpreter;
 
 struct NoneV {};
 struct TensorV { int id = -1; };   // a tensor of the Graph
+struct OpHandle { int subop = -1; };  // a (sub-)op during plan evaluation (plan.h)
 struct RangeV { int64_t lo = 0, hi = 0; };
 using List = std::vector<Value>;
 
@@ -68,7 +69,7 @@ struct Value {
   std::variant<NoneV, bool, int64_t, double, std::string, TensorV, RangeV, std::shared_ptr<List>,
                std::shared_ptr<Function>, std::shared_ptr<OpDef>, std::shared_ptr<ModelClass>,
                std::shared_ptr<Instance>, std::shared_ptr<Builtin>, std::shared_ptr<Record>,
-               std::shared_ptr<Module>>
+               std::shared_ptr<Module>, OpHandle>
       v;
 
   Value() = default;

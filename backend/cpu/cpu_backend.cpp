@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <algorithm>
 #include <unordered_map>
 
 #include "backend/backend.h"
@@ -497,17 +498,31 @@ class CpuBackend : public Backend {
   explicit CpuBackend(bool reference) : reference_(reference) {}
   std::string name() const override { return reference_ ? "cpu-reference" : "cpu"; }
 
+  // Freed blocks are kept by size and reused: a training step frees and
+  // allocates the same sizes every step, and fresh pages cost page faults.
   void* allocate(size_t bytes) override {
-    size_t rounded = (bytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded ? rounded : 64);
-    if (!p) throw RuntimeError("out of host memory allocating " + std::to_string(bytes) + " bytes");
+    size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+    void* p = nullptr;
+    auto it = pool_.find(rounded);
+    if (it != pool_.end() && !it->second.empty()) {
+      p = it->second.back();
+      it->second.pop_back();
+    } else {
+      p = std::aligned_alloc(64, rounded);
+      if (!p) throw RuntimeError("out of host memory allocating " + std::to_string(bytes) + " bytes");
+    }
     std::memset(p, 0, rounded);
     track_alloc(static_cast<int64_t>(bytes));
     return p;
   }
   void release(void* p, size_t bytes) override {
-    std::free(p);
+    size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+    pool_[rounded].push_back(p);
     track_free(static_cast<int64_t>(bytes));
+  }
+  ~CpuBackend() override {
+    for (auto& [size, blocks] : pool_)
+      for (void* p : blocks) std::free(p);
   }
   void copy_from_host(void* dst, const void* host, size_t bytes) override { std::memcpy(dst, host, bytes); }
   void copy_to_host(void* host, const void* src, size_t bytes) override { std::memcpy(host, src, bytes); }
@@ -549,6 +564,7 @@ class CpuBackend : public Backend {
 
  private:
   bool reference_;
+  std::unordered_map<size_t, std::vector<void*>> pool_;
 };
 
 }  // namespace

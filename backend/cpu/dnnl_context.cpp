@@ -3,6 +3,7 @@
 // and keeping the cache per thread needs no lock.
 #include "backend/cpu/dnnl_context.h"
 
+#include <algorithm>
 #include <map>
 
 #include "backend/cpu/kernels.h"
@@ -12,12 +13,12 @@ namespace nns::backend::cpu::dnnl_ctx {
 namespace {
 
 constexpr size_t kMaxCachedPrimitives = 512;
-constexpr int kScratchSlots = 6;
+constexpr int kFirstPlanSlot = 6;
 
 struct ThreadState {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
-  std::map<std::vector<int64_t>, dnnl::primitive> cache;
+  std::map<std::vector<int64_t>, Plan> cache;
   std::vector<float> scratch[kScratchSlots];
 };
 
@@ -31,8 +32,8 @@ ThreadState& state() {
 dnnl::engine& engine() { return state().engine; }
 dnnl::stream& stream() { return state().stream; }
 
-const dnnl::primitive& cached(PrimKind kind, const std::vector<int64_t>& key,
-                              const std::function<dnnl::primitive()>& make) {
+const Plan& cached_plan(PrimKind kind, const std::vector<int64_t>& key,
+                        const std::function<Plan()>& make) {
   ThreadState& s = state();
   std::vector<int64_t> full;
   full.reserve(key.size() + 2);
@@ -45,6 +46,59 @@ const dnnl::primitive& cached(PrimKind kind, const std::vector<int64_t>& key,
   if (it != s.cache.end()) return it->second;
   if (s.cache.size() >= kMaxCachedPrimitives) s.cache.clear();
   return s.cache.emplace(std::move(full), make()).first->second;
+}
+
+const dnnl::primitive& cached(PrimKind kind, const std::vector<int64_t>& key,
+                              const std::function<dnnl::primitive()>& make) {
+  return cached_plan(kind, key, [&] { return Plan{make(), {}}; }).prim;
+}
+
+Plan make_plan(const dnnl::primitive& prim, const dnnl::primitive_desc& pd,
+               const std::unordered_map<int, dnnl::memory::desc>& user,
+               const std::vector<int>& outputs) {
+  Plan plan{prim, {}};
+  for (const auto& [id, user_md] : user) {
+    Plan::Arg arg;
+    arg.id = id;
+    arg.user = user_md;
+    arg.inner = pd.query_md(dnnl::query::exec_arg_md, id);
+    arg.output = std::find(outputs.begin(), outputs.end(), id) != outputs.end();
+    arg.reordered = arg.inner != user_md;
+    if (arg.reordered) {
+      // Built from descriptors alone; buffers are bound at execution.
+      auto rpd = arg.output ? dnnl::reorder::primitive_desc(engine(), arg.inner, engine(), user_md)
+                            : dnnl::reorder::primitive_desc(engine(), user_md, engine(), arg.inner);
+      arg.reorder = dnnl::reorder(rpd);
+    }
+    plan.args.push_back(std::move(arg));
+  }
+  return plan;
+}
+
+void execute_plan(const Plan& plan, const std::unordered_map<int, const float*>& ptrs) {
+  std::unordered_map<int, dnnl::memory> args;
+  std::vector<std::pair<const Plan::Arg*, dnnl::memory>> outputs;  // (arg, its scratch)
+  int slot = kFirstPlanSlot;
+  for (const Plan::Arg& a : plan.args) {
+    auto it = ptrs.find(a.id);
+    if (it == ptrs.end()) continue;
+    dnnl::memory user = wrap(a.user, it->second);
+    if (!a.reordered) {
+      args.emplace(a.id, user);
+      continue;
+    }
+    float* buf = scratch(slot++, a.inner.get_size() / sizeof(float));
+    dnnl::memory inner(a.inner, engine(), buf);
+    if (a.output)
+      outputs.emplace_back(&a, inner);
+    else
+      a.reorder.execute(stream(), {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, inner}});
+    args.emplace(a.id, inner);
+  }
+  plan.prim.execute(stream(), args);
+  for (const auto& [a, inner] : outputs)
+    a->reorder.execute(stream(), {{DNNL_ARG_FROM, inner}, {DNNL_ARG_TO, wrap(a->user, ptrs.at(a->id))}});
+  stream().wait();
 }
 
 dnnl::memory::desc plain_md(const dnnl::memory::dims& dims) {

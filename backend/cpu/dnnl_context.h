@@ -23,12 +23,44 @@ enum class PrimKind : int64_t {
 dnnl::engine& engine();
 dnnl::stream& stream();
 
-// The primitive cached under (kind, key..., current thread count), created
-// by `make` on a miss. The cache holds at most a few hundred primitives per
-// thread and is cleared wholesale when full: a training step reuses a small
-// fixed set of shapes, so an LRU would buy nothing.
+// A primitive with the layouts of its tensor arguments: the caller's plain
+// one and the one the primitive was created for. With format_tag::any
+// oneDNN picks blocked layouts (several times faster for convolutions); the
+// plan then reorders between the two around each execution.
+struct Plan {
+  struct Arg {
+    int id = 0;                      // DNNL_ARG_*
+    dnnl::memory::desc user, inner;  // the caller's layout, the primitive's
+    bool output = false;
+    bool reordered = false;          // user != inner
+    dnnl::primitive reorder;         // user -> inner (inputs) or inner -> user (outputs)
+  };
+  dnnl::primitive prim;
+  std::vector<Arg> args;  // empty for primitives run with execute()
+};
+
+// The plan cached under (kind, key..., current thread count), created by
+// `make` on a miss. The cache holds at most a few hundred plans per thread
+// and is cleared wholesale when full: a training step reuses a small fixed
+// set of shapes, so an LRU would buy nothing.
+const Plan& cached_plan(PrimKind kind, const std::vector<int64_t>& key,
+                        const std::function<Plan()>& make);
+
+// cached_plan for a primitive that runs on the caller's layouts directly.
 const dnnl::primitive& cached(PrimKind kind, const std::vector<int64_t>& key,
                               const std::function<dnnl::primitive()>& make);
+
+// A plan for `prim` (made from `pd`) whose arguments the caller holds in the
+// layouts `user` (argument id -> plain descriptor); `outputs` lists the ids
+// the primitive writes.
+Plan make_plan(const dnnl::primitive& prim, const dnnl::primitive_desc& pd,
+               const std::unordered_map<int, dnnl::memory::desc>& user,
+               const std::vector<int>& outputs);
+
+// Runs a plan on caller buffers (argument id -> pointer in the user layout):
+// inputs are reordered into per-thread scratch, the primitive runs, outputs
+// are reordered back.
+void execute_plan(const Plan& plan, const std::unordered_map<int, const float*>& ptrs);
 
 // A oneDNN memory over a caller's buffer (no copy).
 inline dnnl::memory wrap(const dnnl::memory::desc& md, const float* p) {
@@ -48,8 +80,10 @@ dnnl::memory::desc plain_md(const dnnl::memory::dims& dims);
 // Run a primitive on the thread's stream and wait.
 void execute(const dnnl::primitive& prim, const std::unordered_map<int, dnnl::memory>& args);
 
-// Per-thread scratch of n floats in one of six independent slots (reused
-// between calls, so no allocation in steady state).
+// Per-thread scratch of n floats in one of kScratchSlots independent slots
+// (reused between calls, so no allocation in steady state). Slots 0-5 are
+// for kernels, 6 and up for execute_plan.
+constexpr int kScratchSlots = 12;
 float* scratch(int slot, size_t n);
 
 }  // namespace nns::backend::cpu::dnnl_ctx

@@ -1,0 +1,107 @@
+#include "semantics/plan.h"
+
+#include <sstream>
+
+namespace nns::sema {
+
+std::string OperandSlice::to_string() const {
+  if (!tensor) return "-";
+  std::string s = "[";
+  for (size_t d = 0; d < start.size(); ++d)
+    s += (d ? ", " : "") + std::to_string(start[d]) + ":" + std::to_string(start[d] + length[d]);
+  s += "]";
+  if (value_parts > 1) s += " v" + std::to_string(value_index) + "/" + std::to_string(value_parts);
+  return s;
+}
+
+static OperandSlice full_slice(const Shape& shape) {
+  OperandSlice s;
+  s.start.assign(shape.size(), 0);
+  s.length = shape;
+  return s;
+}
+
+SubOp whole_op(const Graph& g, int node) {
+  const OpNode& n = g.node(node);
+  SubOp s;
+  s.node = node;
+  for (int t : n.inputs) s.inputs.push_back(full_slice(g.tensor(t).shape));
+  for (int t : n.outputs) s.outputs.push_back(full_slice(g.tensor(t).shape));
+  return s;
+}
+
+// One effect of a split applied to one operand slice: a split dim narrows
+// the range; a partial sum refines the value split.
+static OperandSlice apply(const OperandSlice& in, const PartitionEffect& e, int index, int num) {
+  OperandSlice out = in;
+  if (e.kind == PartitionEffect::Split) {
+    int64_t piece = in.length[e.dim] / num;
+    out.start[e.dim] = in.start[e.dim] + piece * index;
+    out.length[e.dim] = piece;
+  } else if (e.kind == PartitionEffect::PartialSum) {
+    out.value_index = in.value_index * num + index;
+    out.value_parts = in.value_parts * num;
+  }
+  return out;
+}
+
+std::vector<SubOp> split_subop(const SubOp& parent, int parent_index, const TransformChoice& choice, int num) {
+  std::vector<SubOp> parts;
+  for (int i = 0; i < num; ++i) {
+    SubOp s;
+    s.node = parent.node;
+    s.parent = parent_index;
+    s.split_id = choice.kind == TransformChoice::Value ? "value" : choice.id;
+    s.split_index = i;
+    s.split_num = num;
+    s.recompute = parent.recompute;
+    for (size_t k = 0; k < parent.inputs.size(); ++k)
+      s.inputs.push_back(k < choice.inputs.size() && parent.inputs[k].tensor ? apply(parent.inputs[k], choice.inputs[k], i, num) : parent.inputs[k]);
+    for (size_t k = 0; k < parent.outputs.size(); ++k)
+      s.outputs.push_back(k < choice.outputs.size() ? apply(parent.outputs[k], choice.outputs[k], i, num) : parent.outputs[k]);
+    parts.push_back(std::move(s));
+  }
+  return parts;
+}
+
+std::vector<int> Plan::leaves() const {
+  std::vector<int> out;
+  for (size_t i = 0; i < subops.size(); ++i)
+    if (subops[i].leaf()) out.push_back(static_cast<int>(i));
+  return out;
+}
+
+static void dump_subop(const Plan& p, int index, int depth, std::ostringstream& out) {
+  const SubOp& s = p.subops[index];
+  std::string indent(2 * depth + 4, ' ');
+  out << indent << "#" << index;
+  if (s.parent >= 0) out << " " << s.split_id << " " << s.split_index << "/" << s.split_num;
+  if (s.leaf()) {
+    out << " on [";
+    for (size_t i = 0; i < s.devices.size(); ++i) out << (i ? ", " : "") << s.devices[i];
+    out << "]";
+    if (s.recompute) out << " recompute";
+    out << "  in ";
+    for (size_t i = 0; i < s.inputs.size(); ++i) out << (i ? ", " : "") << s.inputs[i].to_string();
+    out << "  out ";
+    for (size_t i = 0; i < s.outputs.size(); ++i) out << (i ? ", " : "") << s.outputs[i].to_string();
+  }
+  out << "\n";
+  for (int c : s.children) dump_subop(p, c, depth + 1, out);
+}
+
+std::string Plan::dump(const Graph& g) const {
+  std::ostringstream out;
+  out << "plan " << name << " on " << ngpus << " device(s) {\n";
+  for (size_t node = 0; node < root_of_node.size(); ++node) {
+    int root = root_of_node[node];
+    if (root < 0) continue;
+    out << "  " << g.node(static_cast<int>(node)).name << " \"" << g.node(static_cast<int>(node)).anno.anno.to_string() << "\"\n";
+    dump_subop(*this, root, 0, out);
+  }
+  for (const OrderConstraint& o : orders) out << "  order #" << o.before << " before #" << o.after << "\n";
+  out << "}\n";
+  return out.str();
+}
+
+}  // namespace nns::sema

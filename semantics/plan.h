@@ -1,0 +1,62 @@
+// Plans as data: the result of evaluating a `plan` block against the
+// forward graph — which top-level ops are split how (op-trans), which
+// sub-op runs on which devices (op-assign), and ordering constraints
+// (op-order) — plus the slice of every operand each sub-op touches.
+// Lowering (backend/) turns a Plan into per-rank programs; the checker
+// (Z3) verifies it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "frontend/source.h"
+#include "semantics/dimop.h"
+#include "semantics/graph.h"
+
+namespace nns::sema {
+
+// The part of one operand (input or output) a sub-op touches.
+struct OperandSlice {
+  bool tensor = true;
+  std::vector<int64_t> start, length;  // per dim, in elements of the full tensor
+  int64_t value_index = 0, value_parts = 1;  // chunk value_index of value_parts partial sums
+  std::string to_string() const;       // "[0:4, 0:64] v1/2"
+};
+
+struct SubOp {
+  int node = -1;        // the top-level forward node it belongs to
+  int parent = -1;      // the sub-op it was split from; -1 for the whole op
+  std::vector<int> children;  // set once it is split
+  std::string split_id;       // identifier (or "value") of the split that made it
+  int split_index = 0, split_num = 1;
+  std::vector<OperandSlice> inputs, outputs;
+  std::vector<int> devices;   // empty until assigned / replicated
+  bool recompute = false;
+  front::SourceLoc split_loc, assign_loc;
+  bool leaf() const { return children.empty(); }
+};
+
+struct OrderConstraint {
+  int before = -1, after = -1;  // sub-op indices
+  front::SourceLoc loc;
+};
+
+struct Plan {
+  std::string name;
+  int64_t ngpus = 1;
+  std::vector<SubOp> subops;         // [i] for i < number of top-level ops: the whole op
+  std::vector<int> root_of_node;     // top-level node id -> its root sub-op
+  std::vector<OrderConstraint> orders;
+
+  std::vector<int> leaves() const;
+  // --emit=plan: per op, its partition tree with slices and devices.
+  std::string dump(const Graph& g) const;
+};
+
+// Slices of the whole op: every operand complete, no value split.
+SubOp whole_op(const Graph& g, int node);
+
+// Splits `parent` (a leaf) along `choice` into `num` sub-ops.
+std::vector<SubOp> split_subop(const SubOp& parent, int parent_index, const TransformChoice& choice, int num);
+
+}  // namespace nns::sema

@@ -1,0 +1,317 @@
+// The plan primitives as builtins: select, trans (op-trans), assign and
+// replicate (op-assign), order (op-order), recompute, unassigned, kind,
+// name, splittable. They work on the Plan being evaluated
+// (Interpreter::evaluate_plan) and refuse to run outside a plan block.
+#include <algorithm>
+
+#include "semantics/interpreter.h"
+#include "semantics/op_registry.h"
+#include "semantics/plan.h"
+
+namespace nns::sema {
+
+using front::SourceLoc;
+
+namespace {
+
+Plan& active(Interpreter& in, CallArgs& a, const char* fn) {
+  Plan* p = in.active_plan();
+  if (!p) in.fail(a.loc, std::string(fn) + "() is a plan primitive: use it inside a plan block");
+  return *p;
+}
+
+const Value* arg(CallArgs& a, size_t i, const char* name) {
+  if (i < a.positional.size()) return &a.positional[i];
+  return a.get(name);
+}
+
+const Value& required(Interpreter& in, CallArgs& a, size_t i, const char* name, const char* fn) {
+  const Value* v = arg(a, i, name);
+  if (!v) in.fail(a.loc, std::string(fn) + "(): missing argument '" + name + "'");
+  return *v;
+}
+
+// '*' matches any run of characters (dots included), '?' one character.
+bool glob(const char* p, const char* s) {
+  if (!*p) return !*s;
+  if (*p == '*') return glob(p + 1, s) || (*s && glob(p, s + 1));
+  if (*s && (*p == '?' || *p == *s)) return glob(p + 1, s + 1);
+  return false;
+}
+
+// The sub-ops a value designates: one op or a (nested) list of them.
+void collect(Interpreter& in, const Value& v, SourceLoc loc, const char* fn, std::vector<int>& out) {
+  if (v.is<OpHandle>()) {
+    out.push_back(v.as<OpHandle>().subop);
+  } else if (v.is<std::shared_ptr<List>>()) {
+    for (const Value& item : *v.as<std::shared_ptr<List>>()) collect(in, item, loc, fn, out);
+  } else {
+    in.fail(loc, std::string(fn) + "() expects an op or a list of ops, got " + type_name(v));
+  }
+}
+
+std::vector<int> ops_of(Interpreter& in, CallArgs& a, size_t i, const char* name, const char* fn) {
+  std::vector<int> out;
+  collect(in, required(in, a, i, name, fn), a.loc, fn, out);
+  return out;
+}
+
+std::vector<int64_t> devices_of(Interpreter& in, const Plan& p, const Value& v, SourceLoc loc) {
+  std::vector<int64_t> devs;
+  if (v.is<RangeV>()) {
+    for (int64_t d = v.as<RangeV>().lo; d < v.as<RangeV>().hi; ++d) devs.push_back(d);
+  } else if (v.is<std::shared_ptr<List>>()) {
+    for (const Value& d : *v.as<std::shared_ptr<List>>()) devs.push_back(in.to_int(d, loc, "device"));
+  } else {
+    devs.push_back(in.to_int(v, loc, "device"));
+  }
+  for (int64_t d : devs)
+    if (d < 0 || d >= p.ngpus)
+      in.fail(loc, "device " + std::to_string(d) + " is out of range: the plan runs on " + std::to_string(p.ngpus) +
+                       " device(s), numbered 0.." + std::to_string(p.ngpus - 1));
+  if (devs.empty()) in.fail(loc, "empty device list");
+  std::vector<int64_t> sorted = devs;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) in.fail(loc, "a device appears twice in the device list");
+  return devs;
+}
+
+Value handle_list(const std::vector<int>& ids) {
+  List items;
+  for (int id : ids) items.push_back(Value(OpHandle{id}));
+  return make_list(std::move(items));
+}
+
+std::string op_label(Interpreter& in, const Plan& p, int sub) {
+  const SubOp& s = p.subops[sub];
+  std::string name = "'" + in.graph().node(s.node).name + "'";
+  if (s.parent >= 0) name += " (part " + std::to_string(s.split_index) + " of " + std::to_string(s.split_num) + " on " + s.split_id + ")";
+  return name;
+}
+
+// ---- the primitives ------------------------------------------------------------------
+
+// select(pattern = "*", kind = none): top-level forward ops by qualified-name glob and op kind.
+Value b_select(Interpreter& in, CallArgs& a) {
+  Plan& p = active(in, a, "select");
+  const Value* pat = arg(a, 0, "pattern");
+  const Value* kind = arg(a, 1, "kind");
+  std::string pattern = pat && pat->is<std::string>() ? pat->as<std::string>() : "*";
+  if (pat && !pat->is<std::string>()) in.fail(a.loc, "select(): the pattern must be a string");
+  std::vector<int> ids;
+  for (size_t node = 0; node < p.root_of_node.size(); ++node) {
+    int root = p.root_of_node[node];
+    if (root < 0) continue;
+    const OpNode& n = in.graph().node(static_cast<int>(node));
+    if (!glob(pattern.c_str(), n.name.c_str())) continue;
+    if (kind && kind->is<std::string>() && n.kind != kind->as<std::string>()) continue;
+    ids.push_back(root);
+  }
+  return handle_list(ids);
+}
+
+// matches(op, pattern): whether the op's qualified name matches the glob.
+Value b_matches(Interpreter& in, CallArgs& a) {
+  Plan& p = active(in, a, "matches");
+  std::vector<int> ids = ops_of(in, a, 0, "op", "matches");
+  const Value& pat = required(in, a, 1, "pattern", "matches");
+  if (ids.size() != 1 || !pat.is<std::string>()) in.fail(a.loc, "matches() takes one op and a pattern string");
+  return Value(glob(pat.as<std::string>().c_str(), in.graph().node(p.subops[ids[0]].node).name.c_str()));
+}
+
+Value b_kind(Interpreter& in, CallArgs& a) {
+  Plan& p = active(in, a, "kind");
+  std::vector<int> ids = ops_of(in, a, 0, "op", "kind");
+  if (ids.size() != 1) in.fail(a.loc, "kind() takes one op");
+  return Value(in.graph().node(p.subops[ids[0]].node).kind);
+}
+
+Value b_name(Interpreter& in, CallArgs& a) {
+  Plan& p = active(in, a, "name");
+  std::vector<int> ids = ops_of(in, a, 0, "op", "name");
+  if (ids.size() != 1) in.fail(a.loc, "name() takes one op");
+  return Value(in.graph().node(p.subops[ids[0]].node).name);
+}
+
+// Resolves the split a trans() call asks for on one sub-op, or explains why not.
+bool resolve_choice(Interpreter& in, const Plan& p, int sub, const Value* dim, const Value* idx, TransformChoice& out,
+                    std::string& why) {
+  const SubOp& s = p.subops[sub];
+  const OpNode& n = in.graph().node(s.node);
+  const OpRow* row = n.composite ? nullptr : find_op_row(n.kind);
+  std::vector<TransformChoice> space = transform_space(n.anno, row && row->value_split);
+  std::string id;
+  if (idx) {
+    // nnScaler addressing: trans(op, idx=i, dim=d) splits input i along tensor dim d.
+    int64_t i = in.to_int(*idx, {}, "idx");
+    int64_t d = dim ? in.to_int(*dim, {}, "dim") : 0;
+    auto c = choice_for(n.anno, static_cast<int>(i), static_cast<int>(d));
+    if (!c) {
+      why = "input " + std::to_string(i) + " dim " + std::to_string(d) + " of op '" + n.name + "' cannot be split";
+      return false;
+    }
+    out = *c;
+    return true;
+  }
+  if (!dim || !dim->is<std::string>()) {
+    why = "trans() needs dim = \"IDENTIFIER\" (or \"value\" or \"batch\") or idx = I, dim = D";
+    return false;
+  }
+  id = dim->as<std::string>();
+  if (id == "batch") {
+    // The batch dim: dim 0 of the op's first tensor input.
+    for (size_t i = 0; i < n.anno.anno.inputs.size(); ++i) {
+      if (n.anno.anno.inputs[i].non_tensor) continue;
+      auto c = choice_for(n.anno, static_cast<int>(i), 0);
+      if (!c) break;
+      out = *c;
+      return true;
+    }
+    why = "op '" + n.name + "' (" + n.kind + ") has no splittable batch dimension";
+    return false;
+  }
+  for (const TransformChoice& c : space) {
+    bool match = id == "value" ? c.kind == TransformChoice::Value : (c.kind == TransformChoice::Dim && c.id == id);
+    if (match) {
+      out = c;
+      return true;
+    }
+  }
+  // Explain: frozen, unknown, or not splittable.
+  std::string options;
+  for (const TransformChoice& c : space) options += (options.empty() ? "" : ", ") + (c.kind == TransformChoice::Value ? std::string("value") : c.id);
+  bool frozen = false, known = false;
+  for (const auto* side : {&n.anno.anno.inputs, &n.anno.anno.outputs})
+    for (const OperandAnno& o : *side)
+      for (const DimAnno& d : o.dims)
+        for (const DimId& di : d.ids)
+          if (di.name == id) {
+            known = true;
+            frozen = frozen || di.reduce == Reduce::Frozen;
+          }
+  if (frozen) why = "cannot split '" + id + "^' of op '" + n.name + "': its annotation \"" + n.anno.anno.to_string() + "\" marks it not partitionable";
+  else if (known) why = "'" + id + "' of op '" + n.name + "' cannot be split (only the first identifier of a bracket can)";
+  else why = "op '" + n.name + "' has no dimension '" + id + "' (annotation \"" + n.anno.anno.to_string() + "\")";
+  why += options.empty() ? "; it cannot be split at all" : "; splittable: " + options;
+  return false;
+}
+
+// trans(op, dim = "ID" | "value" | "batch", num = n) or trans(op, idx = i, dim = d, num = n)
+Value b_trans(Interpreter& in, CallArgs& a) {
+  Plan& p = active(in, a, "trans");
+  std::vector<int> ids = ops_of(in, a, 0, "op", "trans");
+  if (ids.size() != 1) in.fail(a.loc, "trans() splits one op at a time (got " + std::to_string(ids.size()) + "); loop over a selection");
+  int sub = ids[0];
+  int64_t num = in.to_int(required(in, a, 2, "num", "trans"), a.loc, "num");
+  if (num < 1) in.fail(a.loc, "trans(): num must be at least 1, got " + std::to_string(num));
+  const SubOp& s = p.subops[sub];
+  if (!s.leaf()) in.fail(a.loc, "op " + op_label(in, p, sub) + " is split already; split its parts instead");
+  if (!s.devices.empty()) in.fail(a.loc, "op " + op_label(in, p, sub) + " is assigned already; split it before assigning");
+  TransformChoice choice;
+  std::string why;
+  if (!resolve_choice(in, p, sub, arg(a, 1, "dim"), a.get("idx"), choice, why)) in.fail(a.loc, why);
+  if (choice.kind == TransformChoice::Dim) {
+    // The identifier's size in this sub-op: the full size over earlier splits along it.
+    int64_t local = choice.size;
+    for (int up = sub; up >= 0 && p.subops[up].parent >= 0; up = p.subops[up].parent)
+      if (p.subops[up].split_id == choice.id) local /= p.subops[up].split_num;
+    if (local % num != 0)
+      in.fail(a.loc, "cannot split '" + choice.id + "' of op " + op_label(in, p, sub) + " into " + std::to_string(num) + " parts: its size " +
+                         std::to_string(local) + " is not divisible by " + std::to_string(num));
+  }
+  std::vector<SubOp> parts = split_subop(s, sub, choice, static_cast<int>(num));
+  std::vector<int> new_ids;
+  for (SubOp& part : parts) {
+    part.split_loc = a.loc;
+    new_ids.push_back(static_cast<int>(p.subops.size()));
+    p.subops.push_back(std::move(part));
+  }
+  p.subops[sub].children = new_ids;
+  return handle_list(new_ids);
+}
+
+void place(Interpreter& in, CallArgs& a, const char* fn, const std::vector<int64_t>& devs, const std::vector<int>& ids) {
+  Plan& p = *in.active_plan();
+  for (int sub : ids) {
+    SubOp& s = p.subops[sub];
+    if (!s.leaf()) in.fail(a.loc, std::string(fn) + "(): op " + op_label(in, p, sub) + " is split; place its parts");
+    if (!s.devices.empty())
+      in.fail(a.loc, std::string(fn) + "(): op " + op_label(in, p, sub) + " is placed already (on device " + std::to_string(s.devices[0]) +
+                         (s.devices.size() > 1 ? ", ..." : "") + ")");
+    s.devices.assign(devs.begin(), devs.end());
+    s.assign_loc = a.loc;
+  }
+}
+
+// assign(op | ops, device): op-assign of sub-ops to one device.
+Value b_assign(Interpreter& in, CallArgs& a) {
+  Plan& p = active(in, a, "assign");
+  std::vector<int> ids = ops_of(in, a, 0, "op", "assign");
+  const Value& d = required(in, a, 1, "device", "assign");
+  if (!d.is<int64_t>()) in.fail(a.loc, "assign(): the device must be an int (use replicate() for several devices)");
+  place(in, a, "assign", devices_of(in, p, d, a.loc), ids);
+  return Value();
+}
+
+// replicate(op | ops, devices): the same (sub-)op on every listed device.
+Value b_replicate(Interpreter& in, CallArgs& a) {
+  Plan& p = active(in, a, "replicate");
+  std::vector<int> ids = ops_of(in, a, 0, "op", "replicate");
+  place(in, a, "replicate", devices_of(in, p, required(in, a, 1, "devices", "replicate"), a.loc), ids);
+  return Value();
+}
+
+// order(a, b): every leaf of a runs before every leaf of b (op-order).
+Value b_order(Interpreter& in, CallArgs& a) {
+  Plan& p = active(in, a, "order");
+  std::vector<int> first = ops_of(in, a, 0, "before", "order");
+  std::vector<int> second = ops_of(in, a, 1, "after", "order");
+  for (int x : first)
+    for (int y : second) {
+      if (x == y) in.fail(a.loc, "order(): an op cannot run before itself");
+      p.orders.push_back({x, y, a.loc});
+    }
+  return Value();
+}
+
+void mark_recompute(Plan& p, int sub) {
+  p.subops[sub].recompute = true;
+  for (int c : p.subops[sub].children) mark_recompute(p, c);
+}
+
+Value b_recompute(Interpreter& in, CallArgs& a) {
+  Plan& p = active(in, a, "recompute");
+  for (int sub : ops_of(in, a, 0, "ops", "recompute")) mark_recompute(p, sub);
+  return Value();
+}
+
+Value b_unassigned(Interpreter& in, CallArgs& a) {
+  Plan& p = active(in, a, "unassigned");
+  std::vector<int> ids;
+  for (int leaf : p.leaves())
+    if (p.subops[leaf].devices.empty()) ids.push_back(leaf);
+  return handle_list(ids);
+}
+
+// splittable(op, dim): whether trans(op, dim = dim, ...) would find the dimension.
+Value b_splittable(Interpreter& in, CallArgs& a) {
+  Plan& p = active(in, a, "splittable");
+  std::vector<int> ids = ops_of(in, a, 0, "op", "splittable");
+  if (ids.size() != 1) in.fail(a.loc, "splittable() takes one op");
+  TransformChoice c;
+  std::string why;
+  return Value(resolve_choice(in, p, ids[0], arg(a, 1, "dim"), a.get("idx"), c, why));
+}
+
+}  // namespace
+
+void install_plan_builtins(Env& env) {
+  static const std::pair<const char*, BuiltinFn> table[] = {
+      {"select", b_select}, {"kind", b_kind}, {"name", b_name}, {"trans", b_trans}, {"assign", b_assign},
+      {"replicate", b_replicate}, {"order", b_order}, {"recompute", b_recompute}, {"unassigned", b_unassigned},
+      {"splittable", b_splittable}, {"matches", b_matches},
+  };
+  for (const auto& [name, fn] : table) env.define(name, Value(std::make_shared<Builtin>(Builtin{name, fn})));
+}
+
+}  // namespace nns::sema
