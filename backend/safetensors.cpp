@@ -104,16 +104,16 @@ struct Json {
 };
 
 const char* kind_name(Json::Kind k) {
-  switch (k) {
-    case Json::Object:
-      return "an object";
-    case Json::Array:
-      return "an array";
-    case Json::String:
-      return "a string";
-    default:
-      return "an integer";
-  }
+  static const char* const kNames[] = {"an object", "an array", "a string", "an integer"};
+  return kNames[k];
+}
+
+// Appends code point `cp` (at most 0x10FFFF, not a surrogate) as UTF-8.
+void append_utf8(std::string& out, uint32_t cp) {
+  static const unsigned char kLead[] = {0, 0, 0xC0, 0xE0, 0xF0};
+  const int len = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+  out += static_cast<char>(len == 1 ? cp : kLead[len] | cp >> (6 * (len - 1)));
+  for (int k = len - 2; k >= 0; --k) out += static_cast<char>(0x80 | (cp >> (6 * k) & 0x3F));
 }
 
 class JsonParser {
@@ -231,10 +231,8 @@ class JsonParser {
   uint32_t hex4(size_t esc_at) {
     uint32_t cp = 0;
     for (int k = 0; k < 4; ++k, ++p_) {
-      const char c = p_ < t_.size() ? t_[p_] : '\0';
-      const int d = is_digit(c)                              ? c - '0'
-                    : (c | 0x20) >= 'a' && (c | 0x20) <= 'f' ? (c | 0x20) - 'a' + 10
-                                                             : -1;
+      const int c = p_ < t_.size() ? static_cast<unsigned char>(t_[p_]) : 0;
+      const int d = is_digit(c) ? c - '0' : std::isxdigit(c) ? (c | 0x20) - 'a' + 10 : -1;
       if (d < 0) error_at(esc_at, "\\u escape needs 4 hex digits");
       cp = cp << 4 | static_cast<uint32_t>(d);
     }
@@ -274,20 +272,7 @@ class JsonParser {
           error_at(esc_at, "\\u high surrogate without a low surrogate");
         cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
       }
-      if (cp < 0x80) {
-        out += static_cast<char>(cp);
-      } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | cp >> 6), out += static_cast<char>(0x80 | (cp & 0x3F));
-      } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | cp >> 12),
-            out += static_cast<char>(0x80 | (cp >> 6 & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-      } else {
-        out += static_cast<char>(0xF0 | cp >> 18),
-            out += static_cast<char>(0x80 | (cp >> 12 & 0x3F));
-        out += static_cast<char>(0x80 | (cp >> 6 & 0x3F)),
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-      }
+      append_utf8(out, cp);
     }
   }
 

@@ -55,6 +55,8 @@ class ErrorCollector : public antlr4::BaseErrorListener {
           break;
         }
       }
+      // Like any error, one per line: an earlier error there explains it.
+      if (static_cast<size_t>(loc.line) == last_line_) return;
     } else {
       // Recovery often trips again further along the same line; the first
       // error of a line is the useful one.
@@ -64,8 +66,8 @@ class ErrorCollector : public antlr4::BaseErrorListener {
       if (parser) msg += expected_suffix(parser);
       loc.length = std::max<int>(1, static_cast<int>(bad->getText().size()));
     }
-    last_line_ = line;
-    last_col_ = col;
+    last_line_ = static_cast<size_t>(loc.line);  // where it was reported (EOF errors move)
+    last_col_ = static_cast<size_t>(loc.col - 1);
     ++count_;
     diags_.error(loc, msg);
   }

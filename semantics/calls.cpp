@@ -232,32 +232,42 @@ Value Interpreter::call_op(const OpDef& op, CallArgs& args) {
   call.attrs = &attrs;
   std::vector<int> inputs;
   std::map<std::string, int64_t> given;
-  for (const front::Param& p : fn.params) {
+  // A bad argument is reported at the argument itself when the call wrote it.
+  auto arg_loc = [&](size_t index, const std::string& name) {
+    if (index < args.positional.size()) return args.positional_loc(index);
+    for (size_t j = 0; j < args.named.size(); ++j)
+      if (args.named[j].first == name) return args.named_loc(j);
+    return args.loc;
+  };
+  for (size_t pi = 0; pi < fn.params.size(); ++pi) {
+    const front::Param& p = fn.params[pi];
     const Value& v = *env->find_local(p.name);
+    SourceLoc al = arg_loc(pi, p.name);
+    std::string arg_what = what + ": argument '" + p.name + "'";
     if (p.type.empty() || p.type == "tensor") {
       if (v.is<NoneV>() && p.default_value) continue;  // optional tensor left out
-      if (!v.is<TensorV>()) fail(args.loc, what + " expects a tensor for '" + p.name + "', got " + type_name(v));
+      if (!v.is<TensorV>()) fail(al, what + " expects a tensor for '" + p.name + "', got " + type_name(v));
       inputs.push_back(v.as<TensorV>().id);
     } else if (p.type == "tensors") {
-      if (!v.is<std::shared_ptr<List>>()) fail(args.loc, what + " expects a list of tensors for '" + p.name + "', got " + type_name(v));
+      if (!v.is<std::shared_ptr<List>>()) fail(al, what + " expects a list of tensors for '" + p.name + "', got " + type_name(v));
       for (const Value& t : *v.as<std::shared_ptr<List>>()) {
-        if (!t.is<TensorV>()) fail(args.loc, what + " expects a list of tensors for '" + p.name + "', found " + a_type_name(t));
+        if (!t.is<TensorV>()) fail(al, what + " expects a list of tensors for '" + p.name + "', found " + a_type_name(t));
         inputs.push_back(t.as<TensorV>().id);
       }
     } else if (is_attr_type(p.type)) {
       if (p.type == "int") {
-        attrs[p.name] = to_int(v, args.loc, ("argument '" + p.name + "'").c_str());
+        attrs[p.name] = to_int(v, al, arg_what.c_str());
         given[p.name] = std::get<int64_t>(attrs[p.name]);
       } else if (p.type == "float") {
-        attrs[p.name] = to_float(v, args.loc, ("argument '" + p.name + "'").c_str());
+        attrs[p.name] = to_float(v, al, arg_what.c_str());
       } else if (p.type == "bool") {
-        if (!v.is<bool>()) fail(args.loc, what + ": argument '" + p.name + "' must be a bool, got " + type_name(v));
+        if (!v.is<bool>()) fail(al, arg_what + " must be a bool, got " + type_name(v));
         attrs[p.name] = v.as<bool>();
       } else if (p.type == "str") {
-        if (!v.is<std::string>()) fail(args.loc, what + ": argument '" + p.name + "' must be a str, got " + type_name(v));
+        if (!v.is<std::string>()) fail(al, arg_what + " must be a str, got " + type_name(v));
         attrs[p.name] = v.as<std::string>();
       } else {
-        attrs[p.name] = to_shape(v, args.loc);
+        attrs[p.name] = to_shape(v, al);
       }
     } else {
       fail(p.loc, "unknown parameter type '" + p.type + "'; expected tensor, tensors, int, float, bool, str or ints");
@@ -333,22 +343,24 @@ Value Interpreter::call_op(const OpDef& op, CallArgs& args) {
         fail(flow_loc_, std::string(flow_keyword(flow)) + " outside a loop in op '" + op.name + "'");
       Value result = flow == Flow::Return ? std::move(return_value_) : Value();
       return_value_ = Value();
+      // Problems with the results are the body's: point at its return.
+      SourceLoc ret_loc = flow == Flow::Return ? flow_loc_ : fn.loc;
       std::vector<Value> results;
       if (result.is<std::shared_ptr<List>>()) results = *result.as<std::shared_ptr<List>>();
       else results.push_back(result);
       if (results.size() != bound.output_shapes.size())
-        fail(fn.loc, "composite op '" + op.name + "' returned " + std::to_string(results.size()) + " value(s) but its annotation has " +
+        fail(ret_loc, "composite op '" + op.name + "' returned " + std::to_string(results.size()) + " value(s) but its annotation has " +
                          std::to_string(bound.output_shapes.size()) + " output(s)");
       for (size_t i = 0; i < results.size(); ++i) {
-        if (!results[i].is<TensorV>()) fail(fn.loc, "composite op '" + op.name + "' must return tensors, got " + type_name(results[i]));
+        if (!results[i].is<TensorV>()) fail(ret_loc, "composite op '" + op.name + "' must return tensors, got " + type_name(results[i]));
         int t = results[i].as<TensorV>().id;
         if (graph_.tensor(t).shape != bound.output_shapes[i])
-          fail(args.loc, "composite op '" + op.name + "': its body returned output " + std::to_string(i) + " with shape " +
+          fail(ret_loc, "composite op '" + op.name + "': its body returned output " + std::to_string(i) + " with shape " +
                              shape_to_string(graph_.tensor(t).shape) + " but the annotation gives " + shape_to_string(bound.output_shapes[i]));
         if (std::find(inputs.begin(), inputs.end(), t) != inputs.end() || graph_.tensor(t).producer < 0 ||
             graph_.node(graph_.tensor(t).producer).parent != id) {
           // Returning an input unchanged: give the op a distinct output anyway.
-          fail(fn.loc, "composite op '" + op.name + "' must compute its outputs with ops in its body");
+          fail(ret_loc, "composite op '" + op.name + "' must compute its outputs with ops in its body");
         }
         graph_.tensor(t).producer = id;
         outputs.push_back(t);

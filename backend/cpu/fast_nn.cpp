@@ -1,6 +1,7 @@
 // Fast softmax, log_softmax, layer norm and activations on oneDNN
 // primitives. Backward primitives are built against their forward
 // primitive descriptor (oneDNN's "hint"), created once per cache miss.
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cpu/dnnl_context.h"
@@ -99,6 +100,35 @@ void log_softmax_backward(const float* y, const float* dy, float* dx, int64_t ro
                           int64_t cols) {
   softmax_backward_impl<dnnl::logsoftmax_forward, dnnl::logsoftmax_backward>(
       PrimKind::logsoftmax_bwd, y, dy, dx, rows, cols);
+}
+
+// Cross entropy on oneDNN's (log-)softmax: its JIT exp is vectorised, where
+// a plain loop calls libm's scalar exp per logit (the whole cost of this
+// op, 50k logits per row for a GPT vocabulary).
+float cross_entropy(const float* logits, const int32_t* targets, int64_t rows, int64_t classes) {
+  if (rows == 0) return 0.0f;
+  // Log-probabilities in chunks of rows, at most ~4 MiB of scratch.
+  int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(classes, 1));
+  chunk = std::min(chunk, rows);
+  float* logp = scratch(0, size_t(chunk * classes));
+  double total = 0;
+  for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+    int64_t n = std::min(chunk, rows - r0);
+    log_softmax(logits + r0 * classes, logp, n, classes);
+    for (int64_t r = 0; r < n; ++r) total -= logp[r * classes + targets[r0 + r]];
+  }
+  return float(total / double(rows));
+}
+
+void cross_entropy_backward(const float* logits, const int32_t* targets, float dloss,
+                            float* dlogits, int64_t rows, int64_t classes) {
+  if (rows * classes == 0) return;
+  // dlogits = g * (softmax - onehot): the softmax lands in the output, then
+  // one scaling sweep.
+  softmax(logits, dlogits, rows, classes);
+  float g = dloss / float(rows);
+  for (int64_t i = 0; i < rows * classes; ++i) dlogits[i] *= g;
+  for (int64_t r = 0; r < rows; ++r) dlogits[r * classes + targets[r]] -= g;
 }
 
 void layer_norm(const float* x, const float* gamma, const float* beta, float* y, float* mean,

@@ -1,54 +1,13 @@
-// Fast losses, dropout and optimizer steps: fused single passes in plain
-// C++ (each is one or two sweeps over memory; oneDNN has no fused
-// equivalent in 2.6 and a chain of its primitives would sweep more often).
+// Fast mse, dropout and optimizer steps: fused single passes in plain C++
+// (each is one sweep over memory; oneDNN 2.6 has no fused equivalent and a
+// chain of its primitives would sweep more often). cross_entropy is in
+// fast_nn.cpp, on oneDNN's softmax.
 #include <cmath>
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/philox.h"
 
 namespace nns::backend::cpu::fast {
-
-namespace {
-
-// Row max and sum(exp(x - max)); the sum in double so a 50k-class row keeps
-// full float precision.
-void row_stats(const float* x, int64_t cols, float* max_out, double* sum_out) {
-  float mx = -INFINITY;
-  for (int64_t j = 0; j < cols; ++j) mx = x[j] > mx ? x[j] : mx;
-  double sum = 0;
-  for (int64_t j = 0; j < cols; ++j) sum += std::exp(x[j] - mx);
-  *max_out = mx;
-  *sum_out = sum;
-}
-
-}  // namespace
-
-float cross_entropy(const float* logits, const int32_t* targets, int64_t rows, int64_t classes) {
-  double total = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = logits + r * classes;
-    float mx;
-    double sum;
-    row_stats(xr, classes, &mx, &sum);
-    total += double(mx) + std::log(sum) - xr[targets[r]];
-  }
-  return rows > 0 ? float(total / double(rows)) : 0.0f;
-}
-
-void cross_entropy_backward(const float* logits, const int32_t* targets, float dloss,
-                            float* dlogits, int64_t rows, int64_t classes) {
-  float g = dloss / float(rows);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = logits + r * classes;
-    float* dr = dlogits + r * classes;
-    float mx;
-    double sum;
-    row_stats(xr, classes, &mx, &sum);
-    float scale = float(g / sum);
-    for (int64_t j = 0; j < classes; ++j) dr[j] = scale * std::exp(xr[j] - mx);
-    dr[targets[r]] -= g;
-  }
-}
 
 float mse(const float* pred, const float* target, int64_t n) {
   double total = 0;
@@ -89,17 +48,22 @@ void dropout(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64
   }
   float keep_scale = 1.0f / (1.0f - p);
   int64_t i = 0;
+  auto one = [&](int64_t e) {
+    y[e] = dropout_uniform(seed, offset + uint64_t(e)) >= p ? x[e] * keep_scale : 0.0f;
+  };
   // Head: elements before the first counter boundary (offset + i) % 4 == 0.
-  for (; i < n && ((offset + uint64_t(i)) & 3) != 0; ++i)
-    y[i] = dropout_uniform(seed, offset + uint64_t(i)) >= p ? x[i] * keep_scale : 0.0f;
-  // Body: one Philox call gives the four lanes of a counter.
-  for (; i + 4 <= n; i += 4) {
-    Philox4 r = philox4x32_10((offset + uint64_t(i)) >> 2, seed);
-    for (int l = 0; l < 4; ++l)
-      y[i + l] = uniform_from_bits(r.v[l]) >= p ? x[i + l] * keep_scale : 0.0f;
+  for (; i < n && ((offset + uint64_t(i)) & 3) != 0; ++i) one(i);
+  // Body: eight counters (32 elements) per vectorised Philox call.
+  for (; i + 32 <= n; i += 32) {
+    uint32_t bits[4][8];
+    philox4x32_10_x8((offset + uint64_t(i)) >> 2, seed, bits);
+    for (int j = 0; j < 8; ++j)
+      for (int l = 0; l < 4; ++l) {
+        int64_t e = i + 4 * j + l;
+        y[e] = uniform_from_bits(bits[l][j]) >= p ? x[e] * keep_scale : 0.0f;
+      }
   }
-  for (; i < n; ++i)
-    y[i] = dropout_uniform(seed, offset + uint64_t(i)) >= p ? x[i] * keep_scale : 0.0f;
+  for (; i < n; ++i) one(i);
 }
 
 void dropout_backward(const float* dy, float* dx, int64_t n, float p, uint64_t seed,

@@ -320,6 +320,15 @@ def make_case(name):
     raise SystemExit("unknown case " + name)
 
 
+def loaded_blas():
+    """The BLAS shared object this process loaded (torch's fp32 matmuls go there)."""
+    try:
+        libs = {l.split()[-1] for l in open("/proc/self/maps") if "blas" in l.rsplit("/", 1)[-1].lower()}
+    except OSError:
+        return "unknown"
+    return ",".join(sorted(libs)) or "built-in"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("case", choices=["gpt", "swin"])
@@ -367,8 +376,9 @@ def main():
         return loss.item(), float(gn)
 
     first = last = None
-    for _ in range(args.warmup_steps):
-        first, _ = step()
+    for i in range(args.warmup_steps):
+        loss, _ = step()
+        first = loss if i == 0 else first
     times = []
     for _ in range(args.steps):
         t0 = time.perf_counter()
@@ -378,7 +388,7 @@ def main():
     times.sort()
     print(f"case={args.case} params={nparams} fwd_macs={macs} threads={torch.get_num_threads()} "
           f"steps={args.steps} ms_per_step={ms:.3f} median_ms={1000 * times[len(times) // 2]:.3f} "
-          f"min_ms={1000 * times[0]:.3f} loss_first={first:.6f} loss_last={last:.6f} torch={torch.__version__}")
+          f"min_ms={1000 * times[0]:.3f} loss_first={first:.6f} loss_last={last:.6f} torch={torch.__version__} blas={loaded_blas()}")
 
 
 if __name__ == "__main__":

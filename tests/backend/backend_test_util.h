@@ -134,8 +134,9 @@ inline void expect_close(const std::string& op, const std::string& shape,
 }
 
 inline void expect_close_scalar(const std::string& op, const std::string& shape,
-                                const std::string& output, float got, float want, double tol) {
-  expect_close(op, shape, output, Buf{got}, Buf{want}, tol);
+                                const std::string& output, float got, float want, double tol,
+                                double scale_floor = 0) {
+  expect_close(op, shape, output, Buf{got}, Buf{want}, tol, scale_floor);
 }
 
 // ---- finite differences -------------------------------------------------------

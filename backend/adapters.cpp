@@ -1,0 +1,257 @@
+#include "backend/adapters.h"
+
+#include <map>
+#include <queue>
+#include <set>
+#include <stdexcept>
+
+namespace nns::backend {
+
+namespace {
+
+std::string factor_text(const LayoutFactor& f) {
+  switch (f.kind) {
+    case LayoutFactor::R: return "R(" + std::to_string(f.n) + ")";
+    case LayoutFactor::V: return "V(" + std::to_string(f.n) + ")";
+    case LayoutFactor::D: return "D" + std::to_string(f.dim) + "(" + std::to_string(f.n) + ")";
+  }
+  return "?";
+}
+
+std::string key(const std::vector<LayoutFactor>& fs) {
+  std::string k;
+  for (const LayoutFactor& f : fs) k += factor_text(f) + " ";
+  return k;
+}
+
+std::vector<LayoutFactor> normalized(const std::vector<LayoutFactor>& in) {
+  std::vector<LayoutFactor> out;
+  for (const LayoutFactor& f : in) {
+    if (f.n == 1) continue;
+    if (!out.empty() && out.back().kind == f.kind && out.back().dim == f.dim) out.back().n *= f.n;
+    else out.push_back(f);
+  }
+  return out;
+}
+
+int64_t product(const std::vector<LayoutFactor>& fs) {
+  int64_t p = 1;
+  for (const LayoutFactor& f : fs) p *= f.n;
+  return p;
+}
+
+int64_t split_of_dim(const std::vector<LayoutFactor>& fs, int dim) {
+  int64_t p = 1;
+  for (const LayoutFactor& f : fs)
+    if (f.kind == LayoutFactor::D && f.dim == dim) p *= f.n;
+  return p;
+}
+
+int64_t pieces(const std::vector<LayoutFactor>& fs) {
+  int64_t p = 1;
+  for (const LayoutFactor& f : fs)
+    if (f.kind == LayoutFactor::D) p *= f.n;
+  return p;
+}
+
+// Device groups that differ only in digit `acted` of the mixed-radix sequence.
+std::vector<std::vector<int>> groups_of(const std::vector<LayoutFactor>& fs, size_t acted, const std::vector<int>& devices) {
+  std::map<std::vector<int64_t>, std::vector<int>> by_rest;
+  for (size_t pos = 0; pos < devices.size(); ++pos) {
+    std::vector<int64_t> digits(fs.size());
+    int64_t rem = static_cast<int64_t>(pos);
+    for (size_t i = fs.size(); i-- > 0;) {
+      digits[i] = rem % fs[i].n;
+      rem /= fs[i].n;
+    }
+    digits[acted] = -1;
+    by_rest[digits].push_back(devices[pos]);
+  }
+  std::vector<std::vector<int>> groups;
+  for (auto& [rest, g] : by_rest) groups.push_back(g);
+  return groups;
+}
+
+struct Edge {
+  std::vector<LayoutFactor> next;
+  AdapterStep step;
+};
+
+// Every single-primitive move from `fs`: act on a whole factor or on the
+// inner/outer part of one (a factor R(4) is also R(2)R(2), the same mapping).
+std::vector<Edge> moves(const std::vector<LayoutFactor>& fs, const sema::Shape& shape, double full_bytes, const std::vector<int>& devices) {
+  std::vector<Edge> out;
+  double piece = full_bytes / static_cast<double>(pieces(fs));
+  for (size_t i = 0; i < fs.size(); ++i) {
+    const LayoutFactor f = fs[i];
+    for (int64_t a = 2; a <= f.n; ++a) {
+      if (f.n % a) continue;
+      for (int side = 0; side < (a == f.n ? 1 : 2); ++side) {
+        std::vector<LayoutFactor> ex(fs.begin(), fs.begin() + static_cast<long>(i));
+        size_t acted;
+        if (a == f.n) {
+          ex.push_back(f);
+          acted = i;
+        } else if (side == 0) {  // act on the inner part
+          ex.push_back({f.kind, f.dim, f.n / a});
+          ex.push_back({f.kind, f.dim, a});
+          acted = i + 1;
+        } else {  // act on the outer part
+          ex.push_back({f.kind, f.dim, a});
+          ex.push_back({f.kind, f.dim, f.n / a});
+          acted = i;
+        }
+        ex.insert(ex.end(), fs.begin() + static_cast<long>(i) + 1, fs.end());
+        auto groups = groups_of(ex, acted, devices);
+        double n = static_cast<double>(a);
+        auto emit = [&](LayoutFactor replacement, AdapterStep step) {
+          std::vector<LayoutFactor> next = ex;
+          next[acted] = replacement;
+          step.groups = groups;
+          out.push_back({normalized(next), step});
+        };
+        auto can_split = [&](int dim) { return shape[dim] % (split_of_dim(ex, dim) * a) == 0; };
+        if (f.kind == LayoutFactor::V) {
+          emit({LayoutFactor::R, -1, a}, {AdapterStep::AllReduce, -1, -1, {}, 2 * (n - 1) / n * piece});
+          for (int d = 0; d < static_cast<int>(shape.size()); ++d)
+            if (can_split(d)) emit({LayoutFactor::D, d, a}, {AdapterStep::ReduceScatter, d, -1, {}, (n - 1) / n * piece});
+        } else if (f.kind == LayoutFactor::D) {
+          emit({LayoutFactor::R, -1, a}, {AdapterStep::AllGather, f.dim, -1, {}, (n - 1) / n * piece * n});
+          for (int d = 0; d < static_cast<int>(shape.size()); ++d)
+            if (d != f.dim && can_split(d)) emit({LayoutFactor::D, d, a}, {AdapterStep::AllToAll, f.dim, d, {}, (n - 1) / n * piece});
+        } else {
+          for (int d = 0; d < static_cast<int>(shape.size()); ++d)
+            if (can_split(d)) emit({LayoutFactor::D, d, a}, {AdapterStep::Chunk, d, -1, {}, 0});
+          emit({LayoutFactor::V, -1, a}, {AdapterStep::ValueSplit, -1, -1, {}, 0});
+        }
+      }
+    }
+  }
+  return out;
+}
+
+Adapter search(const std::vector<LayoutFactor>& from, const std::vector<LayoutFactor>& to, const std::vector<int>& devices,
+               const sema::Shape& shape, double full_bytes) {
+  struct Item {
+    double cost;
+    int steps;
+    std::string state;
+    bool operator>(const Item& o) const { return cost != o.cost ? cost > o.cost : steps > o.steps; }
+  };
+  std::map<std::string, std::pair<double, int>> best;
+  std::map<std::string, std::pair<std::string, AdapterStep>> came_from;
+  std::map<std::string, std::vector<LayoutFactor>> states;
+  std::priority_queue<Item, std::vector<Item>, std::greater<Item>> open;
+  std::string start = key(from), goal = key(to);
+  states[start] = from;
+  best[start] = {0, 0};
+  open.push({0, 0, start});
+  size_t expanded = 0;
+  while (!open.empty()) {
+    Item cur = open.top();
+    open.pop();
+    if (cur.cost > best[cur.state].first || (cur.cost == best[cur.state].first && cur.steps > best[cur.state].second)) continue;
+    if (cur.state == goal) break;
+    if (++expanded > 50000) break;
+    for (Edge& e : moves(states[cur.state], shape, full_bytes, devices)) {
+      std::string k = key(e.next);
+      double c = cur.cost + e.step.bytes;
+      int steps = cur.steps + 1;
+      auto it = best.find(k);
+      // Ties in volume go to the shorter chain (fewer collectives to launch).
+      if (it != best.end() && (it->second.first < c || (it->second.first == c && it->second.second <= steps))) continue;
+      best[k] = {c, steps};
+      states[k] = e.next;
+      came_from[k] = {cur.state, e.step};
+      open.push({c, steps, k});
+    }
+  }
+  if (!best.count(goal)) throw std::invalid_argument("no chain of collectives turns " + start + "into " + goal);
+  Adapter a;
+  a.cost = best[goal].first;
+  for (std::string k = goal; k != start; k = came_from[k].first) a.steps.insert(a.steps.begin(), came_from[k].second);
+  return a;
+}
+
+}  // namespace
+
+Layout normalize(Layout l) {
+  l.factors = normalized(l.factors);
+  return l;
+}
+
+std::string Layout::to_string() const {
+  std::string s;
+  for (const LayoutFactor& f : normalized(factors)) s += factor_text(f) + " ";
+  if (s.empty()) s = "R(1) ";
+  s += "over [";
+  for (size_t i = 0; i < devices.size(); ++i) s += (i ? "," : "") + std::to_string(devices[i]);
+  return s + "]";
+}
+
+const char* prim_name(AdapterStep::Prim p) {
+  switch (p) {
+    case AdapterStep::AllReduce: return "allreduce";
+    case AdapterStep::AllGather: return "allgather";
+    case AdapterStep::ReduceScatter: return "reduce-scatter";
+    case AdapterStep::AllToAll: return "all-to-all";
+    case AdapterStep::Chunk: return "chunk";
+    case AdapterStep::ValueSplit: return "value-split";
+    case AdapterStep::SendRecv: return "send/recv";
+  }
+  return "?";
+}
+
+std::string AdapterStep::to_string() const {
+  std::string s = prim_name(prim);
+  if (prim == AllToAll) s += " dim " + std::to_string(dim) + "->" + std::to_string(to_dim);
+  else if (dim >= 0) s += " dim " + std::to_string(dim);
+  s += " groups ";
+  for (size_t g = 0; g < groups.size(); ++g) {
+    s += g ? " " : "";
+    s += "{";
+    for (size_t i = 0; i < groups[g].size(); ++i) s += (i ? "," : "") + std::to_string(groups[g][i]);
+    s += "}";
+  }
+  s += " bytes " + std::to_string(static_cast<int64_t>(bytes));
+  return s;
+}
+
+std::string Adapter::to_string() const {
+  std::string s;
+  for (const AdapterStep& st : steps) s += st.to_string() + "\n";
+  return s;
+}
+
+Adapter derive_adapter(const Layout& from_in, const Layout& to_in, const sema::Shape& shape, int64_t elem_bytes) {
+  Layout from = normalize(from_in), to = normalize(to_in);
+  auto check = [&](const Layout& l, const char* which) {
+    if (product(l.factors) != static_cast<int64_t>(l.devices.size()))
+      throw std::invalid_argument(std::string(which) + " layout " + l.to_string() + ": factors do not multiply to the group size");
+    for (const LayoutFactor& f : l.factors)
+      if (f.kind == LayoutFactor::D && (f.dim < 0 || f.dim >= static_cast<int>(shape.size()) || shape[f.dim] % split_of_dim(l.factors, f.dim) != 0))
+        throw std::invalid_argument(std::string(which) + " layout " + l.to_string() + ": a split does not divide the tensor");
+  };
+  check(from, "source");
+  check(to, "target");
+  double full = static_cast<double>(sema::numel(shape) * elem_bytes);
+  if (from.devices == to.devices) return search(from.factors, to.factors, from.devices, shape, full);
+  if (from.devices.size() != to.devices.size())
+    throw std::invalid_argument("moving between device groups of different sizes (" + from.to_string() + " to " + to.to_string() +
+                                ") is not supported yet");
+  // Another group of the same size: re-lay the tensor out within the source
+  // group, then each device sends its piece to the device at the same position.
+  Adapter a = search(from.factors, to.factors, from.devices, shape, full);
+  AdapterStep send;
+  send.prim = AdapterStep::SendRecv;
+  for (size_t p = 0; p < from.devices.size(); ++p)
+    if (from.devices[p] != to.devices[p]) send.groups.push_back({from.devices[p], to.devices[p]});
+  send.bytes = full / static_cast<double>(pieces(to.factors));
+  if (!send.groups.empty()) {
+    a.steps.push_back(send);
+    a.cost += send.bytes;
+  }
+  return a;
+}
+
+}  // namespace nns::backend

@@ -1,0 +1,47 @@
+// The multi-process launcher for CPU ranks on one host (what `nns run
+// --ranks N` uses; several hosts are joined by setting the NNS_* variables
+// of communicator.h by hand, like torchrun's static rendezvous).
+//
+// launch_local_ranks forks one child process per rank. Each child gets
+//   NNS_RANK, NNS_WORLD_SIZE, NNS_MASTER_ADDR=127.0.0.1,
+//   NNS_MASTER_PORT=<a free port picked by the launcher>,
+//   NNS_THREADS=max(1, cores / world_size)   (unless NNS_THREADS is set:
+//                                             then it is passed through)
+// so rank_main can build a Communicator with CommConfig::from_env() and set
+// its kernel thread count with rank_threads(). rank_main's return value is
+// the child's exit status; an exception escaping it is printed and gives
+// exit status 70.
+//
+// Output: rank 0's stdout is the launcher's stdout; the other ranks' stdout
+// goes to /dev/null unless NNS_VERBOSE_RANKS=1 (then it is shared, unprefixed).
+// Every rank's stderr passes through line by line, prefixed "[rank R] ".
+//
+// Failure: when a rank exits non-zero or is killed by a signal, the
+// launcher prints "nns: rank R failed (exit code C)" (or "(signal S)")
+// "; stopping the other ranks" to stderr, sends SIGTERM to the ranks still
+// running, SIGKILL to those still alive 3 s later, reaps them all and
+// returns 70. It returns 0 when every rank exits 0. No orphans: each child
+// asks the kernel (PR_SET_PDEATHSIG) for SIGKILL if the launcher dies.
+//
+// Call it before the process starts threads or OpenMP kernels: fork()
+// copies only the calling thread, and libgomp cannot be used in a child
+// forked after its thread pool started.
+#pragma once
+
+#include <functional>
+
+namespace nns::backend {
+
+// The launcher's status when a rank fails (DESIGN.md §4: 70 = runtime failure).
+constexpr int kRankFailedExit = 70;
+
+int launch_local_ranks(int world_size, const std::function<int(int rank)>& rank_main);
+
+// NNS_THREADS if set and positive, else max(1, cores / world_size) where
+// world_size is NNS_WORLD_SIZE (1 if unset).
+int rank_threads();
+
+// A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0).
+int find_free_port();
+
+}  // namespace nns::backend

@@ -1,0 +1,219 @@
+// Every collective on 2, 3 and 4 forked ranks against reference results
+// computed locally from the same deterministic inputs: the world group,
+// sub-groups (overlapping, disjoint, used from two threads at once),
+// send/recv, the file-store rendezvous and the one-rank communicator.
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+#include "comm_test_util.h"
+
+using namespace nns::backend;
+using namespace nns::comm_test;
+
+namespace {
+
+// Runs every collective over `g` (this rank must be a member) for each
+// size and checks the result against the local reference.
+void check_collectives(Communicator& c, const Group& g, const std::vector<size_t>& sizes, int salt) {
+  const size_t n = g.size();
+  int m = 0;
+  while (g[m] != c.rank()) ++m;
+  const std::string where = " on group " + group_name(g) + " rank " + std::to_string(c.rank());
+
+  for (size_t count : sizes) {
+    auto buf = filled(c.rank(), count, salt);
+    c.allreduce(buf.data(), count, g);
+    std::vector<float> want(count, 0.0f);
+    for (int r : g)
+      for (size_t i = 0; i < count; ++i) want[i] += value(r, i, salt);
+    expect_equal(buf, want, "allreduce " + std::to_string(count) + where);
+  }
+
+  for (size_t chunk : sizes) {
+    auto in = filled(c.rank(), chunk, salt + 1);
+    std::vector<float> out(n * chunk, -1.0f), want;
+    c.allgather(in.data(), out.data(), chunk, g);
+    for (int r : g) {
+      auto part = filled(r, chunk, salt + 1);
+      want.insert(want.end(), part.begin(), part.end());
+    }
+    expect_equal(out, want, "allgather " + std::to_string(chunk) + where);
+  }
+
+  for (size_t chunk : sizes) {
+    auto in = filled(c.rank(), n * chunk, salt + 2);
+    const auto in_copy = in;
+    std::vector<float> out(chunk, -1.0f), want(chunk, 0.0f);
+    c.reduce_scatter(in.data(), out.data(), chunk, g);
+    for (int r : g)
+      for (size_t j = 0; j < chunk; ++j) want[j] += value(r, m * chunk + j, salt + 2);
+    expect_equal(out, want, "reduce_scatter " + std::to_string(chunk) + where);
+    expect_equal(in, in_copy, "reduce_scatter leaves its input" + where);
+  }
+
+  for (size_t chunk : sizes) {
+    auto in = filled(c.rank(), n * chunk, salt + 3);
+    std::vector<float> out(n * chunk, -1.0f), want(n * chunk);
+    c.all_to_all(in.data(), out.data(), chunk, g);
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0; j < chunk; ++j) want[i * chunk + j] = value(g[i], m * chunk + j, salt + 3);
+    expect_equal(out, want, "all_to_all " + std::to_string(chunk) + where);
+  }
+
+  for (int root : g) {
+    const size_t count = sizes.back();
+    auto buf = c.rank() == root ? filled(root, count, salt + 4) : std::vector<float>(count, -1.0f);
+    c.broadcast(buf.data(), count, root, g);
+    expect_equal(buf, filled(root, count, salt + 4), "broadcast from " + std::to_string(root) + where);
+  }
+  c.barrier(g);
+}
+
+// Each rank sends to the next and receives from the previous one. Sends
+// block until matched, so even ranks send first and odd ranks receive
+// first (which also works around an odd ring).
+void check_ring_send_recv(Communicator& c, size_t count, uint32_t tag) {
+  const int w = c.size(), r = c.rank();
+  const int next = (r + 1) % w, prev = (r + w - 1) % w;
+  auto mine = filled(r, count, 9 + static_cast<int>(tag));
+  std::vector<float> got(count, -1.0f);
+  if (r % 2 == 0) {
+    c.send(mine.data(), count, next, tag);
+    c.recv(got.data(), count, prev, tag);
+  } else {
+    c.recv(got.data(), count, prev, tag);
+    c.send(mine.data(), count, next, tag);
+  }
+  expect_equal(got, filled(prev, count, 9 + static_cast<int>(tag)),
+               "recv from " + std::to_string(prev) + " tag " + std::to_string(tag));
+}
+
+}  // namespace
+
+TEST_CASE("collectives on the world group match local sums", "[comm]") {
+  for (int world : {2, 3, 4}) {
+    INFO("world size " << world);
+    int rc = launch_local_ranks(world, [](int) {
+      auto c = env_comm();
+      // 300001 floats span several of the ring's 1 MiB segments.
+      check_collectives(*c, c->world(), {1, 7, 1000, 300001}, 0);
+      // Same sizes again: the cached reduce-scatter algorithms are reused.
+      check_collectives(*c, {}, {7, 1000}, 5);
+      check_ring_send_recv(*c, 1, 0);
+      check_ring_send_recv(*c, 250000, 7);
+      return 0;
+    });
+    REQUIRE(rc == 0);
+  }
+}
+
+TEST_CASE("collectives over sub-groups", "[comm]") {
+  SECTION("overlapping pairs of 3 ranks, then the world") {
+    int rc = launch_local_ranks(3, [](int) {
+      auto c = env_comm();
+      // One global order of groups; each rank takes those it belongs to.
+      for (Group g : {Group{0, 2}, Group{0, 1}, Group{1, 2}, Group{0, 1, 2}, Group{1}}) {
+        if (std::find(g.begin(), g.end(), c->rank()) == g.end()) continue;
+        check_collectives(*c, g, {1, 33, 5000}, g[0] * 10 + static_cast<int>(g.size()));
+      }
+      return 0;
+    });
+    REQUIRE(rc == 0);
+  }
+  SECTION("4 ranks: disjoint groups run concurrently") {
+    int rc = launch_local_ranks(4, [](int) {
+      auto c = env_comm();
+      const std::vector<Group> order = {{0, 1}, {2, 3}, {0, 2}, {1, 3}, {1, 2, 3}, {0, 1, 2, 3}};
+      for (const Group& g : order) {
+        if (std::find(g.begin(), g.end(), c->rank()) == g.end()) continue;
+        check_collectives(*c, g, {3, 4099, 100000}, static_cast<int>(g.size()));
+      }
+      return 0;
+    });
+    REQUIRE(rc == 0);
+  }
+  SECTION("rank 0 drives two groups from two threads at once") {
+    int rc = launch_local_ranks(3, [](int) {
+      auto c = env_comm();
+      const Group a{0, 1}, b{0, 2};
+      // Creation is collective and ordered; the concurrent use is not.
+      if (c->rank() != 2) c->create_group(a);
+      if (c->rank() != 1) c->create_group(b);
+      auto loop = [&](const Group& g) {
+        for (int it = 0; it < 10; ++it) check_collectives(*c, g, {17, 20000}, it);
+      };
+      if (c->rank() == 0) {
+        std::thread t([&] { loop(b); });
+        loop(a);
+        t.join();
+      } else {
+        loop(c->rank() == 1 ? a : b);
+      }
+      return 0;
+    });
+    REQUIRE(rc == 0);
+  }
+}
+
+TEST_CASE("reduce_scatter larger than one Gloo piece", "[comm]") {
+  int rc = launch_local_ranks(2, [](int) {
+    auto c = env_comm();
+    // 2 x 9M floats exceeds the 16M-element piece, so it runs in two
+    // pieces (8M + 1M per member), gathered from strided input.
+    const size_t chunk = 9000001;
+    auto in = filled(c->rank(), 2 * chunk, 3);
+    std::vector<float> out(chunk);
+    c->reduce_scatter(in.data(), out.data(), chunk, c->world());
+    for (size_t j = 0; j < chunk; j += 997) {
+      float want = value(0, c->rank() * chunk + j, 3) + value(1, c->rank() * chunk + j, 3);
+      RANK_CHECK(out[j] == want, "element " << j << " is " << out[j] << ", expected " << want);
+    }
+    RANK_CHECK(out[chunk - 1] == value(0, c->rank() * chunk + chunk - 1, 3) + value(1, c->rank() * chunk + chunk - 1, 3),
+               "last element");
+    return 0;
+  });
+  REQUIRE(rc == 0);
+}
+
+TEST_CASE("rendezvous through a file store directory", "[comm]") {
+  const std::string dir = make_temp_dir();
+  int rc = launch_local_ranks(2, [&](int) {
+    ::setenv("NNS_STORE_DIR", dir.c_str(), 1);
+    auto c = env_comm();
+    check_collectives(*c, c->world(), {5, 1000}, 2);
+    return 0;
+  });
+  REQUIRE(rc == 0);
+  REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
+}
+
+TEST_CASE("a one-rank communicator runs every collective locally", "[comm]") {
+  CommConfig cfg;  // rank 0 of 1: no store, no sockets
+  Communicator c(cfg);
+  check_collectives(c, c.world(), {1, 100}, 0);
+  REQUIRE_THROWS_AS(c.allreduce(nullptr, 0, {0, 1}), std::invalid_argument);
+  REQUIRE_THROWS_AS(c.send(nullptr, 1, 0), std::invalid_argument);
+}
+
+TEST_CASE("bad groups are refused with a message", "[comm]") {
+  int rc = launch_local_ranks(3, [](int) {
+    auto c = env_comm();
+    float x = 1;
+    auto expect_invalid = [&](const Group& g, const std::string& text) {
+      try {
+        c->allreduce(&x, 1, g);
+      } catch (const std::invalid_argument& e) {
+        RANK_CHECK(std::string(e.what()).find(text) != std::string::npos, e.what());
+        return;
+      }
+      RANK_CHECK(false, "group " << group_name(g) << " was accepted");
+    };
+    expect_invalid({2, 0}, "ascending");
+    expect_invalid({0, 0}, "ascending");
+    expect_invalid({0, 3}, "ascending");
+    if (c->rank() != 1) expect_invalid(c->rank() == 0 ? Group{1, 2} : Group{0, 1}, "not a member");
+    return 0;
+  });
+  REQUIRE(rc == 0);
+}
