@@ -16,6 +16,7 @@
 #include "semantics/dimop.h"
 #include "semantics/interpreter.h"
 #include "backend/backend.h"
+#include "backend/comm_plan.h"
 #include "backend/safetensors.h"
 #include "backend/trainer.h"
 #include "backend/cpu/kernels.h"
@@ -35,14 +36,15 @@ const char* kHelp = R"(nns — a parallelization engine with its own language
 usage: nns <command> [options]
 
 commands:
-  check FILE [--config NAME] [--plan P --gpus N] [--emit=tokens|ast|graph|plan]
+  check FILE [--config NAME] [--plan P --gpus N] [--emit=tokens|ast|graph|plan|comm]
       parse and elaborate FILE with a config preset (default: the first one in
       the file) and print a summary: ops, parameters and their bytes,
       activation bytes, forward multiply-adds per step. --emit prints a stage
       instead: the token stream, the syntax tree or the operator graph.
       --plan evaluates plan P for N devices (trans/assign/replicate/order)
       and refuses an illegal one with the directive's location; --emit=plan
-      prints every op's partition tree, operand slices and devices.
+      prints every op's partition tree, operand slices and devices;
+      --emit=comm every derived collective (primitive, groups, bytes).
   dimop 'ANNOTATION' [--shapes '[4,8],[8,16]']
       normalise a dimop annotation (nnScaler's language) and print its
       transform space: every legal partition and what it does to each
@@ -129,9 +131,9 @@ bool parse_int(const std::string& text, long long& out) {
 
 int cmd_check(const Args& a) {
   if (a.positional.size() != 1) return usage_error("check needs exactly one FILE");
-  if (!a.emit.empty() && a.emit != "tokens" && a.emit != "ast" && a.emit != "graph" && a.emit != "plan")
-    return usage_error("--emit must be tokens, ast, graph or plan (got '" + a.emit + "')");
-  if (a.emit == "plan" && a.plan.empty()) return usage_error("--emit=plan needs --plan NAME");
+  if (!a.emit.empty() && a.emit != "tokens" && a.emit != "ast" && a.emit != "graph" && a.emit != "plan" && a.emit != "comm")
+    return usage_error("--emit must be tokens, ast, graph, plan or comm (got '" + a.emit + "')");
+  if ((a.emit == "plan" || a.emit == "comm") && a.plan.empty()) return usage_error("--emit=" + a.emit + " needs --plan NAME");
   long long check_gpus = 1;
   if (!parse_int(a.gpus, check_gpus) || check_gpus < 1) return usage_error("--gpus must be a positive integer");
   const std::string& path = a.positional[0];
@@ -181,6 +183,10 @@ int cmd_check(const Args& a) {
     }
     if (a.emit == "plan") {
       std::cout << plan.dump(g);
+      return kExitOk;
+    }
+    if (a.emit == "comm") {
+      std::cout << nns::backend::derive_communication(g, plan).dump(g);
       return kExitOk;
     }
     double pms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - p0).count();
