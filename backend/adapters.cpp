@@ -1,5 +1,6 @@
 #include "backend/adapters.h"
 
+#include <algorithm>
 #include <map>
 #include <queue>
 #include <set>
@@ -236,6 +237,25 @@ Adapter derive_adapter(const Layout& from_in, const Layout& to_in, const sema::S
   check(to, "target");
   double full = static_cast<double>(sema::numel(shape) * elem_bytes);
   if (from.devices == to.devices) return search(from.factors, to.factors, from.devices, shape, full);
+  if (from.devices.size() == 1 || to.devices.size() == 1) {
+    // One device to a group (broadcast / scatter as point-to-point sends from
+    // the holder), or a group to one device (gather the whole tensor inside
+    // the group first, then send it).
+    Adapter a;
+    int src = from.devices[0];
+    if (from.devices.size() > 1) a = search(from.factors, {{LayoutFactor::R, -1, static_cast<int64_t>(from.devices.size())}}, from.devices, shape, full);
+    AdapterStep send;
+    send.prim = AdapterStep::SendRecv;
+    for (int d : to.devices)
+      if (std::find(from.devices.begin(), from.devices.end(), d) == from.devices.end()) send.groups.push_back({src, d});
+    send.bytes = full / static_cast<double>(pieces(to.factors)) * static_cast<double>(send.groups.size());
+    if (!send.groups.empty()) {
+      a.steps.push_back(send);
+      a.cost += send.bytes;
+    }
+    // Devices of both groups already hold the whole tensor: they chunk locally.
+    return a;
+  }
   if (from.devices.size() != to.devices.size())
     throw std::invalid_argument("moving between device groups of different sizes (" + from.to_string() + " to " + to.to_string() +
                                 ") is not supported yet");
