@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/comm/communicator.h"
 #include "backend/safetensors.h"
 
 namespace nns::backend {
@@ -75,6 +76,10 @@ const char* st_dtype(sema::DType t) {
 Trainer::Trainer(const sema::Graph& g, const sema::TrainingGraphInfo& info, const sema::TrainSpec& spec, Backend& backend,
                  TrainOptions opts)
     : g_(g), info_(info), spec_(spec), be_(backend), opts_(std::move(opts)) {
+  if (opts_.comm) {
+    rank_ = opts_.comm->rank();
+    world_ = opts_.comm->size();
+  }
   program_ = lower_single_device(g_, info_);
   buffers_.assign(g_.tensors().size(), nullptr);
   for (int p : g_.params()) {
@@ -101,7 +106,7 @@ Trainer::Trainer(const sema::Graph& g, const sema::TrainingGraphInfo& info, cons
   if (!inputs.empty()) {
     const sema::TensorInfo& first = g_.tensor(inputs[0]);
     counts_tokens_ = first.dtype == sema::DType::I32 && first.shape.size() >= 2;
-    samples_per_step_ = (counts_tokens_ ? sema::numel(first.shape) : first.shape[0]) * spec_.micro_batches;
+    samples_per_step_ = (counts_tokens_ ? sema::numel(first.shape) : first.shape[0]) * spec_.micro_batches * world_;
   }
   std::string data_path = !opts_.data_path.empty() ? opts_.data_path : (spec_.data.kind == "safetensors" ? spec_.data.path : "");
   if (!data_path.empty()) {
@@ -169,7 +174,7 @@ void Trainer::load_inputs(int64_t k) {
       continue;
     }
     std::vector<uint8_t> host(bytes);
-    uint64_t key = mix(static_cast<uint64_t>(spec_.data.seed)) ^ name_key(t.name) ^ mix(static_cast<uint64_t>(k % spec_.micro_batches) + 77);
+    uint64_t key = mix(static_cast<uint64_t>(spec_.data.seed)) ^ name_key(t.name) ^ mix(static_cast<uint64_t>(k % (spec_.micro_batches * world_)) + 77);
     fill_init(t.init, key, t.dtype, host.data(), sema::numel(t.shape));
     be_.copy_from_host(buffers_[inputs[i]], host.data(), bytes);
   }
@@ -239,7 +244,9 @@ StepStats Trainer::step() {
   double loss_sum = 0;
   for (auto& [p, v] : accum_) be_.scale(v, 0.f);  // a new step accumulates from zero
   for (int64_t mb = 0; mb < m; ++mb) {
-    loss_sum += run_micro_batch((step_ - 1) * m + mb, true);
+    // Micro-batch indices interleave over ranks: together the ranks cover
+    // exactly the micro-batches one device would run with world x m of them.
+    loss_sum += run_micro_batch(((step_ - 1) * m + mb) * world_ + rank_, true);
     if (m > 1) {
       for (const auto& [p, grad] : info_.param_grads) {
         be_.axpy(accum_.at(p), view(grad), 1.0f / static_cast<float>(m));
@@ -252,6 +259,16 @@ StepStats Trainer::step() {
   // The gradient each parameter is updated with: accumulated over micro-batches or the step's own.
   std::vector<TensorView> grads;
   for (const auto& [p, grad] : info_.param_grads) grads.push_back(m > 1 ? accum_.at(p) : view(grad));
+  if (world_ > 1) {
+    // Average gradients and the reported loss over the replicas.
+    for (TensorView& gv : grads) {
+      opts_.comm->allreduce(gv.f32(), static_cast<size_t>(gv.numel()));
+      be_.scale(gv, 1.0f / static_cast<float>(world_));
+    }
+    float loss = static_cast<float>(st.loss);
+    opts_.comm->allreduce(&loss, 1);
+    st.loss = loss / static_cast<float>(world_);
+  }
   st.grad_norm = std::sqrt(be_.sum_of_squares(grads));
   if (spec_.clip > 0 && st.grad_norm > spec_.clip) {
     float factor = static_cast<float>(spec_.clip / (st.grad_norm + 1e-6));

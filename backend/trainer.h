@@ -16,7 +16,13 @@
 
 namespace nns::backend {
 
+class Communicator;
+
 struct TrainOptions {
+  // Data-parallel replicas: with a communicator of N ranks, each rank trains
+  // on its own micro-batches and gradients are averaged over the ranks
+  // before the update — the same step as one device with N x micro_batches.
+  Communicator* comm = nullptr;
   uint64_t seed = 0;           // weight init (data has its own seed in the train block)
   std::string init_path;       // weights from safetensors (names = qualified param names)
   std::string data_path;       // overrides the train block's data source
@@ -79,6 +85,7 @@ class Trainer {
   std::map<int, TensorView> accum_;               // accumulated gradients per param (micro-batches)
   std::vector<std::vector<uint8_t>> data_;        // safetensors data per input, if any
   int64_t step_ = 0;
+  int rank_ = 0, world_ = 1;
   int64_t samples_per_step_ = 0;
   bool counts_tokens_ = false;
 };

@@ -6,6 +6,9 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <set>
+#include <algorithm>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -16,6 +19,8 @@
 #include "semantics/dimop.h"
 #include "semantics/interpreter.h"
 #include "backend/backend.h"
+#include "backend/comm/communicator.h"
+#include "backend/comm/launcher.h"
 #include "backend/comm_plan.h"
 #include "backend/safetensors.h"
 #include "backend/trainer.h"
@@ -49,14 +54,19 @@ commands:
       normalise a dimop annotation (nnScaler's language) and print its
       transform space: every legal partition and what it does to each
       operand. With --shapes the annotation is bound to input shapes first.
-  run FILE [--gpus N] [--config C] [--steps N] [--seed S] [--threads T]
-         [--init W.safetensors] [--data D.safetensors] [--save CKPT]
-         [--resume CKPT] [--dump-grads G.safetensors] [--reference]
-         [--emit=graph|program]
+  run FILE [--gpus N] [--verify] [--config C] [--steps N] [--seed S]
+         [--threads T] [--init W.safetensors] [--data D.safetensors]
+         [--save CKPT] [--resume CKPT] [--dump-grads G.safetensors]
+         [--reference] [--emit=graph|program]
       train the model of FILE's train block: one progress line per step
       (step, loss, step time, throughput, peak memory) and a summary.
       --gpus 1 trains on one device (CPU: oneDNN kernels, T threads, default
-      all cores); --reference uses the plain reference kernels; --save writes
+      all cores); --gpus N > 1 launches N CPU rank processes (Gloo over TCP,
+      cores shared: threads per rank = cores / N) that train as data-parallel
+      replicas, and --verify compares every step's loss, gradients and
+      weights with one device running N x micro_batches (exit 70 beyond a
+      relative error of 1e-5); executing --plan partitions is not
+      implemented yet; --reference uses the plain reference kernels; --save writes
       a checkpoint (weights, optimizer state, step) after the last step,
       --resume continues one bit-identically; --dump-grads writes step 1's
       gradients; --emit prints the training graph or the lowered program.
@@ -81,7 +91,7 @@ struct Args {
   std::string config, emit, shapes;
   std::string plan;
   std::string gpus = "1", steps, seed = "0", threads, init, data, save, resume, dump_grads;
-  bool reference = false;
+  bool reference = false, verify = false;
 };
 
 bool parse_args(int argc, char** argv, Args& a, std::string& err) {
@@ -106,6 +116,7 @@ bool parse_args(int argc, char** argv, Args& a, std::string& err) {
     if (s.size() > 1 && s[0] == '-' && s != "-") {
       if (s == "--help" || s == "-h") { a.command = "help"; continue; }
       if (s == "--reference") { a.reference = true; continue; }
+      if (s == "--verify") { a.verify = true; continue; }
       err = "unknown option '" + s + "'";
       return false;
     }
@@ -251,6 +262,57 @@ bool parse_shapes(const std::string& text, std::vector<nns::sema::InputShape>& o
 }
 
 
+// Largest normwise relative error between two sets of named tensors:
+// ||a - b||_2 / ||b||_2 per tensor (elementwise ratios explode near zero,
+// and AdamW amplifies rounding noise in a few tiny-gradient elements into
+// isolated weight differences that a max-norm would report as the whole
+// tensor's error). The denominator is floored at `floor`; tensors in `skip`
+// are not compared.
+double compare_tensors(const std::map<std::string, std::vector<float>>& got, const std::map<std::string, std::vector<float>>& want,
+                       std::string& worst, double floor = 1e-30, const std::set<std::string>& skip = {}) {
+  double max_err = 0;
+  for (const auto& [name, ref] : want) {
+    if (skip.count(name)) continue;
+    auto it = got.find(name);
+    if (it == got.end() || it->second.size() != ref.size()) {
+      worst = name + " (missing)";
+      return 1e30;
+    }
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      double d = static_cast<double>(it->second[i]) - ref[i];
+      diff += d * d;
+      norm += static_cast<double>(ref[i]) * ref[i];
+    }
+    double err = std::sqrt(diff) / std::max(std::sqrt(norm), floor);
+    if (err > max_err) {
+      max_err = err;
+      worst = name;
+    }
+  }
+  return max_err;
+}
+
+// Parameters the loss does not depend on (an attention key bias: softmax is
+// invariant to it) have gradients at rounding level; AdamW turns that noise
+// into lr-sized steps, so their values legitimately differ between any two
+// summation orders. They are reported, not compared.
+std::set<std::string> loss_invariant(const std::map<std::string, std::vector<float>>& grads, double& global_max) {
+  global_max = 0;
+  std::map<std::string, double> local;
+  for (const auto& [name, g] : grads) {
+    double m = 0;
+    for (float v : g) m += static_cast<double>(v) * v;
+    m = std::sqrt(m);
+    local[name] = m;
+    global_max = std::max(global_max, m);
+  }
+  std::set<std::string> out;
+  for (const auto& [name, m] : local)
+    if (m <= 1e-6 * global_max) out.insert(name);
+  return out;
+}
+
 int cmd_run(const Args& a) {
   if (a.positional.size() != 1) return usage_error("run needs exactly one FILE");
   long long gpus = 1, steps = -1, seed = 0, threads = 0;
@@ -259,8 +321,9 @@ int cmd_run(const Args& a) {
   if (!parse_int(a.seed, seed) || seed < 0) return usage_error("--seed must be a non-negative integer");
   if (!a.threads.empty() && (!parse_int(a.threads, threads) || threads < 1)) return usage_error("--threads must be a positive integer");
   if (!a.emit.empty() && a.emit != "graph" && a.emit != "program") return usage_error("run --emit must be graph or program");
-  if (gpus > 1)
-    return usage_error("--gpus " + std::to_string(gpus) + ": multi-device plans are not implemented yet (this build trains on one device)");
+  if (!a.plan.empty())
+    return usage_error("--plan " + a.plan + ": executing partitioned plans on several ranks is not implemented yet; 'nns check FILE --plan " +
+                       a.plan + " --gpus N --emit=comm' shows the communication it derives. Without --plan, --gpus N runs N data-parallel replicas.");
 
   nns::front::SourceManager sources;
   nns::front::DiagnosticEngine diags(sources);
@@ -285,27 +348,49 @@ int cmd_run(const Args& a) {
     std::cout << g.dump();
     return kExitOk;
   }
-  try {
+
+  // One rank's training loop; with gpus > 1 it runs in each forked rank.
+  auto train = [&](nns::backend::Communicator* comm) -> int {
+    int rank = comm ? comm->rank() : 0;
+    int world = comm ? comm->size() : 1;
     auto backend = nns::backend::make_cpu_backend(a.reference);
-    if (threads > 0) backend->set_threads(static_cast<int>(threads));
+    int rank_threads = threads > 0 ? static_cast<int>(threads) : (comm ? nns::backend::rank_threads() : 0);
+    if (rank_threads > 0) backend->set_threads(rank_threads);
     nns::backend::TrainOptions opts;
+    opts.comm = comm;
     opts.seed = static_cast<uint64_t>(seed);
     opts.init_path = a.init;
     opts.data_path = a.data;
     opts.resume_path = a.resume;
     nns::backend::Trainer trainer(g, info, spec, *backend, opts);
     if (a.emit == "program") {
-      std::cout << trainer.program().dump(g);
+      if (rank == 0) std::cout << trainer.program().dump(g);
       return kExitOk;
     }
-    std::printf("nns: training %s (config %s) on 1 CPU device, %s kernels, %d thread(s); %lld steps, %s %g\n",
-                a.positional[0].c_str(), interp.config_name().empty() ? "-" : interp.config_name().c_str(),
-                a.reference ? "reference" : "oneDNN", threads > 0 ? static_cast<int>(threads) : nns_default_threads(),
-                static_cast<long long>(spec.steps), spec.optimizer.kind.c_str(), spec.optimizer.lr);
-    double total = 0, first_loss = 0, last_loss = 0;
+    // --verify: the same step on one device with world x micro_batches
+    // micro-batches (what the replicas compute together), compared each step.
+    std::unique_ptr<nns::backend::Backend> ref_backend;
+    std::unique_ptr<nns::backend::Trainer> reference;
+    nns::sema::TrainSpec ref_spec = spec;
+    if (a.verify && rank == 0) {
+      ref_spec.micro_batches = spec.micro_batches * world;
+      ref_backend = nns::backend::make_cpu_backend(a.reference);
+      if (rank_threads > 0) ref_backend->set_threads(rank_threads);
+      nns::backend::TrainOptions ref_opts = opts;
+      ref_opts.comm = nullptr;
+      reference = std::make_unique<nns::backend::Trainer>(g, info, ref_spec, *ref_backend, ref_opts);
+    }
+    if (rank == 0)
+      std::printf("nns: training %s (config %s) on %d CPU rank(s)%s, %s kernels, %d thread(s) per rank; %lld steps, %s %g\n",
+                  a.positional[0].c_str(), interp.config_name().empty() ? "-" : interp.config_name().c_str(), world,
+                  world > 1 ? " as data-parallel replicas (no CUDA device in use)" : "", a.reference ? "reference" : "oneDNN",
+                  rank_threads > 0 ? rank_threads : nns_default_threads(), static_cast<long long>(spec.steps), spec.optimizer.kind.c_str(),
+                  spec.optimizer.lr);
+    double total = 0, first_loss = 0, last_loss = 0, worst_verify = 0;
+    std::set<std::string> invariant_params;  // grows only: see loss_invariant
     int64_t start = trainer.steps_done();
     if (start >= spec.steps) {
-      std::printf("nns: the checkpoint is at step %lld; nothing left to run (raise --steps)\n", static_cast<long long>(start));
+      if (rank == 0) std::printf("nns: the checkpoint is at step %lld; nothing left to run (raise --steps)\n", static_cast<long long>(start));
       return kExitOk;
     }
     for (int64_t s = start; s < spec.steps; ++s) {
@@ -317,29 +402,76 @@ int cmd_run(const Args& a) {
       if (s == start) first_loss = st.loss;
       last_loss = st.loss;
       if (s > start) total += st.seconds;  // the first step includes one-off setup (primitive creation)
-      if (st.step == 1 && !a.dump_grads.empty()) trainer.save_gradients(a.dump_grads);
+      if (st.step == 1 && !a.dump_grads.empty() && rank == 0) trainer.save_gradients(a.dump_grads);
+      if (rank != 0) continue;
       double rate = static_cast<double>(trainer.samples_per_step()) / st.seconds;
       std::printf("step %4lld/%lld  loss %.6f  lr %.3g  |g| %.3f  %8.2f ms  %10.0f %s/s  peak %s\n", static_cast<long long>(st.step),
                   static_cast<long long>(spec.steps), st.loss, st.lr, st.grad_norm, st.seconds * 1e3, rate,
                   trainer.counts_tokens() ? "tokens" : "samples", nns::sema::format_bytes(backend->peak_bytes()).c_str());
+      if (reference) {
+        nns::backend::StepStats rs = reference->step();
+        std::string wg, ww;
+        auto ref_grads = reference->last_gradients();
+        double gmax = 0;
+        invariant_params = std::max(invariant_params, loss_invariant(ref_grads, gmax));
+        double loss_err = std::fabs(st.loss - rs.loss) / std::max(1e-30, std::fabs(rs.loss));
+        // Gradient errors are relative to the tensor's norm, floored at a millionth of the largest gradient norm.
+        double grad_err = compare_tensors(trainer.last_gradients(), ref_grads, wg, 1e-6 * gmax, invariant_params);
+        double weight_err = compare_tensors(trainer.parameters(), reference->parameters(), ww, 1e-30, invariant_params);
+        worst_verify = std::max({worst_verify, loss_err, grad_err, weight_err});
+        std::printf("  verify vs 1 device x %lld micro-batches: loss %.2e, gradients %.2e%s, weights %.2e%s\n",
+                    static_cast<long long>(ref_spec.micro_batches), loss_err, grad_err, wg.empty() ? "" : (" (" + wg + ")").c_str(),
+                    weight_err, ww.empty() ? "" : (" (" + ww + ")").c_str());
+      }
       std::fflush(stdout);
     }
+    if (rank != 0) return kExitOk;
     int64_t timed = spec.steps - start - 1;
     std::printf("done: %lld steps, loss %.6f -> %.6f", static_cast<long long>(spec.steps - start), first_loss, last_loss);
     if (timed > 0) std::printf(", %.2f ms/step (steps after the first)", total / static_cast<double>(timed) * 1e3);
-    std::printf(", peak memory %s\n", nns::sema::format_bytes(backend->peak_bytes()).c_str());
+    std::printf(", peak memory %s%s\n", nns::sema::format_bytes(backend->peak_bytes()).c_str(), world > 1 ? " (rank 0)" : "");
     if (!a.save.empty()) {
       trainer.save_checkpoint(a.save);
       std::printf("checkpoint: %s (step %lld)\n", a.save.c_str(), static_cast<long long>(trainer.steps_done()));
     }
-  } catch (const nns::backend::SafetensorsError& e) {
-    std::cerr << "nns: error: " << e.what() << "\n";
+    if (reference) {
+      bool ok = worst_verify <= 1e-5;
+      std::printf("verify: largest relative error %.2e over losses, gradients and weights: %s (fp32 bound 1e-05)\n", worst_verify,
+                  ok ? "PASS" : "FAIL");
+      if (!invariant_params.empty()) {
+        std::printf("verify: %zu parameter(s) do not affect the loss (gradient norm below 1e-6 of the largest) and were not compared:",
+                    invariant_params.size());
+        int shown = 0;
+        for (const std::string& n : invariant_params)
+          if (shown++ < 4) std::printf(" %s", n.c_str());
+        std::printf("%s\n", invariant_params.size() > 4 ? " ..." : "");
+      }
+      if (!ok) return kExitRuntime;
+    }
+    return kExitOk;
+  };
+
+  auto guarded = [&](nns::backend::Communicator* comm) -> int {
+    try {
+      return train(comm);
+    } catch (const nns::backend::SafetensorsError& e) {
+      std::cerr << "nns: error: " << e.what() << "\n";
+    } catch (const nns::backend::RuntimeError& e) {
+      std::cerr << "nns: error: " << e.what() << "\n";
+    }
     return kExitRuntime;
-  } catch (const nns::backend::RuntimeError& e) {
-    std::cerr << "nns: error: " << e.what() << "\n";
-    return kExitRuntime;
-  }
-  return kExitOk;
+  };
+  if (gpus == 1) return guarded(nullptr);
+  std::fflush(stdout);
+  return nns::backend::launch_local_ranks(static_cast<int>(gpus), [&](int) -> int {
+    try {
+      nns::backend::Communicator comm(nns::backend::CommConfig::from_env());
+      return guarded(&comm);
+    } catch (const nns::backend::RuntimeError& e) {
+      std::cerr << "nns: error: " << e.what() << "\n";
+      return kExitRuntime;
+    }
+  });
 }
 
 int cmd_dimop(const Args& a) {
@@ -367,7 +499,7 @@ int cmd_dimop(const Args& a) {
             for (const DimId& id : d.ids)
               if (!id.numeric) given[id.name] = 2;
     }
-    BoundAnno bound = bind(anno, shapes, given);
+    BoundAnno bound = nns::sema::bind(anno, shapes, given);
     if (!a.shapes.empty()) {
       std::cout << "bound:      " << bound.anno.to_string() << "\n";
       for (size_t i = 0; i < bound.output_shapes.size(); ++i) {

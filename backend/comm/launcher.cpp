@@ -86,7 +86,14 @@ void forward_stderr(int fd, int rank, std::mutex& out_mu) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != launcher) ::_exit(kRankFailedExit);
   // The launcher stops ranks with SIGTERM, whatever its own disposition.
+  // Handlers the parent installed for fatal signals (a test framework's
+  // crash reporter, say) would report as the parent from inside a rank;
+  // ignored signals stay ignored.
   std::signal(SIGTERM, SIG_DFL);
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGINT}) {
+    struct sigaction old {};
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) std::signal(sig, SIG_DFL);
+  }
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
