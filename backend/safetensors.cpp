@@ -131,6 +131,9 @@ class JsonParser {
   // Deepest legal nesting: header object > tensor object > shape array. A
   // limit also keeps "[[[[..." from overflowing the stack.
   static constexpr int kMaxDepth = 3;
+  // Arrays are shapes and offsets. Capping their length keeps a hostile
+  // header from turning each 2-byte "0," into a ~100-byte Json node.
+  static constexpr size_t kMaxArrayLen = 1024;
 
   [[noreturn]] void error(const std::string& what) const { error_at(p_, what); }
   [[noreturn]] void error_at(size_t at, const std::string& what) const {
@@ -202,6 +205,8 @@ class JsonParser {
     skip_ws();
     if (consume(']')) return v;
     for (;;) {
+      if (v.items.size() == kMaxArrayLen)
+        error("array longer than " + std::to_string(kMaxArrayLen) + " elements");
       v.items.push_back(value(depth));
       skip_ws();
       if (consume(']')) return v;

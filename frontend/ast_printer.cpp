@@ -1,5 +1,6 @@
 #include "frontend/ast_printer.h"
 
+#include <cstdlib>
 #include <sstream>
 
 namespace nns::front {
@@ -7,11 +8,17 @@ namespace {
 
 std::string at(const SourceLoc& l) { return "@" + std::to_string(l.line) + ":" + std::to_string(l.col); }
 
+// The shortest text that reads back as the same double ("0.05", not
+// "0.050000000000000003"): exact, and what the user wrote in most cases.
 std::string fmt_double(double v) {
-  std::ostringstream s;
-  s.precision(17);
-  s << v;
-  std::string r = s.str();
+  std::string r;
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::ostringstream s;
+    s.precision(precision);
+    s << v;
+    r = s.str();
+    if (std::strtod(r.c_str(), nullptr) == v) break;
+  }
   if (r.find_first_of(".eEn") == std::string::npos) r += ".0";
   return r;
 }

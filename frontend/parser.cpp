@@ -3,6 +3,7 @@
 #include "frontend/parser.h"
 
 #include <algorithm>
+#include <cctype>
 #include <sstream>
 
 #include "NnsLexer.h"
@@ -583,7 +584,8 @@ std::string dump_tokens(const SourceManager& sources, int file) {
     std::string kind = t->getType() == antlr4::Token::EOF
                            ? "EOF"
                            : std::string(lexer.getVocabulary().getSymbolicName(t->getType()));
-    if (kind.empty()) kind = "PUNCT";
+    // Literal tokens of the grammar have no symbolic name: keywords and punctuation.
+    if (kind.empty()) kind = std::isalpha(static_cast<unsigned char>(t->getText()[0])) ? "KEYWORD" : "PUNCT";
     out << t->getLine() << ":" << t->getCharPositionInLine() + 1 << " " << kind;
     if (t->getType() != antlr4::Token::EOF) out << " " << t->getText();
     out << "\n";

@@ -227,6 +227,11 @@ GeneratedAnno concat(const OpCall& c) {
   for (size_t t = 0; t < c.inputs.size(); ++t) {
     const Shape& x = c.inputs[t].shape;
     if (x.size() != x0.size()) throw OpArgError{"concat: tensor " + std::to_string(t) + " has rank " + std::to_string(x.size()) + ", expected " + std::to_string(x0.size())};
+    // Checked here so the message speaks of dims, not generated identifiers.
+    for (size_t i = 0; i < x.size(); ++i)
+      if (static_cast<int64_t>(i) != dim && x[i] != x0[i])
+        throw OpArgError{"concat: tensor " + std::to_string(t) + " has shape " + shape_to_string(x) + " but tensor 0 has " +
+                         shape_to_string(x0) + "; only dim " + std::to_string(dim) + " may differ"};
     std::vector<std::string> ids;
     for (size_t i = 0; i < x.size(); ++i) {
       if (static_cast<int64_t>(i) == dim) {

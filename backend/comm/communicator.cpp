@@ -6,23 +6,24 @@
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
-#include <gloo/reduce_scatter.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <list>
 #include <sstream>
 
+#include "backend/comm/reduce_scatter.h"
 #include "backend/comm/tcp_store.h"
 
 namespace nns::backend {
@@ -33,14 +34,6 @@ using Ms = std::chrono::milliseconds;
 // Gloo's collectives name their slots with prefixes 0x01..0x08; 0x20 keeps
 // user point-to-point tags clear of them on any context.
 constexpr uint8_t kP2pSlotPrefix = 0x20;
-
-// reduce_scatter works on a private copy of its input (see ReduceScatter
-// below); larger inputs go through in pieces of at most this many elements,
-// which bounds the memory the cached Gloo algorithms hold (about 3x this
-// per cached piece size) and keeps Gloo's int byte counts from overflowing.
-constexpr size_t kMaxScatterPiece = size_t(16) << 20;  // elements (64 MiB)
-constexpr size_t kScatterCacheBytes = size_t(512) << 20;
-constexpr size_t kScatterCacheEntries = 8;
 
 int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
@@ -92,20 +85,6 @@ class TimeoutStore : public gloo::rendezvous::Store {
   std::function<Ms()> timeout_;
 };
 
-// One cached Gloo reduce-scatter, bound to its own work buffer. Gloo's
-// halving-doubling algorithm reduces in place in the buffer it was built
-// on, allocates its receive buffers and takes context slots at
-// construction; building it once per size and reusing it is how Gloo is
-// meant to be used. The cache is keyed by size only, never by the caller's
-// pointer: hits and misses then happen identically on every member, which
-// keeps their slot numbering in step.
-struct ScatterEntry {
-  size_t piece = 0;  // elements per member
-  std::vector<float> work;
-  std::unique_ptr<gloo::ReduceScatterHalvingDoubling<float>> algo;
-  size_t bytes() const { return work.size() * sizeof(float) * 3; }
-};
-
 }  // namespace
 
 struct Communicator::GroupState {
@@ -117,7 +96,7 @@ struct Communicator::GroupState {
   bool broken = false;
   std::string broken_cause;
   uint32_t next_tag = 0;  // same op sequence on all members => same tags
-  std::list<ScatterEntry> scatter_cache;  // most recently used first
+  std::vector<float> scratch;  // reduce_scatter's work blocks, kept for reuse
   int size() const { return static_cast<int>(members.size()); }
   int index_of(int global) const {
     auto it = std::lower_bound(members.begin(), members.end(), global);
@@ -165,6 +144,9 @@ Communicator::Communicator(const CommConfig& cfg)
 
     std::unique_ptr<gloo::rendezvous::Store> inner;
     if (!cfg.store_dir.empty()) {
+      // Every rank may be first to arrive; a missing directory is made.
+      if (::mkdir(cfg.store_dir.c_str(), 0755) != 0 && errno != EEXIST)
+        throw CommError("rendezvous directory " + cfg.store_dir + ": " + std::strerror(errno));
       inner = std::make_unique<gloo::rendezvous::FileStore>(cfg.store_dir);
     } else {
       if (rank_ == 0) {
@@ -262,6 +244,14 @@ Communicator::GroupState& Communicator::group_state(const Group& requested, cons
       // Each group's rendezvous keys live under their own prefix.
       gloo::rendezvous::PrefixStore prefixed("nns/" + key, *store_);
       ctx->connectFullMesh(prefixed, device_);
+      // A member returns from connectFullMesh once its own side of every
+      // connection is up; a peer may still be accepting one. Without this
+      // barrier a member that finished and exited at once made such a
+      // peer's creation fail with "connection closed" (seen in our tests).
+      gloo::BarrierOptions barrier(ctx);
+      barrier.setTag(gs->next_tag++);
+      barrier.setTimeout(t);
+      gloo::barrier(barrier);
       gs->ctx = ctx;
     } catch (const std::exception& e) {
       auto took = std::chrono::duration_cast<Ms>(std::chrono::steady_clock::now() - start);
@@ -334,44 +324,8 @@ void Communicator::reduce_scatter(const float* in, float* out, size_t chunk, con
     std::memmove(out, in + gs.index * chunk, chunk * sizeof(float));
     return;
   }
-  run("reduce_scatter", gs, [&](Ms, uint32_t) {
-    // Pieces of each member's chunk: piece p of every member is gathered
-    // into the work buffer (member-major) and scattered by one Gloo call.
-    const size_t max_piece = std::max<size_t>(1, kMaxScatterPiece / n);
-    for (size_t off = 0; off < chunk; off += max_piece) {
-      const size_t piece = std::min(max_piece, chunk - off);
-      auto it = std::find_if(gs.scatter_cache.begin(), gs.scatter_cache.end(),
-                             [&](const ScatterEntry& e) { return e.piece == piece; });
-      if (it != gs.scatter_cache.end()) {
-        gs.scatter_cache.splice(gs.scatter_cache.begin(), gs.scatter_cache, it);
-      } else {
-        ScatterEntry e;
-        e.piece = piece;
-        e.work.resize(n * piece);
-        e.algo = std::make_unique<gloo::ReduceScatterHalvingDoubling<float>>(
-            gs.ctx, std::vector<float*>{e.work.data()}, static_cast<int>(n * piece),
-            std::vector<int>(n, static_cast<int>(piece)));
-        gs.scatter_cache.push_front(std::move(e));
-        // Evict least recently used sizes; identical on all members.
-        size_t total = 0;
-        for (auto& c : gs.scatter_cache) total += c.bytes();
-        while (gs.scatter_cache.size() > 1 &&
-               (gs.scatter_cache.size() > kScatterCacheEntries || total > kScatterCacheBytes)) {
-          total -= gs.scatter_cache.back().bytes();
-          gs.scatter_cache.pop_back();
-        }
-      }
-      ScatterEntry& e = gs.scatter_cache.front();
-      float* work = e.work.data();
-      if (piece == chunk) {
-        std::memcpy(work, in, n * chunk * sizeof(float));
-      } else {
-        for (size_t m = 0; m < n; ++m) std::memcpy(work + m * piece, in + m * chunk + off, piece * sizeof(float));
-      }
-      e.algo->run();
-      // The algorithm leaves this member's reduced piece at the front.
-      std::memcpy(out + off, work, piece * sizeof(float));
-    }
+  run("reduce_scatter", gs, [&](Ms t, uint32_t tag) {
+    reduce_scatter_f32(*gs.ctx, in, out, chunk, gs.scratch, t, tag);
   });
 }
 

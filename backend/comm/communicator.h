@@ -40,10 +40,15 @@
 // timeout passes. Either way a CommError names the collective, the group
 // and this rank, and the group is unusable afterwards (later calls on it
 // throw at once): communication state after a partial collective is
-// undefined, so the run must stop. Groups are created with the timeout in
-// force at their creation; reduce_scatter (Gloo's halving-doubling
-// algorithm, bound to connection-level timeouts) keeps that creation-time
-// timeout, every other operation uses the current timeout().
+// undefined, so the run must stop. set_timeout() applies to the calls
+// that follow it.
+//
+// Algorithms: Gloo's ring allreduce, ring allgather, pairwise all-to-all,
+// binomial-tree broadcast and barrier. reduce_scatter is our own
+// (reduce_scatter.h: recursive halving for power-of-two groups, a ring
+// otherwise) over Gloo's transport, because Gloo's
+// ReduceScatterHalvingDoubling reuses buffers with sends still in flight
+// (wrong sums with 3 ranks in our tests).
 //
 // Lifetime: rank 0's Communicator serves the rendezvous store, so it must
 // stay alive while other ranks may still create groups.
@@ -123,7 +128,8 @@ class Communicator {
   // out[i*chunk .. (i+1)*chunk) := member i's in[0..chunk).
   void allgather(const float* in, float* out, size_t chunk, const Group& group = {});
   // out[0..chunk) := sum over members of their in[m*chunk .. (m+1)*chunk).
-  // `in` holds n*chunk elements and is left unchanged.
+  // `in` holds n*chunk elements and is only read. Keeps scratch per group
+  // for reuse: 3*chunk floats, or 3n/4*chunk for power-of-two n.
   void reduce_scatter(const float* in, float* out, size_t chunk, const Group& group = {});
   // out[i*chunk ..) := member i's in[m*chunk ..); in and out hold n*chunk.
   void all_to_all(const float* in, float* out, size_t chunk, const Group& group = {});

@@ -7,7 +7,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "backend/comm/communicator.h"
@@ -232,7 +234,8 @@ void TcpStore::request(uint8_t op, const std::string& key, const std::vector<cha
 
   bool ok = write_all(fd_, &op, 1) && write_bytes(fd_, key.data(), key.size());
   if (ok && op == kSet) ok = write_bytes(fd_, value->data(), value->size());
-  if (ok && op != kSet) ok = write_u32(fd_, static_cast<uint32_t>(timeout.count()));
+  if (ok && op != kSet)
+    ok = write_u32(fd_, static_cast<uint32_t>(std::min<int64_t>(timeout.count(), UINT32_MAX)));
   uint8_t st = 0;
   ok = ok && read_all(fd_, &st, 1);
   if (ok && st == kOk && reply) ok = read_bytes(fd_, *reply);

@@ -1,9 +1,20 @@
 // Shape helpers, thread control and the dropout stream shared by the ref and
 // fast kernel namespaces.
-#include <omp.h>
+#include <oneapi/dnnl/dnnl_config.h>
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/philox.h"
+
+// Debian's oneDNN uses OpenMP. Another build (TBB, threadpool, sequential)
+// has no per-thread OpenMP setting to change: set_threads is then a no-op
+// and get_threads reports 1 for sequential, the hardware count otherwise.
+#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
+#include <omp.h>
+#define NNS_DNNL_OMP 1
+#else
+#include <thread>
+#define NNS_DNNL_OMP 0
+#endif
 
 namespace nns::backend::cpu {
 
@@ -22,6 +33,7 @@ int broadcast_shape(int a_rank, const int64_t* a_dims, int b_rank, const int64_t
   return rank;
 }
 
+#if NNS_DNNL_OMP
 namespace {
 // The OpenMP default captured before the first set_threads, to restore it.
 int default_threads() {
@@ -36,6 +48,17 @@ void set_threads(int n) {
 }
 
 int get_threads() { return omp_get_max_threads(); }
+#else
+void set_threads(int) {}
+
+int get_threads() {
+#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_SEQ
+  return 1;
+#else
+  return static_cast<int>(std::thread::hardware_concurrency());
+#endif
+}
+#endif
 
 float dropout_uniform(uint64_t seed, uint64_t element_index) {
   Philox4 r = philox4x32_10(element_index >> 2, seed);

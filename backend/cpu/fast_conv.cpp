@@ -2,9 +2,10 @@
 // backward-weights primitives. The caller's buffers are NCHW / OIHW; the
 // primitives are created with format_tag::any, so oneDNN picks its blocked
 // layouts (nChw16c...) and the plan reorders around each call. On this
-// AVX-512 machine that is 2-5x faster than running the gemm-based kernels
-// oneDNN offers for plain layouts, reorders included (measured on
-// ResNet/Swin-like shapes).
+// AVX-512 machine that is 2-5x faster than the gemm-based kernels oneDNN
+// runs on plain layouts, reorders included (ResNet/Swin-like shapes), and
+// up to 10x for weight gradients; backward-data with few input channels is
+// the exception (below).
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/kernels.h"
 
@@ -74,8 +75,13 @@ void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv
   if (empty(d)) return;
   ConvMds md(d);
   const Plan& plan = cached_plan(PrimKind::conv_bwd_data, conv_key(d, false), [&] {
-    dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, md.x_any,
-                                               md.w_any, md.y_any, md.strides, md.pad, md.pad);
+    // Blocked layouts pad channels to a multiple of 16; with fewer input
+    // channels (an image's 3) the blocked backward-data kernel measured 7-10x
+    // slower than the plain gemm-based one, so those keep the caller's layouts.
+    bool blocked = d.c >= 16;
+    dnnl::convolution_backward_data::desc desc(
+        dnnl::algorithm::convolution_direct, blocked ? md.x_any : md.x, blocked ? md.w_any : md.w,
+        blocked ? md.y_any : md.y, md.strides, md.pad, md.pad);
     dnnl::convolution_backward_data::primitive_desc pd(desc, engine(), forward_pd(md, false));
     return make_plan(dnnl::convolution_backward_data(pd), pd,
                      {{DNNL_ARG_DIFF_DST, md.y}, {DNNL_ARG_WEIGHTS, md.w}, {DNNL_ARG_DIFF_SRC, md.x}},

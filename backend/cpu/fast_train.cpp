@@ -48,20 +48,26 @@ void dropout(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64
   }
   float keep_scale = 1.0f / (1.0f - p);
   int64_t i = 0;
+  // y = x * (keep ? scale : 0): a multiply by a selected constant, which the
+  // compiler vectorises (a select between x * scale and 0 it does not).
   auto one = [&](int64_t e) {
-    y[e] = dropout_uniform(seed, offset + uint64_t(e)) >= p ? x[e] * keep_scale : 0.0f;
+    y[e] = x[e] * (dropout_uniform(seed, offset + uint64_t(e)) >= p ? keep_scale : 0.0f);
   };
   // Head: elements before the first counter boundary (offset + i) % 4 == 0.
   for (; i < n && ((offset + uint64_t(i)) & 3) != 0; ++i) one(i);
-  // Body: eight counters (32 elements) per vectorised Philox call.
+  // Body: the random bits of 32 elements (8 Philox blocks), then one
+  // vectorised pass applying them.
   for (; i + 32 <= n; i += 32) {
-    uint32_t bits[4][8];
-    philox4x32_10_x8((offset + uint64_t(i)) >> 2, seed, bits);
-    for (int j = 0; j < 8; ++j)
-      for (int l = 0; l < 4; ++l) {
-        int64_t e = i + 4 * j + l;
-        y[e] = uniform_from_bits(bits[l][j]) >= p ? x[e] * keep_scale : 0.0f;
-      }
+    uint32_t bits[32];
+    uint64_t counter = (offset + uint64_t(i)) >> 2;
+    for (int j = 0; j < 8; ++j) {
+      Philox4 r = philox4x32_10(counter + uint64_t(j), seed);
+      for (int l = 0; l < 4; ++l) bits[4 * j + l] = r.v[l];
+    }
+    const float* xi = x + i;
+    float* yi = y + i;
+    for (int e = 0; e < 32; ++e)
+      yi[e] = xi[e] * (uniform_from_bits(bits[e]) >= p ? keep_scale : 0.0f);
   }
   for (; i < n; ++i) one(i);
 }

@@ -7,9 +7,13 @@
 //   nns::backend::cpu::ref   simple loops, double accumulators, obviously
 //                            correct; the oracle of the conformance table;
 //   nns::backend::cpu::fast  oneDNN 2.6 for matmul, linear, conv2d, softmax,
-//                            log_softmax, layer_norm and the activations;
+//                            log_softmax, cross_entropy, layer_norm and the
+//                            activations (multi-threaded, see set_threads);
 //                            tight single-threaded C++ (no OpenMP) for the
 //                            rest, which is memory-bound.
+// A oneDNN call costs a few microseconds of fixed overhead (primitive cache
+// lookup, memory objects, OpenMP fork/join), so for tiny shapes ref can be
+// the faster of the two; the runtime should not care.
 // The contracts are documented once, on the ref declarations; the fast ones
 // promise the same within the tolerances of tests/backend/.
 //
@@ -61,7 +65,10 @@ int broadcast_shape(int a_rank, const int64_t* a_dims, int b_rank, const int64_t
 // kernels from several threads calls it on each. n <= 0 restores the
 // default (OMP_NUM_THREADS or the core count). The plain-C++ fast kernels
 // are single-threaded and unaffected. Cached oneDNN primitives are keyed by
-// the thread count, so changing it is always safe.
+// the thread count, so changing it is always safe. Several threads calling
+// oneDNN kernels at once each start their own OpenMP team: give each a
+// share of the cores (N ranks on one machine: set_threads(cores / N)).
+// With a oneDNN built on another runtime this is a no-op.
 void set_threads(int n);
 int get_threads();
 
@@ -223,7 +230,8 @@ void mse_backward(const float* pred, const float* target, float dloss, float* dp
 // y[i] = x[i] * keep(i) / (1 - p), keep(i) = dropout_uniform(seed, offset + i)
 // >= p. `offset` is the global index of x[0] in the full tensor, so any slice
 // of a partitioned tensor gets exactly the elements of the full mask.
-// p <= 0 copies, p >= 1 zeroes.
+// Dropped elements are x * 0 (a NaN stays NaN, as in PyTorch). p <= 0
+// copies, p >= 1 writes zeros.
 void dropout(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64_t offset);
 // dx = dy * keep(i) / (1 - p): the mask is recomputed, never stored.
 void dropout_backward(const float* dy, float* dx, int64_t n, float p, uint64_t seed,

@@ -2,7 +2,9 @@
 // 3", SC'11): a counter-based generator, i.e. a keyed bijection of a 128-bit
 // counter. Dropout draws element i of a tensor from counter i / 4, lane
 // i % 4, so a mask is a pure function of (seed, global index) — the same for
-// any partition of the tensor and any thread count. Internal to backend/cpu.
+// any partition of the tensor and any thread count. Philox-4x32-10 is also
+// what cuRAND and PyTorch use on GPUs, so a CUDA kernel can reproduce these
+// masks bit for bit. Internal to backend/cpu.
 #pragma once
 
 #include <cstdint>
@@ -39,46 +41,11 @@ inline Philox4 philox4x32_10(uint64_t counter, uint64_t seed) {
   return philox4x32_10_block(ctr, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
 }
 
-// Eight consecutive dropout blocks (counters counter0 .. counter0 + 7) at
-// once, lanes laid out as out[lane][block]: the same bits as eight
-// philox4x32_10 calls, in a loop shape the compiler vectorises
-// (pmuludq computes several 32x32->64 products per instruction).
-inline void philox4x32_10_x8(uint64_t counter0, uint64_t seed, uint32_t out[4][8]) {
-  uint32_t c0[8], c1[8], c2[8], c3[8];
-  for (int j = 0; j < 8; ++j) {
-    uint64_t c = counter0 + uint64_t(j);
-    c0[j] = static_cast<uint32_t>(c);
-    c1[j] = static_cast<uint32_t>(c >> 32);
-    c2[j] = 0;
-    c3[j] = 0;
-  }
-  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-  for (int round = 0; round < 10; ++round) {
-    for (int j = 0; j < 8; ++j) {
-      uint64_t p0 = uint64_t{0xD2511F53u} * c0[j];
-      uint64_t p1 = uint64_t{0xCD9E8D57u} * c2[j];
-      uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[j] ^ k0;
-      uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[j] ^ k1;
-      c1[j] = static_cast<uint32_t>(p1);
-      c3[j] = static_cast<uint32_t>(p0);
-      c0[j] = n0;
-      c2[j] = n2;
-    }
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  for (int j = 0; j < 8; ++j) {
-    out[0][j] = c0[j];
-    out[1][j] = c1[j];
-    out[2][j] = c2[j];
-    out[3][j] = c3[j];
-  }
-}
-
 // The top 24 bits as a float in [0, 1): exact in fp32, so ref and fast
 // compare identical values against p.
 inline float uniform_from_bits(uint32_t bits) {
-  return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f);
+  // Through int32 (the value fits): SSE2 converts signed ints in vectors only.
+  return static_cast<float>(static_cast<int32_t>(bits >> 8)) * (1.0f / 16777216.0f);
 }
 
 }  // namespace nns::backend::cpu

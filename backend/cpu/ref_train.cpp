@@ -53,10 +53,14 @@ void mse_backward(const float* pred, const float* target, float dloss, float* dp
 }
 
 void dropout(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64_t offset) {
-  float keep_scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+  float keep_scale = 1.0f / (1.0f - p);  // used only for 0 < p < 1
   for (int64_t i = 0; i < n; ++i) {
-    bool keep = p <= 0.0f || (p < 1.0f && dropout_uniform(seed, offset + uint64_t(i)) >= p);
-    y[i] = keep ? (p <= 0.0f ? x[i] : x[i] * keep_scale) : 0.0f;
+    if (p <= 0.0f || p >= 1.0f) {
+      y[i] = p <= 0.0f ? x[i] : 0.0f;
+      continue;
+    }
+    bool keep = dropout_uniform(seed, offset + uint64_t(i)) >= p;
+    y[i] = x[i] * (keep ? keep_scale : 0.0f);  // multiply by the mask: NaN stays NaN
   }
 }
 

@@ -115,10 +115,10 @@ echo "  host:      $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(np
 echo "  nns:       $NNS --threads $THREADS --steps $STEPS (mean of steps 2..$STEPS)"
 echo "  torch:     $TORCH_VER via $PY, set_num_threads($THREADS), $STEPS timed steps after 2 warm-up steps"
 echo "  torch BLAS: $BLAS_LIB"
-echo "  repeats:   $REPEAT, alternating nns/torch; each cell is the median of the per-run means"
+echo "  repeats:   $REPEAT, alternating nns/torch"
 echo
 
-ROWS=()
+ROWS=(); TCFG=()
 for entry in "${CASES[@]}"; do
   read -r name file <<<"$entry"
   check="$("$NNS" check "$file" --config tiny)"
@@ -137,6 +137,7 @@ for entry in "${CASES[@]}"; do
     torch_ms+=("$y")
     echo "  run $r/$REPEAT $name: nns $x ms/step, torch $y ms/step" >&2
   done
+  TCFG+=("$(sed -n 's/^config //p' <<<"$tline")")
   tparams="$(sed -n 's/.* params=\([0-9]*\).*/\1/p' <<<"$tline")"
   tmacs="$(sed -n 's/.* fwd_macs=\([0-9]*\).*/\1/p' <<<"$tline")"
   nmed="$(printf '%s\n' "${nns_ms[@]}" | median)"
@@ -144,23 +145,36 @@ for entry in "${CASES[@]}"; do
   ROWS+=("$name $file $nparams $tparams $gmacs $tmacs $nmed $tmed $(IFS=/; echo "${nns_ms[*]}") $(IFS=/; echo "${torch_ms[*]}")")
 done
 
-printf '%-28s %12s %12s %12s %13s %13s\n' "case (--config tiny)" "nns ms/step" "torch ms/st" "nns/torch" "nns GFLOP/s" "torch GFLOP/s"
-for row in "${ROWS[@]}"; do
-  read -r name file np tp gm tm nmed tmed nall tall <<<"$row"
-  # GFLOP/s: the forward multiply-adds of `nns check` (printed to 3 decimals;
-  # the torch twin's exact count is used when it rounds to the same value).
-  awk -v f="$file" -v gm="$gm" -v tm="$tm" -v n="$nmed" -v t="$tmed" 'BEGIN {
-    g = gm; if (sprintf("%.3f", tm / 1e9) == sprintf("%.3f", gm)) g = tm / 1e9
-    flop = g * 1e9 * 2 * 3
-    ratio = n / t
-    printf "%-28s %12.2f %12.2f %11.2f%s %13.3f %13.3f\n", f, n, t, ratio, (ratio <= 1.0 ? " " : "!"), flop / (n * 1e6), flop / (t * 1e6)
-  }'
-done
+table() {  # $1: median|fastest
+  printf '%-28s %12s %12s %12s %13s %13s\n' "case (--config tiny)" "nns ms/step" "torch ms/st" "nns/torch" "nns GFLOP/s" "torch GFLOP/s"
+  for row in "${ROWS[@]}"; do
+    read -r name file np tp gm tm nmed tmed nall tall <<<"$row"
+    if [ "$1" = fastest ]; then
+      nmed="$(tr / '\n' <<<"$nall" | sort -g | head -1)"; tmed="$(tr / '\n' <<<"$tall" | sort -g | head -1)"
+    fi
+    # GFLOP/s: the forward multiply-adds of `nns check` (printed to 3 decimals;
+    # the torch twin's exact count is used when it rounds to the same value).
+    awk -v f="$file" -v gm="$gm" -v tm="$tm" -v n="$nmed" -v t="$tmed" 'BEGIN {
+      g = gm; if (sprintf("%.3f", tm / 1e9) == sprintf("%.3f", gm)) g = tm / 1e9
+      flop = g * 1e9 * 2 * 3
+      ratio = n / t
+      printf "%-28s %12.2f %12.2f %11.2f%s %13.3f %13.3f\n", f, n, t, ratio, (ratio <= 1.0 ? " " : "!"), flop / (n * 1e6), flop / (t * 1e6)
+    }'
+  done
+}
+echo "median of the $REPEAT runs' mean ms/step:"
+table median
+if [ "$REPEAT" -gt 1 ]; then
+  echo
+  echo "fastest of the $REPEAT runs (load from other processes only ever adds time):"
+  table fastest
+fi
 echo
-for row in "${ROWS[@]}"; do
-  read -r name file np tp gm tm nmed tmed nall tall <<<"$row"
+for i in "${!ROWS[@]}"; do
+  read -r name file np tp gm tm nmed tmed nall tall <<<"${ROWS[$i]}"
   same=$([ "$np" = "$tp" ] && echo "equal" || echo "MISMATCH")
   echo "  $name: parameters nns check $np, torch $tp ($same); forward MACs nns check ${gm} G, torch twin $tm; runs nns [$nall] torch [$tall] ms/step"
+  echo "        torch twin read from $file: ${TCFG[$i]}"
 done
 echo
 echo "  ratio = nns ms/step / torch ms/step; target <= 1.0 ('!' marks a case above it)."

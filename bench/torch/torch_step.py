@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""PyTorch twins of examples/gpt.nns and examples/swin.nns (config tiny), timed
-for one training step on CPU.  Used by bench/torch/run.sh; not a test.
+"""PyTorch twins of examples/gpt.nns and examples/swin.nns, timed for one
+training step on CPU.  Used by bench/torch/run.sh; not a test.
 
 The models follow stdlib/nn.nns op for op (same reshapes, permutes, linears
 with separate biases, explicit matmul/softmax attention rather than a fused
@@ -8,22 +8,27 @@ kernel), so that both sides do the same arithmetic:
 
   gpt   pre-LN blocks, separate q/k/v/o linears with bias, causal mask (-inf),
         exact-erf GELU, LayerNorm eps 1e-5, tied output head (x @ wte^T),
-        cross entropy (mean), AdamW(lr 0.003, betas (0.9, 0.95), eps 1e-8,
-        weight decay 0.1 on every parameter), cosine schedule with 2 warm-up
-        steps, gradient clipping at global norm 1.0.
+        cross entropy (mean).
   swin  conv patch embed + LayerNorm, window attention with relative position
         bias (q scaled before q@k), shifted windows (roll + -100 mask) on odd
         blocks, patch merging in Swin's order (x0, x1, x2, x3) + LayerNorm +
         bias-free reduction, final LayerNorm, mean over tokens, linear head,
-        cross entropy, AdamW(lr 0.001, betas (0.9, 0.999), weight decay 0.05),
-        cosine schedule with 2 warm-up steps, no clipping (the global gradient
-        norm is still computed every step, as nns does to report |g|).
+        cross entropy (mean).
 
-Prints one line of `key=value` pairs that run.sh parses.
+The config preset (batch, sizes, lr) and the train block's adamw(...)
+arguments, cosine_lr(warmup = ...) and clip are read from the .nns file, so
+the twin follows edits to the presets.  AdamW decays every parameter (as
+nns does); the global gradient norm is computed every step (nns reports it)
+and clipped where the train block says `clip`.  verify_twin.py checks the
+twins against nns (same weights and data: loss, gradients, one update).
+
+Prints a `key=value` line that run.sh parses, then the config it used.
 """
 import argparse
+import ast
 import math
 import os
+import re
 import sys
 import time
 
@@ -289,35 +294,93 @@ class SwinTransformer(nn.Module):
         return self.head(self.norm(x).mean(dim=1))
 
 
-# ---- the two `config tiny` presets and their train blocks ----------------------------
-def make_case(name):
+# ---- config presets and train-block hyper-parameters, read from the .nns file ---------
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def read_config(text, name):
+    """`config NAME [extends BASE] { key = literal ... }` -> dict (literals only)."""
+    m = re.search(r"^config\s+" + re.escape(name) + r"(?:\s+extends\s+(\w+))?\s*\{(.*?)^\}", text, re.M | re.S)
+    if not m:
+        raise SystemExit(f"no config '{name}'")
+    cfg = read_config(text, m.group(1)) if m.group(1) else {}
+    for line in m.group(2).splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            k, v = (t.strip() for t in line.split("=", 1))
+            cfg[k] = ast.literal_eval(v)
+    return cfg
+
+
+def read_train(text, cfg):
+    """The optimizer, schedule warm-up and clipping of the `train` block (nns defaults otherwise)."""
+    body = re.search(r"^train\s*\{(.*?)^\}", text, re.M | re.S).group(1)
+
+    def val(expr):
+        expr = expr.strip()
+        return cfg[expr[4:]] if expr.startswith("cfg.") else ast.literal_eval(expr)
+
+    def kwargs(call):
+        m = re.search(call + r"\(([^)]*)\)", body)
+        if not m:
+            raise SystemExit(f"train block has no {call}(...)")
+        return {k.strip(): val(v) for k, v in (a.split("=", 1) for a in m.group(1).split(",") if "=" in a)}
+
+    opt = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01}
+    opt.update(kwargs("adamw"))
+    warmup = kwargs("cosine_lr").get("warmup", 0)
+    m = re.search(r"^\s*clip\s*=\s*(\S+)", body, re.M)
+    clip = val(m.group(1)) if m else 0.0
+    return opt, warmup, clip
+
+
+def make_case(name, config):
+    """(model, inputs by their nns names, loss function of the inputs, adamw kwargs, warm-up, clip, config)."""
+    text = open(os.path.join(ROOT, "examples", name + ".nns")).read()
+    c = read_config(text, config)
+    opt, warmup, clip = read_train(text, c)
     if name == "gpt":
-        c = dict(batch=4, seq=32, vocab=256, dim=64, heads=4, layers=2, lr=0.003)
         model = Gpt(c["vocab"], c["seq"], c["dim"], c["heads"], c["layers"])
         g = torch.Generator().manual_seed(1)
-        ids = torch.randint(0, c["vocab"], (c["batch"], c["seq"]), generator=g)
-        targets = torch.randint(0, c["vocab"], (c["batch"], c["seq"]), generator=g)
+        inputs = {"ids": torch.randint(0, c["vocab"], (c["batch"], c["seq"]), generator=g),
+                  "targets": torch.randint(0, c["vocab"], (c["batch"], c["seq"]), generator=g)}
         rows = c["batch"] * c["seq"]
 
-        def loss_fn():
-            logits = model(ids)
-            return F.cross_entropy(logits.reshape(rows, c["vocab"]), targets.reshape(rows))
-
-        opt = dict(lr=c["lr"], betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
-        return model, loss_fn, opt, 1.0, rows, "tokens"
-    if name == "swin":
-        c = dict(batch=2, image=32, patch=2, window=4, embed=16, depths=[2, 2], heads=[2, 4], classes=10, lr=0.001)
+        def loss_fn(x):
+            logits = model(x["ids"])
+            return F.cross_entropy(logits.reshape(rows, c["vocab"]), x["targets"].reshape(rows))
+    else:
         model = SwinTransformer(c["image"], c["patch"], c["window"], c["embed"], c["depths"], c["heads"], c["classes"])
         g = torch.Generator().manual_seed(3)
-        images = torch.randn(c["batch"], 3, c["image"], c["image"], generator=g)
-        targets = torch.randint(0, c["classes"], (c["batch"],), generator=g)
+        inputs = {"images": torch.randn(c["batch"], 3, c["image"], c["image"], generator=g),
+                  "targets": torch.randint(0, c["classes"], (c["batch"],), generator=g)}
 
-        def loss_fn():
-            return F.cross_entropy(model(images), targets)
+        def loss_fn(x):
+            return F.cross_entropy(model(x["images"]), x["targets"])
 
-        opt = dict(lr=c["lr"], betas=(0.9, 0.999), eps=1e-8, weight_decay=0.05)
-        return model, loss_fn, opt, 0.0, c["batch"], "samples"
-    raise SystemExit("unknown case " + name)
+    return model, inputs, loss_fn, opt, warmup, clip, c
+
+
+def make_optimizer(params, o, warm, total):
+    """torch AdamW + LambdaLR reproducing nns's adamw and cosine_lr(warmup) over `total` steps."""
+    opt = torch.optim.AdamW(params, lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
+                            weight_decay=o["weight_decay"])
+
+    def factor(i):  # LambdaLR calls it with 0 before step 1; nns numbers steps from 1
+        step = i + 1
+        if warm > 0 and step <= warm:
+            return step / warm
+        t = min(1.0, (step - warm) / max(1, total - warm))
+        return 0.5 * (1 + math.cos(math.pi * t))
+
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+
+def grad_norm_and_clip(params, clip):
+    if clip > 0:
+        return torch.nn.utils.clip_grad_norm_(params, clip)
+    # nns computes the global |g| every step (it reports it) even without clipping
+    return torch.norm(torch.stack([p.grad.detach().norm() for p in params]))
 
 
 def loaded_blas():
@@ -335,41 +398,28 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup-steps", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--config", default="tiny")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    model, loss_fn, opt_kw, clip, _, _ = make_case(args.case)
+    model, inputs, loss_fn, o, warm, clip, cfg = make_case(args.case, args.config)
     params = list(model.parameters())
     nparams = sum(p.numel() for p in params)
 
     # Count forward multiply-adds once (outside the timed loop).
     _MACS[0], _MACS[1] = 0, True
     with torch.no_grad():
-        loss_fn()
+        loss_fn(inputs)
     _MACS[1] = False
     macs = _MACS[0]
 
-    # nns: cosine_lr(warmup = 2) over the run's steps, step numbers from 1.
-    total, warm = args.steps + args.warmup_steps, 2
-    base_lr = opt_kw["lr"]
-
-    def lr_at(step):
-        if step <= warm:
-            return base_lr * step / warm
-        t = min(1.0, (step - warm) / max(1, total - warm))
-        return 0.5 * base_lr * (1 + math.cos(math.pi * t))
-
-    opt = torch.optim.AdamW(params, **opt_kw)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: lr_at(i + 1) / base_lr)
+    opt, sched = make_optimizer(params, o, warm, args.steps + args.warmup_steps)
 
     def step():
-        loss = loss_fn()
+        loss = loss_fn(inputs)
         loss.backward()
-        if clip > 0:
-            gn = torch.nn.utils.clip_grad_norm_(params, clip)
-        else:  # nns computes |g| every step even without clipping
-            gn = torch.norm(torch.stack([p.grad.detach().norm() for p in params]))
+        gn = grad_norm_and_clip(params, clip)
         opt.step()
         sched.step()
         opt.zero_grad(set_to_none=True)
@@ -389,6 +439,8 @@ def main():
     print(f"case={args.case} params={nparams} fwd_macs={macs} threads={torch.get_num_threads()} "
           f"steps={args.steps} ms_per_step={ms:.3f} median_ms={1000 * times[len(times) // 2]:.3f} "
           f"min_ms={1000 * times[0]:.3f} loss_first={first:.6f} loss_last={last:.6f} torch={torch.__version__} blas={loaded_blas()}")
+    print("config " + " ".join(f"{k}={v}".replace(" ", "") for k, v in cfg.items())
+          + f" | adamw lr={o['lr']} betas=({o['beta1']},{o['beta2']}) eps={o['eps']} wd={o['weight_decay']} warmup={warm} clip={clip}")
 
 
 if __name__ == "__main__":

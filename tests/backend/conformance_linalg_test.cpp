@@ -110,6 +110,8 @@ TEST_CASE("conformance: conv2d", "[backend][conformance]") {
       dims(2, 3, 9, 9, 5, 3, 3, 2, 0, 0),   dims(1, 4, 6, 6, 8, 1, 1, 1, 0, 0),
       dims(2, 2, 11, 10, 3, 5, 3, 2, 2, 1), dims(2, 8, 16, 16, 16, 3, 3, 1, 1, 1),
       dims(1, 3, 16, 16, 8, 4, 4, 4, 0, 0),  // patch embedding
+      dims(2, 16, 9, 9, 16, 3, 3, 1, 1, 1),  // >= 16 channels: blocked backward-data
+      dims(1, 32, 7, 7, 24, 3, 3, 2, 1, 1),
   };
   uint32_t seed = 300;
   for (const cpu::Conv2dDims& d : cases) {

@@ -192,14 +192,14 @@ TEST_CASE("safetensors: the reader accepts any valid JSON layout", "[backend][sa
   const std::string path = dir.file("h.safetensors");
   // Whitespace, header order different from data order, metadata last, no
   // padding, escapes (incl. a surrogate pair), two empty tensors at one offset.
-  spit(path,
-       st_bytes("\n{ \"b\\u0041\\u00e9\\u4e2d\\ud83d\\ude00\\/\" : { \"shape\" : [ 1 ] , \"dtype\" : \"I32\" ,"
-                " \"data_offsets\" : [ 8 , 12 ] } ,\t" +
-                    std::string(kA) +
-                    R"(, "e1":{"dtype":"U8","shape":[0],"data_offsets":[8,8]},)"
-                    R"( "e0":{"dtype":"U8","shape":[2,0],"data_offsets":[8,8]},)"
-                    R"( "__metadata__":{"k":"v"}})",
-                k12, false));
+  spit(path, st_bytes("\n{ \"b\\u0041\\u00e9\\u4e2d\\ud83d\\ude00\\/\" : { \"shape\" : [ 1 ] , "
+                      "\"dtype\" : \"I32\" ,"
+                      " \"data_offsets\" : [ 8 , 12 ] } ,\t" +
+                          std::string(kA) +
+                          R"(, "e1":{"dtype":"U8","shape":[0],"data_offsets":[8,8]},)"
+                          R"( "e0":{"dtype":"U8","shape":[2,0],"data_offsets":[8,8]},)"
+                          R"( "__metadata__":{"k":"v"}})",
+                      k12, false));
   SafetensorsFile f = read_safetensors(path);
   REQUIRE(f.tensors.size() == 4);
   CHECK(f.tensors[0].name == "a");
@@ -288,6 +288,15 @@ TEST_CASE("safetensors: reader rejects malformed JSON with its offset", "[backen
   expect_read_error(st_bytes("{\"a\tb\":1}", ""), {"control character"});
   expect_read_error(st_bytes("{\"\xc3\x28\":1}", ""), {"not valid UTF-8 at byte 2"});
   expect_read_error(st_bytes(R"({"a":{"shape":[[[1]]]}})", ""), {"nesting deeper"});
+  std::string rank_2000 = "[1";
+  for (int k = 1; k < 2000; ++k) rank_2000 += ",1";
+  expect_read_error(st_bytes(R"({"a":{"dtype":"U8","shape":)" + rank_2000 + "]}}", ""),
+                    {"array longer than 1024"});
+  std::string rank_1024 = "[1";
+  for (int k = 1; k < 1024; ++k) rank_1024 += ",1";
+  expect_read_error(
+      st_bytes(R"({"a":{"dtype":"U8","shape":)" + rank_1024 + R"(],"data_offsets":[0,1]}})", ""),
+      {"file truncated", "tensor 'a'"});  // 1024 dims parse
   expect_read_error(st_bytes("{} x", ""), {"byte 3", "unexpected character 'x'"});
   expect_read_error(st_bytes("", "", false), {"byte 0", "end of header"});
   expect_read_error(st_bytes("[]", ""), {"header is an array, not an object"});

@@ -15,7 +15,8 @@ namespace {
 
 // Runs every collective over `g` (this rank must be a member) for each
 // size and checks the result against the local reference.
-void check_collectives(Communicator& c, const Group& g, const std::vector<size_t>& sizes, int salt) {
+void check_collectives(Communicator& c, const Group& group, const std::vector<size_t>& sizes, int salt) {
+  const Group g = group.empty() ? c.world() : group;  // {} means the world
   const size_t n = g.size();
   int m = 0;
   while (g[m] != c.rank()) ++m;
@@ -23,7 +24,7 @@ void check_collectives(Communicator& c, const Group& g, const std::vector<size_t
 
   for (size_t count : sizes) {
     auto buf = filled(c.rank(), count, salt);
-    c.allreduce(buf.data(), count, g);
+    c.allreduce(buf.data(), count, group);
     std::vector<float> want(count, 0.0f);
     for (int r : g)
       for (size_t i = 0; i < count; ++i) want[i] += value(r, i, salt);
@@ -33,7 +34,7 @@ void check_collectives(Communicator& c, const Group& g, const std::vector<size_t
   for (size_t chunk : sizes) {
     auto in = filled(c.rank(), chunk, salt + 1);
     std::vector<float> out(n * chunk, -1.0f), want;
-    c.allgather(in.data(), out.data(), chunk, g);
+    c.allgather(in.data(), out.data(), chunk, group);
     for (int r : g) {
       auto part = filled(r, chunk, salt + 1);
       want.insert(want.end(), part.begin(), part.end());
@@ -45,7 +46,7 @@ void check_collectives(Communicator& c, const Group& g, const std::vector<size_t
     auto in = filled(c.rank(), n * chunk, salt + 2);
     const auto in_copy = in;
     std::vector<float> out(chunk, -1.0f), want(chunk, 0.0f);
-    c.reduce_scatter(in.data(), out.data(), chunk, g);
+    c.reduce_scatter(in.data(), out.data(), chunk, group);
     for (int r : g)
       for (size_t j = 0; j < chunk; ++j) want[j] += value(r, m * chunk + j, salt + 2);
     expect_equal(out, want, "reduce_scatter " + std::to_string(chunk) + where);
@@ -55,7 +56,7 @@ void check_collectives(Communicator& c, const Group& g, const std::vector<size_t
   for (size_t chunk : sizes) {
     auto in = filled(c.rank(), n * chunk, salt + 3);
     std::vector<float> out(n * chunk, -1.0f), want(n * chunk);
-    c.all_to_all(in.data(), out.data(), chunk, g);
+    c.all_to_all(in.data(), out.data(), chunk, group);
     for (size_t i = 0; i < n; ++i)
       for (size_t j = 0; j < chunk; ++j) want[i * chunk + j] = value(g[i], m * chunk + j, salt + 3);
     expect_equal(out, want, "all_to_all " + std::to_string(chunk) + where);
@@ -64,10 +65,10 @@ void check_collectives(Communicator& c, const Group& g, const std::vector<size_t
   for (int root : g) {
     const size_t count = sizes.back();
     auto buf = c.rank() == root ? filled(root, count, salt + 4) : std::vector<float>(count, -1.0f);
-    c.broadcast(buf.data(), count, root, g);
+    c.broadcast(buf.data(), count, root, group);
     expect_equal(buf, filled(root, count, salt + 4), "broadcast from " + std::to_string(root) + where);
   }
-  c.barrier(g);
+  c.barrier(group);
 }
 
 // Each rank sends to the next and receives from the previous one. Sends
@@ -98,7 +99,7 @@ TEST_CASE("collectives on the world group match local sums", "[comm]") {
       auto c = env_comm();
       // 300001 floats span several of the ring's 1 MiB segments.
       check_collectives(*c, c->world(), {1, 7, 1000, 300001}, 0);
-      // Same sizes again: the cached reduce-scatter algorithms are reused.
+      // Again with the default group ({} = world) and reused scratch.
       check_collectives(*c, {}, {7, 1000}, 5);
       check_ring_send_recv(*c, 1, 0);
       check_ring_send_recv(*c, 250000, 7);
@@ -156,24 +157,33 @@ TEST_CASE("collectives over sub-groups", "[comm]") {
   }
 }
 
-TEST_CASE("reduce_scatter larger than one Gloo piece", "[comm]") {
-  int rc = launch_local_ranks(2, [](int) {
-    auto c = env_comm();
-    // 2 x 9M floats exceeds the 16M-element piece, so it runs in two
-    // pieces (8M + 1M per member), gathered from strided input.
-    const size_t chunk = 9000001;
-    auto in = filled(c->rank(), 2 * chunk, 3);
-    std::vector<float> out(chunk);
-    c->reduce_scatter(in.data(), out.data(), chunk, c->world());
-    for (size_t j = 0; j < chunk; j += 997) {
-      float want = value(0, c->rank() * chunk + j, 3) + value(1, c->rank() * chunk + j, 3);
-      RANK_CHECK(out[j] == want, "element " << j << " is " << out[j] << ", expected " << want);
-    }
-    RANK_CHECK(out[chunk - 1] == value(0, c->rank() * chunk + chunk - 1, 3) + value(1, c->rank() * chunk + chunk - 1, 3),
-               "last element");
-    return 0;
-  });
-  REQUIRE(rc == 0);
+TEST_CASE("large reduce_scatter and allreduce span many segments", "[comm]") {
+  // 3 ranks take the ring, 4 recursive halving.
+  for (int world : {3, 4}) {
+    INFO("world size " << world);
+    int rc = launch_local_ranks(world, [world](int) {
+      auto c = env_comm();
+      // 1M + 3 floats per member: several 1 MiB segments per step, the
+      // last one short; run twice to reuse the group's scratch blocks.
+      const size_t chunk = (size_t(1) << 20) + 3, total = world * chunk;
+      for (int salt : {3, 4}) {
+        auto in = filled(c->rank(), total, salt);
+        std::vector<float> out(chunk, -1.0f), want(chunk, 0.0f);
+        c->reduce_scatter(in.data(), out.data(), chunk);
+        for (int r = 0; r < world; ++r)
+          for (size_t j = 0; j < chunk; ++j) want[j] += value(r, c->rank() * chunk + j, salt);
+        expect_equal(out, want, "reduce_scatter");
+        c->allreduce(in.data(), total);
+        for (size_t i = 0; i < total; i += 101) {
+          float sum = 0;
+          for (int r = 0; r < world; ++r) sum += value(r, i, salt);
+          RANK_CHECK(in[i] == sum, "allreduce at " << i);
+        }
+      }
+      return 0;
+    });
+    REQUIRE(rc == 0);
+  }
 }
 
 TEST_CASE("rendezvous through a file store directory", "[comm]") {

@@ -1,0 +1,395 @@
+// Unit tests for semantics/op_registry: the annotation generators of
+// argument-dependent primitive ops, their errors and their cost rules. Each
+// generated annotation is also bound to the call's shapes, as the
+// interpreter does, so the output shapes it implies are checked too.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "semantics/op_registry.h"
+
+using namespace nns::sema;
+
+namespace {
+
+struct Generated {
+  GeneratedAnno gen;
+  std::string canonical;  // normalised text, as graph dumps print it
+  BoundAnno bound;
+};
+
+// Runs row `op` on tensors of `shapes` with attributes `attrs` and binds the result.
+Generated generate(const std::string& op, const std::vector<Shape>& shapes, std::map<std::string, Attr> attrs = {}) {
+  const OpRow* row = find_op_row(op);
+  REQUIRE(row != nullptr);
+  REQUIRE(row->annotate != nullptr);
+  OpCall call;
+  call.attrs = &attrs;
+  for (const Shape& s : shapes) {
+    call.inputs.push_back(InputShape{true, s});
+    call.dtypes.push_back(DType::F32);
+  }
+  Generated g;
+  g.gen = row->annotate(call);
+  OpAnno anno = parse_normalized(g.gen.text);
+  g.canonical = anno.to_string();
+  std::map<std::string, int64_t> sizes = g.gen.sizes;
+  for (const auto& [k, v] : attrs)
+    if (auto* i = std::get_if<int64_t>(&v)) sizes.emplace(k, *i);
+  g.bound = nns::sema::bind(anno, call.inputs, sizes);
+  return g;
+}
+
+// The OpArgError message a row raises for this call ("" if it raises none).
+std::string arg_error(const std::string& op, const std::vector<Shape>& shapes, std::map<std::string, Attr> attrs = {}) {
+  const OpRow* row = find_op_row(op);
+  REQUIRE(row != nullptr);
+  OpCall call;
+  call.attrs = &attrs;
+  for (const Shape& s : shapes) {
+    call.inputs.push_back(InputShape{true, s});
+    call.dtypes.push_back(DType::F32);
+  }
+  try {
+    row->annotate(call);
+  } catch (const OpArgError& e) {
+    return e.message;
+  }
+  return "";
+}
+
+using Shapes = std::vector<Shape>;
+using Catch::Matchers::Contains;
+
+}  // namespace
+
+// ---- the table ------------------------------------------------------------------
+
+TEST_CASE("op registry: rows are found by name, unknown names are not", "[op_registry]") {
+  CHECK(find_op_row("matmul") != nullptr);
+  CHECK(find_op_row("reshape") != nullptr);
+  CHECK(find_op_row("no_such_op") == nullptr);
+  std::vector<std::string> names = op_row_names();
+  CHECK(std::find(names.begin(), names.end(), "conv2d") != names.end());
+  CHECK(std::find(names.begin(), names.end(), "layer_norm") != names.end());
+  // Fixed-annotation ops take the stdlib's; generated ones have a generator.
+  CHECK(find_op_row("gelu")->annotate == nullptr);
+  CHECK(find_op_row("add")->annotate != nullptr);
+}
+
+TEST_CASE("op registry: value splits only for ops linear in their first input", "[op_registry]") {
+  CHECK(find_op_row("matmul")->value_split);
+  CHECK(find_op_row("linear")->value_split);
+  CHECK(find_op_row("sum")->value_split);
+  CHECK_FALSE(find_op_row("gelu")->value_split);
+  CHECK_FALSE(find_op_row("softmax")->value_split);
+}
+
+TEST_CASE("op registry: dtype rules of the constant generators", "[op_registry]") {
+  REQUIRE(find_op_row("swin_relative_index")->out_dtype.has_value());
+  CHECK(*find_op_row("swin_relative_index")->out_dtype == DType::I32);
+  CHECK_FALSE(find_op_row("add")->out_dtype.has_value());
+}
+
+TEST_CASE("op registry: OpCall attribute accessors", "[op_registry]") {
+  std::map<std::string, Attr> attrs{{"n", int64_t{3}}, {"flag", true}, {"dims", std::vector<int64_t>{1, 2}}, {"s", std::string("x")}};
+  OpCall c;
+  c.attrs = &attrs;
+  CHECK(c.int_attr("n") == 3);
+  CHECK(c.int_attr("flag") == 1);
+  CHECK(c.ints_attr("dims") == std::vector<int64_t>{1, 2});
+  CHECK(c.ints_attr("n") == std::vector<int64_t>{3});  // an int is a 1-list
+  CHECK(c.bool_attr("flag"));
+  CHECK(c.bool_attr("n"));
+  CHECK(c.bool_attr("missing", true));
+  CHECK_FALSE(c.bool_attr("missing"));
+  CHECK_THROWS_AS(c.int_attr("missing"), OpArgError);
+  CHECK_THROWS_AS(c.int_attr("dims"), OpArgError);
+  CHECK_THROWS_AS(c.ints_attr("s"), OpArgError);
+  CHECK_THROWS_AS(c.bool_attr("s"), OpArgError);
+}
+
+// ---- broadcasting -------------------------------------------------------------------
+
+TEST_CASE("op registry: same-shape elementwise ops share every identifier", "[op_registry]") {
+  Generated g = generate("add", {{2, 3}, {2, 3}});
+  CHECK(g.canonical == "a b, a b -> a b");
+  CHECK(g.bound.output_shapes == Shapes{{2, 3}});
+}
+
+TEST_CASE("op registry: broadcasting aligns from the right; size-1 dims are literal 1", "[op_registry]") {
+  Generated g = generate("add", {{4, 1, 3}, {5, 3}});
+  CHECK(g.canonical == "a 1 c, b c -> a b c");
+  CHECK(g.bound.output_shapes == Shapes{{4, 5, 3}});
+
+  g = generate("mul", {{3}, {5, 3}});
+  CHECK(g.canonical == "b, a b -> a b");
+  CHECK(g.bound.output_shapes == Shapes{{5, 3}});
+
+  g = generate("sub", {{5, 3}, {1, 1}});
+  CHECK(g.canonical == "a b, 1 1 -> a b");
+  CHECK(g.bound.output_shapes == Shapes{{5, 3}});
+
+  g = generate("div", {{1, 1}, {1, 1}});
+  CHECK(g.canonical == "1 1, 1 1 -> 1 1");
+  CHECK(g.bound.output_shapes == Shapes{{1, 1}});
+
+  g = generate("add", {{2, 1}, {1, 7}});
+  CHECK(g.canonical == "a 1, 1 b -> a b");
+  CHECK(g.bound.output_shapes == Shapes{{2, 7}});
+}
+
+TEST_CASE("op registry: shapes that cannot broadcast", "[op_registry]") {
+  CHECK_THAT(arg_error("add", {{2, 3}, {2, 4}}), Contains("cannot broadcast shapes [2, 3] and [2, 4]") && Contains("dim 1: 3 vs 4"));
+  CHECK_THAT(arg_error("mul", {{4, 2, 3}, {5, 3}}), Contains("dim 1: 2 vs 5"));
+}
+
+// ---- reductions -----------------------------------------------------------------------
+
+TEST_CASE("op registry: sum/mean make the reduced dim a partial sum", "[op_registry]") {
+  Generated g = generate("sum", {{2, 3, 4}}, {{"dim", int64_t{1}}, {"keepdim", false}});
+  CHECK(g.canonical == "a b+ c -> a c");
+  CHECK(g.bound.output_shapes == Shapes{{2, 4}});
+
+  g = generate("mean", {{2, 3, 4}}, {{"dim", int64_t{-1}}, {"keepdim", true}});
+  CHECK(g.canonical == "a b c+ -> a b 1");
+  CHECK(g.bound.output_shapes == Shapes{{2, 3, 1}});
+
+  // Reducing the only dim leaves one element.
+  g = generate("sum", {{6}}, {{"dim", int64_t{0}}, {"keepdim", false}});
+  CHECK(g.canonical == "a+ -> 1");
+  CHECK(g.bound.output_shapes == Shapes{{1}});
+
+  // A size-1 reduced dim stays a literal (nothing to split).
+  g = generate("sum", {{4, 1}}, {{"dim", int64_t{1}}, {"keepdim", false}});
+  CHECK(g.canonical == "a 1 -> a");
+
+  CHECK_THAT(arg_error("sum", {{2, 3}}, {{"dim", int64_t{2}}, {"keepdim", false}}),
+             Contains("dim 2 is out of range for a rank-2 tensor"));
+  CHECK_THAT(arg_error("sum", {{2, 3}}, {{"dim", int64_t{-3}}, {"keepdim", false}}), Contains("out of range"));
+}
+
+// ---- reshape ------------------------------------------------------------------------
+
+TEST_CASE("op registry: reshape splitting a dim makes a bracket on the input", "[op_registry]") {
+  Generated g = generate("reshape", {{2, 6, 4}}, {{"shape", std::vector<int64_t>{2, 2, 3, 4}}});
+  CHECK(g.canonical == "a (b c) d -> a b c^ d");
+  CHECK(g.gen.sizes.at("b") == 2);
+  CHECK(g.gen.sizes.at("c") == 3);
+  CHECK(g.bound.output_shapes == Shapes{{2, 2, 3, 4}});
+}
+
+TEST_CASE("op registry: reshape merging dims makes a bracket on the output", "[op_registry]") {
+  Generated g = generate("reshape", {{2, 6, 4}}, {{"shape", std::vector<int64_t>{12, 4}}});
+  CHECK(g.canonical == "a b^ c -> (a b) c");
+  CHECK(g.bound.output_shapes == Shapes{{12, 4}});
+}
+
+TEST_CASE("op registry: reshape infers one -1", "[op_registry]") {
+  Generated g = generate("reshape", {{2, 6, 4}}, {{"shape", std::vector<int64_t>{2, -1}}});
+  CHECK(g.canonical == "a b c^ -> a (b c)");
+  CHECK(g.bound.output_shapes == Shapes{{2, 24}});
+
+  g = generate("view", {{2, 6, 4}}, {{"shape", std::vector<int64_t>{-1}}});
+  CHECK(g.bound.output_shapes == Shapes{{48}});
+}
+
+TEST_CASE("op registry: reshape keeps size-1 dims as literals", "[op_registry]") {
+  Generated g = generate("reshape", {{2, 6, 4}}, {{"shape", std::vector<int64_t>{2, 1, 6, 1, 4}}});
+  CHECK(g.canonical == "a b c -> a 1 b 1 c");
+  CHECK(g.bound.output_shapes == Shapes{{2, 1, 6, 1, 4}});
+
+  g = generate("reshape", {{1, 8}}, {{"shape", std::vector<int64_t>{8}}});
+  CHECK(g.canonical == "1 a -> a");
+
+  g = generate("reshape", {{1}}, {{"shape", std::vector<int64_t>{1, 1}}});
+  CHECK(g.canonical == "1 -> 1 1");
+  CHECK(g.bound.output_shapes == Shapes{{1, 1}});
+}
+
+TEST_CASE("op registry: reshape with no clean grouping freezes the group as numbers", "[op_registry]") {
+  Generated g = generate("reshape", {{2, 6, 4}}, {{"shape", std::vector<int64_t>{3, 4, 4}}});
+  CHECK(g.canonical == "2 6 a -> 3 4 a");
+  CHECK(g.bound.output_shapes == Shapes{{3, 4, 4}});
+}
+
+TEST_CASE("op registry: reshape errors", "[op_registry]") {
+  CHECK_THAT(arg_error("reshape", {{4, 6}}, {{"shape", std::vector<int64_t>{5, 5}}}),
+             Contains("cannot reshape [4, 6] (24 elements) to [5, 5] (25 elements)"));
+  CHECK_THAT(arg_error("reshape", {{4, 6}}, {{"shape", std::vector<int64_t>{-1, -1}}}), Contains("only one dimension can be -1"));
+  CHECK_THAT(arg_error("reshape", {{4, 6}}, {{"shape", std::vector<int64_t>{5, -1}}}), Contains("cannot infer -1"));
+  CHECK_THAT(arg_error("reshape", {{4, 6}}, {{"shape", std::vector<int64_t>{0, 24}}}), Contains("dimension 0 is not positive"));
+  CHECK_THAT(arg_error("reshape", {{4, 6}}, {{"shape", std::vector<int64_t>{-2, 12}}}), Contains("is not positive"));
+  CHECK_THAT(arg_error("reshape", {}, {{"shape", std::vector<int64_t>{1}}}), Contains("missing tensor operand 0"));
+  CHECK_THAT(arg_error("reshape", {{4, 6}}), Contains("missing argument 'shape'"));
+}
+
+// ---- permute / transpose / roll ---------------------------------------------------------
+
+TEST_CASE("op registry: permute renames dims in the new order", "[op_registry]") {
+  Generated g = generate("permute", {{2, 3, 4}}, {{"dims", std::vector<int64_t>{2, 0, 1}}});
+  CHECK(g.canonical == "a b c -> c a b");
+  CHECK(g.bound.output_shapes == Shapes{{4, 2, 3}});
+
+  g = generate("permute", {{2, 3, 4}}, {{"dims", std::vector<int64_t>{0, -1, -2}}});
+  CHECK(g.canonical == "a b c -> a c b");
+  CHECK(g.bound.output_shapes == Shapes{{2, 4, 3}});
+}
+
+TEST_CASE("op registry: permute errors", "[op_registry]") {
+  CHECK_THAT(arg_error("permute", {{2, 3, 4}}, {{"dims", std::vector<int64_t>{1, 0}}}), Contains("2 dims given for a rank-3 tensor"));
+  CHECK_THAT(arg_error("permute", {{2, 3, 4}}, {{"dims", std::vector<int64_t>{0, 1, 1}}}), Contains("dim 1 appears twice"));
+  CHECK_THAT(arg_error("permute", {{2, 3, 4}}, {{"dims", std::vector<int64_t>{0, 2, -1}}}), Contains("dim -1 appears twice"));
+  CHECK_THAT(arg_error("permute", {{2, 3}}, {{"dims", std::vector<int64_t>{0, 2}}}), Contains("permute dim 2 is out of range for a rank-2 tensor"));
+}
+
+TEST_CASE("op registry: transpose swaps two dims, negative dims count from the end", "[op_registry]") {
+  Generated g = generate("transpose", {{2, 3, 4}}, {{"dim0", int64_t{0}}, {"dim1", int64_t{-1}}});
+  CHECK(g.canonical == "a b c -> c b a");
+  CHECK(g.bound.output_shapes == Shapes{{4, 3, 2}});
+
+  g = generate("transpose", {{2, 3}}, {{"dim0", int64_t{1}}, {"dim1", int64_t{1}}});
+  CHECK(g.canonical == "a b -> a b");
+
+  CHECK_THAT(arg_error("transpose", {{2, 3}}, {{"dim0", int64_t{0}}, {"dim1", int64_t{-3}}}), Contains("dim1 -3 is out of range"));
+  CHECK_THAT(arg_error("transpose", {{2, 3}}, {{"dim0", int64_t{5}}, {"dim1", int64_t{0}}}), Contains("dim0 5 is out of range"));
+}
+
+TEST_CASE("op registry: roll freezes the rolled dims only", "[op_registry]") {
+  Generated g = generate("roll", {{2, 8, 8, 3}}, {{"shifts", std::vector<int64_t>{-1, -1}}, {"dims", std::vector<int64_t>{1, 2}}});
+  CHECK(g.canonical == "a b^ c^ d -> a b^ c^ d");
+  CHECK(g.bound.output_shapes == Shapes{{2, 8, 8, 3}});
+
+  g = generate("roll", {{4, 5}}, {{"shifts", int64_t{2}}, {"dims", int64_t{-1}}});
+  CHECK(g.canonical == "a b^ -> a b^");
+
+  CHECK_THAT(arg_error("roll", {{4, 4}}, {{"shifts", std::vector<int64_t>{1, 1}}, {"dims", std::vector<int64_t>{0}}}),
+             Contains("shifts and dims must have the same length"));
+  CHECK_THAT(arg_error("roll", {{4, 4}}, {{"shifts", std::vector<int64_t>{1}}, {"dims", std::vector<int64_t>{2}}}),
+             Contains("roll dim 2 is out of range"));
+}
+
+// ---- concat / split / chunk -----------------------------------------------------------
+
+TEST_CASE("op registry: concat freezes the joined dim and sums its sizes", "[op_registry]") {
+  Generated g = generate("concat", {{2, 3}, {2, 5}, {2, 1}}, {{"dim", int64_t{1}}});
+  CHECK(g.canonical == "a c0^, a c1^, a c2^ -> a cat^");
+  CHECK(g.gen.sizes.at("cat") == 9);
+  CHECK(g.bound.output_shapes == Shapes{{2, 9}});
+
+  g = generate("concat", {{4, 3}}, {{"dim", int64_t{-2}}});
+  CHECK(g.bound.output_shapes == Shapes{{4, 3}});
+}
+
+TEST_CASE("op registry: concat errors", "[op_registry]") {
+  CHECK_THAT(arg_error("concat", {}, {{"dim", int64_t{0}}}), Contains("concat needs at least one tensor"));
+  CHECK_THAT(arg_error("concat", {{2, 3}, {2, 3, 1}}, {{"dim", int64_t{0}}}), Contains("tensor 1 has rank 3, expected 2"));
+  CHECK_THAT(arg_error("concat", {{2, 3}, {2, 4}}, {{"dim", int64_t{0}}}),
+             Contains("tensor 1 has shape [2, 4] but tensor 0 has [2, 3]; only dim 0 may differ"));
+  CHECK_THAT(arg_error("concat", {{2, 3}}, {{"dim", int64_t{2}}}), Contains("dim 2 is out of range"));
+}
+
+TEST_CASE("op registry: split gives one output per piece", "[op_registry]") {
+  Generated g = generate("split", {{6, 2}}, {{"sizes", std::vector<int64_t>{2, 4}}, {"dim", int64_t{0}}});
+  CHECK(g.canonical == "s^ b -> p0^ b, p1^ b");
+  CHECK(g.bound.output_shapes == Shapes{{2, 2}, {4, 2}});
+
+  CHECK_THAT(arg_error("split", {{6, 2}}, {{"sizes", std::vector<int64_t>{2, 3}}, {"dim", int64_t{0}}}),
+             Contains("sizes add up to 5 but dim 0 is 6"));
+  CHECK_THAT(arg_error("split", {{6, 2}}, {{"sizes", std::vector<int64_t>{6, 0}}, {"dim", int64_t{0}}}),
+             Contains("piece size 0 is not positive"));
+}
+
+TEST_CASE("op registry: chunk splits into equal pieces", "[op_registry]") {
+  Generated g = generate("chunk", {{2, 9}}, {{"chunks", int64_t{3}}, {"dim", int64_t{-1}}});
+  CHECK(g.bound.output_shapes == Shapes{{2, 3}, {2, 3}, {2, 3}});
+  CHECK(g.canonical == "a s^ -> a p0^, a p1^, a p2^");
+
+  CHECK_THAT(arg_error("chunk", {{6, 2}}, {{"chunks", int64_t{4}}, {"dim", int64_t{0}}}), Contains("6 does not divide into 4 equal chunks"));
+  CHECK_THAT(arg_error("chunk", {{6, 2}}, {{"chunks", int64_t{0}}, {"dim", int64_t{0}}}), Contains("does not divide"));
+}
+
+// ---- pad / conv2d / index_select / mse --------------------------------------------------
+
+TEST_CASE("op registry: pad freezes padded dims and grows them", "[op_registry]") {
+  Generated g = generate("pad", {{2, 3}}, {{"pads", std::vector<int64_t>{0, 0, 1, 2}}});
+  CHECK(g.canonical == "a b^ -> a ob^");
+  CHECK(g.gen.sizes.at("ob") == 6);
+  CHECK(g.bound.output_shapes == Shapes{{2, 6}});
+
+  CHECK_THAT(arg_error("pad", {{2, 3}}, {{"pads", std::vector<int64_t>{1, 1}}}), Contains("expected 4 values (before/after per dim), got 2"));
+  CHECK_THAT(arg_error("pad", {{2, 3}}, {{"pads", std::vector<int64_t>{0, 0, -1, 0}}}), Contains("negative padding"));
+}
+
+TEST_CASE("op registry: conv2d output size from stride and padding", "[op_registry]") {
+  Generated g = generate("conv2d", {{1, 3, 8, 8}, {4, 3, 3, 3}}, {{"stride", int64_t{1}}, {"padding", int64_t{0}}});
+  CHECK(g.canonical == "n ic+ h^ w^, oc ic+ kh^ kw^ -> n oc oh^ ow^");
+  CHECK(g.bound.output_shapes == Shapes{{1, 4, 6, 6}});
+
+  g = generate("conv2d", {{2, 3, 8, 8}, {4, 3, 3, 3}}, {{"stride", int64_t{2}}, {"padding", int64_t{1}}});
+  CHECK(g.bound.output_shapes == Shapes{{2, 4, 4, 4}});  // (8 + 2 - 3) / 2 + 1
+
+  // Patch embedding: kernel = stride.
+  g = generate("conv2d_bias", {{2, 3, 8, 8}, {16, 3, 4, 4}, {16}}, {{"stride", int64_t{4}}, {"padding", int64_t{0}}});
+  CHECK(g.canonical == "n ic^ h^ w^, oc ic^ kh^ kw^, oc -> n oc oh^ ow^");  // a bias forbids splitting ic
+  CHECK(g.bound.output_shapes == Shapes{{2, 16, 2, 2}});
+}
+
+TEST_CASE("op registry: conv2d errors", "[op_registry]") {
+  std::map<std::string, Attr> plain{{"stride", int64_t{1}}, {"padding", int64_t{0}}};
+  CHECK_THAT(arg_error("conv2d", {{3, 8, 8}, {4, 3, 3, 3}}, plain), Contains("conv2d expects x [n, c, h, w]"));
+  CHECK_THAT(arg_error("conv2d", {{1, 3, 4, 4}, {8, 3, 5, 5}}, plain), Contains("kernel larger than the padded input"));
+  CHECK_THAT(arg_error("conv2d", {{1, 3, 8, 8}, {8, 3, 3, 3}}, {{"stride", int64_t{0}}, {"padding", int64_t{0}}}),
+             Contains("stride must be positive"));
+  CHECK_THAT(arg_error("conv2d", {{1, 3, 8, 8}, {8, 3, 3, 3}}, {{"stride", int64_t{1}}, {"padding", int64_t{-1}}}),
+             Contains("padding non-negative"));
+}
+
+TEST_CASE("op registry: index_select gathers rows of a table", "[op_registry]") {
+  Generated g = generate("index_select", {{9, 2}, {4, 4}});
+  CHECK(g.canonical == "t^ r1, i0 i1 -> i0 i1 r1");
+  CHECK(g.bound.output_shapes == Shapes{{4, 4, 2}});
+
+  g = generate("index_select", {{7}, {3}});
+  CHECK(g.bound.output_shapes == Shapes{{3}});
+}
+
+TEST_CASE("op registry: mse reduces every dim to one element", "[op_registry]") {
+  Generated g = generate("mse", {{4, 8}, {4, 8}});
+  CHECK(g.canonical == "a+ b+, a+ b+ -> 1");
+  CHECK(g.bound.output_shapes == Shapes{{1}});
+}
+
+TEST_CASE("op registry: constant generators size their outputs from arguments", "[op_registry]") {
+  Generated g = generate("swin_relative_index", {}, {{"window", int64_t{3}}});
+  CHECK(g.bound.output_shapes == Shapes{{81}});
+
+  g = generate("swin_shift_mask", {}, {{"height", int64_t{8}}, {"width", int64_t{8}}, {"window", int64_t{4}}, {"shift", int64_t{2}}});
+  CHECK(g.bound.output_shapes == Shapes{{4, 16, 16}});
+
+  CHECK_THAT(arg_error("swin_relative_index", {}, {{"window", int64_t{0}}}), Contains("window must be positive"));
+  CHECK_THAT(arg_error("swin_shift_mask", {}, {{"height", int64_t{10}}, {"width", int64_t{10}}, {"window", int64_t{4}}, {"shift", int64_t{2}}}),
+             Contains("window 4 must divide the resolution 10x10"));
+}
+
+// ---- costs -----------------------------------------------------------------------------
+
+TEST_CASE("op registry: matmul-like macs are the product of all identifiers", "[op_registry]") {
+  const OpRow* linear = find_op_row("linear");
+  REQUIRE(linear->macs != nullptr);
+  OpAnno anno = parse_normalized("* k+, n k+ -> * n");
+  BoundAnno b = nns::sema::bind(anno, {InputShape{true, {2, 3, 8}}, InputShape{true, {16, 8}}});
+  OpCall call;
+  CHECK(linear->macs(b, call) == 2 * 3 * 8 * 16);
+
+  CHECK(find_op_row("gelu")->macs == nullptr);
+}
+
+TEST_CASE("op registry: conv2d macs are output elements times the kernel volume", "[op_registry]") {
+  Generated g = generate("conv2d", {{1, 3, 8, 8}, {4, 3, 3, 3}}, {{"stride", int64_t{1}}, {"padding", int64_t{0}}});
+  std::map<std::string, Attr> attrs{{"stride", int64_t{1}}, {"padding", int64_t{0}}};
+  OpCall call;
+  call.attrs = &attrs;
+  call.inputs = {InputShape{true, {1, 3, 8, 8}}, InputShape{true, {4, 3, 3, 3}}};
+  CHECK(find_op_row("conv2d")->macs(g.bound, call) == (1 * 4 * 6 * 6) * (3 * 3 * 3));
+}
