@@ -111,12 +111,21 @@ std::vector<Edge> moves(const std::vector<LayoutFactor>& fs, const sema::Shape& 
           step.groups = groups;
           out.push_back({normalized(next), step});
         };
-        auto can_split = [&](int dim) { return shape[dim] % (split_of_dim(ex, dim) * a) == 0; };
+        // A D digit is the innermost of its dim's digits: gathering, chunking or
+        // exchanging any other one would leave a device with blocks that are
+        // not contiguous (a different layout from the one the factors name).
+        auto innermost = [&](int dim) {
+          for (size_t j = acted + 1; j < ex.size(); ++j)
+            if (ex[j].kind == LayoutFactor::D && ex[j].dim == dim) return false;
+          return true;
+        };
+        auto can_split = [&](int dim) { return shape[dim] % (split_of_dim(ex, dim) * a) == 0 && innermost(dim); };
         if (f.kind == LayoutFactor::V) {
           emit({LayoutFactor::R, -1, a}, {AdapterStep::AllReduce, -1, -1, {}, 2 * (n - 1) / n * piece});
           for (int d = 0; d < static_cast<int>(shape.size()); ++d)
             if (can_split(d)) emit({LayoutFactor::D, d, a}, {AdapterStep::ReduceScatter, d, -1, {}, (n - 1) / n * piece});
         } else if (f.kind == LayoutFactor::D) {
+          if (!innermost(f.dim)) continue;
           emit({LayoutFactor::R, -1, a}, {AdapterStep::AllGather, f.dim, -1, {}, (n - 1) / n * piece * n});
           for (int d = 0; d < static_cast<int>(shape.size()); ++d)
             if (d != f.dim && can_split(d)) emit({LayoutFactor::D, d, a}, {AdapterStep::AllToAll, f.dim, d, {}, (n - 1) / n * piece});
@@ -170,7 +179,11 @@ Adapter search(const std::vector<LayoutFactor>& from, const std::vector<LayoutFa
   if (!best.count(goal)) throw std::invalid_argument("no chain of collectives turns " + start + "into " + goal);
   Adapter a;
   a.cost = best[goal].first;
-  for (std::string k = goal; k != start; k = came_from[k].first) a.steps.insert(a.steps.begin(), came_from[k].second);
+  for (std::string k = goal; k != start; k = came_from[k].first) {
+    AdapterStep step = came_from[k].second;
+    step.after = Layout{devices, states[k]};
+    a.steps.insert(a.steps.begin(), step);
+  }
   return a;
 }
 
@@ -249,6 +262,7 @@ Adapter derive_adapter(const Layout& from_in, const Layout& to_in, const sema::S
     for (int d : to.devices)
       if (std::find(from.devices.begin(), from.devices.end(), d) == from.devices.end()) send.groups.push_back({src, d});
     send.bytes = full / static_cast<double>(pieces(to.factors)) * static_cast<double>(send.groups.size());
+    send.after = to;
     if (!send.groups.empty()) {
       a.steps.push_back(send);
       a.cost += send.bytes;
@@ -267,6 +281,7 @@ Adapter derive_adapter(const Layout& from_in, const Layout& to_in, const sema::S
   for (size_t p = 0; p < from.devices.size(); ++p)
     if (from.devices[p] != to.devices[p]) send.groups.push_back({from.devices[p], to.devices[p]});
   send.bytes = full / static_cast<double>(pieces(to.factors));
+  send.after = to;
   if (!send.groups.empty()) {
     a.steps.push_back(send);
     a.cost += send.bytes;

@@ -44,6 +44,7 @@ struct AdapterStep {
   int dim = -1, to_dim = -1;              // AllGather/ReduceScatter/Chunk: dim; AllToAll: dim -> to_dim
   std::vector<std::vector<int>> groups;   // device groups the primitive runs in (one collective per group)
   double bytes = 0;                       // volume per device, by the cost model above
+  Layout after;                           // the layout once this step has run (what the runtime realises)
   std::string to_string() const;
 };
 

@@ -149,8 +149,6 @@ bool layout_of_pieces(const std::vector<std::pair<int, OperandSlice>>& pieces, c
   return false;
 }
 
-namespace {
-
 std::vector<std::pair<int, OperandSlice>> input_pieces(const sema::Plan& plan, int node, size_t k) {
   std::vector<std::pair<int, OperandSlice>> out;
   for (int leaf : plan.leaves()) {
@@ -194,17 +192,22 @@ std::vector<std::pair<int, OperandSlice>> gradient_pieces(const sema::Plan& plan
   return out;
 }
 
-}  // namespace
+Layout gradient_layout(Layout l) {
+  for (LayoutFactor& f : l.factors)
+    if (f.kind == LayoutFactor::V) f.kind = LayoutFactor::R;
+  return normalize(l);
+}
 
 CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan) {
   CommPlan cp;
   std::map<int, Layout> storage;  // params / inputs: the layout of their first consumer
-  auto add_edge = [&](int tensor, int producer, int consumer, bool backward, const std::vector<std::pair<int, OperandSlice>>& from_pieces,
+  auto add_edge = [&](int tensor, int producer, int consumer, int input_index, bool backward, const std::vector<std::pair<int, OperandSlice>>& from_pieces,
                       const Layout* from_known, const std::vector<std::pair<int, OperandSlice>>& to_pieces) {
     CommEdge e;
     e.tensor = tensor;
     e.producer = producer;
     e.consumer = consumer;
+    e.input_index = input_index;
     e.backward = backward;
     const sema::TensorInfo& t = g.tensor(tensor);
     std::string why;
@@ -235,14 +238,14 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan) {
           storage[t] = here;  // lives where its first consumer needs it: no traffic
           continue;
         }
-        if (storage.count(t)) add_edge(t, -1, static_cast<int>(node), false, {}, &storage[t], to);
-        else add_edge(t, -1, static_cast<int>(node), false, to, nullptr, to);
+        if (storage.count(t)) add_edge(t, -1, static_cast<int>(node), static_cast<int>(k), false, {}, &storage[t], to);
+        else add_edge(t, -1, static_cast<int>(node), static_cast<int>(k), false, to, nullptr, to);
         continue;
       }
       int producer = info.producer;
       const sema::OpNode& p = g.node(producer);
       size_t o = static_cast<size_t>(std::find(p.outputs.begin(), p.outputs.end(), t) - p.outputs.begin());
-      add_edge(t, producer, static_cast<int>(node), false, output_pieces(plan, producer, o), nullptr, to);
+      add_edge(t, producer, static_cast<int>(node), static_cast<int>(k), false, output_pieces(plan, producer, o), nullptr, to);
     }
   }
   // Backward: each consumer produces the gradient of its input in the layout
@@ -259,6 +262,7 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan) {
       CommEdge e;
       e.tensor = t;
       e.producer = static_cast<int>(node);  // the consumer in forward produces the gradient
+      e.input_index = static_cast<int>(k);
       e.backward = true;
       std::string why;
       bool ok = true;
@@ -270,6 +274,9 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan) {
         e.consumer = info.producer;
         size_t o = static_cast<size_t>(std::find(p.outputs.begin(), p.outputs.end(), t) - p.outputs.begin());
         ok = layout_of_pieces(output_pieces(plan, info.producer, o), info.shape, e.to, why);
+        // A producer that leaves partial sums reads the whole gradient on
+        // every part (the dual of its forward allreduce is the identity).
+        if (ok) e.to = gradient_layout(e.to);
       }
       if (ok) ok = layout_of_pieces(gradient_pieces(plan, static_cast<int>(node), k), info.shape, e.from, why);
       if (!ok) {

@@ -29,6 +29,7 @@ struct CommEdge {
   // whose backward reads it, or -1 for a parameter's update.
   int producer = -1;   // top-level node, or -1 for a parameter / input
   int consumer = -1;
+  int input_index = -1;  // which input of the forward consumer (forward: `consumer`, backward: `producer`) the tensor is
   bool backward = false;
   Layout from, to;
   Adapter adapter;
@@ -49,5 +50,17 @@ bool layout_of_pieces(const std::vector<std::pair<int, sema::OperandSlice>>& pie
                       std::string& why);
 
 CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan);
+
+// The pieces of operand k of top-level op `node` that the plan's leaf
+// sub-ops hold, one (device, slice) per device of each leaf; and the
+// gradient pieces that op's backward produces for input k (distinct
+// sub-ops sharing a piece give partial sums).
+std::vector<std::pair<int, sema::OperandSlice>> input_pieces(const sema::Plan& plan, int node, size_t k);
+std::vector<std::pair<int, sema::OperandSlice>> output_pieces(const sema::Plan& plan, int node, size_t k);
+std::vector<std::pair<int, sema::OperandSlice>> gradient_pieces(const sema::Plan& plan, int node, size_t k);
+
+// The gradient of a partial-sum tensor is the full gradient on every part:
+// a layout with its V factors read as R (what a producer's backward reads).
+Layout gradient_layout(Layout l);
 
 }  // namespace nns::backend

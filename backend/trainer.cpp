@@ -31,6 +31,14 @@ double normal01(uint64_t key, uint64_t i) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
 
+}  // namespace
+
+uint64_t init_key(uint64_t seed, const std::string& name) { return mix(seed) ^ name_key(name); }
+
+uint64_t data_key(int64_t data_seed, const std::string& name, int64_t index) {
+  return mix(static_cast<uint64_t>(data_seed)) ^ name_key(name) ^ mix(static_cast<uint64_t>(index) + 77);
+}
+
 void fill_init(const sema::InitSpec& init, uint64_t key, sema::DType dtype, void* data, int64_t n) {
   auto arg = [&](size_t i, double fallback) { return i < init.args.size() ? init.args[i] : fallback; };
   if (dtype == sema::DType::I32) {
@@ -58,6 +66,8 @@ void fill_init(const sema::InitSpec& init, uint64_t key, sema::DType dtype, void
     p[i] = static_cast<float>(v);
   }
 }
+
+namespace {
 
 const char* st_dtype(sema::DType t) {
   switch (t) {
@@ -155,7 +165,7 @@ void Trainer::release(int tensor) {
 void Trainer::init_parameter(int p) {
   const sema::TensorInfo& t = g_.tensor(p);
   std::vector<uint8_t> host(static_cast<size_t>(t.bytes()));
-  fill_init(t.init, mix(opts_.seed) ^ name_key(t.name), t.dtype, host.data(), sema::numel(t.shape));
+  fill_init(t.init, init_key(opts_.seed, t.name), t.dtype, host.data(), sema::numel(t.shape));
   be_.copy_from_host(buffers_[p], host.data(), host.size());
 }
 
@@ -174,7 +184,7 @@ void Trainer::load_inputs(int64_t k) {
       continue;
     }
     std::vector<uint8_t> host(bytes);
-    uint64_t key = mix(static_cast<uint64_t>(spec_.data.seed)) ^ name_key(t.name) ^ mix(static_cast<uint64_t>(k % (spec_.micro_batches * world_)) + 77);
+    uint64_t key = data_key(spec_.data.seed, t.name, k % (spec_.micro_batches * world_));
     fill_init(t.init, key, t.dtype, host.data(), sema::numel(t.shape));
     be_.copy_from_host(buffers_[inputs[i]], host.data(), bytes);
   }

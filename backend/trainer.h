@@ -18,6 +18,14 @@ namespace nns::backend {
 
 class Communicator;
 
+// Counter-based initial values: a tensor's values are a pure function of
+// (key, element index), so every rank can produce any slice of it. The key
+// of a parameter is init_key(--seed, its name); of synthetic micro-batch
+// `index` of an input, data_key(the data seed, its name, index).
+uint64_t init_key(uint64_t seed, const std::string& name);
+uint64_t data_key(int64_t data_seed, const std::string& name, int64_t index);
+void fill_init(const sema::InitSpec& init, uint64_t key, sema::DType dtype, void* data, int64_t n);
+
 struct TrainOptions {
   // Data-parallel replicas: with a communicator of N ranks, each rank trains
   // on its own micro-batches and gradients are averaged over the ranks

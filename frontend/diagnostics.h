@@ -38,6 +38,12 @@ class DiagnosticEngine {
   bool has_errors() const { return error_count_ > 0; }
   int error_count() const { return error_count_; }
   const std::vector<Diagnostic>& all() const { return diags_; }
+  // Forgets everything reported (the REPL prints each input's diagnostics
+  // and starts the next input with none).
+  void clear() {
+    diags_.clear();
+    error_count_ = 0;
+  }
 
   // Prints every diagnostic in the order reported. Colour only when asked
   // (the driver decides: a terminal and no NO_COLOR in the environment).

@@ -19,6 +19,7 @@
 // Every gradient tensor has grad_of = the tensor it differentiates.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -37,5 +38,16 @@ struct TrainingGraphInfo {
 // `optimizer` is "sgd" or "adamw". Parameters the loss does not depend on
 // get no gradient and no update.
 TrainingGraphInfo build_training_graph(Graph& g, const std::string& optimizer);
+
+// Reverse mode over `forward` (primitive nodes of g, in execution order)
+// from given gradients of some of their outputs (`seeds`: tensor -> its
+// gradient tensor): appends the backward nodes and returns them with the
+// gradient of each tensor in `wrt` (-1 where none flows). Per-rank lowering
+// differentiates each sub-op's ops this way.
+struct Backward {
+  std::vector<int> nodes;
+  std::map<int, int> grads;
+};
+Backward differentiate(Graph& g, const std::vector<int>& forward, const std::map<int, int>& seeds, const std::vector<int>& wrt);
 
 }  // namespace nns::sema

@@ -232,6 +232,8 @@ Value Interpreter::call_op(const OpDef& op, CallArgs& args) {
   call.attrs = &attrs;
   std::vector<int> inputs;
   std::map<std::string, int64_t> given;
+  CallRecord record;
+  record.def = &op;
   // A bad argument is reported at the argument itself when the call wrote it.
   auto arg_loc = [&](size_t index, const std::string& name) {
     if (index < args.positional.size()) return args.positional_loc(index);
@@ -245,16 +247,22 @@ Value Interpreter::call_op(const OpDef& op, CallArgs& args) {
     SourceLoc al = arg_loc(pi, p.name);
     std::string arg_what = what + ": argument '" + p.name + "'";
     if (p.type.empty() || p.type == "tensor") {
-      if (v.is<NoneV>() && p.default_value) continue;  // optional tensor left out
+      if (v.is<NoneV>() && p.default_value) {  // optional tensor left out
+        record.tensors_per_param.push_back(0);
+        continue;
+      }
       if (!v.is<TensorV>()) fail(al, what + " expects a tensor for '" + p.name + "', got " + type_name(v));
       inputs.push_back(v.as<TensorV>().id);
+      record.tensors_per_param.push_back(1);
     } else if (p.type == "tensors") {
       if (!v.is<std::shared_ptr<List>>()) fail(al, what + " expects a list of tensors for '" + p.name + "', got " + type_name(v));
       for (const Value& t : *v.as<std::shared_ptr<List>>()) {
         if (!t.is<TensorV>()) fail(al, what + " expects a list of tensors for '" + p.name + "', found " + a_type_name(t));
         inputs.push_back(t.as<TensorV>().id);
       }
+      record.tensors_per_param.push_back(static_cast<int>(v.as<std::shared_ptr<List>>()->size()));
     } else if (is_attr_type(p.type)) {
+      record.tensors_per_param.push_back(-1);
       if (p.type == "int") {
         attrs[p.name] = to_int(v, al, arg_what.c_str());
         given[p.name] = std::get<int64_t>(attrs[p.name]);
@@ -318,6 +326,7 @@ Value Interpreter::call_op(const OpDef& op, CallArgs& args) {
   node.loc = args.loc;
   if (op.row && op.row->macs) node.macs = op.row->macs(bound, call);
   int id = graph_.add_node(std::move(node));
+  if (!instantiating_) call_records_[id] = std::move(record);
   if (graph_.node(id).parent >= 0) graph_.node(graph_.node(id).parent).children.push_back(id);
 
   // Output dtype: the row's rule, else the first float input's dtype.

@@ -105,20 +105,29 @@ int Interpreter::load_and_parse(const std::string& path, SourceLoc from) {
 }
 
 bool Interpreter::parse(const std::string& path) {
-  std::string prelude = resolve_import("prelude", path);
-  if (prelude.empty()) {
-    diags_.error({}, "cannot find the stdlib prelude (stdlib/prelude.nns); set NNS_STDLIB to the stdlib folder");
-    return false;
-  }
   if (!fs::exists(path)) {
     diags_.error({}, "cannot read file '" + path + "'");
     return false;
   }
-  std::string main_path = fs::weakly_canonical(path).string();
   // The main file keeps the path the user typed, so diagnostics show it.
   int file = sources_.load(path);
   if (file < 0) {
     diags_.error({}, "cannot read file '" + path + "'");
+    return false;
+  }
+  return parse_main(file, fs::weakly_canonical(path).string());
+}
+
+bool Interpreter::parse_text(const std::string& name, std::string text) {
+  int file = sources_.add(name, std::move(text));
+  return parse_main(file, (fs::current_path() / name).string());
+}
+
+// Parses the loaded main file, the prelude and the main file's imports.
+bool Interpreter::parse_main(int file, const std::string& main_path) {
+  std::string prelude = resolve_import("prelude", main_path);
+  if (prelude.empty()) {
+    diags_.error({}, "cannot find the stdlib prelude (stdlib/prelude.nns); set NNS_STDLIB to the stdlib folder");
     return false;
   }
   auto m = std::make_unique<Loaded>();
@@ -213,6 +222,7 @@ bool Interpreter::evaluate() {
 // Declarations are hoisted: ops, functions, models and plans are visible to
 // every statement of their module, whatever the order in the file.
 void Interpreter::declare_items(const front::Program& prog, const std::shared_ptr<Env>& env) {
+  int errors_before = diags_.error_count();
   for (const front::Item& item : prog.items) {
     try {
       if (auto* op = std::get_if<front::OpDecl>(&item.node)) {
@@ -248,7 +258,12 @@ void Interpreter::declare_items(const front::Program& prog, const std::shared_pt
         if (&prog == main_program_) {
           for (const PlanInfo& other : plans_)
             if (other.name == p->fn->name) fail(p->fn->loc, "plan '" + p->fn->name + "' is defined twice");
-          plans_.push_back(PlanInfo{p->fn->name, p->fn});
+          plans_.push_back(PlanInfo{p->fn->name, p->fn, env});
+        } else if (&prog == session_program_) {
+          // At the REPL prompt a plan may be redefined, as a function may.
+          auto same = std::find_if(plans_.begin(), plans_.end(), [&](const PlanInfo& o) { return o.name == p->fn->name; });
+          if (same != plans_.end()) *same = PlanInfo{p->fn->name, p->fn, env};
+          else plans_.push_back(PlanInfo{p->fn->name, p->fn, env});
         }
       } else if (auto* c = std::get_if<front::ConfigDecl>(&item.node)) {
         if (&prog == main_program_) {
@@ -262,7 +277,7 @@ void Interpreter::declare_items(const front::Program& prog, const std::shared_pt
       diags_.report(std::move(e.diag));
     }
   }
-  if (diags_.has_errors()) throw StopEvaluation{};
+  if (diags_.error_count() != errors_before) throw StopEvaluation{};
 }
 
 // Binds `cfg` (a record of the chosen preset's entries). Entries may use
@@ -800,18 +815,10 @@ bool Interpreter::evaluate_plan(const std::string& name, int64_t ngpus, Plan& ou
     diags_.error({}, "unknown plan '" + name + "'" + (names.empty() ? " (the file defines none)" : "; available: " + names));
     return false;
   }
-  out = Plan{};
-  out.name = name;
-  out.ngpus = ngpus;
-  out.root_of_node.assign(graph_.nodes().size(), -1);
-  for (const OpNode& n : graph_.nodes()) {
-    if (n.parent >= 0 || n.phase != Phase::Forward) continue;
-    out.root_of_node[n.id] = static_cast<int>(out.subops.size());
-    out.subops.push_back(whole_op(graph_, n.id));
-  }
+  out = new_plan(name, ngpus);
   try {
     // Plan parameters: `ngpus` comes from the command line, the rest from defaults.
-    auto env = std::make_shared<Env>(main_env_);
+    auto env = std::make_shared<Env>(info->env ? info->env : main_env_);
     for (const front::Param& p : info->fn->params) {
       if (p.name == "ngpus") {
         env->define(p.name, Value(ngpus));
@@ -847,6 +854,100 @@ bool Interpreter::evaluate_plan(const std::string& name, int64_t ngpus, Plan& ou
     return false;
   }
   return true;
+}
+
+}  // namespace nns::sema
+
+namespace nns::sema {
+
+Plan Interpreter::new_plan(const std::string& name, int64_t ngpus) const {
+  Plan out;
+  out.name = name;
+  out.ngpus = ngpus;
+  out.root_of_node.assign(graph_.nodes().size(), -1);
+  for (const OpNode& n : graph_.nodes()) {
+    if (n.parent >= 0 || n.phase != Phase::Forward) continue;
+    out.root_of_node[n.id] = static_cast<int>(out.subops.size());
+    out.subops.push_back(whole_op(graph_, n.id));
+  }
+  return out;
+}
+
+// ---- the REPL session ---------------------------------------------------------
+
+const std::shared_ptr<Env>& Interpreter::session_env() {
+  if (!session_env_) session_env_ = std::make_shared<Env>(main_env_ ? main_env_ : builtins_);
+  return session_env_;
+}
+
+bool Interpreter::run_session_input(const std::string& name, std::string text, Plan* plan, std::optional<Value>* result) {
+  if (result) result->reset();
+  int errors_before = diags_.error_count();
+  if (!main_env_) {
+    diags_.error({}, "the session has no evaluated program (internal: evaluate() first)");
+    return false;
+  }
+  int file = sources_.add(name, std::move(text));
+  std::unique_ptr<front::Program> parsed = front::parse_program(sources_, file, diags_);
+  if (diags_.error_count() != errors_before || !parsed) return false;
+  session_programs_.push_back(std::move(parsed));
+  const front::Program& prog = *session_programs_.back();
+  const std::shared_ptr<Env>& env = session_env();
+  plan_ = plan;
+  // A failed input unwinds from anywhere; the next one starts clean.
+  struct Restore {
+    Interpreter& in;
+    ~Restore() {
+      in.plan_ = nullptr;
+      in.session_program_ = nullptr;
+      in.call_stack_.clear();
+      in.scope_stack_.clear();
+      in.composite_stack_.clear();
+      in.in_method_depth_ = 0;
+    }
+  } restore{*this};
+  try {
+    for (const front::Item& item : prog.items) {
+      if (auto* imp = std::get_if<front::ImportDecl>(&item.node)) {
+        std::string resolved = resolve_import(imp->path, modules_[0]->path);
+        if (resolved.empty()) fail(item.loc, "cannot find module '" + imp->path + "' (searched the main file's folder and the stdlib)");
+        int errors = diags_.error_count();
+        int dep = load_and_parse(resolved, item.loc);
+        if (dep < 0 || diags_.error_count() != errors) throw StopEvaluation{};
+        std::shared_ptr<Env> dep_env = run_module(dep);
+        if (!imp->alias.empty()) {
+          env->define(imp->alias, Value(std::make_shared<Module>(Module{imp->path, dep_env})));
+        } else {
+          for (const std::string& n : dep_env->order) env->define(n, dep_env->vars.at(n));
+        }
+      } else if (std::holds_alternative<front::ConfigDecl>(item.node)) {
+        fail(item.loc, "configs are chosen when the session starts (nns repl FILE --config NAME)");
+      } else if (std::holds_alternative<front::TrainDecl>(item.node)) {
+        fail(item.loc, "a train block belongs in the model file; 'run' trains the file's train block");
+      }
+    }
+    session_program_ = &prog;
+    declare_items(prog, env);
+    session_program_ = nullptr;
+    for (size_t i = 0; i < prog.items.size(); ++i) {
+      auto* s = std::get_if<front::StmtPtr>(&prog.items[i].node);
+      if (!s) continue;
+      auto* e = std::get_if<front::ExprStmt>(&(*s)->node);
+      if (e && result && i + 1 == prog.items.size()) {
+        *result = eval(*e->expr, env);
+        continue;
+      }
+      Flow f = exec(**s, env);
+      if (f != Flow::Normal)
+        fail(flow_loc_, std::string(flow_keyword(f)) + (f == Flow::Return ? " outside a function" : " outside a loop"));
+    }
+    finalize_names();
+  } catch (front::UserError& e) {
+    diags_.report(std::move(e.diag));
+  } catch (StopEvaluation&) {
+    // reported where found
+  }
+  return diags_.error_count() == errors_before;
 }
 
 }  // namespace nns::sema

@@ -49,6 +49,7 @@ struct TrainSpec {
 struct PlanInfo {
   std::string name;
   std::shared_ptr<front::FnDef> fn;
+  std::shared_ptr<Env> env;  // the scope it was declared in (the file's, or the REPL session's)
 };
 
 // Arguments of a call as builtins see them.
@@ -91,6 +92,40 @@ class Interpreter {
   // directive's location); an unknown plan name is reported too.
   bool evaluate_plan(const std::string& name, int64_t ngpus, Plan& out);
   Plan* active_plan() { return plan_; }
+  // The plan before any directive: every top-level forward op whole and
+  // unplaced (what a plan block starts from).
+  Plan new_plan(const std::string& name, int64_t ngpus) const;
+
+  // ---- the REPL session (nns repl; repl/) ----
+  // Phase 1 without a file: `text` is the main program (imports resolve
+  // from the working directory).
+  bool parse_text(const std::string& name, std::string text);
+  // After evaluate(): parses `text` (one REPL input: statements and
+  // op/fn/model/plan declarations, imports) as source `name` and runs it in
+  // the session scope, a child of the main file's scope, so the file's names
+  // are visible and definitions persist across inputs. Plan primitives act
+  // on `plan` (null: refused, as outside a plan block). When the input ends
+  // with an expression statement its value goes to *result. False on errors
+  // (reported); what ran before the error stays done — the caller snapshots
+  // the plan to undo a refused directive. Ops called at the prompt are added
+  // to the graph after the model's: plans made before do not see them.
+  bool run_session_input(const std::string& name, std::string text, Plan* plan, std::optional<Value>* result);
+  const std::shared_ptr<Env>& session_env();
+
+  // ---- per-rank lowering (backend/plan_runtime.cpp) ----
+  // The ops one sub-op runs: top-level op `node` of graph() elaborated again,
+  // into `local`, on its slice — inputs of `input_shapes`, int arguments
+  // named by a split identifier divided by `divisors[id]` (an attention
+  // split on `h` gets h / num heads), shape arguments of reshape/view taken
+  // from `output_shapes`. Composite ops run their body again, so every op
+  // inside sees the sliced shapes. Throws std::runtime_error (naming the op)
+  // when the op cannot be elaborated on that slice.
+  struct OpInstance {
+    std::vector<int> inputs, outputs;  // tensors of `local`, one per operand of the op
+    std::vector<int> nodes;            // primitive nodes of `local`, in execution order
+  };
+  OpInstance instantiate_op(int node, const std::vector<Shape>& input_shapes, const std::vector<Shape>& output_shapes,
+                            const std::map<std::string, int64_t>& divisors, Graph& local);
 
   // ---- used by builtins and op calls ----
   [[noreturn]] void fail(front::SourceLoc loc, const std::string& msg);
@@ -108,6 +143,7 @@ class Interpreter {
   }
 
   int load_and_parse(const std::string& path, front::SourceLoc from);
+  bool parse_main(int file, const std::string& main_path);
   std::string resolve_import(const std::string& spec, const std::string& from_file);
   std::shared_ptr<Env> run_module(int index);
   void declare_items(const front::Program& prog, const std::shared_ptr<Env>& env);
@@ -145,6 +181,15 @@ class Interpreter {
   std::shared_ptr<Env> prelude_;
 
   Graph graph_;
+  // How each op node was called, so a sub-op can be elaborated again on its
+  // slice (instantiate_op): its definition and, per parameter, how many
+  // tensor inputs it took (-1: an attribute).
+  struct CallRecord {
+    const OpDef* def = nullptr;
+    std::vector<int> tensors_per_param;
+  };
+  std::unordered_map<int, CallRecord> call_records_;  // by node of graph_ (not of instantiate_op's local graphs)
+  bool instantiating_ = false;
   std::optional<TrainSpec> train_;
   std::vector<PlanInfo> plans_;
   std::string config_name_;
@@ -159,6 +204,9 @@ class Interpreter {
   std::vector<std::pair<std::string, front::SourceLoc>> call_stack_;
   Value return_value_;
   std::shared_ptr<Env> main_env_;
+  std::shared_ptr<Env> session_env_;                                // REPL inputs run here
+  std::vector<std::unique_ptr<front::Program>> session_programs_;  // kept: closures point into them
+  const front::Program* session_program_ = nullptr;                // the one being declared
   Plan* plan_ = nullptr;
   front::SourceLoc flow_loc_;  // the last return/break/continue run (misplaced ones are reported there)
   int in_method_depth_ = 0;  // > 0 while a function body runs (params are refused there)

@@ -34,6 +34,10 @@ struct Call {
     if (auto* b = std::get_if<bool>(&it->second)) return *b;
     throw RuntimeError("node " + node.name + ": attribute '" + k + "' is not an int");
   }
+  int64_t attr_int_or(const std::string& k, int64_t fallback) const {
+    auto it = node.attrs.find(k);
+    return it != node.attrs.end() && std::holds_alternative<int64_t>(it->second) ? std::get<int64_t>(it->second) : fallback;
+  }
   double attr_float(const std::string& k, double fallback) const {
     auto it = node.attrs.find(k);
     if (it == node.attrs.end()) return fallback;
@@ -157,11 +161,14 @@ void act_bwd(const Call& c) {
 // Dropout masks depend on (seed, step, element): never on threads or ranks.
 uint64_t dropout_seed(const Call& c) { return static_cast<uint64_t>(c.attr_int("seed")) * 1000003ULL + static_cast<uint64_t>(c.step); }
 void dropout_fwd(const Call& c) {
-  KERNEL(dropout)(c.in[0].f32(), c.out[0].f32(), c.in[0].numel(), static_cast<float>(c.attr_float("p", 0)), dropout_seed(c), 0);
+  // element_offset: where a sub-op's slice starts in the full tensor (per-rank lowering).
+  KERNEL(dropout)(c.in[0].f32(), c.out[0].f32(), c.in[0].numel(), static_cast<float>(c.attr_float("p", 0)), dropout_seed(c),
+                  static_cast<uint64_t>(c.attr_int_or("element_offset", 0)));
 }
 void dropout_bwd(const Call& c) {
   if (float* dx = c.dx(0))
-    KERNEL(dropout_backward)(c.dy(0).f32(), dx, c.dy(0).numel(), static_cast<float>(c.attr_float("p", 0)), dropout_seed(c), 0);
+    KERNEL(dropout_backward)(c.dy(0).f32(), dx, c.dy(0).numel(), static_cast<float>(c.attr_float("p", 0)), dropout_seed(c),
+                             static_cast<uint64_t>(c.attr_int_or("element_offset", 0)));
 }
 
 // ---- normalisation ------------------------------------------------------------------------
@@ -225,10 +232,13 @@ void gather_fwd(const Call& c) {
   const TensorView& table = emb ? c.in[1] : c.in[0];
   const TensorView& ids = emb ? c.in[0] : c.in[1];
   int64_t vocab = table.shape[0], dim = table.numel() / vocab;
+  // A vocab-split sub-op holds rows [vocab_offset, vocab_offset + vocab) of
+  // a table of vocab_size rows; ids it does not hold give zero rows.
+  int64_t offset = c.attr_int_or("vocab_offset", 0), full = c.attr_int_or("vocab_size", vocab);
   for (int64_t i = 0, n = ids.numel(); i < n; ++i)
-    if (ids.i32()[i] < 0 || ids.i32()[i] >= vocab)
-      throw RuntimeError("node " + c.node.name + ": index " + std::to_string(ids.i32()[i]) + " out of range [0, " + std::to_string(vocab) + ")");
-  KERNEL(embedding)(table.f32(), ids.i32(), c.out[0].f32(), ids.numel(), vocab, dim, 0);
+    if (ids.i32()[i] < 0 || ids.i32()[i] >= full)
+      throw RuntimeError("node " + c.node.name + ": index " + std::to_string(ids.i32()[i]) + " out of range [0, " + std::to_string(full) + ")");
+  KERNEL(embedding)(table.f32(), ids.i32(), c.out[0].f32(), ids.numel(), vocab, dim, offset);
 }
 void gather_bwd(const Call& c) {
   bool emb = base_kind(c.node) == "embedding";
@@ -239,7 +249,7 @@ void gather_bwd(const Call& c) {
   const TensorView& ids = c.x(emb ? 0 : 1);
   int64_t vocab = table.shape[0], dim = table.numel() / vocab;
   std::memset(dtable, 0, sizeof(float) * table.numel());
-  KERNEL(embedding_backward)(ids.i32(), c.dy(0).f32(), dtable, ids.numel(), vocab, dim, 0);
+  KERNEL(embedding_backward)(ids.i32(), c.dy(0).f32(), dtable, ids.numel(), vocab, dim, c.attr_int_or("vocab_offset", 0));
 }
 
 // ---- reductions ------------------------------------------------------------------------------

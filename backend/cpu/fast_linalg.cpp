@@ -1,6 +1,7 @@
 // Fast matmul, linear and conv2d on oneDNN primitives. Transposes are
 // expressed as strides of the memory descriptors (no copies), a shared b is
 // a batch dim of 1 (oneDNN broadcasts it), beta is a sum post-op.
+#include <vector>
 #include <algorithm>
 #include <cstring>
 
@@ -124,7 +125,14 @@ void linear_backward(const float* x, const float* w, const float* dy, float* dx,
                      float* dbias, int64_t rows, int64_t k, int64_t n) {
   if (dx) gemm(dy, w, dx, 1, 1, rows, n, k, false, false, 0.0f);
   if (dw) gemm(dy, x, dw, 1, 1, n, rows, k, true, false, 0.0f);
-  if (dbias) reduce(Reduction::sum, dy, dbias, 1, rows, n);
+  // A column sum over every row: accumulated in double, so its rounding does
+  // not depend on how many rows a (batch-split) sub-op sees.
+  if (dbias) {
+    std::vector<double> acc(size_t(n), 0.0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < n; ++c) acc[size_t(c)] += double(dy[r * n + c]);
+    for (int64_t c = 0; c < n; ++c) dbias[c] = float(acc[size_t(c)]);
+  }
 }
 
 }  // namespace nns::backend::cpu::fast

@@ -1,6 +1,7 @@
 // Fast softmax, log_softmax, layer norm and activations on oneDNN
 // primitives. Backward primitives are built against their forward
 // primitive descriptor (oneDNN's "hint"), created once per cache miss.
+#include <vector>
 #include <algorithm>
 #include <cmath>
 
@@ -183,6 +184,27 @@ void layer_norm_backward(const float* x, const float* gamma, const float* mean,
                  {DNNL_ARG_DIFF_SRC, wrap(data, dx_out)},
                  {DNNL_ARG_DIFF_SCALE, wrap(param, dgamma_out)},
                  {DNNL_ARG_DIFF_SHIFT, wrap(param, dbeta_out)}});
+  // dgamma and dbeta are sums over every row, and oneDNN accumulates them in
+  // fp32 in a row blocking that depends on the row count: with dy summing to
+  // much less than its magnitude (a bias under a mean-pooled head), results
+  // then drift by ~1e-5 between a batch and its halves. Recompute both in
+  // double (one cheap pass), so a batch-split plan reproduces one device.
+  if (dgamma || dbeta) {
+    std::vector<double> sg(size_t(cols), 0.0), sb(size_t(cols), 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * cols;
+      const float* dyr = dy + r * cols;
+      double m = mean[r], rs = rstd[r];
+      for (int64_t c = 0; c < cols; ++c) {
+        sg[size_t(c)] += double(dyr[c]) * ((double(xr[c]) - m) * rs);
+        sb[size_t(c)] += double(dyr[c]);
+      }
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      if (dgamma) dgamma[c] = float(sg[size_t(c)]);
+      if (dbeta) dbeta[c] = float(sb[size_t(c)]);
+    }
+  }
 }
 
 void activation(Activation act, const float* x, float* y, int64_t n) {

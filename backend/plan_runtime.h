@@ -1,0 +1,92 @@
+// Partitioned training: one rank's share of a plan (nns run --plan P).
+//
+// Lowering. Every leaf sub-op placed on this rank's device is elaborated
+// again on its slice (Interpreter::instantiate_op) into a rank-local graph
+// and differentiated there (sema::differentiate), so each sub-op has its own
+// forward and backward ops with the sliced shapes. Tensors between ops live
+// as one piece per device, in the layout the plan gives them (R x V x D over
+// a device group, backend/comm_plan.h); at every edge the derived adapter
+// (allreduce, allgather, reduce-scatter, all-to-all, local chunk or value
+// split, send/recv) turns the producer's layout into the consumer's, and in
+// backward the gradient goes the other way through the dual adapter the
+// communication plan derived. Parameters live in the layout of their first
+// consumer and are updated there, piece by piece.
+//
+// Every rank walks the same global sequence of ops and adapter steps and
+// joins the collectives of the groups it belongs to, so collectives are
+// issued in one order everywhere and cannot deadlock.
+//
+// Data parallelism over plan replicas: a plan for k devices run on N = m k
+// ranks forms m replicas (rank = replica * k + device); replica j trains on
+// its own micro-batches and parameter gradients are averaged over the
+// replicas, exactly like one device running m x micro_batches.
+//
+// Limits (refused with a RuntimeError, never silently wrong): pieces that do
+// not form a regular layout, dropout split other than along its first dim.
+// Execution follows the graph's op order, micro-batch after micro-batch,
+// which honours every `order` directive (one that runs against the data
+// dependencies orders consecutive micro-batches, as in a pipeline).
+// `recompute` is accepted but activations are kept; pipeline stages run
+// their micro-batches one after another (no overlap between stages yet).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/comm_plan.h"
+#include "backend/trainer.h"
+#include "semantics/interpreter.h"
+#include "semantics/plan.h"
+
+namespace nns::backend {
+
+class Communicator;
+
+// The piece of a tensor one device holds under a layout.
+struct Piece {
+  std::vector<int64_t> start, length;
+  int64_t value_index = 0, value_parts = 1;
+  int64_t replica_index = 0, replicas = 1;  // which of the R copies
+  int64_t numel() const;
+};
+Piece piece_of(const Layout& l, int device, const sema::Shape& shape);
+
+class PlanTrainer {
+ public:
+  // `g`: the forward graph the plan was evaluated on (its loss set);
+  // `comm`: the N ranks (N a multiple of plan.ngpus), null for one rank.
+  PlanTrainer(sema::Interpreter& interp, const sema::Graph& g, const sema::Plan& plan, const sema::TrainSpec& spec, Backend& backend,
+              Communicator* comm, uint64_t seed);
+  ~PlanTrainer();
+
+  StepStats step();
+  int64_t steps_done() const { return step_; }
+  int64_t samples_per_step() const { return samples_per_step_; }
+  bool counts_tokens() const { return counts_tokens_; }
+  int64_t piece_bytes_peak() const { return peak_bytes_; }
+
+  // Full tensors assembled from the pieces, on every rank (collective: all
+  // ranks must call them together).
+  std::map<std::string, std::vector<float>> parameters();
+  std::map<std::string, std::vector<float>> last_gradients();
+  // Writes a single-device checkpoint (weights + optimizer state + step),
+  // loadable by any plan on any number of ranks (collective; rank 0 writes).
+  void save_checkpoint(const std::string& path);
+
+  // --emit=program: this rank's instruction list.
+  std::string dump() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int64_t step_ = 0;
+  int64_t samples_per_step_ = 0;
+  bool counts_tokens_ = false;
+  int64_t peak_bytes_ = 0;
+};
+
+}  // namespace nns::backend
