@@ -73,9 +73,13 @@ class PlanTrainer {
   // ranks must call them together).
   std::map<std::string, std::vector<float>> parameters();
   std::map<std::string, std::vector<float>> last_gradients();
-  // Writes a single-device checkpoint (weights + optimizer state + step),
-  // loadable by any plan on any number of ranks (collective; rank 0 writes).
-  void save_checkpoint(const std::string& path);
+  // Checkpoints. Each rank writes the pieces it owns (one copy of every
+  // element over all ranks) to DIR/rank-<r>.safetensors (collective);
+  // merge_checkpoint_shards builds the single-device checkpoint from them,
+  // which load() reads into any plan on any number of ranks: weights only
+  // (--init) or weights, optimizer state and step (--resume).
+  void save_shards(const std::string& dir);
+  void load(const std::string& path, bool checkpoint);
 
   // --emit=program: this rank's instruction list.
   std::string dump() const;
@@ -88,5 +92,11 @@ class PlanTrainer {
   bool counts_tokens_ = false;
   int64_t peak_bytes_ = 0;
 };
+
+// `nns ckpt merge DIR -o OUT`: assembles the shards a plan run saved into
+// one single-device checkpoint; every element must come from exactly one
+// shard (a missing or overlapping shard is an error naming the tensor).
+// Returns a one-line summary.
+std::string merge_checkpoint_shards(const std::string& dir, const std::string& out);
 
 }  // namespace nns::backend

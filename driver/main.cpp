@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <set>
@@ -27,6 +28,7 @@
 #include "backend/trainer.h"
 #include "backend/cpu/kernels.h"
 #include "semantics/autograd.h"
+#include "repl/repl.h"
 
 namespace {
 
@@ -51,6 +53,10 @@ commands:
       and refuses an illegal one with the directive's location; --emit=plan
       prints every op's partition tree, operand slices and devices;
       --emit=comm every derived collective (primitive, groups, bytes).
+  ckpt merge DIR -o FILE
+      assemble the checkpoint shards a partitioned run saved (nns run --plan P
+      --save DIR) into one single-device checkpoint; it resumes any plan on
+      any number of ranks (--resume FILE), or one device.
   dimop 'ANNOTATION' [--shapes '[4,8],[8,16]']
       normalise a dimop annotation (nnScaler's language) and print its
       transform space: every legal partition and what it does to each
@@ -69,10 +75,21 @@ commands:
       relative error of 1e-5). --plan P runs FILE's plan P partitioned
       over the ranks: each rank runs its sub-ops and the collectives the plan
       derives; --plan-gpus K evaluates P for K devices and runs N/K replicas
-      of it (default K = N). --reference uses the plain reference kernels; --save writes
+      of it (default K = N); with --plan, --save DIR writes per-rank shards
+      (see ckpt merge) and --resume/--init read a single-device file.
+      --reference uses the plain reference kernels; --save writes
       a checkpoint (weights, optimizer state, step) after the last step,
       --resume continues one bit-identically; --dump-grads writes step 1's
       gradients; --emit prints the training graph or the lowered program.
+  repl [FILE] [--config C] [--gpus N]
+      an interactive session over FILE's model (or the stdlib alone): any
+      .nns statement or expression; plan directives (trans, assign,
+      replicate, order, recompute) typed one at a time, each answered with
+      the collectives it adds or removes, memory per device and the verdict;
+      commands ops, show OP, status, comm, plan, undo, reset, gpus, save,
+      run N [--verify], help. Line editing, history (~/.nns_history or
+      $NNS_HISTORY) and Tab completion on a terminal; from a pipe it reads
+      plain lines without prompts (exit 65 if any input failed).
   help, --help, -h
       this text.
 
@@ -92,7 +109,7 @@ struct Args {
   std::string command;
   std::vector<std::string> positional;
   std::string config, emit, shapes;
-  std::string plan, plan_gpus;
+  std::string plan, plan_gpus, output;
   std::string gpus = "1", steps, seed = "0", threads, init, data, save, resume, dump_grads;
   bool reference = false, verify = false;
 };
@@ -109,7 +126,7 @@ bool parse_args(int argc, char** argv, Args& a, std::string& err) {
       if (s.rfind(flag + "=", 0) == 0) { out = s.substr(flag.size() + 1); return true; }
       return false;
     };
-    if (value("--config", a.config) || value("--emit", a.emit) || value("--shapes", a.shapes) || value("--gpus", a.gpus) || value("--plan", a.plan) || value("--plan-gpus", a.plan_gpus) ||
+    if (value("--config", a.config) || value("--emit", a.emit) || value("--shapes", a.shapes) || value("--gpus", a.gpus) || value("--plan", a.plan) || value("--plan-gpus", a.plan_gpus) || value("-o", a.output) ||
         value("--steps", a.steps) || value("--seed", a.seed) || value("--threads", a.threads) || value("--init", a.init) ||
         value("--data", a.data) || value("--save", a.save) || value("--resume", a.resume) || value("--dump-grads", a.dump_grads)) {
       if (!err.empty()) return false;
@@ -350,6 +367,22 @@ std::set<std::string> loss_invariant(const std::map<std::string, std::vector<flo
   return out;
 }
 
+// nns ckpt merge DIR -o FILE
+int cmd_ckpt(const Args& a) {
+  if (a.positional.size() != 2 || a.positional[0] != "merge" || a.output.empty())
+    return usage_error("usage: nns ckpt merge DIR -o FILE (DIR: the shards 'nns run --plan P --save DIR' wrote)");
+  try {
+    std::printf("%s\n", nns::backend::merge_checkpoint_shards(a.positional[1], a.output).c_str());
+  } catch (const nns::backend::SafetensorsError& e) {
+    std::cerr << "nns: error: " << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const nns::backend::RuntimeError& e) {
+    std::cerr << "nns: error: " << e.what() << "\n";
+    return kExitBadInput;
+  }
+  return kExitOk;
+}
+
 int cmd_run(const Args& a) {
   if (a.positional.size() != 1) return usage_error("run needs exactly one FILE");
   long long gpus = 1, steps = -1, seed = 0, threads = 0;
@@ -361,9 +394,8 @@ int cmd_run(const Args& a) {
   long long plan_gpus = gpus;
   if (!a.plan_gpus.empty() && (!parse_int(a.plan_gpus, plan_gpus) || plan_gpus < 1 || gpus % plan_gpus != 0))
     return usage_error("--plan-gpus must be a positive divisor of --gpus");
-  if (!a.plan.empty() && (!a.init.empty() || !a.data.empty() || !a.save.empty() || !a.resume.empty() || !a.dump_grads.empty()))
-    return usage_error("--plan runs with the seed's weights and synthetic data for now: --init, --data, --save, --resume and --dump-grads "
-                       "work without --plan only");
+  if (!a.plan.empty() && (!a.data.empty() || !a.dump_grads.empty()))
+    return usage_error("--plan trains on synthetic data for now: --data and --dump-grads work without --plan only");
 
   nns::front::SourceManager sources;
   nns::front::DiagnosticEngine diags(sources);
@@ -406,6 +438,13 @@ int cmd_run(const Args& a) {
     int rank_threads = threads > 0 ? static_cast<int>(threads) : (comm ? nns::backend::rank_threads() : 0);
     if (rank_threads > 0) backend->set_threads(rank_threads);
     nns::backend::PlanTrainer trainer(interp, g, plan, spec, *backend, comm, static_cast<uint64_t>(seed));
+    if (!a.init.empty()) trainer.load(a.init, false);
+    if (!a.resume.empty()) trainer.load(a.resume, true);
+    const int64_t start = trainer.steps_done();
+    if (start >= spec.steps) {
+      if (rank == 0) std::printf("nns: the checkpoint is at step %lld; nothing left to run (raise --steps)\n", static_cast<long long>(start));
+      return kExitOk;
+    }
     if (a.emit == "program") {
       // Ranks print in turn so the dump is deterministic.
       for (int r = 0; r < world; ++r) {
@@ -424,6 +463,8 @@ int cmd_run(const Args& a) {
       if (rank_threads > 0) ref_backend->set_threads(rank_threads);
       nns::backend::TrainOptions ref_opts;
       ref_opts.seed = static_cast<uint64_t>(seed);
+      ref_opts.init_path = a.init;
+      ref_opts.resume_path = a.resume;
       reference = std::make_unique<nns::backend::Trainer>(g, info, ref_spec, *ref_backend, ref_opts);
     }
     if (rank == 0)
@@ -437,15 +478,15 @@ int cmd_run(const Args& a) {
     std::set<std::string> invariant_params;
     ElementMasks rounding_masks;
     size_t rounding_elements = 0;
-    for (int64_t s = 0; s < spec.steps; ++s) {
+    for (int64_t s = start; s < spec.steps; ++s) {
       nns::backend::StepStats st = trainer.step();
       if (!std::isfinite(st.loss)) {
         if (rank == 0) std::fprintf(stderr, "nns: error: step %lld: the loss is %f (diverged)\n", static_cast<long long>(st.step), st.loss);
         return kExitRuntime;
       }
-      if (s == 0) first_loss = st.loss;
+      if (s == start) first_loss = st.loss;
       last_loss = st.loss;
-      if (s > 0) total += st.seconds;
+      if (s > start) total += st.seconds;
       std::map<std::string, std::vector<float>> grads, weights;
       if (a.verify) {
         grads = trainer.last_gradients();
@@ -477,9 +518,15 @@ int cmd_run(const Args& a) {
       }
       std::fflush(stdout);
     }
+    if (!a.save.empty()) {
+      trainer.save_shards(a.save);
+      if (rank == 0)
+        std::printf("checkpoint shards: %s/rank-*.safetensors (step %lld); 'nns ckpt merge %s -o FILE' makes one checkpoint\n",
+                    a.save.c_str(), static_cast<long long>(trainer.steps_done()), a.save.c_str());
+    }
     if (rank != 0) return kExitOk;
-    std::printf("done: %lld steps, loss %.6f -> %.6f", static_cast<long long>(spec.steps), first_loss, last_loss);
-    if (spec.steps > 1) std::printf(", %.2f ms/step (steps after the first)", total / static_cast<double>(spec.steps - 1) * 1e3);
+    std::printf("done: %lld steps, loss %.6f -> %.6f", static_cast<long long>(spec.steps - start), first_loss, last_loss);
+    if (spec.steps - start > 1) std::printf(", %.2f ms/step (steps after the first)", total / static_cast<double>(spec.steps - start - 1) * 1e3);
     std::printf(", peak piece memory %s (rank 0)\n", nns::sema::format_bytes(trainer.piece_bytes_peak()).c_str());
     if (reference) {
       bool ok = worst_verify <= 1e-5;
@@ -684,6 +731,22 @@ int cmd_dimop(const Args& a) {
 
 }  // namespace
 
+int cmd_repl(const Args& a) {
+  if (a.positional.size() > 1) return usage_error("repl takes at most one FILE");
+  long long gpus = 1;
+  if (!parse_int(a.gpus, gpus) || gpus < 1) return usage_error("--gpus must be a positive integer");
+  nns::repl::ReplOptions o;
+  o.file = a.positional.empty() ? "" : a.positional[0];
+  o.config = a.config;
+  o.ngpus = gpus;
+  o.stdlib_dirs = stdlib_dirs();
+  // `run` starts this same executable's run command.
+  std::error_code ec;
+  std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  o.nns_binary = ec ? "nns" : self;
+  return nns::repl::run_repl(o);
+}
+
 int main(int argc, char** argv) {
   Args a;
   std::string err;
@@ -699,7 +762,9 @@ int main(int argc, char** argv) {
     }
     if (a.command == "check") return cmd_check(a);
     if (a.command == "dimop") return cmd_dimop(a);
+    if (a.command == "ckpt") return cmd_ckpt(a);
     if (a.command == "run") return cmd_run(a);
+    if (a.command == "repl") return cmd_repl(a);
     return usage_error("unknown command '" + a.command + "'");
   } catch (const std::exception& e) {
     std::cerr << "nns: internal error: " << e.what() << "\n";
