@@ -1,0 +1,183 @@
+#include "repl/plan_text.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace nns::repl {
+
+using sema::Plan;
+using sema::SubOp;
+
+namespace {
+
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string device_list(const std::vector<int>& devs) {
+  // 0..n for a run of consecutive devices, else a list.
+  bool run = devs.size() > 1;
+  for (size_t i = 1; i < devs.size(); ++i) run = run && devs[i] == devs[i - 1] + 1;
+  if (run) return std::to_string(devs.front()) + ".." + std::to_string(devs.back() + 1);
+  std::string s = "[";
+  for (size_t i = 0; i < devs.size(); ++i) s += (i ? ", " : "") + std::to_string(devs[i]);
+  return s + "]";
+}
+
+struct Writer {
+  const sema::Graph& g;
+  const Plan& p;
+  std::ostringstream out;
+  std::map<int, std::string> var;  // split sub-op -> the variable holding its parts
+  int next_var = 0;
+
+  std::string ref(int sub) {
+    const SubOp& s = p.subops[sub];
+    if (s.parent < 0) return "by_name(" + quoted(g.node(s.node).name) + ")";
+    return var.at(s.parent) + "[" + std::to_string(s.split_index) + "]";
+  }
+  std::string trans(int sub) {
+    const SubOp& first = p.subops[p.subops[sub].children.front()];
+    return "trans(" + ref(sub) + ", dim = " + quoted(first.split_id) + ", num = " + std::to_string(first.split_num) + ")";
+  }
+};
+
+// A whole op split once, each part assigned to device i in order: the
+// common shape of tensor-parallel plans, written as one loop over names.
+bool simple_split(const Plan& p, int root) {
+  const SubOp& r = p.subops[root];
+  if (r.leaf() || r.recompute) return false;
+  for (size_t i = 0; i < r.children.size(); ++i) {
+    const SubOp& c = p.subops[r.children[i]];
+    if (!c.leaf() || c.recompute || c.devices.size() != 1 || c.devices[0] != static_cast<int>(i)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string plan_to_nns(const sema::Graph& g, const Plan& p, const std::string& name) {
+  Writer w{g, p, {}, {}, 0};
+  std::ostringstream& out = w.out;
+  out << "plan " << name << "(ngpus) {\n";
+  out << "  assert(ngpus == " << p.ngpus << ", \"plan " << name << " was made for " << p.ngpus << " device(s)\")\n";
+  out << "  fn by_name(qualified) { return select(qualified)[0] }  # the one op of that name\n";
+
+  // Sub-ops that an order() refers to need a name outside any loop.
+  std::set<int> referenced;
+  for (const sema::OrderConstraint& o : p.orders) {
+    referenced.insert(o.before);
+    referenced.insert(o.after);
+  }
+  auto touches_referenced = [&](int root) {
+    if (referenced.count(root)) return true;
+    for (int c : p.subops[root].children)
+      if (referenced.count(c)) return true;
+    return false;
+  };
+
+  // Splits in the order they were made: sub-ops whose children come first.
+  std::vector<int> splits;
+  for (size_t i = 0; i < p.subops.size(); ++i)
+    if (!p.subops[i].leaf()) splits.push_back(static_cast<int>(i));
+  std::sort(splits.begin(), splits.end(), [&](int a, int b) { return p.subops[a].children.front() < p.subops[b].children.front(); });
+
+  std::set<int> placed_inline;  // leaves assigned inside a loop
+  for (size_t i = 0; i < splits.size();) {
+    int s = splits[i];
+    // A run of consecutive simple splits of whole ops with the same
+    // dimension and count becomes one loop.
+    size_t j = i;
+    if (p.subops[s].parent < 0 && simple_split(p, s) && !touches_referenced(s)) {
+      const SubOp& c0 = p.subops[p.subops[s].children.front()];
+      while (j < splits.size()) {
+        int t = splits[j];
+        const SubOp& tc = p.subops[p.subops[t].children.front()];
+        if (p.subops[t].parent >= 0 || !simple_split(p, t) || touches_referenced(t) || tc.split_id != c0.split_id || tc.split_num != c0.split_num)
+          break;
+        ++j;
+      }
+    }
+    if (j > i) {
+      const SubOp& c0 = p.subops[p.subops[s].children.front()];
+      if (j - i == 1) {
+        out << "  let p" << w.next_var << " = " << w.trans(s) << "\n";
+        out << "  for i in 0.." << c0.split_num << " { assign(p" << w.next_var << "[i], i) }\n";
+        ++w.next_var;
+      } else {
+        out << "  for opname in [";
+        for (size_t k = i; k < j; ++k) out << (k > i ? ",\n                  " : "") << quoted(g.node(p.subops[splits[k]].node).name);
+        out << "] {\n";
+        out << "    let parts = trans(by_name(opname), dim = " << quoted(c0.split_id) << ", num = " << c0.split_num << ")\n";
+        out << "    for i in 0.." << c0.split_num << " { assign(parts[i], i) }\n";
+        out << "  }\n";
+      }
+      for (size_t k = i; k < j; ++k)
+        for (int c : p.subops[splits[k]].children) placed_inline.insert(c);
+      i = j;
+      continue;
+    }
+    std::string v = "p" + std::to_string(w.next_var++);
+    out << "  let " << v << " = " << w.trans(s) << "\n";
+    w.var[s] = v;
+    ++i;
+  }
+
+  // Placements. When every leaf is placed, those on all devices in order
+  // are what replicate(unassigned(), ...) makes of the rest.
+  bool complete = true;
+  for (const SubOp& s : p.subops)
+    if (s.leaf() && s.devices.empty()) complete = false;
+  std::vector<int> all;
+  for (int d = 0; d < p.ngpus; ++d) all.push_back(d);
+  bool rest_replicated = false;
+  // Consecutive parts of one split placed i -> i: a loop.
+  std::set<int> done = placed_inline;
+  for (const auto& [parent, v] : w.var) {
+    const SubOp& s = p.subops[parent];
+    bool in_order = true;
+    for (size_t i = 0; i < s.children.size(); ++i) {
+      const SubOp& c = p.subops[s.children[i]];
+      in_order = in_order && c.leaf() && c.devices.size() == 1 && c.devices[0] == static_cast<int>(i);
+    }
+    if (in_order) {
+      out << "  for i in 0.." << s.children.size() << " { assign(" << v << "[i], i) }\n";
+      for (int c : s.children) done.insert(c);
+    }
+  }
+  for (size_t i = 0; i < p.subops.size(); ++i) {
+    const SubOp& s = p.subops[i];
+    if (!s.leaf() || s.devices.empty() || done.count(static_cast<int>(i))) continue;
+    if (complete && s.devices == all) {
+      rest_replicated = true;
+      continue;
+    }
+    if (s.devices.size() == 1) out << "  assign(" << w.ref(static_cast<int>(i)) << ", " << s.devices[0] << ")\n";
+    else out << "  replicate(" << w.ref(static_cast<int>(i)) << ", " << device_list(s.devices) << ")\n";
+  }
+  if (rest_replicated) out << "  replicate(unassigned(), 0.." << p.ngpus << ")\n";
+
+  // Recompute marks: a mark covers a sub-op and everything split from it.
+  for (size_t i = 0; i < p.subops.size(); ++i) {
+    const SubOp& s = p.subops[i];
+    if (s.recompute && (s.parent < 0 || !p.subops[s.parent].recompute)) out << "  recompute(" << w.ref(static_cast<int>(i)) << ")\n";
+  }
+  for (const sema::OrderConstraint& o : p.orders) out << "  order(" << w.ref(o.before) << ", " << w.ref(o.after) << ")\n";
+  if (!complete) {
+    int n = 0;
+    for (const SubOp& s : p.subops)
+      if (s.leaf() && s.devices.empty()) ++n;
+    out << "  # not finished: " << n << " sub-op(s) have no device yet; evaluating this plan reports them\n";
+  }
+  out << "}\n";
+  return out.str();
+}
+
+}  // namespace nns::repl

@@ -1,0 +1,272 @@
+// The session core: starting, dispatching inputs, running .nns text, plan
+// state and undo. The commands are in commands.cpp, help texts in help.cpp.
+#include "repl/session.h"
+
+#include <algorithm>
+#include <functional>
+#include <ostream>
+#include <set>
+
+#include "repl/plan_text.h"
+#include "repl/report.h"
+#include "repl/signals.h"
+#include "semantics/op_registry.h"
+
+namespace nns::repl {
+
+using sema::Plan;
+using sema::Value;
+
+Session::Session(SessionOptions opts, std::ostream& out, std::ostream& err) : opts_(std::move(opts)), out_(out), err_(err) {}
+Session::~Session() = default;
+
+bool Session::start(int& exit_code) {
+  sources_ = std::make_unique<front::SourceManager>();
+  diags_ = std::make_unique<front::DiagnosticEngine>(*sources_);
+  interp_ = std::make_unique<sema::Interpreter>(*sources_, *diags_, sema::EvalOptions{opts_.config, opts_.stdlib_dirs});
+  bool ok = opts_.file.empty() ? interp_->parse_text("<repl>", "") : interp_->parse(opts_.file);
+  if (ok) ok = interp_->evaluate();
+  if (!ok) {
+    exit_code = 65;
+    for (const front::Diagnostic& d : diags_->all())
+      if (d.message.rfind("unknown config '", 0) == 0) exit_code = 64;
+    print_diagnostics();
+    return false;
+  }
+  print_diagnostics();  // warnings
+  model_nodes_ = interp_->graph().nodes().size();
+  plan_ = interp_->new_plan("session", opts_.ngpus);
+  define_ngpus();
+  return true;
+}
+
+std::string Session::banner() const {
+  const sema::Graph& g = interp_->graph();
+  sema::GraphSummary s = sema::summarize(g);
+  std::string what = opts_.file.empty() ? std::string("no model file") : opts_.file;
+  if (!interp_->config_name().empty()) what += " (config " + interp_->config_name() + ")";
+  return "nns repl: " + what + ": " + std::to_string(s.top_level_ops) + " ops, " + sema::format_count(static_cast<double>(s.param_count)) +
+         " parameters; the plan spreads them over " + std::to_string(plan_.ngpus) +
+         " device(s).\n'help' lists the commands; Tab completes; Ctrl-C cancels; Ctrl-D ends the session.\n";
+}
+
+void Session::print_diagnostics() {
+  if (diags_->all().empty()) return;
+  out_.flush();
+  for (const front::Diagnostic& d : diags_->all()) err_ << diags_->format(d, opts_.colour);
+  err_.flush();
+  diags_->clear();
+}
+
+bool Session::handle(const std::string& input) {
+  if (input.find_first_not_of(" \t\r\n") == std::string::npos) return true;
+  Command c;
+  bool ok = input.find('\n') == std::string::npos && parse_command(input, c) ? run_command(c) : run_nns(input);
+  out_.flush();
+  return ok;
+}
+
+void Session::define_ngpus() { interp_->session_env()->define("ngpus", Value(static_cast<int64_t>(plan_.ngpus))); }
+
+std::string Session::verdict(const Plan& p) const {
+  int unplaced = unplaced_leaves(p);
+  std::string s = "  verdict ";
+  if (unplaced == 0) s += "legal and complete: every sub-op has a device";
+  else s += "legal so far: " + std::to_string(unplaced) + " sub-op(s) have no device yet (counted above as on every device)";
+  // The Z3 checker (issue 5) is not in this build: the legality above is
+  // what plan evaluation checks (splits, divisibility, device ids, placing
+  // each sub-op once).
+  s += "; checked by plan evaluation, no Z3 checker in this build\n";
+  return s;
+}
+
+bool Session::run_nns(const std::string& text) {
+  std::string name = "<repl:" + std::to_string(++inputs_) + ">";
+  Plan before = plan_;
+  size_t nodes_before = interp_->graph().nodes().size();
+  std::optional<Value> result;
+  set_busy(true);
+  bool ok = interp_->run_session_input(name, text, &plan_, &result);
+  set_busy(false);
+  print_diagnostics();
+  if (!ok) {
+    bool rolled_back = !same_plan(before, plan_);
+    if (rolled_back) {
+      Plan partial = std::move(plan_);
+      plan_ = before;
+      forget_stale_handles(partial, plan_);
+    }
+    // Say so whenever the input tried a directive, so that "refused" is
+    // never ambiguous.
+    static const char* prims[] = {"trans", "assign", "replicate", "order", "recompute"};
+    bool directive = rolled_back;
+    for (const char* p : prims)
+      if (text.find(std::string(p) + "(") != std::string::npos) directive = true;
+    if (directive) out_ << "  refused: the plan is unchanged" << (rolled_back ? " (the input's earlier changes were rolled back)" : "") << "\n";
+    return false;
+  }
+  if (result && !result->is<sema::NoneV>()) out_ << format_value(*result, interp_->graph(), &plan_) << "\n";
+  if (!same_plan(before, plan_)) {
+    ChangeReport r = report_change(interp_->graph(), before, plan_, interp_->train(), opts_.colour);
+    undo_.push_back(std::move(before));
+    out_ << r.text << verdict(plan_);
+  }
+  if (nodes_before == model_nodes_ && interp_->graph().nodes().size() > model_nodes_)
+    out_ << "  note: ops called at the prompt are evaluated (shapes) but are not part of the model: plans, ops and run see the file's model only\n";
+  return true;
+}
+
+void Session::set_plan(Plan next, bool push_undo, const std::string& why) {
+  if (same_plan(plan_, next)) {
+    out_ << "  " << why << ": the plan is unchanged\n";
+    return;
+  }
+  ChangeReport r = report_change(interp_->graph(), plan_, next, interp_->train(), opts_.colour);
+  Plan old = std::move(plan_);
+  plan_ = std::move(next);
+  forget_stale_handles(old, plan_);
+  if (push_undo) undo_.push_back(std::move(old));
+  define_ngpus();
+  out_ << "  " << why << "\n" << r.text << verdict(plan_);
+}
+
+void Session::forget_stale_handles(const Plan& old_plan, const Plan& new_plan) {
+  // Sub-ops are appended, never reordered: the prefix both plans share is
+  // the same sub-ops; handles past it named sub-ops the new plan lacks (or
+  // has made differently).
+  size_t keep = 0;
+  while (keep < old_plan.subops.size() && keep < new_plan.subops.size()) {
+    const sema::SubOp &a = old_plan.subops[keep], &b = new_plan.subops[keep];
+    if (a.node != b.node || a.parent != b.parent || a.split_id != b.split_id || a.split_index != b.split_index || a.split_num != b.split_num)
+      break;
+    ++keep;
+  }
+  std::set<const void*> seen;
+  std::function<void(Value&)> visit = [&](Value& v) {
+    if (v.is<sema::OpHandle>()) {
+      if (v.as<sema::OpHandle>().subop >= static_cast<int>(keep)) v.as<sema::OpHandle>().subop = -1;
+    } else if (v.is<std::shared_ptr<sema::List>>()) {
+      auto l = v.as<std::shared_ptr<sema::List>>();
+      if (l && seen.insert(l.get()).second)
+        for (Value& item : *l) visit(item);
+    } else if (v.is<std::shared_ptr<sema::Record>>()) {
+      auto r = v.as<std::shared_ptr<sema::Record>>();
+      if (r && seen.insert(r.get()).second)
+        for (auto& field : r->fields) visit(field.second);
+    }
+  };
+  for (sema::Env* e = interp_->session_env().get(); e; e = e->parent.get())
+    for (auto& entry : e->vars) visit(entry.second);
+}
+
+int Session::find_op(const std::string& name) const {
+  const sema::Graph& g = interp_->graph();
+  for (size_t n = 0; n < plan_.root_of_node.size(); ++n)
+    if (plan_.root_of_node[n] >= 0 && g.node(static_cast<int>(n)).name == name) return static_cast<int>(n);
+  return -1;
+}
+
+// The ops a pattern selects, through the plan primitive select() itself.
+std::vector<int> Session::select_ops(const std::string& pattern, bool& ok) {
+  std::vector<int> nodes;
+  ok = false;
+  if (pattern.find_first_of("\"\\\n") != std::string::npos) {
+    err_ << "nns: error: a pattern cannot contain quotes or backslashes\n";
+    return nodes;
+  }
+  Plan scratch = plan_;
+  std::optional<Value> result;
+  bool good = interp_->run_session_input("<pattern:" + std::to_string(++internal_inputs_) + ">", "select(\"" + pattern + "\")", &scratch, &result);
+  print_diagnostics();
+  if (!good || !result || !result->is<std::shared_ptr<sema::List>>()) return nodes;
+  for (const Value& v : *result->as<std::shared_ptr<sema::List>>())
+    if (v.is<sema::OpHandle>() && v.as<sema::OpHandle>().subop >= 0) nodes.push_back(scratch.subops[v.as<sema::OpHandle>().subop].node);
+  ok = true;
+  return nodes;
+}
+
+std::string Session::plan_text(const std::string& name) const { return plan_to_nns(interp_->graph(), plan_, name); }
+
+std::string Session::unique_plan_name() const {
+  std::set<std::string> taken;
+  for (const sema::PlanInfo& p : interp_->plans()) taken.insert(p.name);
+  std::string name = "session";
+  for (int i = 2; taken.count(name); ++i) name = "session_" + std::to_string(i);
+  return name;
+}
+
+// ---- completion -------------------------------------------------------------------
+
+Completion Session::complete(const std::string& before, bool first_line) const {
+  const sema::Graph& g = interp_->graph();
+  if (!completion_ready_) {
+    // Names of the model do not change during a session.
+    completion_.commands = command_names();
+    completion_.help_topics = command_names();
+    for (const char* p : {"trans", "assign", "replicate", "order", "recompute", "select", "unassigned", "splittable", "kind", "directives", "keys"})
+      completion_.help_topics.push_back(p);
+    std::set<std::string> ids;
+    for (size_t n = 0; n < plan_.root_of_node.size(); ++n) {
+      if (plan_.root_of_node[n] < 0) continue;
+      const sema::OpNode& node = g.node(static_cast<int>(n));
+      completion_.op_names.push_back(node.name);
+      for (const auto* side : {&node.anno.anno.inputs, &node.anno.anno.outputs})
+        for (const sema::OperandAnno& o : *side)
+          for (const sema::DimAnno& d : o.dims)
+            for (const sema::DimId& id : d.ids)
+              if (!id.numeric && id.reduce != sema::Reduce::Frozen) ids.insert(id.name);
+    }
+    completion_.anno_ids.assign(ids.begin(), ids.end());
+    for (const sema::TensorInfo& t : g.tensors())
+      if (t.kind != sema::TensorKind::Activation && !t.name.empty()) completion_.param_names.push_back(t.name);
+    completion_ready_ = true;
+  }
+  CompletionData data = completion_;
+  data.plan_names.clear();
+  for (const sema::PlanInfo& p : interp_->plans()) data.plan_names.push_back(p.name);
+  // Names in scope: the session's, the file's, the stdlib's and the builtins.
+  std::set<std::string> names;
+  for (sema::Env* e = interp_->session_env().get(); e; e = e->parent.get())
+    for (const auto& entry : e->vars)
+      if (entry.first.rfind("__", 0) != 0) names.insert(entry.first);
+  data.names.assign(names.begin(), names.end());
+  sema::Env* session = interp_->session_env().get();
+  data.members = [session, &g](const std::string& chain) {
+    std::vector<std::string> out;
+    // Follow a.b.c through records, modules and instances (no evaluation).
+    size_t start = 0;
+    const Value* v = nullptr;
+    while (start <= chain.size()) {
+      size_t dot = chain.find('.', start);
+      std::string part = chain.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+      if (!v) {
+        v = session->find(part);
+      } else if (v->is<std::shared_ptr<sema::Record>>()) {
+        v = v->as<std::shared_ptr<sema::Record>>()->get(part);
+      } else if (v->is<std::shared_ptr<sema::Module>>()) {
+        v = v->as<std::shared_ptr<sema::Module>>()->env->find_local(part);
+      } else if (v->is<std::shared_ptr<sema::Instance>>()) {
+        v = v->as<std::shared_ptr<sema::Instance>>()->env->find_local(part);
+      } else {
+        v = nullptr;
+      }
+      if (!v) return out;
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+    if (v->is<std::shared_ptr<sema::Record>>()) {
+      for (const auto& f : v->as<std::shared_ptr<sema::Record>>()->fields) out.push_back(f.first);
+    } else if (v->is<std::shared_ptr<sema::Module>>()) {
+      out = v->as<std::shared_ptr<sema::Module>>()->env->order;
+    } else if (v->is<std::shared_ptr<sema::Instance>>()) {
+      out = v->as<std::shared_ptr<sema::Instance>>()->env->order;
+    } else if (v->is<sema::TensorV>()) {
+      out = {"shape", "rank", "dtype", "numel"};
+    }
+    (void)g;
+    return out;
+  };
+  return complete_input(before, first_line, data);
+}
+
+}  // namespace nns::repl
