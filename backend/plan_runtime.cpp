@@ -249,6 +249,8 @@ struct PlanTrainer::Impl {
   Buf run_adapter(const CommEdge& e, const Shape& shape, Buf src) {
     Layout cur = e.from;
     Buf buf = holds(cur, device) ? std::move(src) : Buf{};
+    if (holds(cur, device) && buf.data.empty() && buf.piece.length.empty())
+      throw RuntimeError("internal: rank " + std::to_string(rank) + " holds no piece of %" + std::to_string(e.tensor) + " for its adapter");
     for (const AdapterStep& st : e.adapter.steps) {
       const Layout& after = st.after;
       if (st.prim == AdapterStep::SendRecv) {
@@ -657,12 +659,19 @@ struct PlanTrainer::Impl {
       for (size_t kk = 0; kk < n.inputs.size(); ++kk) {
         int t = n.inputs[kk];
         const Shape& shape = g.tensor(t).shape;
-        Buf src;
-        if (auto it = params.find(t); it != params.end()) src = it->second;
-        else if (auto v = value.find(t); v != value.end()) src = v->second;
-        Buf in = op.in_edge[kk] ? run_adapter(*op.in_edge[kk], shape, std::move(src)) : std::move(src);
+        const Buf* src = nullptr;
+        if (auto it = params.find(t); it != params.end()) src = &it->second;
+        else if (auto v = value.find(t); v != value.end()) src = &v->second;
+        // An edge without steps leaves the piece as it is: read it in place.
+        Buf moved;
+        const Buf* in = src;
+        if (op.in_edge[kk] && !op.in_edge[kk]->adapter.steps.empty()) {
+          moved = run_adapter(*op.in_edge[kk], shape, src ? *src : Buf{});
+          in = &moved;
+        }
+        if (!op.subs.empty() && !in) throw RuntimeError("internal: no piece of %" + std::to_string(t) + " for " + n.name);
         for (const SubRun& s : op.subs)
-          lset(s.inst.inputs[kk], extract(in, piece_of_slice(plan.subops[s.subop].inputs[kk]), false, n.name + " input " + std::to_string(kk)));
+          lset(s.inst.inputs[kk], extract(*in, piece_of_slice(plan.subops[s.subop].inputs[kk]), false, n.name + " input " + std::to_string(kk)));
       }
       for (const SubRun& s : op.subs)
         for (int ln : s.inst.nodes) run_local(ln);
@@ -727,6 +736,16 @@ struct PlanTrainer::Impl {
             copy_region(lbuf[gt->second].data(), piece_of_slice(sl), contrib.data.data(), contrib.piece, sl.start, sl.length, true, 1.f);
           }
         }
+        if (deferrable(*e)) {
+          // Summed locally over the step's micro-batches; one fused
+          // allreduce per device group at the end of the step.
+          if (contrib.data.empty()) continue;
+          auto [it, fresh] = pending[bucket_key(*e)].emplace(t, Buf{});
+          if (fresh) it->second = std::move(contrib);
+          else
+            for (size_t i = 0; i < contrib.data.size(); ++i) it->second.data[i] += contrib.data[i];
+          continue;
+        }
         Buf moved = run_adapter(*e, shape, std::move(contrib));
         if (!holds(e->to, device)) continue;
         auto gi = grad.find(t);
@@ -752,6 +771,60 @@ struct PlanTrainer::Impl {
       }
     }
     return loss;
+  }
+
+  // Parameter gradients whose adapter is a single allreduce (replicated
+  // weights, batch-split consumers) are bucketed: every rank defers the same
+  // edges, and the buckets are reduced in key order, so collective order
+  // stays the same on all ranks. pending[key][param] is this rank's summed
+  // contribution, in the edge's source piece (an allreduce keeps regions).
+  std::map<std::string, std::map<int, Buf>> pending;
+
+  static bool deferrable(const CommEdge& e) {
+    return e.backward && e.consumer < 0 && e.adapter.steps.size() == 1 && e.adapter.steps[0].prim == AdapterStep::AllReduce;
+  }
+  static std::string bucket_key(const CommEdge& e) {
+    std::string k;
+    for (const auto& grp : e.adapter.steps[0].groups) {
+      k += "{";
+      for (int d : grp) k += std::to_string(d) + ",";
+      k += "}";
+    }
+    return k;
+  }
+  // Reduces the buckets (one allreduce each) and returns the summed parameter
+  // gradients, in their storage pieces.
+  std::map<int, Buf> reduce_pending() {
+    std::map<int, Buf> out;
+    for (auto& [key, params_in] : pending) {
+      // The group of this rank: find it from any edge with this key.
+      Group grp;
+      for (const CommEdge& e : cp.edges)
+        if (deferrable(e) && bucket_key(e) == key) {
+          for (const auto& devs : e.adapter.steps[0].groups)
+            if (std::find(devs.begin(), devs.end(), device) != devs.end()) grp = group_of(devs);
+          break;
+        }
+      size_t total = 0;
+      for (auto& [t, b] : params_in) total += b.data.size();
+      std::vector<float> flat;
+      flat.reserve(total);
+      for (auto& [t, b] : params_in) flat.insert(flat.end(), b.data.begin(), b.data.end());
+      if (comm && grp.size() > 1) comm->allreduce(flat.data(), flat.size(), grp);
+      size_t off = 0;
+      for (auto& [t, b] : params_in) {
+        std::copy(flat.begin() + static_cast<long>(off), flat.begin() + static_cast<long>(off + b.data.size()), b.data.begin());
+        off += b.data.size();
+        b.piece.value_index = 0;
+        b.piece.value_parts = 1;
+        auto [it, fresh] = out.emplace(t, Buf{});
+        if (fresh) it->second = std::move(b);
+        else
+          for (size_t i = 0; i < b.data.size(); ++i) it->second.data[i] += b.data[i];
+      }
+    }
+    pending.clear();
+    return out;
   }
 
   std::map<std::string, std::vector<float>> assemble(const std::map<int, Buf>& pieces, bool grads_only) {
@@ -806,6 +879,15 @@ StepStats PlanTrainer::step() {
       float w = 1.f / static_cast<float>(mbs);
       for (size_t i = 0; i < gi->second.data.size(); ++i) it->second.data[i] += w * gi->second.data[i];
     }
+  }
+  // Bucketed parameter gradients: one fused allreduce per device group.
+  for (auto& [p, b] : m.reduce_pending()) {
+    auto [it, fresh] = m.accum.emplace(p, m.zeros(m.params.at(p).piece));
+    if (fresh) m.track(static_cast<int64_t>(it->second.data.size()) * 4);
+    if (it->second.piece.start != b.piece.start || it->second.piece.length != b.piece.length)
+      throw RuntimeError("internal: bucketed gradient of " + m.g.tensor(p).name + " is not in its storage piece");
+    float w = 1.f / static_cast<float>(mbs);
+    for (size_t i = 0; i < b.data.size(); ++i) it->second.data[i] += w * b.data[i];
   }
   // Replicas average their gradients (the same device of every replica).
   if (m.replicas > 1) {
