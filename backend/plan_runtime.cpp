@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -191,6 +192,10 @@ struct PlanTrainer::Impl {
   std::map<int, Buf> value, grad;                  // per micro-batch
   std::vector<std::vector<float>> lbuf;            // local graph tensors
   uint32_t tag = 0;
+  bool fault_skip_allreduce = [] {
+    const char* f = std::getenv("NNS_TEST_FAULT");
+    return f && std::string(f) == "skip-allreduce";
+  }();
   int64_t cur_bytes = 0, peak_bytes = 0;
   std::ostringstream program;                      // --emit=program
 
@@ -296,7 +301,9 @@ struct PlanTrainer::Impl {
           break;
         case AdapterStep::AllReduce: {
           if (!grp) throw RuntimeError("internal: " + what + ": this rank is in no group");
-          if (grp->size() > 1 && comm) comm->allreduce(buf.data.data(), buf.data.size(), *grp);
+          // NNS_TEST_FAULT=skip-allreduce: a test-only seeded bug (the
+          // activation allreduces are skipped), which --verify must catch.
+          if (grp->size() > 1 && comm && !fault_skip_allreduce) comm->allreduce(buf.data.data(), buf.data.size(), *grp);
           if (buf.piece.start != want.start || buf.piece.length != want.length)
             throw RuntimeError("internal: " + what + " changes the region");
           buf.piece = want;
