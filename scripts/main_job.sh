@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The main job: installs what is missing, builds, and trains GPT (tiny) on
-# 2 CPU ranks as data-parallel replicas, verified step by step against one
-# device; then Swin (tiny) on one device.
+# The main job: installs what is missing, builds, and trains GPT (tiny) on 4
+# CPU ranks with the hybrid plan (tensor parallel x data parallel: every rank
+# runs its sub-ops and the collectives the plan derives), verified step by
+# step against one device; then Swin (tiny) on 2 ranks with nnScaler's
+# coshard plan, verified too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
-build/nns run examples/gpt.nns --config tiny --gpus 2 --verify
-build/nns run examples/swin.nns --config tiny --gpus 1 --steps 10
+build/nns run examples/gpt.nns --config tiny --gpus 4 --plan hybrid --verify
+build/nns run examples/swin.nns --config tiny --gpus 2 --plan coshard --steps 10 --verify
