@@ -100,7 +100,8 @@ bool Session::cmd_ops(const Command& c) {
     if (!ok) return false;
   }
   if (nodes.empty()) {
-    out_ << "no op matches '" << c.args[0] << "' (" << total << " ops; 'ops' lists them all)\n";
+    if (c.args.empty()) out_ << "(0 of 0 ops: " << (opts_.file.empty() ? "no model file" : "the model calls no ops") << ")\n";
+    else out_ << "no op matches '" << c.args[0] << "' (" << total << " ops; 'ops' lists them all)\n";
     return true;
   }
   struct Row {

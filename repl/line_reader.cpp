@@ -170,6 +170,10 @@ LineReader::Status LineReader::read(const std::string& prompt, std::string& line
     impl_->prompt = prompt;
     impl_->interrupted = false;
     el_resize(impl_->el);  // the window may have changed while a command ran
+    // Raw mode before the prompt is drawn: libedit would set it only at its
+    // first read, and a key typed on seeing the prompt (Ctrl-D above all)
+    // would meet the terminal still in cooked mode.
+    el_set(impl_->el, EL_PREP_TERM, 1);
     int count = 0;
     const char* text = el_gets(impl_->el, &count);
     if (impl_->interrupted) {

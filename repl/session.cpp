@@ -58,8 +58,21 @@ void Session::print_diagnostics() {
   diags_->clear();
 }
 
+// Only blank lines and comments: nothing to run (and no input number used).
+static bool nothing_to_run(const std::string& input) {
+  size_t i = 0;
+  while (i < input.size()) {
+    size_t end = input.find('\n', i);
+    if (end == std::string::npos) end = input.size();
+    size_t first = input.find_first_not_of(" \t\r", i);
+    if (first < end && input[first] != '#') return false;
+    i = end + 1;
+  }
+  return true;
+}
+
 bool Session::handle(const std::string& input) {
-  if (input.find_first_not_of(" \t\r\n") == std::string::npos) return true;
+  if (nothing_to_run(input)) return true;
   Command c;
   bool ok = input.find('\n') == std::string::npos && parse_command(input, c) ? run_command(c) : run_nns(input);
   out_.flush();

@@ -1,0 +1,171 @@
+// The REPL at a terminal: nns repl runs on a pseudo-terminal (forkpty) and
+// the test types what a user would — Tab, Up, Ctrl-C, Ctrl-D — and reads
+// the screen text back (escape sequences stripped).
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "process_util.h"
+
+namespace fs = std::filesystem;
+using repl_test::PtySession;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/nns_repl_pty_XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+std::vector<std::string> env_for(const TempDir& home) {
+  return {"HOME=" + home.path.string(), "NNS_HISTORY=" + (home.path / "history").string(), "TERM=xterm", "NO_COLOR=1"};
+}
+
+PtySession gpt(const TempDir& home, const std::string& gpus = "2") {
+  return PtySession({NNS_BINARY, "repl", "examples/gpt.nns", "--config", "tiny", "--gpus", gpus}, NNS_SOURCE_DIR, env_for(home));
+}
+
+}  // namespace
+
+TEST_CASE("pty: prompt, a value, Ctrl-D ends the session", "[pty]") {
+  TempDir home;
+  PtySession s = gpt(home);
+  REQUIRE(s.started());
+  REQUIRE(s.expect("nns repl: examples/gpt.nns (config tiny)"));
+  REQUIRE(s.expect("nns> "));
+  s.send("cfg.dim * 2\r");
+  REQUIRE(s.expect("128"));
+  REQUIRE(s.expect("nns> "));
+  s.send("\x04");
+  CHECK(s.wait_exit() == 0);
+}
+
+TEST_CASE("pty: Tab completes commands, op names and annotation identifiers", "[pty]") {
+  TempDir home;
+  PtySession s = gpt(home);
+  REQUIRE(s.expect("nns> "));
+  // A command word, then an op name one dotted level at a time.
+  s.send("sh\t");
+  REQUIRE(s.expect("show "));
+  s.send("blocks.0.at\t");
+  REQUIRE(s.expect("blocks.0.attn."));
+  s.send("att\t");
+  REQUIRE(s.expect("attention#0 "));
+  s.send("\r");
+  REQUIRE(s.expect("transform space: 2 choice(s)"));
+  REQUIRE(s.expect("nns> "));
+  // Several candidates: listed, and the line comes back.
+  s.send("ops blocks.\t");
+  REQUIRE(s.expect("blocks.0."));
+  REQUIRE(s.expect("blocks.1."));
+  s.send("1.mlp.fc\t");
+  REQUIRE(s.expect("fc1."));
+  REQUIRE(s.expect("fc2."));
+  s.send("2.*\r");
+  REQUIRE(s.expect("blocks.1.mlp.fc2.linear#0"));
+  REQUIRE(s.expect("(2 of 29 ops)"));
+  // An annotation identifier inside dim = "...", and a config entry.
+  s.send("splittable(select(\"blocks.0.mlp.fc1.linear#0\")[0], dim = \"val\t");
+  REQUIRE(s.expect("value\""));
+  s.send(")\r");
+  REQUIRE(s.expect("true"));
+  s.send("cfg.hea\t");
+  REQUIRE(s.expect("heads"));
+  s.send("\r");
+  REQUIRE(s.expect("4"));
+  s.send("quit\r");
+  CHECK(s.wait_exit() == 0);
+}
+
+TEST_CASE("pty: an unclosed block continues with ...>", "[pty]") {
+  TempDir home;
+  PtySession s = gpt(home);
+  REQUIRE(s.expect("nns> "));
+  s.send("fn twice(x) {\r");
+  REQUIRE(s.expect("...> "));
+  s.send("return [x,\r");
+  REQUIRE(s.expect("...> "));
+  s.send("x] }\r");
+  REQUIRE(s.expect("nns> "));
+  s.send("twice(21)\r");
+  REQUIRE(s.expect("[21, 21]"));
+  REQUIRE(s.expect("nns> "));
+  s.send("\x04");
+  CHECK(s.wait_exit() == 0);
+}
+
+TEST_CASE("pty: Ctrl-C cancels the input being typed", "[pty]") {
+  TempDir home;
+  PtySession s = gpt(home);
+  REQUIRE(s.expect("nns> "));
+  s.send("let cancelled = 1");
+  s.send("\x03");
+  REQUIRE(s.expect("^C"));
+  REQUIRE(s.expect("nns> "));
+  // In the middle of a block, too: back to the first prompt.
+  s.send("for i in 0..3 {\r");
+  REQUIRE(s.expect("...> "));
+  s.send("\x03");
+  REQUIRE(s.expect("nns> "));
+  s.send("cancelled\r");
+  REQUIRE(s.expect("undefined name 'cancelled'"));
+  // Keys typed while the REPL is busy may meet the terminal in cooked
+  // mode, where Ctrl-D is no character: wait for the prompt, as a user does.
+  REQUIRE(s.expect("nns> "));
+  s.send("\x04");
+  CHECK(s.wait_exit() == 0);
+}
+
+TEST_CASE("pty: history is kept across sessions", "[pty]") {
+  TempDir home;
+  {
+    PtySession s = gpt(home);
+    REQUIRE(s.expect("nns> "));
+    s.send("let remembered = 41 + 1\r");
+    REQUIRE(s.expect("nns> "));
+    s.send("\x04");
+    REQUIRE(s.wait_exit() == 0);
+  }
+  REQUIRE(fs::exists(home.path / "history"));
+  PtySession s = gpt(home);
+  REQUIRE(s.expect("nns> "));
+  s.send("\x1b[A");  // Up: the last line of the previous session
+  REQUIRE(s.expect("let remembered = 41 + 1"));
+  s.send("\r");
+  REQUIRE(s.expect("nns> "));
+  s.send("remembered\r");
+  REQUIRE(s.expect("42"));
+  REQUIRE(s.expect("nns> "));
+  s.send("\x04");
+  CHECK(s.wait_exit() == 0);
+}
+
+TEST_CASE("pty: Ctrl-C stops a run and the session goes on", "[pty]") {
+  TempDir home;
+  PtySession s = gpt(home);
+  REQUIRE(s.expect("nns> "));
+  s.send("plan megatron\r");
+  REQUIRE(s.expect("legal and complete"));
+  s.send("run 100000\r");
+  REQUIRE(s.expect("step    1/100000", 120));
+  s.send("\x03");
+  REQUIRE(s.expect("run interrupted", 60));
+  REQUIRE(s.expect("nns> "));
+  s.send("cfg.dim\r");
+  REQUIRE(s.expect("64"));
+  REQUIRE(s.expect("nns> "));
+  s.send("\x04");
+  int code = s.wait_exit();
+  std::string out = s.output();
+  INFO(out.substr(out.size() > 3000 ? out.size() - 3000 : 0));
+  CHECK(code == 0);
+}
