@@ -630,6 +630,10 @@ struct PlanTrainer::Impl {
     track((static_cast<int64_t>(v.size()) - static_cast<int64_t>(lbuf[t].size())) * 4);
     lbuf[t] = std::move(v);
   }
+  void drop_local(int t) {
+    track(-static_cast<int64_t>(lbuf[t].size()) * 4);
+    std::vector<float>().swap(lbuf[t]);
+  }
   void run_local(int n) {
     const sema::OpNode& node = local.node(n);
     std::vector<TensorView> ins, outs;
@@ -692,6 +696,13 @@ struct PlanTrainer::Impl {
         }
         value[n.outputs[o]] = std::move(out);
       }
+      // recompute(...): the sub-op keeps only its inputs until backward,
+      // which runs its forward again (dropout masks are counter-based, so
+      // the recomputed values are the same).
+      for (const SubRun& s : op.subs)
+        if (plan.subops[s.subop].recompute && op.backward)
+          for (int ln : s.inst.nodes)
+            for (int t : local.node(ln).outputs) drop_local(t);
     }
     double loss = 0;
     if (auto it = value.find(g.loss); it != value.end() && it->second.piece.replica_index == 0) loss = it->second.data[0];
@@ -712,6 +723,9 @@ struct PlanTrainer::Impl {
       const OpRun& op = *it;
       if (!op.backward) continue;
       const sema::OpNode& n = g.node(op.node);
+      for (const SubRun& s : op.subs)
+        if (plan.subops[s.subop].recompute)
+          for (int ln : s.inst.nodes) run_local(ln);
       for (const SubRun& s : op.subs) {
         for (size_t o = 0; o < n.outputs.size(); ++o) {
           if (s.dy[o] < 0) continue;
@@ -764,10 +778,7 @@ struct PlanTrainer::Impl {
       }
       // This op's local tensors are dead now.
       for (const SubRun& s : op.subs) {
-        auto drop = [&](int t) {
-          track(-static_cast<int64_t>(lbuf[t].size()) * 4);
-          std::vector<float>().swap(lbuf[t]);
-        };
+        auto drop = [&](int t) { drop_local(t); };
         for (int t : s.inst.inputs) drop(t);
         for (int ln : s.inst.nodes)
           for (int t : local.node(ln).outputs) drop(t);

@@ -26,8 +26,9 @@
 // Execution follows the graph's op order, micro-batch after micro-batch,
 // which honours every `order` directive (one that runs against the data
 // dependencies orders consecutive micro-batches, as in a pipeline).
-// `recompute` is accepted but activations are kept; pipeline stages run
-// their micro-batches one after another (no overlap between stages yet).
+// `recompute` drops a sub-op's activations after its forward and runs the
+// forward again before its backward. Pipeline stages run their
+// micro-batches one after another (no overlap between stages yet).
 #pragma once
 
 #include <cstdint>

@@ -29,6 +29,7 @@
 #include "backend/cpu/kernels.h"
 #include "semantics/autograd.h"
 #include "repl/repl.h"
+#include "semantics/checker/checker.h"
 
 namespace {
 
@@ -44,13 +45,22 @@ const char* kHelp = R"(nns — a parallelization engine with its own language
 usage: nns <command> [options]
 
 commands:
-  check FILE [--config NAME] [--plan P --gpus N] [--emit=tokens|ast|graph|plan|comm]
+  check FILE [--config NAME] [--plan P --gpus N [--device-memory SIZE] [--check-timeout MS]]
+        [--emit=tokens|ast|graph|plan|comm]
       parse and elaborate FILE with a config preset (default: the first one in
       the file) and print a summary: ops, parameters and their bytes,
       activation bytes, forward multiply-adds per step. --emit prints a stage
       instead: the token stream, the syntax tree or the operator graph.
       --plan evaluates plan P for N devices (trans/assign/replicate/order)
-      and refuses an illegal one with the directive's location; --emit=plan
+      and refuses an illegal one with the directive's location, then proves
+      it legal with Z3 (split legality, coverage, devices, op-order, memory,
+      the plan's constraint tables; symbolic sizes for every admissible
+      value) and prints the verdict and the time spent; a conflict is one
+      error at the first directive of the unsat core and a note at each
+      other. --device-memory is a capacity per device (80GiB, 512MiB) or a
+      preset (v100, a100-40g, a100, h100, h200); without it memory is
+      reported, not checked. --check-timeout bounds each Z3 call (default
+      10000 ms); a time-out exits 70. --emit=plan
       prints every op's partition tree, operand slices and devices;
       --emit=comm every derived collective (primitive, groups, bytes).
   ckpt merge DIR -o FILE
@@ -110,6 +120,7 @@ struct Args {
   std::vector<std::string> positional;
   std::string config, emit, shapes;
   std::string plan, plan_gpus, output;
+  std::string device_memory, check_timeout;
   std::string gpus = "1", steps, seed = "0", threads, init, data, save, resume, dump_grads;
   bool reference = false, verify = false;
 };
@@ -128,7 +139,8 @@ bool parse_args(int argc, char** argv, Args& a, std::string& err) {
     };
     if (value("--config", a.config) || value("--emit", a.emit) || value("--shapes", a.shapes) || value("--gpus", a.gpus) || value("--plan", a.plan) || value("--plan-gpus", a.plan_gpus) || value("-o", a.output) ||
         value("--steps", a.steps) || value("--seed", a.seed) || value("--threads", a.threads) || value("--init", a.init) ||
-        value("--data", a.data) || value("--save", a.save) || value("--resume", a.resume) || value("--dump-grads", a.dump_grads)) {
+        value("--data", a.data) || value("--save", a.save) || value("--resume", a.resume) || value("--dump-grads", a.dump_grads) ||
+        value("--device-memory", a.device_memory) || value("--check-timeout", a.check_timeout)) {
       if (!err.empty()) return false;
       continue;
     }
@@ -167,6 +179,17 @@ int cmd_check(const Args& a) {
   if ((a.emit == "plan" || a.emit == "comm") && a.plan.empty()) return usage_error("--emit=" + a.emit + " needs --plan NAME");
   long long check_gpus = 1;
   if (!parse_int(a.gpus, check_gpus) || check_gpus < 1) return usage_error("--gpus must be a positive integer");
+  nns::sema::check::CheckOptions check_opts;
+  if (!a.device_memory.empty()) {
+    std::string err;
+    if (!nns::sema::check::parse_memory_size(a.device_memory, check_opts.device_memory, check_opts.memory_label, err)) return usage_error(err);
+  }
+  if (!a.check_timeout.empty()) {
+    long long ms = 0;
+    if (!parse_int(a.check_timeout, ms) || ms < 1 || ms > 86400000) return usage_error("--check-timeout must be a number of milliseconds (1 to 86400000)");
+    check_opts.timeout_ms = static_cast<unsigned>(ms);
+  }
+  if ((!a.device_memory.empty() || !a.check_timeout.empty()) && a.plan.empty()) return usage_error("--device-memory and --check-timeout need --plan NAME");
   const std::string& path = a.positional[0];
   nns::front::SourceManager sources;
   nns::front::DiagnosticEngine diags(sources);
@@ -223,6 +246,20 @@ int cmd_check(const Args& a) {
     double pms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - p0).count();
     std::printf("plan %s on %lld device(s): %zu sub-ops, %zu order constraint(s), evaluated in %.1f ms\n", a.plan.c_str(), check_gpus,
                 plan.leaves().size(), plan.orders.size(), pms);
+    // The Z3 checker: exit 65 for an illegal plan, 70 when Z3 gives up.
+    if (const auto& t = interp.train()) {
+      check_opts.optimizer = t->optimizer.kind;
+      check_opts.momentum = t->optimizer.momentum;
+      check_opts.micro_batches = t->micro_batches;
+    }
+    check_opts.sources = &sources;
+    nns::sema::check::Verdict verdict;
+    nns::sema::check::check_plan(g, plan, check_opts, diags, std::cout, &verdict);
+    if (verdict != nns::sema::check::Verdict::Legal) {
+      std::cout.flush();
+      diags.print(std::cerr, colour);
+      return nns::sema::check::exit_code(verdict);
+    }
   }
   if (a.emit == "graph") {
     std::cout << g.dump();

@@ -41,12 +41,31 @@ struct OrderConstraint {
   front::SourceLoc loc;
 };
 
+// One rule of a constraint table (nnScaler's Tables 2-7), declared by a
+// builtin inside a plan (semantics/checker/table_builtins.cpp) and enforced
+// by the checker: plan evaluation only records it, so a table may be
+// declared before or after the directives it constrains.
+struct PlanConstraint {
+  enum Kind {
+    SameSplit,    // every op of `ops` with dimension dims[0] splits it into the same number of parts
+    SplitOnly,    // ops of `ops` may be split only along `dims` ("value", "batch" allowed)
+    SplitCounts,  // each op of `ops` is split into a number of parts listed in `values`
+    PlaceOn,      // every part of the ops of `ops` runs only on devices listed in `values`
+  } kind = SameSplit;
+  std::string name;               // how diagnostics name the rule
+  std::vector<int> ops;           // sub-ops (usually whole ops) it constrains, with their parts
+  std::vector<std::string> dims;
+  std::vector<int64_t> values;
+  front::SourceLoc loc;           // the builtin call
+};
+
 struct Plan {
   std::string name;
   int64_t ngpus = 1;
   std::vector<SubOp> subops;         // [i] for i < number of top-level ops: the whole op
   std::vector<int> root_of_node;     // top-level node id -> its root sub-op
   std::vector<OrderConstraint> orders;
+  std::vector<PlanConstraint> constraints;  // constraint tables declared by the plan
 
   std::vector<int> leaves() const;
   // --emit=plan: per op, its partition tree with slices and devices.

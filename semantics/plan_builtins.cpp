@@ -311,7 +311,10 @@ Value b_splittable(Interpreter& in, CallArgs& a) {
 
 }  // namespace
 
+void install_table_builtins(Env& env);  // checker/table_builtins.cpp: constraint tables
+
 void install_plan_builtins(Env& env) {
+  install_table_builtins(env);
   static const std::pair<const char*, BuiltinFn> table[] = {
       {"select", b_select}, {"kind", b_kind}, {"name", b_name}, {"trans", b_trans}, {"assign", b_assign},
       {"replicate", b_replicate}, {"order", b_order}, {"recompute", b_recompute}, {"unassigned", b_unassigned},

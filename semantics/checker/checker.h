@@ -1,0 +1,100 @@
+// The plan checker: proves with Z3 that a Plan is legal for its Graph
+// before anything is lowered or run (DESIGN.md §3 "Checker").
+//
+// What it checks, each directive's constraints under its own Z3 tracking
+// literal so that a conflict maps back to the statements that caused it:
+//  - split legality: the split identifier exists, is not '^', numeric or a
+//    non-first bracket member; value splits only for ops linear in their
+//    first input; the split count divides the size (for symbolic sizes: for
+//    every admissible size, or a counter-example);
+//  - coverage: each op's iteration space (index x partial-sum value) is
+//    computed exactly once per replica — the parts of every split tile their
+//    parent with no gap or overlap, partial sums are refined, never claimed
+//    whole twice;
+//  - devices: every part placed on at least one device, all in 0..N-1, none
+//    twice;
+//  - order: op-order directives and the data flow admit a schedule (no
+//    cycle); see encode_order.cpp for what order(a, b) means with
+//    micro-batches;
+//  - memory: weights + gradients + optimizer state + stashed activations of
+//    each device fit the capacity (--device-memory);
+//  - constraint tables declared in the plan (same_split, split_only,
+//    split_counts, place_on).
+// An illegal plan yields ONE error at the first directive of the unsat core
+// (source order) and a note at every other directive of the core.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "frontend/diagnostics.h"
+#include "semantics/graph.h"
+#include "semantics/plan.h"
+
+namespace nns::sema::check {
+
+struct CheckOptions {
+  int64_t device_memory = -1;   // bytes per device; < 0: memory is reported, not checked
+  std::string memory_label;     // how the capacity was given ("80 GiB", "h100 (80 GiB)")
+  unsigned timeout_ms = 10000;  // Z3 time limit for each solver call
+  // Training state per parameter element beyond the weight and its gradient:
+  // AdamW keeps 2 moments, SGD with momentum 1 buffer, plain SGD none.
+  std::string optimizer = "sgd";
+  double momentum = 0;
+  int64_t micro_batches = 1;
+  const front::SourceManager* sources = nullptr;  // for directive labels in notes (optional)
+};
+
+enum class Verdict {
+  Legal,      // every rule holds (for every admissible size when sizes are symbolic)
+  Illegal,    // a conflict: see diagnostics
+  Unknown,    // Z3 gave up (time limit or incompleteness): see reason
+};
+
+struct DeviceMemory {
+  int64_t weights = 0, gradients = 0, optimizer = 0, activations = 0;
+  int64_t total() const { return weights + gradients + optimizer + activations; }
+};
+
+struct CheckStats {
+  int directives = 0;        // tracking literals (one per directive statement)
+  int tracked = 0;           // formulas asserted under tracking literals
+  int variables = 0;         // Z3 integer variables (schedule times, split counts, sizes)
+  int obligations = 0;       // distinct size obligations proved for all admissible sizes
+  int64_t ground_checks = 0; // constraints decided while encoding (no unknowns in them)
+};
+
+struct CheckResult {
+  Verdict verdict = Verdict::Legal;
+  std::vector<front::Diagnostic> diagnostics;  // the conflict (error + notes); warnings
+  std::string reason;                          // Unknown: why Z3 gave up
+  double encode_ms = 0, solve_ms = 0;
+  std::vector<DeviceMemory> memory;            // per device
+  bool symbolic = false;                       // sizes were symbolic (proved for all admissible sizes)
+  CheckStats stats;
+  double total_ms() const { return encode_ms + solve_ms; }
+};
+
+// Checks `plan` against the forward graph `g`.
+CheckResult check_plan(const Graph& g, const Plan& plan, const CheckOptions& opts);
+
+// Exit codes of a check, as the driver uses them (DESIGN.md §4.6): legal 0,
+// illegal 65 (bad input), solver gave up 70 (the check could not finish).
+int exit_code(Verdict v);
+
+// The driver's and `nns run`'s entry: checks, reports the conflict into
+// `diags`, and prints the verdict line to `out`:
+//   check: plan megatron on 4 devices: legal (12 ms)
+// plus a memory line. Returns true when the plan is legal; `*verdict`
+// receives the verdict when non-null.
+bool check_plan(const Graph& g, const Plan& plan, const CheckOptions& opts, front::DiagnosticEngine& diags, std::ostream& out,
+                Verdict* verdict = nullptr);
+
+// "80GiB", "512 MiB", "1.5TB", "1000000" (bytes) or a hardware preset
+// (v100, a100-40g, a100, h100, h200). False with `err` set otherwise.
+bool parse_memory_size(const std::string& text, int64_t& bytes, std::string& label, std::string& err);
+std::string hardware_presets();  // "v100 (32 GiB), a100-40g (40 GiB), ..."
+
+}  // namespace nns::sema::check

@@ -1,0 +1,251 @@
+// Memory: what each device holds during a training step must fit.
+//
+// The model (per device d, one training step):
+//  - weights: the union of the parameter slices that sub-ops on d read
+//    (a slice read by several ops, e.g. a tied embedding, counts once);
+//  - gradients: the same bytes again (one gradient per weight element);
+//  - optimizer state: AdamW 2 more copies, SGD with momentum 1, plain SGD 0;
+//  - activations: every slice of a data input or activation that a
+//    sub-op on d reads or writes in forward is kept until its backward —
+//    except the outputs of recomputed sub-ops, whose inputs are kept
+//    instead and whose outputs come back for a moment in backward (the
+//    largest such moment is added); a composite op (attention) also keeps
+//    the tensors its body makes, scaled by the part of the op a sub-op
+//    computes. Pipelines (orders spanning micro-batches) keep up to
+//    min(micro-batches, devices) micro-batches in flight.
+// Not modeled: transient buffers of kernels and collectives, allocator
+// fragmentation, gradients of activations (freed as backward proceeds).
+//
+// Each byte is attributed to the directive that placed the first sub-op
+// touching it, and the capacity check is, per device d,
+//     sum over directives s of ite(l_s, bytes(s, d), 0) <= capacity,
+// so an unsat core names the placements that together overflow a device.
+#include <algorithm>
+#include <unordered_map>
+
+#include "semantics/checker/encoder.h"
+
+namespace nns::sema::check {
+
+namespace {
+
+// Volume of the union of boxes (slices of one tensor), exact: coordinate
+// compression over the (few) distinct boundaries.
+int64_t union_volume(std::vector<const OperandSlice*> boxes) {
+  std::sort(boxes.begin(), boxes.end(), [](const OperandSlice* a, const OperandSlice* b) {
+    return std::tie(a->start, a->length) < std::tie(b->start, b->length);
+  });
+  boxes.erase(std::unique(boxes.begin(), boxes.end(),
+                          [](const OperandSlice* a, const OperandSlice* b) { return a->start == b->start && a->length == b->length; }),
+              boxes.end());
+  auto volume = [](const OperandSlice* s) {
+    int64_t v = 1;
+    for (int64_t l : s->length) v *= l;
+    return v;
+  };
+  if (boxes.size() == 1) return volume(boxes[0]);
+  size_t rank = boxes[0]->start.size();
+  bool disjoint = true;
+  for (size_t i = 0; i < boxes.size() && disjoint; ++i)
+    for (size_t j = 0; j < i && disjoint; ++j) {
+      bool apart = false;
+      for (size_t d = 0; d < rank; ++d)
+        if (boxes[i]->start[d] >= boxes[j]->start[d] + boxes[j]->length[d] || boxes[j]->start[d] >= boxes[i]->start[d] + boxes[i]->length[d])
+          apart = true;
+      disjoint = apart;
+    }
+  int64_t total = 0;
+  if (disjoint) {
+    for (const OperandSlice* b : boxes) total += volume(b);
+    return total;
+  }
+  std::vector<std::vector<int64_t>> cuts(rank);
+  for (const OperandSlice* b : boxes)
+    for (size_t d = 0; d < rank; ++d) {
+      cuts[d].push_back(b->start[d]);
+      cuts[d].push_back(b->start[d] + b->length[d]);
+    }
+  for (auto& c : cuts) {
+    std::sort(c.begin(), c.end());
+    c.erase(std::unique(c.begin(), c.end()), c.end());
+  }
+  std::vector<size_t> cell(rank, 0);
+  while (true) {
+    bool inside_any = false;
+    for (const OperandSlice* b : boxes) {
+      bool in = true;
+      for (size_t d = 0; d < rank && in; ++d) in = b->start[d] <= cuts[d][cell[d]] && cuts[d][cell[d]] < b->start[d] + b->length[d];
+      if (in) {
+        inside_any = true;
+        break;
+      }
+    }
+    if (inside_any) {
+      int64_t v = 1;
+      for (size_t d = 0; d < rank; ++d) v *= cuts[d][cell[d] + 1] - cuts[d][cell[d]];
+      total += v;
+    }
+    size_t d = 0;
+    while (d < rank && ++cell[d] + 1 >= cuts[d].size()) cell[d++] = 0;
+    if (d == rank) break;
+  }
+  return total;
+}
+
+struct Touch {
+  int tensor;
+  int leaf;
+  const OperandSlice* slice;
+  bool operator<(const Touch& o) const { return std::tie(tensor, leaf) < std::tie(o.tensor, o.leaf); }
+};
+
+}  // namespace
+
+void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
+  const Graph& g = e.g;
+  const Plan& p = e.plan;
+  const int64_t ndev = p.ngpus;
+  per_device.assign(static_cast<size_t>(std::max<int64_t>(ndev, 0)), {});
+  if (ndev <= 0 || ndev > (int64_t{1} << 20)) return;
+
+  // Bytes a composite op's body makes (its own outputs excluded).
+  std::unordered_map<int, int64_t> internal;
+  auto internal_bytes = [&](int node) -> int64_t {
+    auto it = internal.find(node);
+    if (it != internal.end()) return it->second;
+    const OpNode& n = g.node(node);
+    int64_t total = 0;
+    std::vector<int> stack(n.children.begin(), n.children.end());
+    while (!stack.empty()) {
+      const OpNode& c = g.node(stack.back());
+      stack.pop_back();
+      for (int ch : c.children) stack.push_back(ch);
+      if (c.composite) continue;
+      for (int t : c.outputs)
+        if (std::find(n.outputs.begin(), n.outputs.end(), t) == n.outputs.end()) total += g.tensor(t).bytes();
+    }
+    internal[node] = total;
+    return total;
+  };
+  auto share = [&](int leaf) {  // the fraction of its op's iteration space a leaf computes
+    double f = 1;
+    for (int x = leaf; p.subops[x].parent >= 0; x = p.subops[x].parent) f /= p.subops[x].split_num;
+    return f;
+  };
+  int64_t slots = e.opts.optimizer == "adamw" ? 2 : (e.opts.momentum > 0 ? 1 : 0);
+  int64_t in_flight = e.pipelined ? std::max<int64_t>(1, std::min<int64_t>(e.opts.micro_batches, ndev)) : 1;
+
+  // What each device touches, then per (tensor, device) the union.
+  std::vector<std::vector<Touch>> params(ndev), acts(ndev);
+  std::vector<std::map<int, int64_t>> by_directive(ndev);  // directive -> bytes
+  std::vector<int64_t> transient(ndev, 0);
+  std::vector<int> transient_dir(ndev, -1);
+  for (int leaf : p.leaves()) {
+    const SubOp& s = p.subops[leaf];
+    const OpNode& n = g.node(s.node);
+    int64_t inner = n.composite ? static_cast<int64_t>(static_cast<double>(internal_bytes(s.node)) * share(leaf)) : 0;
+    int64_t out_bytes = 0;
+    for (size_t k = 0; k < s.outputs.size() && k < n.outputs.size(); ++k) {
+      const OperandSlice& sl = s.outputs[k];
+      if (!sl.tensor) continue;
+      int64_t v = dtype_bytes(g.tensor(n.outputs[k]).dtype);
+      for (int64_t l : sl.length) v *= l;
+      out_bytes += v;
+    }
+    for (int d : s.devices) {
+      if (d < 0 || d >= ndev) continue;  // reported by the split pass
+      for (size_t k = 0; k < s.inputs.size() && k < n.inputs.size(); ++k) {
+        if (!s.inputs[k].tensor) continue;
+        const TensorInfo& t = g.tensor(n.inputs[k]);
+        (t.kind == TensorKind::Param ? params : acts)[d].push_back({t.id, leaf, &s.inputs[k]});
+      }
+      if (s.recompute) {
+        if (out_bytes + inner > transient[d]) {
+          transient[d] = out_bytes + inner;
+          transient_dir[d] = e.place_of(leaf);
+        }
+        continue;
+      }
+      for (size_t k = 0; k < s.outputs.size() && k < n.outputs.size(); ++k)
+        if (s.outputs[k].tensor) acts[d].push_back({n.outputs[k], leaf, &s.outputs[k]});
+      if (inner > 0) {
+        per_device[d].activations += inner * in_flight;
+        by_directive[d][e.place_of(leaf)] += inner * in_flight;
+      }
+    }
+  }
+  auto add_unions = [&](std::vector<Touch>& touches, int d, bool is_param) {
+    std::sort(touches.begin(), touches.end());
+    for (size_t i = 0; i < touches.size();) {
+      size_t j = i;
+      std::vector<const OperandSlice*> boxes;
+      while (j < touches.size() && touches[j].tensor == touches[i].tensor) boxes.push_back(touches[j++].slice);
+      const TensorInfo& t = g.tensor(touches[i].tensor);
+      int64_t bytes = union_volume(boxes) * dtype_bytes(t.dtype);
+      int dir = e.place_of(touches[i].leaf);  // the first leaf touching it
+      if (is_param) {
+        DeviceMemory& m = per_device[d];
+        m.weights += bytes;
+        m.gradients += bytes;
+        m.optimizer += slots * bytes;
+        by_directive[d][dir] += (2 + slots) * bytes;
+      } else {
+        per_device[d].activations += bytes * in_flight;
+        by_directive[d][dir] += bytes * in_flight;
+      }
+      i = j;
+    }
+  };
+  for (int64_t d = 0; d < ndev; ++d) {
+    add_unions(params[d], static_cast<int>(d), true);
+    add_unions(acts[d], static_cast<int>(d), false);
+    std::vector<Touch>().swap(params[d]);
+    std::vector<Touch>().swap(acts[d]);
+    if (transient_dir[d] >= 0) {
+      per_device[d].activations += transient[d];
+      by_directive[d][transient_dir[d]] += transient[d];
+    }
+  }
+
+  if (e.opts.device_memory < 0) return;
+  const int64_t cap = e.opts.device_memory;
+  auto shared = std::make_shared<std::vector<std::map<int, int64_t>>>(std::move(by_directive));
+  for (int64_t d = 0; d < ndev; ++d) {
+    z3::expr sum = e.ctx.int_val(0);
+    for (const auto& [dir, bytes] : (*shared)[d]) sum = sum + z3::ite(e.literal(dir), e.ctx.int_val(bytes), e.ctx.int_val(0));
+    e.solver.add(sum <= e.ctx.int_val(cap));
+    ++e.stats.tracked;
+  }
+  std::vector<DeviceMemory> totals = per_device;
+  std::string cap_label = e.opts.memory_label.empty() ? format_bytes(cap) : e.opts.memory_label;
+  e.explain_with([&e, shared, totals, cap, cap_label](const std::set<int>& core) -> std::optional<Conflict> {
+    // The device whose core-attributed bytes exceed the capacity most.
+    int worst = -1;
+    int64_t worst_bytes = cap;
+    for (size_t d = 0; d < shared->size(); ++d) {
+      int64_t in_core = 0;
+      for (const auto& [dir, bytes] : (*shared)[d])
+        if (core.count(dir)) in_core += bytes;
+      if (in_core > worst_bytes) {
+        worst_bytes = in_core;
+        worst = static_cast<int>(d);
+      }
+    }
+    if (worst < 0) return std::nullopt;
+    const DeviceMemory& m = totals[worst];
+    Conflict c;
+    c.message = "device " + std::to_string(worst) + " needs " + format_bytes(m.total()) + " (weights " + format_bytes(m.weights) +
+                ", gradients " + format_bytes(m.gradients) + ", optimizer state " + format_bytes(m.optimizer) + ", activations " +
+                format_bytes(m.activations) + ") but has " + cap_label;
+    for (const auto& [dir, bytes] : (*shared)[worst])
+      if (core.count(dir)) {
+        c.directives.push_back(dir);
+        c.notes[dir] = "places " + format_bytes(bytes) + " on device " + std::to_string(worst);
+      }
+    c.cite_first = true;
+    (void)e;
+    return c;
+  });
+}
+
+}  // namespace nns::sema::check
