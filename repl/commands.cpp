@@ -273,7 +273,9 @@ bool Session::cmd_status(const Command& c) {
          << sema::format_bytes(mem[d].params) << " + grads " << sema::format_bytes(mem[d].grads) << " + optimizer "
          << sema::format_bytes(mem[d].optimizer) << " + inputs " << sema::format_bytes(mem[d].inputs) << " + activations "
          << sema::format_bytes(mem[d].activations) << "\n";
-  out_ << verdict(plan_).substr(2);
+  std::string line;
+  verdict(plan_, line);
+  out_ << line.substr(2);
   return true;
 }
 
@@ -309,8 +311,7 @@ bool Session::cmd_plan(const Command& c) {
   }
   print_diagnostics();
   p.name = "session";
-  set_plan(std::move(p), true, "plan " + c.args[0] + " for " + std::to_string(plan_.ngpus) + " device(s)");
-  return true;
+  return set_plan(std::move(p), true, "plan " + c.args[0] + " for " + std::to_string(plan_.ngpus) + " device(s)", /*refuse_illegal=*/true);
 }
 
 bool Session::cmd_undo(const Command& c) {

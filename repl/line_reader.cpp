@@ -41,10 +41,24 @@ LineReader::Impl* impl_of(EditLine* el) {
 
 char* prompt_fn(EditLine* el) { return const_cast<char*>(impl_of(el)->prompt.c_str()); }
 
+// Ends the line being edited as cancelled: the terminal cursor goes after
+// its last character (re-printing what is shown there) and "^C" marks it,
+// as a shell does.
+void mark_cancelled(EditLine* el) {
+  impl_of(el)->interrupted = true;
+  const LineInfo* li = el_line(el);
+  std::fwrite(li->cursor, 1, static_cast<size_t>(li->lastchar - li->cursor), stdout);
+  std::fputs("^C", stdout);
+  std::fflush(stdout);
+}
+
 // One character for libedit. Waiting in poll() on the terminal and on the
-// interrupt pipe is what lets Ctrl-C cancel the line whether the terminal
-// delivers it as SIGINT or, in raw mode, as the byte 0x03.
-int getc_fn(EditLine*, wchar_t* out) {
+// interrupt pipe is what lets Ctrl-C cancel the line: libedit's raw mode
+// keeps ISIG, so the terminal turns Ctrl-C into SIGINT (and drops what was
+// typed), and the handler wakes this poll. Returning -1 ends el_gets at
+// once — not relying on a key binding, which libedit may replace with its
+// own no-op tty functions when it re-reads the terminal's settings.
+int getc_fn(EditLine* el, wchar_t* out) {
   for (;;) {
     pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {interrupt_fd(), POLLIN, 0}};
     int r = poll(fds, interrupt_fd() >= 0 ? 2 : 1, -1);
@@ -54,8 +68,8 @@ int getc_fn(EditLine*, wchar_t* out) {
     }
     if (interrupt_fd() >= 0 && (fds[1].revents & POLLIN)) {
       take_interrupt();
-      *out = 3;  // ^C, bound to nns-interrupt
-      return 1;
+      mark_cancelled(el);
+      return -1;
     }
     if (!(fds[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     unsigned char b[4];
@@ -75,15 +89,9 @@ int getc_fn(EditLine*, wchar_t* out) {
   }
 }
 
+// Ctrl-C as a byte (a terminal without ISIG).
 unsigned char interrupt_fn(EditLine* el, int) {
-  LineReader::Impl* impl = impl_of(el);
-  impl->interrupted = true;
-  // Put the terminal cursor after the last character (re-printing what is
-  // already shown there), then mark the cancelled line as a shell does.
-  const LineInfo* li = el_line(el);
-  std::fwrite(li->cursor, 1, static_cast<size_t>(li->lastchar - li->cursor), stdout);
-  std::fputs("^C", stdout);
-  std::fflush(stdout);
+  mark_cancelled(el);
   return CC_NEWLINE;
 }
 
@@ -174,6 +182,11 @@ LineReader::Status LineReader::read(const std::string& prompt, std::string& line
     // first read, and a key typed on seeing the prompt (Ctrl-D above all)
     // would meet the terminal still in cooked mode.
     el_set(impl_->el, EL_PREP_TERM, 1);
+    // Entering raw mode, libedit rebinds the terminal's special characters
+    // to its own (no-op) tty functions when it finds the settings changed;
+    // our keys go back on top every time.
+    el_set(impl_->el, EL_BIND, "^C", "nns-interrupt", nullptr);
+    el_set(impl_->el, EL_BIND, "^I", "nns-complete", nullptr);
     int count = 0;
     const char* text = el_gets(impl_->el, &count);
     if (impl_->interrupted) {

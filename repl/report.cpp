@@ -6,6 +6,13 @@
 #include <set>
 #include <sstream>
 
+// Constraint tables (Plan::constraints) came with the Z3 checker.
+#if __has_include("semantics/checker/checker.h")
+#define NNS_PLAN_HAS_TABLES 1
+#else
+#define NNS_PLAN_HAS_TABLES 0
+#endif
+
 namespace nns::repl {
 
 using sema::Graph;
@@ -285,6 +292,14 @@ Plan unpartitioned(const Plan& plan, int node) {
   for (const sema::OrderConstraint& o : plan.orders)
     if (!dropped[o.before] && !dropped[o.after] && o.before != root && o.after != root)
       out.orders.push_back({new_index[o.before], new_index[o.after], o.loc});
+#if NNS_PLAN_HAS_TABLES
+  for (sema::PlanConstraint& c : out.constraints) {
+    std::vector<int> kept;
+    for (int sub : c.ops)
+      if (!dropped[sub]) kept.push_back(new_index[sub]);
+    c.ops = kept;
+  }
+#endif
   return out;
 }
 
@@ -309,6 +324,13 @@ bool same_plan(const Plan& a, const Plan& b) {
   }
   for (size_t i = 0; i < a.orders.size(); ++i)
     if (a.orders[i].before != b.orders[i].before || a.orders[i].after != b.orders[i].after) return false;
+#if NNS_PLAN_HAS_TABLES
+  if (a.constraints.size() != b.constraints.size()) return false;
+  for (size_t i = 0; i < a.constraints.size(); ++i) {
+    const sema::PlanConstraint &x = a.constraints[i], &y = b.constraints[i];
+    if (x.kind != y.kind || x.ops != y.ops || x.dims != y.dims || x.values != y.values || x.name != y.name) return false;
+  }
+#endif
   return true;
 }
 
@@ -335,6 +357,12 @@ ChangeReport report_change(const Graph& g, const Plan& before, const Plan& after
     long long d = static_cast<long long>(after.orders.size()) - static_cast<long long>(before.orders.size());
     out << "  order   " << (d > 0 ? "+" : "") << d << " constraint(s), " << after.orders.size() << " in all\n";
   }
+#if NNS_PLAN_HAS_TABLES
+  for (size_t i = before.constraints.size(); i < after.constraints.size(); ++i)
+    out << "  table   + " << after.constraints[i].name << "\n";
+  if (after.constraints.size() < before.constraints.size())
+    out << "  table   -" << before.constraints.size() - after.constraints.size() << " constraint table(s)\n";
+#endif
   rep.changed = !changed.empty() || after.orders.size() != before.orders.size() || after.ngpus != before.ngpus;
 
   // Communication: the multiset difference of the derived collectives.

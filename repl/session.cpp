@@ -12,6 +12,14 @@
 #include "repl/signals.h"
 #include "semantics/op_registry.h"
 
+// The Z3 plan checker (issue 5) is called when the build has it.
+#if __has_include("semantics/checker/checker.h")
+#include "semantics/checker/checker.h"
+#define NNS_REPL_HAS_CHECKER 1
+#else
+#define NNS_REPL_HAS_CHECKER 0
+#endif
+
 namespace nns::repl {
 
 using sema::Plan;
@@ -81,16 +89,39 @@ bool Session::handle(const std::string& input) {
 
 void Session::define_ngpus() { interp_->session_env()->define("ngpus", Value(static_cast<int64_t>(plan_.ngpus))); }
 
-std::string Session::verdict(const Plan& p) const {
+bool Session::verdict(const Plan& p, std::string& line) {
   int unplaced = unplaced_leaves(p);
-  std::string s = "  verdict ";
-  if (unplaced == 0) s += "legal and complete: every sub-op has a device";
-  else s += "legal so far: " + std::to_string(unplaced) + " sub-op(s) have no device yet (counted above as on every device)";
-  // The Z3 checker (issue 5) is not in this build: the legality above is
-  // what plan evaluation checks (splits, divisibility, device ids, placing
-  // each sub-op once).
-  s += "; checked by plan evaluation, no Z3 checker in this build\n";
-  return s;
+  line = "  verdict ";
+  if (unplaced == 0) line += "legal and complete: every sub-op has a device";
+  else line += "legal so far: " + std::to_string(unplaced) + " sub-op(s) have no device yet (counted above as on every device)";
+#if NNS_REPL_HAS_CHECKER
+  sema::check::CheckOptions o;
+  o.timeout_ms = 5000;  // an answer while the user waits; "gave up" is reported, not an error
+  o.sources = sources_.get();
+  if (const auto& t = interp_->train()) {
+    o.optimizer = t->optimizer.kind;
+    o.momentum = t->optimizer.momentum;
+    o.micro_batches = t->micro_batches;
+  }
+  sema::check::CheckResult r = sema::check::check_plan(interp_->graph(), completed(p), o);
+  // (No solve times here: scripted sessions compare their output.)
+  if (r.verdict == sema::check::Verdict::Illegal) {
+    for (front::Diagnostic& d : r.diagnostics) diags_->report(std::move(d));
+    print_diagnostics();
+    line = "  verdict illegal: the Z3 checker found the conflict above\n";
+    return false;
+  }
+  for (front::Diagnostic& d : r.diagnostics) diags_->report(std::move(d));  // warnings
+  print_diagnostics();
+  if (r.verdict == sema::check::Verdict::Unknown) line += "; the Z3 checker gave up (" + r.reason + ")\n";
+  else line += "; proved by the Z3 checker\n";
+#else
+  // No Z3 checker in this build: the legality above is what plan
+  // evaluation checks (splits, divisibility, device ids, placing each
+  // sub-op once).
+  line += "; checked by plan evaluation, no Z3 checker in this build\n";
+#endif
+  return true;
 }
 
 bool Session::run_nns(const std::string& text) {
@@ -120,19 +151,34 @@ bool Session::run_nns(const std::string& text) {
   }
   if (result && !result->is<sema::NoneV>()) out_ << format_value(*result, interp_->graph(), &plan_) << "\n";
   if (!same_plan(before, plan_)) {
+    std::string line;
+    if (!verdict(plan_, line)) {
+      // Legal for plan evaluation, refused by the checker: as any refusal,
+      // the plan stays as it was.
+      Plan refused = std::move(plan_);
+      plan_ = std::move(before);
+      forget_stale_handles(refused, plan_);
+      out_ << line << "  refused: the plan is unchanged\n";
+      return false;
+    }
     ChangeReport r = report_change(interp_->graph(), before, plan_, interp_->train(), opts_.colour);
     undo_.push_back(std::move(before));
-    out_ << r.text << verdict(plan_);
+    out_ << r.text << line;
   }
   if (nodes_before == model_nodes_ && interp_->graph().nodes().size() > model_nodes_)
     out_ << "  note: ops called at the prompt are evaluated (shapes) but are not part of the model: plans, ops and run see the file's model only\n";
   return true;
 }
 
-void Session::set_plan(Plan next, bool push_undo, const std::string& why) {
+bool Session::set_plan(Plan next, bool push_undo, const std::string& why, bool refuse_illegal) {
   if (same_plan(plan_, next)) {
     out_ << "  " << why << ": the plan is unchanged\n";
-    return;
+    return true;
+  }
+  std::string line;
+  if (!verdict(next, line) && refuse_illegal) {
+    out_ << line << "  refused: the plan is unchanged\n";
+    return false;
   }
   ChangeReport r = report_change(interp_->graph(), plan_, next, interp_->train(), opts_.colour);
   Plan old = std::move(plan_);
@@ -140,7 +186,8 @@ void Session::set_plan(Plan next, bool push_undo, const std::string& why) {
   forget_stale_handles(old, plan_);
   if (push_undo) undo_.push_back(std::move(old));
   define_ngpus();
-  out_ << "  " << why << "\n" << r.text << verdict(plan_);
+  out_ << "  " << why << "\n" << r.text << line;
+  return true;
 }
 
 void Session::forget_stale_handles(const Plan& old_plan, const Plan& new_plan) {

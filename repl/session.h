@@ -61,12 +61,17 @@ class Session {
   bool run_command(const Command& c);
   // Replaces the current plan (pushing the old one for undo when asked)
   // and reports what changed.
-  void set_plan(sema::Plan next, bool push_undo, const std::string& why);
+  // `refuse_illegal`: keep the old plan when the checker proves the new one
+  // illegal (plan NAME); undo and reset report the verdict only. False when refused.
+  bool set_plan(sema::Plan next, bool push_undo, const std::string& why, bool refuse_illegal = false);
   // Op handles that outlived their sub-op (after undo, reset, plan NAME)
   // are marked stale so no directive can act on a different sub-op.
   void forget_stale_handles(const sema::Plan& old_plan, const sema::Plan& new_plan);
   void print_diagnostics();
-  std::string verdict(const sema::Plan& p) const;
+  // The verdict line after a change. With the Z3 checker in the build, it
+  // checks the plan (sub-ops without a device counted as on every device);
+  // false when the checker proves the plan illegal (its diagnostic printed).
+  bool verdict(const sema::Plan& p, std::string& line);
   int find_op(const std::string& name) const;  // top-level forward node by exact name, or -1
   std::vector<int> select_ops(const std::string& pattern, bool& ok);
   void define_ngpus();

@@ -346,3 +346,41 @@ TEST_CASE("save writes a file that nns check reads back") {
   fs::remove(path);
   CHECK(f.run("save /nonexistent/dir/x.nns", false).find("cannot write") != std::string::npos);
 }
+
+#if __has_include("semantics/checker/checker.h")
+TEST_CASE("the Z3 checker's verdict answers each directive; an illegal plan is refused") {
+  Fixture f("examples/gpt.nns");
+  std::string r = f.run("for op in select(\"blocks.*.attn.attention#*\") { let p = trans(op, dim = \"h\", num = 2)\n"
+                        "  for i in 0..2 { assign(p[i], i) } }");
+  CHECK(r.find("proved by the Z3 checker") != std::string::npos);
+  // Legal for plan evaluation (order() only refuses an op before itself),
+  // but a cycle: the two reshapes of the loss are independent, and each is
+  // ordered before the other.
+  sema::Plan before = f.session.plan();
+  r = f.run("order(select(\"reshape#0\")[0], select(\"reshape#1\")[0])\n"
+            "order(select(\"reshape#1\")[0], select(\"reshape#0\")[0])",
+            false);
+  CHECK(r.find("verdict illegal: the Z3 checker found the conflict above") != std::string::npos);
+  CHECK(r.find("<repl:2>:1:1: error: op-order cycle") != std::string::npos);  // the unsat core, at the directives
+  CHECK(r.find("<repl:2>:2:1: note") != std::string::npos);
+  CHECK(r.find("refused: the plan is unchanged") != std::string::npos);
+  CHECK(same_plan(before, f.session.plan()));
+
+  // A constraint table typed at the prompt; a directive that breaks it is refused.
+  f.run("reset");
+  r = f.run("split_only(select(kind = \"attention\"), [\"b\"], name = \"attention splits batch only\")");
+  CHECK(r.find("table   + attention splits batch only") != std::string::npos);
+  r = f.run("let heads = trans(select(\"blocks.0.attn.attention#0\")[0], dim = \"h\", num = 2)", false);
+  CHECK(r.find("attention splits batch only") != std::string::npos);
+  CHECK(r.find("refused: the plan is unchanged") != std::string::npos);
+  r = f.run("let rows = trans(select(\"blocks.0.attn.attention#0\")[0], dim = \"b\", num = 2)");
+  CHECK(r.find("proved by the Z3 checker") != std::string::npos);
+  // The table survives the round trip through plan text.
+  f.run("replicate(unassigned(), 0..ngpus)");
+  std::string text = f.session.plan_text("tabled");
+  CHECK(text.find("split_only([by_name(\"blocks.0.attn.attention#0\"), by_name(\"blocks.1.attn.attention#0\")], [\"b\"], name = \"attention splits batch only\")") !=
+        std::string::npos);
+  sema::Plan again = reevaluate(kGpt, "tiny", text, "tabled", 2);
+  CHECK(same_plan(again, f.session.plan()));
+}
+#endif
