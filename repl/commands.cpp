@@ -183,6 +183,7 @@ bool Session::show_op(int node) {
   int root = plan_.root_of_node[node];
   bool fresh = plan_.subops[root].leaf() && plan_.subops[root].devices.empty();
   Plan base = fresh ? plan_ : unpartitioned(plan_, node);
+  PlanFacts base_facts = fresh ? facts_ : analyse(base);
   int64_t num = plan_.ngpus;
   out_ << "  transform space: " << space.size() << " choice(s); each tried as trans(op, dim = ..., num = " << num
        << ") with part i on device i" << (fresh ? "" : ", starting from the op unpartitioned") << ":\n";
@@ -200,7 +201,13 @@ bool Session::show_op(int node) {
       out_ << "      not possible with " << num << " device(s): " << why << "\n";
       continue;
     }
-    ChangeReport r = report_change(g, base, trial, interp_->train(), opts_.colour, /*list_ops=*/false);
+    PlanFacts trial_facts = analyse(trial);
+    if (trial_facts.check.verdict == sema::check::Verdict::Illegal) {
+      std::string why = trial_facts.check.diagnostics.empty() ? "a conflict" : trial_facts.check.diagnostics.front().message;
+      out_ << "      refused by the Z3 checker: " << why << "\n";
+      continue;
+    }
+    ChangeReport r = report_change(g, base, base_facts, trial, trial_facts, opts_.colour, /*list_ops=*/false);
     out_ << indent(r.text.substr(0, r.text.size() - (r.text.empty() ? 0 : 1)), "    ");
   }
   return true;
@@ -264,18 +271,16 @@ bool Session::cmd_status(const Command& c) {
   out_ << "plan    " << plan_.ngpus << " device(s): " << split << " op(s) partitioned, " << plan_.leaves().size() << " sub-op(s), "
        << unplaced_leaves(plan_) << " without a device, " << plan_.orders.size() << " order constraint(s); " << undo_.size()
        << " change(s) to undo\n";
-  CommSummary comm = summarize_comm(g, plan_);
+  const CommSummary& comm = facts_.comm;
   if (!comm.error.empty()) out_ << "comm    cannot be derived: " << comm.error << "\n";
   else out_ << "comm    " << comm.collectives.size() << " collective(s) per step, " << sema::format_bytes(comm.bytes()) << " by the volume model\n";
-  std::vector<DeviceMemory> mem = estimate_memory(g, plan_, interp_->train());
+  const std::vector<sema::check::DeviceMemory>& mem = facts_.check.memory;
   for (size_t d = 0; d < mem.size(); ++d)
-    out_ << (d ? "        " : "memory  ") << "device " << d << ": " << sema::format_bytes(mem[d].total()) << " = params "
-         << sema::format_bytes(mem[d].params) << " + grads " << sema::format_bytes(mem[d].grads) << " + optimizer "
-         << sema::format_bytes(mem[d].optimizer) << " + inputs " << sema::format_bytes(mem[d].inputs) << " + activations "
-         << sema::format_bytes(mem[d].activations) << "\n";
-  std::string line;
-  verdict(plan_, line);
-  out_ << line.substr(2);
+    out_ << (d ? "        " : "memory  ") << "device " << d << ": " << sema::format_bytes(mem[d].total()) << " = weights "
+         << sema::format_bytes(mem[d].weights) << " + gradients " << sema::format_bytes(mem[d].gradients) << " + optimizer "
+         << sema::format_bytes(mem[d].optimizer) << " + activations " << sema::format_bytes(mem[d].activations) << "\n";
+  if (mem.empty()) out_ << "memory  not known (the checker could not encode the plan)\n";
+  out_ << verdict(plan_, facts_).substr(2);
   return true;
 }
 

@@ -5,13 +5,6 @@
 #include <set>
 #include <sstream>
 
-// Constraint tables (same_split, split_only, ...) came with the Z3 checker.
-#if __has_include("semantics/checker/checker.h")
-#define NNS_PLAN_HAS_TABLES 1
-#else
-#define NNS_PLAN_HAS_TABLES 0
-#endif
-
 namespace nns::repl {
 
 using sema::Plan;
@@ -83,10 +76,8 @@ std::string plan_to_nns(const sema::Graph& g, const Plan& p, const std::string& 
     referenced.insert(o.before);
     referenced.insert(o.after);
   }
-#if NNS_PLAN_HAS_TABLES
   for (const sema::PlanConstraint& c : p.constraints)
     for (int sub : c.ops) referenced.insert(sub);
-#endif
   auto touches_referenced = [&](int root) {
     if (referenced.count(root)) return true;
     for (int c : p.subops[root].children)
@@ -181,7 +172,6 @@ std::string plan_to_nns(const sema::Graph& g, const Plan& p, const std::string& 
     if (s.recompute && (s.parent < 0 || !p.subops[s.parent].recompute)) out << "  recompute(" << w.ref(static_cast<int>(i)) << ")\n";
   }
   for (const sema::OrderConstraint& o : p.orders) out << "  order(" << w.ref(o.before) << ", " << w.ref(o.after) << ")\n";
-#if NNS_PLAN_HAS_TABLES
   // Constraint tables, each with its own name so the checker's messages stay the same.
   for (const sema::PlanConstraint& c : p.constraints) {
     static const char* fns[] = {"same_split", "split_only", "split_counts", "place_on"};
@@ -201,7 +191,6 @@ std::string plan_to_nns(const sema::Graph& g, const Plan& p, const std::string& 
     }
     out << ", name = " << quoted(c.name) << ")\n";
   }
-#endif
   if (!complete) {
     int n = 0;
     for (const SubOp& s : p.subops)

@@ -6,13 +6,6 @@
 #include <set>
 #include <sstream>
 
-// Constraint tables (Plan::constraints) came with the Z3 checker.
-#if __has_include("semantics/checker/checker.h")
-#define NNS_PLAN_HAS_TABLES 1
-#else
-#define NNS_PLAN_HAS_TABLES 0
-#endif
-
 namespace nns::repl {
 
 using sema::Graph;
@@ -49,13 +42,6 @@ void leaves_under(const Plan& p, int sub, std::vector<int>& out) {
     return;
   }
   for (int c : p.subops[sub].children) leaves_under(p, c, out);
-}
-
-int64_t slice_bytes(const OperandSlice& s, const sema::TensorInfo& t) {
-  if (!s.tensor) return 0;
-  int64_t n = 1;
-  for (int64_t l : s.length) n *= l;
-  return n * sema::dtype_bytes(t.dtype);
 }
 
 }  // namespace
@@ -125,39 +111,11 @@ CommSummary summarize_comm(const Graph& g, const Plan& plan) {
   return out;
 }
 
-std::vector<DeviceMemory> estimate_memory(const Graph& g, const Plan& plan_in, const std::optional<sema::TrainSpec>& train) {
-  Plan plan = completed(plan_in);
-  std::vector<DeviceMemory> mem(static_cast<size_t>(std::max<int64_t>(plan.ngpus, 1)));
-  // Per device and tensor, the distinct slices held: a parameter read by two
-  // sub-ops on one device is stored once.
-  std::vector<std::map<int, std::set<std::pair<std::vector<int64_t>, std::vector<int64_t>>>>> held(mem.size());
-  for (int leaf : plan.leaves()) {
-    const SubOp& s = plan.subops[leaf];
-    const sema::OpNode& n = g.node(s.node);
-    for (int d : s.devices) {
-      if (d < 0 || d >= static_cast<int>(mem.size())) continue;
-      for (size_t k = 0; k < s.inputs.size() && k < n.inputs.size(); ++k) {
-        const sema::TensorInfo& t = g.tensor(n.inputs[k]);
-        if (t.kind == sema::TensorKind::Activation || !s.inputs[k].tensor) continue;
-        if (!held[d][t.id].insert({s.inputs[k].start, s.inputs[k].length}).second) continue;
-        int64_t b = slice_bytes(s.inputs[k], t);
-        if (t.kind == sema::TensorKind::Param) mem[d].params += b;
-        else mem[d].inputs += b;
-      }
-      if (s.recompute) continue;
-      for (size_t k = 0; k < s.outputs.size() && k < n.outputs.size(); ++k) mem[d].activations += slice_bytes(s.outputs[k], g.tensor(n.outputs[k]));
-    }
-  }
-  double state = 0;
-  if (train) {
-    if (train->optimizer.kind == "adamw") state = 2;
-    else if (train->optimizer.momentum != 0) state = 1;
-  }
-  for (DeviceMemory& m : mem) {
-    m.grads = train ? m.params : 0;
-    m.optimizer = static_cast<int64_t>(state * static_cast<double>(m.params));
-  }
-  return mem;
+PlanFacts analyse(const Graph& g, const Plan& plan, const sema::check::CheckOptions& opts) {
+  PlanFacts f;
+  f.comm = summarize_comm(g, plan);
+  f.check = sema::check::check_plan(g, completed(plan), opts);
+  return f;
 }
 
 std::string describe_partition(const Plan& plan, int node, size_t max_leaves) {
@@ -292,14 +250,12 @@ Plan unpartitioned(const Plan& plan, int node) {
   for (const sema::OrderConstraint& o : plan.orders)
     if (!dropped[o.before] && !dropped[o.after] && o.before != root && o.after != root)
       out.orders.push_back({new_index[o.before], new_index[o.after], o.loc});
-#if NNS_PLAN_HAS_TABLES
   for (sema::PlanConstraint& c : out.constraints) {
     std::vector<int> kept;
     for (int sub : c.ops)
       if (!dropped[sub]) kept.push_back(new_index[sub]);
     c.ops = kept;
   }
-#endif
   return out;
 }
 
@@ -324,18 +280,16 @@ bool same_plan(const Plan& a, const Plan& b) {
   }
   for (size_t i = 0; i < a.orders.size(); ++i)
     if (a.orders[i].before != b.orders[i].before || a.orders[i].after != b.orders[i].after) return false;
-#if NNS_PLAN_HAS_TABLES
   if (a.constraints.size() != b.constraints.size()) return false;
   for (size_t i = 0; i < a.constraints.size(); ++i) {
     const sema::PlanConstraint &x = a.constraints[i], &y = b.constraints[i];
     if (x.kind != y.kind || x.ops != y.ops || x.dims != y.dims || x.values != y.values || x.name != y.name) return false;
   }
-#endif
   return true;
 }
 
-ChangeReport report_change(const Graph& g, const Plan& before, const Plan& after, const std::optional<sema::TrainSpec>& train,
-                           bool colour, bool list_ops) {
+ChangeReport report_change(const Graph& g, const Plan& before, const PlanFacts& fb, const Plan& after, const PlanFacts& fa, bool colour,
+                           bool list_ops) {
   ChangeReport rep;
   std::ostringstream out;
   const char* green = colour ? "\033[32m" : "";
@@ -357,16 +311,14 @@ ChangeReport report_change(const Graph& g, const Plan& before, const Plan& after
     long long d = static_cast<long long>(after.orders.size()) - static_cast<long long>(before.orders.size());
     out << "  order   " << (d > 0 ? "+" : "") << d << " constraint(s), " << after.orders.size() << " in all\n";
   }
-#if NNS_PLAN_HAS_TABLES
   for (size_t i = before.constraints.size(); i < after.constraints.size(); ++i)
     out << "  table   + " << after.constraints[i].name << "\n";
   if (after.constraints.size() < before.constraints.size())
     out << "  table   -" << before.constraints.size() - after.constraints.size() << " constraint table(s)\n";
-#endif
   rep.changed = !changed.empty() || after.orders.size() != before.orders.size() || after.ngpus != before.ngpus;
 
   // Communication: the multiset difference of the derived collectives.
-  CommSummary cb = summarize_comm(g, before), ca = summarize_comm(g, after);
+  const CommSummary &cb = fb.comm, &ca = fa.comm;
   if (!ca.error.empty()) {
     out << "  comm    cannot be derived: " << ca.error << "\n";
   } else {
@@ -408,10 +360,12 @@ ChangeReport report_change(const Graph& g, const Plan& before, const Plan& after
       if (!old_notes.count(n)) out << "  comm    not expressible as a layout: " << n << "\n";
   }
 
-  // Memory per device.
-  std::vector<DeviceMemory> mb = estimate_memory(g, before, train), ma = estimate_memory(g, after, train);
+  // Memory per device, by the checker's model.
+  const std::vector<sema::check::DeviceMemory>&mb = fb.check.memory, &ma = fa.check.memory;
   out << "  memory ";
-  if (ma.size() <= 8) {
+  if (ma.empty()) {
+    out << " not known (the checker could not encode the plan)";
+  } else if (ma.size() <= 8) {
     for (size_t d = 0; d < ma.size(); ++d) {
       out << " " << d << ": " << sema::format_bytes(ma[d].total());
       if (mb.size() == ma.size() && mb[d].total() != ma[d].total()) out << " (" << signed_bytes(ma[d].total() - mb[d].total()) << ")";

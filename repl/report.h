@@ -1,8 +1,8 @@
 // What the REPL tells the user about a plan: the communication it derives
 // (and how that changed), per-device memory, each op's partition, and
 // values printed back at the prompt. Everything is read off a Plan and the
-// Graph through the same functions file mode uses (derive_communication);
-// nothing here decides what is legal.
+// Graph through the functions file mode uses (derive_communication, the
+// Z3 checker); nothing here decides what is legal or models memory.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/comm_plan.h"
+#include "semantics/checker/checker.h"
 #include "semantics/interpreter.h"
 
 namespace nns::repl {
@@ -39,18 +40,15 @@ struct CommSummary {
 };
 CommSummary summarize_comm(const sema::Graph& g, const sema::Plan& plan);
 
-// Per-device memory of one training step, estimated from the plan: the
-// parameter slices a device's sub-ops read, their gradients and optimizer
-// state (AdamW 2, SGD with momentum 1 per parameter element), data-input
-// slices and the forward outputs its sub-ops keep for backward (none for
-// recomputed ones). No buffer reuse, no activation freeing: an upper bound
-// for comparing plans, not a prediction of the allocator's peak.
-struct DeviceMemory {
-  int64_t params = 0, grads = 0, optimizer = 0, inputs = 0, activations = 0;
-  int64_t total() const { return params + grads + optimizer + inputs + activations; }
+// What the REPL shows of one plan: its derived collectives and the Z3
+// checker's result — verdict, conflict diagnostics, and per-device memory
+// by the checker's model (weights, gradients, optimizer state, stashed
+// activations). Both see completed(plan).
+struct PlanFacts {
+  CommSummary comm;
+  sema::check::CheckResult check;
 };
-std::vector<DeviceMemory> estimate_memory(const sema::Graph& g, const sema::Plan& plan,
-                                          const std::optional<sema::TrainSpec>& train);
+PlanFacts analyse(const sema::Graph& g, const sema::Plan& plan, const sema::check::CheckOptions& opts);
 
 // "h=0/2 -> [0], h=1/2 -> [1]", "whole on [0, 1]", "whole, not placed".
 std::string describe_partition(const sema::Plan& plan, int node, size_t max_leaves = 8);
@@ -68,8 +66,8 @@ struct ChangeReport {
   bool changed = false;
 };
 // `list_ops` false leaves out the per-op lines (show's what-ifs).
-ChangeReport report_change(const sema::Graph& g, const sema::Plan& before, const sema::Plan& after,
-                           const std::optional<sema::TrainSpec>& train, bool colour, bool list_ops = true);
+ChangeReport report_change(const sema::Graph& g, const sema::Plan& before, const PlanFacts& facts_before, const sema::Plan& after,
+                           const PlanFacts& facts_after, bool colour, bool list_ops = true);
 
 // `plan` with op `node` whole and unplaced again: its sub-ops removed, the
 // others renumbered, order constraints on removed sub-ops dropped (show's

@@ -12,13 +12,6 @@
 #include "repl/signals.h"
 #include "semantics/op_registry.h"
 
-// The Z3 plan checker (issue 5) is called when the build has it.
-#if __has_include("semantics/checker/checker.h")
-#include "semantics/checker/checker.h"
-#define NNS_REPL_HAS_CHECKER 1
-#else
-#define NNS_REPL_HAS_CHECKER 0
-#endif
 
 namespace nns::repl {
 
@@ -44,6 +37,7 @@ bool Session::start(int& exit_code) {
   print_diagnostics();  // warnings
   model_nodes_ = interp_->graph().nodes().size();
   plan_ = interp_->new_plan("session", opts_.ngpus);
+  facts_ = analyse(plan_);
   define_ngpus();
   return true;
 }
@@ -89,12 +83,7 @@ bool Session::handle(const std::string& input) {
 
 void Session::define_ngpus() { interp_->session_env()->define("ngpus", Value(static_cast<int64_t>(plan_.ngpus))); }
 
-bool Session::verdict(const Plan& p, std::string& line) {
-  int unplaced = unplaced_leaves(p);
-  line = "  verdict ";
-  if (unplaced == 0) line += "legal and complete: every sub-op has a device";
-  else line += "legal so far: " + std::to_string(unplaced) + " sub-op(s) have no device yet (counted above as on every device)";
-#if NNS_REPL_HAS_CHECKER
+PlanFacts Session::analyse(const Plan& p) const {
   sema::check::CheckOptions o;
   o.timeout_ms = 5000;  // an answer while the user waits; "gave up" is reported, not an error
   o.sources = sources_.get();
@@ -103,25 +92,21 @@ bool Session::verdict(const Plan& p, std::string& line) {
     o.momentum = t->optimizer.momentum;
     o.micro_batches = t->micro_batches;
   }
-  sema::check::CheckResult r = sema::check::check_plan(interp_->graph(), completed(p), o);
-  // (No solve times here: scripted sessions compare their output.)
-  if (r.verdict == sema::check::Verdict::Illegal) {
-    for (front::Diagnostic& d : r.diagnostics) diags_->report(std::move(d));
-    print_diagnostics();
-    line = "  verdict illegal: the Z3 checker found the conflict above\n";
-    return false;
-  }
-  for (front::Diagnostic& d : r.diagnostics) diags_->report(std::move(d));  // warnings
+  return repl::analyse(interp_->graph(), p, o);
+}
+
+std::string Session::verdict(const Plan& p, const PlanFacts& facts) {
+  for (const front::Diagnostic& d : facts.check.diagnostics) diags_->report(d);
   print_diagnostics();
-  if (r.verdict == sema::check::Verdict::Unknown) line += "; the Z3 checker gave up (" + r.reason + ")\n";
+  // (No solve times here: scripted sessions compare their output.)
+  if (facts.check.verdict == sema::check::Verdict::Illegal) return "  verdict illegal: the Z3 checker found the conflict above\n";
+  int unplaced = unplaced_leaves(p);
+  std::string line = "  verdict ";
+  if (unplaced == 0) line += "legal and complete: every sub-op has a device";
+  else line += "legal so far: " + std::to_string(unplaced) + " sub-op(s) have no device yet (counted above as on every device)";
+  if (facts.check.verdict == sema::check::Verdict::Unknown) line += "; the Z3 checker gave up (" + facts.check.reason + ")\n";
   else line += "; proved by the Z3 checker\n";
-#else
-  // No Z3 checker in this build: the legality above is what plan
-  // evaluation checks (splits, divisibility, device ids, placing each
-  // sub-op once).
-  line += "; checked by plan evaluation, no Z3 checker in this build\n";
-#endif
-  return true;
+  return line;
 }
 
 bool Session::run_nns(const std::string& text) {
@@ -151,8 +136,9 @@ bool Session::run_nns(const std::string& text) {
   }
   if (result && !result->is<sema::NoneV>()) out_ << format_value(*result, interp_->graph(), &plan_) << "\n";
   if (!same_plan(before, plan_)) {
-    std::string line;
-    if (!verdict(plan_, line)) {
+    PlanFacts facts = analyse(plan_);
+    std::string line = verdict(plan_, facts);
+    if (facts.check.verdict == sema::check::Verdict::Illegal) {
       // Legal for plan evaluation, refused by the checker: as any refusal,
       // the plan stays as it was.
       Plan refused = std::move(plan_);
@@ -161,8 +147,9 @@ bool Session::run_nns(const std::string& text) {
       out_ << line << "  refused: the plan is unchanged\n";
       return false;
     }
-    ChangeReport r = report_change(interp_->graph(), before, plan_, interp_->train(), opts_.colour);
+    ChangeReport r = report_change(interp_->graph(), before, facts_, plan_, facts, opts_.colour);
     undo_.push_back(std::move(before));
+    facts_ = std::move(facts);
     out_ << r.text << line;
   }
   if (nodes_before == model_nodes_ && interp_->graph().nodes().size() > model_nodes_)
@@ -175,14 +162,16 @@ bool Session::set_plan(Plan next, bool push_undo, const std::string& why, bool r
     out_ << "  " << why << ": the plan is unchanged\n";
     return true;
   }
-  std::string line;
-  if (!verdict(next, line) && refuse_illegal) {
+  PlanFacts facts = analyse(next);
+  std::string line = verdict(next, facts);
+  if (facts.check.verdict == sema::check::Verdict::Illegal && refuse_illegal) {
     out_ << line << "  refused: the plan is unchanged\n";
     return false;
   }
-  ChangeReport r = report_change(interp_->graph(), plan_, next, interp_->train(), opts_.colour);
+  ChangeReport r = report_change(interp_->graph(), plan_, facts_, next, facts, opts_.colour);
   Plan old = std::move(plan_);
   plan_ = std::move(next);
+  facts_ = std::move(facts);
   forget_stale_handles(old, plan_);
   if (push_undo) undo_.push_back(std::move(old));
   define_ngpus();

@@ -20,6 +20,7 @@
 #include "frontend/diagnostics.h"
 #include "repl/completion.h"
 #include "repl/input.h"
+#include "repl/report.h"
 #include "semantics/interpreter.h"
 
 namespace nns::repl {
@@ -68,10 +69,12 @@ class Session {
   // are marked stale so no directive can act on a different sub-op.
   void forget_stale_handles(const sema::Plan& old_plan, const sema::Plan& new_plan);
   void print_diagnostics();
-  // The verdict line after a change. With the Z3 checker in the build, it
-  // checks the plan (sub-ops without a device counted as on every device);
-  // false when the checker proves the plan illegal (its diagnostic printed).
-  bool verdict(const sema::Plan& p, std::string& line);
+  // Collectives and the Z3 checker's result for a plan (sub-ops without a
+  // device counted as on every device).
+  PlanFacts analyse(const sema::Plan& p) const;
+  // The verdict line; prints the checker's diagnostics (the conflict of an
+  // illegal plan, or warnings).
+  std::string verdict(const sema::Plan& p, const PlanFacts& facts);
   int find_op(const std::string& name) const;  // top-level forward node by exact name, or -1
   std::vector<int> select_ops(const std::string& pattern, bool& ok);
   void define_ngpus();
@@ -100,6 +103,7 @@ class Session {
   std::unique_ptr<front::DiagnosticEngine> diags_;
   std::unique_ptr<sema::Interpreter> interp_;
   sema::Plan plan_;
+  PlanFacts facts_;  // of plan_
   std::vector<sema::Plan> undo_;
   size_t model_nodes_ = 0;  // graph nodes of the model; more are ops called at the prompt
   int inputs_ = 0;

@@ -347,7 +347,6 @@ TEST_CASE("save writes a file that nns check reads back") {
   CHECK(f.run("save /nonexistent/dir/x.nns", false).find("cannot write") != std::string::npos);
 }
 
-#if __has_include("semantics/checker/checker.h")
 TEST_CASE("the Z3 checker's verdict answers each directive; an illegal plan is refused") {
   Fixture f("examples/gpt.nns");
   std::string r = f.run("for op in select(\"blocks.*.attn.attention#*\") { let p = trans(op, dim = \"h\", num = 2)\n"
@@ -383,4 +382,3 @@ TEST_CASE("the Z3 checker's verdict answers each directive; an illegal plan is r
   sema::Plan again = reevaluate(kGpt, "tiny", text, "tabled", 2);
   CHECK(same_plan(again, f.session.plan()));
 }
-#endif
