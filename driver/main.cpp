@@ -84,7 +84,8 @@ commands:
       weights with one device running N x micro_batches (exit 70 beyond a
       relative error of 1e-5). --plan P runs FILE's plan P partitioned
       over the ranks: each rank runs its sub-ops and the collectives the plan
-      derives; --plan-gpus K evaluates P for K devices and runs N/K replicas
+      derives, after the Z3 checker has proved the plan legal (--device-memory
+      and --check-timeout as for check); --plan-gpus K evaluates P for K devices and runs N/K replicas
       of it (default K = N); with --plan, --save DIR writes per-rank shards
       (see ckpt merge) and --resume/--init read a single-device file.
       --reference uses the plain reference kernels; --save writes
@@ -458,6 +459,29 @@ int cmd_run(const Args& a) {
     bool ok = interp.evaluate_plan(a.plan, plan_gpus, plan);
     diags.print(std::cerr, colour);
     if (!ok) return kExitBadInput;
+    // The Z3 checker runs before anything is lowered: an illegal plan never
+    // starts a rank (exit 65; 70 when Z3 gives up).
+    nns::sema::check::CheckOptions check_opts;
+    check_opts.optimizer = spec.optimizer.kind;
+    check_opts.momentum = spec.optimizer.momentum;
+    check_opts.micro_batches = spec.micro_batches;
+    check_opts.sources = &sources;
+    if (!a.device_memory.empty()) {
+      std::string err;
+      if (!nns::sema::check::parse_memory_size(a.device_memory, check_opts.device_memory, check_opts.memory_label, err)) return usage_error(err);
+    }
+    if (!a.check_timeout.empty()) {
+      long long ms = 0;
+      if (!parse_int(a.check_timeout, ms) || ms < 1 || ms > 86400000) return usage_error("--check-timeout must be a number of milliseconds (1 to 86400000)");
+      check_opts.timeout_ms = static_cast<unsigned>(ms);
+    }
+    nns::sema::check::Verdict verdict;
+    nns::sema::check::check_plan(g, plan, check_opts, diags, std::cout, &verdict);
+    if (verdict != nns::sema::check::Verdict::Legal) {
+      std::cout.flush();
+      diags.print(std::cerr, colour);
+      return nns::sema::check::exit_code(verdict);
+    }
   }
   nns::sema::TrainingGraphInfo info = nns::sema::build_training_graph(g, spec.optimizer.kind);
   if (a.emit == "graph") {
