@@ -275,10 +275,20 @@ bool Session::cmd_status(const Command& c) {
   if (!comm.error.empty()) out_ << "comm    cannot be derived: " << comm.error << "\n";
   else out_ << "comm    " << comm.collectives.size() << " collective(s) per step, " << sema::format_bytes(comm.bytes()) << " by the volume model\n";
   const std::vector<sema::check::DeviceMemory>& mem = facts_.check.memory;
-  for (size_t d = 0; d < mem.size(); ++d)
-    out_ << (d ? "        " : "memory  ") << "device " << d << ": " << sema::format_bytes(mem[d].total()) << " = weights "
-         << sema::format_bytes(mem[d].weights) << " + gradients " << sema::format_bytes(mem[d].gradients) << " + optimizer "
-         << sema::format_bytes(mem[d].optimizer) << " + activations " << sema::format_bytes(mem[d].activations) << "\n";
+  // Runs of devices holding the same share one line (32 devices of a
+  // data-parallel plan are one line, not 32).
+  for (size_t d = 0; d < mem.size();) {
+    size_t e = d + 1;
+    auto same = [&](const sema::check::DeviceMemory& a, const sema::check::DeviceMemory& b) {
+      return a.weights == b.weights && a.gradients == b.gradients && a.optimizer == b.optimizer && a.activations == b.activations;
+    };
+    while (e < mem.size() && same(mem[e], mem[d])) ++e;
+    std::string who = e - d == 1 ? "device " + std::to_string(d) : "devices " + std::to_string(d) + ".." + std::to_string(e - 1) + " each";
+    out_ << (d ? "        " : "memory  ") << who << ": " << sema::format_bytes(mem[d].total()) << " = weights " << sema::format_bytes(mem[d].weights)
+         << " + gradients " << sema::format_bytes(mem[d].gradients) << " + optimizer " << sema::format_bytes(mem[d].optimizer)
+         << " + activations " << sema::format_bytes(mem[d].activations) << "\n";
+    d = e;
+  }
   if (mem.empty()) out_ << "memory  not known (the checker could not encode the plan)\n";
   out_ << verdict(plan_, facts_).substr(2);
   return true;
@@ -433,6 +443,11 @@ bool Session::cmd_run(const Command& c) {
          << "\n";
     return false;
   }
+  int unplaced = unplaced_leaves(plan_);
+  if (unplaced) {
+    err_ << "nns: error: the plan leaves " << unplaced << " sub-op(s) without a device; place them first (e.g. replicate(unassigned(), 0..ngpus))\n";
+    return false;
+  }
   std::string gpus = std::to_string(plan_.ngpus);
   std::vector<std::string> config;
   if (!interp_->config_name().empty()) config = {"--config", interp_->config_name()};
@@ -454,11 +469,6 @@ bool Session::cmd_run(const Command& c) {
     ~Remove() { std::remove(path.c_str()); }
   } remove{temp};
 
-  int unplaced = unplaced_leaves(plan_);
-  if (unplaced) {
-    err_ << "nns: error: the plan leaves " << unplaced << " sub-op(s) without a device; place them first (e.g. replicate(unassigned(), 0..ngpus))\n";
-    return false;
-  }
   std::vector<std::string> argv = {opts_.nns_binary, "run", temp, "--plan", plan_name};
   out_ << "running the session plan on " << gpus << " CPU rank(s), " << steps << " step(s)" << (verify ? ", verified against one device" : "")
        << ": nns run " << opts_.file << " --plan <session plan> --gpus " << gpus << " --steps " << steps << (verify ? " --verify" : "") << "\n";

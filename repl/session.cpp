@@ -76,7 +76,13 @@ static bool nothing_to_run(const std::string& input) {
 bool Session::handle(const std::string& input) {
   if (nothing_to_run(input)) return true;
   Command c;
-  bool ok = input.find('\n') == std::string::npos && parse_command(input, c) ? run_command(c) : run_nns(input);
+  bool ok = false;
+  try {
+    ok = input.find('\n') == std::string::npos && parse_command(input, c) ? run_command(c) : run_nns(input);
+  } catch (const std::exception& e) {
+    diags_->clear();
+    err_ << "nns: internal error: " << e.what() << " (the session goes on)\n";
+  }
   out_.flush();
   return ok;
 }
@@ -115,7 +121,14 @@ bool Session::run_nns(const std::string& text) {
   size_t nodes_before = interp_->graph().nodes().size();
   std::optional<Value> result;
   set_busy(true);
-  bool ok = interp_->run_session_input(name, text, &plan_, &result);
+  bool ok = false;
+  try {
+    ok = interp_->run_session_input(name, text, &plan_, &result);
+  } catch (const std::exception& e) {
+    // Out of memory (a list of a billion items) or a bug: this input
+    // fails, the session does not.
+    diags_->error({}, std::string("internal error while running the input: ") + e.what());
+  }
   set_busy(false);
   print_diagnostics();
   if (!ok) {
