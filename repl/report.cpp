@@ -365,19 +365,31 @@ ChangeReport report_change(const Graph& g, const Plan& before, const PlanFacts& 
   out << "  memory ";
   if (ma.empty()) {
     out << " not known (the checker could not encode the plan)";
-  } else if (ma.size() <= 8) {
-    for (size_t d = 0; d < ma.size(); ++d) {
-      out << " " << d << ": " << sema::format_bytes(ma[d].total());
-      if (mb.size() == ma.size() && mb[d].total() != ma[d].total()) out << " (" << signed_bytes(ma[d].total() - mb[d].total()) << ")";
-    }
   } else {
-    size_t lo = 0, hi = 0;
-    for (size_t d = 0; d < ma.size(); ++d) {
-      if (ma[d].total() < ma[lo].total()) lo = d;
-      if (ma[d].total() > ma[hi].total()) hi = d;
+    // Runs of devices with the same memory and change share an entry:
+    // "0..7: 68.49 GiB (-254.63 GiB)".
+    auto delta = [&](size_t d) { return mb.size() == ma.size() ? ma[d].total() - mb[d].total() : 0; };
+    size_t entries = 0;
+    for (size_t d = 0; d < ma.size();) {
+      size_t e = d + 1;
+      while (e < ma.size() && ma[e].total() == ma[d].total() && delta(e) == delta(d)) ++e;
+      if (++entries > 8) {
+        out << " ...";
+        break;
+      }
+      out << " " << (e - d == 1 ? std::to_string(d) : std::to_string(d) + ".." + std::to_string(e - 1)) << ": " << sema::format_bytes(ma[d].total());
+      if (delta(d) != 0) out << " (" << signed_bytes(delta(d)) << ")";
+      d = e;
     }
-    out << " " << ma.size() << " devices, least " << sema::format_bytes(ma[lo].total()) << " (device " << lo << "), most "
-        << sema::format_bytes(ma[hi].total()) << " (device " << hi << ")";
+    if (entries > 8) {
+      size_t lo = 0, hi = 0;
+      for (size_t d = 0; d < ma.size(); ++d) {
+        if (ma[d].total() < ma[lo].total()) lo = d;
+        if (ma[d].total() > ma[hi].total()) hi = d;
+      }
+      out << " least " << sema::format_bytes(ma[lo].total()) << " (device " << lo << "), most " << sema::format_bytes(ma[hi].total()) << " (device "
+          << hi << ")";
+    }
   }
   out << "\n";
   rep.text = out.str();
