@@ -180,6 +180,7 @@ class PtySession {
     }
   }
 
+  const std::string& raw() const { return raw_; }
   std::string output() const { return plain(raw_) + (closed_errno_ >= 0 ? "\n[terminal closed: " + std::string(std::strerror(closed_errno_)) + "]" : ""); }
   std::string unseen() const { return plain(raw_).substr(std::min(seen_, plain(raw_).size())); }
 

@@ -176,3 +176,19 @@ TEST_CASE("pty: Ctrl-C stops a run and the session goes on", "[pty]") {
   INFO(out.substr(out.size() > 3000 ? out.size() - 3000 : 0));
   CHECK(code == 0);
 }
+
+TEST_CASE("pty: colour on a terminal unless NO_COLOR", "[pty]") {
+  TempDir home;
+  PtySession s({NNS_BINARY, "repl", "examples/gpt.nns", "--config", "tiny", "--gpus", "2"}, NNS_SOURCE_DIR,
+               {"HOME=" + home.path.string(), "NNS_HISTORY=" + (home.path / "history").string(), "TERM=xterm", "NO_COLOR="});
+  SCREEN(s, "nns> ");
+  s.send("trans(select(\"blocks.0.mlp.fc2.linear#0\")[0], dim = \"zz\", num = 2)\r");
+  SCREEN(s, "refused: the plan is unchanged");
+  CHECK(s.raw().find("\x1b[1;31merror") != std::string::npos);
+  s.send("plan megatron\r");
+  SCREEN(s, "legal and complete");
+  CHECK(s.raw().find("\x1b[32m+ allreduce") != std::string::npos);
+  SCREEN(s, "nns> ");
+  s.send("\x04");
+  CHECK(s.wait_exit() == 0);
+}
