@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "semantics/interpreter.h"
+#include "semantics/symbolic_values.h"
 
 namespace nns::sema {
 
@@ -232,6 +233,8 @@ Value Interpreter::call_op(const OpDef& op, CallArgs& args) {
   call.attrs = &attrs;
   std::vector<int> inputs;
   std::map<std::string, int64_t> given;
+  std::map<std::string, SymPtr> sym_given;               // symbolic sizes (symbolic.h)
+  std::map<std::string, std::vector<SymPtr>> sym_attrs;
   CallRecord record;
   record.def = &op;
   // A bad argument is reported at the argument itself when the call wrote it.
@@ -263,7 +266,13 @@ Value Interpreter::call_op(const OpDef& op, CallArgs& args) {
       record.tensors_per_param.push_back(static_cast<int>(v.as<std::shared_ptr<List>>()->size()));
     } else if (is_attr_type(p.type)) {
       record.tensors_per_param.push_back(-1);
-      if (p.type == "int") {
+      if (p.type == "int" && is_sym(v) && sym_of(v)) {
+        // A symbolic size: the op runs with the witness, the checker sees the expression.
+        attrs[p.name] = v.as<std::shared_ptr<SymInt>>()->witness;
+        given[p.name] = std::get<int64_t>(attrs[p.name]);
+        sym_given[p.name] = sym_of(v);
+        sym_attrs[p.name] = {sym_of(v)};
+      } else if (p.type == "int") {
         attrs[p.name] = to_int(v, al, arg_what.c_str());
         given[p.name] = std::get<int64_t>(attrs[p.name]);
       } else if (p.type == "float") {
@@ -275,7 +284,9 @@ Value Interpreter::call_op(const OpDef& op, CallArgs& args) {
         if (!v.is<std::string>()) fail(al, arg_what + " must be a str, got " + type_name(v));
         attrs[p.name] = v.as<std::string>();
       } else {
-        attrs[p.name] = to_shape(v, al);
+        std::vector<SymPtr> sym;
+        attrs[p.name] = to_shape(v, al, &sym);
+        if (!sym.empty()) sym_attrs[p.name] = sym;
       }
     } else {
       fail(p.loc, "unknown parameter type '" + p.type + "'; expected tensor, tensors, int, float, bool, str or ints");
@@ -324,6 +335,7 @@ Value Interpreter::call_op(const OpDef& op, CallArgs& args) {
   node.attrs = attrs;
   node.anno = bound;
   node.loc = args.loc;
+  node.sym_attrs = std::move(sym_attrs);
   if (op.row && op.row->macs) node.macs = op.row->macs(bound, call);
   int id = graph_.add_node(std::move(node));
   if (!instantiating_) call_records_[id] = std::move(record);
@@ -389,6 +401,7 @@ Value Interpreter::call_op(const OpDef& op, CallArgs& args) {
     }
   }
   graph_.node(id).outputs = outputs;
+  bind_symbolic(graph_, id, sym_given, op.row && op.row->annotate);
   if (outputs.size() == 1) return Value(TensorV{outputs[0]});
   List results;
   for (int t : outputs) results.push_back(Value(TensorV{t}));

@@ -121,6 +121,14 @@ std::vector<int> Graph::inputs() const {
   return out;
 }
 
+// " {batch, seq, 64}" when some dim is symbolic (symbolic.h), else "".
+static std::string sym_shape_text(const TensorInfo& t) {
+  if (t.sym_shape.empty()) return "";
+  std::string s = " {";
+  for (size_t d = 0; d < t.sym_shape.size(); ++d) s += (d ? ", " : "") + sym_text(t.sym_shape[d]);
+  return s + "}";
+}
+
 static std::string tensor_ref(const Graph& g, int id) {
   const TensorInfo& t = g.tensor(id);
   if (t.kind == TensorKind::Activation) return "%" + std::to_string(id);
@@ -139,7 +147,7 @@ static void dump_node(const Graph& g, const OpNode& n, int depth, std::ostringst
   out << ") -> ";
   for (size_t i = 0; i < n.outputs.size(); ++i) {
     const TensorInfo& t = g.tensor(n.outputs[i]);
-    out << (i ? ", " : "") << "%" << t.id << ":" << dtype_name(t.dtype) << shape_to_string(t.shape);
+    out << (i ? ", " : "") << "%" << t.id << ":" << dtype_name(t.dtype) << shape_to_string(t.shape) << sym_shape_text(t);
   }
   out << "\n" << indent << "    ";
   if (n.phase == Phase::Forward) out << "anno \"" << n.anno.anno.to_string() << "\"";
@@ -153,10 +161,15 @@ static void dump_node(const Graph& g, const OpNode& n, int depth, std::ostringst
 std::string Graph::dump() const {
   std::ostringstream out;
   out << "graph {\n";
+  for (const SymbolDecl& d : symbols) {
+    out << "  symbolic " << d.name << " = " << d.witness;
+    for (const std::string& c : d.constraint_text) out << " \"" << c << "\"";
+    out << "\n";
+  }
   for (const TensorInfo& t : tensors_) {
     if (t.kind == TensorKind::Activation) continue;
     out << "  " << (t.kind == TensorKind::Param ? "param " : "input ") << "%" << t.id << " " << t.name
-        << ": " << dtype_name(t.dtype) << shape_to_string(t.shape);
+        << ": " << dtype_name(t.dtype) << shape_to_string(t.shape) << sym_shape_text(t);
     if (!t.init.kind.empty()) out << " = " << t.init.to_string();
     out << "\n";
   }

@@ -13,6 +13,7 @@
 
 #include "frontend/source.h"
 #include "semantics/dimop.h"
+#include "semantics/symbolic.h"
 
 namespace nns::sema {
 
@@ -49,6 +50,9 @@ struct TensorInfo {
   int grad_of = -1;   // gradient tensors: the tensor they are the gradient of
   InitSpec init;      // params and inputs
   front::SourceLoc loc;
+  // With symbolic config sizes (symbolic.h): each dim as an expression over
+  // the symbols; empty when every dim is a plain number.
+  std::vector<SymPtr> sym_shape;
   int64_t bytes() const { return numel(shape) * dtype_bytes(dtype); }
 };
 
@@ -70,6 +74,11 @@ struct OpNode {
   BoundAnno anno;              // the annotation bound to this call's shapes
   int64_t macs = 0;            // multiply-adds of one forward execution
   front::SourceLoc loc;        // the call site
+  // Symbolic sizes (symbolic.h): identifiers whose size is an expression
+  // over the symbols, and int / ints arguments that were symbolic (the
+  // attrs above hold their witness values).
+  std::map<std::string, SymPtr> sym_sizes;
+  std::map<std::string, std::vector<SymPtr>> sym_attrs;
 };
 
 class Graph {
@@ -90,6 +99,11 @@ class Graph {
   std::vector<int> inputs() const;
 
   int loss = -1;  // the tensor training minimises (-1 when there is no train block)
+
+  // Sizes a config left symbolic, and the size facts the model needs for
+  // every admissible value (recorded while elaborating, proved by the checker).
+  std::vector<SymbolDecl> symbols;
+  std::vector<SymObligation> sym_obligations;
 
   // --emit=graph: deterministic text (ids are arena indices, no addresses).
   std::string dump() const;

@@ -1,6 +1,7 @@
 // Loading, declarations, statements and expressions. Calls (functions,
 // models, ops) are in calls.cpp; builtins in builtins.cpp.
 #include "semantics/interpreter.h"
+#include "semantics/symbolic_values.h"
 
 #include <algorithm>
 #include <cmath>
@@ -313,6 +314,7 @@ void Interpreter::eval_config(const front::Program&, const std::shared_ptr<Env>&
     for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
       for (const front::ConfigEntry& e : (*it)->entries) {
         Value v = eval(*e.value, scope);
+        name_symbol(v, e.name, e.value->loc);  // symbolic(...) takes the entry's name
         scope->define(e.name, v);
         bool replaced = false;
         for (auto& [k, old] : record->fields)
@@ -320,6 +322,12 @@ void Interpreter::eval_config(const front::Program&, const std::shared_ptr<Env>&
         if (!replaced) record->fields.emplace_back(e.name, v);
       }
     }
+  }
+  if (std::string err = register_symbols(*record, graph_); !err.empty()) {
+    SourceLoc where;
+    for (const SymbolDecl& d : graph_.symbols)
+      if (err.find("'" + d.name + "'") != std::string::npos && !where.valid()) where = d.loc;
+    fail(where, err);
   }
   env->define("cfg", Value(record));
 }
@@ -462,7 +470,7 @@ void Interpreter::declare_tensor(const front::TensorDecl& t, const std::shared_p
   TensorInfo info;
   info.kind = t.is_param ? TensorKind::Param : TensorKind::Input;
   info.name = t.name;
-  info.shape = to_shape(eval(*t.shape, env), t.shape->loc);
+  info.shape = to_shape(eval(*t.shape, env), t.shape->loc, &info.sym_shape);
   for (int64_t d : info.shape)
     if (d <= 0) fail(t.shape->loc, "tensor '" + t.name + "' has a non-positive dimension in " + shape_to_string(info.shape));
   info.dtype = DType::F32;
@@ -505,6 +513,7 @@ bool Interpreter::truthy(const Value& v, SourceLoc loc) {
 
 int64_t Interpreter::to_int(const Value& v, SourceLoc loc, const char* what) {
   if (v.is<int64_t>()) return v.as<int64_t>();
+  if (is_sym(v)) fail(loc, sym_misuse(v, *what ? what : "this operation"));
   if (v.is<bool>()) return v.as<bool>();
   if (v.is<double>()) {
     double d = v.as<double>();
@@ -515,14 +524,31 @@ int64_t Interpreter::to_int(const Value& v, SourceLoc loc, const char* what) {
 
 double Interpreter::to_float(const Value& v, SourceLoc loc, const char* what) {
   if (v.is<double>()) return v.as<double>();
+  if (is_sym(v)) fail(loc, sym_misuse(v, *what ? what : "this operation"));
   if (v.is<int64_t>()) return static_cast<double>(v.as<int64_t>());
   fail(loc, std::string(what) + " must be a number, got " + type_name(v));
 }
 
-std::vector<int64_t> Interpreter::to_shape(const Value& v, SourceLoc loc) {
+std::vector<int64_t> Interpreter::to_shape(const Value& v, SourceLoc loc, std::vector<SymPtr>* sym) {
   std::vector<int64_t> shape;
+  std::vector<SymPtr> exprs;
+  bool symbolic = false;
+  auto dim = [&](const Value& d) {
+    if (sym && is_sym(d) && sym_of(d)) {
+      shape.push_back(d.as<std::shared_ptr<SymInt>>()->witness);
+      exprs.push_back(sym_of(d));
+      symbolic = true;
+      return;
+    }
+    shape.push_back(to_int(d, loc, "shape dimension"));
+    exprs.push_back(sym_const(shape.back()));
+  };
   if (v.is<std::shared_ptr<List>>()) {
-    for (const Value& d : *v.as<std::shared_ptr<List>>()) shape.push_back(to_int(d, loc, "shape dimension"));
+    for (const Value& d : *v.as<std::shared_ptr<List>>()) dim(d);
+    if (sym && symbolic) *sym = std::move(exprs);
+  } else if (sym && is_sym(v)) {
+    dim(v);
+    *sym = std::move(exprs);
   } else if (v.is<int64_t>()) {
     shape.push_back(v.as<int64_t>());
   } else {
@@ -588,6 +614,9 @@ Value Interpreter::eval(const front::Expr& e, const std::shared_ptr<Env>& env) {
           if (n.op == "not") return Value(!truthy(v, n.operand->loc));
           if (n.op == "+") return v;
           if (v.is<int64_t>()) return Value(-v.as<int64_t>());
+          if (is_sym(v) && n.op == "-") {
+            if (auto r = sym_arith("-", v, Value())) return *r;
+          }
           if (v.is<double>()) return Value(-v.as<double>());
           if (v.is<TensorV>()) return call_op_by_name("mul_scalar", {v, Value(-1.0)}, {}, e.loc);
           fail(e.loc, "cannot negate a value of type " + type_name(v));
@@ -663,6 +692,7 @@ Value Interpreter::eval_binary(const std::string& op, Value a, Value b, SourceLo
     fail(loc, "operator '" + op + "' between " + a_type_name(a) + " and " + a_type_name(b) + " is not supported");
   }
   if (op == "==" || op == "!=") {
+    if (is_sym(a) || is_sym(b)) fail(loc, sym_misuse(is_sym(a) ? a : b, "operator '" + op + "'"));
     bool eq;
     if (is_number(a) && is_number(b)) eq = to_float(a, loc, "") == to_float(b, loc, "");
     else if (a.is<std::string>() && b.is<std::string>()) eq = a.as<std::string>() == b.as<std::string>();
@@ -693,6 +723,12 @@ Value Interpreter::eval_binary(const std::string& op, Value a, Value b, SourceLo
     for (int64_t i = 0; i < b.as<int64_t>(); ++i)
       for (const Value& v : *a.as<std::shared_ptr<List>>()) r.push_back(v);
     return make_list(std::move(r));
+  }
+  if (is_sym(a) || is_sym(b)) {
+    // Symbolic sizes keep their expression through integer arithmetic;
+    // anything else would make the program depend on the witness value.
+    if (auto r = sym_arith(op, a, b)) return *r;
+    fail(loc, sym_misuse(is_sym(a) ? a : b, "operator '" + op + "'"));
   }
   if (!is_number(a) || !is_number(b))
     fail(loc, "operator '" + op + "' is not defined between " + a_type_name(a) + " and " + a_type_name(b));
@@ -750,7 +786,16 @@ Value Interpreter::member(const Value& obj, const std::string& name, SourceLoc l
     const TensorInfo& t = graph_.tensor(obj.as<TensorV>().id);
     if (name == "shape") {
       List dims;
-      for (int64_t d : t.shape) dims.push_back(Value(d));
+      for (size_t d = 0; d < t.shape.size(); ++d) {
+        if (d < t.sym_shape.size() && t.sym_shape[d] && !sym_is_const(t.sym_shape[d])) {
+          auto s = std::make_shared<SymInt>();
+          s->witness = t.shape[d];
+          s->expr = t.sym_shape[d];
+          dims.push_back(Value(s));
+        } else {
+          dims.push_back(Value(t.shape[d]));
+        }
+      }
       return make_list(std::move(dims));
     }
     if (name == "rank") return Value(static_cast<int64_t>(t.shape.size()));

@@ -132,7 +132,9 @@ class Interpreter {
   front::SourceManager& sources() { return sources_; }
   int64_t to_int(const Value& v, front::SourceLoc loc, const char* what);
   double to_float(const Value& v, front::SourceLoc loc, const char* what);
-  std::vector<int64_t> to_shape(const Value& v, front::SourceLoc loc);
+  // With `sym`, symbolic dims are allowed (symbolic.h): the witness goes in
+  // the shape, the expressions in *sym (left empty when all are numbers).
+  std::vector<int64_t> to_shape(const Value& v, front::SourceLoc loc, std::vector<SymPtr>* sym = nullptr);
   Value call(const Value& callee, CallArgs& args);
 
  private:

@@ -28,6 +28,7 @@ std::string type_name(const Value& v) {
     std::string operator()(const std::shared_ptr<Builtin>&) const { return "builtin function"; }
     std::string operator()(const std::shared_ptr<Record>& r) const { return r->kind == "dict" ? "dict" : r->kind; }
     std::string operator()(const std::shared_ptr<Module>&) const { return "module"; }
+    std::string operator()(const std::shared_ptr<SymInt>&) const { return "symbolic int"; }
   };
   return std::visit(Namer{}, v.v);
 }

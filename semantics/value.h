@@ -12,6 +12,7 @@
 #include "frontend/ast.h"
 #include "semantics/dimop.h"
 #include "semantics/op_registry.h"
+#include "semantics/symbolic.h"
 
 namespace nns::sema {
 
@@ -69,7 +70,7 @@ struct Value {
   std::variant<NoneV, bool, int64_t, double, std::string, TensorV, RangeV, std::shared_ptr<List>,
                std::shared_ptr<Function>, std::shared_ptr<OpDef>, std::shared_ptr<ModelClass>,
                std::shared_ptr<Instance>, std::shared_ptr<Builtin>, std::shared_ptr<Record>,
-               std::shared_ptr<Module>, OpHandle>
+               std::shared_ptr<Module>, OpHandle, std::shared_ptr<SymInt>>
       v;
 
   Value() = default;

@@ -133,7 +133,10 @@ void Encoder::solve(CheckResult& result) {
   }
   if (r == z3::unknown) {
     result.verdict = Verdict::Unknown;
-    result.reason = solver.reason_unknown();
+    std::string why = solver.reason_unknown();
+    result.reason = why == "timeout" || why == "canceled"
+                        ? "the Z3 time limit (" + std::to_string(opts.timeout_ms) + " ms, --check-timeout) ran out while checking the directives"
+                        : "Z3 could not decide the directives (" + why + ")";
     return;
   }
   std::set<int> core;

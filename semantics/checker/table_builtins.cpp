@@ -150,7 +150,10 @@ Value b_place_on(Interpreter& in, CallArgs& a) { return declare(in, a, "place_on
 
 }  // namespace
 
+void install_symbolic_builtins(Env& env);  // symbolic_values.cpp
+
 void install_table_builtins(Env& env) {
+  install_symbolic_builtins(env);
   static const std::pair<const char*, BuiltinFn> table[] = {
       {"same_split", b_same_split}, {"split_only", b_split_only}, {"split_counts", b_split_counts}, {"place_on", b_place_on}};
   for (const auto& [name, fn] : table) env.define(name, Value(std::make_shared<Builtin>(Builtin{name, fn})));
