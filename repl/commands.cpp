@@ -12,7 +12,6 @@
 #include "repl/report.h"
 #include "repl/runner.h"
 #include "repl/session.h"
-#include "repl/signals.h"
 #include "semantics/op_registry.h"
 
 namespace nns::repl {
@@ -316,9 +315,7 @@ bool Session::cmd_plan(const Command& c) {
     return true;
   }
   Plan p;
-  set_busy(true);
   bool ok = interp_->evaluate_plan(c.args[0], plan_.ngpus, p);
-  set_busy(false);
   if (!ok) {
     print_diagnostics();
     out_ << "  refused: the plan is unchanged\n";

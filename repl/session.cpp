@@ -76,12 +76,21 @@ static bool nothing_to_run(const std::string& input) {
 bool Session::handle(const std::string& input) {
   if (nothing_to_run(input)) return true;
   Command c;
+  bool is_command = input.find('\n') == std::string::npos && parse_command(input, c);
+  // Evaluation cannot be stopped halfway (the interpreter has no
+  // cancellation points); `run` can, and handles Ctrl-C itself.
+  bool busy = !(is_command && c.name == "run");
+  if (busy) set_busy(true);
   bool ok = false;
   try {
-    ok = input.find('\n') == std::string::npos && parse_command(input, c) ? run_command(c) : run_nns(input);
+    ok = is_command ? run_command(c) : run_nns(input);
   } catch (const std::exception& e) {
     diags_->clear();
     err_ << "nns: internal error: " << e.what() << " (the session goes on)\n";
+  }
+  if (busy) {
+    set_busy(false);
+    if (take_interrupt()) out_ << "  (Ctrl-C came while this input was evaluated, which cannot be stopped halfway; three in a row end nns)\n";
   }
   out_.flush();
   return ok;
@@ -120,7 +129,6 @@ bool Session::run_nns(const std::string& text) {
   Plan before = plan_;
   size_t nodes_before = interp_->graph().nodes().size();
   std::optional<Value> result;
-  set_busy(true);
   bool ok = false;
   try {
     ok = interp_->run_session_input(name, text, &plan_, &result);
@@ -129,7 +137,6 @@ bool Session::run_nns(const std::string& text) {
     // fails, the session does not.
     diags_->error({}, std::string("internal error while running the input: ") + e.what());
   }
-  set_busy(false);
   print_diagnostics();
   if (!ok) {
     bool rolled_back = !same_plan(before, plan_);

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <unistd.h>
 #include <filesystem>
 #include <string>
 
@@ -191,4 +192,19 @@ TEST_CASE("pty: colour on a terminal unless NO_COLOR", "[pty]") {
   SCREEN(s, "nns> ");
   s.send("\x04");
   CHECK(s.wait_exit() == 0);
+}
+
+TEST_CASE("pty: evaluation cannot be stopped halfway, so three Ctrl-C end nns", "[pty]") {
+  TempDir home;
+  PtySession s = gpt(home);
+  SCREEN(s, "nns> ");
+  s.send("for i in 0..1000000000 { }\r");  // minutes of work
+  SCREEN(s, "for i in 0..1000000000 { }");
+  usleep(300 * 1000);
+  for (int i = 0; i < 3; ++i) {
+    s.send("\x03");
+    usleep(100 * 1000);
+  }
+  SCREEN(s, "nns: interrupted");
+  CHECK(s.wait_exit() == 130);
 }
