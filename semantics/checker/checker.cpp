@@ -57,17 +57,24 @@ int Encoder::directive(DirectiveKind kind, SourceLoc loc, const std::string& fal
   return id;
 }
 
+// Cached per sub-op: the memory pass asks once per (sub-op, device, operand).
 int Encoder::trans_of(int sub) {
+  if (trans_cache_.empty()) trans_cache_.assign(plan.subops.size(), -1);
+  int& cached = trans_cache_[sub];
+  if (cached >= 0) return cached;
   const SubOp& s = plan.subops[sub];
-  return directive(DirectiveKind::Trans, s.split_loc, "the split of op '" + op_name(s.node) + "'");
+  return cached = directive(DirectiveKind::Trans, s.split_loc, "the split of op '" + op_name(s.node) + "'");
 }
 
 int Encoder::place_of(int leaf) {
+  if (place_cache_.empty()) place_cache_.assign(plan.subops.size(), -1);
+  int& cached = place_cache_[leaf];
+  if (cached >= 0) return cached;
   const SubOp& s = plan.subops[leaf];
   if (!s.assign_loc.valid() && s.devices.empty())
     // Never placed: the op's call site stands for the missing directive.
-    return directive(DirectiveKind::Place, g.node(s.node).loc, "op '" + op_name(s.node) + "' (never placed)");
-  return directive(DirectiveKind::Place, s.assign_loc, "the placement of op '" + op_name(s.node) + "'");
+    return cached = directive(DirectiveKind::Place, g.node(s.node).loc, "op '" + op_name(s.node) + "' (never placed)");
+  return cached = directive(DirectiveKind::Place, s.assign_loc, "the placement of op '" + op_name(s.node) + "'");
 }
 
 void Encoder::ground(bool holds, const std::function<Conflict()>& make) {
@@ -186,11 +193,16 @@ CheckResult check_plan(const Graph& g, const Plan& plan, const CheckOptions& opt
   CheckResult result;
   auto t0 = std::chrono::steady_clock::now();
   Encoder e(g, plan, opts);
+  auto timed = [&](const char* name, auto&& pass) {
+    auto a = std::chrono::steady_clock::now();
+    pass();
+    result.pass_ms.push_back({name, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count()});
+  };
   try {
-    encode_splits(e);
-    encode_order(e);
-    encode_memory(e, result.memory);
-    encode_tables(e);
+    timed("splits", [&] { encode_splits(e); });
+    timed("order", [&] { encode_order(e); });
+    timed("memory", [&] { encode_memory(e, result.memory); });
+    timed("tables", [&] { encode_tables(e); });
   } catch (const z3::exception& ex) {
     result.verdict = Verdict::Unknown;
     result.reason = std::string("Z3 failed while encoding: ") + ex.msg();
@@ -199,10 +211,10 @@ CheckResult check_plan(const Graph& g, const Plan& plan, const CheckOptions& opt
   auto t1 = std::chrono::steady_clock::now();
   result.encode_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   try {
-    e.solve(result);
+    timed("solve", [&] { e.solve(result); });
     // Symbolic sizes: the directive check above ran at the witness sizes;
     // what must hold for every admissible size is proved next.
-    if (result.verdict == Verdict::Legal) prove_symbolic(e, result);
+    if (result.verdict == Verdict::Legal) timed("symbolic", [&] { prove_symbolic(e, result); });
   } catch (const z3::exception& ex) {
     result.verdict = Verdict::Unknown;
     result.reason = std::string("Z3 failed: ") + ex.msg();

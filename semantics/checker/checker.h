@@ -71,6 +71,7 @@ struct CheckResult {
   std::vector<front::Diagnostic> diagnostics;  // the conflict (error + notes); warnings
   std::string reason;                          // Unknown: why Z3 gave up
   double encode_ms = 0, solve_ms = 0;
+  std::vector<std::pair<std::string, double>> pass_ms;  // encode_ms by pass, then "solve" and "symbolic"
   std::vector<DeviceMemory> memory;            // per device
   bool symbolic = false;                       // sizes were symbolic (proved for all admissible sizes)
   CheckStats stats;

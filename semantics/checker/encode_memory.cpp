@@ -31,7 +31,14 @@ namespace {
 
 // Volume of the union of boxes (slices of one tensor), exact: coordinate
 // compression over the (few) distinct boundaries.
-int64_t union_volume(std::vector<const OperandSlice*> boxes) {
+int64_t union_volume(std::vector<const OperandSlice*>& boxes) {
+  auto same = [](const OperandSlice* a, const OperandSlice* b) { return a == b || (a->start == b->start && a->length == b->length); };
+  // The common case: one slice, or one slice read and written by several sub-ops.
+  if (std::all_of(boxes.begin() + 1, boxes.end(), [&](const OperandSlice* b) { return same(boxes[0], b); })) {
+    int64_t v = 1;
+    for (int64_t l : boxes[0]->length) v *= l;
+    return v;
+  }
   std::sort(boxes.begin(), boxes.end(), [](const OperandSlice* a, const OperandSlice* b) {
     return std::tie(a->start, a->length) < std::tie(b->start, b->length);
   });

@@ -104,6 +104,7 @@ class Encoder {
   std::vector<Conflict> ground_conflicts_;
   std::vector<Explainer> explainers_;
   std::vector<std::shared_ptr<void>> alive_;
+  std::vector<int> trans_cache_, place_cache_;  // per sub-op: its directive (-1: not looked up yet)
 };
 
 // The passes, in the order check_plan runs them (each in its own file).
