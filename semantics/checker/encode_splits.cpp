@@ -44,11 +44,9 @@ bool same_slice(const OperandSlice& a, const OperandSlice& b) {
 }
 
 // Why `id` cannot be split on this op (it is not in the transform space).
-std::string unsplittable_reason(const OpNode& n, const std::string& id, bool value_allowed) {
+std::string unsplittable_reason(const OpNode& n, const std::string& id) {
   std::string anno = "\"" + n.anno.anno.to_string() + "\"";
-  if (id == "value")
-    return "op '" + n.name + "' (" + n.kind + ") cannot be split by value: it is not linear in its first input" +
-           (value_allowed ? "" : "");
+  if (id == "value") return "op '" + n.name + "' (" + n.kind + ") cannot be split by value: it is not linear in its first input";
   bool known = false, frozen = false, numeric = false, later = false;
   std::string bracket;
   for (const auto* side : {&n.anno.anno.inputs, &n.anno.anno.outputs})
@@ -200,7 +198,7 @@ class SplitPass {
     if (!choice) {
       Conflict k;
       k.directives = {dir};
-      k.message = unsplittable_reason(n, id, value_allowed);
+      k.message = unsplittable_reason(n, id);
       e_.conflict(k);
       return false;
     }
