@@ -24,6 +24,7 @@
 #include "backend/comm/launcher.h"
 #include "backend/comm_plan.h"
 #include "backend/plan_runtime.h"
+#include "backend/program_check.h"
 #include "backend/safetensors.h"
 #include "backend/trainer.h"
 #include "backend/cpu/kernels.h"
@@ -45,7 +46,7 @@ const char* kHelp = R"(nns — a parallelization engine with its own language
 usage: nns <command> [options]
 
 commands:
-  check FILE [--config NAME] [--plan P --gpus N [--device-memory SIZE] [--check-timeout MS]]
+  check FILE [--config NAME] [--plan P --gpus N [--plan-gpus K] [--device-memory SIZE] [--check-timeout MS] [--seed-bug KIND]]
         [--emit=tokens|ast|graph|plan|comm]
       parse and elaborate FILE with a config preset (default: the first one in
       the file) and print a summary: ops, parameters and their bytes,
@@ -60,7 +61,14 @@ commands:
       other. --device-memory is a capacity per device (80GiB, 512MiB) or a
       preset (v100, a100-40g, a100, h100, h200); without it memory is
       reported, not checked. --check-timeout bounds each Z3 call (default
-      10000 ms); a time-out exits 70. --emit=plan
+      10000 ms); a time-out exits 70. Then the lowered per-rank programs
+      are verified against one device (every edge's collectives on every
+      device, collective order across ranks, updates after reductions);
+      exit 70 if wrong. --plan-gpus K checks P for K devices run as N/K
+      replicas; --seed-bug KIND (a test hook) corrupts the programs first:
+      missing-allreduce, allgather-for-allreduce, wrong-group,
+      wrong-stage-device, replica-scale, early-update, double-count,
+      collective-order. --emit=plan
       prints every op's partition tree, operand slices and devices;
       --emit=comm every derived collective (primitive, groups, bytes).
   ckpt merge DIR -o FILE
@@ -120,7 +128,7 @@ struct Args {
   std::string command;
   std::vector<std::string> positional;
   std::string config, emit, shapes;
-  std::string plan, plan_gpus, output;
+  std::string plan, plan_gpus, output, seed_bug;
   std::string device_memory, check_timeout;
   std::string gpus = "1", steps, seed = "0", threads, init, data, save, resume, dump_grads;
   bool reference = false, verify = false;
@@ -138,7 +146,7 @@ bool parse_args(int argc, char** argv, Args& a, std::string& err) {
       if (s.rfind(flag + "=", 0) == 0) { out = s.substr(flag.size() + 1); return true; }
       return false;
     };
-    if (value("--config", a.config) || value("--emit", a.emit) || value("--shapes", a.shapes) || value("--gpus", a.gpus) || value("--plan", a.plan) || value("--plan-gpus", a.plan_gpus) || value("-o", a.output) ||
+    if (value("--config", a.config) || value("--emit", a.emit) || value("--shapes", a.shapes) || value("--gpus", a.gpus) || value("--plan", a.plan) || value("--plan-gpus", a.plan_gpus) || value("-o", a.output) || value("--seed-bug", a.seed_bug) ||
         value("--steps", a.steps) || value("--seed", a.seed) || value("--threads", a.threads) || value("--init", a.init) ||
         value("--data", a.data) || value("--save", a.save) || value("--resume", a.resume) || value("--dump-grads", a.dump_grads) ||
         value("--device-memory", a.device_memory) || value("--check-timeout", a.check_timeout)) {
@@ -173,6 +181,23 @@ bool parse_int(const std::string& text, long long& out) {
   return *end == '\0';
 }
 
+// Program verification of the lowered per-rank programs (backend/program_check.h);
+// prints the verdict line. False (and the diagnoses on stderr) when wrong.
+bool verify_lowered(const nns::sema::Graph& g, const nns::sema::Plan& plan, int replicas, const std::string& seed_bug) {
+  nns::backend::SeededBug bug = nns::backend::SeededBug::None;
+  if (!seed_bug.empty() && !nns::backend::seeded_bug_from_name(seed_bug, bug)) {
+    std::cerr << "nns: error: --seed-bug must be one of " << nns::backend::seeded_bug_names() << "\n";
+    return false;
+  }
+  nns::backend::ProgramCheck pc = nns::backend::verify_programs(g, plan, replicas, bug);
+  if (!pc.applied.empty()) std::printf("program: seeded bug (test hook): %s\n", pc.applied.c_str());
+  std::printf("program: %d rank(s), %d edge(s), %d adapter step(s), %d collective(s) matched across ranks: %s (%.1f ms)\n", pc.ranks, pc.edges,
+              pc.steps, pc.collectives, pc.ok ? "verified" : "WRONG", pc.ms);
+  std::fflush(stdout);
+  for (const std::string& e : pc.errors) std::cerr << "nns: error: program: " << e << "\n";
+  return pc.ok;
+}
+
 int cmd_check(const Args& a) {
   if (a.positional.size() != 1) return usage_error("check needs exactly one FILE");
   if (!a.emit.empty() && a.emit != "tokens" && a.emit != "ast" && a.emit != "graph" && a.emit != "plan" && a.emit != "comm")
@@ -180,6 +205,7 @@ int cmd_check(const Args& a) {
   if ((a.emit == "plan" || a.emit == "comm") && a.plan.empty()) return usage_error("--emit=" + a.emit + " needs --plan NAME");
   long long check_gpus = 1;
   if (!parse_int(a.gpus, check_gpus) || check_gpus < 1) return usage_error("--gpus must be a positive integer");
+  int check_replicas = 1;
   nns::sema::check::CheckOptions check_opts;
   if (!a.device_memory.empty()) {
     std::string err;
@@ -230,6 +256,12 @@ int cmd_check(const Args& a) {
   nns::sema::Plan plan;
   if (!a.plan.empty()) {
     auto p0 = std::chrono::steady_clock::now();
+    // --plan-gpus K: the plan for K devices, run as --gpus / K replicas.
+    long long check_plan_gpus = check_gpus;
+    if (!a.plan_gpus.empty() && (!parse_int(a.plan_gpus, check_plan_gpus) || check_plan_gpus < 1 || check_gpus % check_plan_gpus != 0))
+      return usage_error("--plan-gpus must be a positive divisor of --gpus");
+    check_gpus = check_plan_gpus;
+    check_replicas = static_cast<int>(std::stoll(a.gpus) / check_plan_gpus);
     if (!interp.evaluate_plan(a.plan, check_gpus, plan)) {
       diags.print(std::cerr, colour);
       for (const auto& d : diags.all())
@@ -261,6 +293,8 @@ int cmd_check(const Args& a) {
       diags.print(std::cerr, colour);
       return nns::sema::check::exit_code(verdict);
     }
+    // The lowered programs: what every rank will run, checked against one device.
+    if (!verify_lowered(g, plan, check_replicas, a.seed_bug)) return kExitRuntime;
   }
   if (a.emit == "graph") {
     std::cout << g.dump();
@@ -482,6 +516,7 @@ int cmd_run(const Args& a) {
       diags.print(std::cerr, colour);
       return nns::sema::check::exit_code(verdict);
     }
+    if (!verify_lowered(g, plan, static_cast<int>(gpus / plan_gpus), a.seed_bug)) return kExitRuntime;
   }
   nns::sema::TrainingGraphInfo info = nns::sema::build_training_graph(g, spec.optimizer.kind);
   if (a.emit == "graph") {

@@ -1,0 +1,57 @@
+// Program verification: after lowering, checks symbolically that the
+// per-rank programs a plan turns into compute what one device computes,
+// communication included (issue 5, second half; the Z3 checker proves the
+// plan itself legal before this runs).
+//
+// Abstract interpretation over ALL ranks at once. Every piece a device holds
+// is a region of the full tensor plus a weighted set of value labels (which
+// partial sums of the producer it contains, and how often). Every adapter
+// step of every edge is executed abstractly on every device of its groups,
+// and at the consumer each device must hold exactly its slice with every
+// partial sum counted once. Beside the values, the ranks' sequences of
+// collectives (the order the runtime issues them: forward ops with their
+// input edges, backward ops in reverse with their gradient edges, bucketed
+// parameter reductions, replica averaging, updates) are matched against
+// each other, so a mismatched order is reported as the deadlock it would be;
+// and each update must come after every reduction of its gradient, with the
+// same scale on every replica.
+//
+// Seeded bugs (a test-only hook, `nns check --plan P --seed-bug KIND`)
+// corrupt the lowered programs before verification; the test suite asserts
+// the exact diagnosis of each.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "semantics/graph.h"
+#include "semantics/plan.h"
+
+namespace nns::backend {
+
+enum class SeededBug {
+  None,
+  MissingAllreduce,       // drop the first allreduce step
+  AllgatherForAllreduce,  // an allgather where an allreduce is needed
+  WrongGroup,             // a collective over the wrong device group
+  WrongStageDevice,       // send/recv to the wrong pipeline-stage device
+  ReplicaScale,           // one replica averages gradients with another factor
+  EarlyUpdate,            // a weight update issued before its gradient is reduced
+  DoubleCount,            // a partial sum counted twice (the allreduce runs twice)
+  CollectiveOrder,        // two collectives swapped on one rank (deadlock)
+};
+bool seeded_bug_from_name(const std::string& name, SeededBug& out);
+std::string seeded_bug_names();  // "missing-allreduce, allgather-for-allreduce, ..."
+
+struct ProgramCheck {
+  bool ok = true;
+  std::vector<std::string> errors;  // precise diagnoses, first first
+  std::string applied;              // what the seeded bug changed ("" if none)
+  int ranks = 0, edges = 0, steps = 0, collectives = 0;
+  double ms = 0;
+};
+
+// `replicas`: plan replicas (N = replicas x plan.ngpus ranks).
+ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int replicas, SeededBug bug = SeededBug::None);
+
+}  // namespace nns::backend
