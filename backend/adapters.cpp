@@ -75,7 +75,9 @@ std::vector<std::vector<int>> groups_of(const std::vector<LayoutFactor>& fs, siz
 
 struct Edge {
   std::vector<LayoutFactor> next;
-  AdapterStep step;
+  AdapterStep step;                 // groups filled in only for the chosen path
+  std::vector<LayoutFactor> acted_on;  // the factors the step acts on, and which
+  size_t acted = 0;
 };
 
 // Every single-primitive move from `fs`: act on a whole factor or on the
@@ -103,13 +105,13 @@ std::vector<Edge> moves(const std::vector<LayoutFactor>& fs, const sema::Shape& 
           acted = i;
         }
         ex.insert(ex.end(), fs.begin() + static_cast<long>(i) + 1, fs.end());
-        auto groups = groups_of(ex, acted, devices);
         double n = static_cast<double>(a);
+        // Device groups are computed for the chosen path only (search()):
+        // building them for every candidate move dominated derivation time.
         auto emit = [&](LayoutFactor replacement, AdapterStep step) {
           std::vector<LayoutFactor> next = ex;
           next[acted] = replacement;
-          step.groups = groups;
-          out.push_back({normalized(next), step});
+          out.push_back({normalized(next), step, ex, acted});
         };
         // A D digit is the innermost of its dim's digits: gathering, chunking or
         // exchanging any other one would leave a device with blocks that are
@@ -149,7 +151,7 @@ Adapter search(const std::vector<LayoutFactor>& from, const std::vector<LayoutFa
     bool operator>(const Item& o) const { return cost != o.cost ? cost > o.cost : steps > o.steps; }
   };
   std::map<std::string, std::pair<double, int>> best;
-  std::map<std::string, std::pair<std::string, AdapterStep>> came_from;
+  std::map<std::string, std::pair<std::string, Edge>> came_from;
   std::map<std::string, std::vector<LayoutFactor>> states;
   std::priority_queue<Item, std::vector<Item>, std::greater<Item>> open;
   std::string start = key(from), goal = key(to);
@@ -172,7 +174,7 @@ Adapter search(const std::vector<LayoutFactor>& from, const std::vector<LayoutFa
       if (it != best.end() && (it->second.first < c || (it->second.first == c && it->second.second <= steps))) continue;
       best[k] = {c, steps};
       states[k] = e.next;
-      came_from[k] = {cur.state, e.step};
+      came_from[k] = {cur.state, e};
       open.push({c, steps, k});
     }
   }
@@ -180,7 +182,9 @@ Adapter search(const std::vector<LayoutFactor>& from, const std::vector<LayoutFa
   Adapter a;
   a.cost = best[goal].first;
   for (std::string k = goal; k != start; k = came_from[k].first) {
-    AdapterStep step = came_from[k].second;
+    const Edge& edge = came_from[k].second;
+    AdapterStep step = edge.step;
+    step.groups = groups_of(edge.acted_on, edge.acted, devices);
     step.after = Layout{devices, states[k]};
     a.steps.insert(a.steps.begin(), step);
   }

@@ -151,9 +151,8 @@ bool layout_of_pieces(const std::vector<std::pair<int, OperandSlice>>& pieces, c
 
 std::vector<std::pair<int, OperandSlice>> input_pieces(const sema::Plan& plan, int node, size_t k) {
   std::vector<std::pair<int, OperandSlice>> out;
-  for (int leaf : plan.leaves()) {
+  for (int leaf : plan.leaves_of(node)) {
     const sema::SubOp& s = plan.subops[leaf];
-    if (s.node != node) continue;
     for (int d : s.devices) out.push_back({d, s.inputs[k]});
   }
   return out;
@@ -161,9 +160,8 @@ std::vector<std::pair<int, OperandSlice>> input_pieces(const sema::Plan& plan, i
 
 std::vector<std::pair<int, OperandSlice>> output_pieces(const sema::Plan& plan, int node, size_t k) {
   std::vector<std::pair<int, OperandSlice>> out;
-  for (int leaf : plan.leaves()) {
+  for (int leaf : plan.leaves_of(node)) {
     const sema::SubOp& s = plan.subops[leaf];
-    if (s.node != node) continue;
     for (int d : s.devices) out.push_back({d, s.outputs[k]});
   }
   return out;
@@ -175,8 +173,7 @@ std::vector<std::pair<int, OperandSlice>> output_pieces(const sema::Plan& plan, 
 std::vector<std::pair<int, OperandSlice>> gradient_pieces(const sema::Plan& plan, int node, size_t k) {
   std::map<std::pair<std::vector<int64_t>, std::vector<int64_t>>, std::vector<int>> sharing;  // piece -> leaves
   std::vector<int> leaves;
-  for (int leaf : plan.leaves())
-    if (plan.subops[leaf].node == node) leaves.push_back(leaf);
+  for (int leaf : plan.leaves_of(node)) leaves.push_back(leaf);
   for (int leaf : leaves) {
     const OperandSlice& s = plan.subops[leaf].inputs[k];
     sharing[{s.start, s.length}].push_back(leaf);
@@ -200,6 +197,14 @@ Layout gradient_layout(Layout l) {
 
 CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan) {
   CommPlan cp;
+  // Layers repeat: the same (layout, layout, shape) pair is searched once.
+  std::map<std::string, Adapter> adapter_cache;
+  auto cached_adapter = [&](const Layout& from, const Layout& to, const sema::Shape& shape, int64_t elem_bytes) {
+    std::string key = from.to_string() + "|" + to.to_string() + "|" + sema::shape_to_string(shape) + "|" + std::to_string(elem_bytes);
+    auto it = adapter_cache.find(key);
+    if (it == adapter_cache.end()) it = adapter_cache.emplace(key, derive_adapter(from, to, shape, elem_bytes)).first;
+    return it->second;
+  };
   std::map<int, Layout> storage;  // params / inputs: the layout of their first consumer
   auto add_edge = [&](int tensor, int producer, int consumer, int input_index, bool backward, const std::vector<std::pair<int, OperandSlice>>& from_pieces,
                       const Layout* from_known, const std::vector<std::pair<int, OperandSlice>>& to_pieces) {
@@ -217,7 +222,7 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan) {
       e.note = "irregular layout (" + why + "): needs piece-wise send/recv";
     } else {
       try {
-        e.adapter = derive_adapter(e.from, e.to, t.shape, sema::dtype_bytes(t.dtype));
+        e.adapter = cached_adapter(e.from, e.to, t.shape, sema::dtype_bytes(t.dtype));
       } catch (const std::invalid_argument& err) {
         e.note = err.what();
       }
@@ -283,7 +288,7 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan) {
         e.note = "irregular gradient layout (" + why + "): needs piece-wise send/recv";
       } else {
         try {
-          e.adapter = derive_adapter(e.from, e.to, info.shape, sema::dtype_bytes(info.dtype));
+          e.adapter = cached_adapter(e.from, e.to, info.shape, sema::dtype_bytes(info.dtype));
         } catch (const std::invalid_argument& err) {
           e.note = err.what();
         }

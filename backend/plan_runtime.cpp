@@ -481,9 +481,9 @@ struct PlanTrainer::Impl {
         any_out = any_out || reaches[node.outputs[o]];
       }
       run.backward = any_in && any_out;
-      for (int leaf : plan.leaves()) {
+      for (int leaf : plan.leaves_of(n)) {
         const sema::SubOp& s = plan.subops[leaf];
-        if (s.node != n || std::find(s.devices.begin(), s.devices.end(), device) == s.devices.end()) continue;
+        if (std::find(s.devices.begin(), s.devices.end(), device) == s.devices.end()) continue;
         run.subs.push_back(instantiate(leaf, run.backward));
       }
       ops.push_back(std::move(run));

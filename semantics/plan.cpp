@@ -1,5 +1,6 @@
 #include "semantics/plan.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace nns::sema {
@@ -68,6 +69,20 @@ std::vector<int> Plan::leaves() const {
   std::vector<int> out;
   for (size_t i = 0; i < subops.size(); ++i)
     if (subops[i].leaf()) out.push_back(static_cast<int>(i));
+  return out;
+}
+
+std::vector<int> Plan::leaves_of(int node) const {
+  std::vector<int> out;
+  if (node < 0 || node >= static_cast<int>(root_of_node.size()) || root_of_node[node] < 0) return out;
+  std::vector<int> stack{root_of_node[node]};
+  while (!stack.empty()) {
+    int s = stack.back();
+    stack.pop_back();
+    if (subops[s].leaf()) out.push_back(s);
+    else stack.insert(stack.end(), subops[s].children.begin(), subops[s].children.end());
+  }
+  std::sort(out.begin(), out.end());
   return out;
 }
 

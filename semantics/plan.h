@@ -68,6 +68,9 @@ struct Plan {
   std::vector<PlanConstraint> constraints;  // constraint tables declared by the plan
 
   std::vector<int> leaves() const;
+  // The leaves of one top-level op's partition tree, in sub-op index order
+  // (walks only that tree: per-op lookups stay cheap on 100k-sub-op plans).
+  std::vector<int> leaves_of(int node) const;
   // --emit=plan: per op, its partition tree with slices and devices.
   std::string dump(const Graph& g) const;
 };
