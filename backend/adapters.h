@@ -59,6 +59,9 @@ const char* prim_name(AdapterStep::Prim p);
 // Cheapest chain from `from` to `to` for a tensor of `shape` (elements of
 // `elem_bytes`). Throws std::invalid_argument when no chain exists (e.g. a
 // split that does not divide the dim).
-Adapter derive_adapter(const Layout& from, const Layout& to, const sema::Shape& shape, int64_t elem_bytes);
+// exhaustive: plain Dijkstra over every chain, without the shortcut (one
+// collective where one does the whole change) or the A* lower bound; tests
+// compare the two.
+Adapter derive_adapter(const Layout& from, const Layout& to, const sema::Shape& shape, int64_t elem_bytes, bool exhaustive = false);
 
 }  // namespace nns::backend

@@ -72,7 +72,7 @@ bool layout_of_pieces(const std::vector<std::pair<int, OperandSlice>>& pieces, c
   for (const auto& [dev, s] : pieces) by_device[dev].push_back(s);
   std::map<int, OperandSlice> piece;
   for (auto& [dev, list] : by_device) {
-    std::vector<OperandSlice> merged = merge_all(list);
+    std::vector<OperandSlice> merged = list.size() == 1 ? std::move(list) : merge_all(list);
     if (merged.size() != 1) {
       why = "device " + std::to_string(dev) + " holds " + std::to_string(merged.size()) + " pieces that do not merge into one";
       return false;
@@ -98,14 +98,14 @@ bool layout_of_pieces(const std::vector<std::pair<int, OperandSlice>>& pieces, c
   std::vector<int> devices;
   for (auto& [dev, s] : piece) devices.push_back(dev);
   std::map<std::vector<int64_t>, int64_t> replicas_seen;
-  std::map<int, std::vector<int64_t>> coord;  // [R, V, D0..]
-  for (int dev : devices) {
-    const OperandSlice& s = piece[dev];
+  std::vector<std::vector<int64_t>> coord;  // per position in `devices`: [R, V, D0..]
+  coord.reserve(devices.size());
+  for (const auto& [dev, s] : piece) {
     std::vector<int64_t> c{0, s.value_index};
     for (size_t d = 0; d < rank; ++d) c.push_back(s.start[d] / s.length[d]);
     std::vector<int64_t> k(c.begin() + 1, c.end());
     c[0] = replicas_seen[k]++;
-    coord[dev] = c;
+    coord.push_back(std::move(c));
   }
   int64_t r = replicas_seen.begin()->second;
   for (auto& [k, n] : replicas_seen)
@@ -133,7 +133,7 @@ bool layout_of_pieces(const std::vector<std::pair<int, OperandSlice>>& pieces, c
       int64_t rem = static_cast<int64_t>(pos);
       for (size_t i = order.size(); i-- > 0 && ok;) {
         const auto& [f, slot] = factors[order[i]];
-        ok = coord[devices[pos]][slot] == rem % f.n;
+        ok = coord[pos][slot] == rem % f.n;
         rem /= f.n;
       }
     }
@@ -198,9 +198,17 @@ Layout gradient_layout(Layout l) {
 CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan) {
   CommPlan cp;
   // Layers repeat: the same (layout, layout, shape) pair is searched once.
+  // Device lists are numbered once: keys spelling out 1024 devices made the
+  // lookups themselves the cost of deriving a 1024-device plan.
   std::map<std::string, Adapter> adapter_cache;
+  std::map<std::vector<int>, int> device_set_ids;
+  auto layout_key = [&](const Layout& l) {
+    Layout factors_only = normalize(Layout{{}, l.factors});
+    int id = device_set_ids.emplace(l.devices, static_cast<int>(device_set_ids.size())).first->second;
+    return factors_only.to_string() + "#" + std::to_string(id);
+  };
   auto cached_adapter = [&](const Layout& from, const Layout& to, const sema::Shape& shape, int64_t elem_bytes) {
-    std::string key = from.to_string() + "|" + to.to_string() + "|" + sema::shape_to_string(shape) + "|" + std::to_string(elem_bytes);
+    std::string key = layout_key(from) + "|" + layout_key(to) + "|" + sema::shape_to_string(shape) + "|" + std::to_string(elem_bytes);
     auto it = adapter_cache.find(key);
     if (it == adapter_cache.end()) it = adapter_cache.emplace(key, derive_adapter(from, to, shape, elem_bytes)).first;
     return it->second;

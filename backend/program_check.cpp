@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "backend/comm_plan.h"
@@ -31,11 +32,32 @@ std::string group_text(const std::vector<int>& g) {
   return s + "}";
 }
 
-// What one device holds of a tensor: a region and, per value label of the
-// producer's partial sums, how many times it is counted.
+// Per value label of the producer's partial sums, how many times a piece
+// counts it; sorted by label. Immutable and shared: after a reduction every
+// member of the group holds the same counts, and copying them per device
+// would make a 1024-device allreduce cost 1024 x 1024.
+using WeightList = std::vector<std::pair<int64_t, double>>;
+using Weights = std::shared_ptr<const WeightList>;
+
+Weights single_weight(int64_t label) { return std::make_shared<const WeightList>(WeightList{{label, 1.0}}); }
+
+Weights scaled(const Weights& w, double factor) {
+  WeightList out = *w;
+  for (auto& lw : out) lw.second /= factor;
+  return std::make_shared<const WeightList>(std::move(out));
+}
+
+bool same_weights(const Weights& a, const Weights& b) { return a == b || *a == *b; }
+
+double weight_of(const WeightList& w, int64_t label) {
+  auto it = std::lower_bound(w.begin(), w.end(), std::make_pair(label, -1e300));
+  return it != w.end() && it->first == label ? it->second : 0.0;
+}
+
+// What one device holds of a tensor: a region and its partial-sum counts.
 struct Abs {
   std::vector<int64_t> start, length;
-  std::map<int64_t, double> w;
+  Weights w;
 };
 
 bool same_region(const Abs& a, const Abs& b) { return a.start == b.start && a.length == b.length; }
@@ -55,14 +77,39 @@ std::string edge_text(const sema::Graph& g, const CommEdge& e) {
 }
 
 // Runs edge `e`'s adapter abstractly on every device; appends diagnoses.
+// What each device holds, indexed by device (a std::map per edge step made
+// a 1024-device check allocate millions of nodes).
+class DeviceStates {
+ public:
+  bool count(int d) const { return d >= 0 && static_cast<size_t>(d) < has_.size() && has_[static_cast<size_t>(d)]; }
+  Abs& operator[](int d) {
+    if (static_cast<size_t>(d) >= has_.size()) {
+      has_.resize(static_cast<size_t>(d) + 1, 0);
+      vals_.resize(static_cast<size_t>(d) + 1);
+    }
+    has_[static_cast<size_t>(d)] = 1;
+    return vals_[static_cast<size_t>(d)];
+  }
+  const Abs* find(int d) const { return count(d) ? &vals_[static_cast<size_t>(d)] : nullptr; }
+  void clear() {
+    has_.clear();
+    vals_.clear();
+  }
+  int limit() const { return static_cast<int>(has_.size()); }  // devices below this may be held
+
+ private:
+  std::vector<char> has_;
+  std::vector<Abs> vals_;
+};
+
 void simulate_edge(const sema::Graph& g, const CommEdge& e, std::vector<std::string>& errors) {
   const sema::Shape& shape = g.tensor(e.tensor).shape;
   std::string what = edge_text(g, e);
-  std::map<int, Abs> st;
+  DeviceStates st;
   int64_t labels = 1;
   for (int d : e.from.devices) {
     Piece p = piece_of(e.from, d, shape);
-    st[d] = Abs{p.start, p.length, {{p.value_index, 1.0}}};
+    st[d] = Abs{p.start, p.length, single_weight(p.value_index)};
     labels = p.value_parts;
   }
   Layout cur = e.from;
@@ -70,7 +117,7 @@ void simulate_edge(const sema::Graph& g, const CommEdge& e, std::vector<std::str
     const AdapterStep& s = e.adapter.steps[si];
     std::string at = what + ", step " + std::to_string(si + 1) + " (" + prim_name(s.prim) + ")";
     if (s.prim == AdapterStep::SendRecv) {
-      std::map<int, Abs> next = st;
+      DeviceStates next = st;
       for (const auto& pr : s.groups) {
         if (!st.count(pr[0])) {
           errors.push_back(at + ": device " + std::to_string(pr[0]) + " sends a piece it does not hold");
@@ -98,7 +145,7 @@ void simulate_edge(const sema::Graph& g, const CommEdge& e, std::vector<std::str
       cur = s.after;
       continue;
     }
-    std::map<int, Abs> next;
+    DeviceStates next;
     if (s.prim == AdapterStep::Chunk || s.prim == AdapterStep::ValueSplit) {
       for (int d : s.after.devices) {
         Piece want = piece_of(s.after, d, shape), had = piece_of(cur, d, shape);
@@ -110,41 +157,48 @@ void simulate_edge(const sema::Graph& g, const CommEdge& e, std::vector<std::str
         }
         a.start = want.start;
         a.length = want.length;
-        if (want.value_parts > had.value_parts)
-          for (auto& [l, w] : a.w) w /= static_cast<double>(want.value_parts / had.value_parts);
-        next[d] = a;
+        if (want.value_parts > had.value_parts) a.w = scaled(a.w, static_cast<double>(want.value_parts / had.value_parts));
+        next[d] = std::move(a);
       }
-      st = next;
+      st = std::move(next);
       cur = s.after;
       continue;
     }
-    std::set<int> covered;
+    std::vector<char> covered(static_cast<size_t>(st.limit()), 0);  // devices in a group of this step
     for (const auto& grp : s.groups) {
       for (int d : grp) {
         if (!st.count(d)) {
           errors.push_back(at + ": device " + std::to_string(d) + " of group " + group_text(grp) + " holds no piece of the tensor");
           return;
         }
-        covered.insert(d);
+        covered[static_cast<size_t>(d)] = 1;
       }
-      std::vector<Abs> mem;
-      for (int d : grp) mem.push_back(st[d]);
+      std::vector<const Abs*> mem;
+      for (int d : grp) mem.push_back(&st[d]);
       if (s.prim == AdapterStep::AllReduce || s.prim == AdapterStep::ReduceScatter) {
-        Abs sum = mem[0];
-        sum.w.clear();
-        for (const Abs& m : mem) {
-          if (!same_region(m, mem[0])) {
-            errors.push_back(at + ": group " + group_text(grp) + " sums pieces of different regions (" + region_text(mem[0].start, mem[0].length) +
-                             " and " + region_text(m.start, m.length) + ")");
+        WeightList all;
+        for (const Abs* m : mem) {
+          if (!same_region(*m, *mem[0])) {
+            errors.push_back(at + ": group " + group_text(grp) + " sums pieces of different regions (" + region_text(mem[0]->start, mem[0]->length) +
+                             " and " + region_text(m->start, m->length) + ")");
             return;
           }
-          for (auto& [l, w] : m.w) sum.w[l] += w;
+          all.insert(all.end(), m->w->begin(), m->w->end());
         }
+        std::sort(all.begin(), all.end());
+        WeightList merged;
+        for (const auto& lw : all) {
+          if (!merged.empty() && merged.back().first == lw.first)
+            merged.back().second += lw.second;
+          else
+            merged.push_back(lw);
+        }
+        Abs sum{mem[0]->start, mem[0]->length, std::make_shared<const WeightList>(std::move(merged))};
         // The members' partial sums must be distinct and together make the
         // part the result layout says each device holds.
         bool integral = true;
         int64_t have = 0;
-        for (auto& [l, w] : sum.w) {
+        for (auto& [l, w] : *sum.w) {
           integral = integral && std::fabs(w - std::round(w)) < 1e-9;
           if (w > 1.0 + 1e-9 && integral) {
             errors.push_back(at + ": group " + group_text(grp) + " counts partial sum " + std::to_string(l) + " " +
@@ -156,8 +210,8 @@ void simulate_edge(const sema::Graph& g, const CommEdge& e, std::vector<std::str
         int64_t want_parts = labels / std::max<int64_t>(1, piece_of(s.after, grp[0], shape).value_parts);
         if (integral && have < want_parts) {
           std::vector<int> holders;
-          for (auto& [d, a] : st)
-            if (same_region(a, mem[0]) && std::find(grp.begin(), grp.end(), d) == grp.end()) holders.push_back(d);
+          for (int d = 0; d < st.limit(); ++d)
+            if (st.count(d) && same_region(*st.find(d), *mem[0]) && std::find(grp.begin(), grp.end(), d) == grp.end()) holders.push_back(d);
           errors.push_back(at + ": group " + group_text(grp) + " sums " + std::to_string(have) + " of the " + std::to_string(want_parts) +
                            " partial sums it must combine (a wrong device group: devices " + group_text(holders) + " hold the others)");
           return;
@@ -172,10 +226,11 @@ void simulate_edge(const sema::Graph& g, const CommEdge& e, std::vector<std::str
           next[d] = a;
         }
       } else {  // AllGather, AllToAll: move regions, values must agree
-        std::vector<int64_t> lo = mem[0].start, hi = mem[0].start;
+        std::vector<int64_t> lo = mem[0]->start, hi = mem[0]->start;
         int64_t volume = 0;
-        for (const Abs& m : mem) {
-          if (m.w != mem[0].w) {
+        for (const Abs* mp : mem) {
+          const Abs& m = *mp;
+          if (!same_weights(m.w, mem[0]->w)) {
             errors.push_back(at + ": group " + group_text(grp) + " gathers pieces holding different partial sums (an allreduce is needed first)");
             return;
           }
@@ -187,7 +242,7 @@ void simulate_edge(const sema::Graph& g, const CommEdge& e, std::vector<std::str
           }
           volume += v;
         }
-        Abs box{lo, std::vector<int64_t>(lo.size()), mem[0].w};
+        Abs box{lo, std::vector<int64_t>(lo.size()), mem[0]->w};
         int64_t bv = 1;
         for (size_t d = 0; d < lo.size(); ++d) {
           box.length[d] = hi[d] - lo[d];
@@ -211,31 +266,31 @@ void simulate_edge(const sema::Graph& g, const CommEdge& e, std::vector<std::str
         }
       }
     }
-    for (auto& [d, a] : st)
-      if (!covered.count(d)) next[d] = a;  // not in any group of this step
-    st = next;
+    for (int d = 0; d < st.limit(); ++d)
+      if (st.count(d) && !covered[static_cast<size_t>(d)]) next[d] = *st.find(d);  // not in any group of this step
+    st = std::move(next);
     cur = s.after;
   }
   // At the consumer: each device holds its slice; per region (and replica),
   // the value parts it is read in add up to every partial sum exactly once.
-  std::map<std::pair<std::vector<int64_t>, int64_t>, std::map<int64_t, double>> total;
+  std::set<const WeightList*> whole;  // counts already found to hold every partial sum once
   for (int d : e.to.devices) {
     Piece want = piece_of(e.to, d, shape);
-    auto it = st.find(d);
-    if (it == st.end()) {
+    const Abs* held = st.find(d);
+    if (!held) {
       errors.push_back(what + ": device " + std::to_string(d) + " never receives its piece " + region_text(want.start, want.length));
       return;
     }
-    if (it->second.start != want.start || it->second.length != want.length) {
-      errors.push_back(what + ": device " + std::to_string(d) + " ends with " + region_text(it->second.start, it->second.length) + " but reads " +
-                       region_text(want.start, want.length) + (want.length == it->second.length ? " (a wrong device group?)" : ""));
+    if ((*held).start != want.start || (*held).length != want.length) {
+      errors.push_back(what + ": device " + std::to_string(d) + " ends with " + region_text((*held).start, (*held).length) + " but reads " +
+                       region_text(want.start, want.length) + (want.length == (*held).length ? " (a wrong device group?)" : ""));
       return;
     }
-    auto& sum = total[{want.start, want.replica_index}];
-    for (auto& [l, w] : it->second.w) sum[l] += w * (want.value_parts > 1 ? 1.0 : 1.0);
-    if (want.value_parts == 1) {
+    const WeightList& wl = *(*held).w;
+    if (want.value_parts == 1 && !whole.count(&wl)) {
+      whole.insert(&wl);
       for (int64_t l = 0; l < labels; ++l) {
-        double w = it->second.w.count(l) ? it->second.w.at(l) : 0.0;
+        double w = weight_of(wl, l);
         if (std::fabs(w - 1.0) > 1e-9) {
           errors.push_back(what + ": device " + std::to_string(d) + " reads " + region_text(want.start, want.length) +
                            (w < 1.0 ? " without partial sum " + std::to_string(l) + " of " + std::to_string(labels) + " (a missing allreduce?)"
@@ -251,11 +306,14 @@ void simulate_edge(const sema::Graph& g, const CommEdge& e, std::vector<std::str
 struct Entry {
   enum Kind { Coll, Bucket, Replica, Loss, Update } kind = Coll;
   int edge = -1, step = -1, param = -1;
-  std::vector<int> group;  // global ranks
-  std::string what;
-  std::set<int> params;    // Bucket: the parameters it reduces
-  double scale = 1;        // Replica: the averaging factor
-  bool operator==(const Entry& o) const { return kind == o.kind && edge == o.edge && step == o.step && group == o.group && what == o.what; }
+  const std::vector<int>* devgroup = nullptr;  // devices of the plan (Coll, Bucket; shared, not copied per rank)
+  int replica = 0;                              // global rank = replica * k + device
+  int bucket = -1;                              // Bucket: its key's rank among all keys (the runtime orders buckets by key)
+  double scale = 1;                             // Replica: the averaging factor
+  bool operator==(const Entry& o) const {
+    return kind == o.kind && edge == o.edge && step == o.step && param == o.param && devgroup == o.devgroup && replica == o.replica &&
+           bucket == o.bucket;
+  }
 };
 
 }  // namespace
@@ -382,6 +440,9 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int r
   }
 
   // ---- each rank's sequence of collectives, as the runtime issues them --------------------
+  // (plan_runtime.cpp run_micro_batch/step: forward ops in order with their
+  // input edges, backward ops in reverse with their gradient edges, buckets
+  // in key order, replica averages and the loss reduction, then updates.)
   auto is_deferred = [](const CommEdge& e) {
     return e.backward && e.consumer < 0 && e.adapter.steps.size() == 1 && e.adapter.steps[0].prim == AdapterStep::AllReduce;
   };
@@ -390,33 +451,80 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int r
     for (const auto& grp : e.adapter.steps[0].groups) key += group_text(grp);
     return key;
   };
+  // Per edge step: which of its groups each device is in (-1: none).
+  std::map<std::pair<int, int>, std::vector<int>> group_of_device;
+  for (int i : live)
+    for (size_t st = 0; st < cp.edges[i].adapter.steps.size(); ++st) {
+      std::vector<int>& m = group_of_device[{i, static_cast<int>(st)}];
+      m.assign(static_cast<size_t>(k), -1);
+      const auto& groups = cp.edges[i].adapter.steps[st].groups;
+      for (size_t gi = 0; gi < groups.size(); ++gi)
+        for (int d : groups[gi])
+          if (d >= 0 && d < k) m[static_cast<size_t>(d)] = static_cast<int>(gi);
+    }
   std::map<std::pair<int, int>, int> fwd_edge, bwd_edge;  // (node, input) -> edge
   for (int i : live) (cp.edges[i].backward ? bwd_edge : fwd_edge)[{cp.edges[i].backward ? cp.edges[i].producer : cp.edges[i].consumer, cp.edges[i].input_index}] = i;
+  std::map<int, std::vector<bool>> holders;  // param -> devices that update a piece of it
+  for (int i : live) {
+    const CommEdge& e = cp.edges[i];
+    if (!e.backward || e.consumer >= 0) continue;
+    std::vector<bool>& h = holders[e.tensor];
+    h.resize(static_cast<size_t>(k), false);
+    for (int d : e.to.devices) h[static_cast<size_t>(d)] = true;
+  }
+  std::vector<int> world_group;
+  for (int d = 0; d < k; ++d) world_group.push_back(d);
   std::vector<std::vector<Entry>> seq(static_cast<size_t>(world));
+  // Bucket keys, computed once per edge (a key names every group: building
+  // it per rank made a 1024-rank check spend seconds on strings) and
+  // numbered in key order.
+  std::vector<int> bucket_of(cp.edges.size(), -1);
+  {
+    std::map<std::string, std::vector<int>> by_key;
+    for (int i : live)
+      if (is_deferred(cp.edges[i])) by_key[bucket_key(cp.edges[i])].push_back(i);
+    int id = 0;
+    for (auto& [key, edges] : by_key) {
+      for (int i : edges) bucket_of[static_cast<size_t>(i)] = id;
+      ++id;
+    }
+  }
+  std::vector<std::map<int, std::set<int>>> bucket_members;  // per rank: bucket -> params
   for (int rank = 0; rank < world; ++rank) {
     int replica = rank / k, device = rank % k;
-    auto grank = [&](int d) { return replica * k + d; };
     auto emit_edge = [&](int ei) {
       const CommEdge& e = cp.edges[ei];
-      for (size_t s = 0; s < e.adapter.steps.size(); ++s) {
-        const AdapterStep& st = e.adapter.steps[s];
-        if (st.prim == AdapterStep::Chunk || st.prim == AdapterStep::ValueSplit) continue;
-        for (const auto& grp : st.groups) {
-          if (std::find(grp.begin(), grp.end(), device) == grp.end()) continue;
-          Entry en;
-          en.edge = ei;
-          en.step = static_cast<int>(s);
-          for (int d : grp) en.group.push_back(grank(d));
-          std::sort(en.group.begin(), en.group.end());
-          en.what = std::string(prim_name(st.prim)) + " of " + edge_text(g, e);
-          seq[rank].push_back(en);
+      for (size_t st = 0; st < e.adapter.steps.size(); ++st) {
+        const AdapterStep& step = e.adapter.steps[st];
+        if (step.prim == AdapterStep::Chunk || step.prim == AdapterStep::ValueSplit) continue;
+        int gi = group_of_device[{ei, static_cast<int>(st)}][static_cast<size_t>(device)];
+        if (step.prim == AdapterStep::SendRecv) {
+          // One entry per pair this device is in, in pair order.
+          for (const auto& pr : step.groups)
+            if (pr[0] == device || pr[1] == device) {
+              Entry en;
+              en.edge = ei;
+              en.step = static_cast<int>(st);
+              en.devgroup = &pr;
+              en.replica = replica;
+              seq[rank].push_back(en);
+            }
+          continue;
         }
+        if (gi < 0) continue;
+        Entry en;
+        en.edge = ei;
+        en.step = static_cast<int>(st);
+        en.devgroup = &step.groups[static_cast<size_t>(gi)];
+        en.replica = replica;
+        seq[rank].push_back(en);
       }
     };
     for (int n : order)
       for (size_t kk = 0; kk < g.node(n).inputs.size(); ++kk)
         if (auto it = fwd_edge.find({n, static_cast<int>(kk)}); it != fwd_edge.end()) emit_edge(it->second);
-    std::map<std::string, Entry> buckets;
+    std::map<int, Entry> buckets;
+    std::map<int, std::set<int>> bucket_params;
     for (auto it = order.rbegin(); it != order.rend(); ++it)
       for (size_t kk = 0; kk < g.node(*it).inputs.size(); ++kk) {
         auto e = bwd_edge.find({*it, static_cast<int>(kk)});
@@ -426,46 +534,75 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int r
           emit_edge(e->second);
           continue;
         }
-        for (const auto& grp : ce.adapter.steps[0].groups) {
-          if (std::find(grp.begin(), grp.end(), device) == grp.end()) continue;
-          Entry& b = buckets[bucket_key(ce)];
-          b.kind = Entry::Bucket;
-          b.group.clear();
-          for (int d : grp) b.group.push_back(grank(d));
-          b.what = "bucketed gradient allreduce over " + group_text(b.group);
-          b.params.insert(ce.tensor);
-        }
+        int gi = group_of_device[{e->second, 0}][static_cast<size_t>(device)];
+        if (gi < 0) continue;
+        int key = bucket_of[static_cast<size_t>(e->second)];
+        Entry& b = buckets[key];
+        b.kind = Entry::Bucket;
+        b.bucket = key;
+        b.devgroup = &ce.adapter.steps[0].groups[static_cast<size_t>(gi)];
+        b.replica = replica;
+        bucket_params[key].insert(ce.tensor);
       }
     for (auto& [key, b] : buckets)
-      if (b.group.size() > 1) seq[rank].push_back(b);
-    std::set<int> held;  // parameters whose gradient this rank updates
-    for (int i : live) {
-      const CommEdge& e = cp.edges[i];
-      if (e.backward && e.consumer < 0 && std::find(e.to.devices.begin(), e.to.devices.end(), device) != e.to.devices.end()) held.insert(e.tensor);
-    }
+      if (b.devgroup->size() > 1) seq[rank].push_back(b);
+    std::vector<int> held;
+    for (auto& [p, h] : holders)
+      if (h[static_cast<size_t>(device)]) held.push_back(p);
     if (replicas > 1)
       for (int p : held) {
         Entry r;
         r.kind = Entry::Replica;
         r.param = p;
-        for (int j = 0; j < replicas; ++j) r.group.push_back(j * k + device);
+        r.devgroup = nullptr;  // the same device of every replica
         r.scale = 1.0 / replicas;
-        r.what = "replica average of the gradient of " + g.tensor(p).name;
         seq[rank].push_back(r);
       }
-    Entry loss;
-    loss.kind = Entry::Loss;
-    for (int r = 0; r < world; ++r) loss.group.push_back(r);
-    loss.what = "loss and gradient-norm allreduce";
-    if (world > 1) seq[rank].push_back(loss);
+    if (world > 1) {
+      Entry loss;
+      loss.kind = Entry::Loss;
+      seq[rank].push_back(loss);
+    }
     for (int p : held) {
       Entry u;
       u.kind = Entry::Update;
       u.param = p;
-      u.what = "update of " + g.tensor(p).name;
       seq[rank].push_back(u);
     }
+    for (Entry& en : seq[rank])
+      if (en.kind == Entry::Bucket) en.param = -1;
+    (void)bucket_params;
+    bucket_members.emplace_back(std::move(bucket_params));
   }
+  // The members (global ranks) of an entry's collective.
+  auto members = [&](int rank, const Entry& e) {
+    std::vector<int> m;
+    if (e.kind == Entry::Loss) {
+      for (int r = 0; r < world; ++r) m.push_back(r);
+    } else if (e.kind == Entry::Replica) {
+      for (int j = 0; j < replicas; ++j) m.push_back(j * k + rank % k);
+    } else {
+      for (int d : *e.devgroup) m.push_back(e.replica * k + d);
+    }
+    return m;
+  };
+  auto describe = [&](const Entry& e) -> std::string {
+    switch (e.kind) {
+      case Entry::Coll: return std::string(prim_name(cp.edges[e.edge].adapter.steps[e.step].prim)) + " of " + edge_text(g, cp.edges[e.edge]);
+      case Entry::Bucket: return "bucketed gradient allreduce over " + group_text(*e.devgroup);
+      case Entry::Replica: return "replica average of the gradient of " + g.tensor(e.param).name;
+      case Entry::Loss: return "loss and gradient-norm allreduce";
+      case Entry::Update: return "update of " + g.tensor(e.param).name;
+    }
+    return "?";
+  };
+  auto reduces = [&](int rank, const Entry& r, int param) {
+    if (r.kind == Entry::Bucket) return bucket_members[static_cast<size_t>(rank)][r.bucket].count(param) > 0;
+    if (r.kind == Entry::Replica) return r.param == param;
+    if (r.kind == Entry::Coll) return cp.edges[r.edge].backward && cp.edges[r.edge].tensor == param;
+    return false;
+  };
+
   if (bug == SeededBug::ReplicaScale || bug == SeededBug::EarlyUpdate || bug == SeededBug::CollectiveOrder) {
     bool done = false;
     if (bug == SeededBug::ReplicaScale && replicas > 1)
@@ -476,28 +613,25 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int r
           out.applied = "replica 1 averages the gradient of " + g.tensor(en.param).name + " with factor 1 instead of 1/" + std::to_string(replicas);
         }
     if (bug == SeededBug::EarlyUpdate) {
-      auto& s = seq[0];
-      for (size_t i = 0; i < s.size() && !done; ++i)
-        if (s[i].kind == Entry::Update) {
-          // Move it before the first reduction that involves its parameter.
+      auto& sq = seq[0];
+      for (size_t i = 0; i < sq.size() && !done; ++i)
+        if (sq[i].kind == Entry::Update)
           for (size_t j = 0; j < i && !done; ++j)
-            if ((s[j].kind == Entry::Bucket && s[j].params.count(s[i].param)) || (s[j].kind == Entry::Replica && s[j].param == s[i].param) ||
-                (s[j].kind == Entry::Coll && cp.edges[s[j].edge].tensor == s[i].param)) {
-              Entry u = s[i];
-              s.erase(s.begin() + static_cast<long>(i));
-              s.insert(s.begin() + static_cast<long>(j), u);
-              out.applied = "rank 0 issues the " + u.what + " before its gradient is reduced";
+            if (reduces(0, sq[j], sq[i].param)) {
+              Entry u = sq[i];
+              sq.erase(sq.begin() + static_cast<long>(i));
+              sq.insert(sq.begin() + static_cast<long>(j), u);
+              out.applied = "rank 0 issues the " + describe(u) + " before its gradient is reduced";
               done = true;
             }
-        }
     }
     if (bug == SeededBug::CollectiveOrder) {
-      auto& s = seq[0];
-      for (size_t i = 0; i + 1 < s.size() && !done; ++i)
-        for (size_t j = i + 1; j < s.size() && !done; ++j)
-          if (s[i].kind != Entry::Update && s[j].kind != Entry::Update && !(s[i] == s[j])) {
-            std::swap(s[i], s[j]);
-            out.applied = "rank 0 issues '" + s[i].what + "' before '" + s[j].what + "'";
+      auto& sq = seq[0];
+      for (size_t i = 0; i + 1 < sq.size() && !done; ++i)
+        for (size_t j = i + 1; j < sq.size() && !done; ++j)
+          if (sq[i].kind != Entry::Update && sq[j].kind != Entry::Update && !(sq[i] == sq[j])) {
+            std::swap(sq[i], sq[j]);
+            out.applied = "rank 0 issues '" + describe(sq[i]) + "' before '" + describe(sq[j]) + "'";
             done = true;
           }
     }
@@ -510,57 +644,60 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int r
 
   // Updates after every reduction of their gradient; one scale everywhere.
   for (int rank = 0; rank < world; ++rank) {
-    const auto& s = seq[static_cast<size_t>(rank)];
-    for (size_t i = 0; i < s.size(); ++i) {
-      if (s[i].kind == Entry::Update)
-        for (size_t j = i + 1; j < s.size(); ++j)
-          if ((s[j].kind == Entry::Bucket && s[j].params.count(s[i].param)) || (s[j].kind == Entry::Replica && s[j].param == s[i].param) ||
-              (s[j].kind == Entry::Coll && cp.edges[s[j].edge].tensor == s[i].param && cp.edges[s[j].edge].backward)) {
-            out.errors.push_back("rank " + std::to_string(rank) + ": the " + s[i].what + " is issued before its gradient is reduced (" + s[j].what + ")");
+    const auto& sq = seq[static_cast<size_t>(rank)];
+    std::set<int> updated;
+    for (size_t i = 0; i < sq.size(); ++i) {
+      if (sq[i].kind == Entry::Update) updated.insert(sq[i].param);
+      else
+        for (int p : updated)
+          if (reduces(rank, sq[i], p)) {
+            out.errors.push_back("rank " + std::to_string(rank) + ": the update of " + g.tensor(p).name + " is issued before its gradient is reduced (" +
+                                 describe(sq[i]) + ")");
+            updated.erase(p);
             break;
           }
-      if (s[i].kind == Entry::Replica && std::fabs(s[i].scale - 1.0 / replicas) > 1e-12)
-        out.errors.push_back("rank " + std::to_string(rank) + ": the gradient of " + g.tensor(s[i].param).name + " is scaled by " +
-                             std::to_string(s[i].scale) + " but by 1/" + std::to_string(replicas) + " on the other replicas");
+      if (sq[i].kind == Entry::Replica && std::fabs(sq[i].scale - 1.0 / replicas) > 1e-12)
+        out.errors.push_back("rank " + std::to_string(rank) + ": the gradient of " + g.tensor(sq[i].param).name + " is scaled by " +
+                             std::to_string(sq[i].scale) + " but by 1/" + std::to_string(replicas) + " on the other replicas");
     }
   }
 
   // Matching: a collective runs when every member of its group has it next.
+  // Worklist: a rank is looked at again only when it has advanced.
   std::vector<size_t> pos(static_cast<size_t>(world), 0);
   auto next_coll = [&](int r) -> const Entry* {
-    auto& s = seq[static_cast<size_t>(r)];
-    while (pos[r] < s.size() && s[pos[r]].kind == Entry::Update) ++pos[r];
-    return pos[r] < s.size() ? &s[pos[r]] : nullptr;
+    auto& sq = seq[static_cast<size_t>(r)];
+    while (pos[r] < sq.size() && sq[pos[r]].kind == Entry::Update) ++pos[r];
+    return pos[r] < sq.size() ? &sq[pos[r]] : nullptr;
   };
-  while (true) {
-    bool progress = false, pending = false;
-    for (int r = 0; r < world; ++r) {
-      const Entry* e = next_coll(r);
-      if (!e) continue;
-      pending = true;
-      bool all = true;
-      for (int m : e->group) {
-        const Entry* o = next_coll(m);
-        all = all && o && *o == *e;
+  std::vector<int> work;
+  for (int r = world - 1; r >= 0; --r) work.push_back(r);
+  while (!work.empty()) {
+    int r = work.back();
+    work.pop_back();
+    const Entry* e = next_coll(r);
+    if (!e) continue;
+    std::vector<int> m = members(r, *e);
+    bool all = true;
+    for (int x : m) {
+      const Entry* o = next_coll(x);
+      all = all && o && *o == *e;
+      if (!all) break;
+    }
+    if (!all) continue;
+    for (int x : m) ++pos[x];
+    ++out.collectives;
+    for (int x : m) work.push_back(x);
+  }
+  {
+    std::string msg;
+    int shown = 0;
+    for (int r = 0; r < world && shown < 4; ++r)
+      if (const Entry* e = next_coll(r)) {
+        msg += " rank " + std::to_string(r) + " on the " + describe(*e) + " over " + group_text(members(r, *e)) + ";";
+        ++shown;
       }
-      if (!all) continue;
-      std::vector<int> members = e->group;
-      for (int m : members) ++pos[m];
-      ++out.collectives;
-      progress = true;
-    }
-    if (!pending) break;
-    if (!progress) {
-      std::string msg = "deadlock: the ranks wait on different collectives:";
-      int shown = 0;
-      for (int r = 0; r < world && shown < 4; ++r)
-        if (const Entry* e = next_coll(r)) {
-          msg += " rank " + std::to_string(r) + " on the " + e->what + " over " + group_text(e->group) + ";";
-          ++shown;
-        }
-      out.errors.push_back(msg);
-      break;
-    }
+    if (!msg.empty()) out.errors.push_back("deadlock: the ranks wait on different collectives:" + msg);
   }
   out.ok = out.errors.empty();
   out.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

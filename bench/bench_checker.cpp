@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "backend/program_check.h"
 #include "semantics/checker/checker.h"
 #include "semantics/interpreter.h"
 
@@ -44,11 +45,13 @@ std::string read(const std::string& path) {
 struct Run {
   bool ok = false;
   double elaborate_ms = 0, plan_ms = 0, check_ms = 0;
+  double program_ms = -1;  // program verification; < 0: not run
+  bool program_ok = false;
   sema::check::CheckResult result;
   std::string error;
 };
 
-Run run_once(const std::string& path, const std::string& config, const std::string& plan_name, int64_t gpus) {
+Run run_once(const std::string& path, const std::string& config, const std::string& plan_name, int64_t gpus, bool verify_program = false) {
   Run r;
   front::SourceManager sources;
   front::DiagnosticEngine diags(sources);
@@ -82,6 +85,11 @@ Run run_once(const std::string& path, const std::string& config, const std::stri
   r.result = sema::check::check_plan(in.graph(), plan, opts);
   r.check_ms = r.result.total_ms();
   r.ok = true;
+  if (verify_program && r.result.verdict == sema::check::Verdict::Legal) {
+    backend::ProgramCheck pc = backend::verify_programs(in.graph(), plan, 1);
+    r.program_ms = pc.ms;
+    r.program_ok = pc.ok;
+  }
   return r;
 }
 
@@ -111,6 +119,9 @@ void report(const char* what, const Run& r) {
   for (size_t i = 0; i < r.result.pass_ms.size(); ++i)
     std::printf("%s%s %.1f", i ? ", " : "", r.result.pass_ms[i].first.c_str(), r.result.pass_ms[i].second);
   std::printf(")\n");
+  if (r.program_ms >= 0)
+    std::printf("    %-26s program verification (lowered per-rank programs, all ranks): %s, %.1f ms; check + program %.1f ms\n", "",
+                r.program_ok ? "verified" : "WRONG", r.program_ms, r.check_ms + r.program_ms);
   if (r.ok)
     std::printf("    %-26s directives %d, tracked %d, z3 vars %d, size obligations %d, ground checks %lld\n", "", r.result.stats.directives,
                 r.result.stats.tracked, r.result.stats.variables, r.result.stats.obligations, (long long)r.result.stats.ground_checks);
@@ -148,7 +159,7 @@ int main(int argc, char** argv) {
     std::string path = "/tmp/nns_bench_checker_" + std::to_string(getpid()) + ".nns";
     std::ofstream(path) << text;
     std::printf("\n%s, plan %s on %lld devices\n", s.label, s.plan, (long long)s.gpus);
-    Run witness = run_once(path, "bench_base", s.plan, s.gpus);
+    Run witness = run_once(path, "bench_base", s.plan, s.gpus, true);
     report("concrete (preset sizes)", witness);
     Run sym = run_once(path, "bench_sym", s.plan, s.gpus);
     report(("symbolic: " + s.symbolic.substr(0, s.symbolic.find('='))).c_str(), sym);

@@ -115,7 +115,11 @@ TEST_CASE("pty: Ctrl-C cancels the input being typed", "[pty]") {
   TempDir home;
   PtySession s = gpt(home);
   SCREEN(s, "nns> ");
+  // Ctrl-C once the typed text is on the screen, as a user presses it: sent
+  // in the same burst, the terminal's interrupt would flush the text (and
+  // its echo) before the REPL had read it, and the test would race that.
   s.send("let cancelled = 1");
+  SCREEN(s, "let cancelled = 1");
   s.send("\x03");
   SCREEN(s, "^C");
   SCREEN(s, "nns> ");
