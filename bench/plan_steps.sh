@@ -26,7 +26,13 @@ for entry in "gpt examples/gpt.nns tiny dp megatron hybrid" "swin examples/swin.
   read -r name file config plans <<<"$entry"
   base="$("$NNS" run "$file" --config "$config" --steps "$STEPS" --threads "$(nproc)" | ms)"
   for plan in $plans; do
-    t="$("$NNS" run "$file" --config "$config" --gpus "$GPUS" --plan "$plan" --steps "$STEPS" | ms)"
+    # A plan that does not fit this many devices is refused by nns (with a
+    # diagnostic): reported as such, and the other plans still run.
+    if ! out="$("$NNS" run "$file" --config "$config" --gpus "$GPUS" --plan "$plan" --steps "$STEPS" 2>&1)"; then
+      printf '%-22s %-10s %12.2f   refused: %s\n' "$name/$config" "$plan" "$base" "$(grep -m1 'error:' <<<"$out" | sed 's/^[^ ]* error: //')"
+      continue
+    fi
+    t="$(ms <<<"$out")"
     awk -v n="$name/$config" -v p="$plan" -v b="$base" -v t="$t" 'BEGIN { printf "%-22s %-10s %12.2f %12.2f %8.2f\n", n, p, b, t, t / b }'
   done
 done
