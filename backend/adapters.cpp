@@ -163,10 +163,10 @@ Chain find_chain(const std::vector<LayoutFactor>& from, const std::vector<Layout
   // win: chunk the replicas, reduce a smaller piece, gather back. Proving
   // the single collective optimal by search is what made a 1024-way V -> R
   // cost 50,000 expansions: the free moves open a vast space below its cost.
+  const std::string start = key(from), goal = key(to);
   bool replicated = false;
   for (const LayoutFactor& f : from) replicated = replicated || (f.kind == LayoutFactor::R && f.n > 1);
   if (!exhaustive && !replicated) {
-    std::string goal = key(to);
     Chain direct;
     bool found = false;
     for (Edge& e : moves(from, shape, full_bytes))
@@ -216,7 +216,6 @@ Chain find_chain(const std::vector<LayoutFactor>& from, const std::vector<Layout
   std::map<std::string, std::pair<std::string, Edge>> came_from;
   std::map<std::string, std::vector<LayoutFactor>> states;
   std::priority_queue<Item, std::vector<Item>, std::greater<Item>> open;
-  std::string start = key(from), goal = key(to);
   states[start] = from;
   best[start] = {0, 0};
   open.push({lower_bound(from), 0, 0, start});

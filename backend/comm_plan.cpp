@@ -203,9 +203,8 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan) {
   std::map<std::string, Adapter> adapter_cache;
   std::map<std::vector<int>, int> device_set_ids;
   auto layout_key = [&](const Layout& l) {
-    Layout factors_only = normalize(Layout{{}, l.factors});
     int id = device_set_ids.emplace(l.devices, static_cast<int>(device_set_ids.size())).first->second;
-    return factors_only.to_string() + "#" + std::to_string(id);
+    return Layout{{}, l.factors}.to_string() + "#" + std::to_string(id);  // to_string normalises the factors
   };
   auto cached_adapter = [&](const Layout& from, const Layout& to, const sema::Shape& shape, int64_t elem_bytes) {
     std::string key = layout_key(from) + "|" + layout_key(to) + "|" + sema::shape_to_string(shape) + "|" + std::to_string(elem_bytes);

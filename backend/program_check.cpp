@@ -571,7 +571,6 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int r
     }
     for (Entry& en : seq[rank])
       if (en.kind == Entry::Bucket) en.param = -1;
-    (void)bucket_params;
     bucket_members.emplace_back(std::move(bucket_params));
   }
   // The members (global ranks) of an entry's collective.

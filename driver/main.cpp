@@ -198,6 +198,21 @@ bool verify_lowered(const nns::sema::Graph& g, const nns::sema::Plan& plan, int 
   return pc.ok;
 }
 
+// --device-memory and --check-timeout (check and run share them); false
+// with the usage message when one is malformed.
+bool parse_check_limits(const Args& a, nns::sema::check::CheckOptions& opts, std::string& usage) {
+  if (!a.device_memory.empty() && !nns::sema::check::parse_memory_size(a.device_memory, opts.device_memory, opts.memory_label, usage)) return false;
+  if (!a.check_timeout.empty()) {
+    long long ms = 0;
+    if (!parse_int(a.check_timeout, ms) || ms < 1 || ms > 86400000) {
+      usage = "--check-timeout must be a number of milliseconds (1 to 86400000)";
+      return false;
+    }
+    opts.timeout_ms = static_cast<unsigned>(ms);
+  }
+  return true;
+}
+
 int cmd_check(const Args& a) {
   if (a.positional.size() != 1) return usage_error("check needs exactly one FILE");
   if (!a.emit.empty() && a.emit != "tokens" && a.emit != "ast" && a.emit != "graph" && a.emit != "plan" && a.emit != "comm")
@@ -207,15 +222,7 @@ int cmd_check(const Args& a) {
   if (!parse_int(a.gpus, check_gpus) || check_gpus < 1) return usage_error("--gpus must be a positive integer");
   int check_replicas = 1;
   nns::sema::check::CheckOptions check_opts;
-  if (!a.device_memory.empty()) {
-    std::string err;
-    if (!nns::sema::check::parse_memory_size(a.device_memory, check_opts.device_memory, check_opts.memory_label, err)) return usage_error(err);
-  }
-  if (!a.check_timeout.empty()) {
-    long long ms = 0;
-    if (!parse_int(a.check_timeout, ms) || ms < 1 || ms > 86400000) return usage_error("--check-timeout must be a number of milliseconds (1 to 86400000)");
-    check_opts.timeout_ms = static_cast<unsigned>(ms);
-  }
+  if (std::string usage; !parse_check_limits(a, check_opts, usage)) return usage_error(usage);
   if ((!a.device_memory.empty() || !a.check_timeout.empty()) && a.plan.empty()) return usage_error("--device-memory and --check-timeout need --plan NAME");
   const std::string& path = a.positional[0];
   nns::front::SourceManager sources;
@@ -500,15 +507,7 @@ int cmd_run(const Args& a) {
     check_opts.momentum = spec.optimizer.momentum;
     check_opts.micro_batches = spec.micro_batches;
     check_opts.sources = &sources;
-    if (!a.device_memory.empty()) {
-      std::string err;
-      if (!nns::sema::check::parse_memory_size(a.device_memory, check_opts.device_memory, check_opts.memory_label, err)) return usage_error(err);
-    }
-    if (!a.check_timeout.empty()) {
-      long long ms = 0;
-      if (!parse_int(a.check_timeout, ms) || ms < 1 || ms > 86400000) return usage_error("--check-timeout must be a number of milliseconds (1 to 86400000)");
-      check_opts.timeout_ms = static_cast<unsigned>(ms);
-    }
+    if (std::string usage; !parse_check_limits(a, check_opts, usage)) return usage_error(usage);
     nns::sema::check::Verdict verdict;
     nns::sema::check::check_plan(g, plan, check_opts, diags, std::cout, &verdict);
     if (verdict != nns::sema::check::Verdict::Legal) {
