@@ -23,7 +23,7 @@
 #include <unistd.h>
 #include <vector>
 
-#include "backend/program_check.h"
+#include "backend/lowering/program_check.h"
 #include "semantics/checker/checker.h"
 #include "semantics/interpreter.h"
 

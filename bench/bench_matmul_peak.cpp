@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "backend/cpu/kernels.h"
+#include "backend/runtime/cpu/kernels.h"
 
 int main(int argc, char** argv) {
   int threads = argc > 1 ? std::atoi(argv[1]) : 0;

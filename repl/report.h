@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/comm_plan.h"
+#include "backend/lowering/comm_plan.h"
 #include "semantics/checker/checker.h"
 #include "semantics/interpreter.h"
 

@@ -125,4 +125,11 @@ GraphSummary summarize(const Graph& g);
 std::string format_count(double v);   // 1.23 K/M/B
 std::string format_bytes(int64_t b);  // 12.3 MiB
 
+// The ops one sub-op runs: a top-level op elaborated again on its slice into
+// a rank-local graph (semantics/instantiate.cpp, called by lowering).
+struct OpInstance {
+  std::vector<int> inputs, outputs;  // tensors of the local graph, one per operand of the op
+  std::vector<int> nodes;            // primitive nodes of the local graph, in execution order
+};
+
 }  // namespace nns::sema

@@ -40,7 +40,7 @@ struct GraphSwap {
 
 }  // namespace
 
-Interpreter::OpInstance Interpreter::instantiate_op(int node, const std::vector<Shape>& input_shapes,
+OpInstance Interpreter::instantiate_op(int node, const std::vector<Shape>& input_shapes,
                                                     const std::vector<Shape>& output_shapes,
                                                     const std::map<std::string, int64_t>& divisors, Graph& local) {
   const OpNode whole = graph_.node(node);  // a copy: the graph is swapped below

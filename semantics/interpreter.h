@@ -15,36 +15,10 @@
 #include "frontend/diagnostics.h"
 #include "semantics/graph.h"
 #include "semantics/plan.h"
+#include "semantics/train_spec.h"
 #include "semantics/value.h"
 
 namespace nns::sema {
-
-struct OptimizerSpec {
-  std::string kind = "sgd";  // "sgd" | "adamw"
-  double lr = 1e-3, momentum = 0, weight_decay = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-};
-struct ScheduleSpec {
-  std::string kind = "constant";  // "constant" | "cosine" | "linear"
-  int64_t warmup = 0;
-  double min_lr = 0;
-};
-struct DataSpec {
-  std::string kind = "synthetic";  // "synthetic" | "safetensors"
-  int64_t seed = 0;
-  std::string path;
-};
-struct TrainSpec {
-  int loss = -1;
-  OptimizerSpec optimizer;
-  ScheduleSpec schedule;
-  DataSpec data;
-  int64_t steps = 10;
-  // The inputs declare ONE micro-batch; a step runs micro_batches of them
-  // and accumulates their gradients (global batch = micro_batches x input batch).
-  int64_t micro_batches = 1;
-  double clip = 0;  // global-norm gradient clipping; 0 = off
-  front::SourceLoc loc;
-};
 
 struct PlanInfo {
   std::string name;
@@ -112,7 +86,7 @@ class Interpreter {
   bool run_session_input(const std::string& name, std::string text, Plan* plan, std::optional<Value>* result);
   const std::shared_ptr<Env>& session_env();
 
-  // ---- per-rank lowering (backend/plan_runtime.cpp) ----
+  // ---- per-rank lowering (backend/lowering/lower_plan.cpp, through an elaborator callback) ----
   // The ops one sub-op runs: top-level op `node` of graph() elaborated again,
   // into `local`, on its slice — inputs of `input_shapes`, int arguments
   // named by a split identifier divided by `divisors[id]` (an attention
@@ -120,10 +94,6 @@ class Interpreter {
   // from `output_shapes`. Composite ops run their body again, so every op
   // inside sees the sliced shapes. Throws std::runtime_error (naming the op)
   // when the op cannot be elaborated on that slice.
-  struct OpInstance {
-    std::vector<int> inputs, outputs;  // tensors of `local`, one per operand of the op
-    std::vector<int> nodes;            // primitive nodes of `local`, in execution order
-  };
   OpInstance instantiate_op(int node, const std::vector<Shape>& input_shapes, const std::vector<Shape>& output_shapes,
                             const std::map<std::string, int64_t>& divisors, Graph& local);
 

@@ -16,7 +16,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "backend/cpu/kernels.h"
+#include "backend/runtime/cpu/kernels.h"
 
 namespace nns::backend::test {
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <thread>
 
-#include "backend/cpu/philox.h"
+#include "backend/runtime/cpu/philox.h"
 #include "backend_test_util.h"
 
 namespace nns::backend::test {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/safetensors.h"
+#include "backend/runtime/safetensors.h"
 
 namespace nns::backend::test {
 

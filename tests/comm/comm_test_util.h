@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "backend/comm/communicator.h"
-#include "backend/comm/launcher.h"
+#include "backend/runtime/comm/communicator.h"
+#include "backend/runtime/comm/launcher.h"
 
 namespace nns::comm_test {
 

@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "backend/adapters.h"
+#include "backend/lowering/adapters.h"
 
 using namespace nns::backend;
 using F = LayoutFactor;

@@ -4,7 +4,7 @@
 #include <memory>
 #include <unistd.h>
 
-#include "backend/comm_plan.h"
+#include "backend/lowering/comm_plan.h"
 #include "semantics/interpreter.h"
 
 using namespace nns;

@@ -7,9 +7,9 @@
 #include <memory>
 #include <unistd.h>
 
-#include "backend/backend.h"
-#include "backend/safetensors.h"
-#include "backend/trainer.h"
+#include "backend/runtime/backend.h"
+#include "backend/runtime/safetensors.h"
+#include "backend/runtime/trainer.h"
 #include "semantics/autograd.h"
 #include "semantics/interpreter.h"
 

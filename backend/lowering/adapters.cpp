@@ -1,0 +1,403 @@
+#include "backend/lowering/adapters.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <queue>
+#include <set>
+#include <stdexcept>
+
+namespace nns::backend {
+
+namespace {
+
+std::string factor_text(const LayoutFactor& f) {
+  switch (f.kind) {
+    case LayoutFactor::R: return "R(" + std::to_string(f.n) + ")";
+    case LayoutFactor::V: return "V(" + std::to_string(f.n) + ")";
+    case LayoutFactor::D: return "D" + std::to_string(f.dim) + "(" + std::to_string(f.n) + ")";
+  }
+  return "?";
+}
+
+std::string key(const std::vector<LayoutFactor>& fs) {
+  std::string k;
+  for (const LayoutFactor& f : fs) k += factor_text(f) + " ";
+  return k;
+}
+
+std::vector<LayoutFactor> normalized(const std::vector<LayoutFactor>& in) {
+  std::vector<LayoutFactor> out;
+  for (const LayoutFactor& f : in) {
+    if (f.n == 1) continue;
+    if (!out.empty() && out.back().kind == f.kind && out.back().dim == f.dim) out.back().n *= f.n;
+    else out.push_back(f);
+  }
+  return out;
+}
+
+int64_t product(const std::vector<LayoutFactor>& fs) {
+  int64_t p = 1;
+  for (const LayoutFactor& f : fs) p *= f.n;
+  return p;
+}
+
+int64_t split_of_dim(const std::vector<LayoutFactor>& fs, int dim) {
+  int64_t p = 1;
+  for (const LayoutFactor& f : fs)
+    if (f.kind == LayoutFactor::D && f.dim == dim) p *= f.n;
+  return p;
+}
+
+int64_t pieces(const std::vector<LayoutFactor>& fs) {
+  int64_t p = 1;
+  for (const LayoutFactor& f : fs)
+    if (f.kind == LayoutFactor::D) p *= f.n;
+  return p;
+}
+
+// Device groups that differ only in digit `acted` of the mixed-radix sequence.
+std::vector<std::vector<int>> groups_of(const std::vector<LayoutFactor>& fs, size_t acted, const std::vector<int>& devices) {
+  std::map<std::vector<int64_t>, std::vector<int>> by_rest;
+  for (size_t pos = 0; pos < devices.size(); ++pos) {
+    std::vector<int64_t> digits(fs.size());
+    int64_t rem = static_cast<int64_t>(pos);
+    for (size_t i = fs.size(); i-- > 0;) {
+      digits[i] = rem % fs[i].n;
+      rem /= fs[i].n;
+    }
+    digits[acted] = -1;
+    by_rest[digits].push_back(devices[pos]);
+  }
+  std::vector<std::vector<int>> groups;
+  for (auto& [rest, g] : by_rest) groups.push_back(g);
+  return groups;
+}
+
+struct Edge {
+  std::vector<LayoutFactor> next;
+  AdapterStep step;                 // groups filled in only for the chosen path
+  std::vector<LayoutFactor> acted_on;  // the factors the step acts on, and which
+  size_t acted = 0;
+};
+
+// Every single-primitive move from `fs`: act on a whole factor or on the
+// inner/outer part of one (a factor R(4) is also R(2)R(2), the same mapping).
+std::vector<Edge> moves(const std::vector<LayoutFactor>& fs, const sema::Shape& shape, double full_bytes) {
+  std::vector<Edge> out;
+  double piece = full_bytes / static_cast<double>(pieces(fs));
+  for (size_t i = 0; i < fs.size(); ++i) {
+    const LayoutFactor f = fs[i];
+    for (int64_t a = 2; a <= f.n; ++a) {
+      if (f.n % a) continue;
+      for (int side = 0; side < (a == f.n ? 1 : 2); ++side) {
+        std::vector<LayoutFactor> ex(fs.begin(), fs.begin() + static_cast<long>(i));
+        size_t acted;
+        if (a == f.n) {
+          ex.push_back(f);
+          acted = i;
+        } else if (side == 0) {  // act on the inner part
+          ex.push_back({f.kind, f.dim, f.n / a});
+          ex.push_back({f.kind, f.dim, a});
+          acted = i + 1;
+        } else {  // act on the outer part
+          ex.push_back({f.kind, f.dim, a});
+          ex.push_back({f.kind, f.dim, f.n / a});
+          acted = i;
+        }
+        ex.insert(ex.end(), fs.begin() + static_cast<long>(i) + 1, fs.end());
+        double n = static_cast<double>(a);
+        // Device groups are computed for the chosen path only (search()):
+        // building them for every candidate move dominated derivation time.
+        auto emit = [&](LayoutFactor replacement, AdapterStep step) {
+          std::vector<LayoutFactor> next = ex;
+          next[acted] = replacement;
+          out.push_back({normalized(next), step, ex, acted});
+        };
+        // A D digit is the innermost of its dim's digits: gathering, chunking or
+        // exchanging any other one would leave a device with blocks that are
+        // not contiguous (a different layout from the one the factors name).
+        auto innermost = [&](int dim) {
+          for (size_t j = acted + 1; j < ex.size(); ++j)
+            if (ex[j].kind == LayoutFactor::D && ex[j].dim == dim) return false;
+          return true;
+        };
+        auto can_split = [&](int dim) { return shape[dim] % (split_of_dim(ex, dim) * a) == 0 && innermost(dim); };
+        if (f.kind == LayoutFactor::V) {
+          emit({LayoutFactor::R, -1, a}, {AdapterStep::AllReduce, -1, -1, {}, 2 * (n - 1) / n * piece});
+          for (int d = 0; d < static_cast<int>(shape.size()); ++d)
+            if (can_split(d)) emit({LayoutFactor::D, d, a}, {AdapterStep::ReduceScatter, d, -1, {}, (n - 1) / n * piece});
+        } else if (f.kind == LayoutFactor::D) {
+          if (!innermost(f.dim)) continue;
+          emit({LayoutFactor::R, -1, a}, {AdapterStep::AllGather, f.dim, -1, {}, (n - 1) / n * piece * n});
+          for (int d = 0; d < static_cast<int>(shape.size()); ++d)
+            if (d != f.dim && can_split(d)) emit({LayoutFactor::D, d, a}, {AdapterStep::AllToAll, f.dim, d, {}, (n - 1) / n * piece});
+        } else {
+          for (int d = 0; d < static_cast<int>(shape.size()); ++d)
+            if (can_split(d)) emit({LayoutFactor::D, d, a}, {AdapterStep::Chunk, d, -1, {}, 0});
+          emit({LayoutFactor::V, -1, a}, {AdapterStep::ValueSplit, -1, -1, {}, 0});
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// The cheapest chain of moves from one factor list to another. It depends
+// on the factors, the shape and the byte size only, not on which devices
+// hold the pieces, so one search serves every edge with the same pair.
+struct Chain {
+  std::vector<std::pair<Edge, std::vector<LayoutFactor>>> moves;  // each move and the factors after it
+  double cost = 0;
+  std::string error;  // non-empty: no chain exists
+};
+
+Chain find_chain(const std::vector<LayoutFactor>& from, const std::vector<LayoutFactor>& to, const sema::Shape& shape, double full_bytes,
+                 bool exhaustive) {
+  // One collective that does the whole change is taken at once when the
+  // source has no replicated factor: each primitive's volume is what a
+  // bandwidth-optimal algorithm moves for that change, so no chain beats it
+  // (tests/plan/adapters_test.cpp checks this against the exhaustive search
+  // over every layout pair of 4 and 8 devices). With replicas a chain can
+  // win: chunk the replicas, reduce a smaller piece, gather back. Proving
+  // the single collective optimal by search is what made a 1024-way V -> R
+  // cost 50,000 expansions: the free moves open a vast space below its cost.
+  const std::string start = key(from), goal = key(to);
+  bool replicated = false;
+  for (const LayoutFactor& f : from) replicated = replicated || (f.kind == LayoutFactor::R && f.n > 1);
+  if (!exhaustive && !replicated) {
+    Chain direct;
+    bool found = false;
+    for (Edge& e : moves(from, shape, full_bytes))
+      if (key(e.next) == goal && (!found || e.step.bytes < direct.cost)) {
+        found = true;
+        direct.cost = e.step.bytes;
+        direct.moves = {{e, e.next}};
+      }
+    if (found) return direct;
+  }
+  // A* with a lower bound on what is left to pay, from two facts of the
+  // volume model. (1) Only an allgather makes a device's piece larger, and
+  // it costs exactly the growth: reaching the target's piece G from a piece
+  // q costs at least G - q. (2) Partial sums in excess of the target's (v
+  // where it has g) need reductions whose factors multiply to at least v/g;
+  // one of factor a moves at least (1 - 1/a) of the piece it reduces, and
+  // sum(1 - 1/a_i) >= 1 - 1/prod(a_i), so reductions on pieces of at least
+  // m cost at least (1 - g/v) m, and a piece of m < G must then grow by
+  // G - m. Minimising over m gives the bound below. It never overestimates,
+  // so the first chain to reach the goal is still the cheapest (states are
+  // re-opened when a cheaper way to them turns up).
+  const double goal_piece = full_bytes / static_cast<double>(pieces(to));
+  auto value_parts = [](const std::vector<LayoutFactor>& fs) {
+    int64_t v = 1;
+    for (const LayoutFactor& f : fs)
+      if (f.kind == LayoutFactor::V) v *= f.n;
+    return v;
+  };
+  const int64_t goal_values = value_parts(to);
+  auto lower_bound = [&](const std::vector<LayoutFactor>& fs) {
+    if (exhaustive) return 0.0;  // plain Dijkstra, which tests compare against
+    double q = full_bytes / static_cast<double>(pieces(fs));
+    double grow = std::max(0.0, goal_piece - q);
+    int64_t v = value_parts(fs);
+    if (v <= goal_values) return grow;
+    double r = static_cast<double>(goal_values) / static_cast<double>(v);
+    return std::min((1 - r) * goal_piece + grow, goal_piece - r * std::min(q, goal_piece));
+  };
+  struct Item {
+    double f;  // cost so far + lower bound of the rest
+    double cost;
+    int steps;
+    std::string state;
+    bool operator>(const Item& o) const { return f != o.f ? f > o.f : steps > o.steps; }
+  };
+  std::map<std::string, std::pair<double, int>> best;
+  std::map<std::string, std::pair<std::string, Edge>> came_from;
+  std::map<std::string, std::vector<LayoutFactor>> states;
+  std::priority_queue<Item, std::vector<Item>, std::greater<Item>> open;
+  states[start] = from;
+  best[start] = {0, 0};
+  open.push({lower_bound(from), 0, 0, start});
+  // No state whose bound exceeds the best chain to the goal found so far can
+  // lead to a better one: without this, the free moves (chunk, value-split)
+  // of a 1024-way layout open tens of thousands of states.
+  auto beaten_by_goal = [&](double f, int steps) {
+    auto g = best.find(goal);
+    if (g == best.end()) return false;
+    double slack = 1e-9 * g->second.first;  // bounds add fractions: no rounding may drop a tie
+    return f > g->second.first + slack || (f >= g->second.first - slack && steps >= g->second.second);
+  };
+  size_t expanded = 0;
+  while (!open.empty()) {
+    Item cur = open.top();
+    open.pop();
+    if (cur.cost > best[cur.state].first || (cur.cost == best[cur.state].first && cur.steps > best[cur.state].second)) continue;
+    if (cur.state == goal) break;
+    if (++expanded > 50000) break;
+    for (Edge& e : moves(states[cur.state], shape, full_bytes)) {
+      std::string k = key(e.next);
+      double c = cur.cost + e.step.bytes;
+      int steps = cur.steps + 1;
+      double f = c + (k == goal ? 0.0 : lower_bound(e.next));
+      if (k != goal && beaten_by_goal(f, steps)) continue;
+      auto it = best.find(k);
+      // Ties in volume go to the shorter chain (fewer collectives to launch).
+      if (it != best.end() && (it->second.first < c || (it->second.first == c && it->second.second <= steps))) continue;
+      best[k] = {c, steps};
+      states[k] = e.next;
+      came_from[k] = {cur.state, e};
+      open.push({f, c, steps, k});
+    }
+  }
+  Chain chain;
+  if (!best.count(goal)) {
+    chain.error = "no chain of collectives turns " + start + "into " + goal;
+    return chain;
+  }
+  chain.cost = best[goal].first;
+  for (std::string k = goal; k != start; k = came_from[k].first) chain.moves.insert(chain.moves.begin(), {came_from[k].second, states[k]});
+  return chain;
+}
+
+// find_chain, remembered across calls. The chain depends on the shape only
+// through which splits divide it, and every cost scales with the tensor's
+// bytes: the search runs on the divisibility profile (gcd of each dim with
+// the device count) at one byte, so the layers of every stage share it.
+const Chain& cached_chain(const std::vector<LayoutFactor>& from, const std::vector<LayoutFactor>& to, const sema::Shape& shape,
+                          bool exhaustive) {
+  static std::mutex mu;
+  static std::map<std::string, Chain> cache;
+  int64_t n = product(from);
+  sema::Shape profile;
+  for (int64_t d : shape) profile.push_back(std::gcd(d, n));
+  std::string k = key(from) + "|" + key(to) + "|" + sema::shape_to_string(profile) + (exhaustive ? "|x" : "");
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(k);
+    if (it != cache.end()) return it->second;
+  }
+  Chain c = find_chain(from, to, profile, 1.0, exhaustive);
+  std::lock_guard<std::mutex> lock(mu);
+  return cache.emplace(k, std::move(c)).first->second;  // std::map: references stay valid
+}
+
+Adapter search(const std::vector<LayoutFactor>& from, const std::vector<LayoutFactor>& to, const std::vector<int>& devices,
+               const sema::Shape& shape, double full_bytes, bool exhaustive) {
+  const Chain& chain = cached_chain(from, to, shape, exhaustive);
+  if (!chain.error.empty()) throw std::invalid_argument(chain.error);
+  Adapter a;
+  a.cost = chain.cost * full_bytes;
+  for (const auto& [edge, after] : chain.moves) {
+    AdapterStep step = edge.step;
+    step.bytes *= full_bytes;
+    step.groups = groups_of(edge.acted_on, edge.acted, devices);
+    step.after = Layout{devices, after};
+    a.steps.push_back(step);
+  }
+  return a;
+}
+
+}  // namespace
+
+Layout normalize(Layout l) {
+  l.factors = normalized(l.factors);
+  return l;
+}
+
+std::string Layout::to_string() const {
+  std::string s;
+  for (const LayoutFactor& f : normalized(factors)) s += factor_text(f) + " ";
+  if (s.empty()) s = "R(1) ";
+  s += "over [";
+  for (size_t i = 0; i < devices.size(); ++i) s += (i ? "," : "") + std::to_string(devices[i]);
+  return s + "]";
+}
+
+const char* prim_name(AdapterStep::Prim p) {
+  switch (p) {
+    case AdapterStep::AllReduce: return "allreduce";
+    case AdapterStep::AllGather: return "allgather";
+    case AdapterStep::ReduceScatter: return "reduce-scatter";
+    case AdapterStep::AllToAll: return "all-to-all";
+    case AdapterStep::Chunk: return "chunk";
+    case AdapterStep::ValueSplit: return "value-split";
+    case AdapterStep::SendRecv: return "send/recv";
+  }
+  return "?";
+}
+
+std::string AdapterStep::to_string() const {
+  std::string s = prim_name(prim);
+  if (prim == AllToAll) s += " dim " + std::to_string(dim) + "->" + std::to_string(to_dim);
+  else if (dim >= 0) s += " dim " + std::to_string(dim);
+  s += " groups ";
+  for (size_t g = 0; g < groups.size(); ++g) {
+    s += g ? " " : "";
+    s += "{";
+    for (size_t i = 0; i < groups[g].size(); ++i) s += (i ? "," : "") + std::to_string(groups[g][i]);
+    s += "}";
+  }
+  s += " bytes " + std::to_string(static_cast<int64_t>(bytes));
+  return s;
+}
+
+std::string Adapter::to_string() const {
+  std::string s;
+  for (const AdapterStep& st : steps) s += st.to_string() + "\n";
+  return s;
+}
+
+Adapter derive_adapter(const Layout& from_in, const Layout& to_in, const sema::Shape& shape, int64_t elem_bytes, bool exhaustive) {
+  Layout from = normalize(from_in), to = normalize(to_in);
+  auto check = [&](const Layout& l, const char* which) {
+    if (product(l.factors) != static_cast<int64_t>(l.devices.size()))
+      throw std::invalid_argument(std::string(which) + " layout " + l.to_string() + ": factors do not multiply to the group size");
+    for (const LayoutFactor& f : l.factors)
+      if (f.kind == LayoutFactor::D && (f.dim < 0 || f.dim >= static_cast<int>(shape.size()) || shape[f.dim] % split_of_dim(l.factors, f.dim) != 0))
+        throw std::invalid_argument(std::string(which) + " layout " + l.to_string() + ": a split does not divide the tensor");
+  };
+  check(from, "source");
+  check(to, "target");
+  double full = static_cast<double>(sema::numel(shape) * elem_bytes);
+  if (from.devices == to.devices) return search(from.factors, to.factors, from.devices, shape, full, exhaustive);
+  if (from.devices.size() == 1 || to.devices.size() == 1) {
+    // One device to a group (broadcast / scatter as point-to-point sends from
+    // the holder), or a group to one device (gather the whole tensor inside
+    // the group first, then send it).
+    Adapter a;
+    int src = from.devices[0];
+    if (from.devices.size() > 1) a = search(from.factors, {{LayoutFactor::R, -1, static_cast<int64_t>(from.devices.size())}}, from.devices, shape, full, exhaustive);
+    AdapterStep send;
+    send.prim = AdapterStep::SendRecv;
+    for (int d : to.devices)
+      if (std::find(from.devices.begin(), from.devices.end(), d) == from.devices.end()) send.groups.push_back({src, d});
+    send.bytes = full / static_cast<double>(pieces(to.factors)) * static_cast<double>(send.groups.size());
+    send.after = to;
+    if (!send.groups.empty()) {
+      a.steps.push_back(send);
+      a.cost += send.bytes;
+    }
+    // Devices of both groups already hold the whole tensor: they chunk locally.
+    return a;
+  }
+  if (from.devices.size() != to.devices.size())
+    throw std::invalid_argument("moving between device groups of different sizes (" + from.to_string() + " to " + to.to_string() +
+                                ") is not supported yet");
+  // Another group of the same size: re-lay the tensor out within the source
+  // group, then each device sends its piece to the device at the same position.
+  Adapter a = search(from.factors, to.factors, from.devices, shape, full, exhaustive);
+  AdapterStep send;
+  send.prim = AdapterStep::SendRecv;
+  for (size_t p = 0; p < from.devices.size(); ++p)
+    if (from.devices[p] != to.devices[p]) send.groups.push_back({from.devices[p], to.devices[p]});
+  send.bytes = full / static_cast<double>(pieces(to.factors));
+  send.after = to;
+  if (!send.groups.empty()) {
+    a.steps.push_back(send);
+    a.cost += send.bytes;
+  }
+  return a;
+}
+
+}  // namespace nns::backend

@@ -1,0 +1,346 @@
+#include "backend/lowering/comm_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+namespace nns::backend {
+
+using sema::OperandSlice;
+
+namespace {
+
+bool same_ranges(const OperandSlice& a, const OperandSlice& b) { return a.start == b.start && a.length == b.length; }
+
+// Merges two pieces one device holds into one, if they are adjacent along a
+// dim (same values) or complementary partial sums of the same region.
+bool merge(const OperandSlice& a, const OperandSlice& b, OperandSlice& out) {
+  if (same_ranges(a, b) && a.value_parts == b.value_parts) {
+    if (a.value_index == b.value_index) {
+      out = a;  // the same piece twice
+      return true;
+    }
+    // Values k and k+1 of n merge into k/2 of n/2 when k is even.
+    int64_t lo = std::min(a.value_index, b.value_index), hi = std::max(a.value_index, b.value_index);
+    if (hi == lo + 1 && lo % 2 == 0 && a.value_parts % 2 == 0) {
+      out = a;
+      out.value_index = lo / 2;
+      out.value_parts = a.value_parts / 2;
+      return true;
+    }
+    return false;
+  }
+  if (a.value_index != b.value_index || a.value_parts != b.value_parts || a.start.size() != b.start.size()) return false;
+  int diff = -1;
+  for (size_t d = 0; d < a.start.size(); ++d) {
+    if (a.start[d] == b.start[d] && a.length[d] == b.length[d]) continue;
+    if (diff >= 0) return false;
+    diff = static_cast<int>(d);
+  }
+  if (diff < 0) return false;
+  const OperandSlice& first = a.start[diff] < b.start[diff] ? a : b;
+  const OperandSlice& second = a.start[diff] < b.start[diff] ? b : a;
+  if (first.start[diff] + first.length[diff] != second.start[diff] || first.length[diff] != second.length[diff]) return false;
+  out = first;
+  out.length[diff] = first.length[diff] * 2;
+  // Only aligned pairs keep a regular split (piece 2i with 2i+1).
+  return (first.start[diff] / first.length[diff]) % 2 == 0;
+}
+
+std::vector<OperandSlice> merge_all(std::vector<OperandSlice> pieces) {
+  bool changed = true;
+  while (changed && pieces.size() > 1) {
+    changed = false;
+    for (size_t i = 0; i < pieces.size() && !changed; ++i)
+      for (size_t j = i + 1; j < pieces.size() && !changed; ++j) {
+        OperandSlice m;
+        if (merge(pieces[i], pieces[j], m)) {
+          pieces[i] = m;
+          pieces.erase(pieces.begin() + static_cast<long>(j));
+          changed = true;
+        }
+      }
+  }
+  return pieces;
+}
+
+}  // namespace
+
+bool layout_of_pieces(const std::vector<std::pair<int, OperandSlice>>& pieces, const sema::Shape& shape, Layout& out, std::string& why) {
+  std::map<int, std::vector<OperandSlice>> by_device;
+  for (const auto& [dev, s] : pieces) by_device[dev].push_back(s);
+  std::map<int, OperandSlice> piece;
+  for (auto& [dev, list] : by_device) {
+    std::vector<OperandSlice> merged = list.size() == 1 ? std::move(list) : merge_all(list);
+    if (merged.size() != 1) {
+      why = "device " + std::to_string(dev) + " holds " + std::to_string(merged.size()) + " pieces that do not merge into one";
+      return false;
+    }
+    piece[dev] = merged[0];
+  }
+  const OperandSlice& p0 = piece.begin()->second;
+  size_t rank = shape.size();
+  std::vector<int64_t> split(rank, 1);
+  for (size_t d = 0; d < rank; ++d) {
+    if (p0.length[d] <= 0 || shape[d] % p0.length[d] != 0) {
+      why = "pieces do not split dim " + std::to_string(d) + " evenly";
+      return false;
+    }
+    split[d] = shape[d] / p0.length[d];
+  }
+  for (auto& [dev, s] : piece)
+    if (s.length != p0.length || s.value_parts != p0.value_parts) {
+      why = "devices hold pieces of different sizes";
+      return false;
+    }
+  // Coordinates of every device: dim indices, value index, replica index.
+  std::vector<int> devices;
+  for (auto& [dev, s] : piece) devices.push_back(dev);
+  std::map<std::vector<int64_t>, int64_t> replicas_seen;
+  std::vector<std::vector<int64_t>> coord;  // per position in `devices`: [R, V, D0..]
+  coord.reserve(devices.size());
+  for (const auto& [dev, s] : piece) {
+    std::vector<int64_t> c{0, s.value_index};
+    for (size_t d = 0; d < rank; ++d) c.push_back(s.start[d] / s.length[d]);
+    std::vector<int64_t> k(c.begin() + 1, c.end());
+    c[0] = replicas_seen[k]++;
+    coord.push_back(std::move(c));
+  }
+  int64_t r = replicas_seen.begin()->second;
+  for (auto& [k, n] : replicas_seen)
+    if (n != r) {
+      why = "pieces are replicated unevenly";
+      return false;
+    }
+  int64_t expected = r * p0.value_parts;
+  for (int64_t s : split) expected *= s;
+  if (expected != static_cast<int64_t>(devices.size())) {
+    why = "the pieces do not cover the tensor exactly once per replica";
+    return false;
+  }
+  // Which order of the factors makes the device positions a mixed-radix number?
+  std::vector<std::pair<LayoutFactor, int>> factors;  // factor, coordinate slot
+  if (r > 1) factors.push_back({{LayoutFactor::R, -1, r}, 0});
+  if (p0.value_parts > 1) factors.push_back({{LayoutFactor::V, -1, p0.value_parts}, 1});
+  for (size_t d = 0; d < rank; ++d)
+    if (split[d] > 1) factors.push_back({{LayoutFactor::D, static_cast<int>(d), split[d]}, static_cast<int>(2 + d)});
+  std::vector<int> order(factors.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  do {
+    bool ok = true;
+    for (size_t pos = 0; pos < devices.size() && ok; ++pos) {
+      int64_t rem = static_cast<int64_t>(pos);
+      for (size_t i = order.size(); i-- > 0 && ok;) {
+        const auto& [f, slot] = factors[order[i]];
+        ok = coord[pos][slot] == rem % f.n;
+        rem /= f.n;
+      }
+    }
+    if (ok) {
+      out.devices = devices;
+      out.factors.clear();
+      for (int i : order) out.factors.push_back(factors[i].first);
+      if (out.factors.empty()) out.factors.push_back({LayoutFactor::R, -1, 1});
+      return true;
+    }
+  } while (std::next_permutation(order.begin(), order.end()));
+  why = "devices hold the pieces in an order that is not a mixed-radix layout";
+  return false;
+}
+
+std::vector<std::pair<int, OperandSlice>> input_pieces(const sema::Plan& plan, int node, size_t k) {
+  std::vector<std::pair<int, OperandSlice>> out;
+  for (int leaf : plan.leaves_of(node)) {
+    const sema::SubOp& s = plan.subops[leaf];
+    for (int d : s.devices) out.push_back({d, s.inputs[k]});
+  }
+  return out;
+}
+
+std::vector<std::pair<int, OperandSlice>> output_pieces(const sema::Plan& plan, int node, size_t k) {
+  std::vector<std::pair<int, OperandSlice>> out;
+  for (int leaf : plan.leaves_of(node)) {
+    const sema::SubOp& s = plan.subops[leaf];
+    for (int d : s.devices) out.push_back({d, s.outputs[k]});
+  }
+  return out;
+}
+
+// The gradient a consumer produces for a parameter piece: distinct sub-ops
+// sharing a piece (e.g. batch-split) produce partial sums; the same sub-op
+// replicated on several devices produces the same values.
+std::vector<std::pair<int, OperandSlice>> gradient_pieces(const sema::Plan& plan, int node, size_t k) {
+  std::map<std::pair<std::vector<int64_t>, std::vector<int64_t>>, std::vector<int>> sharing;  // piece -> leaves
+  std::vector<int> leaves;
+  for (int leaf : plan.leaves_of(node)) leaves.push_back(leaf);
+  for (int leaf : leaves) {
+    const OperandSlice& s = plan.subops[leaf].inputs[k];
+    sharing[{s.start, s.length}].push_back(leaf);
+  }
+  std::vector<std::pair<int, OperandSlice>> out;
+  for (auto& [key, group] : sharing)
+    for (size_t i = 0; i < group.size(); ++i) {
+      OperandSlice s = plan.subops[group[i]].inputs[k];
+      s.value_parts = static_cast<int64_t>(group.size());
+      s.value_index = static_cast<int64_t>(i);
+      for (int d : plan.subops[group[i]].devices) out.push_back({d, s});
+    }
+  return out;
+}
+
+Layout gradient_layout(Layout l) {
+  for (LayoutFactor& f : l.factors)
+    if (f.kind == LayoutFactor::V) f.kind = LayoutFactor::R;
+  return normalize(l);
+}
+
+CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan) {
+  CommPlan cp;
+  // Layers repeat: the same (layout, layout, shape) pair is searched once.
+  // Device lists are numbered once: keys spelling out 1024 devices made the
+  // lookups themselves the cost of deriving a 1024-device plan.
+  std::map<std::string, Adapter> adapter_cache;
+  std::map<std::vector<int>, int> device_set_ids;
+  auto layout_key = [&](const Layout& l) {
+    int id = device_set_ids.emplace(l.devices, static_cast<int>(device_set_ids.size())).first->second;
+    return Layout{{}, l.factors}.to_string() + "#" + std::to_string(id);  // to_string normalises the factors
+  };
+  auto cached_adapter = [&](const Layout& from, const Layout& to, const sema::Shape& shape, int64_t elem_bytes) {
+    std::string key = layout_key(from) + "|" + layout_key(to) + "|" + sema::shape_to_string(shape) + "|" + std::to_string(elem_bytes);
+    auto it = adapter_cache.find(key);
+    if (it == adapter_cache.end()) it = adapter_cache.emplace(key, derive_adapter(from, to, shape, elem_bytes)).first;
+    return it->second;
+  };
+  std::map<int, Layout> storage;  // params / inputs: the layout of their first consumer
+  auto add_edge = [&](int tensor, int producer, int consumer, int input_index, bool backward, const std::vector<std::pair<int, OperandSlice>>& from_pieces,
+                      const Layout* from_known, const std::vector<std::pair<int, OperandSlice>>& to_pieces) {
+    CommEdge e;
+    e.tensor = tensor;
+    e.producer = producer;
+    e.consumer = consumer;
+    e.input_index = input_index;
+    e.backward = backward;
+    const sema::TensorInfo& t = g.tensor(tensor);
+    std::string why;
+    bool ok = from_known ? (e.from = *from_known, true) : layout_of_pieces(from_pieces, t.shape, e.from, why);
+    if (ok) ok = layout_of_pieces(to_pieces, t.shape, e.to, why);
+    if (!ok) {
+      e.note = "irregular layout (" + why + "): needs piece-wise send/recv";
+    } else {
+      try {
+        e.adapter = cached_adapter(e.from, e.to, t.shape, sema::dtype_bytes(t.dtype));
+      } catch (const std::invalid_argument& err) {
+        e.note = err.what();
+      }
+    }
+    cp.edges.push_back(std::move(e));
+  };
+  for (size_t node = 0; node < plan.root_of_node.size(); ++node) {
+    if (plan.root_of_node[node] < 0) continue;
+    const sema::OpNode& n = g.node(static_cast<int>(node));
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      int t = n.inputs[k];
+      const sema::TensorInfo& info = g.tensor(t);
+      auto to = input_pieces(plan, static_cast<int>(node), k);
+      if (info.kind != sema::TensorKind::Activation) {
+        Layout here;
+        std::string why;
+        if (!storage.count(t) && layout_of_pieces(to, info.shape, here, why)) {
+          storage[t] = here;  // lives where its first consumer needs it: no traffic
+          continue;
+        }
+        if (storage.count(t)) add_edge(t, -1, static_cast<int>(node), static_cast<int>(k), false, {}, &storage[t], to);
+        else add_edge(t, -1, static_cast<int>(node), static_cast<int>(k), false, to, nullptr, to);
+        continue;
+      }
+      int producer = info.producer;
+      const sema::OpNode& p = g.node(producer);
+      size_t o = static_cast<size_t>(std::find(p.outputs.begin(), p.outputs.end(), t) - p.outputs.begin());
+      add_edge(t, producer, static_cast<int>(node), static_cast<int>(k), false, output_pieces(plan, producer, o), nullptr, to);
+    }
+  }
+  // Backward: each consumer produces the gradient of its input in the layout
+  // of its sub-ops (distinct sub-ops sharing a piece give partial sums); it
+  // must reach the layout the producer's backward (or the parameter update)
+  // reads it in.
+  for (size_t node = 0; node < plan.root_of_node.size(); ++node) {
+    if (plan.root_of_node[node] < 0) continue;
+    const sema::OpNode& n = g.node(static_cast<int>(node));
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      int t = n.inputs[k];
+      const sema::TensorInfo& info = g.tensor(t);
+      if (!sema::dtype_is_float(info.dtype) || info.kind == sema::TensorKind::Input) continue;
+      CommEdge e;
+      e.tensor = t;
+      e.producer = static_cast<int>(node);  // the consumer in forward produces the gradient
+      e.input_index = static_cast<int>(k);
+      e.backward = true;
+      std::string why;
+      bool ok = true;
+      if (info.kind == sema::TensorKind::Param) {
+        if (!storage.count(t)) continue;
+        e.to = storage[t];
+      } else {
+        const sema::OpNode& p = g.node(info.producer);
+        e.consumer = info.producer;
+        size_t o = static_cast<size_t>(std::find(p.outputs.begin(), p.outputs.end(), t) - p.outputs.begin());
+        ok = layout_of_pieces(output_pieces(plan, info.producer, o), info.shape, e.to, why);
+        // A producer that leaves partial sums reads the whole gradient on
+        // every part (the dual of its forward allreduce is the identity).
+        if (ok) e.to = gradient_layout(e.to);
+      }
+      if (ok) ok = layout_of_pieces(gradient_pieces(plan, static_cast<int>(node), k), info.shape, e.from, why);
+      if (!ok) {
+        e.note = "irregular gradient layout (" + why + "): needs piece-wise send/recv";
+      } else {
+        try {
+          e.adapter = cached_adapter(e.from, e.to, info.shape, sema::dtype_bytes(info.dtype));
+        } catch (const std::invalid_argument& err) {
+          e.note = err.what();
+        }
+      }
+      cp.edges.push_back(std::move(e));
+    }
+  }
+  return cp;
+}
+
+int64_t CommPlan::collectives() const {
+  int64_t n = 0;
+  for (const CommEdge& e : edges)
+    for (const AdapterStep& s : e.adapter.steps)
+      if (s.prim != AdapterStep::Chunk && s.prim != AdapterStep::ValueSplit) ++n;
+  return n;
+}
+
+double CommPlan::bytes() const {
+  double b = 0;
+  for (const CommEdge& e : edges) b += e.adapter.cost;
+  return b;
+}
+
+std::string CommPlan::dump(const sema::Graph& g) const {
+  std::ostringstream out;
+  out << "communication {\n";
+  for (const CommEdge& e : edges) {
+    if (e.adapter.steps.empty() && e.note.empty()) continue;
+    const sema::TensorInfo& t = g.tensor(e.tensor);
+    out << "  " << (e.backward ? "backward grad " : "forward ") << "%" << e.tensor << (t.kind == sema::TensorKind::Activation ? "" : "(" + t.name + ")")
+        << " " << sema::dtype_name(t.dtype) << sema::shape_to_string(t.shape) << ": "
+        << (e.producer >= 0 ? g.node(e.producer).name : std::string(t.kind == sema::TensorKind::Param ? "param" : "input")) << " -> "
+        << (e.consumer >= 0 ? g.node(e.consumer).name : std::string("update of " + t.name)) << "\n";
+    if (!e.note.empty()) {
+      out << "    " << e.note << "\n";
+      continue;
+    }
+    out << "    " << e.from.to_string() << "  =>  " << e.to.to_string() << "\n";
+    for (const AdapterStep& s : e.adapter.steps) out << "    " << s.to_string() << "\n";
+  }
+  out << "  total: " << collectives() << " collective(s) per step (forward and backward), " << static_cast<int64_t>(bytes())
+      << " bytes by the volume model\n";
+  out << "}\n";
+  return out.str();
+}
+
+}  // namespace nns::backend

@@ -1,0 +1,66 @@
+// Derives every communication a plan needs (`nns check --plan P --emit=comm`).
+//
+// For each tensor edge producer -> consumer between top-level ops, the
+// producer's leaf sub-ops leave the tensor in one layout and the consumer's
+// leaves need it in another; both are read off the sub-ops' operand slices
+// and devices (pieces one device holds several of — nnScaler's coshard — are
+// first merged locally) and derive_adapter finds the primitives. Parameters
+// and data inputs live where their first consumer needs them. In backward,
+// each consumer produces its input's gradient in its own layout (distinct
+// sub-ops sharing a piece give partial sums) and the gradient moves to the
+// layout the producer's backward or the parameter update reads — which is
+// how the duals appear (a replicated input of a head-split attention gets an
+// allreduce in backward, an allgather becomes a reduce-scatter).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "backend/lowering/adapters.h"
+#include "semantics/graph.h"
+#include "semantics/plan.h"
+
+namespace nns::backend {
+
+struct CommEdge {
+  int tensor = -1;
+  // Forward: producer -> consumer of the tensor. Backward (gradient of the
+  // tensor): the forward consumer that produces it -> the forward producer
+  // whose backward reads it, or -1 for a parameter's update.
+  int producer = -1;   // top-level node, or -1 for a parameter / input
+  int consumer = -1;
+  int input_index = -1;  // which input of the forward consumer (forward: `consumer`, backward: `producer`) the tensor is
+  bool backward = false;
+  Layout from, to;
+  Adapter adapter;
+  std::string note;    // why an edge could not be expressed as a layout, if so
+};
+
+struct CommPlan {
+  std::vector<CommEdge> edges;
+  int64_t collectives() const;  // number of collective launches (all groups of a step count once)
+  double bytes() const;         // total volume by the cost model
+  std::string dump(const sema::Graph& g) const;
+};
+
+// Reads a layout off the pieces that leaf sub-ops hold of one tensor.
+// `pieces` pairs a device with the slice it holds. Returns false (and says
+// why) when the pieces do not form an R x V x D layout over their devices.
+bool layout_of_pieces(const std::vector<std::pair<int, sema::OperandSlice>>& pieces, const sema::Shape& shape, Layout& out,
+                      std::string& why);
+
+CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan);
+
+// The pieces of operand k of top-level op `node` that the plan's leaf
+// sub-ops hold, one (device, slice) per device of each leaf; and the
+// gradient pieces that op's backward produces for input k (distinct
+// sub-ops sharing a piece give partial sums).
+std::vector<std::pair<int, sema::OperandSlice>> input_pieces(const sema::Plan& plan, int node, size_t k);
+std::vector<std::pair<int, sema::OperandSlice>> output_pieces(const sema::Plan& plan, int node, size_t k);
+std::vector<std::pair<int, sema::OperandSlice>> gradient_pieces(const sema::Plan& plan, int node, size_t k);
+
+// The gradient of a partial-sum tensor is the full gradient on every part:
+// a layout with its V factors read as R (what a producer's backward reads).
+Layout gradient_layout(Layout l);
+
+}  // namespace nns::backend

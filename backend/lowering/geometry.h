@@ -1,0 +1,43 @@
+// Piece geometry: which block of a full tensor one device holds under a
+// layout, and the box arithmetic lowering needs to move data between
+// pieces. Pure functions of shapes and layouts (no data); the runtime copies
+// bytes along the boxes these functions describe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/lowering/adapters.h"
+#include "semantics/graph.h"
+#include "semantics/plan.h"
+
+namespace nns::backend {
+
+// The piece of a tensor one device holds: a box (start, length per dim) of
+// the full tensor, which of the V partial sums it is, which of the R copies.
+struct Piece {
+  std::vector<int64_t> start, length;
+  int64_t value_index = 0, value_parts = 1;
+  int64_t replica_index = 0, replicas = 1;
+  int64_t numel() const;
+  bool same_box(const Piece& o) const { return start == o.start && length == o.length; }
+};
+
+// The piece `device` holds under layout `l` (throws if it holds none).
+Piece piece_of(const Layout& l, int device, const sema::Shape& shape);
+// Whether `device` holds a piece under `l`.
+bool holds(const Layout& l, int device);
+// The piece a sub-op operand slice reads or writes.
+Piece piece_of_slice(const sema::OperandSlice& s);
+// The whole tensor as one piece.
+Piece full_piece(const sema::Shape& shape);
+// Box arithmetic in full-tensor coordinates.
+bool contains(const Piece& outer, const std::vector<int64_t>& start, const std::vector<int64_t>& length);
+bool intersect(const Piece& a, const Piece& b, std::vector<int64_t>& start, std::vector<int64_t>& length);
+
+// Printers shared by lowering, verification and the runtime's messages.
+std::string region_text(const std::vector<int64_t>& start, const std::vector<int64_t>& length);  // [0:4, 0:32]
+std::string group_text(const std::vector<int>& g);                                               // {0,1,2}
+
+}  // namespace nns::backend

@@ -1,0 +1,400 @@
+#include "backend/runtime/comm/communicator.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/types.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <sstream>
+
+#include "backend/runtime/comm/reduce_scatter.h"
+#include "backend/runtime/comm/tcp_store.h"
+
+namespace nns::backend {
+namespace {
+
+using Ms = std::chrono::milliseconds;
+
+// Gloo's collectives name their slots with prefixes 0x01..0x08; 0x20 keeps
+// user point-to-point tags clear of them on any context.
+constexpr uint8_t kP2pSlotPrefix = 0x20;
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || x < INT_MIN || x > INT_MAX)
+    throw CommError(std::string("bad value for ") + name + ": '" + v + "' (expected an integer)");
+  return static_cast<int>(x);
+}
+
+bool is_loopback(const std::string& addr) {
+  return addr == "localhost" || addr == "::1" || addr.rfind("127.", 0) == 0;
+}
+
+// Gloo prefixes messages with "[/path/file.cc:123] "; users want the text.
+std::string strip_location(std::string msg) {
+  if (!msg.empty() && msg[0] == '[') {
+    auto close = msg.find("] ");
+    if (close != std::string::npos) msg.erase(0, close + 2);
+  }
+  return msg;
+}
+
+std::string seconds(Ms t) {
+  std::ostringstream s;
+  s.precision(3);
+  s << t.count() / 1000.0 << " s";
+  return s.str();
+}
+
+// Gloo calls Store::get without waiting and FileStore waits a fixed 30 s;
+// this adapter makes every blocking store call obey the communicator's
+// current timeout.
+class TimeoutStore : public gloo::rendezvous::Store {
+ public:
+  TimeoutStore(std::unique_ptr<gloo::rendezvous::Store> inner, std::function<Ms()> timeout)
+      : inner_(std::move(inner)), timeout_(std::move(timeout)) {}
+  void set(const std::string& key, const std::vector<char>& data) override { inner_->set(key, data); }
+  std::vector<char> get(const std::string& key) override {
+    inner_->wait({key}, timeout_());
+    return inner_->get(key);
+  }
+  void wait(const std::vector<std::string>& keys) override { inner_->wait(keys, timeout_()); }
+  void wait(const std::vector<std::string>& keys, const Ms& timeout) override { inner_->wait(keys, timeout); }
+
+ private:
+  std::unique_ptr<gloo::rendezvous::Store> inner_;
+  std::function<Ms()> timeout_;
+};
+
+}  // namespace
+
+struct Communicator::GroupState {
+  Group members;
+  int index = 0;  // this rank's member index
+  std::string name;
+  std::shared_ptr<gloo::Context> ctx;  // null for a one-member group
+  std::mutex op_mu;
+  bool broken = false;
+  std::string broken_cause;
+  uint32_t next_tag = 0;  // same op sequence on all members => same tags
+  std::vector<float> scratch;  // reduce_scatter's work blocks, kept for reuse
+  int size() const { return static_cast<int>(members.size()); }
+  int index_of(int global) const {
+    auto it = std::lower_bound(members.begin(), members.end(), global);
+    return it != members.end() && *it == global ? static_cast<int>(it - members.begin()) : -1;
+  }
+};
+
+std::string group_name(const Group& group) {
+  std::string s = "{";
+  for (size_t i = 0; i < group.size(); ++i) s += (i ? "," : "") + std::to_string(group[i]);
+  return s + "}";
+}
+
+CommConfig CommConfig::from_env() {
+  CommConfig c;
+  c.rank = env_int("NNS_RANK", 0);
+  c.world_size = env_int("NNS_WORLD_SIZE", 1);
+  if (const char* v = std::getenv("NNS_MASTER_ADDR"); v && *v) c.master_addr = v;
+  c.master_port = env_int("NNS_MASTER_PORT", 29500);
+  if (const char* v = std::getenv("NNS_STORE_DIR"); v && *v) c.store_dir = v;
+  if (const char* v = std::getenv("NNS_COMM_HOST"); v && *v) c.host = v;
+  if (const char* v = std::getenv("NNS_COMM_TIMEOUT"); v && *v) {
+    char* end = nullptr;
+    double s = std::strtod(v, &end);
+    if (*end != '\0' || !(s > 0))
+      throw CommError(std::string("bad value for NNS_COMM_TIMEOUT: '") + v + "' (expected seconds > 0)");
+    c.timeout = Ms(static_cast<int64_t>(s * 1000));
+  }
+  return c;
+}
+
+Communicator::Communicator(const CommConfig& cfg)
+    : rank_(cfg.rank), size_(cfg.world_size), timeout_(cfg.timeout) {
+  if (size_ < 1 || rank_ < 0 || rank_ >= size_)
+    throw CommError("bad rank configuration: rank " + std::to_string(rank_) + " of world size " +
+                    std::to_string(size_));
+  if (timeout_.count() <= 0) throw CommError("communicator timeout must be positive");
+  if (size_ > 1) {
+    // Gloo writes to sockets with writev(), which raises SIGPIPE when a
+    // peer has died; the default action would kill this rank silently
+    // instead of letting the collective report the dead peer.
+    struct sigaction old {};
+    sigaction(SIGPIPE, nullptr, &old);
+    if (old.sa_handler == SIG_DFL) std::signal(SIGPIPE, SIG_IGN);
+
+    std::unique_ptr<gloo::rendezvous::Store> inner;
+    if (!cfg.store_dir.empty()) {
+      // Every rank may be first to arrive; a missing directory is made.
+      if (::mkdir(cfg.store_dir.c_str(), 0755) != 0 && errno != EEXIST)
+        throw CommError("rendezvous directory " + cfg.store_dir + ": " + std::strerror(errno));
+      inner = std::make_unique<gloo::rendezvous::FileStore>(cfg.store_dir);
+    } else {
+      if (rank_ == 0) {
+        // Listen on loopback only when the run is local.
+        server_ = std::make_unique<TcpStoreServer>(is_loopback(cfg.master_addr) ? "127.0.0.1" : "0.0.0.0",
+                                                   cfg.master_port);
+      }
+      inner = std::make_unique<TcpStore>(cfg.master_addr, cfg.master_port, timeout_);
+    }
+    store_ = std::make_unique<TimeoutStore>(std::move(inner), [this] { return timeout(); });
+
+    gloo::transport::tcp::attr attr;
+    attr.hostname = cfg.host;
+    if (attr.hostname.empty()) {
+      if (is_loopback(cfg.master_addr)) {
+        attr.hostname = "127.0.0.1";
+      } else {
+        char name[256] = {};
+        ::gethostname(name, sizeof name - 1);
+        attr.hostname = name;
+      }
+    }
+    try {
+      device_ = gloo::transport::tcp::CreateDevice(attr);
+    } catch (const std::exception& e) {
+      throw CommError("rank " + std::to_string(rank_) + ": cannot create the TCP transport on '" + attr.hostname +
+                      "': " + strip_location(e.what()));
+    }
+  }
+  create_group(world());
+}
+
+// Members' contexts close their connections; the store server stops last.
+Communicator::~Communicator() {
+  groups_.clear();
+  store_.reset();
+  server_.reset();
+}
+
+Group Communicator::world() const {
+  Group g(size_);
+  for (int i = 0; i < size_; ++i) g[i] = i;
+  return g;
+}
+
+Ms Communicator::timeout() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return timeout_;
+}
+
+void Communicator::set_timeout(Ms t) {
+  if (t.count() <= 0) throw CommError("communicator timeout must be positive");
+  std::lock_guard<std::mutex> lock(mu_);
+  timeout_ = t;
+}
+
+void Communicator::create_group(const Group& group) { group_state(group); }
+
+std::shared_ptr<gloo::Context> Communicator::gloo_context(const Group& group) { return group_state(group).ctx; }
+
+Communicator::GroupState& Communicator::group_state(const Group& requested, const std::string& kind) {
+  const Group& members = requested.empty() ? world() : requested;
+  const std::string key = kind + group_name(members);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = groups_.find(key);
+    if (it != groups_.end()) return *it->second;
+  }
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i] < 0 || members[i] >= size_ || (i > 0 && members[i] <= members[i - 1]))
+      throw std::invalid_argument("invalid group " + group_name(members) + ": members must be distinct ranks in [0, " +
+                                  std::to_string(size_) + ") in ascending order");
+  }
+  auto gs = std::make_unique<GroupState>();
+  gs->members = members;
+  gs->name = group_name(members);
+  gs->index = gs->index_of(rank_);
+  if (gs->index < 0)
+    throw std::invalid_argument("rank " + std::to_string(rank_) + " is not a member of group " + gs->name);
+
+  // Serialized so that one rank creates its groups in one order even when
+  // several threads use new groups (the order rule in the header).
+  std::lock_guard<std::mutex> create_lock(create_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = groups_.find(key);
+    if (it != groups_.end()) return *it->second;
+  }
+  if (gs->size() > 1) {
+    Ms t = timeout();
+    auto start = std::chrono::steady_clock::now();
+    try {
+      auto ctx = std::make_shared<gloo::rendezvous::Context>(gs->index, gs->size());
+      ctx->setTimeout(t);
+      // Each group's rendezvous keys live under their own prefix.
+      gloo::rendezvous::PrefixStore prefixed("nns/" + key, *store_);
+      ctx->connectFullMesh(prefixed, device_);
+      // A member returns from connectFullMesh once its own side of every
+      // connection is up; a peer may still be accepting one. Without this
+      // barrier a member that finished and exited at once made such a
+      // peer's creation fail with "connection closed" (seen in our tests).
+      gloo::BarrierOptions barrier(ctx);
+      barrier.setTag(gs->next_tag++);
+      barrier.setTimeout(t);
+      gloo::barrier(barrier);
+      gs->ctx = ctx;
+    } catch (const std::exception& e) {
+      auto took = std::chrono::duration_cast<Ms>(std::chrono::steady_clock::now() - start);
+      throw CommError("nns comm: creating group " + gs->name + " failed on rank " + std::to_string(rank_) +
+                      " after " + seconds(took) + " (timeout " + seconds(t) + "): " + strip_location(e.what()));
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  return *(groups_[key] = std::move(gs));
+}
+
+void Communicator::fail(const char* what, GroupState& gs, const std::string& cause) {
+  gs.broken = true;
+  gs.broken_cause = std::string(what) + " failed: " + cause;
+  throw CommError("nns comm: " + std::string(what) + " over group " + gs.name + " failed on rank " +
+                  std::to_string(rank_) + ": " + cause);
+}
+
+template <class Fn>
+void Communicator::run(const char* what, GroupState& gs, Fn&& fn) {
+  std::lock_guard<std::mutex> lock(gs.op_mu);
+  if (gs.broken)
+    throw CommError("nns comm: " + std::string(what) + " over group " + gs.name + " on rank " +
+                    std::to_string(rank_) + ": the group is unusable after an earlier failure (" + gs.broken_cause +
+                    ")");
+  Ms t = timeout();
+  auto start = std::chrono::steady_clock::now();
+  try {
+    fn(t, gs.next_tag++);
+  } catch (const std::exception& e) {
+    auto took = std::chrono::duration_cast<Ms>(std::chrono::steady_clock::now() - start);
+    fail(what, gs, "after " + seconds(took) + " (timeout " + seconds(t) + "): " + strip_location(e.what()));
+  }
+}
+
+void Communicator::allreduce(float* buf, size_t count, const Group& group) {
+  GroupState& gs = group_state(group);
+  if (gs.size() == 1 || count == 0) return;
+  run("allreduce", gs, [&](Ms t, uint32_t tag) {
+    gloo::AllreduceOptions opts(gs.ctx);
+    opts.setOutput(buf, count);  // no input: in place
+    opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+    opts.setTag(tag);
+    opts.setTimeout(t);
+    gloo::allreduce(opts);
+  });
+}
+
+void Communicator::allgather(const float* in, float* out, size_t chunk, const Group& group) {
+  GroupState& gs = group_state(group);
+  if (gs.size() == 1 || chunk == 0) {
+    std::memmove(out, in, chunk * sizeof(float));
+    return;
+  }
+  run("allgather", gs, [&](Ms t, uint32_t tag) {
+    gloo::AllgatherOptions opts(gs.ctx);
+    opts.setInput(const_cast<float*>(in), chunk);  // Gloo only reads it
+    opts.setOutput(out, chunk * gs.size());
+    opts.setTag(tag);
+    opts.setTimeout(t);
+    gloo::allgather(opts);
+  });
+}
+
+void Communicator::reduce_scatter(const float* in, float* out, size_t chunk, const Group& group) {
+  GroupState& gs = group_state(group);
+  const size_t n = static_cast<size_t>(gs.size());
+  if (n == 1 || chunk == 0) {
+    std::memmove(out, in + gs.index * chunk, chunk * sizeof(float));
+    return;
+  }
+  run("reduce_scatter", gs, [&](Ms t, uint32_t tag) {
+    reduce_scatter_f32(*gs.ctx, in, out, chunk, gs.scratch, t, tag);
+  });
+}
+
+void Communicator::all_to_all(const float* in, float* out, size_t chunk, const Group& group) {
+  GroupState& gs = group_state(group);
+  if (gs.size() == 1 || chunk == 0) {
+    std::memmove(out, in, chunk * sizeof(float));
+    return;
+  }
+  run("all_to_all", gs, [&](Ms t, uint32_t tag) {
+    gloo::AlltoallOptions opts(gs.ctx);
+    opts.setInput(const_cast<float*>(in), chunk * gs.size());
+    opts.setOutput(out, chunk * gs.size());
+    opts.setTag(tag);
+    opts.setTimeout(t);
+    gloo::alltoall(opts);
+  });
+}
+
+void Communicator::broadcast(float* buf, size_t count, int root, const Group& group) {
+  GroupState& gs = group_state(group);
+  const int root_index = gs.index_of(root);
+  if (root_index < 0)
+    throw std::invalid_argument("broadcast root " + std::to_string(root) + " is not in group " + gs.name);
+  if (gs.size() == 1 || count == 0) return;
+  run("broadcast", gs, [&](Ms t, uint32_t tag) {
+    gloo::BroadcastOptions opts(gs.ctx);
+    opts.setOutput(buf, count);  // root sends from it, others receive into it
+    opts.setRoot(root_index);
+    opts.setTag(tag);
+    opts.setTimeout(t);
+    gloo::broadcast(opts);
+  });
+}
+
+void Communicator::barrier(const Group& group) {
+  GroupState& gs = group_state(group);
+  if (gs.size() == 1) return;
+  run("barrier", gs, [&](Ms t, uint32_t tag) {
+    gloo::BarrierOptions opts(gs.ctx);
+    opts.setTag(tag);
+    opts.setTimeout(t);
+    gloo::barrier(opts);
+  });
+}
+
+void Communicator::send(const float* buf, size_t count, int dst, uint32_t tag) {
+  if (dst == rank_ || dst < 0 || dst >= size_)
+    throw std::invalid_argument("send: bad destination rank " + std::to_string(dst) + " on rank " +
+                                std::to_string(rank_));
+  if (count == 0) return;
+  GroupState& gs = group_state({std::min(rank_, dst), std::max(rank_, dst)}, "p2p");
+  run("send", gs, [&](Ms t, uint32_t) {
+    auto ub = gs.ctx->createUnboundBuffer(const_cast<float*>(buf), count * sizeof(float));
+    ub->send(1 - gs.index, gloo::Slot::build(kP2pSlotPrefix, tag));
+    if (!ub->waitSend(t)) throw CommError("send aborted");
+  });
+}
+
+void Communicator::recv(float* buf, size_t count, int src, uint32_t tag) {
+  if (src == rank_ || src < 0 || src >= size_)
+    throw std::invalid_argument("recv: bad source rank " + std::to_string(src) + " on rank " + std::to_string(rank_));
+  if (count == 0) return;
+  GroupState& gs = group_state({std::min(rank_, src), std::max(rank_, src)}, "p2p");
+  run("recv", gs, [&](Ms t, uint32_t) {
+    auto ub = gs.ctx->createUnboundBuffer(buf, count * sizeof(float));
+    ub->recv(1 - gs.index, gloo::Slot::build(kP2pSlotPrefix, tag));
+    if (!ub->waitRecv(t)) throw CommError("recv aborted");
+  });
+}
+
+}  // namespace nns::backend

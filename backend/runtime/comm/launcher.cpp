@@ -1,0 +1,279 @@
+#include "backend/runtime/comm/launcher.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace nns::backend {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int cpu_count() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+void write_fd(int fd, const std::string& s) {
+  const char* p = s.data();
+  size_t n = s.size();
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+// Copies a child's stderr to ours a line at a time with its rank prefix.
+// Whole lines are written under one lock so ranks never interleave
+// mid-line.
+void forward_stderr(int fd, int rank, std::mutex& out_mu) {
+  const std::string prefix = "[rank " + std::to_string(rank) + "] ";
+  std::string pending;
+  char buf[4096];
+  for (;;) {
+    ssize_t r = ::read(fd, buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    pending.append(buf, static_cast<size_t>(r));
+    std::string lines;
+    size_t start = 0, nl;
+    while ((nl = pending.find('\n', start)) != std::string::npos) {
+      lines += prefix;
+      lines.append(pending, start, nl - start + 1);
+      start = nl + 1;
+    }
+    pending.erase(0, start);
+    if (!lines.empty()) {
+      std::lock_guard<std::mutex> lock(out_mu);
+      write_fd(2, lines);
+    }
+  }
+  if (!pending.empty()) {
+    std::lock_guard<std::mutex> lock(out_mu);
+    write_fd(2, prefix + pending + "\n");
+  }
+  ::close(fd);
+}
+
+// Runs in the forked child; never returns.
+[[noreturn]] void child_main(int rank, int world_size, int port, pid_t launcher, int err_fd,
+                             const std::vector<int>& inherited_fds, const std::function<int(int)>& rank_main) {
+  // Die with the launcher. The parent may already be gone by the time the
+  // request is made, which getppid() then reveals.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != launcher) ::_exit(kRankFailedExit);
+  // The launcher stops ranks with SIGTERM, whatever its own disposition.
+  // Handlers the parent installed for fatal signals (a test framework's
+  // crash reporter, say) would report as the parent from inside a rank;
+  // ignored signals stay ignored.
+  std::signal(SIGTERM, SIG_DFL);
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGINT}) {
+    struct sigaction old {};
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) std::signal(sig, SIG_DFL);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+
+  for (int fd : inherited_fds) ::close(fd);
+  ::dup2(err_fd, 2);
+  ::close(err_fd);
+  const char* verbose = std::getenv("NNS_VERBOSE_RANKS");
+  if (rank > 0 && !(verbose && std::string(verbose) == "1")) {
+    int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null_fd >= 0) {
+      ::dup2(null_fd, 1);
+      ::close(null_fd);
+    }
+  }
+  ::setenv("NNS_RANK", std::to_string(rank).c_str(), 1);
+  ::setenv("NNS_WORLD_SIZE", std::to_string(world_size).c_str(), 1);
+  ::setenv("NNS_MASTER_ADDR", "127.0.0.1", 1);
+  ::setenv("NNS_MASTER_PORT", std::to_string(port).c_str(), 1);
+  const char* threads = std::getenv("NNS_THREADS");
+  if (!threads || std::atoi(threads) <= 0)
+    ::setenv("NNS_THREADS", std::to_string(std::max(1, cpu_count() / world_size)).c_str(), 1);
+
+  int rc = kRankFailedExit;
+  try {
+    rc = rank_main(rank);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "nns: rank %d: error: %s\n", rank, e.what());
+  } catch (...) {
+    std::fprintf(stderr, "nns: rank %d: error: unknown exception\n", rank);
+  }
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  // _exit, not exit: the child's copy of the parent's static objects and
+  // atexit handlers (a test framework's reporters, for one) must not run
+  // once per rank.
+  ::_exit(rc >= 0 && rc <= 255 ? rc : kRankFailedExit);
+}
+
+struct Child {
+  pid_t pid = -1;
+  bool done = false;
+  int status = 0;
+};
+
+bool failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
+
+// Among ranks found dead in the same scan, the one most likely to be the
+// cause: a signal or a deliberate exit code beats 70, which is also what
+// ranks exit with when a collective reports the first rank's death.
+int pick_culprit(const std::vector<Child>& kids, const std::vector<int>& just_failed) {
+  auto score = [&](int r) {
+    int st = kids[r].status;
+    if (WIFSIGNALED(st)) return 0;
+    return WEXITSTATUS(st) != kRankFailedExit ? 1 : 2;
+  };
+  int best = just_failed[0];
+  for (int r : just_failed)
+    if (score(r) < score(best)) best = r;
+  return best;
+}
+
+// Reaps every child that has exited; returns the ranks that failed.
+std::vector<int> reap(std::vector<Child>& kids) {
+  std::vector<int> newly_failed;
+  for (size_t r = 0; r < kids.size(); ++r) {
+    if (kids[r].done) continue;
+    int st = 0;
+    pid_t p = ::waitpid(kids[r].pid, &st, WNOHANG);
+    if (p == kids[r].pid || (p < 0 && errno == ECHILD)) {
+      kids[r].done = true;
+      kids[r].status = p == kids[r].pid ? st : 0;
+      if (p == kids[r].pid && failed(st)) newly_failed.push_back(static_cast<int>(r));
+    }
+  }
+  return newly_failed;
+}
+
+bool all_done(const std::vector<Child>& kids) {
+  return std::all_of(kids.begin(), kids.end(), [](const Child& c) { return c.done; });
+}
+
+}  // namespace
+
+int find_free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sa;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+    std::string err = std::strerror(errno);
+    ::close(fd);
+    throw std::runtime_error("cannot find a free port: " + err);
+  }
+  ::close(fd);
+  return ntohs(sa.sin_port);
+}
+
+int rank_threads() {
+  if (const char* v = std::getenv("NNS_THREADS"); v && std::atoi(v) > 0) return std::atoi(v);
+  int world = 1;
+  if (const char* v = std::getenv("NNS_WORLD_SIZE"); v && std::atoi(v) > 0) world = std::atoi(v);
+  return std::max(1, cpu_count() / world);
+}
+
+int launch_local_ranks(int world_size, const std::function<int(int rank)>& rank_main) {
+  if (world_size < 1) throw std::invalid_argument("launch_local_ranks: world size must be >= 1");
+  const int port = find_free_port();
+  const pid_t self = ::getpid();
+  // Buffered output would otherwise be written once by every child too.
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+
+  std::vector<Child> kids(world_size);
+  std::vector<int> err_fds;  // read ends, index = rank
+  for (int r = 0; r < world_size; ++r) {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(p[0]);
+      child_main(r, world_size, port, self, p[1], err_fds, rank_main);
+    }
+    ::close(p[1]);
+    if (pid < 0) {
+      std::string err = std::strerror(errno);
+      ::close(p[0]);
+      for (int q = 0; q < r; ++q) ::kill(kids[q].pid, SIGKILL);
+      for (int q = 0; q < r; ++q) ::waitpid(kids[q].pid, nullptr, 0);
+      for (int fd : err_fds) ::close(fd);
+      throw std::runtime_error("fork: " + err);
+    }
+    kids[r].pid = pid;
+    err_fds.push_back(p[0]);
+  }
+
+  // Reader threads start only after the last fork, so no child is forked
+  // from a multi-threaded parent by us.
+  std::mutex out_mu;
+  std::vector<std::thread> readers;
+  for (int r = 0; r < world_size; ++r)
+    readers.emplace_back([&, r] { forward_stderr(err_fds[r], r, out_mu); });
+
+  int result = 0;
+  while (!all_done(kids)) {
+    std::vector<int> newly_failed = reap(kids);
+    if (!newly_failed.empty()) {
+      int r = pick_culprit(kids, newly_failed);
+      int st = kids[r].status;
+      std::string why = WIFSIGNALED(st) ? "signal " + std::to_string(WTERMSIG(st))
+                                        : "exit code " + std::to_string(WEXITSTATUS(st));
+      {
+        std::lock_guard<std::mutex> lock(out_mu);
+        write_fd(2, "nns: rank " + std::to_string(r) + " failed (" + why + "); stopping the other ranks\n");
+      }
+      result = kRankFailedExit;
+      for (auto& k : kids)
+        if (!k.done) ::kill(k.pid, SIGTERM);
+      auto deadline = Clock::now() + std::chrono::seconds(3);
+      while (!all_done(kids) && Clock::now() < deadline) {
+        reap(kids);
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      for (auto& k : kids)
+        if (!k.done) ::kill(k.pid, SIGKILL);
+      for (auto& k : kids)
+        if (!k.done) ::waitpid(k.pid, nullptr, 0), k.done = true;
+      break;
+    }
+    // Polling keeps us from reaping children that are not ours, which
+    // waitpid(-1) would do; 5 ms is far below any rank's lifetime.
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (auto& t : readers) t.join();
+  return result;
+}
+
+}  // namespace nns::backend

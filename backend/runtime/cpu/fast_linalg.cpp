@@ -1,0 +1,138 @@
+// Fast matmul, linear and conv2d on oneDNN primitives. Transposes are
+// expressed as strides of the memory descriptors (no copies), a shared b is
+// a batch dim of 1 (oneDNN broadcasts it), beta is a sum post-op.
+#include <vector>
+#include <algorithm>
+#include <cstring>
+
+#include "backend/runtime/cpu/dnnl_context.h"
+#include "backend/runtime/cpu/kernels.h"
+
+namespace nns::backend::cpu::fast {
+
+using dnnl::memory;
+using namespace dnnl_ctx;
+
+namespace {
+
+// Logical [batch, rows, cols], stored [batch, cols, rows] when trans.
+memory::desc matrix_md(int64_t batch, int64_t rows, int64_t cols, bool trans) {
+  memory::dims strides = trans ? memory::dims{rows * cols, 1, rows}
+                               : memory::dims{rows * cols, cols, 1};
+  return memory::desc({batch, rows, cols}, memory::data_type::f32, strides);
+}
+
+// c = op(a) op(b) + beta c where either operand may have batch 1 and is then
+// shared by every batch entry.
+void gemm(const float* a, const float* b, float* c, int64_t a_batch, int64_t b_batch, int64_t m,
+          int64_t k, int64_t n, bool trans_a, bool trans_b, float beta) {
+  int64_t batch = std::max(a_batch, b_batch);
+  if (batch == 0 || m == 0 || n == 0) return;
+  if (k == 0) {  // empty sum: oneDNN rejects zero-size inputs
+    for (int64_t i = 0; i < batch * m * n; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
+    return;
+  }
+  if (a_batch > 1 && b_batch == 1 && !trans_a) {
+    // A shared b: the batch folds into the rows, one large gemm instead of many.
+    m *= a_batch;
+    a_batch = batch = 1;
+  }
+  memory::desc a_md = matrix_md(a_batch, m, k, trans_a), b_md = matrix_md(b_batch, k, n, trans_b);
+  memory::desc c_md = matrix_md(batch, m, n, false);
+  const dnnl::primitive& prim =
+      cached(PrimKind::matmul, {a_batch, b_batch, m, k, n, trans_a, trans_b, float_bits(beta)},
+             [&]() -> dnnl::primitive {
+               dnnl::primitive_attr attr;
+               if (beta != 0.0f) {  // c = ab + beta c: oneDNN's sum post-op
+                 dnnl::post_ops ops;
+                 ops.append_sum(beta);
+                 attr.set_post_ops(ops);
+               }
+               dnnl::matmul::desc desc(a_md, b_md, c_md);
+               return dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, engine()));
+             });
+  execute(prim, {{DNNL_ARG_SRC, wrap(a_md, a)}, {DNNL_ARG_WEIGHTS, wrap(b_md, b)},
+                 {DNNL_ARG_DST, wrap(c_md, c)}});
+}
+
+}  // namespace
+
+void matmul(const float* a, const float* b, float* c, int64_t batch, int64_t b_batch, int64_t m,
+            int64_t k, int64_t n, bool trans_a, bool trans_b, float beta) {
+  gemm(a, b, c, batch, b_batch, m, k, n, trans_a, trans_b, beta);
+}
+
+void matmul_backward(const float* a, const float* b, const float* dc, float* da, float* db,
+                     int64_t batch, int64_t b_batch, int64_t m, int64_t k, int64_t n, bool trans_a,
+                     bool trans_b) {
+  // With A = op(a), B = op(b): dA = dC B^T and dB = A^T dC; a transposed
+  // operand receives the transpose, which swaps the factors.
+  if (da) {
+    if (!trans_a)
+      gemm(dc, b, da, batch, b_batch, m, n, k, false, !trans_b, 0.0f);
+    else
+      gemm(b, dc, da, b_batch, batch, k, n, m, trans_b, true, 0.0f);
+  }
+  if (db) {
+    bool shared = b_batch == 1 && batch > 1;
+    if (shared && !trans_a) {
+      // Sum over the batch = one gemm whose contraction runs over batch * m rows.
+      if (!trans_b)
+        gemm(a, dc, db, 1, 1, k, batch * m, n, true, false, 0.0f);
+      else
+        gemm(dc, a, db, 1, 1, n, batch * m, k, true, false, 0.0f);
+    } else if (shared) {
+      // a stored [batch, k, m]: no flat view, accumulate batch by batch.
+      for (int64_t bi = 0; bi < batch; ++bi) {
+        const float* ai = a + bi * m * k;
+        const float* dci = dc + bi * m * n;
+        float beta = bi == 0 ? 0.0f : 1.0f;
+        if (!trans_b)
+          gemm(ai, dci, db, 1, 1, k, m, n, false, false, beta);
+        else
+          gemm(dci, ai, db, 1, 1, n, m, k, true, true, beta);
+      }
+    } else if (!trans_b) {
+      gemm(a, dc, db, batch, batch, k, m, n, !trans_a, false, 0.0f);
+    } else {
+      gemm(dc, a, db, batch, batch, n, m, k, true, trans_a, 0.0f);
+    }
+  }
+}
+
+void linear(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t k,
+            int64_t n) {
+  if (rows == 0 || n == 0) return;
+  if (k == 0 || !bias) {
+    gemm(x, w, y, 1, 1, rows, k, n, false, true, 0.0f);
+    if (bias)
+      for (int64_t r = 0; r < rows; ++r) std::memcpy(y + r * n, bias, size_t(n) * sizeof(float));
+    return;
+  }
+  memory::desc x_md = matrix_md(1, rows, k, false), w_md = matrix_md(1, k, n, true);
+  memory::desc b_md = matrix_md(1, 1, n, false), y_md = matrix_md(1, rows, n, false);
+  const dnnl::primitive& prim = cached(PrimKind::linear, {rows, k, n}, [&]() -> dnnl::primitive {
+    dnnl::matmul::desc desc(x_md, w_md, b_md, y_md);
+    return dnnl::matmul(dnnl::matmul::primitive_desc(desc, engine()));
+  });
+  execute(prim, {{DNNL_ARG_SRC, wrap(x_md, x)},
+                 {DNNL_ARG_WEIGHTS, wrap(w_md, w)},
+                 {DNNL_ARG_BIAS, wrap(b_md, bias)},
+                 {DNNL_ARG_DST, wrap(y_md, y)}});
+}
+
+void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
+                     float* dbias, int64_t rows, int64_t k, int64_t n) {
+  if (dx) gemm(dy, w, dx, 1, 1, rows, n, k, false, false, 0.0f);
+  if (dw) gemm(dy, x, dw, 1, 1, n, rows, k, true, false, 0.0f);
+  // A column sum over every row: accumulated in double, so its rounding does
+  // not depend on how many rows a (batch-split) sub-op sees.
+  if (dbias) {
+    std::vector<double> acc(size_t(n), 0.0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < n; ++c) acc[size_t(c)] += double(dy[r * n + c]);
+    for (int64_t c = 0; c < n; ++c) dbias[c] = float(acc[size_t(c)]);
+  }
+}
+
+}  // namespace nns::backend::cpu::fast

@@ -1,0 +1,596 @@
+// Safetensors reader and writer; the format and the guarantees are described
+// in safetensors.h. No third-party JSON library: the header uses a tiny JSON
+// subset (objects, arrays, strings, integers) and a strict parser for just
+// that subset is shorter than the glue to a general one.
+#include "backend/runtime/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <iterator>
+#include <set>
+#include <tuple>
+#include <utility>
+
+namespace nns::backend {
+
+namespace {
+
+// The reference implementation's limit. Checked before allocating, so that a
+// corrupt length field cannot make us allocate gigabytes.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+// Known dtypes in the reference implementation's enum order (increasing
+// alignment). The writer sorts tensors by decreasing rank, as it does.
+struct DtypeInfo {
+  const char* name;
+  size_t size;
+};
+constexpr DtypeInfo kDtypes[] = {
+    {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"F8_E8M0", 1},
+    {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},     {"U32", 4},
+    {"F32", 4},  {"C64", 8}, {"F64", 8}, {"I64", 8},     {"U64", 8}};
+
+int dtype_rank(const std::string& dtype) {
+  for (size_t i = 0; i < std::size(kDtypes); ++i)
+    if (dtype == kDtypes[i].name) return static_cast<int>(i);
+  return -1;
+}
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw SafetensorsError("safetensors file '" + path + "': " + what);
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Bytes of a tensor of `shape` and element size `elem`; false on a negative
+// dim or on overflow (a hostile header can claim 2^40 x 2^40 elements).
+bool tensor_bytes(const std::vector<int64_t>& shape, size_t elem, uint64_t* out) {
+  uint64_t n = elem;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return false;
+  *out = n;
+  return true;
+}
+
+// Offset of the first byte of `s` that is not valid UTF-8 (overlong forms,
+// surrogates and code points above U+10FFFF included), or npos.
+size_t invalid_utf8_at(const std::string& s) {
+  static const uint32_t kMinForLen[] = {0, 0, 0x80, 0x800, 0x10000};
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    int len = c < 0x80             ? 1
+              : (c & 0xE0) == 0xC0 ? 2
+              : (c & 0xF0) == 0xE0 ? 3
+              : (c & 0xF8) == 0xF0 ? 4
+                                   : 0;
+    if (len == 0 || i + len > s.size()) return i;
+    if (len > 1) {
+      uint32_t cp = c & (0x7F >> len);
+      for (int k = 1; k < len; ++k) {
+        const auto cc = static_cast<unsigned char>(s[i + k]);
+        if ((cc & 0xC0) != 0x80) return i;
+        cp = (cp << 6) | (cc & 0x3F);
+      }
+      if (cp < kMinForLen[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    }
+    i += len;
+  }
+  return std::string::npos;
+}
+
+// ---- JSON subset --------------------------------------------------------
+
+struct Json {
+  enum Kind { Object, Array, String, Int };
+  Json(Kind k, size_t offset) : kind(k), at(offset) {}
+  Kind kind;
+  size_t at;                      // byte offset in the header, for messages
+  int64_t i = 0;                  // Int
+  std::string s;                  // String
+  std::vector<std::string> keys;  // Object: keys[k] names items[k]
+  std::vector<Json> items;        // Object values, Array elements
+};
+
+const char* kind_name(Json::Kind k) {
+  static const char* const kNames[] = {"an object", "an array", "a string", "an integer"};
+  return kNames[k];
+}
+
+// Appends code point `cp` (at most 0x10FFFF, not a surrogate) as UTF-8.
+void append_utf8(std::string& out, uint32_t cp) {
+  static const unsigned char kLead[] = {0, 0, 0xC0, 0xE0, 0xF0};
+  const int len = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+  out += static_cast<char>(len == 1 ? cp : kLead[len] | cp >> (6 * (len - 1)));
+  for (int k = len - 2; k >= 0; --k) out += static_cast<char>(0x80 | (cp >> (6 * k) & 0x3F));
+}
+
+class JsonParser {
+ public:
+  JsonParser(const std::string& text, const std::string& path) : t_(text), path_(path) {}
+
+  Json parse() {
+    Json v = value(0);
+    skip_ws();  // the header is space-padded
+    if (p_ != t_.size()) error("unexpected " + describe() + " after the header object");
+    return v;
+  }
+
+ private:
+  // Deepest legal nesting: header object > tensor object > shape array. A
+  // limit also keeps "[[[[..." from overflowing the stack.
+  static constexpr int kMaxDepth = 3;
+  // Arrays are shapes and offsets. Capping their length keeps a hostile
+  // header from turning each 2-byte "0," into a ~100-byte Json node.
+  static constexpr size_t kMaxArrayLen = 1024;
+
+  [[noreturn]] void error(const std::string& what) const { error_at(p_, what); }
+  [[noreturn]] void error_at(size_t at, const std::string& what) const {
+    fail(path_, "malformed JSON header at byte " + std::to_string(at) + " (file offset " +
+                    std::to_string(at + 8) + "): " + what);
+  }
+  std::string describe() const {
+    if (p_ >= t_.size()) return "end of header";
+    const auto c = static_cast<unsigned char>(t_[p_]);
+    if (c >= 0x20 && c < 0x7F) return std::string("character '") + t_[p_] + "'";
+    return "byte 0x" + std::string(1, "0123456789abcdef"[c >> 4]) + "0123456789abcdef"[c & 15];
+  }
+  bool at_char(char c) const { return p_ < t_.size() && t_[p_] == c; }
+  bool consume(char c) { return at_char(c) ? (++p_, true) : false; }
+  static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+  void skip_ws() {
+    while (p_ < t_.size() && (t_[p_] == ' ' || t_[p_] == '\t' || t_[p_] == '\n' || t_[p_] == '\r'))
+      ++p_;
+  }
+
+  Json value(int depth) {
+    skip_ws();
+    if (at_char('{') || at_char('[')) {
+      if (depth == kMaxDepth) error("nesting deeper than the safetensors header allows");
+      return at_char('{') ? object(depth + 1) : array(depth + 1);
+    }
+    if (at_char('"')) {
+      Json v{Json::String, p_};
+      v.s = string();
+      return v;
+    }
+    if (at_char('-') || (p_ < t_.size() && is_digit(t_[p_]))) return integer();
+    if (p_ < t_.size() && std::isalpha(static_cast<unsigned char>(t_[p_]))) {
+      size_t start = p_;
+      while (p_ < t_.size() && std::isalpha(static_cast<unsigned char>(t_[p_]))) ++p_;
+      error_at(start,
+               "unsupported JSON value '" + t_.substr(start, p_ - start) +
+                   "' (a safetensors header holds only objects, arrays, strings and integers)");
+    }
+    error("expected a value, found " + describe());
+  }
+
+  Json object(int depth) {
+    Json v{Json::Object, p_++};
+    std::set<std::string> seen;  // duplicate keys make the header ambiguous
+    skip_ws();
+    if (consume('}')) return v;
+    for (;;) {
+      skip_ws();
+      if (!at_char('"')) error("expected a string key, found " + describe());
+      const size_t key_at = p_;
+      std::string key = string();
+      if (!seen.insert(key).second)
+        error_at(key_at, (depth == 1 && key != "__metadata__" ? "duplicate tensor name '"
+                                                              : "duplicate key '") +
+                             key + "'");
+      skip_ws();
+      if (!consume(':')) error("expected ':', found " + describe());
+      v.keys.push_back(std::move(key));
+      v.items.push_back(value(depth));
+      skip_ws();
+      if (consume('}')) return v;
+      if (!consume(',')) error("expected ',' or '}', found " + describe());
+    }
+  }
+
+  Json array(int depth) {
+    Json v{Json::Array, p_++};
+    skip_ws();
+    if (consume(']')) return v;
+    for (;;) {
+      if (v.items.size() == kMaxArrayLen)
+        error("array longer than " + std::to_string(kMaxArrayLen) + " elements");
+      v.items.push_back(value(depth));
+      skip_ws();
+      if (consume(']')) return v;
+      if (!consume(',')) error("expected ',' or ']', found " + describe());
+    }
+  }
+
+  Json integer() {
+    Json v{Json::Int, p_};
+    const bool neg = consume('-');
+    if (p_ >= t_.size() || !is_digit(t_[p_])) error("expected a digit, found " + describe());
+    if (t_[p_] == '0' && p_ + 1 < t_.size() && is_digit(t_[p_ + 1]))
+      error("leading zeros are not allowed");
+    const uint64_t limit = neg ? uint64_t{1} << 63 : (uint64_t{1} << 63) - 1;
+    uint64_t mag = 0;
+    for (; p_ < t_.size() && is_digit(t_[p_]); ++p_) {
+      const uint64_t d = t_[p_] - '0';
+      if (mag > (limit - d) / 10) error_at(v.at, "integer out of the 64-bit range");
+      mag = mag * 10 + d;
+    }
+    if (at_char('.') || at_char('e') || at_char('E'))
+      error_at(v.at, "non-integer number (a safetensors header holds only integers)");
+    v.i = neg ? static_cast<int64_t>(0 - mag) : static_cast<int64_t>(mag);  // two's complement
+    return v;
+  }
+
+  uint32_t hex4(size_t esc_at) {
+    uint32_t cp = 0;
+    for (int k = 0; k < 4; ++k, ++p_) {
+      const int c = p_ < t_.size() ? static_cast<unsigned char>(t_[p_]) : 0;
+      const int d = is_digit(c) ? c - '0' : std::isxdigit(c) ? (c | 0x20) - 'a' + 10 : -1;
+      if (d < 0) error_at(esc_at, "\\u escape needs 4 hex digits");
+      cp = cp << 4 | static_cast<uint32_t>(d);
+    }
+    return cp;
+  }
+
+  // A string at p_ (on its opening quote), unescaped. Raw bytes were already
+  // checked to be valid UTF-8; escapes are decoded to UTF-8.
+  std::string string() {
+    const size_t start = p_++;
+    std::string out;
+    for (;;) {
+      if (p_ >= t_.size()) error_at(start, "unterminated string");
+      const char c = t_[p_];
+      if (c == '"') return ++p_, out;
+      if (static_cast<unsigned char>(c) < 0x20) error("unescaped control character in string");
+      if (c != '\\') {
+        out += c, ++p_;
+        continue;
+      }
+      const size_t esc_at = p_++;
+      const char e = p_ < t_.size() ? t_[p_++] : '\0';
+      static const char kEscapes[] = "\"\\/bfnrt", kDecoded[] = "\"\\/\b\f\n\r\t";
+      if (const char* hit = e != '\0' ? std::strchr(kEscapes, e) : nullptr) {
+        out += kDecoded[hit - kEscapes];
+        continue;
+      }
+      if (e != 'u') error_at(esc_at, "invalid escape sequence");
+      uint32_t cp = hex4(esc_at);
+      if (cp >= 0xDC00 && cp <= 0xDFFF) error_at(esc_at, "\\u escape is a lone low surrogate");
+      if (cp >= 0xD800 && cp <= 0xDBFF) {  // must pair with a low surrogate
+        if (t_.compare(p_, 2, "\\u") != 0)
+          error_at(esc_at, "\\u high surrogate without a low surrogate");
+        p_ += 2;
+        const uint32_t lo = hex4(esc_at);
+        if (lo < 0xDC00 || lo > 0xDFFF)
+          error_at(esc_at, "\\u high surrogate without a low surrogate");
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+      }
+      append_utf8(out, cp);
+    }
+  }
+
+  const std::string& t_;
+  const std::string& path_;
+  size_t p_ = 0;
+};
+
+// ---- reading --------------------------------------------------------------
+
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Reads exactly n bytes at `offset`; false if the file ends first.
+bool pread_all(int fd, void* buf, size_t n, uint64_t offset, const std::string& path) {
+  auto* p = static_cast<char*>(buf);
+  while (n > 0) {
+    const ssize_t r = ::pread(fd, p, n, static_cast<off_t>(offset));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) fail(path, "read error: " + errno_text());
+    if (r == 0) return false;
+    p += r, n -= static_cast<size_t>(r), offset += static_cast<uint64_t>(r);
+  }
+  return true;
+}
+
+struct Entry {
+  StTensor tensor;
+  uint64_t begin, end;
+};
+
+// One header entry: exactly the fields dtype, shape and data_offsets, with
+// the offsets spanning exactly numel * dtype size bytes.
+Entry parse_tensor_entry(const std::string& name, const Json& v, const std::string& path) {
+  const std::string who = "tensor '" + name + "': ";
+  if (v.kind != Json::Object) fail(path, who + "entry is " + kind_name(v.kind) + ", not an object");
+  const Json* field[3] = {nullptr, nullptr, nullptr};
+  static const char* const kFields[3] = {"dtype", "shape", "data_offsets"};
+  static const Json::Kind kKinds[3] = {Json::String, Json::Array, Json::Array};
+  for (size_t k = 0; k < v.keys.size(); ++k) {
+    const auto* f = std::find(kFields, kFields + 3, v.keys[k]);
+    if (f == kFields + 3) fail(path, who + "unexpected field '" + v.keys[k] + "'");
+    field[f - kFields] = &v.items[k];
+  }
+  for (int k = 0; k < 3; ++k) {
+    if (!field[k]) fail(path, who + "missing field '" + kFields[k] + "'");
+    if (field[k]->kind != kKinds[k])
+      fail(path, who + "'" + kFields[k] + "' is " + kind_name(field[k]->kind) + ", expected " +
+                     kind_name(kKinds[k]));
+  }
+  Entry e{{name, field[0]->s, {}, {}}, 0, 0};
+  const size_t elem = dtype_size(e.tensor.dtype);
+  if (elem == 0) fail(path, who + "unknown dtype '" + e.tensor.dtype + "'");
+  for (const Json& d : field[1]->items) {
+    if (d.kind != Json::Int)
+      fail(path, who + "shape holds " + kind_name(d.kind) + ", expected integers");
+    e.tensor.shape.push_back(d.i);
+  }
+  for (int64_t d : e.tensor.shape)
+    if (d < 0) fail(path, who + "negative dimension in shape " + shape_text(e.tensor.shape));
+  uint64_t nbytes = 0;
+  if (!tensor_bytes(e.tensor.shape, elem, &nbytes))
+    fail(path, who + "shape " + shape_text(e.tensor.shape) + " overflows");
+  const auto& offs = field[2]->items;
+  if (offs.size() != 2 || offs[0].kind != Json::Int || offs[1].kind != Json::Int)
+    fail(path, who + "data_offsets must be [begin, end], two integers");
+  if (offs[0].i < 0 || offs[1].i < offs[0].i)
+    fail(path, who + "invalid data_offsets [" + std::to_string(offs[0].i) + ", " +
+                   std::to_string(offs[1].i) + "]");
+  e.begin = static_cast<uint64_t>(offs[0].i), e.end = static_cast<uint64_t>(offs[1].i);
+  if (e.end - e.begin != nbytes)
+    fail(path, who + "data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                   "] span " + std::to_string(e.end - e.begin) + " bytes, but " + e.tensor.dtype +
+                   " " + shape_text(e.tensor.shape) + " needs " + std::to_string(nbytes));
+  return e;
+}
+
+// The tensors must tile the data buffer [0, data_len) exactly, in offset order.
+void check_layout(const std::vector<Entry>& entries, uint64_t data_len, const std::string& path) {
+  uint64_t expect = 0;  // where the next tensor must begin
+  const std::string* prev = nullptr;
+  for (const Entry& e : entries) {
+    const std::string who = "tensor '" + e.tensor.name + "': ";
+    const std::string range = "[" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "]";
+    if (e.begin < expect)
+      fail(path, who + "data_offsets " + range + " overlap tensor '" + *prev + "' (which ends at " +
+                     std::to_string(expect) + ")");
+    if (e.begin > expect && e.begin > data_len)
+      fail(path, who + "data_offsets " + range + " lie outside the data buffer (" +
+                     std::to_string(data_len) + " bytes)");
+    if (e.begin > expect)
+      fail(path, who + "hole of " + std::to_string(e.begin - expect) + " bytes before its data " +
+                     range +
+                     (prev ? " (tensor '" + *prev + "' ends at " + std::to_string(expect) + ")"
+                           : " (data buffer starts at 0)"));
+    expect = e.end, prev = &e.tensor.name;
+  }
+  for (const Entry& e : entries)
+    if (e.end > data_len)
+      fail(path, "file truncated: tensor '" + e.tensor.name + "' needs data bytes [" +
+                     std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                     ") but the data buffer holds only " + std::to_string(data_len) + " bytes");
+  if (expect < data_len)
+    fail(path, std::to_string(data_len - expect) +
+                   " trailing bytes after the last tensor's data (tensors end at " +
+                   std::to_string(expect) + ", data buffer is " + std::to_string(data_len) +
+                   " bytes)");
+}
+
+// ---- writing --------------------------------------------------------------
+
+// JSON string literal, escaped exactly as serde_json (the reference writer)
+// does, so that our bytes match its bytes.
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    const char* esc = c == '"'    ? "\\\""
+                      : c == '\\' ? "\\\\"
+                      : c == '\b' ? "\\b"
+                      : c == '\f' ? "\\f"
+                      : c == '\n' ? "\\n"
+                      : c == '\r' ? "\\r"
+                      : c == '\t' ? "\\t"
+                                  : nullptr;
+    if (esc) {
+      out += esc;
+    } else if (u < 0x20) {
+      out += "\\u00";
+      out += "0123456789abcdef"[u >> 4];
+      out += "0123456789abcdef"[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+void write_all(int fd, const void* buf, size_t n, const std::string& tmp) {
+  const auto* p = static_cast<const char*>(buf);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) throw SafetensorsError("cannot write '" + tmp + "': " + errno_text());
+    p += w, n -= static_cast<size_t>(w);
+  }
+}
+
+}  // namespace
+
+const StTensor* SafetensorsFile::find(const std::string& name) const {
+  for (const StTensor& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+size_t dtype_size(const std::string& dtype) {
+  const int r = dtype_rank(dtype);
+  return r < 0 ? 0 : kDtypes[r].size;
+}
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (f.fd < 0) fail(path, "cannot open: " + errno_text());
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0) fail(path, "cannot stat: " + errno_text());
+  if (!S_ISREG(st.st_mode)) fail(path, "not a regular file");
+  const auto file_size = static_cast<uint64_t>(st.st_size);
+  if (file_size < 8)
+    fail(path,
+         "file is " + std::to_string(file_size) + " bytes, too short for the 8-byte header length");
+
+  unsigned char len_bytes[8];
+  if (!pread_all(f.fd, len_bytes, 8, 0, path)) fail(path, "unexpected end of file");
+  uint64_t n = 0;
+  for (int k = 7; k >= 0; --k) n = n << 8 | len_bytes[k];  // little-endian on any host
+  if (n > kMaxHeaderBytes)
+    fail(path, "header length " + std::to_string(n) + " is absurd (limit " +
+                   std::to_string(kMaxHeaderBytes) + ")");
+  if (n > file_size - 8)
+    fail(path, "header length " + std::to_string(n) + " exceeds the file (" +
+                   std::to_string(file_size) + " bytes)");
+
+  std::string header(n, '\0');
+  if (!pread_all(f.fd, header.data(), n, 8, path))
+    fail(path, "unexpected end of file in the header");
+  if (size_t bad = invalid_utf8_at(header); bad != std::string::npos)
+    fail(path, "header is not valid UTF-8 at byte " + std::to_string(bad));
+  const Json root = JsonParser(header, path).parse();
+  if (root.kind != Json::Object)
+    fail(path, std::string("header is ") + kind_name(root.kind) + ", not an object");
+
+  SafetensorsFile out;
+  std::vector<Entry> entries;
+  for (size_t k = 0; k < root.keys.size(); ++k) {
+    const Json& v = root.items[k];
+    if (root.keys[k] != "__metadata__") {
+      entries.push_back(parse_tensor_entry(root.keys[k], v, path));
+      continue;
+    }
+    if (v.kind != Json::Object)
+      fail(path, "__metadata__ is " + std::string(kind_name(v.kind)) + ", not an object");
+    for (size_t m = 0; m < v.keys.size(); ++m) {
+      if (v.items[m].kind != Json::String)
+        fail(path, "__metadata__ entry '" + v.keys[m] + "' is " + kind_name(v.items[m].kind) +
+                       ", not a string");
+      out.metadata[v.keys[m]] = v.items[m].s;
+    }
+  }
+  // Offset order; the name breaks ties between empty tensors at one offset.
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return std::tie(a.begin, a.end, a.tensor.name) < std::tie(b.begin, b.end, b.tensor.name);
+  });
+  check_layout(entries, file_size - 8 - n, path);
+
+  // Only now, with every size checked against the file size, allocate.
+  for (Entry& e : entries) {
+    e.tensor.data.resize(e.end - e.begin);
+    if (!pread_all(f.fd, e.tensor.data.data(), e.tensor.data.size(), 8 + n + e.begin, path))
+      fail(path,
+           "tensor '" + e.tensor.name + "': unexpected end of file (file changed while reading?)");
+    out.tensors.push_back(std::move(e.tensor));
+  }
+  return out;
+}
+
+void write_safetensors_atomic(const std::string& path, const std::vector<StTensor>& tensors,
+                              const std::map<std::string, std::string>& metadata) {
+  auto bad = [&](const std::string& what) {
+    throw SafetensorsError("cannot write safetensors file '" + path + "': " + what);
+  };
+  // Validate everything first: the reader must accept whatever we write.
+  std::set<std::string> names;
+  for (const StTensor& t : tensors) {
+    const std::string who = "tensor '" + t.name + "': ";
+    if (t.name == "__metadata__") bad(who + "the name is reserved");
+    if (!names.insert(t.name).second) bad(who + "duplicate name");
+    if (invalid_utf8_at(t.name) != std::string::npos) bad(who + "name is not valid UTF-8");
+    const size_t elem = dtype_size(t.dtype);
+    if (elem == 0) bad(who + "unknown dtype '" + t.dtype + "'");
+    uint64_t nbytes = 0;
+    if (!tensor_bytes(t.shape, elem, &nbytes)) bad(who + "invalid shape " + shape_text(t.shape));
+    if (t.data.size() != nbytes)
+      bad(who + "holds " + std::to_string(t.data.size()) + " bytes, but " + t.dtype + " " +
+          shape_text(t.shape) + " needs " + std::to_string(nbytes));
+  }
+  for (const auto& [k, v] : metadata)
+    if (invalid_utf8_at(k) != std::string::npos || invalid_utf8_at(v) != std::string::npos)
+      bad("__metadata__ entry '" + k + "' is not valid UTF-8");
+
+  // The reference order: decreasing dtype alignment, then name. Each tensor
+  // then starts at a multiple of its element size.
+  std::vector<const StTensor*> order;
+  for (const StTensor& t : tensors) order.push_back(&t);
+  std::sort(order.begin(), order.end(), [](const StTensor* a, const StTensor* b) {
+    const int ra = dtype_rank(a->dtype), rb = dtype_rank(b->dtype);
+    return ra != rb ? ra > rb : a->name < b->name;
+  });
+
+  std::string header = "{";
+  if (!metadata.empty()) {
+    header += "\"__metadata__\":{";
+    for (const auto& [k, v] : metadata)
+      header += (header.back() == '{' ? "" : ",") + json_string(k) + ":" + json_string(v);
+    header += "}";
+  }
+  uint64_t offset = 0;
+  for (const StTensor* t : order) {
+    std::string dims;
+    for (int64_t d : t->shape) dims += (dims.empty() ? "" : ",") + std::to_string(d);
+    header += (header.size() > 1 ? "," : "") + json_string(t->name) + ":{\"dtype\":\"" + t->dtype +
+              "\",\"shape\":[" + dims + "],\"data_offsets\":[" + std::to_string(offset) + "," +
+              std::to_string(offset + t->data.size()) + "]}";
+    offset += t->data.size();
+  }
+  header += "}";
+  header.append((8 - header.size() % 8) % 8, ' ');  // data starts 8-aligned
+  std::string prefix(8, '\0');
+  for (int k = 0; k < 8; ++k)
+    prefix[k] = static_cast<char>(static_cast<uint64_t>(header.size()) >> (8 * k));
+  header.insert(0, prefix);
+
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) bad("cannot create '" + tmp + "': " + errno_text());
+  try {
+    write_all(fd, header.data(), header.size(), tmp);
+    for (const StTensor* t : order) write_all(fd, t->data.data(), t->data.size(), tmp);
+    // fsync before rename: otherwise a crash can leave the new name pointing
+    // at a file whose data never reached the disk.
+    if (::fsync(fd) != 0) bad("fsync of '" + tmp + "' failed: " + errno_text());
+    const int rc = ::close(fd);
+    fd = -1;
+    if (rc != 0) bad("close of '" + tmp + "' failed: " + errno_text());
+    if (::rename(tmp.c_str(), path.c_str()) != 0)
+      bad("rename from '" + tmp + "' failed: " + errno_text());
+  } catch (...) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  // Make the rename itself durable. Best effort: the new file is already in
+  // place and complete, so a directory that cannot be synced is not an error.
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  Fd d{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  if (d.fd >= 0) ::fsync(d.fd);
+}
+
+}  // namespace nns::backend

@@ -1,0 +1,401 @@
+#include "backend/runtime/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "backend/runtime/comm/communicator.h"
+#include "backend/runtime/safetensors.h"
+
+namespace nns::backend {
+
+namespace {
+
+// Counter-based random numbers: a pure function of (key, index), so a
+// tensor's values never depend on thread count, allocation order or which
+// rank holds which slice.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+uint64_t name_key(const std::string& s) {
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+double uniform01(uint64_t key, uint64_t i) { return (static_cast<double>(mix(key ^ mix(i)) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+double normal01(uint64_t key, uint64_t i) {
+  double u1 = uniform01(key, 2 * i), u2 = uniform01(key, 2 * i + 1);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+}  // namespace
+
+uint64_t init_key(uint64_t seed, const std::string& name) { return mix(seed) ^ name_key(name); }
+
+uint64_t data_key(int64_t data_seed, const std::string& name, int64_t index) {
+  return mix(static_cast<uint64_t>(data_seed)) ^ name_key(name) ^ mix(static_cast<uint64_t>(index) + 77);
+}
+
+void fill_init(const sema::InitSpec& init, uint64_t key, sema::DType dtype, void* data, int64_t n) {
+  auto arg = [&](size_t i, double fallback) { return i < init.args.size() ? init.args[i] : fallback; };
+  if (dtype == sema::DType::I32) {
+    int32_t* p = static_cast<int32_t*>(data);
+    int64_t range = static_cast<int64_t>(arg(0, 1));
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = init.kind == "zeros" ? 0 : static_cast<int32_t>(mix(key ^ mix(static_cast<uint64_t>(i))) % static_cast<uint64_t>(range));
+    return;
+  }
+  if (dtype != sema::DType::F32) throw RuntimeError(std::string("the CPU backend trains f32 tensors only, not ") + sema::dtype_name(dtype));
+  float* p = static_cast<float*>(data);
+  const std::string& k = init.kind;
+  for (int64_t i = 0; i < n; ++i) {
+    double v = 0;
+    if (k == "zeros") v = 0;
+    else if (k == "ones") v = 1;
+    else if (k == "normal" || k == "randn") v = arg(0, 1) * normal01(key, i);
+    else if (k == "trunc_normal") {
+      // Redraw outside two standard deviations (timm's trunc_normal_ default).
+      uint64_t j = static_cast<uint64_t>(i);
+      do { v = normal01(key, j); j += 0x100000000ULL; } while (std::fabs(v) > 2.0);
+      v *= arg(0, 0.02);
+    } else if (k == "uniform") v = arg(0, -1) + (arg(1, 1) - arg(0, -1)) * uniform01(key, i);
+    else throw RuntimeError("unknown initializer '" + k + "'");
+    p[i] = static_cast<float>(v);
+  }
+}
+
+namespace {
+
+const char* st_dtype(sema::DType t) {
+  switch (t) {
+    case sema::DType::F32: return "F32";
+    case sema::DType::I32: return "I32";
+    case sema::DType::I64: return "I64";
+    case sema::DType::F16: return "F16";
+    case sema::DType::BF16: return "BF16";
+    case sema::DType::Bool: return "BOOL";
+  }
+  return "F32";
+}
+
+}  // namespace
+
+Trainer::Trainer(const sema::Graph& g, const sema::TrainingGraphInfo& info, const sema::TrainSpec& spec, Backend& backend,
+                 TrainOptions opts)
+    : g_(g), info_(info), spec_(spec), be_(backend), opts_(std::move(opts)) {
+  if (opts_.comm) {
+    rank_ = opts_.comm->rank();
+    world_ = opts_.comm->size();
+  }
+  program_ = lower_single_device(g_, info_);
+  buffers_.assign(g_.tensors().size(), nullptr);
+  for (int p : g_.params()) {
+    ensure(p);
+    init_parameter(p);
+  }
+  for (const auto& [param, grad] : info_.param_grads) {
+    size_t slots = spec_.optimizer.kind == "adamw" ? 2 : (spec_.optimizer.momentum > 0 ? 1 : 0);
+    std::vector<TensorView> bufs;
+    for (size_t s = 0; s < slots; ++s) {
+      TensorView v = view(param);
+      v.data = be_.allocate(static_cast<size_t>(v.numel()) * 4);
+      bufs.push_back(v);
+    }
+    state_[param] = OptimizerState{bufs};
+    if (spec_.micro_batches > 1) {
+      TensorView v = view(param);
+      v.data = be_.allocate(static_cast<size_t>(v.numel()) * 4);
+      accum_[param] = v;
+    }
+  }
+  std::vector<int> inputs = g_.inputs();
+  for (int in : inputs) ensure(in);
+  if (!inputs.empty()) {
+    const sema::TensorInfo& first = g_.tensor(inputs[0]);
+    counts_tokens_ = first.dtype == sema::DType::I32 && first.shape.size() >= 2;
+    samples_per_step_ = (counts_tokens_ ? sema::numel(first.shape) : first.shape[0]) * spec_.micro_batches * world_;
+  }
+  std::string data_path = !opts_.data_path.empty() ? opts_.data_path : (spec_.data.kind == "safetensors" ? spec_.data.path : "");
+  if (!data_path.empty()) {
+    SafetensorsFile f = read_safetensors(data_path);
+    for (int in : inputs) {
+      const sema::TensorInfo& t = g_.tensor(in);
+      const StTensor* st = f.find(t.name);
+      if (!st) throw RuntimeError(data_path + ": no tensor '" + t.name + "' for input '" + t.name + "'");
+      if (st->dtype != st_dtype(t.dtype))
+        throw RuntimeError(data_path + ": tensor '" + t.name + "' is " + st->dtype + " but the input is " + st_dtype(t.dtype));
+      bool ok = st->shape.size() == t.shape.size() && !st->shape.empty() && st->shape[0] % t.shape[0] == 0;
+      for (size_t d = 1; ok && d < t.shape.size(); ++d) ok = st->shape[d] == t.shape[d];
+      if (!ok)
+        throw RuntimeError(data_path + ": tensor '" + t.name + "' has shape " + sema::shape_to_string(st->shape) +
+                           "; expected [k*" + std::to_string(t.shape[0]) + ", ...] with the input's trailing dims " + sema::shape_to_string(t.shape));
+      data_.push_back(st->data);
+    }
+  }
+  if (!opts_.init_path.empty()) load_weights(opts_.init_path, false);
+  if (!opts_.resume_path.empty()) load_weights(opts_.resume_path, true);
+}
+
+Trainer::~Trainer() {
+  for (size_t t = 0; t < buffers_.size(); ++t)
+    if (buffers_[t]) release(static_cast<int>(t));
+  for (auto& [p, st] : state_)
+    for (TensorView& v : st.buffers) be_.release(v.data, static_cast<size_t>(v.numel()) * 4);
+  for (auto& [p, v] : accum_) be_.release(v.data, static_cast<size_t>(v.numel()) * 4);
+}
+
+TensorView Trainer::view(int tensor) const {
+  const sema::TensorInfo& t = g_.tensor(tensor);
+  return TensorView{buffers_[tensor], t.dtype, t.shape};
+}
+
+void* Trainer::ensure(int tensor) {
+  if (!buffers_[tensor]) buffers_[tensor] = be_.allocate(static_cast<size_t>(g_.tensor(tensor).bytes()));
+  return buffers_[tensor];
+}
+
+void Trainer::release(int tensor) {
+  be_.release(buffers_[tensor], static_cast<size_t>(g_.tensor(tensor).bytes()));
+  buffers_[tensor] = nullptr;
+}
+
+void Trainer::init_parameter(int p) {
+  const sema::TensorInfo& t = g_.tensor(p);
+  std::vector<uint8_t> host(static_cast<size_t>(t.bytes()));
+  fill_init(t.init, init_key(opts_.seed, t.name), t.dtype, host.data(), sema::numel(t.shape));
+  be_.copy_from_host(buffers_[p], host.data(), host.size());
+}
+
+// Micro-batch k of the data stream: synthetic data is a fixed set of
+// micro-batches (a memorisation task: the loss must fall); file data walks
+// through the file's rows.
+void Trainer::load_inputs(int64_t k) {
+  std::vector<int> inputs = g_.inputs();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const sema::TensorInfo& t = g_.tensor(inputs[i]);
+    size_t bytes = static_cast<size_t>(t.bytes());
+    if (!data_.empty()) {
+      size_t rows_in_file = data_[i].size() / bytes;
+      size_t offset = static_cast<size_t>(k) % rows_in_file * bytes;
+      be_.copy_from_host(buffers_[inputs[i]], data_[i].data() + offset, bytes);
+      continue;
+    }
+    std::vector<uint8_t> host(bytes);
+    uint64_t key = data_key(spec_.data.seed, t.name, k % (spec_.micro_batches * world_));
+    fill_init(t.init, key, t.dtype, host.data(), sema::numel(t.shape));
+    be_.copy_from_host(buffers_[inputs[i]], host.data(), bytes);
+  }
+}
+
+double Trainer::learning_rate(int64_t step) const {
+  const sema::ScheduleSpec& s = spec_.schedule;
+  double lr = spec_.optimizer.lr;
+  if (s.warmup > 0 && step <= s.warmup) return lr * static_cast<double>(step) / static_cast<double>(s.warmup);
+  if (s.kind == "constant") return lr;
+  double total = static_cast<double>(std::max<int64_t>(1, spec_.steps - s.warmup));
+  double t = std::min(1.0, static_cast<double>(step - s.warmup) / total);
+  if (s.kind == "cosine") return s.min_lr + 0.5 * (lr - s.min_lr) * (1 + std::cos(3.141592653589793 * t));
+  return lr + (s.min_lr - lr) * t;  // linear decay
+}
+
+// Runs the program for one micro-batch (forward only, or forward and
+// backward), leaving parameter gradients in place; returns the loss.
+double Trainer::run_micro_batch(int64_t k, bool backward) {
+  load_inputs(k);
+  for (const Instr& in : program_.instrs) {
+    if (in.kind == Instr::Update) continue;
+    if (in.kind == Instr::Free) {
+      // Parameter gradients stay until the update (or accumulation).
+      if (g_.tensor(in.tensor).grad_of >= 0 && g_.tensor(g_.tensor(in.tensor).grad_of).kind == sema::TensorKind::Param) continue;
+      if (buffers_[in.tensor]) release(in.tensor);
+      continue;
+    }
+    const sema::OpNode& n = g_.node(in.node);
+    if (!backward && n.phase != sema::Phase::Forward) continue;
+    std::vector<TensorView> ins, outs;
+    for (int t : n.inputs) {
+      if (!buffers_[t]) throw RuntimeError("internal: node " + n.name + " reads tensor %" + std::to_string(t) + " before it is computed");
+      ins.push_back(view(t));
+    }
+    for (int t : n.outputs) {
+      ensure(t);
+      outs.push_back(view(t));
+    }
+    be_.run_node(g_, n, ins, outs);
+  }
+  float loss = 0;
+  be_.copy_to_host(&loss, buffers_[g_.loss], sizeof(float));
+  return loss;
+}
+
+double Trainer::forward_loss() { return run_micro_batch(0, false); }
+
+void Trainer::compute_gradients() { run_micro_batch(0, true); }
+
+void Trainer::set_parameter(const std::string& name, const std::vector<float>& values) {
+  for (int p : g_.params()) {
+    if (g_.tensor(p).name != name) continue;
+    if (static_cast<int64_t>(values.size()) != sema::numel(g_.tensor(p).shape)) throw RuntimeError("set_parameter: wrong size for " + name);
+    be_.copy_from_host(buffers_[p], values.data(), values.size() * 4);
+    return;
+  }
+  throw RuntimeError("set_parameter: no parameter '" + name + "'");
+}
+
+StepStats Trainer::step() {
+  auto t0 = std::chrono::steady_clock::now();
+  StepStats st;
+  st.step = ++step_;
+  be_.set_step(step_);
+  int64_t m = spec_.micro_batches;
+  double loss_sum = 0;
+  for (auto& [p, v] : accum_) be_.scale(v, 0.f);  // a new step accumulates from zero
+  for (int64_t mb = 0; mb < m; ++mb) {
+    // Micro-batch indices interleave over ranks: together the ranks cover
+    // exactly the micro-batches one device would run with world x m of them.
+    loss_sum += run_micro_batch(((step_ - 1) * m + mb) * world_ + rank_, true);
+    if (m > 1) {
+      for (const auto& [p, grad] : info_.param_grads) {
+        be_.axpy(accum_.at(p), view(grad), 1.0f / static_cast<float>(m));
+        if (mb + 1 < m) release(grad);
+      }
+    }
+  }
+  st.loss = loss_sum / static_cast<double>(m);
+
+  // The gradient each parameter is updated with: accumulated over micro-batches or the step's own.
+  std::vector<TensorView> grads;
+  for (const auto& [p, grad] : info_.param_grads) grads.push_back(m > 1 ? accum_.at(p) : view(grad));
+  if (world_ > 1) {
+    // Average gradients and the reported loss over the replicas.
+    for (TensorView& gv : grads) {
+      opts_.comm->allreduce(gv.f32(), static_cast<size_t>(gv.numel()));
+      be_.scale(gv, 1.0f / static_cast<float>(world_));
+    }
+    float loss = static_cast<float>(st.loss);
+    opts_.comm->allreduce(&loss, 1);
+    st.loss = loss / static_cast<float>(world_);
+  }
+  st.grad_norm = std::sqrt(be_.sum_of_squares(grads));
+  if (spec_.clip > 0 && st.grad_norm > spec_.clip) {
+    float factor = static_cast<float>(spec_.clip / (st.grad_norm + 1e-6));
+    for (TensorView& gv : grads) be_.scale(gv, factor);
+  }
+  st.lr = learning_rate(step_);
+  const sema::OptimizerSpec& o = spec_.optimizer;
+  for (size_t i = 0; i < info_.param_grads.size(); ++i) {
+    int p = info_.param_grads[i].first;
+    if (o.kind == "adamw")
+      be_.adamw_update(view(p), grads[i], state_.at(p), static_cast<float>(st.lr),
+                       static_cast<float>(o.beta1), static_cast<float>(o.beta2), static_cast<float>(o.eps),
+                       static_cast<float>(o.weight_decay), step_);
+    else
+      be_.sgd_update(view(p), grads[i], state_.at(p), static_cast<float>(st.lr),
+                     static_cast<float>(o.momentum), static_cast<float>(o.weight_decay));
+  }
+  st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return st;
+}
+
+std::map<std::string, std::vector<float>> Trainer::parameters() const {
+  std::map<std::string, std::vector<float>> out;
+  for (int p : g_.params()) {
+    std::vector<float> host(static_cast<size_t>(sema::numel(g_.tensor(p).shape)));
+    be_.copy_to_host(host.data(), buffers_[p], host.size() * 4);
+    out[g_.tensor(p).name] = std::move(host);
+  }
+  return out;
+}
+
+std::map<std::string, std::vector<float>> Trainer::last_gradients() const {
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& [p, grad] : info_.param_grads) {
+    const TensorView src = spec_.micro_batches > 1 ? accum_.at(p) : view(grad);
+    std::vector<float> host(static_cast<size_t>(src.numel()));
+    be_.copy_to_host(host.data(), src.data, host.size() * 4);
+    out[g_.tensor(p).name] = std::move(host);
+  }
+  return out;
+}
+
+static StTensor to_st(const std::string& name, const sema::Shape& shape, const std::vector<float>& v) {
+  StTensor t;
+  t.name = name;
+  t.dtype = "F32";
+  t.shape = shape;
+  t.data.resize(v.size() * 4);
+  std::memcpy(t.data.data(), v.data(), t.data.size());
+  return t;
+}
+
+void Trainer::save_checkpoint(const std::string& path) const {
+  std::vector<StTensor> tensors;
+  std::map<std::string, sema::Shape> shapes;
+  for (int p : g_.params()) shapes[g_.tensor(p).name] = g_.tensor(p).shape;
+  for (auto& [name, values] : parameters()) tensors.push_back(to_st(name, shapes[name], values));
+  const char* slot_names[] = {"exp_avg", "exp_avg_sq"};
+  for (const auto& [p, st] : state_) {
+    const std::vector<TensorView>& bufs = st.buffers;
+    for (size_t s = 0; s < bufs.size(); ++s) {
+      std::vector<float> host(static_cast<size_t>(bufs[s].numel()));
+      be_.copy_to_host(host.data(), bufs[s].data, host.size() * 4);
+      std::string slot = spec_.optimizer.kind == "adamw" ? slot_names[s] : "momentum";
+      tensors.push_back(to_st("optimizer." + slot + "." + g_.tensor(p).name, g_.tensor(p).shape, host));
+    }
+  }
+  write_safetensors_atomic(path, tensors,
+                           {{"format", "nns-checkpoint-1"}, {"step", std::to_string(step_)}, {"optimizer", spec_.optimizer.kind}});
+}
+
+void Trainer::save_gradients(const std::string& path) const {
+  std::vector<StTensor> tensors;
+  std::map<std::string, sema::Shape> shapes;
+  for (int p : g_.params()) shapes[g_.tensor(p).name] = g_.tensor(p).shape;
+  for (auto& [name, values] : last_gradients()) tensors.push_back(to_st(name, shapes[name], values));
+  write_safetensors_atomic(path, tensors, {{"format", "nns-gradients-1"}, {"step", std::to_string(step_)}});
+}
+
+// Weights (and, for a checkpoint, optimizer state and step) from a file;
+// every mismatch names the tensor.
+void Trainer::load_weights(const std::string& path, bool checkpoint) {
+  SafetensorsFile f = read_safetensors(path);
+  auto load = [&](const std::string& name, const sema::Shape& shape, void* dst) {
+    const StTensor* t = f.find(name);
+    if (!t) throw RuntimeError(path + ": missing tensor '" + name + "'");
+    if (t->dtype != "F32") throw RuntimeError(path + ": tensor '" + name + "' is " + t->dtype + ", expected F32");
+    if (t->shape != shape)
+      throw RuntimeError(path + ": tensor '" + name + "' has shape " + sema::shape_to_string(t->shape) + ", expected " + sema::shape_to_string(shape));
+    be_.copy_from_host(dst, t->data.data(), t->data.size());
+  };
+  for (int p : g_.params()) load(g_.tensor(p).name, g_.tensor(p).shape, buffers_[p]);
+  if (!checkpoint) {
+    for (const StTensor& t : f.tensors) {
+      bool known = false;
+      for (int p : g_.params()) known = known || g_.tensor(p).name == t.name;
+      if (!known) throw RuntimeError(path + ": tensor '" + t.name + "' is not a parameter of this model");
+    }
+    return;
+  }
+  auto fmt = f.metadata.find("format");
+  if (fmt == f.metadata.end() || fmt->second != "nns-checkpoint-1") throw RuntimeError(path + ": not an nns checkpoint (no format metadata)");
+  auto opt = f.metadata.find("optimizer");
+  if (opt == f.metadata.end() || opt->second != spec_.optimizer.kind)
+    throw RuntimeError(path + ": checkpoint optimizer '" + (opt == f.metadata.end() ? "?" : opt->second) + "' differs from the train block's '" +
+                       spec_.optimizer.kind + "'");
+  const char* slot_names[] = {"exp_avg", "exp_avg_sq"};
+  for (auto& [p, st] : state_)
+    for (size_t s = 0; s < st.buffers.size(); ++s) {
+      std::string slot = spec_.optimizer.kind == "adamw" ? slot_names[s] : "momentum";
+      load("optimizer." + slot + "." + g_.tensor(p).name, g_.tensor(p).shape, st.buffers[s].data);
+    }
+  try {
+    step_ = std::stoll(f.metadata.at("step"));
+  } catch (...) {
+    throw RuntimeError(path + ": bad 'step' metadata");
+  }
+}
+
+}  // namespace nns::backend

@@ -1,0 +1,101 @@
+// Single-device training: owns the buffers of a Program, initialises
+// weights, feeds data, runs steps (with micro-batch gradient accumulation,
+// global-norm clipping, the learning-rate schedule and the optimizer) and
+// saves/loads checkpoints.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backend/runtime/backend.h"
+#include "backend/lowering/program.h"
+#include "semantics/autograd.h"
+#include "semantics/train_spec.h"
+
+namespace nns::backend {
+
+class Communicator;
+
+// Counter-based initial values: a tensor's values are a pure function of
+// (key, element index), so every rank can produce any slice of it. The key
+// of a parameter is init_key(--seed, its name); of synthetic micro-batch
+// `index` of an input, data_key(the data seed, its name, index).
+uint64_t init_key(uint64_t seed, const std::string& name);
+uint64_t data_key(int64_t data_seed, const std::string& name, int64_t index);
+void fill_init(const sema::InitSpec& init, uint64_t key, sema::DType dtype, void* data, int64_t n);
+
+struct TrainOptions {
+  // Data-parallel replicas: with a communicator of N ranks, each rank trains
+  // on its own micro-batches and gradients are averaged over the ranks
+  // before the update — the same step as one device with N x micro_batches.
+  Communicator* comm = nullptr;
+  uint64_t seed = 0;           // weight init (data has its own seed in the train block)
+  std::string init_path;       // weights from safetensors (names = qualified param names)
+  std::string data_path;       // overrides the train block's data source
+  std::string resume_path;     // checkpoint to resume from
+};
+
+struct StepStats {
+  int64_t step = 0;  // 1-based
+  double loss = 0;
+  double seconds = 0;
+  double lr = 0;
+  double grad_norm = 0;
+};
+
+class Trainer {
+ public:
+  // `g` is the training graph (autograd applied); it must outlive the trainer.
+  Trainer(const sema::Graph& g, const sema::TrainingGraphInfo& info, const sema::TrainSpec& spec, Backend& backend,
+          TrainOptions opts);
+  ~Trainer();
+
+  StepStats step();                 // one optimizer step (all micro-batches)
+  // For gradient checks: the loss of micro-batch 0 (forward only), its
+  // gradients (forward + backward, no update; read with last_gradients with
+  // micro_batches == 1), and overwriting a parameter.
+  double forward_loss();
+  void compute_gradients();
+  void set_parameter(const std::string& name, const std::vector<float>& values);
+  int64_t steps_done() const { return step_; }
+  const Program& program() const { return program_; }
+
+  // Host copies, by qualified parameter name.
+  std::map<std::string, std::vector<float>> parameters() const;
+  std::map<std::string, std::vector<float>> last_gradients() const;  // of the latest step
+
+  void save_checkpoint(const std::string& path) const;
+  void save_gradients(const std::string& path) const;  // --dump-grads
+  // Samples (or tokens) per step, for throughput.
+  int64_t samples_per_step() const { return samples_per_step_; }
+  bool counts_tokens() const { return counts_tokens_; }
+
+ private:
+  double run_micro_batch(int64_t k, bool backward);
+  TensorView view(int tensor) const;
+  void* ensure(int tensor);
+  void release(int tensor);
+  void init_parameter(int tensor);
+  void load_inputs(int64_t micro_batch_index);
+  void load_weights(const std::string& path, bool checkpoint);
+  double learning_rate(int64_t step) const;
+
+  const sema::Graph& g_;
+  const sema::TrainingGraphInfo& info_;
+  sema::TrainSpec spec_;
+  Backend& be_;
+  TrainOptions opts_;
+  Program program_;
+  std::vector<void*> buffers_;                   // by tensor id
+  std::map<int, OptimizerState> state_;           // optimizer state per param
+  std::map<int, TensorView> accum_;               // accumulated gradients per param (micro-batches)
+  std::vector<std::vector<uint8_t>> data_;        // safetensors data per input, if any
+  int64_t step_ = 0;
+  int rank_ = 0, world_ = 1;
+  int64_t samples_per_step_ = 0;
+  bool counts_tokens_ = false;
+};
+
+}  // namespace nns::backend

@@ -1,0 +1,40 @@
+// What a train block says: loss, optimizer, learning-rate schedule, data,
+// steps and micro-batches. Plain data read by the trainers; it lives apart
+// from the interpreter so that the runtime can use it without including it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "frontend/source.h"
+
+namespace nns::sema {
+
+struct OptimizerSpec {
+  std::string kind = "sgd";  // "sgd" | "adamw"
+  double lr = 1e-3, momentum = 0, weight_decay = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+};
+struct ScheduleSpec {
+  std::string kind = "constant";  // "constant" | "cosine" | "linear"
+  int64_t warmup = 0;
+  double min_lr = 0;
+};
+struct DataSpec {
+  std::string kind = "synthetic";  // "synthetic" | "safetensors"
+  int64_t seed = 0;
+  std::string path;
+};
+struct TrainSpec {
+  int loss = -1;
+  OptimizerSpec optimizer;
+  ScheduleSpec schedule;
+  DataSpec data;
+  int64_t steps = 10;
+  // The inputs declare ONE micro-batch; a step runs micro_batches of them
+  // and accumulates their gradients (global batch = micro_batches x input batch).
+  int64_t micro_batches = 1;
+  double clip = 0;  // global-norm gradient clipping; 0 = off
+  front::SourceLoc loc;
+};
+
+}  // namespace nns::sema
