@@ -23,6 +23,7 @@
 #include "backend/runtime/comm/communicator.h"
 #include "backend/runtime/comm/launcher.h"
 #include "backend/lowering/comm_plan.h"
+#include "backend/lowering/lower_plan.h"
 #include "backend/runtime/plan_runtime.h"
 #include "backend/lowering/program_check.h"
 #include "backend/runtime/safetensors.h"
@@ -183,19 +184,34 @@ bool parse_int(const std::string& text, long long& out) {
 
 // Program verification of the lowered per-rank programs (backend/program_check.h);
 // prints the verdict line. False (and the diagnoses on stderr) when wrong.
-bool verify_lowered(const nns::sema::Graph& g, const nns::sema::Plan& plan, int replicas, const std::string& seed_bug) {
+bool verify_lowered(const nns::sema::Graph& g, const nns::sema::Plan& plan, int replicas, const std::string& seed_bug,
+                    const nns::sema::TrainSpec* spec) {
   nns::backend::SeededBug bug = nns::backend::SeededBug::None;
   if (!seed_bug.empty() && !nns::backend::seeded_bug_from_name(seed_bug, bug)) {
     std::cerr << "nns: error: --seed-bug must be one of " << nns::backend::seeded_bug_names() << "\n";
     return false;
   }
-  nns::backend::ProgramCheck pc = nns::backend::verify_programs(g, plan, replicas, bug);
+  nns::backend::ProgramCheck pc = nns::backend::verify_programs(g, plan, replicas, bug, spec);
   if (!pc.applied.empty()) std::printf("program: seeded bug (test hook): %s\n", pc.applied.c_str());
   std::printf("program: %d rank(s), %d edge(s), %d adapter step(s), %d collective(s) matched across ranks: %s (%.1f ms)\n", pc.ranks, pc.edges,
               pc.steps, pc.collectives, pc.ok ? "verified" : "WRONG", pc.ms);
   std::fflush(stdout);
   for (const std::string& e : pc.errors) std::cerr << "nns: error: program: " << e << "\n";
   return pc.ok;
+}
+
+// The plan lowered to per-rank programs with the sub-ops elaborated on
+// their slices by the interpreter (only_rank < 0: every rank).
+nns::backend::LoweredPlan lower_with_bodies(nns::sema::Interpreter& interp, const nns::sema::Graph& g, const nns::sema::Plan& plan,
+                                            const nns::sema::TrainSpec& spec, int replicas, int only_rank) {
+  nns::backend::LowerOptions lo;
+  lo.replicas = replicas;
+  lo.only_rank = only_rank;
+  lo.elaborate = [&interp](int node, const std::vector<nns::sema::Shape>& ins, const std::vector<nns::sema::Shape>& outs,
+                           const std::map<std::string, int64_t>& div, nns::sema::Graph& local) {
+    return interp.instantiate_op(node, ins, outs, div, local);
+  };
+  return nns::backend::lower_plan(g, plan, spec, lo);
 }
 
 // --device-memory and --check-timeout (check and run share them); false
@@ -215,9 +231,9 @@ bool parse_check_limits(const Args& a, nns::sema::check::CheckOptions& opts, std
 
 int cmd_check(const Args& a) {
   if (a.positional.size() != 1) return usage_error("check needs exactly one FILE");
-  if (!a.emit.empty() && a.emit != "tokens" && a.emit != "ast" && a.emit != "graph" && a.emit != "plan" && a.emit != "comm")
-    return usage_error("--emit must be tokens, ast, graph, plan or comm (got '" + a.emit + "')");
-  if ((a.emit == "plan" || a.emit == "comm") && a.plan.empty()) return usage_error("--emit=" + a.emit + " needs --plan NAME");
+  if (!a.emit.empty() && a.emit != "tokens" && a.emit != "ast" && a.emit != "graph" && a.emit != "plan" && a.emit != "comm" && a.emit != "program")
+    return usage_error("--emit must be tokens, ast, graph, plan, comm or program (got '" + a.emit + "')");
+  if ((a.emit == "plan" || a.emit == "comm" || a.emit == "program") && a.plan.empty()) return usage_error("--emit=" + a.emit + " needs --plan NAME");
   long long check_gpus = 1;
   if (!parse_int(a.gpus, check_gpus) || check_gpus < 1) return usage_error("--gpus must be a positive integer");
   int check_replicas = 1;
@@ -301,7 +317,17 @@ int cmd_check(const Args& a) {
       return nns::sema::check::exit_code(verdict);
     }
     // The lowered programs: what every rank will run, checked against one device.
-    if (!verify_lowered(g, plan, check_replicas, a.seed_bug)) return kExitRuntime;
+    nns::sema::TrainSpec spec = interp.train() ? *interp.train() : nns::sema::TrainSpec{};
+    if (!verify_lowered(g, plan, check_replicas, a.seed_bug, &spec)) return kExitRuntime;
+    if (a.emit == "program") {
+      try {
+        std::cout << lower_with_bodies(interp, g, plan, spec, check_replicas, -1).dump(g);
+      } catch (const nns::backend::LoweringError& e) {
+        std::cerr << "nns: error: " << e.what() << "\n";
+        return kExitRuntime;
+      }
+      return kExitOk;
+    }
   }
   if (a.emit == "graph") {
     std::cout << g.dump();
@@ -515,7 +541,17 @@ int cmd_run(const Args& a) {
       diags.print(std::cerr, colour);
       return nns::sema::check::exit_code(verdict);
     }
-    if (!verify_lowered(g, plan, static_cast<int>(gpus / plan_gpus), a.seed_bug)) return kExitRuntime;
+    if (!verify_lowered(g, plan, static_cast<int>(gpus / plan_gpus), a.seed_bug, &spec)) return kExitRuntime;
+    if (a.emit == "program") {
+      // Every rank's program, without starting the ranks.
+      try {
+        std::cout << lower_with_bodies(interp, g, plan, spec, static_cast<int>(gpus / plan_gpus), -1).dump(g);
+      } catch (const nns::backend::LoweringError& e) {
+        std::cerr << "nns: error: " << e.what() << "\n";
+        return kExitRuntime;
+      }
+      return kExitOk;
+    }
   }
   nns::sema::TrainingGraphInfo info = nns::sema::build_training_graph(g, spec.optimizer.kind);
   if (a.emit == "graph") {
@@ -532,20 +568,13 @@ int cmd_run(const Args& a) {
     auto backend = nns::backend::make_cpu_backend(a.reference);
     int rank_threads = threads > 0 ? static_cast<int>(threads) : (comm ? nns::backend::rank_threads() : 0);
     if (rank_threads > 0) backend->set_threads(rank_threads);
-    nns::backend::PlanTrainer trainer(interp, g, plan, spec, *backend, comm, static_cast<uint64_t>(seed));
+    nns::backend::PlanTrainer trainer(g, lower_with_bodies(interp, g, plan, spec, world / static_cast<int>(plan.ngpus), rank), spec, *backend, comm,
+                                      static_cast<uint64_t>(seed));
     if (!a.init.empty()) trainer.load(a.init, false);
     if (!a.resume.empty()) trainer.load(a.resume, true);
     const int64_t start = trainer.steps_done();
     if (start >= spec.steps) {
       if (rank == 0) std::printf("nns: the checkpoint is at step %lld; nothing left to run (raise --steps)\n", static_cast<long long>(start));
-      return kExitOk;
-    }
-    if (a.emit == "program") {
-      // Ranks print in turn so the dump is deterministic.
-      for (int r = 0; r < world; ++r) {
-        if (r == rank) std::cout << trainer.dump() << std::flush;
-        if (comm) comm->barrier();
-      }
       return kExitOk;
     }
     int64_t replicas = world / plan.ngpus;
@@ -752,6 +781,8 @@ int cmd_run(const Args& a) {
     } catch (const nns::backend::SafetensorsError& e) {
       std::cerr << "nns: error: " << e.what() << "\n";
     } catch (const nns::backend::RuntimeError& e) {
+      std::cerr << "nns: error: " << e.what() << "\n";
+    } catch (const nns::backend::LoweringError& e) {
       std::cerr << "nns: error: " << e.what() << "\n";
     }
     return kExitRuntime;

@@ -9,6 +9,7 @@
 
 #include "backend/lowering/comm_plan.h"
 #include "backend/lowering/geometry.h"
+#include "backend/lowering/lower_plan.h"
 
 namespace nns::backend {
 
@@ -291,18 +292,61 @@ void simulate_edge(const sema::Graph& g, const CommEdge& e, std::vector<std::str
   }
 }
 
+// One collective (or update) of a rank's program, as the matching sees it.
 struct Entry {
   enum Kind { Coll, Bucket, Replica, Loss, Update } kind = Coll;
-  int edge = -1, step = -1, param = -1;
-  const std::vector<int>* devgroup = nullptr;  // devices of the plan (Coll, Bucket; shared, not copied per rank)
-  int replica = 0;                              // global rank = replica * k + device
-  int bucket = -1;                              // Bucket: its key's rank among all keys (the runtime orders buckets by key)
-  double scale = 1;                             // Replica: the averaging factor
+  int edge = -1, step = -1, mb = -1, group = -1, bucket = -1, param = -1;
+  uint32_t tag = 0;
+  double scale = 1;
   bool operator==(const Entry& o) const {
-    return kind == o.kind && edge == o.edge && step == o.step && param == o.param && devgroup == o.devgroup && replica == o.replica &&
-           bucket == o.bucket;
+    return kind == o.kind && edge == o.edge && step == o.step && mb == o.mb && group == o.group && bucket == o.bucket && param == o.param &&
+           tag == o.tag;
   }
 };
+
+// A rank's sequence of collectives and updates, read off its program.
+std::vector<Entry> entries_of(const RankProgram& p) {
+  std::vector<Entry> seq;
+  for (const PInstr& in : p.instrs) {
+    Entry e;
+    e.group = in.group;
+    e.mb = in.mb;
+    switch (in.kind) {
+      case PInstr::AllReduce:
+      case PInstr::AllGather:
+      case PInstr::ReduceScatter:
+      case PInstr::AllToAll:
+      case PInstr::Send:
+      case PInstr::Recv:
+        e.kind = Entry::Coll;
+        e.edge = in.edge;
+        e.step = in.step;
+        e.tag = in.tag;
+        break;
+      case PInstr::BucketAllReduce:
+        e.kind = Entry::Bucket;
+        e.bucket = in.index;
+        break;
+      case PInstr::ReplicaAverage:
+        e.kind = Entry::Replica;
+        e.param = p.buffers[static_cast<size_t>(in.a)].tensor;
+        e.scale = in.scale;
+        break;
+      case PInstr::LossAllReduce:
+        e.kind = Entry::Loss;
+        break;
+      case PInstr::Update:
+        e.kind = Entry::Update;
+        e.param = p.buffers[static_cast<size_t>(in.a)].tensor;
+        e.group = -1;
+        break;
+      default:
+        continue;
+    }
+    seq.push_back(e);
+  }
+  return seq;
+}
 
 }  // namespace
 
@@ -321,374 +365,283 @@ std::string seeded_bug_names() {
   return s;
 }
 
-ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int replicas, SeededBug bug) {
-  auto t0 = std::chrono::steady_clock::now();
-  ProgramCheck out;
-  int k = static_cast<int>(plan.ngpus);
-  int world = k * replicas;
-  out.ranks = world;
-  CommPlan cp = derive_communication(g, plan);
 
-  // The edges the runtime runs (plan_runtime.cpp lower()): every forward
-  // edge; a gradient edge where the input needs a gradient and the op's
-  // outputs reach the loss.
-  std::vector<int> order;
-  for (size_t n = 0; n < plan.root_of_node.size(); ++n)
-    if (plan.root_of_node[n] >= 0) order.push_back(static_cast<int>(n));
-  std::vector<bool> req(g.tensors().size(), false), reaches(g.tensors().size(), false);
-  for (int p : g.params()) req[p] = sema::dtype_is_float(g.tensor(p).dtype);
-  for (int n : order) {
-    bool any = false;
-    for (int t : g.node(n).inputs) any = any || req[t];
-    for (int t : g.node(n).outputs) req[t] = any && sema::dtype_is_float(g.tensor(t).dtype);
-  }
-  if (g.loss >= 0) reaches[g.loss] = true;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    bool any = false;
-    for (int t : g.node(*it).outputs) any = any || reaches[t];
-    if (any)
-      for (int t : g.node(*it).inputs) reaches[t] = true;
-  }
-  auto op_backward = [&](int n) {
-    bool in = false, outp = false;
-    for (int t : g.node(n).inputs) in = in || (req[t] && g.tensor(t).kind != sema::TensorKind::Input);
-    for (int t : g.node(n).outputs) outp = outp || reaches[t];
-    return in && outp;
-  };
-  std::vector<int> live;  // indices into cp.edges
-  for (size_t i = 0; i < cp.edges.size(); ++i) {
-    const CommEdge& e = cp.edges[i];
-    if (!e.note.empty()) {
-      out.errors.push_back(edge_text(g, e) + ": " + e.note);
-      continue;
-    }
-    if (e.backward && (!req[e.tensor] || g.tensor(e.tensor).kind == sema::TensorKind::Input || !op_backward(e.producer))) continue;
-    live.push_back(static_cast<int>(i));
-  }
+namespace {
 
-  // ---- seeded bugs in the lowered communication ------------------------------------------
-  auto first_step = [&](AdapterStep::Prim p) -> std::pair<int, int> {
-    for (int i : live)
-      for (size_t s = 0; s < cp.edges[i].adapter.steps.size(); ++s)
-        if (cp.edges[i].adapter.steps[s].prim == p) return {i, static_cast<int>(s)};
-    return {-1, -1};
-  };
-  if (bug == SeededBug::MissingAllreduce || bug == SeededBug::AllgatherForAllreduce || bug == SeededBug::DoubleCount ||
-      bug == SeededBug::WrongGroup) {
-    auto [ei, si] = first_step(AdapterStep::AllReduce);
-    if (ei < 0) {
-      out.errors.push_back("seeded bug: the plan has no allreduce to corrupt");
-      out.ok = false;
-      return out;
-    }
-    auto& steps = cp.edges[ei].adapter.steps;
-    std::string where = edge_text(g, cp.edges[ei]);
-    if (bug == SeededBug::MissingAllreduce) {
-      steps.erase(steps.begin() + si);
-      out.applied = "dropped the allreduce of " + where;
-    } else if (bug == SeededBug::AllgatherForAllreduce) {
-      steps[si].prim = AdapterStep::AllGather;
-      steps[si].dim = 0;
-      out.applied = "an allgather instead of the allreduce of " + where;
-    } else if (bug == SeededBug::DoubleCount) {
-      steps.insert(steps.begin() + si, steps[si]);
-      out.applied = "the allreduce of " + where + " runs twice";
-    } else {
-      // Swap the last member of the first group with a device outside it
-      // (or drop it when every device is in the group).
-      auto& grp = steps[si].groups[0];
-      int outside = -1;
-      for (int d = 0; d < k && outside < 0; ++d)
-        if (std::find(grp.begin(), grp.end(), d) == grp.end()) outside = d;
-      std::string before = group_text(grp);
-      if (outside >= 0 && steps[si].groups.size() == 1) grp.back() = outside;
-      else grp.pop_back();
-      std::sort(grp.begin(), grp.end());
-      out.applied = "the allreduce of " + where + " runs over " + group_text(grp) + " instead of " + before;
-    }
+// Seeded bugs in the derived communication (before lowering): the first
+// allreduce (or send/recv) of an edge the programs run.
+bool seed_comm_bug(const sema::Graph& g, CommPlan& cp, const std::vector<int>& used, int devices, SeededBug bug, ProgramCheck& out) {
+  bool on_allreduce = bug == SeededBug::MissingAllreduce || bug == SeededBug::AllgatherForAllreduce || bug == SeededBug::DoubleCount ||
+                      bug == SeededBug::WrongGroup;
+  if (!on_allreduce && bug != SeededBug::WrongStageDevice) return true;
+  AdapterStep::Prim prim = on_allreduce ? AdapterStep::AllReduce : AdapterStep::SendRecv;
+  int ei = -1, si = -1;
+  for (int i : used)
+    for (size_t s = 0; s < cp.edges[i].adapter.steps.size() && ei < 0; ++s)
+      if (cp.edges[i].adapter.steps[s].prim == prim) {
+        ei = i;
+        si = static_cast<int>(s);
+      }
+  if (ei < 0) {
+    out.errors.push_back(std::string("seeded bug: the plan has no ") + (on_allreduce ? "allreduce" : "send/recv") + " to corrupt");
+    return false;
   }
-  if (bug == SeededBug::WrongStageDevice) {
-    auto [ei, si] = first_step(AdapterStep::SendRecv);
-    if (ei < 0) {
-      out.errors.push_back("seeded bug: the plan has no send/recv to corrupt");
-      out.ok = false;
-      return out;
-    }
-    auto& pr = cp.edges[ei].adapter.steps[si].groups[0];
-    int wrong = (pr[1] + 1) % k == pr[0] ? (pr[1] + 2) % k : (pr[1] + 1) % k;
-    out.applied = "send/recv of " + edge_text(g, cp.edges[ei]) + " goes to device " + std::to_string(wrong) + " instead of " + std::to_string(pr[1]);
+  auto& steps = cp.edges[ei].adapter.steps;
+  std::string where = edge_text(g, cp.edges[ei]);
+  if (bug == SeededBug::MissingAllreduce) {
+    steps.erase(steps.begin() + si);
+    out.applied = "dropped the allreduce of " + where;
+  } else if (bug == SeededBug::AllgatherForAllreduce) {
+    steps[si].prim = AdapterStep::AllGather;
+    steps[si].dim = 0;
+    out.applied = "an allgather instead of the allreduce of " + where;
+  } else if (bug == SeededBug::DoubleCount) {
+    steps.insert(steps.begin() + si, steps[si]);
+    out.applied = "the allreduce of " + where + " runs twice";
+  } else if (bug == SeededBug::WrongGroup) {
+    // Swap the last member of the first group with a device outside it
+    // (or drop it when every device is in the group).
+    auto& grp = steps[si].groups[0];
+    int outside = -1;
+    for (int d = 0; d < devices && outside < 0; ++d)
+      if (std::find(grp.begin(), grp.end(), d) == grp.end()) outside = d;
+    std::string before = group_text(grp);
+    if (outside >= 0 && steps[si].groups.size() == 1) grp.back() = outside;
+    else grp.pop_back();
+    std::sort(grp.begin(), grp.end());
+    out.applied = "the allreduce of " + where + " runs over " + group_text(grp) + " instead of " + before;
+  } else {
+    auto& pr = steps[si].groups[0];
+    int wrong = (pr[1] + 1) % devices == pr[0] ? (pr[1] + 2) % devices : (pr[1] + 1) % devices;
+    out.applied = "send/recv of " + where + " goes to device " + std::to_string(wrong) + " instead of " + std::to_string(pr[1]);
     pr[1] = wrong;
   }
+  return true;
+}
 
-  // ---- values: every edge on every device ------------------------------------------------
-  for (int i : live) {
-    ++out.edges;
-    out.steps += static_cast<int>(cp.edges[i].adapter.steps.size());
-    simulate_edge(g, cp.edges[i], out.errors);
-  }
+// The order checks over the ranks' programs: updates after every
+// reduction of their gradient, one replica scale, and matching (a
+// collective runs when every member of its group has it next).
+class OrderCheck {
+ public:
+  OrderCheck(const sema::Graph& g, LoweredPlan& lp, ProgramCheck& out) : g_(g), lp_(lp), out_(out) {}
 
-  // ---- each rank's sequence of collectives, as the runtime issues them --------------------
-  // (plan_runtime.cpp run_micro_batch/step: forward ops in order with their
-  // input edges, backward ops in reverse with their gradient edges, buckets
-  // in key order, replica averages and the loss reduction, then updates.)
-  auto is_deferred = [](const CommEdge& e) {
-    return e.backward && e.consumer < 0 && e.adapter.steps.size() == 1 && e.adapter.steps[0].prim == AdapterStep::AllReduce;
-  };
-  auto bucket_key = [](const CommEdge& e) {
-    std::string key;
-    for (const auto& grp : e.adapter.steps[0].groups) key += group_text(grp);
-    return key;
-  };
-  // Per edge step: which of its groups each device is in (-1: none).
-  std::map<std::pair<int, int>, std::vector<int>> group_of_device;
-  for (int i : live)
-    for (size_t st = 0; st < cp.edges[i].adapter.steps.size(); ++st) {
-      std::vector<int>& m = group_of_device[{i, static_cast<int>(st)}];
-      m.assign(static_cast<size_t>(k), -1);
-      const auto& groups = cp.edges[i].adapter.steps[st].groups;
-      for (size_t gi = 0; gi < groups.size(); ++gi)
-        for (int d : groups[gi])
-          if (d >= 0 && d < k) m[static_cast<size_t>(d)] = static_cast<int>(gi);
-    }
-  std::map<std::pair<int, int>, int> fwd_edge, bwd_edge;  // (node, input) -> edge
-  for (int i : live) (cp.edges[i].backward ? bwd_edge : fwd_edge)[{cp.edges[i].backward ? cp.edges[i].producer : cp.edges[i].consumer, cp.edges[i].input_index}] = i;
-  std::map<int, std::vector<bool>> holders;  // param -> devices that update a piece of it
-  for (int i : live) {
-    const CommEdge& e = cp.edges[i];
-    if (!e.backward || e.consumer >= 0) continue;
-    std::vector<bool>& h = holders[e.tensor];
-    h.resize(static_cast<size_t>(k), false);
-    for (int d : e.to.devices) h[static_cast<size_t>(d)] = true;
-  }
-  std::vector<int> world_group;
-  for (int d = 0; d < k; ++d) world_group.push_back(d);
-  std::vector<std::vector<Entry>> seq(static_cast<size_t>(world));
-  // Bucket keys, computed once per edge (a key names every group: building
-  // it per rank made a 1024-rank check spend seconds on strings) and
-  // numbered in key order.
-  std::vector<int> bucket_of(cp.edges.size(), -1);
-  {
-    std::map<std::string, std::vector<int>> by_key;
-    for (int i : live)
-      if (is_deferred(cp.edges[i])) by_key[bucket_key(cp.edges[i])].push_back(i);
-    int id = 0;
-    for (auto& [key, edges] : by_key) {
-      for (int i : edges) bucket_of[static_cast<size_t>(i)] = id;
-      ++id;
-    }
-  }
-  std::vector<std::map<int, std::set<int>>> bucket_members;  // per rank: bucket -> params
-  for (int rank = 0; rank < world; ++rank) {
-    int replica = rank / k, device = rank % k;
-    auto emit_edge = [&](int ei) {
-      const CommEdge& e = cp.edges[ei];
-      for (size_t st = 0; st < e.adapter.steps.size(); ++st) {
-        const AdapterStep& step = e.adapter.steps[st];
-        if (step.prim == AdapterStep::Chunk || step.prim == AdapterStep::ValueSplit) continue;
-        int gi = group_of_device[{ei, static_cast<int>(st)}][static_cast<size_t>(device)];
-        if (step.prim == AdapterStep::SendRecv) {
-          // One entry per pair this device is in, in pair order.
-          for (const auto& pr : step.groups)
-            if (pr[0] == device || pr[1] == device) {
-              Entry en;
-              en.edge = ei;
-              en.step = static_cast<int>(st);
-              en.devgroup = &pr;
-              en.replica = replica;
-              seq[rank].push_back(en);
-            }
-          continue;
-        }
-        if (gi < 0) continue;
-        Entry en;
-        en.edge = ei;
-        en.step = static_cast<int>(st);
-        en.devgroup = &step.groups[static_cast<size_t>(gi)];
-        en.replica = replica;
-        seq[rank].push_back(en);
-      }
-    };
-    for (int n : order)
-      for (size_t kk = 0; kk < g.node(n).inputs.size(); ++kk)
-        if (auto it = fwd_edge.find({n, static_cast<int>(kk)}); it != fwd_edge.end()) emit_edge(it->second);
-    std::map<int, Entry> buckets;
-    std::map<int, std::set<int>> bucket_params;
-    for (auto it = order.rbegin(); it != order.rend(); ++it)
-      for (size_t kk = 0; kk < g.node(*it).inputs.size(); ++kk) {
-        auto e = bwd_edge.find({*it, static_cast<int>(kk)});
-        if (e == bwd_edge.end()) continue;
-        const CommEdge& ce = cp.edges[e->second];
-        if (!is_deferred(ce)) {
-          emit_edge(e->second);
-          continue;
-        }
-        int gi = group_of_device[{e->second, 0}][static_cast<size_t>(device)];
-        if (gi < 0) continue;
-        int key = bucket_of[static_cast<size_t>(e->second)];
-        Entry& b = buckets[key];
-        b.kind = Entry::Bucket;
-        b.bucket = key;
-        b.devgroup = &ce.adapter.steps[0].groups[static_cast<size_t>(gi)];
-        b.replica = replica;
-        bucket_params[key].insert(ce.tensor);
-      }
-    for (auto& [key, b] : buckets)
-      if (b.devgroup->size() > 1) seq[rank].push_back(b);
-    std::vector<int> held;
-    for (auto& [p, h] : holders)
-      if (h[static_cast<size_t>(device)]) held.push_back(p);
-    if (replicas > 1)
-      for (int p : held) {
-        Entry r;
-        r.kind = Entry::Replica;
-        r.param = p;
-        r.devgroup = nullptr;  // the same device of every replica
-        r.scale = 1.0 / replicas;
-        seq[rank].push_back(r);
-      }
-    if (world > 1) {
-      Entry loss;
-      loss.kind = Entry::Loss;
-      seq[rank].push_back(loss);
-    }
-    for (int p : held) {
-      Entry u;
-      u.kind = Entry::Update;
-      u.param = p;
-      seq[rank].push_back(u);
-    }
-    for (Entry& en : seq[rank])
-      if (en.kind == Entry::Bucket) en.param = -1;
-    bucket_members.emplace_back(std::move(bucket_params));
-  }
-  // The members (global ranks) of an entry's collective.
-  auto members = [&](int rank, const Entry& e) {
-    std::vector<int> m;
-    if (e.kind == Entry::Loss) {
-      for (int r = 0; r < world; ++r) m.push_back(r);
-    } else if (e.kind == Entry::Replica) {
-      for (int j = 0; j < replicas; ++j) m.push_back(j * k + rank % k);
-    } else {
-      for (int d : *e.devgroup) m.push_back(e.replica * k + d);
-    }
-    return m;
-  };
-  auto describe = [&](const Entry& e) -> std::string {
-    switch (e.kind) {
-      case Entry::Coll: return std::string(prim_name(cp.edges[e.edge].adapter.steps[e.step].prim)) + " of " + edge_text(g, cp.edges[e.edge]);
-      case Entry::Bucket: return "bucketed gradient allreduce over " + group_text(*e.devgroup);
-      case Entry::Replica: return "replica average of the gradient of " + g.tensor(e.param).name;
-      case Entry::Loss: return "loss and gradient-norm allreduce";
-      case Entry::Update: return "update of " + g.tensor(e.param).name;
-    }
-    return "?";
-  };
-  auto reduces = [&](int rank, const Entry& r, int param) {
-    if (r.kind == Entry::Bucket) return bucket_members[static_cast<size_t>(rank)][r.bucket].count(param) > 0;
-    if (r.kind == Entry::Replica) return r.param == param;
-    if (r.kind == Entry::Coll) return cp.edges[r.edge].backward && cp.edges[r.edge].tensor == param;
-    return false;
-  };
-
-  if (bug == SeededBug::ReplicaScale || bug == SeededBug::EarlyUpdate || bug == SeededBug::CollectiveOrder) {
+  // Seeded bugs in the lowered programs themselves.
+  bool seed(SeededBug bug) {
+    if (bug != SeededBug::ReplicaScale && bug != SeededBug::EarlyUpdate && bug != SeededBug::CollectiveOrder) return true;
     bool done = false;
-    if (bug == SeededBug::ReplicaScale && replicas > 1)
-      for (Entry& en : seq[static_cast<size_t>(k)])  // rank k: device 0 of replica 1
-        if (en.kind == Entry::Replica && !done) {
-          en.scale = 1.0;
+    if (bug == SeededBug::ReplicaScale && lp_.replicas > 1)
+      for (PInstr& in : lp_.programs[static_cast<size_t>(lp_.devices)].instrs)  // rank k: device 0 of replica 1
+        if (in.kind == PInstr::ReplicaAverage && !done) {
+          in.scale = 1.f;
           done = true;
-          out.applied = "replica 1 averages the gradient of " + g.tensor(en.param).name + " with factor 1 instead of 1/" + std::to_string(replicas);
+          out_.applied = "replica 1 averages the gradient of " + name(lp_.programs[static_cast<size_t>(lp_.devices)], in.a) +
+                         " with factor 1 instead of 1/" + std::to_string(lp_.replicas);
         }
-    if (bug == SeededBug::EarlyUpdate) {
-      auto& sq = seq[0];
+    std::vector<PInstr>& sq = lp_.programs[0].instrs;
+    if (bug == SeededBug::EarlyUpdate)
       for (size_t i = 0; i < sq.size() && !done; ++i)
-        if (sq[i].kind == Entry::Update)
+        if (sq[i].kind == PInstr::Update)
           for (size_t j = 0; j < i && !done; ++j)
-            if (reduces(0, sq[j], sq[i].param)) {
-              Entry u = sq[i];
+            if (reduces(lp_.programs[0], sq[j], lp_.programs[0].buffers[static_cast<size_t>(sq[i].a)].tensor)) {
+              PInstr u = sq[i];
               sq.erase(sq.begin() + static_cast<long>(i));
               sq.insert(sq.begin() + static_cast<long>(j), u);
-              out.applied = "rank 0 issues the " + describe(u) + " before its gradient is reduced";
+              out_.applied = "rank 0 issues the update of " + name(lp_.programs[0], u.a) + " before its gradient is reduced";
               done = true;
             }
-    }
     if (bug == SeededBug::CollectiveOrder) {
-      auto& sq = seq[0];
-      for (size_t i = 0; i + 1 < sq.size() && !done; ++i)
-        for (size_t j = i + 1; j < sq.size() && !done; ++j)
-          if (sq[i].kind != Entry::Update && sq[j].kind != Entry::Update && !(sq[i] == sq[j])) {
-            std::swap(sq[i], sq[j]);
-            out.applied = "rank 0 issues '" + describe(sq[i]) + "' before '" + describe(sq[j]) + "'";
-            done = true;
-          }
+      std::vector<size_t> colls;
+      for (size_t i = 0; i < sq.size(); ++i)
+        if (sq[i].is_collective()) colls.push_back(i);
+      for (size_t x = 0; x + 1 < colls.size() && !done; ++x)
+        for (size_t y = x + 1; y < colls.size() && !done; ++y) {
+          if (same(lp_.programs[0], sq[colls[x]], sq[colls[y]])) continue;
+          std::swap(sq[colls[x]], sq[colls[y]]);
+          out_.applied = "rank 0 issues '" + describe(lp_.programs[0], sq[colls[x]]) + "' before '" + describe(lp_.programs[0], sq[colls[y]]) + "'";
+          done = true;
+        }
     }
     if (!done) {
-      out.errors.push_back("seeded bug: nothing to corrupt in this plan (needs " + std::string(bug == SeededBug::ReplicaScale ? "replicas" : "collectives") + ")");
-      out.ok = false;
-      return out;
+      out_.errors.push_back("seeded bug: nothing to corrupt in this plan (needs " + std::string(bug == SeededBug::ReplicaScale ? "replicas" : "collectives") + ")");
+      return false;
+    }
+    return true;
+  }
+
+  void run() {
+    int world = lp_.ranks();
+    std::vector<std::vector<Entry>> seq;
+    for (const RankProgram& p : lp_.programs) seq.push_back(entries_of(p));
+    updates_after_reductions(seq);
+    match(seq, world);
+  }
+
+ private:
+  const sema::Graph& g_;
+  LoweredPlan& lp_;
+  ProgramCheck& out_;
+
+  std::string name(const RankProgram& p, int buf) const { return g_.tensor(p.buffers[static_cast<size_t>(buf)].tensor).name; }
+
+  bool same(const RankProgram& p, const PInstr& a, const PInstr& b) const {
+    RankProgram one;
+    one.buffers = p.buffers;
+    one.instrs = {a, b};
+    std::vector<Entry> e = entries_of(one);
+    return e.size() == 2 && e[0] == e[1];
+  }
+
+  // Whether entry `e` of rank `r` reduces the gradient of parameter `param`.
+  bool reduces_entry(int r, const Entry& e, int param) const {
+    const RankProgram& p = lp_.programs[static_cast<size_t>(r)];
+    if (e.kind == Entry::Bucket) {
+      for (int b : p.buckets[static_cast<size_t>(e.bucket)])
+        if (p.buffers[static_cast<size_t>(b)].tensor == param) return true;
+      return false;
+    }
+    if (e.kind == Entry::Replica) return e.param == param;
+    if (e.kind == Entry::Coll) return lp_.comm.edges[static_cast<size_t>(e.edge)].backward && lp_.comm.edges[static_cast<size_t>(e.edge)].tensor == param;
+    return false;
+  }
+  bool reduces(const RankProgram& p, const PInstr& in, int param) const {
+    RankProgram one;
+    one.buffers = p.buffers;
+    one.instrs = {in};
+    std::vector<Entry> e = entries_of(one);
+    return !e.empty() && reduces_entry(p.rank, e[0], param);
+  }
+
+  std::string describe(const Entry& e) const {
+    switch (e.kind) {
+      case Entry::Coll: {
+        const CommEdge& ce = lp_.comm.edges[static_cast<size_t>(e.edge)];
+        return std::string(prim_name(ce.adapter.steps[static_cast<size_t>(e.step)].prim)) + " of " + edge_text(g_, ce);
+      }
+      case Entry::Bucket: return "bucketed gradient allreduce over " + group_text(lp_.groups[static_cast<size_t>(e.group)]);
+      case Entry::Replica: return "replica average of the gradient of " + g_.tensor(e.param).name;
+      case Entry::Loss: return "loss and gradient-norm allreduce";
+      case Entry::Update: return "update of " + g_.tensor(e.param).name;
+    }
+    return "?";
+  }
+  std::string describe(const RankProgram& p, const PInstr& in) const {
+    RankProgram one;
+    one.buffers = p.buffers;
+    one.instrs = {in};
+    std::vector<Entry> e = entries_of(one);
+    return e.empty() ? std::string(instr_name(in.kind)) : describe(e[0]);
+  }
+
+  void updates_after_reductions(const std::vector<std::vector<Entry>>& seq) {
+    int replicas = lp_.replicas;
+    for (size_t r = 0; r < seq.size(); ++r) {
+      const auto& sq = seq[r];
+      std::set<int> updated;
+      for (const Entry& e : sq) {
+        if (e.kind == Entry::Update) updated.insert(e.param);
+        else
+          for (int p : updated)
+            if (reduces_entry(static_cast<int>(r), e, p)) {
+              out_.errors.push_back("rank " + std::to_string(r) + ": the update of " + g_.tensor(p).name + " is issued before its gradient is reduced (" +
+                                    describe(e) + ")");
+              updated.erase(p);
+              break;
+            }
+        if (e.kind == Entry::Replica && std::fabs(e.scale * replicas - 1.0) > 1e-6)
+          out_.errors.push_back("rank " + std::to_string(r) + ": the gradient of " + g_.tensor(e.param).name + " is scaled by " + std::to_string(e.scale) +
+                                " but by 1/" + std::to_string(replicas) + " on the other replicas");
+      }
     }
   }
 
-  // Updates after every reduction of their gradient; one scale everywhere.
-  for (int rank = 0; rank < world; ++rank) {
-    const auto& sq = seq[static_cast<size_t>(rank)];
-    std::set<int> updated;
-    for (size_t i = 0; i < sq.size(); ++i) {
-      if (sq[i].kind == Entry::Update) updated.insert(sq[i].param);
-      else
-        for (int p : updated)
-          if (reduces(rank, sq[i], p)) {
-            out.errors.push_back("rank " + std::to_string(rank) + ": the update of " + g.tensor(p).name + " is issued before its gradient is reduced (" +
-                                 describe(sq[i]) + ")");
-            updated.erase(p);
-            break;
-          }
-      if (sq[i].kind == Entry::Replica && std::fabs(sq[i].scale - 1.0 / replicas) > 1e-12)
-        out.errors.push_back("rank " + std::to_string(rank) + ": the gradient of " + g.tensor(sq[i].param).name + " is scaled by " +
-                             std::to_string(sq[i].scale) + " but by 1/" + std::to_string(replicas) + " on the other replicas");
+  void match(const std::vector<std::vector<Entry>>& seq, int world) {
+    // Worklist: a rank is looked at again only when it has advanced.
+    std::vector<size_t> pos(static_cast<size_t>(world), 0);
+    auto next_coll = [&](int r) -> const Entry* {
+      const auto& sq = seq[static_cast<size_t>(r)];
+      while (pos[r] < sq.size() && sq[pos[r]].kind == Entry::Update) ++pos[r];
+      return pos[r] < sq.size() ? &sq[pos[r]] : nullptr;
+    };
+    std::vector<int> work;
+    for (int r = world - 1; r >= 0; --r) work.push_back(r);
+    while (!work.empty()) {
+      int r = work.back();
+      work.pop_back();
+      const Entry* e = next_coll(r);
+      if (!e) continue;
+      const std::vector<int>& m = lp_.groups[static_cast<size_t>(e->group)];
+      bool all = true;
+      for (int x : m) {
+        const Entry* o = next_coll(x);
+        all = all && o && *o == *e;
+        if (!all) break;
+      }
+      if (!all) continue;
+      for (int x : m) ++pos[x];
+      ++out_.collectives;
+      for (int x : m) work.push_back(x);
     }
-  }
-
-  // Matching: a collective runs when every member of its group has it next.
-  // Worklist: a rank is looked at again only when it has advanced.
-  std::vector<size_t> pos(static_cast<size_t>(world), 0);
-  auto next_coll = [&](int r) -> const Entry* {
-    auto& sq = seq[static_cast<size_t>(r)];
-    while (pos[r] < sq.size() && sq[pos[r]].kind == Entry::Update) ++pos[r];
-    return pos[r] < sq.size() ? &sq[pos[r]] : nullptr;
-  };
-  std::vector<int> work;
-  for (int r = world - 1; r >= 0; --r) work.push_back(r);
-  while (!work.empty()) {
-    int r = work.back();
-    work.pop_back();
-    const Entry* e = next_coll(r);
-    if (!e) continue;
-    std::vector<int> m = members(r, *e);
-    bool all = true;
-    for (int x : m) {
-      const Entry* o = next_coll(x);
-      all = all && o && *o == *e;
-      if (!all) break;
-    }
-    if (!all) continue;
-    for (int x : m) ++pos[x];
-    ++out.collectives;
-    for (int x : m) work.push_back(x);
-  }
-  {
     std::string msg;
     int shown = 0;
     for (int r = 0; r < world && shown < 4; ++r)
       if (const Entry* e = next_coll(r)) {
-        msg += " rank " + std::to_string(r) + " on the " + describe(*e) + " over " + group_text(members(r, *e)) + ";";
+        msg += " rank " + std::to_string(r) + " on the " + describe(*e) + " over " + group_text(lp_.groups[static_cast<size_t>(e->group)]) + ";";
         ++shown;
       }
-    if (!msg.empty()) out.errors.push_back("deadlock: the ranks wait on different collectives:" + msg);
+    if (!msg.empty()) out_.errors.push_back("deadlock: the ranks wait on different collectives:" + msg);
   }
-  out.ok = out.errors.empty();
-  out.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  return out;
+};
+
+}  // namespace
+
+ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int replicas, SeededBug bug, const sema::TrainSpec* spec) {
+  auto t0 = std::chrono::steady_clock::now();
+  ProgramCheck out;
+  sema::TrainSpec defaults;
+  const sema::TrainSpec& sp = spec ? *spec : defaults;
+  int devices = static_cast<int>(plan.ngpus);
+  out.ranks = devices * replicas;
+  auto finish = [&] {
+    out.ok = out.errors.empty();
+    out.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return out;
+  };
+  // The programs every rank runs (structure only: the sub-op bodies do not
+  // change what is communicated).
+  LowerOptions opts;
+  opts.replicas = replicas;
+  LoweredPlan lp;
+  try {
+    lp = lower_plan(g, plan, sp, opts);
+  } catch (const LoweringError& e) {
+    out.errors.push_back(std::string("lowering: ") + e.what());
+    return finish();
+  }
+  CommPlan cp = lp.comm;
+  if (!seed_comm_bug(g, cp, lp.edges, devices, bug, out)) return finish();
+  // Values: every edge the programs run, on every device, by the
+  // verifier's own abstract semantics.
+  for (int i : lp.edges) {
+    ++out.edges;
+    out.steps += static_cast<int>(cp.edges[i].adapter.steps.size());
+    simulate_edge(g, cp.edges[i], out.errors);
+  }
+  if (!out.applied.empty()) {
+    // A corrupted derivation: lower again from it, as the runtime would.
+    opts.comm = &cp;
+    try {
+      lp = lower_plan(g, plan, sp, opts);
+    } catch (const LoweringError& e) {
+      out.errors.push_back(std::string("lowering: ") + e.what());
+      return finish();
+    }
+  }
+  // Order and grouping: the ranks' instruction lists.
+  OrderCheck order(g, lp, out);
+  if (!order.seed(bug)) return finish();
+  order.run();
+  return finish();
 }
 
 }  // namespace nns::backend

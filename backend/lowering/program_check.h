@@ -26,6 +26,7 @@
 
 #include "semantics/graph.h"
 #include "semantics/plan.h"
+#include "semantics/train_spec.h"
 
 namespace nns::backend {
 
@@ -52,6 +53,10 @@ struct ProgramCheck {
 };
 
 // `replicas`: plan replicas (N = replicas x plan.ngpus ranks).
-ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int replicas, SeededBug bug = SeededBug::None);
+// The programs are lowered here (lower_plan, structure only) with the train
+// block's micro-batches (`spec`; one when null); the seeded bug corrupts the
+// derived communication before lowering or the lowered lists after it.
+ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int replicas, SeededBug bug = SeededBug::None,
+                             const sema::TrainSpec* spec = nullptr);
 
 }  // namespace nns::backend

@@ -1,0 +1,60 @@
+// lower_plan: a checked plan -> one RankProgram per rank (rank_program.h).
+//
+// Every rank walks the same global sequence: the plan's top-level ops in
+// graph order, micro-batch after micro-batch; in forward each op's input
+// edges run their derived adapters (communication derivation, comm_plan.h)
+// and the rank's sub-ops run on their slices; in backward the ops run in
+// reverse and each input's gradient contribution runs the dual adapter.
+// Parameter gradients whose adapter is one allreduce (replicated weights,
+// batch-split consumers) are summed locally and reduced at the end of the
+// step in one fused allreduce per device group (buckets, in key order);
+// plan replicas then average their gradients; the loss and gradient norm are
+// reduced over every rank; clipping; updates. Because every rank derives its
+// list from the same sequence, collectives are issued in one order
+// everywhere; program verification (program_check.h) checks that on the
+// lists themselves.
+//
+// Data parallelism over plan replicas: a plan for k devices on N = m k ranks
+// forms m replicas (rank = replica * k + device).
+//
+// Sub-ops are elaborated on their slices through `elaborate` (the driver
+// passes the interpreter's instantiate_op); without it the programs have
+// their full instruction lists but no kernel bodies (what verification
+// needs, at a fraction of the cost for 1024 devices).
+#pragma once
+
+#include <functional>
+#include <stdexcept>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backend/lowering/rank_program.h"
+#include "semantics/plan.h"
+#include "semantics/train_spec.h"
+
+namespace nns::backend {
+
+// Elaborates top-level op `node` on a slice into `local` (see
+// sema::Interpreter::instantiate_op); throws std::runtime_error naming the op.
+using Elaborator = std::function<sema::OpInstance(int node, const std::vector<sema::Shape>& input_shapes,
+                                                  const std::vector<sema::Shape>& output_shapes,
+                                                  const std::map<std::string, int64_t>& divisors, sema::Graph& local)>;
+
+struct LowerOptions {
+  int replicas = 1;
+  Elaborator elaborate;         // empty: structure only
+  int only_rank = -1;           // >= 0: lower this rank only (what a rank process runs)
+  const CommPlan* comm = nullptr;  // derived communication to use (default: derived here)
+};
+
+// Throws LoweringError when the plan cannot be executed (an edge that is not
+// a layout, a parameter split by value, a dropout split other than along its
+// first dim, a sub-op that cannot be elaborated on its slice).
+struct LoweringError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema::TrainSpec& spec, const LowerOptions& opts);
+
+}  // namespace nns::backend

@@ -1,0 +1,230 @@
+#include "backend/lowering/rank_program.h"
+
+#include <sstream>
+
+namespace nns::backend {
+
+const char* role_name(BufferDecl::Role r) {
+  switch (r) {
+    case BufferDecl::Param: return "param";
+    case BufferDecl::Accum: return "accum";
+    case BufferDecl::Input: return "input";
+    case BufferDecl::Value: return "value";
+    case BufferDecl::Grad: return "grad";
+    case BufferDecl::Contrib: return "contrib";
+    case BufferDecl::Transit: return "transit";
+    case BufferDecl::Bucket: return "bucket";
+  }
+  return "?";
+}
+
+const char* instr_name(PInstr::Kind k) {
+  switch (k) {
+    case PInstr::Alloc: return "alloc";
+    case PInstr::Free: return "free";
+    case PInstr::LoadInput: return "load-input";
+    case PInstr::Extract: return "extract";
+    case PInstr::AddTo: return "add-to";
+    case PInstr::SliceIn: return "slice-in";
+    case PInstr::Forward: return "forward";
+    case PInstr::CollectOut: return "collect-out";
+    case PInstr::DropForward: return "drop-forward";
+    case PInstr::SeedGrad: return "seed-grad";
+    case PInstr::SliceGrad: return "slice-grad";
+    case PInstr::Backward: return "backward";
+    case PInstr::CollectGrad: return "collect-grad";
+    case PInstr::FreeKernel: return "free-kernel";
+    case PInstr::AllReduce: return "allreduce";
+    case PInstr::AllGather: return "allgather";
+    case PInstr::ReduceScatter: return "reduce-scatter";
+    case PInstr::AllToAll: return "all-to-all";
+    case PInstr::Send: return "send";
+    case PInstr::Recv: return "recv";
+    case PInstr::BucketAllReduce: return "bucket-allreduce";
+    case PInstr::ReplicaAverage: return "replica-average";
+    case PInstr::LossShare: return "loss-share";
+    case PInstr::LossAllReduce: return "loss-allreduce";
+    case PInstr::Clip: return "clip";
+    case PInstr::Update: return "update";
+  }
+  return "?";
+}
+
+bool PInstr::is_collective() const {
+  switch (kind) {
+    case AllReduce:
+    case AllGather:
+    case ReduceScatter:
+    case AllToAll:
+    case Send:
+    case Recv:
+    case BucketAllReduce:
+    case ReplicaAverage:
+    case LossAllReduce:
+      return true;
+    default:
+      return false;
+  }
+}
+
+namespace {
+
+std::string piece_text(const Piece& p) {
+  std::string s = region_text(p.start, p.length);
+  if (p.value_parts > 1) s += " v" + std::to_string(p.value_index) + "/" + std::to_string(p.value_parts);
+  if (p.replicas > 1) s += " r" + std::to_string(p.replica_index) + "/" + std::to_string(p.replicas);
+  return s;
+}
+
+std::string tensor_text(const sema::Graph& g, int t) {
+  const sema::TensorInfo& info = g.tensor(t);
+  return info.kind == sema::TensorKind::Activation ? "%" + std::to_string(t) : info.name;
+}
+
+std::string scale_text(float s) {
+  if (s == 1.f) return "";
+  std::ostringstream o;
+  o << " x" << s;
+  return o.str();
+}
+
+}  // namespace
+
+// Elements a collective moves per call, as the Communicator is called with
+// them (allgather / reduce-scatter / all-to-all: the per-member chunk).
+static int64_t collective_count(const RankProgram& p, const PInstr& in) {
+  auto numel = [&](int b) { return p.buffers[static_cast<size_t>(b)].piece.numel(); };
+  switch (in.kind) {
+    case PInstr::AllReduce:
+    case PInstr::Send:
+    case PInstr::ReplicaAverage:
+      return numel(in.a);
+    case PInstr::Recv:
+    case PInstr::ReduceScatter:
+      return numel(in.b);
+    case PInstr::AllGather:
+      return numel(in.a);
+    case PInstr::AllToAll:
+      return p.geoms[static_cast<size_t>(in.geom)].send.empty() ? 0 : p.geoms[static_cast<size_t>(in.geom)].send[0].numel();
+    case PInstr::BucketAllReduce: {
+      int64_t n = 0;
+      for (int b : p.buckets[static_cast<size_t>(in.index)]) n += numel(b);
+      return n;
+    }
+    case PInstr::LossAllReduce:
+      return 2;
+    default:
+      return 0;
+  }
+}
+
+std::vector<std::string> LoweredPlan::collective_trace(const RankProgram& p) const {
+  std::vector<std::string> out;
+  for (const PInstr& in : p.instrs) {
+    if (!in.is_collective()) continue;
+    std::string count = std::to_string(collective_count(p, in));
+    if (in.kind == PInstr::Send) out.push_back("send " + count + " to " + std::to_string(in.peer));
+    else if (in.kind == PInstr::Recv) out.push_back("recv " + count + " from " + std::to_string(in.peer));
+    else if (groups[static_cast<size_t>(in.group)].size() > 1) {
+      const char* prim = in.kind == PInstr::AllGather       ? "allgather"
+                         : in.kind == PInstr::ReduceScatter ? "reduce-scatter"
+                         : in.kind == PInstr::AllToAll      ? "all-to-all"
+                                                            : "allreduce";
+      out.push_back(std::string(prim) + " " + count + " " + group_text(groups[static_cast<size_t>(in.group)]));
+    }
+  }
+  return out;
+}
+
+std::string LoweredPlan::dump_rank(const sema::Graph& g, const RankProgram& p) const {
+  std::ostringstream o;
+  o << "program rank " << p.rank << " (device " << p.device << " of plan " << plan << ", replica " << p.replica << " of " << replicas
+    << "): " << p.kernels.size() << " kernel(s), " << p.buffers.size() << " buffer(s), " << p.instrs.size() << " instruction(s), "
+    << micro_batches << " micro-batch(es) {\n";
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
+    const SubOpKernel& kn = p.kernels[k];
+    o << "  kernel k" << k << " = " << g.node(kn.node).name << " sub-op #" << kn.subop << " in";
+    for (const Piece& s : kn.in_slices) o << " " << piece_text(s);
+    o << " out";
+    for (const Piece& s : kn.out_slices) o << " " << piece_text(s);
+    if (kn.scale != 1.f) o << " loss-share" << scale_text(kn.scale);
+    if (kn.recompute) o << " recompute";
+    if (kn.elaborated) {
+      o << ":";
+      for (int ln : kn.inst.nodes) o << " " << p.local.node(ln).kind;
+      if (!kn.bwd.nodes.empty()) o << " | backward " << kn.bwd.nodes.size() << " op(s)";
+    }
+    o << "\n";
+  }
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    const BufferDecl& d = p.buffers[b];
+    o << "  buffer b" << b << " " << role_name(d.role) << " " << tensor_text(g, d.tensor);
+    if (d.mb >= 0) o << " mb" << d.mb;
+    o << " " << piece_text(d.piece) << "\n";
+  }
+  auto buf = [](int b) { return b < 0 ? std::string("zeros") : "b" + std::to_string(b); };
+  auto edge_note = [&](const PInstr& in) {
+    if (in.edge < 0) return std::string();
+    const CommEdge& e = comm.edges[static_cast<size_t>(in.edge)];
+    std::string from = e.producer >= 0 ? g.node(e.producer).name : "storage";
+    std::string to = e.consumer >= 0 ? g.node(e.consumer).name : "update";
+    return "  (" + std::string(e.backward ? "gradient of " : "") + tensor_text(g, e.tensor) + " " + from + " -> " + to + ", step " +
+           std::to_string(in.step + 1) + ")";
+  };
+  auto over = [&](const PInstr& in) {
+    return " count " + std::to_string(collective_count(p, in)) + " over ranks " + group_text(groups[static_cast<size_t>(in.group)]);
+  };
+  for (const PInstr& in : p.instrs) {
+    o << "  " << (in.mb >= 0 ? "mb" + std::to_string(in.mb) : std::string("step")) << " " << instr_name(in.kind);
+    std::string k = "k" + std::to_string(in.kernel);
+    switch (in.kind) {
+      case PInstr::Alloc:
+      case PInstr::SeedGrad: o << " " << buf(in.b); break;
+      case PInstr::Free: o << " " << buf(in.a); break;
+      case PInstr::LoadInput: o << " " << buf(in.b) << " = " << tensor_text(g, p.buffers[static_cast<size_t>(in.b)].tensor); break;
+      case PInstr::Extract: o << " " << buf(in.b) << " <- " << buf(in.a) << scale_text(in.scale); break;
+      case PInstr::AddTo: o << " " << buf(in.b) << " += " << buf(in.a) << scale_text(in.scale); break;
+      case PInstr::SliceIn: o << " " << k << ".in" << in.index << " <- " << buf(in.a) << scale_text(in.scale); break;
+      case PInstr::Forward:
+      case PInstr::DropForward:
+      case PInstr::Backward:
+      case PInstr::FreeKernel: o << " " << k; break;
+      case PInstr::CollectOut: o << " " << buf(in.b) << " += " << k << ".out" << in.index << scale_text(in.scale); break;
+      case PInstr::SliceGrad: o << " " << k << ".dy" << in.index << " <- " << buf(in.a) << scale_text(in.scale); break;
+      case PInstr::CollectGrad: o << " " << buf(in.b) << " += " << k << ".din" << in.index; break;
+      case PInstr::AllReduce: o << " " << buf(in.a) << over(in) << edge_note(in); break;
+      case PInstr::AllGather:
+      case PInstr::ReduceScatter:
+      case PInstr::AllToAll: o << " " << buf(in.a) << " -> " << buf(in.b) << over(in) << edge_note(in); break;
+      case PInstr::Send:
+        o << " " << buf(in.a) << " count " << collective_count(p, in) << " to rank " << in.peer << " tag " << in.tag << edge_note(in);
+        break;
+      case PInstr::Recv:
+        o << " " << buf(in.b) << " count " << collective_count(p, in) << " from rank " << in.peer << " tag " << in.tag << edge_note(in);
+        break;
+      case PInstr::BucketAllReduce: {
+        o << " bucket " << in.index << " [";
+        const auto& bs = p.buckets[static_cast<size_t>(in.index)];
+        for (size_t i = 0; i < bs.size(); ++i) o << (i ? " " : "") << buf(bs[i]);
+        o << "]" << over(in);
+        break;
+      }
+      case PInstr::ReplicaAverage: o << " " << buf(in.a) << over(in) << scale_text(in.scale); break;
+      case PInstr::LossShare: o << " " << buf(in.a); break;
+      case PInstr::LossAllReduce: o << over(in); break;
+      case PInstr::Clip: break;
+      case PInstr::Update: o << " " << buf(in.a) << " (" << tensor_text(g, p.buffers[static_cast<size_t>(in.a)].tensor) << ") with " << buf(in.b); break;
+    }
+    o << "\n";
+  }
+  o << "}\n";
+  return o.str();
+}
+
+std::string LoweredPlan::dump(const sema::Graph& g) const {
+  std::string s;
+  for (const RankProgram& p : programs) s += dump_rank(g, p);
+  return s;
+}
+
+}  // namespace nns::backend

@@ -1,0 +1,149 @@
+// RankProgram: what one rank executes for one training step of a plan, as
+// data. lower_plan (lower_plan.h) builds one per rank; the plan executor
+// (backend/runtime/plan_runtime.h) runs it instruction by instruction, the
+// program verifier (program_check.h) reads every rank's list for the order
+// and grouping of collectives, and `--emit=program` prints it. There is no
+// other description of what a rank does.
+//
+// Buffers are pieces of full-graph tensors (a box, backend/lowering/
+// geometry.h) that live from the instruction that creates them to the Free
+// that lowering inserts after their last use; parameters and accumulated
+// gradients live across steps. Each sub-op a rank runs is a kernel: the top-
+// level op elaborated again on its slice into the program's local graph
+// (its forward and backward nodes), so that it is printable and the runtime
+// never calls the interpreter.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/lowering/comm_plan.h"
+#include "backend/lowering/geometry.h"
+#include "semantics/autograd.h"
+#include "semantics/graph.h"
+
+namespace nns::backend {
+
+struct BufferDecl {
+  enum Role : uint8_t {
+    Param,    // a parameter's piece (persistent; the optimizer state lives beside it)
+    Accum,    // a parameter's accumulated gradient for the step (persistent, read by last_gradients)
+    Input,    // a data input's piece for one micro-batch
+    Value,    // an op output's piece for one micro-batch
+    Grad,     // a tensor's gradient piece for one micro-batch
+    Contrib,  // an op's gradient contribution to one input, before its adapter
+    Transit,  // an intermediate state of an adapter (after a collective, a copy)
+    Bucket,   // a parameter gradient waiting for its bucket's fused allreduce
+  };
+  Role role = Value;
+  int tensor = -1;  // full-graph tensor
+  int mb = -1;      // micro-batch; -1 for buffers that live across micro-batches
+  Piece piece;      // the box it holds (and the partial-sum / copy labels it was created with)
+};
+const char* role_name(BufferDecl::Role r);
+
+// One sub-op this rank runs, elaborated on its slice.
+struct SubOpKernel {
+  int subop = -1;  // index into the plan's sub-ops
+  int node = -1;   // the top-level op of the full graph
+  std::vector<Piece> in_slices, out_slices;  // the sub-op's operand slices (full-tensor coordinates)
+  // Elaborated into RankProgram::local (empty when lowered for structure only).
+  bool elaborated = false;
+  sema::OpInstance inst;
+  std::vector<int> dy;   // per output: the local tensor seeding its gradient (-1: not differentiable)
+  sema::Backward bwd;    // backward nodes and the local gradients of inst.inputs
+  float scale = 1.f;     // share of a mean-type loss this slice computes (registry fact)
+  bool recompute = false;
+};
+
+struct PInstr {
+  enum Kind : uint8_t {
+    // buffers
+    Alloc,       // b: zero-filled (re-zeroed if it exists)
+    Free,        // a
+    LoadInput,   // b <- this rank's piece of data input `tensor` for micro-batch mb
+    Extract,     // b <- the box of b read from a, times `scale` (a value part cut finer)
+    AddTo,       // b += scale * a (same box)
+    // compute
+    SliceIn,     // kernel's local input `index` <- its slice read from a, times `scale`
+    Forward,     // run the kernel's forward nodes (again, for a recompute)
+    CollectOut,  // b += kernel output `index` (times the kernel's loss share)
+    DropForward, // free the kernel's forward outputs (recompute: only its inputs stay)
+    SeedGrad,    // b = 1 (the loss gradient)
+    SliceGrad,   // kernel's output gradient `index` <- its slice of a (zeros when a < 0), times `scale`
+    Backward,    // run the kernel's backward nodes
+    CollectGrad, // b += the kernel's gradient of input `index`
+    FreeKernel,  // free every local tensor of the kernel
+    // communication: `group` indexes LoweredPlan::groups (global ranks, in
+    // the order of the collective's members); `edge`/`step` name the comm
+    // edge and adapter step a collective realises; `geom` its block boxes
+    AllReduce,        // a, in place (partial sums summed)
+    AllGather,        // a -> b
+    ReduceScatter,    // a -> b
+    AllToAll,         // a -> b
+    Send,             // a to global rank `peer`, `tag`
+    Recv,             // b from global rank `peer`, `tag`
+    BucketAllReduce,  // the buffers of bucket `index`, fused into one allreduce
+    ReplicaAverage,   // a, allreduced over the replicas' same device, times `scale`
+    // step
+    LossShare,        // the step loss += a's scalar / micro-batches
+    LossAllReduce,    // step loss and squared gradient norm, over `group` (every rank)
+    Clip,             // global-norm clipping of every Accum buffer
+    Update,           // optimizer update of parameter a with gradient b
+  };
+  Kind kind = Alloc;
+  int a = -1, b = -1;
+  int kernel = -1, index = -1;
+  int edge = -1, step = -1, geom = -1;
+  int group = -1, peer = -1;
+  uint32_t tag = 0;
+  int mb = -1;
+  float scale = 1.f;
+  bool is_collective() const;
+};
+const char* instr_name(PInstr::Kind k);
+
+// Block boxes of a collective, in member order: AllGather reads block i of
+// the result from member i (recv); ReduceScatter sends member i the box
+// send[i]; AllToAll sends send[i] and receives recv[i].
+struct CollectiveGeom {
+  std::vector<Piece> send, recv;
+};
+
+struct ParamSlot {
+  int tensor = -1;
+  int param = -1;  // Param buffer
+  int accum = -1;  // Accum buffer; -1 when this rank receives no gradient for it
+  bool trainable = false;  // has optimizer state
+};
+
+struct RankProgram {
+  int rank = 0, device = 0, replica = 0;
+  sema::Graph local;                   // the kernels' elaborated local graphs
+  std::vector<SubOpKernel> kernels;
+  std::vector<BufferDecl> buffers;
+  std::vector<PInstr> instrs;          // one training step, micro-batches unrolled
+  std::vector<CollectiveGeom> geoms;
+  std::vector<std::vector<int>> buckets;  // per bucket (key order): its Bucket buffers, in tensor order
+  std::vector<ParamSlot> params;       // parameters this rank holds, in tensor order
+  uint32_t tags = 0;                   // send/recv tags used per step
+};
+
+struct LoweredPlan {
+  std::string plan;
+  int devices = 1, replicas = 1, micro_batches = 1;
+  int ranks() const { return devices * replicas; }
+  CommPlan comm;
+  std::vector<int> edges;                // the comm edges the programs run, ascending
+  std::vector<std::vector<int>> groups;  // interned collective groups (global ranks)
+  std::vector<RankProgram> programs;     // by rank (one, for a rank lowering only itself)
+  // --emit=program: every program, deterministic.
+  std::string dump(const sema::Graph& g) const;
+  std::string dump_rank(const sema::Graph& g, const RankProgram& p) const;
+  // The collectives a rank issues in one step, one line each, as the
+  // Communicator's trace writes them (NNS_COMM_TRACE): "allreduce 2048 {0,1}".
+  std::vector<std::string> collective_trace(const RankProgram& p) const;
+};
+
+}  // namespace nns::backend

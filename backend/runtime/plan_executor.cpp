@@ -1,0 +1,367 @@
+#include "backend/runtime/plan_executor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/runtime/comm/communicator.h"
+#include "backend/runtime/trainer.h"
+
+namespace nns::backend {
+
+void copy_region(const float* src, const Piece& sp, float* dst, const Piece& dp, const std::vector<int64_t>& start,
+                 const std::vector<int64_t>& length, bool add, float scale) {
+  size_t rank = start.size();
+  if (rank == 0) {
+    dst[0] = add ? dst[0] + scale * src[0] : (scale == 1.f ? src[0] : scale * src[0]);
+    return;
+  }
+  for (int64_t l : length)
+    if (l == 0) return;
+  std::vector<int64_t> sstride(rank, 1), dstride(rank, 1);
+  for (size_t d = rank - 1; d-- > 0;) {
+    sstride[d] = sstride[d + 1] * sp.length[d + 1];
+    dstride[d] = dstride[d + 1] * dp.length[d + 1];
+  }
+  std::vector<int64_t> idx(rank, 0);
+  int64_t inner = length[rank - 1];
+  while (true) {
+    int64_t so = 0, doff = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      so += (start[d] + idx[d] - sp.start[d]) * sstride[d];
+      doff += (start[d] + idx[d] - dp.start[d]) * dstride[d];
+    }
+    const float* s = src + so;
+    float* t = dst + doff;
+    if (add) {
+      for (int64_t i = 0; i < inner; ++i) t[i] += scale * s[i];
+    } else if (scale != 1.f) {
+      for (int64_t i = 0; i < inner; ++i) t[i] = scale * s[i];
+    } else {
+      std::memcpy(t, s, static_cast<size_t>(inner) * sizeof(float));
+    }
+    // Next index over all dims but the last.
+    size_t d = rank - 1;
+    while (d-- > 0) {
+      if (++idx[d] < length[d]) break;
+      idx[d] = 0;
+    }
+    if (d == static_cast<size_t>(-1)) break;
+  }
+}
+
+PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema::TrainSpec& s, Backend& b, Communicator* c, uint64_t sd)
+    : g(graph), lowered(std::move(lp)), P(lowered.programs.at(0)), spec(s), be(b), comm(c), seed(sd) {
+  world = comm ? comm->size() : 1;
+  if (world != lowered.ranks())
+    throw RuntimeError("plan " + lowered.plan + " lowered for " + std::to_string(lowered.ranks()) + " rank(s) runs on " + std::to_string(world));
+  if (P.rank != (comm ? comm->rank() : 0)) throw RuntimeError("internal: rank " + std::to_string(P.rank) + "'s program on another rank");
+  const char* f = std::getenv("NNS_TEST_FAULT");
+  fault_skip_allreduce = f && std::string(f) == "skip-allreduce";
+  bufs.resize(P.buffers.size());
+  lbuf.resize(P.local.tensors().size());
+  // Parameters: every rank computes the full initial values (a pure
+  // function of seed and name) and keeps its piece.
+  for (const ParamSlot& slot : P.params) {
+    const sema::TensorInfo& t = g.tensor(slot.tensor);
+    std::vector<float> full(static_cast<size_t>(sema::numel(t.shape)));
+    fill_init(t.init, init_key(seed, t.name), t.dtype, full.data(), sema::numel(t.shape));
+    set_buf(slot.param, extract(full, full_piece(t.shape), piece(slot.param), 1.f));
+    std::vector<std::vector<float>> slots;
+    if (slot.trainable) {
+      size_t n = spec.optimizer.kind == "adamw" ? 2 : (spec.optimizer.momentum > 0 ? 1 : 0);
+      slots.assign(n, std::vector<float>(static_cast<size_t>(piece(slot.param).numel()), 0.f));
+      track(static_cast<int64_t>(n) * piece(slot.param).numel() * 4);
+    }
+    opt.push_back(std::move(slots));
+  }
+}
+
+void PlanExecutor::track(int64_t delta) {
+  cur_bytes += delta;
+  peak_bytes = std::max(peak_bytes, cur_bytes);
+}
+
+void PlanExecutor::set_buf(int b, std::vector<float> v) {
+  std::vector<float>& slot = bufs[static_cast<size_t>(b)];
+  track((static_cast<int64_t>(v.size()) - static_cast<int64_t>(slot.size())) * 4);
+  slot = std::move(v);
+}
+
+void PlanExecutor::free_buf(int b) {
+  std::vector<float>& slot = bufs[static_cast<size_t>(b)];
+  track(-static_cast<int64_t>(slot.size()) * 4);
+  std::vector<float>().swap(slot);
+}
+
+void PlanExecutor::lset(int t, std::vector<float> v) {
+  track((static_cast<int64_t>(v.size()) - static_cast<int64_t>(lbuf[t].size())) * 4);
+  lbuf[t] = std::move(v);
+}
+
+void PlanExecutor::drop_local(int t) {
+  track(-static_cast<int64_t>(lbuf[t].size()) * 4);
+  std::vector<float>().swap(lbuf[t]);
+}
+
+TensorView PlanExecutor::lview(int t) {
+  const sema::TensorInfo& info = P.local.tensor(t);
+  if (lbuf[t].empty() && sema::numel(info.shape) > 0) throw RuntimeError("internal: local tensor %" + std::to_string(t) + " not computed");
+  return TensorView{lbuf[t].data(), info.dtype, info.shape};
+}
+
+void PlanExecutor::run_local(int n) {
+  const sema::OpNode& node = P.local.node(n);
+  std::vector<TensorView> ins, outs;
+  for (int t : node.inputs) ins.push_back(lview(t));
+  for (int t : node.outputs) {
+    const sema::TensorInfo& info = P.local.tensor(t);
+    if (sema::dtype_bytes(info.dtype) != 4) throw RuntimeError(node.name + ": only 4-byte dtypes run on CPU ranks");
+    lset(t, std::vector<float>(static_cast<size_t>(sema::numel(info.shape)), 0.f));
+    outs.push_back(TensorView{lbuf[t].data(), info.dtype, info.shape});
+  }
+  be.run_node(P.local, node, ins, outs);
+}
+
+// The box of `want` read out of a buffer laid out as `have`, times `scale`.
+std::vector<float> PlanExecutor::extract(const std::vector<float>& from, const Piece& have, const Piece& want, float scale) const {
+  std::vector<float> out(static_cast<size_t>(want.numel()));
+  copy_region(from.data(), have, out.data(), want, want.start, want.length, false, scale);
+  return out;
+}
+
+void PlanExecutor::run_step(int64_t step_number) {
+  step = step_number;
+  loss = 0;
+  grad_norm = 0;
+  for (const PInstr& in : P.instrs) exec(in);
+}
+
+void PlanExecutor::exec(const PInstr& in) {
+  if (in.is_collective()) return exec_collective(in);
+  switch (in.kind) {
+    case PInstr::Alloc:
+      set_buf(in.b, std::vector<float>(static_cast<size_t>(piece(in.b).numel()), 0.f));
+      return;
+    case PInstr::Free:
+      free_buf(in.a);
+      return;
+    case PInstr::SeedGrad: {
+      std::vector<float>& b = bufs[static_cast<size_t>(in.b)];
+      std::fill(b.begin(), b.end(), 1.f);
+      return;
+    }
+    case PInstr::LoadInput: {
+      int t = P.buffers[static_cast<size_t>(in.b)].tensor;
+      const sema::TensorInfo& info = g.tensor(t);
+      int64_t mbs = spec.micro_batches, replicas = lowered.replicas;
+      int64_t index = ((step - 1) * mbs + in.mb) * replicas + P.replica;
+      std::vector<float> full(static_cast<size_t>(sema::numel(info.shape)));
+      fill_init(info.init, data_key(spec.data.seed, info.name, index % (mbs * replicas)), info.dtype, full.data(), sema::numel(info.shape));
+      set_buf(in.b, extract(full, full_piece(info.shape), piece(in.b), 1.f));
+      return;
+    }
+    case PInstr::Extract:
+      set_buf(in.b, extract(bufs[static_cast<size_t>(in.a)], piece(in.a), piece(in.b), in.scale));
+      return;
+    case PInstr::AddTo: {
+      std::vector<float>& dst = bufs[static_cast<size_t>(in.b)];
+      const std::vector<float>& src = bufs[static_cast<size_t>(in.a)];
+      if (dst.size() != src.size()) throw RuntimeError("internal: add-to b" + std::to_string(in.b) + " of another size");
+      if (in.scale == 1.f)
+        for (size_t i = 0; i < dst.size(); ++i) dst[i] += src[i];
+      else
+        for (size_t i = 0; i < dst.size(); ++i) dst[i] += in.scale * src[i];
+      return;
+    }
+    case PInstr::LossShare:
+    case PInstr::Clip:
+    case PInstr::Update:
+      return exec_step(in);
+    default:
+      return exec_compute(in);
+  }
+}
+
+void PlanExecutor::exec_compute(const PInstr& in) {
+  const SubOpKernel& kn = P.kernels[static_cast<size_t>(in.kernel)];
+  if (!kn.elaborated) throw RuntimeError("internal: kernel k" + std::to_string(in.kernel) + " was lowered without its body");
+  switch (in.kind) {
+    case PInstr::SliceIn:
+      lset(kn.inst.inputs[static_cast<size_t>(in.index)],
+           extract(bufs[static_cast<size_t>(in.a)], piece(in.a), kn.in_slices[static_cast<size_t>(in.index)], in.scale));
+      return;
+    case PInstr::Forward:
+      for (int ln : kn.inst.nodes) run_local(ln);
+      return;
+    case PInstr::CollectOut: {
+      const Piece& sl = kn.out_slices[static_cast<size_t>(in.index)];
+      copy_region(lbuf[kn.inst.outputs[static_cast<size_t>(in.index)]].data(), sl, bufs[static_cast<size_t>(in.b)].data(), piece(in.b), sl.start,
+                  sl.length, true, in.scale);
+      return;
+    }
+    case PInstr::DropForward:
+      for (int ln : kn.inst.nodes)
+        for (int t : P.local.node(ln).outputs) drop_local(t);
+      return;
+    case PInstr::SliceGrad: {
+      int dy = kn.dy[static_cast<size_t>(in.index)];
+      if (dy < 0) return;
+      const Piece& sl = kn.out_slices[static_cast<size_t>(in.index)];
+      if (in.a < 0) lset(dy, std::vector<float>(static_cast<size_t>(sl.numel()), 0.f));
+      else lset(dy, extract(bufs[static_cast<size_t>(in.a)], piece(in.a), sl, in.scale));
+      return;
+    }
+    case PInstr::Backward:
+      for (int bn : kn.bwd.nodes) run_local(bn);
+      return;
+    case PInstr::CollectGrad: {
+      auto gt = kn.bwd.grads.find(kn.inst.inputs[static_cast<size_t>(in.index)]);
+      if (gt == kn.bwd.grads.end() || gt->second < 0) return;
+      const Piece& sl = kn.in_slices[static_cast<size_t>(in.index)];
+      copy_region(lbuf[gt->second].data(), sl, bufs[static_cast<size_t>(in.b)].data(), piece(in.b), sl.start, sl.length, true, 1.f);
+      return;
+    }
+    case PInstr::FreeKernel:
+      for (int t : kn.inst.inputs) drop_local(t);
+      for (int ln : kn.inst.nodes)
+        for (int t : P.local.node(ln).outputs) drop_local(t);
+      for (int ln : kn.bwd.nodes)
+        for (int t : P.local.node(ln).outputs) drop_local(t);
+      for (int t : kn.dy)
+        if (t >= 0) drop_local(t);
+      return;
+    default:
+      throw RuntimeError(std::string("internal: unexpected instruction ") + instr_name(in.kind));
+  }
+}
+
+void PlanExecutor::exec_collective(const PInstr& in) {
+  const std::vector<int>* grp = in.group >= 0 ? &group(in) : nullptr;
+  bool talk = comm && grp && grp->size() > 1;
+  switch (in.kind) {
+    case PInstr::AllReduce: {
+      std::vector<float>& b = bufs[static_cast<size_t>(in.a)];
+      // NNS_TEST_FAULT=skip-allreduce: a test-only seeded bug (the
+      // activation allreduces are skipped), which --verify must catch.
+      if (talk && !fault_skip_allreduce) comm->allreduce(b.data(), b.size(), *grp);
+      return;
+    }
+    case PInstr::AllGather: {
+      const CollectiveGeom& geo = P.geoms[static_cast<size_t>(in.geom)];
+      const std::vector<float>& src = bufs[static_cast<size_t>(in.a)];
+      size_t n = geo.recv.size(), chunk = src.size();
+      std::vector<float> tmp(n * chunk), out(static_cast<size_t>(piece(in.b).numel()), 0.f);
+      if (talk) comm->allgather(src.data(), tmp.data(), chunk, *grp);
+      else std::copy(src.begin(), src.end(), tmp.begin());
+      for (size_t i = 0; i < n; ++i) copy_region(tmp.data() + i * chunk, geo.recv[i], out.data(), piece(in.b), geo.recv[i].start, geo.recv[i].length, false, 1.f);
+      return set_buf(in.b, std::move(out));
+    }
+    case PInstr::ReduceScatter: {
+      const CollectiveGeom& geo = P.geoms[static_cast<size_t>(in.geom)];
+      size_t n = geo.send.size(), chunk = static_cast<size_t>(piece(in.b).numel());
+      std::vector<float> tmp(n * chunk), out(chunk, 0.f);
+      for (size_t i = 0; i < n; ++i)
+        copy_region(bufs[static_cast<size_t>(in.a)].data(), piece(in.a), tmp.data() + i * chunk, geo.send[i], geo.send[i].start, geo.send[i].length, false, 1.f);
+      if (talk) comm->reduce_scatter(tmp.data(), out.data(), chunk, *grp);
+      else std::copy(tmp.begin(), tmp.begin() + static_cast<long>(chunk), out.begin());
+      return set_buf(in.b, std::move(out));
+    }
+    case PInstr::AllToAll: {
+      const CollectiveGeom& geo = P.geoms[static_cast<size_t>(in.geom)];
+      size_t n = geo.send.size(), chunk = n ? static_cast<size_t>(geo.send[0].numel()) : 0;
+      std::vector<float> tmp(n * chunk), recv(n * chunk), out(static_cast<size_t>(piece(in.b).numel()), 0.f);
+      for (size_t i = 0; i < n; ++i)
+        copy_region(bufs[static_cast<size_t>(in.a)].data(), piece(in.a), tmp.data() + i * chunk, geo.send[i], geo.send[i].start, geo.send[i].length, false, 1.f);
+      if (talk) comm->all_to_all(tmp.data(), recv.data(), chunk, *grp);
+      else recv = tmp;
+      for (size_t i = 0; i < n; ++i) copy_region(recv.data() + i * chunk, geo.recv[i], out.data(), piece(in.b), geo.recv[i].start, geo.recv[i].length, false, 1.f);
+      return set_buf(in.b, std::move(out));
+    }
+    case PInstr::Send: {
+      const std::vector<float>& b = bufs[static_cast<size_t>(in.a)];
+      if (comm) comm->send(b.data(), b.size(), in.peer, in.tag + static_cast<uint32_t>(step - 1) * P.tags);
+      return;
+    }
+    case PInstr::Recv: {
+      std::vector<float> b(static_cast<size_t>(piece(in.b).numel()), 0.f);
+      if (comm) comm->recv(b.data(), b.size(), in.peer, in.tag + static_cast<uint32_t>(step - 1) * P.tags);
+      return set_buf(in.b, std::move(b));
+    }
+    case PInstr::BucketAllReduce: {
+      const std::vector<int>& members = P.buckets[static_cast<size_t>(in.index)];
+      std::vector<float> flat;
+      for (int b : members) flat.insert(flat.end(), bufs[static_cast<size_t>(b)].begin(), bufs[static_cast<size_t>(b)].end());
+      if (talk) comm->allreduce(flat.data(), flat.size(), *grp);
+      size_t off = 0;
+      for (int b : members) {
+        std::vector<float>& v = bufs[static_cast<size_t>(b)];
+        std::copy(flat.begin() + static_cast<long>(off), flat.begin() + static_cast<long>(off + v.size()), v.begin());
+        off += v.size();
+      }
+      return;
+    }
+    case PInstr::ReplicaAverage: {
+      std::vector<float>& b = bufs[static_cast<size_t>(in.a)];
+      if (talk) comm->allreduce(b.data(), b.size(), *grp);
+      for (float& x : b) x *= in.scale;
+      return;
+    }
+    case PInstr::LossAllReduce: {
+      // Gradient norm: each piece once (copies of a replicated piece count
+      // once; replicas hold the same averaged values, replica 0 counts).
+      double ss = 0;
+      if (P.replica == 0)
+        for (const ParamSlot& s : P.params) {
+          if (s.accum < 0) continue;
+          double sum = 0;
+          for (float x : bufs[static_cast<size_t>(s.accum)]) sum += static_cast<double>(x) * x;
+          ss += sum / static_cast<double>(piece(s.accum).replicas);
+        }
+      float lv[2] = {static_cast<float>(loss), static_cast<float>(ss)};
+      if (talk) comm->allreduce(lv, 2, *grp);
+      loss = lv[0] / static_cast<double>(lowered.replicas);
+      grad_norm = std::sqrt(static_cast<double>(lv[1]));
+      return;
+    }
+    default:
+      throw RuntimeError(std::string("internal: unexpected instruction ") + instr_name(in.kind));
+  }
+}
+
+void PlanExecutor::exec_step(const PInstr& in) {
+  switch (in.kind) {
+    case PInstr::LossShare:
+      loss += bufs[static_cast<size_t>(in.a)][0] / static_cast<double>(spec.micro_batches);
+      return;
+    case PInstr::Clip:
+      if (spec.clip > 0 && grad_norm > spec.clip) {
+        float factor = static_cast<float>(spec.clip / (grad_norm + 1e-6));
+        for (const ParamSlot& s : P.params)
+          if (s.accum >= 0)
+            for (float& x : bufs[static_cast<size_t>(s.accum)]) x *= factor;
+      }
+      return;
+    case PInstr::Update: {
+      size_t slot = 0;
+      while (slot < P.params.size() && P.params[slot].param != in.a) ++slot;
+      const sema::TensorInfo& t = g.tensor(P.params[slot].tensor);
+      const Piece& pc = piece(in.a);
+      TensorView pv{bufs[static_cast<size_t>(in.a)].data(), t.dtype, pc.length}, gv{bufs[static_cast<size_t>(in.b)].data(), t.dtype, pc.length};
+      OptimizerState state;
+      for (auto& v : opt[slot]) state.buffers.push_back(TensorView{v.data(), t.dtype, pc.length});
+      const sema::OptimizerSpec& o = spec.optimizer;
+      if (o.kind == "adamw")
+        be.adamw_update(pv, gv, state, static_cast<float>(lr), static_cast<float>(o.beta1), static_cast<float>(o.beta2), static_cast<float>(o.eps),
+                        static_cast<float>(o.weight_decay), step);
+      else
+        be.sgd_update(pv, gv, state, static_cast<float>(lr), static_cast<float>(o.momentum), static_cast<float>(o.weight_decay));
+      return;
+    }
+    default:
+      throw RuntimeError(std::string("internal: unexpected instruction ") + instr_name(in.kind));
+  }
+}
+
+}  // namespace nns::backend

@@ -1,0 +1,67 @@
+// The plan executor (internal to the runtime): runs one rank's RankProgram
+// (backend/lowering/rank_program.h) instruction by instruction on a Backend
+// and a Communicator. Buffers are host vectors of 4-byte elements (f32, or
+// i32 bit patterns); the kernels' local tensors live beside them. Used by
+// PlanTrainer (plan_runtime.h), which adds the step statistics, full-tensor
+// assembly and checkpoints.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/lowering/rank_program.h"
+#include "backend/runtime/backend.h"
+#include "semantics/train_spec.h"
+
+namespace nns::backend {
+
+class Communicator;
+
+// Copies region (start, length) — full-tensor coordinates — from a buffer
+// laid out as piece `sp` into one laid out as `dp`; `add` accumulates,
+// `scale` multiplies (floats only; raw 4-byte copies otherwise).
+void copy_region(const float* src, const Piece& sp, float* dst, const Piece& dp, const std::vector<int64_t>& start,
+                 const std::vector<int64_t>& length, bool add, float scale);
+
+struct PlanExecutor {
+  const sema::Graph& g;
+  LoweredPlan lowered;   // this rank's program only
+  const RankProgram& P;
+  sema::TrainSpec spec;
+  Backend& be;
+  Communicator* comm;
+  uint64_t seed;
+  int world = 1;
+  std::vector<std::vector<float>> bufs;              // by buffer id
+  std::vector<std::vector<float>> lbuf;              // by local tensor id
+  std::vector<std::vector<std::vector<float>>> opt;  // per ParamSlot: optimizer slots
+  int64_t cur_bytes = 0, peak_bytes = 0;
+  bool fault_skip_allreduce = false;  // NNS_TEST_FAULT=skip-allreduce (test hook)
+
+  // Per step.
+  int64_t step = 0;
+  double loss = 0, grad_norm = 0, lr = 0;
+
+  PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema::TrainSpec& s, Backend& b, Communicator* c, uint64_t sd);
+  void run_step(int64_t step_number);  // every instruction of the program, once
+
+  const std::vector<int>& group(const PInstr& in) const { return lowered.groups[static_cast<size_t>(in.group)]; }
+  const Piece& piece(int b) const { return P.buffers[static_cast<size_t>(b)].piece; }
+  std::vector<float> extract(const std::vector<float>& from, const Piece& have, const Piece& want, float scale) const;
+
+ private:
+  void exec(const PInstr& in);
+  void exec_compute(const PInstr& in);
+  void exec_collective(const PInstr& in);
+  void exec_step(const PInstr& in);
+  void set_buf(int b, std::vector<float> v);
+  void free_buf(int b);
+  void lset(int t, std::vector<float> v);
+  void drop_local(int t);
+  TensorView lview(int t);
+  void run_local(int n);
+  void track(int64_t delta);
+};
+
+}  // namespace nns::backend
