@@ -19,14 +19,17 @@ Piece piece_of(const Layout& l, int device, const sema::Shape& shape) {
   if (it == l.devices.end() || *it != device) it = std::find(l.devices.begin(), l.devices.end(), device);
   if (it == l.devices.end()) throw std::logic_error("internal: device " + std::to_string(device) + " is not in " + l.to_string());
   int64_t pos = it - l.devices.begin();
-  std::vector<int64_t> digit(l.factors.size());
+  // Scratch reused across calls: lowering 1024 ranks calls this millions of times.
+  static thread_local std::vector<int64_t> digit, index, split;
+  digit.assign(l.factors.size(), 0);
   for (size_t i = l.factors.size(); i-- > 0;) {
     digit[i] = pos % l.factors[i].n;
     pos /= l.factors[i].n;
   }
   Piece p;
   size_t rank = shape.size();
-  std::vector<int64_t> index(rank, 0), split(rank, 1);
+  index.assign(rank, 0);
+  split.assign(rank, 1);
   // Digits of one kind compose outermost first: D digits of one dim give
   // the block index along it, V digits the value part, R digits the copy.
   for (size_t i = 0; i < l.factors.size(); ++i) {
@@ -42,15 +45,23 @@ Piece piece_of(const Layout& l, int device, const sema::Shape& shape) {
       p.replicas *= f.n;
     }
   }
+  p.start.resize(rank);
+  p.length.resize(rank);
   for (size_t d = 0; d < rank; ++d) {
     int64_t len = shape[d] / split[d];
-    p.start.push_back(index[d] * len);
-    p.length.push_back(len);
+    p.start[d] = index[d] * len;
+    p.length[d] = len;
   }
   return p;
 }
 
-bool holds(const Layout& l, int device) { return std::find(l.devices.begin(), l.devices.end(), device) != l.devices.end(); }
+bool holds(const Layout& l, int device) {
+  // Ascending device lists (the usual case) answer by binary search; the
+  // linear search covers any other order.
+  auto it = std::lower_bound(l.devices.begin(), l.devices.end(), device);
+  if (it != l.devices.end() && *it == device) return true;
+  return std::find(l.devices.begin(), l.devices.end(), device) != l.devices.end();
+}
 
 Piece piece_of_slice(const sema::OperandSlice& s) {
   Piece p;

@@ -1,7 +1,10 @@
 #include "backend/lowering/lower_plan.h"
 
 #include <algorithm>
+#include <mutex>
 #include <set>
+#include <thread>
+#include <unordered_map>
 
 
 namespace nns::backend {
@@ -59,6 +62,7 @@ struct PlanAnalysis {
     std::vector<Layout> in_layout, out_layout, grad_in_layout;
     std::vector<const CommEdge*> in_edge, grad_edge;  // per input; null: none
     std::vector<int> leaves;
+    std::map<int, std::vector<int>> leaves_on;  // device -> its leaves of this op, in leaf order
     bool backward = false;
   };
   const sema::Graph& g;
@@ -69,6 +73,28 @@ struct PlanAnalysis {
   std::vector<bool> requires_grad;
   std::map<const CommEdge*, int> bucket_of;  // deferred parameter-gradient edges -> bucket (key order)
   int buckets = 0;
+  // Per adapter step: the index of the group each device is in (-1: none),
+  // built once and shared by every rank (a linear search per rank made a
+  // 1024-device lowering quadratic). Read-only while ranks are lowered.
+  std::map<const AdapterStep*, std::vector<int>> group_index;
+  void index_groups() {
+    for (const CommEdge& e : cp.edges)
+      for (const AdapterStep& st : e.adapter.steps) {
+        std::vector<int>& idx = group_index[&st];
+        for (size_t gi = 0; gi < st.groups.size(); ++gi)
+          for (int d : st.groups[gi]) {
+            if (d >= static_cast<int>(idx.size())) idx.resize(static_cast<size_t>(d) + 1, -1);
+            if (idx[static_cast<size_t>(d)] < 0) idx[static_cast<size_t>(d)] = static_cast<int>(gi);
+          }
+      }
+  }
+  const std::vector<int>* devices_of_group(const AdapterStep& st, int device) const {
+    auto it = group_index.find(&st);
+    if (it == group_index.end()) return nullptr;
+    const std::vector<int>& idx = it->second;
+    if (device < 0 || device >= static_cast<int>(idx.size()) || idx[static_cast<size_t>(device)] < 0) return nullptr;
+    return &st.groups[static_cast<size_t>(idx[static_cast<size_t>(device)])];
+  }
 
   PlanAnalysis(const sema::Graph& graph, const sema::Plan& p, const CommPlan& c) : g(graph), plan(p), cp(c) {}
 
@@ -124,6 +150,7 @@ struct PlanAnalysis {
       for (const CommEdge* e : edges) bucket_of[e] = buckets;
       ++buckets;
     }
+    index_groups();
   }
 
   Op analyse_op(int n, const std::map<std::pair<int, int>, const CommEdge*>& fwd, const std::map<std::pair<int, int>, const CommEdge*>& bwd,
@@ -158,16 +185,34 @@ struct PlanAnalysis {
     }
     op.backward = any_in && any_out;
     op.leaves = plan.leaves_of(n);
+    for (int leaf : op.leaves) {
+      const std::vector<int>& devs = plan.subops[leaf].devices;
+      for (size_t i = 0; i < devs.size(); ++i)
+        if (std::find(devs.begin(), devs.begin() + static_cast<long>(i), devs[i]) == devs.begin() + static_cast<long>(i)) op.leaves_on[devs[i]].push_back(leaf);
+    }
     return op;
   }
 };
 
 // Interns collective groups (global ranks) so that every rank's
 // instructions name the same group by the same id.
+// Ranks are lowered on several threads; interning is serialised.
 struct GroupTable {
+  std::mutex mu;
   std::vector<std::vector<int>>& groups;
   std::map<std::vector<int>, int> ids;
+  struct KeyHash {
+    size_t operator()(const std::pair<const std::vector<int>*, int>& k) const {
+      return std::hash<const void*>()(k.first) * 31 + static_cast<size_t>(k.second);
+    }
+  };
+  std::unordered_map<std::pair<const std::vector<int>*, int>, int, KeyHash> by_devices;  // (device group of a step, replica) -> id
+  int world = -1;
   int intern(const std::vector<int>& g) {
+    std::lock_guard<std::mutex> lock(mu);
+    return intern_locked(g);
+  }
+  int intern_locked(const std::vector<int>& g) {
     auto [it, fresh] = ids.emplace(g, static_cast<int>(groups.size()));
     if (fresh) groups.push_back(g);
     return it->second;
@@ -204,17 +249,19 @@ class RankLowering {
   int k_;
   RankProgram P;
   std::vector<std::vector<int>> op_kernels_;  // per analysed op: this rank's kernels
-  std::vector<Piece> label_;                  // per buffer: its current piece (labels change in place, e.g. after an allreduce)
   std::map<int, int> param_buf_, accum_buf_;  // tensor -> buffer
+  std::map<int, int> slot_of_;                // tensor -> index into P.params
   std::map<std::pair<int, int>, int> bucket_buf_;  // (bucket, tensor) -> buffer
   uint32_t tag_ = 0;
 
   int device() const { return P.device; }
+  // A buffer's current piece: its box never changes; its partial-sum and
+  // copy labels do (an allreduce sums the parts in place).
+  Piece& label(int b) { return P.buffers[static_cast<size_t>(b)].piece; }
   int grank(int dev) const { return P.replica * k_ + dev; }
 
   int new_buffer(BufferDecl::Role role, int tensor, int mb, Piece piece) {
     P.buffers.push_back(BufferDecl{role, tensor, mb, piece});
-    label_.push_back(piece);
     return static_cast<int>(P.buffers.size()) - 1;
   }
   PInstr& emit(PInstr::Kind kind, int mb) {
@@ -223,22 +270,28 @@ class RankLowering {
     P.instrs.back().mb = mb;
     return P.instrs.back();
   }
+  // The id of a device group of an adapter step, in global ranks (cached:
+  // a 1024-device group is built and compared once per replica, not per rank).
   int group_of(const std::vector<int>& devs) {
+    std::lock_guard<std::mutex> lock(groups_.mu);
+    auto [it, fresh] = groups_.by_devices.emplace(std::make_pair(&devs, P.replica), -1);
+    if (!fresh) return it->second;
     std::vector<int> ranks;
     for (int d : devs) ranks.push_back(grank(d));
-    return groups_.intern(ranks);
+    it->second = groups_.intern_locked(ranks);
+    return it->second;
   }
 
   // ---- kernels ------------------------------------------------------------------------------
   void make_kernels() {
     for (const PlanAnalysis::Op& op : A.ops) {
       std::vector<int> ks;
-      for (int leaf : op.leaves) {
-        const sema::SubOp& s = plan.subops[leaf];
-        if (std::find(s.devices.begin(), s.devices.end(), device()) == s.devices.end()) continue;
-        ks.push_back(static_cast<int>(P.kernels.size()));
-        P.kernels.push_back(make_kernel(leaf, op.backward));
-      }
+      auto mine = op.leaves_on.find(device());
+      if (mine != op.leaves_on.end() && !opts_.communication_only)
+        for (int leaf : mine->second) {
+          ks.push_back(static_cast<int>(P.kernels.size()));
+          P.kernels.push_back(make_kernel(leaf, op.backward));
+        }
       op_kernels_.push_back(std::move(ks));
     }
   }
@@ -305,6 +358,7 @@ class RankLowering {
       slot.param = new_buffer(BufferDecl::Param, p, -1, piece_of(it->second, device(), g.tensor(p).shape));
       slot.trainable = A.requires_grad[p];
       param_buf_[p] = slot.param;
+      slot_of_[p] = static_cast<int>(P.params.size());
       P.params.push_back(slot);
     }
   }
@@ -327,9 +381,9 @@ class RankLowering {
   // A copy of `buf` holding exactly `want` (a new buffer), or `buf`
   // relabelled when it already holds that box and value split.
   int reshape_to(int buf, const Piece& want, int tensor, int mb, const std::string& what) {
-    const Piece& have = label_[buf];
+    const Piece have = label(buf);
     if (have.same_box(want) && have.value_parts == want.value_parts) {
-      label_[buf] = want;
+      label(buf) = want;
       return buf;
     }
     float scale = value_scale(have, want, false, what);
@@ -342,11 +396,7 @@ class RankLowering {
   }
 
   // The member devices of the group of `st` this device is in (null: none).
-  const std::vector<int>* my_devices(const AdapterStep& st) const {
-    for (const auto& devs : st.groups)
-      if (std::find(devs.begin(), devs.end(), device()) != devs.end()) return &devs;
-    return nullptr;
-  }
+  const std::vector<int>* my_devices(const AdapterStep& st) const { return A.devices_of_group(st, device()); }
 
   // Emits edge `e`'s adapter applied to `src` (this rank's piece in e.from,
   // -1 when it holds none); returns its buffer in e.to (-1 if none).
@@ -412,12 +462,13 @@ class RankLowering {
       CollectiveGeom geom;
       switch (st.prim) {
         case AdapterStep::AllReduce:
-          if (!label_[buf].same_box(want)) fail("internal: " + what + " changes the region");
+          if (!label(buf).same_box(want)) fail("internal: " + what + " changes the region");
           in.kind = PInstr::AllReduce;
-          label_[buf] = want;
+          label(buf) = want;
           break;
         case AdapterStep::AllGather: {
           in.kind = PInstr::AllGather;
+          if (opts_.communication_only) break;  // member boxes: what the executor needs, not the verifier
           int64_t covered = 0;
           for (int d : *devs) {
             Piece bp = piece_of(cur, d, shape);
@@ -430,9 +481,10 @@ class RankLowering {
         }
         case AdapterStep::ReduceScatter:
           in.kind = PInstr::ReduceScatter;
+          if (opts_.communication_only) break;
           for (int d : *devs) {
             Piece ap = piece_of(after, d, shape);
-            if (!contains(label_[buf], ap.start, ap.length)) fail("internal: " + what + ": a block lies outside the piece");
+            if (!contains(label(buf), ap.start, ap.length)) fail("internal: " + what + ": a block lies outside the piece");
             geom.send.push_back(ap);
           }
           break;
@@ -440,14 +492,16 @@ class RankLowering {
           in.kind = PInstr::AllToAll;
           int64_t chunk = -1;
           for (int d : *devs) {
+            if (opts_.communication_only && chunk >= 0) break;  // the block size is all the verifier needs
             Piece theirs_after = piece_of(after, d, shape), theirs_before = piece_of(cur, d, shape), s, r;
-            if (!intersect(label_[buf], theirs_after, s.start, s.length) || !intersect(theirs_before, want, r.start, r.length))
+            if (!intersect(label(buf), theirs_after, s.start, s.length) || !intersect(theirs_before, want, r.start, r.length))
               fail("internal: " + what + ": blocks do not meet");
             if (chunk < 0) chunk = s.numel();
             if (s.numel() != chunk || r.numel() != chunk) fail("internal: " + what + ": uneven blocks");
             geom.send.push_back(s);
             geom.recv.push_back(r);
           }
+          in.count = chunk;
           break;
         }
         default:
@@ -478,7 +532,7 @@ class RankLowering {
       value[t] = b;
     }
     for (size_t i = 0; i < A.ops.size(); ++i) forward_op(A.ops[i], op_kernels_[i], mb, value);
-    if (auto it = value.find(g.loss); it != value.end() && label_[it->second].replica_index == 0) emit(PInstr::LossShare, mb).a = it->second;
+    if (auto it = value.find(g.loss); it != value.end() && label(it->second).replica_index == 0) emit(PInstr::LossShare, mb).a = it->second;
     seed_loss_gradient(mb, grad);
     for (size_t i = A.ops.size(); i-- > 0;)
       if (A.ops[i].backward) backward_op(A.ops[i], op_kernels_[i], mb, value, grad);
@@ -495,11 +549,10 @@ class RankLowering {
     if (fresh) {
       Piece storage = P.buffers[static_cast<size_t>(param_buf_.at(tensor))].piece;  // a copy: new_buffer grows the vector
       it->second = new_buffer(BufferDecl::Accum, tensor, -1, storage);
-      for (ParamSlot& s : P.params)
-        if (s.tensor == tensor) s.accum = it->second;
+      P.params[static_cast<size_t>(slot_of_.at(tensor))].accum = it->second;
     }
-    if (!label_[from].same_box(label_[it->second]))
-      fail("internal: the gradient of " + g.tensor(tensor).name + " " + region_text(label_[from].start, label_[from].length) + " is not in its storage piece " + region_text(label_[it->second].start, label_[it->second].length));
+    if (!label(from).same_box(label(it->second)))
+      fail("internal: the gradient of " + g.tensor(tensor).name + " " + region_text(label(from).start, label(from).length) + " is not in its storage piece " + region_text(label(it->second).start, label(it->second).length));
     if (fresh) emit(PInstr::Alloc, -1).b = it->second;
     PInstr& in = emit(PInstr::AddTo, mb);
     in.a = from;
@@ -523,7 +576,7 @@ class RankLowering {
         si.a = in;
         si.kernel = k;
         si.index = static_cast<int>(kk);
-        si.scale = value_scale(label_[in], P.kernels[k].in_slices[kk], false, n.name + " input " + std::to_string(kk));
+        si.scale = value_scale(label(in), P.kernels[k].in_slices[kk], false, n.name + " input " + std::to_string(kk));
       }
     }
     for (int k : ks) emit(PInstr::Forward, mb).kernel = k;
@@ -579,7 +632,7 @@ class RankLowering {
         in.kernel = k;
         in.index = static_cast<int>(o);
         in.scale = P.kernels[k].scale;
-        if (in.a >= 0) value_scale(label_[in.a], P.kernels[k].out_slices[o], true, n.name + " output gradient");
+        if (in.a >= 0) value_scale(label(in.a), P.kernels[k].out_slices[o], true, n.name + " output gradient");
       }
       emit(PInstr::Backward, mb).kernel = k;
     }
@@ -604,7 +657,7 @@ class RankLowering {
         if (contrib < 0) continue;
         auto [it, fresh] = bucket_buf_.emplace(std::make_pair(bk->second, t), -1);
         if (fresh) {
-          Piece p = label_[contrib];
+          Piece p = label(contrib);
           p.value_index = 0;
           p.value_parts = 1;
           it->second = new_buffer(BufferDecl::Bucket, t, -1, p);
@@ -662,9 +715,15 @@ class RankLowering {
         }
     }
     // The loss and gradient norm, over every rank (one rank: no collective).
-    std::vector<int> world;
-    for (int r = 0; r < k_ * replicas; ++r) world.push_back(r);
-    emit(PInstr::LossAllReduce, -1).group = groups_.intern(world);
+    {
+      std::lock_guard<std::mutex> lock(groups_.mu);
+      if (groups_.world < 0) {
+        std::vector<int> world;
+        for (int r = 0; r < k_ * replicas; ++r) world.push_back(r);
+        groups_.world = groups_.intern_locked(world);
+      }
+      emit(PInstr::LossAllReduce, -1).group = groups_.world;
+    }
     if (spec_.clip > 0) emit(PInstr::Clip, -1);
     for (const ParamSlot& s : P.params)
       if (s.accum >= 0) {
@@ -685,22 +744,24 @@ class RankLowering {
       if (in.kind == PInstr::BucketAllReduce)
         for (int b : P.buckets[static_cast<size_t>(in.index)]) last[static_cast<size_t>(b)] = static_cast<int>(i);
     }
-    std::vector<std::vector<int>> frees(P.instrs.size());
+    std::vector<std::pair<int, int>> frees;  // (last use, buffer), sorted
     for (size_t b = 0; b < P.buffers.size(); ++b) {
       BufferDecl::Role r = P.buffers[b].role;
       if (r == BufferDecl::Param || r == BufferDecl::Accum || last[b] < 0) continue;
-      frees[static_cast<size_t>(last[b])].push_back(static_cast<int>(b));
+      frees.emplace_back(last[b], static_cast<int>(b));
     }
+    std::sort(frees.begin(), frees.end());
     std::vector<PInstr> out;
-    out.reserve(P.instrs.size() * 2);
+    out.reserve(P.instrs.size() + frees.size());
+    size_t f = 0;
     for (size_t i = 0; i < P.instrs.size(); ++i) {
       out.push_back(P.instrs[i]);
-      for (int b : frees[i]) {
-        PInstr f;
-        f.kind = PInstr::Free;
-        f.a = b;
-        f.mb = P.buffers[static_cast<size_t>(b)].mb;
-        out.push_back(f);
+      for (; f < frees.size() && frees[f].first == static_cast<int>(i); ++f) {
+        PInstr fr;
+        fr.kind = PInstr::Free;
+        fr.a = frees[f].second;
+        fr.mb = P.buffers[static_cast<size_t>(fr.a)].mb;
+        out.push_back(fr);
       }
     }
     P.instrs = std::move(out);
@@ -728,12 +789,34 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
         if (e) used.insert(static_cast<int>(e - out.comm.edges.data()));
   }
   out.edges.assign(used.begin(), used.end());
-  GroupTable groups{out.groups, {}};
+  GroupTable groups{{}, out.groups, {}, {}, -1};
   int ranks = out.ranks();
-  for (int r = 0; r < ranks; ++r) {
-    if (opts.only_rank >= 0 && r != opts.only_rank) continue;
-    out.programs.push_back(RankLowering(analysis, spec, opts, groups, out.devices, r).run());
+  std::vector<int> todo;
+  for (int r = 0; r < ranks; ++r)
+    if (opts.only_rank < 0 || r == opts.only_rank) todo.push_back(r);
+  out.programs.resize(todo.size());
+  // Ranks are independent given the shared analysis: lowered on all cores
+  // when there are many and no elaborator (the interpreter is not
+  // thread-safe). Group ids then depend on the interleaving; every rank
+  // still names one group by one id.
+  unsigned threads = opts.elaborate || todo.size() < 64 ? 1 : std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+  std::vector<std::string> errors(threads);
+  auto work = [&](unsigned t) {
+    try {
+      for (size_t i = t; i < todo.size(); i += threads) out.programs[i] = RankLowering(analysis, spec, opts, groups, out.devices, todo[i]).run();
+    } catch (const std::exception& e) {
+      errors[t] = e.what();
+    }
+  };
+  if (threads == 1) {
+    for (size_t i = 0; i < todo.size(); ++i) out.programs[i] = RankLowering(analysis, spec, opts, groups, out.devices, todo[i]).run();
+    return out;
   }
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t) pool.emplace_back(work, t);
+  for (std::thread& th : pool) th.join();
+  for (const std::string& e : errors)
+    if (!e.empty()) fail(e);
   return out;
 }
 

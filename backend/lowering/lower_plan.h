@@ -46,6 +46,11 @@ struct LowerOptions {
   Elaborator elaborate;         // empty: structure only
   int only_rank = -1;           // >= 0: lower this rank only (what a rank process runs)
   const CommPlan* comm = nullptr;  // derived communication to use (default: derived here)
+  // Communication only: no kernels and no compute instructions; every
+  // buffer, communication, reduction and update instruction is emitted by
+  // the same code as in a full lowering, so the collective sequence is the
+  // one the runtime issues. What program verification reads (1024 ranks).
+  bool communication_only = false;
 };
 
 // Throws LoweringError when the plan cannot be executed (an edge that is not

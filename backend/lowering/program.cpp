@@ -1,7 +1,6 @@
 #include "backend/lowering/program.h"
 
 #include <algorithm>
-#include <sstream>
 #include <unordered_map>
 
 namespace nns::backend {
@@ -41,25 +40,6 @@ Program lower_single_device(const sema::Graph& g, const sema::TrainingGraphInfo&
   for (int u : info.optimizer) p.instrs.push_back({Instr::Update, u, -1});
   for (int t : frees_after[end]) p.instrs.push_back({Instr::Free, -1, t});
   return p;
-}
-
-std::string Program::dump(const sema::Graph& g) const {
-  std::ostringstream out;
-  out << "program {\n";
-  for (const Instr& in : instrs) {
-    if (in.kind == Instr::Free) {
-      out << "  free %" << in.tensor << "\n";
-      continue;
-    }
-    const sema::OpNode& n = g.node(in.node);
-    out << "  " << (in.kind == Instr::Update ? "update " : "run ") << n.kind << " " << n.name << " (";
-    for (size_t i = 0; i < n.inputs.size(); ++i) out << (i ? ", " : "") << "%" << n.inputs[i];
-    out << ") -> (";
-    for (size_t i = 0; i < n.outputs.size(); ++i) out << (i ? ", " : "") << "%" << n.outputs[i];
-    out << ")\n";
-  }
-  out << "}\n";
-  return out.str();
 }
 
 }  // namespace nns::backend

@@ -611,6 +611,7 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int r
   // change what is communicated).
   LowerOptions opts;
   opts.replicas = replicas;
+  opts.communication_only = true;
   LoweredPlan lp;
   try {
     lp = lower_plan(g, plan, sp, opts);

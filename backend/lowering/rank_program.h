@@ -99,6 +99,7 @@ struct PInstr {
   int group = -1, peer = -1;
   uint32_t tag = 0;
   int mb = -1;
+  int64_t count = 0;  // AllToAll: elements per member block
   float scale = 1.f;
   bool is_collective() const;
 };

@@ -134,6 +134,11 @@ Communicator::Communicator(const CommConfig& cfg)
     throw CommError("bad rank configuration: rank " + std::to_string(rank_) + " of world size " +
                     std::to_string(size_));
   if (timeout_.count() <= 0) throw CommError("communicator timeout must be positive");
+  if (const char* t = std::getenv("NNS_COMM_TRACE"); t && *t) {
+    std::string path = std::string(t) + ".rank-" + std::to_string(rank_);
+    trace_ = std::fopen(path.c_str(), "w");
+    if (!trace_) throw CommError("NNS_COMM_TRACE: cannot write " + path);
+  }
   if (size_ > 1) {
     // Gloo writes to sockets with writev(), which raises SIGPIPE when a
     // peer has died; the default action would kill this rank silently
@@ -180,7 +185,13 @@ Communicator::Communicator(const CommConfig& cfg)
 }
 
 // Members' contexts close their connections; the store server stops last.
+void Communicator::trace(const std::string& line) {
+  std::fprintf(trace_, "%s\n", line.c_str());
+  std::fflush(trace_);
+}
+
 Communicator::~Communicator() {
+  if (trace_) std::fclose(trace_);
   groups_.clear();
   store_.reset();
   server_.reset();
@@ -288,6 +299,7 @@ void Communicator::run(const char* what, GroupState& gs, Fn&& fn) {
 }
 
 void Communicator::allreduce(float* buf, size_t count, const Group& group) {
+  if (trace_) trace("allreduce " + std::to_string(count) + " " + group_name(group.empty() ? world() : group));
   GroupState& gs = group_state(group);
   if (gs.size() == 1 || count == 0) return;
   run("allreduce", gs, [&](Ms t, uint32_t tag) {
@@ -302,6 +314,7 @@ void Communicator::allreduce(float* buf, size_t count, const Group& group) {
 }
 
 void Communicator::allgather(const float* in, float* out, size_t chunk, const Group& group) {
+  if (trace_) trace("allgather " + std::to_string(chunk) + " " + group_name(group.empty() ? world() : group));
   GroupState& gs = group_state(group);
   if (gs.size() == 1 || chunk == 0) {
     std::memmove(out, in, chunk * sizeof(float));
@@ -318,6 +331,7 @@ void Communicator::allgather(const float* in, float* out, size_t chunk, const Gr
 }
 
 void Communicator::reduce_scatter(const float* in, float* out, size_t chunk, const Group& group) {
+  if (trace_) trace("reduce-scatter " + std::to_string(chunk) + " " + group_name(group.empty() ? world() : group));
   GroupState& gs = group_state(group);
   const size_t n = static_cast<size_t>(gs.size());
   if (n == 1 || chunk == 0) {
@@ -330,6 +344,7 @@ void Communicator::reduce_scatter(const float* in, float* out, size_t chunk, con
 }
 
 void Communicator::all_to_all(const float* in, float* out, size_t chunk, const Group& group) {
+  if (trace_) trace("all-to-all " + std::to_string(chunk) + " " + group_name(group.empty() ? world() : group));
   GroupState& gs = group_state(group);
   if (gs.size() == 1 || chunk == 0) {
     std::memmove(out, in, chunk * sizeof(float));
@@ -346,6 +361,7 @@ void Communicator::all_to_all(const float* in, float* out, size_t chunk, const G
 }
 
 void Communicator::broadcast(float* buf, size_t count, int root, const Group& group) {
+  if (trace_) trace("broadcast " + std::to_string(count) + " " + group_name(group.empty() ? world() : group));
   GroupState& gs = group_state(group);
   const int root_index = gs.index_of(root);
   if (root_index < 0)
@@ -373,6 +389,7 @@ void Communicator::barrier(const Group& group) {
 }
 
 void Communicator::send(const float* buf, size_t count, int dst, uint32_t tag) {
+  if (trace_) trace("send " + std::to_string(count) + " to " + std::to_string(dst));
   if (dst == rank_ || dst < 0 || dst >= size_)
     throw std::invalid_argument("send: bad destination rank " + std::to_string(dst) + " on rank " +
                                 std::to_string(rank_));
@@ -386,6 +403,7 @@ void Communicator::send(const float* buf, size_t count, int dst, uint32_t tag) {
 }
 
 void Communicator::recv(float* buf, size_t count, int src, uint32_t tag) {
+  if (trace_) trace("recv " + std::to_string(count) + " from " + std::to_string(src));
   if (src == rank_ || src < 0 || src >= size_)
     throw std::invalid_argument("recv: bad source rank " + std::to_string(src) + " on rank " + std::to_string(rank_));
   if (count == 0) return;

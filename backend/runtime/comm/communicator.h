@@ -55,6 +55,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdio>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -169,6 +170,12 @@ class Communicator {
   mutable std::mutex mu_;         // guards groups_ and timeout_
   std::mutex create_mu_;          // group creation is one at a time (see header)
   std::map<std::string, std::unique_ptr<GroupState>> groups_;
+  // NNS_COMM_TRACE=PREFIX: every collective and send/recv this rank issues
+  // is appended to PREFIX.rank-<rank>, one line each ("allreduce 2048
+  // {0,1}", "send 512 to 1"), so tests can compare what ran with what the
+  // lowered program lists.
+  std::FILE* trace_ = nullptr;
+  void trace(const std::string& line);
 };
 
 // "{0,2,3}": how messages name a group.

@@ -1,3 +1,8 @@
+// The one printer of lowered programs (--emit=program): the one-device
+// Program of the single-device trainer and the per-rank programs of a plan,
+// in one style — a header line with the counts, then one instruction per
+// line, deterministic (stable ids, no addresses), golden-tested.
+#include "backend/lowering/program.h"
 #include "backend/lowering/rank_program.h"
 
 #include <sstream>
@@ -105,7 +110,7 @@ static int64_t collective_count(const RankProgram& p, const PInstr& in) {
     case PInstr::AllGather:
       return numel(in.a);
     case PInstr::AllToAll:
-      return p.geoms[static_cast<size_t>(in.geom)].send.empty() ? 0 : p.geoms[static_cast<size_t>(in.geom)].send[0].numel();
+      return in.count;
     case PInstr::BucketAllReduce: {
       int64_t n = 0;
       for (int b : p.buckets[static_cast<size_t>(in.index)]) n += numel(b);
@@ -219,6 +224,25 @@ std::string LoweredPlan::dump_rank(const sema::Graph& g, const RankProgram& p) c
   }
   o << "}\n";
   return o.str();
+}
+
+std::string Program::dump(const sema::Graph& g) const {
+  std::ostringstream out;
+  out << "program (one device): " << instrs.size() << " instruction(s), " << persistent.size() << " persistent tensor(s) {\n";
+  for (const Instr& in : instrs) {
+    if (in.kind == Instr::Free) {
+      out << "  free %" << in.tensor << "\n";
+      continue;
+    }
+    const sema::OpNode& n = g.node(in.node);
+    out << "  " << (in.kind == Instr::Update ? "update " : "run ") << n.kind << " " << n.name << " (";
+    for (size_t i = 0; i < n.inputs.size(); ++i) out << (i ? ", " : "") << "%" << n.inputs[i];
+    out << ") -> (";
+    for (size_t i = 0; i < n.outputs.size(); ++i) out << (i ? ", " : "") << "%" << n.outputs[i];
+    out << ")\n";
+  }
+  out << "}\n";
+  return out.str();
 }
 
 std::string LoweredPlan::dump(const sema::Graph& g) const {

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# What runs is what is printed: for shipped plans, the collectives every
+# rank issues in one training step, counted at the Communicator
+# (NNS_COMM_TRACE), must equal — in number, order, size and group — the
+# collectives of that rank's program as `nns check --emit=program` prints it
+# (no rank started there).
+#   collective_trace.sh NNS_BINARY
+set -uo pipefail
+NNS="$1"
+cd "$(dirname "$0")/../.."
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+
+# The program's collectives in the trace's format, into $tmp/prog.rank-R.
+program_collectives() {
+  awk -v out="$tmp/prog" '
+    /^program rank / { rank = $3; file = out ".rank-" rank; printf "" > file; next }
+    {
+      prim = $2
+      if (prim == "send" || prim == "recv") {
+        for (i = 1; i <= NF; i++) if ($i == "count") { n = $(i + 1); peer = $(i + 4) }
+        print prim " " n " " (prim == "send" ? "to" : "from") " " peer >> file
+        next
+      }
+      if (prim !~ /^(allreduce|allgather|reduce-scatter|all-to-all|bucket-allreduce|replica-average|loss-allreduce)$/) next
+      for (i = 1; i <= NF; i++) if ($i == "count") { n = $(i + 1); g = $(i + 4) }
+      if (g !~ /,/) next   # a group of one rank communicates nothing
+      if (prim ~ /allreduce|replica-average/) prim = "allreduce"
+      print prim " " n " " g >> file
+    }'
+}
+
+case_() {  # FILE CONFIG PLAN GPUS PLAN_GPUS
+  local args=("$1" --config "$2" --plan "$3" --gpus "$4" --plan-gpus "$5")
+  rm -f "$tmp"/prog.* "$tmp"/trace.*
+  if ! "$NNS" check "${args[@]}" --emit=program > "$tmp/program.txt" 2> "$tmp/err.txt"; then
+    echo "FAIL: check --emit=program for $1 $3:"; tail -3 "$tmp/err.txt"; fail=1; return
+  fi
+  program_collectives < "$tmp/program.txt"
+  if ! NNS_COMM_TRACE="$tmp/trace" "$NNS" run "${args[@]}" --steps 1 > "$tmp/run.txt" 2>&1; then
+    echo "FAIL: run of $1 $3:"; tail -3 "$tmp/run.txt"; fail=1; return
+  fi
+  local total=0
+  for ((r = 0; r < $4; r++)); do
+    touch "$tmp/prog.rank-$r" "$tmp/trace.rank-$r"
+    if ! diff -q "$tmp/prog.rank-$r" "$tmp/trace.rank-$r" > /dev/null; then
+      echo "FAIL: $1 $3 on $4 ranks, rank $r: the collectives issued differ from the program's:"
+      diff "$tmp/prog.rank-$r" "$tmp/trace.rank-$r" | head -6; fail=1
+    fi
+    total=$((total + $(wc -l < "$tmp/trace.rank-$r")))
+  done
+  [ "$total" -gt 0 ] || { echo "FAIL: $1 $3: no collective traced at all"; fail=1; }
+  echo "$1 $3 on $4 ranks: $total collective call(s) match the programs"
+}
+
+case_ examples/gpt.nns tiny dp 2 2
+case_ examples/gpt.nns tiny megatron 2 2
+case_ examples/gpt.nns tiny hybrid 4 4
+case_ examples/gpt.nns tiny megatron 4 2
+case_ examples/swin.nns tiny coshard 2 2
+case_ examples/01_mlp.nns small pipeline 2 2
+for p in alltoall reducescatter stages nested; do case_ tests/plan/plans/collectives.nns small $p 4 4; done
+case_ tests/plan/plans/collectives.nns small allgather 2 2
+
+[ $fail -eq 0 ] && echo PASS
+exit $fail
