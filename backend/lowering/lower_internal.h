@@ -1,0 +1,191 @@
+// Internal to the lowering library: the whole-plan analysis every rank's
+// lowering shares (op order, layouts, edges, gradients, buckets, group
+// indices) and the table of interned collective groups. lower_plan.cpp
+// builds them once; lower_rank.cpp lowers one rank over them.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/lowering/lower_plan.h"
+
+namespace nns::backend::detail {
+
+using sema::OperandSlice;
+using sema::Shape;
+
+[[noreturn]] inline void fail(const std::string& msg) { throw LoweringError(msg); }
+
+// The whole-plan analysis every rank shares: op order, layouts, edges,
+// which tensors need gradients, buckets, interned groups.
+struct PlanAnalysis {
+  struct Op {
+    int node = -1;
+    std::vector<Layout> in_layout, out_layout, grad_in_layout;
+    std::vector<const CommEdge*> in_edge, grad_edge;  // per input; null: none
+    std::vector<int> leaves;
+    std::map<int, std::vector<int>> leaves_on;  // device -> its leaves of this op, in leaf order
+    bool backward = false;
+  };
+  const sema::Graph& g;
+  const sema::Plan& plan;
+  const CommPlan& cp;
+  std::vector<Op> ops;
+  std::map<int, Layout> storage;  // params and inputs: the layout they live in
+  std::vector<bool> requires_grad;
+  std::map<const CommEdge*, int> bucket_of;  // deferred parameter-gradient edges -> bucket (key order)
+  int buckets = 0;
+  // Per adapter step: the index of the group each device is in (-1: none),
+  // built once and shared by every rank (a linear search per rank made a
+  // 1024-device lowering quadratic). Read-only while ranks are lowered.
+  std::map<const AdapterStep*, std::vector<int>> group_index;
+  void index_groups() {
+    for (const CommEdge& e : cp.edges)
+      for (const AdapterStep& st : e.adapter.steps) {
+        std::vector<int>& idx = group_index[&st];
+        for (size_t gi = 0; gi < st.groups.size(); ++gi)
+          for (int d : st.groups[gi]) {
+            if (d >= static_cast<int>(idx.size())) idx.resize(static_cast<size_t>(d) + 1, -1);
+            if (idx[static_cast<size_t>(d)] < 0) idx[static_cast<size_t>(d)] = static_cast<int>(gi);
+          }
+      }
+  }
+  const std::vector<int>* devices_of_group(const AdapterStep& st, int device) const {
+    auto it = group_index.find(&st);
+    if (it == group_index.end()) return nullptr;
+    const std::vector<int>& idx = it->second;
+    if (device < 0 || device >= static_cast<int>(idx.size()) || idx[static_cast<size_t>(device)] < 0) return nullptr;
+    return &st.groups[static_cast<size_t>(idx[static_cast<size_t>(device)])];
+  }
+
+  PlanAnalysis(const sema::Graph& graph, const sema::Plan& p, const CommPlan& c) : g(graph), plan(p), cp(c) {}
+
+  static Layout layout_or_throw(const std::vector<std::pair<int, OperandSlice>>& pieces, const Shape& shape, const std::string& what) {
+    Layout l;
+    std::string why;
+    if (!layout_of_pieces(pieces, shape, l, why)) fail(what + ": " + why + " (not executable yet)");
+    return l;
+  }
+
+  static bool deferrable(const CommEdge& e) {
+    return e.backward && e.consumer < 0 && e.adapter.steps.size() == 1 && e.adapter.steps[0].prim == AdapterStep::AllReduce;
+  }
+
+  void run() {
+    for (const CommEdge& e : cp.edges)
+      if (!e.note.empty()) fail("plan " + plan.name + ": tensor %" + std::to_string(e.tensor) + " (" + g.tensor(e.tensor).name + "): " + e.note);
+    std::vector<int> order;
+    for (size_t n = 0; n < plan.root_of_node.size(); ++n)
+      if (plan.root_of_node[n] >= 0) order.push_back(static_cast<int>(n));
+    // Which tensors depend on a parameter, and which reach the loss.
+    requires_grad.assign(g.tensors().size(), false);
+    for (int p : g.params()) requires_grad[p] = sema::dtype_is_float(g.tensor(p).dtype);
+    for (int n : order) {
+      bool any = false;
+      for (int t : g.node(n).inputs) any = any || requires_grad[t];
+      for (int t : g.node(n).outputs) requires_grad[t] = any && sema::dtype_is_float(g.tensor(t).dtype);
+    }
+    std::vector<bool> reaches(g.tensors().size(), false);
+    if (g.loss >= 0) reaches[g.loss] = true;
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      bool any = false;
+      for (int t : g.node(*it).outputs) any = any || reaches[t];
+      if (any)
+        for (int t : g.node(*it).inputs) reaches[t] = true;
+    }
+    std::map<std::pair<int, int>, const CommEdge*> fwd, bwd;  // (node, input) -> edge
+    for (const CommEdge& e : cp.edges) (e.backward ? bwd : fwd)[{e.backward ? e.producer : e.consumer, e.input_index}] = &e;
+    for (int n : order) ops.push_back(analyse_op(n, fwd, bwd, reaches));
+    for (auto& [t, l] : storage)
+      for (const LayoutFactor& f : l.factors)
+        if (f.kind == LayoutFactor::V) fail(g.tensor(t).name + ": a plan that splits a parameter or input by value is not executable");
+    // Buckets: numbered in the order of their keys (the device groups).
+    std::map<std::string, std::vector<const CommEdge*>> by_key;
+    for (const Op& op : ops)
+      for (const CommEdge* e : op.grad_edge)
+        if (e && deferrable(*e)) {
+          std::string key;
+          for (const auto& grp : e->adapter.steps[0].groups) key += group_text(grp);
+          by_key[key].push_back(e);
+        }
+    for (auto& [key, edges] : by_key) {
+      for (const CommEdge* e : edges) bucket_of[e] = buckets;
+      ++buckets;
+    }
+    index_groups();
+  }
+
+  Op analyse_op(int n, const std::map<std::pair<int, int>, const CommEdge*>& fwd, const std::map<std::pair<int, int>, const CommEdge*>& bwd,
+                const std::vector<bool>& reaches) {
+    const sema::OpNode& node = g.node(n);
+    Op op;
+    op.node = n;
+    bool any_in = false, any_out = false;
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      int t = node.inputs[k];
+      const sema::TensorInfo& info = g.tensor(t);
+      op.in_layout.push_back(layout_or_throw(input_pieces(plan, n, k), info.shape, node.name + " input " + std::to_string(k)));
+      auto fe = fwd.find({n, static_cast<int>(k)});
+      const CommEdge* in_edge = fe == fwd.end() ? nullptr : fe->second;
+      if (info.kind != sema::TensorKind::Activation && !storage.count(t)) {
+        if (in_edge) fail("internal: first consumer of " + info.name + " has an edge");
+        storage[t] = op.in_layout.back();
+      }
+      if (info.kind == sema::TensorKind::Activation && !in_edge) fail("internal: no edge into " + node.name);
+      op.in_edge.push_back(in_edge);
+      bool wants = requires_grad[t] && info.kind != sema::TensorKind::Input;
+      any_in = any_in || wants;
+      auto be = wants ? bwd.find({n, static_cast<int>(k)}) : bwd.end();
+      const CommEdge* grad_edge = be == bwd.end() ? nullptr : be->second;
+      if (wants && !grad_edge) fail("internal: no gradient edge for input " + std::to_string(k) + " of " + node.name);
+      op.grad_edge.push_back(grad_edge);
+      op.grad_in_layout.push_back(grad_edge ? grad_edge->from : Layout{});
+    }
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      op.out_layout.push_back(layout_or_throw(output_pieces(plan, n, o), g.tensor(node.outputs[o]).shape, node.name + " output " + std::to_string(o)));
+      any_out = any_out || reaches[node.outputs[o]];
+    }
+    op.backward = any_in && any_out;
+    op.leaves = plan.leaves_of(n);
+    for (int leaf : op.leaves) {
+      const std::vector<int>& devs = plan.subops[leaf].devices;
+      for (size_t i = 0; i < devs.size(); ++i)
+        if (std::find(devs.begin(), devs.begin() + static_cast<long>(i), devs[i]) == devs.begin() + static_cast<long>(i)) op.leaves_on[devs[i]].push_back(leaf);
+    }
+    return op;
+  }
+};
+
+// Interns collective groups (global ranks) so that every rank's
+// instructions name the same group by the same id.
+// Ranks are lowered on several threads; interning is serialised.
+struct GroupTable {
+  std::mutex mu;
+  std::vector<std::vector<int>>& groups;
+  std::map<std::vector<int>, int> ids;
+  struct KeyHash {
+    size_t operator()(const std::pair<const std::vector<int>*, int>& k) const {
+      return std::hash<const void*>()(k.first) * 31 + static_cast<size_t>(k.second);
+    }
+  };
+  std::unordered_map<std::pair<const std::vector<int>*, int>, int, KeyHash> by_devices;  // (device group of a step, replica) -> id
+  int world = -1;
+  int intern(const std::vector<int>& g) {
+    std::lock_guard<std::mutex> lock(mu);
+    return intern_locked(g);
+  }
+  int intern_locked(const std::vector<int>& g) {
+    auto [it, fresh] = ids.emplace(g, static_cast<int>(groups.size()));
+    if (fresh) groups.push_back(g);
+    return it->second;
+  }
+};
+
+// Lowers rank `rank` (device rank % devices of replica rank / devices).
+RankProgram lower_rank(const PlanAnalysis& analysis, const sema::TrainSpec& spec, const LowerOptions& opts, GroupTable& groups, int devices,
+                       int rank);
+
+}  // namespace nns::backend::detail

@@ -1,0 +1,608 @@
+// Lowering of one rank: its kernels (sub-ops elaborated on their slices),
+// its buffers and its instruction list for one step (lower_plan.h says
+// what the sequence is and why every rank derives it the same way).
+#include <algorithm>
+
+#include "backend/lowering/lower_internal.h"
+
+namespace nns::backend::detail {
+
+namespace {
+
+
+
+// TEMPORARY (until the registry rows carry these facts): where a slice lies
+// in the full op changes what some kernels compute.
+bool slice_is_whole(const sema::Graph& g, const sema::OpNode& node, const sema::SubOp& s) {
+  for (size_t i = 0; i < s.inputs.size(); ++i)
+    if (s.inputs[i].length != g.tensor(node.inputs[i]).shape) return false;
+  return true;
+}
+void apply_slice_position(const sema::Graph& g, const sema::OpNode& node, const sema::SubOp& s, sema::OpNode& op) {
+  bool whole = slice_is_whole(g, node, s);
+  if (op.kind == "dropout") {
+    auto p = op.attrs.find("p");
+    bool active = p != op.attrs.end() && std::holds_alternative<double>(p->second) && std::get<double>(p->second) > 0;
+    if (!active || whole) return;
+    bool only_dim0 = !node.composite;
+    for (size_t d = 1; only_dim0 && d < s.inputs[0].length.size(); ++d) only_dim0 = s.inputs[0].length[d] == g.tensor(node.inputs[0]).shape[d];
+    if (!only_dim0) throw std::runtime_error(node.name + ": dropout split other than along its first dim is not supported yet");
+    op.attrs["element_offset"] = s.inputs[0].start[0] * (sema::numel(s.inputs[0].length) / std::max<int64_t>(1, s.inputs[0].length[0]));
+  }
+  if (!node.composite && (op.kind == "embedding" || op.kind == "index_select")) {
+    size_t ti = op.kind == "embedding" ? 1 : 0;
+    op.attrs["vocab_offset"] = s.inputs[ti].start[0];
+    op.attrs["vocab_size"] = g.tensor(node.inputs[ti]).shape[0];
+  }
+}
+float slice_loss_share(const sema::Graph& g, const sema::OpNode& node, const sema::SubOp& s) {
+  if (node.composite || slice_is_whole(g, node, s)) return 1.f;
+  const Shape& full = g.tensor(node.inputs[0]).shape;
+  if (node.kind == "cross_entropy" || node.kind == "mse")
+    return static_cast<float>(static_cast<double>(sema::numel(s.inputs[0].length)) / static_cast<double>(sema::numel(full)));
+  if (node.kind == "mean") {
+    auto it = node.attrs.find("dim");
+    int64_t d = it != node.attrs.end() ? std::get<int64_t>(it->second) : -1;
+    if (d < 0) d += static_cast<int64_t>(full.size());
+    return static_cast<float>(static_cast<double>(s.inputs[0].length[d]) / static_cast<double>(full[d]));
+  }
+  return 1.f;
+}
+
+// Lowers one rank.
+class RankLowering {
+ public:
+  RankLowering(const PlanAnalysis& a, const sema::TrainSpec& spec, const LowerOptions& o, GroupTable& groups, int devices, int rank)
+      : A(a), g(a.g), plan(a.plan), spec_(spec), opts_(o), groups_(groups), k_(devices) {
+    P.rank = rank;
+    P.device = rank % devices;
+    P.replica = rank / devices;
+  }
+
+  RankProgram run() {
+    make_kernels();
+    make_params();
+    for (int mb = 0; mb < static_cast<int>(spec_.micro_batches); ++mb) micro_batch(mb);
+    step_end();
+    inject_frees();
+    P.tags = tag_;
+    return std::move(P);
+  }
+
+ private:
+  const PlanAnalysis& A;
+  const sema::Graph& g;
+  const sema::Plan& plan;
+  const sema::TrainSpec& spec_;
+  const LowerOptions& opts_;
+  GroupTable& groups_;
+  int k_;
+  RankProgram P;
+  std::vector<std::vector<int>> op_kernels_;  // per analysed op: this rank's kernels
+  std::map<int, int> param_buf_, accum_buf_;  // tensor -> buffer
+  std::map<int, int> slot_of_;                // tensor -> index into P.params
+  std::map<std::pair<int, int>, int> bucket_buf_;  // (bucket, tensor) -> buffer
+  uint32_t tag_ = 0;
+
+  int device() const { return P.device; }
+  // A buffer's current piece: its box never changes; its partial-sum and
+  // copy labels do (an allreduce sums the parts in place).
+  Piece& label(int b) { return P.buffers[static_cast<size_t>(b)].piece; }
+  int grank(int dev) const { return P.replica * k_ + dev; }
+
+  int new_buffer(BufferDecl::Role role, int tensor, int mb, Piece piece) {
+    P.buffers.push_back(BufferDecl{role, tensor, mb, piece});
+    return static_cast<int>(P.buffers.size()) - 1;
+  }
+  PInstr& emit(PInstr::Kind kind, int mb) {
+    P.instrs.emplace_back();
+    P.instrs.back().kind = kind;
+    P.instrs.back().mb = mb;
+    return P.instrs.back();
+  }
+  // The id of a device group of an adapter step, in global ranks (cached:
+  // a 1024-device group is built and compared once per replica, not per rank).
+  int group_of(const std::vector<int>& devs) {
+    std::lock_guard<std::mutex> lock(groups_.mu);
+    auto [it, fresh] = groups_.by_devices.emplace(std::make_pair(&devs, P.replica), -1);
+    if (!fresh) return it->second;
+    std::vector<int> ranks;
+    for (int d : devs) ranks.push_back(grank(d));
+    it->second = groups_.intern_locked(ranks);
+    return it->second;
+  }
+
+  // ---- kernels ------------------------------------------------------------------------------
+  void make_kernels() {
+    for (const PlanAnalysis::Op& op : A.ops) {
+      std::vector<int> ks;
+      auto mine = op.leaves_on.find(device());
+      if (mine != op.leaves_on.end() && !opts_.communication_only)
+        for (int leaf : mine->second) {
+          ks.push_back(static_cast<int>(P.kernels.size()));
+          P.kernels.push_back(make_kernel(leaf, op.backward));
+        }
+      op_kernels_.push_back(std::move(ks));
+    }
+  }
+
+  SubOpKernel make_kernel(int leaf, bool backward) {
+    const sema::SubOp& s = plan.subops[leaf];
+    const sema::OpNode& node = g.node(s.node);
+    SubOpKernel kn;
+    kn.subop = leaf;
+    kn.node = s.node;
+    kn.recompute = s.recompute;
+    for (const OperandSlice& sl : s.inputs) kn.in_slices.push_back(piece_of_slice(sl));
+    for (const OperandSlice& sl : s.outputs) kn.out_slices.push_back(piece_of_slice(sl));
+    kn.scale = slice_loss_share(g, node, s);
+    if (!opts_.elaborate) return kn;
+    std::vector<Shape> ins, outs;
+    for (const OperandSlice& sl : s.inputs) ins.push_back(sl.length);
+    for (const OperandSlice& sl : s.outputs) outs.push_back(sl.length);
+    // The split identifiers along the parent chain: an attention split on
+    // `h` twice in two gets h / 4 heads.
+    std::map<std::string, int64_t> div;
+    for (int c = leaf; c >= 0 && plan.subops[c].parent >= 0; c = plan.subops[c].parent)
+      if (plan.subops[c].split_id != "value") {
+        auto [it, fresh] = div.emplace(plan.subops[c].split_id, 1);
+        it->second *= plan.subops[c].split_num;
+      }
+    try {
+      kn.inst = opts_.elaborate(s.node, ins, outs, div, P.local);
+      for (int ln : kn.inst.nodes) apply_slice_position(g, node, s, P.local.node(ln));
+    } catch (const LoweringError&) {
+      throw;
+    } catch (const std::runtime_error& e) {
+      fail("plan " + plan.name + ": " + e.what());
+    }
+    kn.elaborated = true;
+    if (!backward) return kn;
+    std::map<int, int> seeds;
+    for (int out : kn.inst.outputs) {
+      const sema::TensorInfo& t = P.local.tensor(out);
+      if (!sema::dtype_is_float(t.dtype)) {
+        kn.dy.push_back(-1);
+        continue;
+      }
+      sema::TensorInfo dy;
+      dy.shape = t.shape;
+      dy.dtype = t.dtype;
+      dy.grad_of = out;
+      dy.name = "dy." + t.name;
+      int id = P.local.add_tensor(std::move(dy));
+      kn.dy.push_back(id);
+      seeds[out] = id;
+    }
+    kn.bwd = sema::differentiate(P.local, kn.inst.nodes, seeds, kn.inst.inputs);
+    return kn;
+  }
+
+  // Parameters: the pieces this rank holds, in tensor order.
+  void make_params() {
+    for (int p : g.params()) {
+      auto it = A.storage.find(p);
+      if (it == A.storage.end() || !holds(it->second, device())) continue;
+      ParamSlot slot;
+      slot.tensor = p;
+      slot.param = new_buffer(BufferDecl::Param, p, -1, piece_of(it->second, device(), g.tensor(p).shape));
+      slot.trainable = A.requires_grad[p];
+      param_buf_[p] = slot.param;
+      slot_of_[p] = static_cast<int>(P.params.size());
+      P.params.push_back(slot);
+    }
+  }
+
+  // ---- adapters -----------------------------------------------------------------------------
+  // `scale` of reading `want` out of a buffer labelled `have`: a value part
+  // cut finer is scaled so that the parts sum to the whole (gradients read
+  // the whole value: ignore_value).
+  static float value_scale(const Piece& have, const Piece& want, bool ignore_value, const std::string& what) {
+    if (!contains(have, want.start, want.length))
+      fail("internal: " + what + ": slice " + region_text(want.start, want.length) + " is not inside the piece " + region_text(have.start, have.length) +
+           " this rank holds");
+    if (ignore_value || want.value_parts == have.value_parts) return 1.f;
+    if (want.value_parts % have.value_parts != 0)
+      fail(what + ": value part " + std::to_string(want.value_index) + "/" + std::to_string(want.value_parts) + " cannot be cut from a piece split into " +
+           std::to_string(have.value_parts) + " parts");
+    return static_cast<float>(have.value_parts) / static_cast<float>(want.value_parts);
+  }
+
+  // A copy of `buf` holding exactly `want` (a new buffer), or `buf`
+  // relabelled when it already holds that box and value split.
+  int reshape_to(int buf, const Piece& want, int tensor, int mb, const std::string& what) {
+    const Piece have = label(buf);
+    if (have.same_box(want) && have.value_parts == want.value_parts) {
+      label(buf) = want;
+      return buf;
+    }
+    float scale = value_scale(have, want, false, what);
+    int nb = new_buffer(BufferDecl::Transit, tensor, mb, want);
+    PInstr& in = emit(PInstr::Extract, mb);
+    in.a = buf;
+    in.b = nb;
+    in.scale = scale;
+    return nb;
+  }
+
+  // The member devices of the group of `st` this device is in (null: none).
+  const std::vector<int>* my_devices(const AdapterStep& st) const { return A.devices_of_group(st, device()); }
+
+  // Emits edge `e`'s adapter applied to `src` (this rank's piece in e.from,
+  // -1 when it holds none); returns its buffer in e.to (-1 if none).
+  int adapter(const CommEdge& e, int src, int mb) {
+    const Shape& shape = g.tensor(e.tensor).shape;
+    Layout cur = e.from;
+    int buf = holds(cur, device()) ? src : -1;
+    if (holds(cur, device()) && buf < 0) fail("internal: rank " + std::to_string(P.rank) + " holds no piece of %" + std::to_string(e.tensor) + " for its adapter");
+    int edge = static_cast<int>(&e - A.cp.edges.data());
+    for (size_t si = 0; si < e.adapter.steps.size(); ++si) {
+      const AdapterStep& st = e.adapter.steps[si];
+      const Layout& after = st.after;
+      std::string what = std::string(prim_name(st.prim)) + " of %" + std::to_string(e.tensor);
+      if (st.prim == AdapterStep::SendRecv) {
+        uint32_t t = ++tag_;
+        int received = -1;
+        for (const auto& pair : st.groups) {
+          int s = pair[0], d = pair[1];
+          if (device() == s) {
+            PInstr& in = emit(PInstr::Send, mb);
+            in.a = buf;
+            in.peer = grank(d);
+            in.tag = t;
+            in.edge = edge;
+            in.step = static_cast<int>(si);
+            in.group = groups_.intern({grank(s), grank(d)});
+          }
+          if (device() == d) {
+            received = new_buffer(BufferDecl::Transit, e.tensor, mb, piece_of(cur, s, shape));
+            PInstr& in = emit(PInstr::Recv, mb);
+            in.b = received;
+            in.peer = grank(s);
+            in.tag = t;
+            in.edge = edge;
+            in.step = static_cast<int>(si);
+            in.group = groups_.intern({grank(s), grank(d)});
+          }
+        }
+        if (received >= 0) buf = received;
+        if (holds(after, device()) && buf < 0) fail("internal: " + what + ": device " + std::to_string(device()) + " of the next stage receives nothing");
+        buf = holds(after, device()) ? reshape_to(buf, piece_of(after, device(), shape), e.tensor, mb, "send/recv of %" + std::to_string(e.tensor)) : -1;
+        cur = after;
+        continue;
+      }
+      if (!holds(cur, device())) {
+        cur = after;
+        continue;
+      }
+      Piece want = piece_of(after, device(), shape);
+      if (st.prim == AdapterStep::Chunk || st.prim == AdapterStep::ValueSplit) {
+        buf = reshape_to(buf, want, e.tensor, mb, what);
+        cur = after;
+        continue;
+      }
+      const std::vector<int>* devs = my_devices(st);
+      if (!devs) fail("internal: " + what + ": this rank is in no group");
+      PInstr in;
+      in.mb = mb;
+      in.edge = edge;
+      in.step = static_cast<int>(si);
+      in.group = group_of(*devs);
+      in.a = buf;
+      CollectiveGeom geom;
+      switch (st.prim) {
+        case AdapterStep::AllReduce:
+          if (!label(buf).same_box(want)) fail("internal: " + what + " changes the region");
+          in.kind = PInstr::AllReduce;
+          label(buf) = want;
+          break;
+        case AdapterStep::AllGather: {
+          in.kind = PInstr::AllGather;
+          if (opts_.communication_only) break;  // member boxes: what the executor needs, not the verifier
+          int64_t covered = 0;
+          for (int d : *devs) {
+            Piece bp = piece_of(cur, d, shape);
+            if (!contains(want, bp.start, bp.length)) fail("internal: " + what + ": gathered blocks are not contiguous");
+            covered += bp.numel();
+            geom.recv.push_back(bp);
+          }
+          if (covered != want.numel()) fail("internal: " + what + ": gathered blocks do not cover the result");
+          break;
+        }
+        case AdapterStep::ReduceScatter:
+          in.kind = PInstr::ReduceScatter;
+          if (opts_.communication_only) break;
+          for (int d : *devs) {
+            Piece ap = piece_of(after, d, shape);
+            if (!contains(label(buf), ap.start, ap.length)) fail("internal: " + what + ": a block lies outside the piece");
+            geom.send.push_back(ap);
+          }
+          break;
+        case AdapterStep::AllToAll: {
+          in.kind = PInstr::AllToAll;
+          int64_t chunk = -1;
+          for (int d : *devs) {
+            if (opts_.communication_only && chunk >= 0) break;  // the block size is all the verifier needs
+            Piece theirs_after = piece_of(after, d, shape), theirs_before = piece_of(cur, d, shape), s, r;
+            if (!intersect(label(buf), theirs_after, s.start, s.length) || !intersect(theirs_before, want, r.start, r.length))
+              fail("internal: " + what + ": blocks do not meet");
+            if (chunk < 0) chunk = s.numel();
+            if (s.numel() != chunk || r.numel() != chunk) fail("internal: " + what + ": uneven blocks");
+            geom.send.push_back(s);
+            geom.recv.push_back(r);
+          }
+          in.count = chunk;
+          break;
+        }
+        default:
+          fail("internal: " + what + ": unexpected primitive");
+      }
+      if (in.kind != PInstr::AllReduce) {
+        in.b = new_buffer(BufferDecl::Transit, e.tensor, mb, want);
+        in.geom = static_cast<int>(P.geoms.size());
+        P.geoms.push_back(std::move(geom));
+        buf = in.b;
+      }
+      P.instrs.push_back(in);
+      cur = after;
+    }
+    if (!holds(e.to, device())) return -1;
+    return reshape_to(buf, piece_of(e.to, device(), shape), e.tensor, mb, "layout of %" + std::to_string(e.tensor));
+  }
+
+  // ---- one micro-batch ----------------------------------------------------------------------
+  void micro_batch(int mb) {
+    std::map<int, int> value, grad;  // tensor -> buffer
+    for (int t : g.inputs()) {
+      auto it = A.storage.find(t);
+      if (it == A.storage.end() || !holds(it->second, device())) continue;
+      int b = new_buffer(BufferDecl::Input, t, mb, piece_of(it->second, device(), g.tensor(t).shape));
+      PInstr& in = emit(PInstr::LoadInput, mb);
+      in.b = b;
+      value[t] = b;
+    }
+    for (size_t i = 0; i < A.ops.size(); ++i) forward_op(A.ops[i], op_kernels_[i], mb, value);
+    if (auto it = value.find(g.loss); it != value.end() && label(it->second).replica_index == 0) emit(PInstr::LossShare, mb).a = it->second;
+    seed_loss_gradient(mb, grad);
+    for (size_t i = A.ops.size(); i-- > 0;)
+      if (A.ops[i].backward) backward_op(A.ops[i], op_kernels_[i], mb, value, grad);
+    // Parameter gradients that arrived by an adapter: into the step's sum.
+    for (const ParamSlot& slot : P.params) {
+      auto gi = grad.find(slot.tensor);
+      if (gi == grad.end() || !slot.trainable) continue;
+      accumulate_param_gradient(slot.tensor, gi->second, mb);
+    }
+  }
+
+  void accumulate_param_gradient(int tensor, int from, int mb) {
+    auto [it, fresh] = accum_buf_.emplace(tensor, -1);
+    if (fresh) {
+      Piece storage = P.buffers[static_cast<size_t>(param_buf_.at(tensor))].piece;  // a copy: new_buffer grows the vector
+      it->second = new_buffer(BufferDecl::Accum, tensor, -1, storage);
+      P.params[static_cast<size_t>(slot_of_.at(tensor))].accum = it->second;
+    }
+    if (!label(from).same_box(label(it->second)))
+      fail("internal: the gradient of " + g.tensor(tensor).name + " " + region_text(label(from).start, label(from).length) + " is not in its storage piece " + region_text(label(it->second).start, label(it->second).length));
+    if (fresh) emit(PInstr::Alloc, -1).b = it->second;
+    PInstr& in = emit(PInstr::AddTo, mb);
+    in.a = from;
+    in.b = it->second;
+    in.scale = 1.f / static_cast<float>(spec_.micro_batches);
+  }
+
+  void forward_op(const PlanAnalysis::Op& op, const std::vector<int>& ks, int mb, std::map<int, int>& value) {
+    const sema::OpNode& n = g.node(op.node);
+    for (size_t kk = 0; kk < n.inputs.size(); ++kk) {
+      int t = n.inputs[kk];
+      int src = -1;
+      if (auto it = param_buf_.find(t); it != param_buf_.end()) src = it->second;
+      else if (auto v = value.find(t); v != value.end()) src = v->second;
+      // An edge without steps leaves the piece as it is: read it in place.
+      int in = src;
+      if (op.in_edge[kk] && !op.in_edge[kk]->adapter.steps.empty()) in = adapter(*op.in_edge[kk], src, mb);
+      if (!ks.empty() && in < 0) fail("internal: no piece of %" + std::to_string(t) + " for " + n.name);
+      for (int k : ks) {
+        PInstr& si = emit(PInstr::SliceIn, mb);
+        si.a = in;
+        si.kernel = k;
+        si.index = static_cast<int>(kk);
+        si.scale = value_scale(label(in), P.kernels[k].in_slices[kk], false, n.name + " input " + std::to_string(kk));
+      }
+    }
+    for (int k : ks) emit(PInstr::Forward, mb).kernel = k;
+    for (size_t o = 0; o < n.outputs.size(); ++o) {
+      if (!holds(op.out_layout[o], device())) continue;
+      int b = new_buffer(BufferDecl::Value, n.outputs[o], mb, piece_of(op.out_layout[o], device(), g.tensor(n.outputs[o]).shape));
+      emit(PInstr::Alloc, mb).b = b;
+      for (int k : ks) {
+        PInstr& c = emit(PInstr::CollectOut, mb);
+        c.b = b;
+        c.kernel = k;
+        c.index = static_cast<int>(o);
+        c.scale = P.kernels[k].scale;
+      }
+      value[n.outputs[o]] = b;
+    }
+    // recompute(...): the sub-op keeps only its inputs until backward, which
+    // runs its forward again (dropout masks are counter-based, so the
+    // recomputed values are the same).
+    for (int k : ks)
+      if (P.kernels[k].recompute && op.backward) emit(PInstr::DropForward, mb).kernel = k;
+    // An op without backward needs nothing of its kernels any more.
+    if (!op.backward)
+      for (int k : ks) emit(PInstr::FreeKernel, mb).kernel = k;
+  }
+
+  // The loss gradient is 1 wherever the loss (or a part of it) lives.
+  void seed_loss_gradient(int mb, std::map<int, int>& grad) {
+    if (g.loss < 0) return;
+    int last = g.tensor(g.loss).producer;
+    for (const PlanAnalysis::Op& op : A.ops) {
+      if (op.node != last) continue;
+      const sema::OpNode& n = g.node(last);
+      size_t o = static_cast<size_t>(std::find(n.outputs.begin(), n.outputs.end(), g.loss) - n.outputs.begin());
+      Layout gl = gradient_layout(op.out_layout[o]);
+      if (!holds(gl, device())) continue;
+      int b = new_buffer(BufferDecl::Grad, g.loss, mb, piece_of(gl, device(), g.tensor(g.loss).shape));
+      emit(PInstr::Alloc, mb).b = b;
+      emit(PInstr::SeedGrad, mb).b = b;
+      grad[g.loss] = b;
+    }
+  }
+
+  void backward_op(const PlanAnalysis::Op& op, const std::vector<int>& ks, int mb, const std::map<int, int>& value, std::map<int, int>& grad) {
+    const sema::OpNode& n = g.node(op.node);
+    for (int k : ks)
+      if (P.kernels[k].recompute) emit(PInstr::Forward, mb).kernel = k;
+    for (int k : ks) {
+      for (size_t o = 0; o < n.outputs.size(); ++o) {
+        auto gi = grad.find(n.outputs[o]);
+        PInstr& in = emit(PInstr::SliceGrad, mb);
+        in.a = gi == grad.end() ? -1 : gi->second;
+        in.kernel = k;
+        in.index = static_cast<int>(o);
+        in.scale = P.kernels[k].scale;
+        if (in.a >= 0) value_scale(label(in.a), P.kernels[k].out_slices[o], true, n.name + " output gradient");
+      }
+      emit(PInstr::Backward, mb).kernel = k;
+    }
+    for (size_t kk = 0; kk < n.inputs.size(); ++kk) {
+      const CommEdge* e = op.grad_edge[kk];
+      if (!e) continue;
+      int t = n.inputs[kk];
+      int contrib = -1;
+      if (holds(op.grad_in_layout[kk], device())) {
+        contrib = new_buffer(BufferDecl::Contrib, t, mb, piece_of(op.grad_in_layout[kk], device(), g.tensor(t).shape));
+        emit(PInstr::Alloc, mb).b = contrib;
+        for (int k : ks) {
+          PInstr& c = emit(PInstr::CollectGrad, mb);
+          c.b = contrib;
+          c.kernel = k;
+          c.index = static_cast<int>(kk);
+        }
+      }
+      if (auto bk = A.bucket_of.find(e); bk != A.bucket_of.end()) {
+        // Summed locally over the step's micro-batches; one fused allreduce
+        // per device group at the end of the step.
+        if (contrib < 0) continue;
+        auto [it, fresh] = bucket_buf_.emplace(std::make_pair(bk->second, t), -1);
+        if (fresh) {
+          Piece p = label(contrib);
+          p.value_index = 0;
+          p.value_parts = 1;
+          it->second = new_buffer(BufferDecl::Bucket, t, -1, p);
+          emit(PInstr::Alloc, mb).b = it->second;
+        }
+        PInstr& add = emit(PInstr::AddTo, mb);
+        add.a = contrib;
+        add.b = it->second;
+        continue;
+      }
+      int moved = adapter(*e, contrib, mb);
+      if (!holds(e->to, device())) continue;
+      auto gi = grad.find(t);
+      if (gi == grad.end()) {
+        grad[t] = moved;
+      } else {
+        PInstr& add = emit(PInstr::AddTo, mb);
+        add.a = moved;
+        add.b = gi->second;
+      }
+    }
+    for (int k : ks) emit(PInstr::FreeKernel, mb).kernel = k;
+    (void)value;
+  }
+
+  // ---- the end of the step ------------------------------------------------------------------
+  void step_end() {
+    // Buckets in key order, each one fused allreduce over its device group.
+    P.buckets.assign(static_cast<size_t>(A.buckets), {});
+    for (auto& [key, buf] : bucket_buf_) P.buckets[static_cast<size_t>(key.first)].push_back(buf);
+    for (int b = 0; b < A.buckets; ++b) {
+      if (P.buckets[static_cast<size_t>(b)].empty()) continue;
+      const std::vector<int>* devs = nullptr;
+      for (const auto& [e, id] : A.bucket_of)
+        if (id == b && !devs) devs = my_devices(e->adapter.steps[0]);
+      if (!devs) fail("internal: bucket " + std::to_string(b) + " has no group of device " + std::to_string(device()));
+      if (devs->size() > 1) {
+        PInstr& in = emit(PInstr::BucketAllReduce, -1);
+        in.index = b;
+        in.group = group_of(*devs);
+      }
+      for (int buf : P.buckets[static_cast<size_t>(b)]) accumulate_param_gradient(P.buffers[static_cast<size_t>(buf)].tensor, buf, -1);
+    }
+    int replicas = opts_.replicas;
+    if (replicas > 1) {
+      std::vector<int> across;
+      for (int j = 0; j < replicas; ++j) across.push_back(j * k_ + device());
+      int grp = groups_.intern(across);
+      for (const ParamSlot& s : P.params)
+        if (s.accum >= 0) {
+          PInstr& in = emit(PInstr::ReplicaAverage, -1);
+          in.a = s.accum;
+          in.group = grp;
+          in.scale = 1.f / static_cast<float>(replicas);
+        }
+    }
+    // The loss and gradient norm, over every rank (one rank: no collective).
+    {
+      std::lock_guard<std::mutex> lock(groups_.mu);
+      if (groups_.world < 0) {
+        std::vector<int> world;
+        for (int r = 0; r < k_ * replicas; ++r) world.push_back(r);
+        groups_.world = groups_.intern_locked(world);
+      }
+      emit(PInstr::LossAllReduce, -1).group = groups_.world;
+    }
+    if (spec_.clip > 0) emit(PInstr::Clip, -1);
+    for (const ParamSlot& s : P.params)
+      if (s.accum >= 0) {
+        PInstr& in = emit(PInstr::Update, -1);
+        in.a = s.param;
+        in.b = s.accum;
+      }
+  }
+
+  // The buffer plan: every micro-batch buffer (and every bucket) is freed
+  // right after its last use; parameters and accumulated gradients stay.
+  void inject_frees() {
+    std::vector<int> last(P.buffers.size(), -1);
+    for (size_t i = 0; i < P.instrs.size(); ++i) {
+      const PInstr& in = P.instrs[i];
+      if (in.a >= 0) last[static_cast<size_t>(in.a)] = static_cast<int>(i);
+      if (in.b >= 0) last[static_cast<size_t>(in.b)] = static_cast<int>(i);
+      if (in.kind == PInstr::BucketAllReduce)
+        for (int b : P.buckets[static_cast<size_t>(in.index)]) last[static_cast<size_t>(b)] = static_cast<int>(i);
+    }
+    std::vector<std::pair<int, int>> frees;  // (last use, buffer), sorted
+    for (size_t b = 0; b < P.buffers.size(); ++b) {
+      BufferDecl::Role r = P.buffers[b].role;
+      if (r == BufferDecl::Param || r == BufferDecl::Accum || last[b] < 0) continue;
+      frees.emplace_back(last[b], static_cast<int>(b));
+    }
+    std::sort(frees.begin(), frees.end());
+    std::vector<PInstr> out;
+    out.reserve(P.instrs.size() + frees.size());
+    size_t f = 0;
+    for (size_t i = 0; i < P.instrs.size(); ++i) {
+      out.push_back(P.instrs[i]);
+      for (; f < frees.size() && frees[f].first == static_cast<int>(i); ++f) {
+        PInstr fr;
+        fr.kind = PInstr::Free;
+        fr.a = frees[f].second;
+        fr.mb = P.buffers[static_cast<size_t>(fr.a)].mb;
+        out.push_back(fr);
+      }
+    }
+    P.instrs = std::move(out);
+  }
+};
+
+}  // namespace
+
+RankProgram lower_rank(const PlanAnalysis& analysis, const sema::TrainSpec& spec, const LowerOptions& opts, GroupTable& groups, int devices,
+                       int rank) {
+  return RankLowering(analysis, spec, opts, groups, devices, rank).run();
+}
+
+}  // namespace nns::backend::detail
