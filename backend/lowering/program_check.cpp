@@ -10,6 +10,7 @@
 #include "backend/lowering/comm_plan.h"
 #include "backend/lowering/geometry.h"
 #include "backend/lowering/lower_plan.h"
+#include "backend/lowering/program_order.h"
 
 namespace nns::backend {
 
@@ -56,6 +57,10 @@ bool inside(const std::vector<int64_t>& s, const std::vector<int64_t>& l, const 
     if (s[d] < outer.start[d] || s[d] + l[d] > outer.start[d] + outer.length[d]) return false;
   return true;
 }
+
+}  // namespace
+
+namespace detail {
 
 std::string edge_text(const sema::Graph& g, const CommEdge& e) {
   const sema::TensorInfo& t = g.tensor(e.tensor);
@@ -292,63 +297,7 @@ void simulate_edge(const sema::Graph& g, const CommEdge& e, std::vector<std::str
   }
 }
 
-// One collective (or update) of a rank's program, as the matching sees it.
-struct Entry {
-  enum Kind { Coll, Bucket, Replica, Loss, Update } kind = Coll;
-  int edge = -1, step = -1, mb = -1, group = -1, bucket = -1, param = -1;
-  uint32_t tag = 0;
-  double scale = 1;
-  bool operator==(const Entry& o) const {
-    return kind == o.kind && edge == o.edge && step == o.step && mb == o.mb && group == o.group && bucket == o.bucket && param == o.param &&
-           tag == o.tag;
-  }
-};
-
-// A rank's sequence of collectives and updates, read off its program.
-std::vector<Entry> entries_of(const RankProgram& p) {
-  std::vector<Entry> seq;
-  for (const PInstr& in : p.instrs) {
-    Entry e;
-    e.group = in.group;
-    e.mb = in.mb;
-    switch (in.kind) {
-      case PInstr::AllReduce:
-      case PInstr::AllGather:
-      case PInstr::ReduceScatter:
-      case PInstr::AllToAll:
-      case PInstr::Send:
-      case PInstr::Recv:
-        e.kind = Entry::Coll;
-        e.edge = in.edge;
-        e.step = in.step;
-        e.tag = in.tag;
-        break;
-      case PInstr::BucketAllReduce:
-        e.kind = Entry::Bucket;
-        e.bucket = in.index;
-        break;
-      case PInstr::ReplicaAverage:
-        e.kind = Entry::Replica;
-        e.param = p.buffers[static_cast<size_t>(in.a)].tensor;
-        e.scale = in.scale;
-        break;
-      case PInstr::LossAllReduce:
-        e.kind = Entry::Loss;
-        break;
-      case PInstr::Update:
-        e.kind = Entry::Update;
-        e.param = p.buffers[static_cast<size_t>(in.a)].tensor;
-        e.group = -1;
-        break;
-      default:
-        continue;
-    }
-    seq.push_back(e);
-  }
-  return seq;
-}
-
-}  // namespace
+}  // namespace detail
 
 bool seeded_bug_from_name(const std::string& name, SeededBug& out) {
   for (const auto& [n, b] : kBugs)
@@ -366,234 +315,10 @@ std::string seeded_bug_names() {
 }
 
 
-namespace {
 
-// Seeded bugs in the derived communication (before lowering): the first
-// allreduce (or send/recv) of an edge the programs run.
-bool seed_comm_bug(const sema::Graph& g, CommPlan& cp, const std::vector<int>& used, int devices, SeededBug bug, ProgramCheck& out) {
-  bool on_allreduce = bug == SeededBug::MissingAllreduce || bug == SeededBug::AllgatherForAllreduce || bug == SeededBug::DoubleCount ||
-                      bug == SeededBug::WrongGroup;
-  if (!on_allreduce && bug != SeededBug::WrongStageDevice) return true;
-  AdapterStep::Prim prim = on_allreduce ? AdapterStep::AllReduce : AdapterStep::SendRecv;
-  int ei = -1, si = -1;
-  for (int i : used)
-    for (size_t s = 0; s < cp.edges[i].adapter.steps.size() && ei < 0; ++s)
-      if (cp.edges[i].adapter.steps[s].prim == prim) {
-        ei = i;
-        si = static_cast<int>(s);
-      }
-  if (ei < 0) {
-    out.errors.push_back(std::string("seeded bug: the plan has no ") + (on_allreduce ? "allreduce" : "send/recv") + " to corrupt");
-    return false;
-  }
-  auto& steps = cp.edges[ei].adapter.steps;
-  std::string where = edge_text(g, cp.edges[ei]);
-  if (bug == SeededBug::MissingAllreduce) {
-    steps.erase(steps.begin() + si);
-    out.applied = "dropped the allreduce of " + where;
-  } else if (bug == SeededBug::AllgatherForAllreduce) {
-    steps[si].prim = AdapterStep::AllGather;
-    steps[si].dim = 0;
-    out.applied = "an allgather instead of the allreduce of " + where;
-  } else if (bug == SeededBug::DoubleCount) {
-    steps.insert(steps.begin() + si, steps[si]);
-    out.applied = "the allreduce of " + where + " runs twice";
-  } else if (bug == SeededBug::WrongGroup) {
-    // Swap the last member of the first group with a device outside it
-    // (or drop it when every device is in the group).
-    auto& grp = steps[si].groups[0];
-    int outside = -1;
-    for (int d = 0; d < devices && outside < 0; ++d)
-      if (std::find(grp.begin(), grp.end(), d) == grp.end()) outside = d;
-    std::string before = group_text(grp);
-    if (outside >= 0 && steps[si].groups.size() == 1) grp.back() = outside;
-    else grp.pop_back();
-    std::sort(grp.begin(), grp.end());
-    out.applied = "the allreduce of " + where + " runs over " + group_text(grp) + " instead of " + before;
-  } else {
-    auto& pr = steps[si].groups[0];
-    int wrong = (pr[1] + 1) % devices == pr[0] ? (pr[1] + 2) % devices : (pr[1] + 1) % devices;
-    out.applied = "send/recv of " + where + " goes to device " + std::to_string(wrong) + " instead of " + std::to_string(pr[1]);
-    pr[1] = wrong;
-  }
-  return true;
-}
-
-// The order checks over the ranks' programs: updates after every
-// reduction of their gradient, one replica scale, and matching (a
-// collective runs when every member of its group has it next).
-class OrderCheck {
- public:
-  OrderCheck(const sema::Graph& g, LoweredPlan& lp, ProgramCheck& out) : g_(g), lp_(lp), out_(out) {}
-
-  // Seeded bugs in the lowered programs themselves.
-  bool seed(SeededBug bug) {
-    if (bug != SeededBug::ReplicaScale && bug != SeededBug::EarlyUpdate && bug != SeededBug::CollectiveOrder) return true;
-    bool done = false;
-    if (bug == SeededBug::ReplicaScale && lp_.replicas > 1)
-      for (PInstr& in : lp_.programs[static_cast<size_t>(lp_.devices)].instrs)  // rank k: device 0 of replica 1
-        if (in.kind == PInstr::ReplicaAverage && !done) {
-          in.scale = 1.f;
-          done = true;
-          out_.applied = "replica 1 averages the gradient of " + name(lp_.programs[static_cast<size_t>(lp_.devices)], in.a) +
-                         " with factor 1 instead of 1/" + std::to_string(lp_.replicas);
-        }
-    std::vector<PInstr>& sq = lp_.programs[0].instrs;
-    if (bug == SeededBug::EarlyUpdate)
-      for (size_t i = 0; i < sq.size() && !done; ++i)
-        if (sq[i].kind == PInstr::Update)
-          for (size_t j = 0; j < i && !done; ++j)
-            if (reduces(lp_.programs[0], sq[j], lp_.programs[0].buffers[static_cast<size_t>(sq[i].a)].tensor)) {
-              PInstr u = sq[i];
-              sq.erase(sq.begin() + static_cast<long>(i));
-              sq.insert(sq.begin() + static_cast<long>(j), u);
-              out_.applied = "rank 0 issues the update of " + name(lp_.programs[0], u.a) + " before its gradient is reduced";
-              done = true;
-            }
-    if (bug == SeededBug::CollectiveOrder) {
-      std::vector<size_t> colls;
-      for (size_t i = 0; i < sq.size(); ++i)
-        if (sq[i].is_collective()) colls.push_back(i);
-      for (size_t x = 0; x + 1 < colls.size() && !done; ++x)
-        for (size_t y = x + 1; y < colls.size() && !done; ++y) {
-          if (same(lp_.programs[0], sq[colls[x]], sq[colls[y]])) continue;
-          std::swap(sq[colls[x]], sq[colls[y]]);
-          out_.applied = "rank 0 issues '" + describe(lp_.programs[0], sq[colls[x]]) + "' before '" + describe(lp_.programs[0], sq[colls[y]]) + "'";
-          done = true;
-        }
-    }
-    if (!done) {
-      out_.errors.push_back("seeded bug: nothing to corrupt in this plan (needs " + std::string(bug == SeededBug::ReplicaScale ? "replicas" : "collectives") + ")");
-      return false;
-    }
-    return true;
-  }
-
-  void run() {
-    int world = lp_.ranks();
-    std::vector<std::vector<Entry>> seq;
-    for (const RankProgram& p : lp_.programs) seq.push_back(entries_of(p));
-    updates_after_reductions(seq);
-    match(seq, world);
-  }
-
- private:
-  const sema::Graph& g_;
-  LoweredPlan& lp_;
-  ProgramCheck& out_;
-
-  std::string name(const RankProgram& p, int buf) const { return g_.tensor(p.buffers[static_cast<size_t>(buf)].tensor).name; }
-
-  bool same(const RankProgram& p, const PInstr& a, const PInstr& b) const {
-    RankProgram one;
-    one.buffers = p.buffers;
-    one.instrs = {a, b};
-    std::vector<Entry> e = entries_of(one);
-    return e.size() == 2 && e[0] == e[1];
-  }
-
-  // Whether entry `e` of rank `r` reduces the gradient of parameter `param`.
-  bool reduces_entry(int r, const Entry& e, int param) const {
-    const RankProgram& p = lp_.programs[static_cast<size_t>(r)];
-    if (e.kind == Entry::Bucket) {
-      for (int b : p.buckets[static_cast<size_t>(e.bucket)])
-        if (p.buffers[static_cast<size_t>(b)].tensor == param) return true;
-      return false;
-    }
-    if (e.kind == Entry::Replica) return e.param == param;
-    if (e.kind == Entry::Coll) return lp_.comm.edges[static_cast<size_t>(e.edge)].backward && lp_.comm.edges[static_cast<size_t>(e.edge)].tensor == param;
-    return false;
-  }
-  bool reduces(const RankProgram& p, const PInstr& in, int param) const {
-    RankProgram one;
-    one.buffers = p.buffers;
-    one.instrs = {in};
-    std::vector<Entry> e = entries_of(one);
-    return !e.empty() && reduces_entry(p.rank, e[0], param);
-  }
-
-  std::string describe(const Entry& e) const {
-    switch (e.kind) {
-      case Entry::Coll: {
-        const CommEdge& ce = lp_.comm.edges[static_cast<size_t>(e.edge)];
-        return std::string(prim_name(ce.adapter.steps[static_cast<size_t>(e.step)].prim)) + " of " + edge_text(g_, ce);
-      }
-      case Entry::Bucket: return "bucketed gradient allreduce over " + group_text(lp_.groups[static_cast<size_t>(e.group)]);
-      case Entry::Replica: return "replica average of the gradient of " + g_.tensor(e.param).name;
-      case Entry::Loss: return "loss and gradient-norm allreduce";
-      case Entry::Update: return "update of " + g_.tensor(e.param).name;
-    }
-    return "?";
-  }
-  std::string describe(const RankProgram& p, const PInstr& in) const {
-    RankProgram one;
-    one.buffers = p.buffers;
-    one.instrs = {in};
-    std::vector<Entry> e = entries_of(one);
-    return e.empty() ? std::string(instr_name(in.kind)) : describe(e[0]);
-  }
-
-  void updates_after_reductions(const std::vector<std::vector<Entry>>& seq) {
-    int replicas = lp_.replicas;
-    for (size_t r = 0; r < seq.size(); ++r) {
-      const auto& sq = seq[r];
-      std::set<int> updated;
-      for (const Entry& e : sq) {
-        if (e.kind == Entry::Update) updated.insert(e.param);
-        else
-          for (int p : updated)
-            if (reduces_entry(static_cast<int>(r), e, p)) {
-              out_.errors.push_back("rank " + std::to_string(r) + ": the update of " + g_.tensor(p).name + " is issued before its gradient is reduced (" +
-                                    describe(e) + ")");
-              updated.erase(p);
-              break;
-            }
-        if (e.kind == Entry::Replica && std::fabs(e.scale * replicas - 1.0) > 1e-6)
-          out_.errors.push_back("rank " + std::to_string(r) + ": the gradient of " + g_.tensor(e.param).name + " is scaled by " + std::to_string(e.scale) +
-                                " but by 1/" + std::to_string(replicas) + " on the other replicas");
-      }
-    }
-  }
-
-  void match(const std::vector<std::vector<Entry>>& seq, int world) {
-    // Worklist: a rank is looked at again only when it has advanced.
-    std::vector<size_t> pos(static_cast<size_t>(world), 0);
-    auto next_coll = [&](int r) -> const Entry* {
-      const auto& sq = seq[static_cast<size_t>(r)];
-      while (pos[r] < sq.size() && sq[pos[r]].kind == Entry::Update) ++pos[r];
-      return pos[r] < sq.size() ? &sq[pos[r]] : nullptr;
-    };
-    std::vector<int> work;
-    for (int r = world - 1; r >= 0; --r) work.push_back(r);
-    while (!work.empty()) {
-      int r = work.back();
-      work.pop_back();
-      const Entry* e = next_coll(r);
-      if (!e) continue;
-      const std::vector<int>& m = lp_.groups[static_cast<size_t>(e->group)];
-      bool all = true;
-      for (int x : m) {
-        const Entry* o = next_coll(x);
-        all = all && o && *o == *e;
-        if (!all) break;
-      }
-      if (!all) continue;
-      for (int x : m) ++pos[x];
-      ++out_.collectives;
-      for (int x : m) work.push_back(x);
-    }
-    std::string msg;
-    int shown = 0;
-    for (int r = 0; r < world && shown < 4; ++r)
-      if (const Entry* e = next_coll(r)) {
-        msg += " rank " + std::to_string(r) + " on the " + describe(*e) + " over " + group_text(lp_.groups[static_cast<size_t>(e->group)]) + ";";
-        ++shown;
-      }
-    if (!msg.empty()) out_.errors.push_back("deadlock: the ranks wait on different collectives:" + msg);
-  }
-};
-
-}  // namespace
+using detail::check_order;
+using detail::seed_comm_bug;
+using detail::simulate_edge;
 
 ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int replicas, SeededBug bug, const sema::TrainSpec* spec) {
   auto t0 = std::chrono::steady_clock::now();
@@ -639,9 +364,7 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int r
     }
   }
   // Order and grouping: the ranks' instruction lists.
-  OrderCheck order(g, lp, out);
-  if (!order.seed(bug)) return finish();
-  order.run();
+  check_order(g, lp, bug, out);
   return finish();
 }
 

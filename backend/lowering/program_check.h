@@ -3,18 +3,18 @@
 // communication included (issue 5, second half; the Z3 checker proves the
 // plan itself legal before this runs).
 //
-// Abstract interpretation over ALL ranks at once. Every piece a device holds
-// is a region of the full tensor plus a weighted set of value labels (which
-// partial sums of the producer it contains, and how often). Every adapter
-// step of every edge is executed abstractly on every device of its groups,
-// and at the consumer each device must hold exactly its slice with every
-// partial sum counted once. Beside the values, the ranks' sequences of
-// collectives (the order the runtime issues them: forward ops with their
-// input edges, backward ops in reverse with their gradient edges, bucketed
-// parameter reductions, replica averaging, updates) are matched against
-// each other, so a mismatched order is reported as the deadlock it would be;
-// and each update must come after every reduction of its gradient, with the
-// same scale on every replica.
+// Two halves, kept independent of each other. Values: abstract
+// interpretation over ALL ranks at once — every piece a device holds is a
+// region of the full tensor plus a weighted set of value labels (which
+// partial sums of the producer it contains, and how often); every adapter
+// step of every edge the programs run is executed abstractly on every device
+// of its groups, and at the consumer each device must hold exactly its slice
+// with every partial sum counted once (the verifier's own semantics, not the
+// runtime's code). Order: the ranks' lowered programs (lower_plan.h, the
+// lists the runtime executes) are read for their collectives and updates
+// (program_order.h); a mismatched order across ranks is reported as the
+// deadlock it would be, each update must come after every reduction of its
+// gradient, with the same scale on every replica.
 //
 // Seeded bugs (a test-only hook, `nns check --plan P --seed-bug KIND`)
 // corrupt the lowered programs before verification; the test suite asserts
