@@ -1,0 +1,106 @@
+// lower_plan: the per-rank programs as data. The communication-only
+// lowering that program verification reads must list exactly the
+// communication, buffer-reduction and update instructions of the full
+// lowering the runtime executes; buffers are freed after their last use and
+// never used after their free; every kernel a program runs was elaborated.
+#include <catch2/catch.hpp>
+
+#include <memory>
+
+#include "backend/lowering/lower_plan.h"
+#include "semantics/interpreter.h"
+
+using namespace nns;
+
+namespace {
+
+struct Lowered {
+  front::SourceManager sources;
+  front::DiagnosticEngine diags{sources};
+  std::unique_ptr<sema::Interpreter> interp;
+  sema::Plan plan;
+
+  Lowered(const std::string& file, const std::string& config, const std::string& plan_name, int64_t devices) {
+    interp = std::make_unique<sema::Interpreter>(sources, diags, sema::EvalOptions{config, {}});
+    REQUIRE(interp->parse(std::string(NNS_SOURCE_DIR) + "/" + file));
+    REQUIRE(interp->evaluate());
+    REQUIRE(interp->evaluate_plan(plan_name, devices, plan));
+  }
+  backend::LoweredPlan lower(int replicas, bool communication_only) {
+    backend::LowerOptions o;
+    o.replicas = replicas;
+    o.communication_only = communication_only;
+    if (!communication_only)
+      o.elaborate = [this](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
+                           const std::map<std::string, int64_t>& div, sema::Graph& local) { return interp->instantiate_op(node, ins, outs, div, local); };
+    return backend::lower_plan(interp->graph(), plan, *interp->train(), o);
+  }
+};
+
+// The instructions that neither touch a kernel nor free a buffer, as text.
+std::vector<std::string> communication(const backend::LoweredPlan& lp, const backend::RankProgram& p) {
+  std::vector<std::string> out;
+  for (const backend::PInstr& in : p.instrs) {
+    // Frees follow the last use, which compute instructions move.
+    if (in.kernel >= 0 || in.kind == backend::PInstr::Free) continue;
+    out.push_back(std::string(backend::instr_name(in.kind)) + " a" + std::to_string(in.a) + " b" + std::to_string(in.b) + " e" +
+                  std::to_string(in.edge) + "." + std::to_string(in.step) + " g" +
+                  (in.group >= 0 ? backend::group_text(lp.groups[static_cast<size_t>(in.group)]) : "-") + " peer" + std::to_string(in.peer) +
+                  " tag" + std::to_string(in.tag) + " mb" + std::to_string(in.mb) + " x" + std::to_string(in.scale));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("verification reads the runtime's communication: communication-only lowering equals the full one", "[lower]") {
+  struct Case { const char* file; const char* config; const char* plan; int64_t devices; int replicas; };
+  for (Case c : {Case{"examples/gpt.nns", "tiny", "megatron", 2, 1}, Case{"examples/gpt.nns", "tiny", "hybrid", 4, 1},
+                 Case{"examples/gpt.nns", "tiny", "megatron", 2, 2}, Case{"examples/swin.nns", "tiny", "coshard", 2, 1},
+                 Case{"examples/01_mlp.nns", "small", "pipeline", 2, 1}, Case{"tests/plan/plans/collectives.nns", "small", "alltoall", 4, 1},
+                 Case{"tests/plan/plans/collectives.nns", "small", "stages", 4, 1}}) {
+    INFO(c.file << " plan " << c.plan << " on " << c.devices << " x " << c.replicas);
+    Lowered l(c.file, c.config, c.plan, c.devices);
+    backend::LoweredPlan full = l.lower(c.replicas, false), comm = l.lower(c.replicas, true);
+    REQUIRE(full.programs.size() == static_cast<size_t>(c.devices * c.replicas));
+    REQUIRE(comm.programs.size() == full.programs.size());
+    size_t collectives = 0;
+    for (size_t r = 0; r < full.programs.size(); ++r) {
+      CHECK(communication(full, full.programs[r]) == communication(comm, comm.programs[r]));
+      CHECK(comm.programs[r].kernels.empty());
+      for (const backend::PInstr& in : full.programs[r].instrs) collectives += in.is_collective() ? 1 : 0;
+    }
+    CHECK(collectives > 0);
+  }
+}
+
+TEST_CASE("the buffer plan: every buffer is created before use, freed once after its last use, never read after", "[lower]") {
+  Lowered l("examples/gpt.nns", "tiny", "hybrid", 4);
+  backend::LoweredPlan lp = l.lower(1, false);
+  for (const backend::RankProgram& p : lp.programs) {
+    std::vector<int> freed(p.buffers.size(), -1);
+    for (size_t i = 0; i < p.instrs.size(); ++i) {
+      const backend::PInstr& in = p.instrs[i];
+      for (int b : {in.a, in.b}) {
+        if (b < 0) continue;
+        INFO("rank " << p.rank << " instruction " << i << " " << backend::instr_name(in.kind) << " b" << b);
+        CHECK(freed[static_cast<size_t>(b)] < 0);  // no use after free
+      }
+      if (in.kind == backend::PInstr::Free) freed[static_cast<size_t>(in.a)] = static_cast<int>(i);
+      if (in.kernel >= 0) CHECK(p.kernels[static_cast<size_t>(in.kernel)].elaborated);
+    }
+    for (size_t b = 0; b < p.buffers.size(); ++b) {
+      bool persistent = p.buffers[b].role == backend::BufferDecl::Param || p.buffers[b].role == backend::BufferDecl::Accum;
+      INFO("rank " << p.rank << " buffer b" << b << " " << backend::role_name(p.buffers[b].role));
+      CHECK((freed[b] >= 0) != persistent);
+    }
+  }
+}
+
+TEST_CASE("a plan that cannot run is refused at lowering with the reason", "[lower]") {
+  Lowered l("examples/gpt.nns", "tiny", "megatron", 2);
+  sema::TrainSpec spec = *l.interp->train();
+  spec.data.kind = "safetensors";
+  backend::LowerOptions o;
+  CHECK_THROWS_WITH(backend::lower_plan(l.interp->graph(), l.plan, spec, o), Catch::Contains("synthetic data only"));
+}
