@@ -61,9 +61,11 @@ class Interpreter {
   const std::string& config_name() const { return config_name_; }
   std::vector<std::string> config_names() const;
 
-  // Phase 3 (after evaluate): evaluates plan `name` with `ngpus` devices
-  // against the forward graph. False on errors (reported, with the
-  // directive's location); an unknown plan name is reported too.
+  // Phase 3 (after evaluate; plan_eval.cpp): evaluates plan `name` with
+  // `ngpus` devices against the forward graph; the plan parameter named
+  // `ngpus` is bound to it (from the command line). False on errors
+  // (reported, with the directive's location); an unknown plan name is
+  // reported too.
   bool evaluate_plan(const std::string& name, int64_t ngpus, Plan& out);
   Plan* active_plan() { return plan_; }
   // The plan before any directive: every top-level forward op whole and
@@ -136,6 +138,13 @@ class Interpreter {
   Value call_function(const Function& f, CallArgs& args);
   Value instantiate(const ModelClass& cls, CallArgs& args);
   Value call_op(const OpDef& op, CallArgs& args);
+  // call_op's steps (calls.cpp): operand split, annotation binding, node emission.
+  struct OpOperands;
+  void split_operands(const OpDef& op, CallArgs& args, const std::shared_ptr<Env>& env, const std::string& what, OpOperands& out);
+  BoundAnno bind_annotation(const OpDef& op, CallArgs& args, const std::string& what, const OpOperands& ops);
+  std::vector<int> emit_node(const OpDef& op, CallArgs& args, const std::shared_ptr<Env>& env, OpOperands& ops, const BoundAnno& bound);
+  std::vector<int> run_composite_body(const OpDef& op, CallArgs& args, const std::shared_ptr<Env>& env, int id,
+                                      const std::vector<int>& inputs, const BoundAnno& bound);
   Value call_op_by_name(const std::string& name, std::vector<Value> positional,
                         std::vector<std::pair<std::string, Value>> named, front::SourceLoc loc);
   std::shared_ptr<Env> bind_params(const std::vector<front::Param>& params, CallArgs& args,
