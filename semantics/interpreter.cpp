@@ -96,23 +96,31 @@ int Interpreter::load_and_parse(const std::string& path, SourceLoc from) {
   return index;
 }
 
+bool Interpreter::finish_phase(bool ok) {
+  if (ok) failure_ = Failure::None;
+  else if (failure_ == Failure::None) failure_ = Failure::Other;
+  return ok;
+}
+
 bool Interpreter::parse(const std::string& path) {
+  failure_ = Failure::None;
   if (!fs::exists(path)) {
     diags_.error({}, "cannot read file '" + path + "'");
-    return false;
+    return finish_phase(false);
   }
   // The main file keeps the path the user typed, so diagnostics show it.
   int file = sources_.load(path);
   if (file < 0) {
     diags_.error({}, "cannot read file '" + path + "'");
-    return false;
+    return finish_phase(false);
   }
-  return parse_main(file, fs::weakly_canonical(path).string());
+  return finish_phase(parse_main(file, fs::weakly_canonical(path).string()));
 }
 
 bool Interpreter::parse_text(const std::string& name, std::string text) {
+  failure_ = Failure::None;
   int file = sources_.add(name, std::move(text));
-  return parse_main(file, (fs::current_path() / name).string());
+  return finish_phase(parse_main(file, (fs::current_path() / name).string()));
 }
 
 // Parses the loaded main file, the prelude and the main file's imports.
@@ -186,7 +194,8 @@ std::shared_ptr<Env> Interpreter::run_module(int index) {
 }
 
 bool Interpreter::evaluate() {
-  if (modules_.empty()) return false;
+  failure_ = Failure::None;
+  if (modules_.empty()) return finish_phase(false);
   try {
     std::string prelude_path = resolve_import("prelude", modules_[0]->path);
     int prelude_index = module_index_.at(prelude_path);
@@ -208,7 +217,7 @@ bool Interpreter::evaluate() {
   } catch (StopEvaluation&) {
     // errors were reported where they were found
   }
-  return !diags_.has_errors();
+  return finish_phase(!diags_.has_errors());
 }
 
 // Declarations are hoisted: ops, functions, models and plans are visible to
@@ -284,6 +293,7 @@ void Interpreter::eval_config(const front::Program&, const std::shared_ptr<Env>&
     if (!chosen) {
       std::string names;
       for (const front::ConfigDecl* c : configs_) names += (names.empty() ? "" : ", ") + c->name;
+      failure_ = Failure::UnknownConfig;
       fail({}, "unknown config '" + opts_.config + "'" + (names.empty() ? " (the file defines none)" : "; available: " + names));
     }
   }

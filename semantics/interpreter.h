@@ -49,6 +49,15 @@ class Interpreter {
   Interpreter(front::SourceManager& sources, front::DiagnosticEngine& diags, EvalOptions opts);
   ~Interpreter();
 
+  // Why the last phase call (parse, parse_text, evaluate, evaluate_plan,
+  // run_session_input) returned false, so callers need not read the
+  // diagnostics' text: the config named by EvalOptions::config does not
+  // exist (the driver answers with a usage error), the plan named in
+  // evaluate_plan does not exist (idem), or anything else (bad input, all
+  // reported as diagnostics). None after a call that succeeded.
+  enum class Failure { None, UnknownConfig, UnknownPlan, Other };
+  Failure failure() const { return failure_; }
+
   // Phase 1: parse the file and everything it imports. False on syntax errors.
   bool parse(const std::string& path);
   // Phase 2: evaluate with the chosen config. False on errors (reported).
@@ -116,6 +125,9 @@ class Interpreter {
     return f == Flow::Return ? "'return'" : f == Flow::Break ? "'break'" : "'continue'";
   }
 
+  // Ends a phase call: records Failure::Other when it failed for no more
+  // specific reason (failure_ is reset to None when a phase starts).
+  bool finish_phase(bool ok);
   int load_and_parse(const std::string& path, front::SourceLoc from);
   bool parse_main(int file, const std::string& main_path);
   std::string resolve_import(const std::string& spec, const std::string& from_file);
@@ -189,6 +201,7 @@ class Interpreter {
   std::vector<std::unique_ptr<front::Program>> session_programs_;  // kept: closures point into them
   const front::Program* session_program_ = nullptr;                // the one being declared
   Plan* plan_ = nullptr;
+  Failure failure_ = Failure::None;
   front::SourceLoc flow_loc_;  // the last return/break/continue run (misplaced ones are reported there)
   int in_method_depth_ = 0;  // > 0 while a function body runs (params are refused there)
 

@@ -15,6 +15,7 @@
 namespace nns::sema {
 
 bool Interpreter::evaluate_plan(const std::string& name, int64_t ngpus, Plan& out) {
+  failure_ = Failure::None;
   const PlanInfo* info = nullptr;
   for (const PlanInfo& p : plans_)
     if (p.name == name) info = &p;
@@ -22,7 +23,8 @@ bool Interpreter::evaluate_plan(const std::string& name, int64_t ngpus, Plan& ou
     std::string names;
     for (const PlanInfo& p : plans_) names += (names.empty() ? "" : ", ") + p.name;
     diags_.error({}, "unknown plan '" + name + "'" + (names.empty() ? " (the file defines none)" : "; available: " + names));
-    return false;
+    failure_ = Failure::UnknownPlan;
+    return finish_phase(false);
   }
   out = new_plan(name, ngpus);
   try {
@@ -60,9 +62,9 @@ bool Interpreter::evaluate_plan(const std::string& name, int64_t ngpus, Plan& ou
     }
   } catch (front::UserError& e) {
     diags_.report(std::move(e.diag));
-    return false;
+    return finish_phase(false);
   }
-  return true;
+  return finish_phase(true);
 }
 
 // The plan before any directive.

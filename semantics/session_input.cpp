@@ -15,14 +15,15 @@ const std::shared_ptr<Env>& Interpreter::session_env() {
 
 bool Interpreter::run_session_input(const std::string& name, std::string text, Plan* plan, std::optional<Value>* result) {
   if (result) result->reset();
+  failure_ = Failure::None;
   int errors_before = diags_.error_count();
   if (!main_env_) {
     diags_.error({}, "the session has no evaluated program (internal: evaluate() first)");
-    return false;
+    return finish_phase(false);
   }
   int file = sources_.add(name, std::move(text));
   std::unique_ptr<front::Program> parsed = front::parse_program(sources_, file, diags_);
-  if (diags_.error_count() != errors_before || !parsed) return false;
+  if (diags_.error_count() != errors_before || !parsed) return finish_phase(false);
   session_programs_.push_back(std::move(parsed));
   const front::Program& prog = *session_programs_.back();
   const std::shared_ptr<Env>& env = session_env();
@@ -80,7 +81,7 @@ bool Interpreter::run_session_input(const std::string& name, std::string text, P
   } catch (StopEvaluation&) {
     // reported where found
   }
-  return diags_.error_count() == errors_before;
+  return finish_phase(diags_.error_count() == errors_before);
 }
 
 }  // namespace nns::sema
