@@ -222,21 +222,39 @@ bool is_attr_type(const std::string& t) {
 }
 }  // namespace
 
+// What an op call's arguments become: tensor operands (in parameter order)
+// and attributes, with the sizes they fix for the annotation.
+struct Interpreter::OpOperands {
+  OpCall call;  // shapes and dtypes of `inputs`; call.attrs points at `attrs`
+  std::map<std::string, Attr> attrs;
+  std::vector<int> inputs;
+  std::map<std::string, int64_t> given;                  // int arguments, by parameter name
+  std::map<std::string, SymPtr> sym_given;               // symbolic sizes (symbolic.h)
+  std::map<std::string, std::vector<SymPtr>> sym_attrs;
+  CallRecord record;
+};
+
 Value Interpreter::call_op(const OpDef& op, CallArgs& args) {
   const front::FnDef& fn = *op.decl->fn;
   std::string what = "op '" + op.name + "'";
   auto env = bind_params(fn.params, args, op.closure, what);
+  OpOperands ops;
+  split_operands(op, args, env, what, ops);
+  BoundAnno bound = bind_annotation(op, args, what, ops);
+  std::vector<int> outputs = emit_node(op, args, env, ops, bound);
+  if (outputs.size() == 1) return Value(TensorV{outputs[0]});
+  List results;
+  for (int t : outputs) results.push_back(Value(TensorV{t}));
+  return make_list(std::move(results));
+}
 
-  // Split the arguments into tensor operands (in parameter order) and attributes.
-  OpCall call;
-  std::map<std::string, Attr> attrs;
-  call.attrs = &attrs;
-  std::vector<int> inputs;
-  std::map<std::string, int64_t> given;
-  std::map<std::string, SymPtr> sym_given;               // symbolic sizes (symbolic.h)
-  std::map<std::string, std::vector<SymPtr>> sym_attrs;
-  CallRecord record;
-  record.def = &op;
+// Splits the bound arguments into tensor operands (in parameter order) and attributes.
+void Interpreter::split_operands(const OpDef& op, CallArgs& args, const std::shared_ptr<Env>& env, const std::string& what,
+                                 OpOperands& out) {
+  const front::FnDef& fn = *op.decl->fn;
+  out.call.attrs = &out.attrs;
+  out.record.def = &op;
+  std::map<std::string, Attr>& attrs = out.attrs;
   // A bad argument is reported at the argument itself when the call wrote it.
   auto arg_loc = [&](size_t index, const std::string& name) {
     if (index < args.positional.size()) return args.positional_loc(index);
@@ -251,30 +269,30 @@ Value Interpreter::call_op(const OpDef& op, CallArgs& args) {
     std::string arg_what = what + ": argument '" + p.name + "'";
     if (p.type.empty() || p.type == "tensor") {
       if (v.is<NoneV>() && p.default_value) {  // optional tensor left out
-        record.tensors_per_param.push_back(0);
+        out.record.tensors_per_param.push_back(0);
         continue;
       }
       if (!v.is<TensorV>()) fail(al, what + " expects a tensor for '" + p.name + "', got " + type_name(v));
-      inputs.push_back(v.as<TensorV>().id);
-      record.tensors_per_param.push_back(1);
+      out.inputs.push_back(v.as<TensorV>().id);
+      out.record.tensors_per_param.push_back(1);
     } else if (p.type == "tensors") {
       if (!v.is<std::shared_ptr<List>>()) fail(al, what + " expects a list of tensors for '" + p.name + "', got " + type_name(v));
       for (const Value& t : *v.as<std::shared_ptr<List>>()) {
         if (!t.is<TensorV>()) fail(al, what + " expects a list of tensors for '" + p.name + "', found " + a_type_name(t));
-        inputs.push_back(t.as<TensorV>().id);
+        out.inputs.push_back(t.as<TensorV>().id);
       }
-      record.tensors_per_param.push_back(static_cast<int>(v.as<std::shared_ptr<List>>()->size()));
+      out.record.tensors_per_param.push_back(static_cast<int>(v.as<std::shared_ptr<List>>()->size()));
     } else if (is_attr_type(p.type)) {
-      record.tensors_per_param.push_back(-1);
+      out.record.tensors_per_param.push_back(-1);
       if (p.type == "int" && is_sym(v) && sym_of(v)) {
         // A symbolic size: the op runs with the witness, the checker sees the expression.
         attrs[p.name] = v.as<std::shared_ptr<SymInt>>()->witness;
-        given[p.name] = std::get<int64_t>(attrs[p.name]);
-        sym_given[p.name] = sym_of(v);
-        sym_attrs[p.name] = {sym_of(v)};
+        out.given[p.name] = std::get<int64_t>(attrs[p.name]);
+        out.sym_given[p.name] = sym_of(v);
+        out.sym_attrs[p.name] = {sym_of(v)};
       } else if (p.type == "int") {
         attrs[p.name] = to_int(v, al, arg_what.c_str());
-        given[p.name] = std::get<int64_t>(attrs[p.name]);
+        out.given[p.name] = std::get<int64_t>(attrs[p.name]);
       } else if (p.type == "float") {
         attrs[p.name] = to_float(v, al, arg_what.c_str());
       } else if (p.type == "bool") {
@@ -286,29 +304,30 @@ Value Interpreter::call_op(const OpDef& op, CallArgs& args) {
       } else {
         std::vector<SymPtr> sym;
         attrs[p.name] = to_shape(v, al, &sym);
-        if (!sym.empty()) sym_attrs[p.name] = sym;
+        if (!sym.empty()) out.sym_attrs[p.name] = sym;
       }
     } else {
       fail(p.loc, "unknown parameter type '" + p.type + "'; expected tensor, tensors, int, float, bool, str or ints");
     }
   }
-  for (int t : inputs) {
+  for (int t : out.inputs) {
     const TensorInfo& info = graph_.tensor(t);
-    call.inputs.push_back(InputShape{true, info.shape});
-    call.dtypes.push_back(info.dtype);
+    out.call.inputs.push_back(InputShape{true, info.shape});
+    out.call.dtypes.push_back(info.dtype);
   }
+}
 
-  // Bind the annotation to these shapes: a shape error points at the call.
-  BoundAnno bound;
+// Binds the op's annotation (the row's generated one, else the stdlib
+// declaration's) to these shapes: a shape error points at the call.
+BoundAnno Interpreter::bind_annotation(const OpDef& op, CallArgs& args, const std::string& what, const OpOperands& ops) {
   try {
     if (op.row && op.row->annotate) {
-      GeneratedAnno gen = op.row->annotate(call);
-      std::map<std::string, int64_t> sizes = given;
+      GeneratedAnno gen = op.row->annotate(ops.call);
+      std::map<std::string, int64_t> sizes = ops.given;
       for (auto& [k, v] : gen.sizes) sizes[k] = v;
-      bound = bind(parsed_annotation(gen.text), call.inputs, sizes);
-    } else {
-      bound = bind_first(op.annotations, call.inputs, given);
+      return bind(parsed_annotation(gen.text), ops.call.inputs, sizes);
     }
+    return bind_first(op.annotations, ops.call.inputs, ops.given);
   } catch (const DimopError& e) {
     front::Diagnostic d{front::Severity::Error, args.loc, "shape error in call to " + what + ": " + e.message, {}};
     if (!op.decl->annotations.empty())
@@ -323,7 +342,12 @@ Value Interpreter::call_op(const OpDef& op, CallArgs& args) {
     if (msg.rfind(op.name + ": ", 0) == 0) msg.erase(0, op.name.size() + 2);
     fail(args.loc, "in call to " + what + ": " + msg);
   }
+}
 
+// Adds the op's node to the graph and makes its outputs: a primitive op
+// gets fresh tensors, a composite op runs its body. Returns the outputs.
+std::vector<int> Interpreter::emit_node(const OpDef& op, CallArgs& args, const std::shared_ptr<Env>& env, OpOperands& ops,
+                                        const BoundAnno& bound) {
   OpNode node;
   node.kind = op.name;
   std::string prefix = op_prefix();
@@ -331,14 +355,14 @@ Value Interpreter::call_op(const OpDef& op, CallArgs& args) {
   node.name = prefix + op.name + "#" + std::to_string(n);
   node.composite = op.decl->has_body;
   node.parent = composite_stack_.empty() ? -1 : composite_stack_.back();
-  node.inputs = inputs;
-  node.attrs = attrs;
+  node.inputs = ops.inputs;
+  node.attrs = ops.attrs;
   node.anno = bound;
   node.loc = args.loc;
-  node.sym_attrs = std::move(sym_attrs);
-  if (op.row && op.row->macs) node.macs = op.row->macs(bound, call);
+  node.sym_attrs = std::move(ops.sym_attrs);
+  if (op.row && op.row->macs) node.macs = op.row->macs(bound, ops.call);
   int id = graph_.add_node(std::move(node));
-  if (!instantiating_) call_records_[id] = std::move(record);
+  if (!instantiating_) call_records_[id] = std::move(ops.record);
   if (graph_.node(id).parent >= 0) graph_.node(graph_.node(id).parent).children.push_back(id);
 
   // Output dtype: the row's rule, else the first float input's dtype.
@@ -347,65 +371,68 @@ Value Interpreter::call_op(const OpDef& op, CallArgs& args) {
     out_dtype = *op.row->out_dtype;
   } else {
     bool found = false;
-    for (DType d : call.dtypes)
+    for (DType d : ops.call.dtypes)
       if (dtype_is_float(d)) { out_dtype = d; found = true; break; }
-    if (!found && !call.dtypes.empty()) out_dtype = call.dtypes[0];
+    if (!found && !ops.call.dtypes.empty()) out_dtype = ops.call.dtypes[0];
   }
 
   std::vector<int> outputs;
-  {
-    if (op.decl->has_body) {
-      // Composite: run the body; its results are the op's outputs and must
-      // have the shapes the annotation promises.
-      StackGuard<int> inside(composite_stack_, id);
-      FrameGuard frame(call_stack_, op.name, args.loc);
-      Flow flow = exec_block(fn.body, env);
-      if (flow == Flow::Break || flow == Flow::Continue)
-        fail(flow_loc_, std::string(flow_keyword(flow)) + " outside a loop in op '" + op.name + "'");
-      Value result = flow == Flow::Return ? std::move(return_value_) : Value();
-      return_value_ = Value();
-      // Problems with the results are the body's: point at its return.
-      SourceLoc ret_loc = flow == Flow::Return ? flow_loc_ : fn.loc;
-      std::vector<Value> results;
-      if (result.is<std::shared_ptr<List>>()) results = *result.as<std::shared_ptr<List>>();
-      else results.push_back(result);
-      if (results.size() != bound.output_shapes.size())
-        fail(ret_loc, "composite op '" + op.name + "' returned " + std::to_string(results.size()) + " value(s) but its annotation has " +
-                         std::to_string(bound.output_shapes.size()) + " output(s)");
-      for (size_t i = 0; i < results.size(); ++i) {
-        if (!results[i].is<TensorV>()) fail(ret_loc, "composite op '" + op.name + "' must return tensors, got " + type_name(results[i]));
-        int t = results[i].as<TensorV>().id;
-        if (graph_.tensor(t).shape != bound.output_shapes[i])
-          fail(ret_loc, "composite op '" + op.name + "': its body returned output " + std::to_string(i) + " with shape " +
-                             shape_to_string(graph_.tensor(t).shape) + " but the annotation gives " + shape_to_string(bound.output_shapes[i]));
-        if (std::find(inputs.begin(), inputs.end(), t) != inputs.end() || graph_.tensor(t).producer < 0 ||
-            graph_.node(graph_.tensor(t).producer).parent != id) {
-          // Returning an input unchanged: give the op a distinct output anyway.
-          fail(ret_loc, "composite op '" + op.name + "' must compute its outputs with ops in its body");
-        }
-        graph_.tensor(t).producer = id;
-        outputs.push_back(t);
-      }
-      for (int c : graph_.node(id).children) graph_.node(id).macs += graph_.node(c).macs;
-    } else {
-      for (const Shape& s : bound.output_shapes) {
-        TensorInfo t;
-        t.kind = TensorKind::Activation;
-        t.shape = s;
-        t.dtype = out_dtype;
-        t.producer = id;
-        t.loc = args.loc;
-        t.name = "t" + std::to_string(graph_.tensors().size());
-        outputs.push_back(graph_.add_tensor(std::move(t)));
-      }
+  if (op.decl->has_body) {
+    outputs = run_composite_body(op, args, env, id, ops.inputs, bound);
+  } else {
+    for (const Shape& s : bound.output_shapes) {
+      TensorInfo t;
+      t.kind = TensorKind::Activation;
+      t.shape = s;
+      t.dtype = out_dtype;
+      t.producer = id;
+      t.loc = args.loc;
+      t.name = "t" + std::to_string(graph_.tensors().size());
+      outputs.push_back(graph_.add_tensor(std::move(t)));
     }
   }
   graph_.node(id).outputs = outputs;
-  bind_symbolic(graph_, id, sym_given, op.row && op.row->annotate);
-  if (outputs.size() == 1) return Value(TensorV{outputs[0]});
-  List results;
-  for (int t : outputs) results.push_back(Value(TensorV{t}));
-  return make_list(std::move(results));
+  bind_symbolic(graph_, id, ops.sym_given, op.row && op.row->annotate);
+  return outputs;
+}
+
+// Composite op `id`: runs the body; its results are the op's outputs and
+// must have the shapes the annotation promises.
+std::vector<int> Interpreter::run_composite_body(const OpDef& op, CallArgs& args, const std::shared_ptr<Env>& env, int id,
+                                                 const std::vector<int>& inputs, const BoundAnno& bound) {
+  const front::FnDef& fn = *op.decl->fn;
+  std::vector<int> outputs;
+  StackGuard<int> inside(composite_stack_, id);
+  FrameGuard frame(call_stack_, op.name, args.loc);
+  Flow flow = exec_block(fn.body, env);
+  if (flow == Flow::Break || flow == Flow::Continue)
+    fail(flow_loc_, std::string(flow_keyword(flow)) + " outside a loop in op '" + op.name + "'");
+  Value result = flow == Flow::Return ? std::move(return_value_) : Value();
+  return_value_ = Value();
+  // Problems with the results are the body's: point at its return.
+  SourceLoc ret_loc = flow == Flow::Return ? flow_loc_ : fn.loc;
+  std::vector<Value> results;
+  if (result.is<std::shared_ptr<List>>()) results = *result.as<std::shared_ptr<List>>();
+  else results.push_back(result);
+  if (results.size() != bound.output_shapes.size())
+    fail(ret_loc, "composite op '" + op.name + "' returned " + std::to_string(results.size()) + " value(s) but its annotation has " +
+                     std::to_string(bound.output_shapes.size()) + " output(s)");
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].is<TensorV>()) fail(ret_loc, "composite op '" + op.name + "' must return tensors, got " + type_name(results[i]));
+    int t = results[i].as<TensorV>().id;
+    if (graph_.tensor(t).shape != bound.output_shapes[i])
+      fail(ret_loc, "composite op '" + op.name + "': its body returned output " + std::to_string(i) + " with shape " +
+                         shape_to_string(graph_.tensor(t).shape) + " but the annotation gives " + shape_to_string(bound.output_shapes[i]));
+    if (std::find(inputs.begin(), inputs.end(), t) != inputs.end() || graph_.tensor(t).producer < 0 ||
+        graph_.node(graph_.tensor(t).producer).parent != id) {
+      // Returning an input unchanged: give the op a distinct output anyway.
+      fail(ret_loc, "composite op '" + op.name + "' must compute its outputs with ops in its body");
+    }
+    graph_.tensor(t).producer = id;
+    outputs.push_back(t);
+  }
+  for (int c : graph_.node(id).children) graph_.node(id).macs += graph_.node(c).macs;
+  return outputs;
 }
 
 }  // namespace nns::sema

@@ -1,6 +1,8 @@
 // Loading, declarations, statements and expressions. Calls (functions,
-// models, ops) are in calls.cpp; builtins in builtins.cpp.
+// models, ops) are in calls.cpp; builtins in builtins.cpp; plan evaluation
+// in plan_eval.cpp; the REPL session's input in session_input.cpp.
 #include "semantics/interpreter.h"
+#include "semantics/interpreter_internal.h"
 #include "semantics/symbolic_values.h"
 
 #include <algorithm>
@@ -14,19 +16,8 @@ namespace nns::sema {
 using front::SourceLoc;
 namespace fs = std::filesystem;
 
-struct Interpreter::Loaded {
-  std::string path;
-  int file = -1;
-  std::unique_ptr<front::Program> program;
-  std::shared_ptr<Env> env;  // set once evaluated
-  bool running = false;
-};
-
 void install_builtins(Env& env);       // builtins.cpp
 void install_plan_builtins(Env& env);  // plan_builtins.cpp
-
-// Unwinds evaluation after errors that were already reported.
-struct StopEvaluation {};
 
 Interpreter::Interpreter(front::SourceManager& sources, front::DiagnosticEngine& diags, EvalOptions opts)
     : sources_(sources), diags_(diags), opts_(std::move(opts)) {
@@ -105,23 +96,31 @@ int Interpreter::load_and_parse(const std::string& path, SourceLoc from) {
   return index;
 }
 
+bool Interpreter::finish_phase(bool ok) {
+  if (ok) failure_ = Failure::None;
+  else if (failure_ == Failure::None) failure_ = Failure::Other;
+  return ok;
+}
+
 bool Interpreter::parse(const std::string& path) {
+  failure_ = Failure::None;
   if (!fs::exists(path)) {
     diags_.error({}, "cannot read file '" + path + "'");
-    return false;
+    return finish_phase(false);
   }
   // The main file keeps the path the user typed, so diagnostics show it.
   int file = sources_.load(path);
   if (file < 0) {
     diags_.error({}, "cannot read file '" + path + "'");
-    return false;
+    return finish_phase(false);
   }
-  return parse_main(file, fs::weakly_canonical(path).string());
+  return finish_phase(parse_main(file, fs::weakly_canonical(path).string()));
 }
 
 bool Interpreter::parse_text(const std::string& name, std::string text) {
+  failure_ = Failure::None;
   int file = sources_.add(name, std::move(text));
-  return parse_main(file, (fs::current_path() / name).string());
+  return finish_phase(parse_main(file, (fs::current_path() / name).string()));
 }
 
 // Parses the loaded main file, the prelude and the main file's imports.
@@ -195,7 +194,8 @@ std::shared_ptr<Env> Interpreter::run_module(int index) {
 }
 
 bool Interpreter::evaluate() {
-  if (modules_.empty()) return false;
+  failure_ = Failure::None;
+  if (modules_.empty()) return finish_phase(false);
   try {
     std::string prelude_path = resolve_import("prelude", modules_[0]->path);
     int prelude_index = module_index_.at(prelude_path);
@@ -217,7 +217,7 @@ bool Interpreter::evaluate() {
   } catch (StopEvaluation&) {
     // errors were reported where they were found
   }
-  return !diags_.has_errors();
+  return finish_phase(!diags_.has_errors());
 }
 
 // Declarations are hoisted: ops, functions, models and plans are visible to
@@ -293,6 +293,7 @@ void Interpreter::eval_config(const front::Program&, const std::shared_ptr<Env>&
     if (!chosen) {
       std::string names;
       for (const front::ConfigDecl* c : configs_) names += (names.empty() ? "" : ", ") + c->name;
+      failure_ = Failure::UnknownConfig;
       fail({}, "unknown config '" + opts_.config + "'" + (names.empty() ? " (the file defines none)" : "; available: " + names));
     }
   }
@@ -844,155 +845,6 @@ Value Interpreter::index(const Value& obj, const Value& idx, SourceLoc loc) {
   }
   if (obj.is<std::shared_ptr<Record>>() && idx.is<std::string>()) return member(obj, idx.as<std::string>(), loc);
   fail(loc, "cannot index a value of type " + type_name(obj));
-}
-
-}  // namespace nns::sema
-
-namespace nns::sema {
-
-bool Interpreter::evaluate_plan(const std::string& name, int64_t ngpus, Plan& out) {
-  const PlanInfo* info = nullptr;
-  for (const PlanInfo& p : plans_)
-    if (p.name == name) info = &p;
-  if (!info) {
-    std::string names;
-    for (const PlanInfo& p : plans_) names += (names.empty() ? "" : ", ") + p.name;
-    diags_.error({}, "unknown plan '" + name + "'" + (names.empty() ? " (the file defines none)" : "; available: " + names));
-    return false;
-  }
-  out = new_plan(name, ngpus);
-  try {
-    // Plan parameters: `ngpus` comes from the command line, the rest from defaults.
-    auto env = std::make_shared<Env>(info->env ? info->env : main_env_);
-    for (const front::Param& p : info->fn->params) {
-      if (p.name == "ngpus") {
-        env->define(p.name, Value(ngpus));
-      } else if (p.default_value) {
-        env->define(p.name, eval(*p.default_value, env));
-      } else {
-        fail(p.loc, "plan parameter '" + p.name + "' has no default value (only 'ngpus' is bound from the command line)");
-      }
-    }
-    plan_ = &out;
-    struct Reset {
-      Plan*& p;
-      ~Reset() { p = nullptr; }
-    } reset{plan_};
-    Flow flow = exec_block(info->fn->body, env);
-    if (flow != Flow::Normal && flow != Flow::Return) fail(info->fn->loc, "'break' or 'continue' outside a loop in plan '" + name + "'");
-    // Every leaf sub-op must run somewhere.
-    std::vector<int> missing;
-    for (int leaf : out.leaves())
-      if (out.subops[leaf].devices.empty()) missing.push_back(leaf);
-    if (!missing.empty()) {
-      front::Diagnostic d{front::Severity::Error, info->fn->loc,
-                          "plan '" + name + "' leaves " + std::to_string(missing.size()) + " op(s) without a device; first: '" +
-                              graph_.node(out.subops[missing[0]].node).name + "' (assign or replicate it, e.g. replicate(unassigned(), 0..ngpus))",
-                          {}};
-      if (out.subops[missing[0]].split_loc.valid())
-        d.notes.push_back({front::Severity::Note, out.subops[missing[0]].split_loc, "it was split here", {}});
-      d.notes.push_back({front::Severity::Note, graph_.node(out.subops[missing[0]].node).loc, "the op is called here", {}});
-      throw front::UserError{std::move(d)};
-    }
-  } catch (front::UserError& e) {
-    diags_.report(std::move(e.diag));
-    return false;
-  }
-  return true;
-}
-
-}  // namespace nns::sema
-
-namespace nns::sema {
-
-Plan Interpreter::new_plan(const std::string& name, int64_t ngpus) const {
-  Plan out;
-  out.name = name;
-  out.ngpus = ngpus;
-  out.root_of_node.assign(graph_.nodes().size(), -1);
-  for (const OpNode& n : graph_.nodes()) {
-    if (n.parent >= 0 || n.phase != Phase::Forward) continue;
-    out.root_of_node[n.id] = static_cast<int>(out.subops.size());
-    out.subops.push_back(whole_op(graph_, n.id));
-  }
-  return out;
-}
-
-// ---- the REPL session ---------------------------------------------------------
-
-const std::shared_ptr<Env>& Interpreter::session_env() {
-  if (!session_env_) session_env_ = std::make_shared<Env>(main_env_ ? main_env_ : builtins_);
-  return session_env_;
-}
-
-bool Interpreter::run_session_input(const std::string& name, std::string text, Plan* plan, std::optional<Value>* result) {
-  if (result) result->reset();
-  int errors_before = diags_.error_count();
-  if (!main_env_) {
-    diags_.error({}, "the session has no evaluated program (internal: evaluate() first)");
-    return false;
-  }
-  int file = sources_.add(name, std::move(text));
-  std::unique_ptr<front::Program> parsed = front::parse_program(sources_, file, diags_);
-  if (diags_.error_count() != errors_before || !parsed) return false;
-  session_programs_.push_back(std::move(parsed));
-  const front::Program& prog = *session_programs_.back();
-  const std::shared_ptr<Env>& env = session_env();
-  plan_ = plan;
-  // A failed input unwinds from anywhere; the next one starts clean.
-  struct Restore {
-    Interpreter& in;
-    ~Restore() {
-      in.plan_ = nullptr;
-      in.session_program_ = nullptr;
-      in.call_stack_.clear();
-      in.scope_stack_.clear();
-      in.composite_stack_.clear();
-      in.in_method_depth_ = 0;
-    }
-  } restore{*this};
-  try {
-    for (const front::Item& item : prog.items) {
-      if (auto* imp = std::get_if<front::ImportDecl>(&item.node)) {
-        std::string resolved = resolve_import(imp->path, modules_[0]->path);
-        if (resolved.empty()) fail(item.loc, "cannot find module '" + imp->path + "' (searched the main file's folder and the stdlib)");
-        int errors = diags_.error_count();
-        int dep = load_and_parse(resolved, item.loc);
-        if (dep < 0 || diags_.error_count() != errors) throw StopEvaluation{};
-        std::shared_ptr<Env> dep_env = run_module(dep);
-        if (!imp->alias.empty()) {
-          env->define(imp->alias, Value(std::make_shared<Module>(Module{imp->path, dep_env})));
-        } else {
-          for (const std::string& n : dep_env->order) env->define(n, dep_env->vars.at(n));
-        }
-      } else if (std::holds_alternative<front::ConfigDecl>(item.node)) {
-        fail(item.loc, "configs are chosen when the session starts (nns repl FILE --config NAME)");
-      } else if (std::holds_alternative<front::TrainDecl>(item.node)) {
-        fail(item.loc, "a train block belongs in the model file; 'run' trains the file's train block");
-      }
-    }
-    session_program_ = &prog;
-    declare_items(prog, env);
-    session_program_ = nullptr;
-    for (size_t i = 0; i < prog.items.size(); ++i) {
-      auto* s = std::get_if<front::StmtPtr>(&prog.items[i].node);
-      if (!s) continue;
-      auto* e = std::get_if<front::ExprStmt>(&(*s)->node);
-      if (e && result && i + 1 == prog.items.size()) {
-        *result = eval(*e->expr, env);
-        continue;
-      }
-      Flow f = exec(**s, env);
-      if (f != Flow::Normal)
-        fail(flow_loc_, std::string(flow_keyword(f)) + (f == Flow::Return ? " outside a function" : " outside a loop"));
-    }
-    finalize_names();
-  } catch (front::UserError& e) {
-    diags_.report(std::move(e.diag));
-  } catch (StopEvaluation&) {
-    // reported where found
-  }
-  return diags_.error_count() == errors_before;
 }
 
 }  // namespace nns::sema

@@ -49,6 +49,15 @@ class Interpreter {
   Interpreter(front::SourceManager& sources, front::DiagnosticEngine& diags, EvalOptions opts);
   ~Interpreter();
 
+  // Why the last phase call (parse, parse_text, evaluate, evaluate_plan,
+  // run_session_input) returned false, so callers need not read the
+  // diagnostics' text: the config named by EvalOptions::config does not
+  // exist (the driver answers with a usage error), the plan named in
+  // evaluate_plan does not exist (idem), or anything else (bad input, all
+  // reported as diagnostics). None after a call that succeeded.
+  enum class Failure { None, UnknownConfig, UnknownPlan, Other };
+  Failure failure() const { return failure_; }
+
   // Phase 1: parse the file and everything it imports. False on syntax errors.
   bool parse(const std::string& path);
   // Phase 2: evaluate with the chosen config. False on errors (reported).
@@ -61,9 +70,11 @@ class Interpreter {
   const std::string& config_name() const { return config_name_; }
   std::vector<std::string> config_names() const;
 
-  // Phase 3 (after evaluate): evaluates plan `name` with `ngpus` devices
-  // against the forward graph. False on errors (reported, with the
-  // directive's location); an unknown plan name is reported too.
+  // Phase 3 (after evaluate; plan_eval.cpp): evaluates plan `name` with
+  // `ngpus` devices against the forward graph; the plan parameter named
+  // `ngpus` is bound to it (from the command line). False on errors
+  // (reported, with the directive's location); an unknown plan name is
+  // reported too.
   bool evaluate_plan(const std::string& name, int64_t ngpus, Plan& out);
   Plan* active_plan() { return plan_; }
   // The plan before any directive: every top-level forward op whole and
@@ -114,6 +125,9 @@ class Interpreter {
     return f == Flow::Return ? "'return'" : f == Flow::Break ? "'break'" : "'continue'";
   }
 
+  // Ends a phase call: records Failure::Other when it failed for no more
+  // specific reason (failure_ is reset to None when a phase starts).
+  bool finish_phase(bool ok);
   int load_and_parse(const std::string& path, front::SourceLoc from);
   bool parse_main(int file, const std::string& main_path);
   std::string resolve_import(const std::string& spec, const std::string& from_file);
@@ -136,6 +150,13 @@ class Interpreter {
   Value call_function(const Function& f, CallArgs& args);
   Value instantiate(const ModelClass& cls, CallArgs& args);
   Value call_op(const OpDef& op, CallArgs& args);
+  // call_op's steps (calls.cpp): operand split, annotation binding, node emission.
+  struct OpOperands;
+  void split_operands(const OpDef& op, CallArgs& args, const std::shared_ptr<Env>& env, const std::string& what, OpOperands& out);
+  BoundAnno bind_annotation(const OpDef& op, CallArgs& args, const std::string& what, const OpOperands& ops);
+  std::vector<int> emit_node(const OpDef& op, CallArgs& args, const std::shared_ptr<Env>& env, OpOperands& ops, const BoundAnno& bound);
+  std::vector<int> run_composite_body(const OpDef& op, CallArgs& args, const std::shared_ptr<Env>& env, int id,
+                                      const std::vector<int>& inputs, const BoundAnno& bound);
   Value call_op_by_name(const std::string& name, std::vector<Value> positional,
                         std::vector<std::pair<std::string, Value>> named, front::SourceLoc loc);
   std::shared_ptr<Env> bind_params(const std::vector<front::Param>& params, CallArgs& args,
@@ -180,6 +201,7 @@ class Interpreter {
   std::vector<std::unique_ptr<front::Program>> session_programs_;  // kept: closures point into them
   const front::Program* session_program_ = nullptr;                // the one being declared
   Plan* plan_ = nullptr;
+  Failure failure_ = Failure::None;
   front::SourceLoc flow_loc_;  // the last return/break/continue run (misplaced ones are reported there)
   int in_method_depth_ = 0;  // > 0 while a function body runs (params are refused there)
 

@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <set>
+#include <stdexcept>
+
+#include "semantics/plan.h"
 
 namespace nns::sema {
 
@@ -383,6 +386,59 @@ int64_t conv_macs(const BoundAnno& b, const OpCall& c) {
   return numel(out) * w[1] * w[2] * w[3];
 }
 
+// ---- slice facts (per-rank lowering) ---------------------------------------------
+
+// Every input of the sub-op complete: the slice is the whole op.
+bool slice_is_whole(const Graph& g, const OpNode& whole, const SubOp& s) {
+  for (size_t i = 0; i < s.inputs.size(); ++i)
+    if (s.inputs[i].length != g.tensor(whole.inputs[i]).shape) return false;
+  return true;
+}
+
+// The dropout mask is a function of the element's index in the full tensor;
+// a slice along dim 0 is contiguous, so one offset places it.
+void dropout_slice(const Graph& g, const OpNode& whole, const SubOp& s, OpNode& op) {
+  auto p = op.attrs.find("p");
+  bool active = p != op.attrs.end() && std::holds_alternative<double>(p->second) && std::get<double>(p->second) > 0;
+  if (!active || slice_is_whole(g, whole, s)) return;
+  bool only_dim0 = !whole.composite;
+  for (size_t d = 1; only_dim0 && d < s.inputs[0].length.size(); ++d)
+    only_dim0 = s.inputs[0].length[d] == g.tensor(whole.inputs[0]).shape[d];
+  if (!only_dim0) throw std::runtime_error(whole.name + ": dropout split other than along its first dim is not supported yet");
+  op.attrs["element_offset"] = s.inputs[0].start[0] * (numel(s.inputs[0].length) / std::max<int64_t>(1, s.inputs[0].length[0]));
+}
+
+// A vocab-split gather holds rows [offset, offset + rows) of the table; ids
+// outside give zero rows (summed across the shards).
+void gather_slice(const Graph& g, const OpNode& whole, const SubOp& s, OpNode& op, size_t table) {
+  if (whole.composite) return;
+  op.attrs["vocab_offset"] = s.inputs[table].start[0];
+  op.attrs["vocab_size"] = g.tensor(whole.inputs[table]).shape[0];
+}
+void embedding_slice(const Graph& g, const OpNode& whole, const SubOp& s, OpNode& op) { gather_slice(g, whole, s, op, 1); }
+void index_select_slice(const Graph& g, const OpNode& whole, const SubOp& s, OpNode& op) { gather_slice(g, whole, s, op, 0); }
+
+// Losses averaged over every element of input 0.
+float elements_share(const Graph& g, const OpNode& whole, const SubOp& s) {
+  const Shape& full = g.tensor(whole.inputs[0]).shape;
+  return static_cast<float>(static_cast<double>(numel(s.inputs[0].length)) / static_cast<double>(numel(full)));
+}
+
+// mean over attr `dim` (default -1).
+float reduced_dim_share(const Graph& g, const OpNode& whole, const SubOp& s) {
+  const Shape& full = g.tensor(whole.inputs[0]).shape;
+  auto it = whole.attrs.find("dim");
+  int64_t d = it != whole.attrs.end() ? std::get<int64_t>(it->second) : -1;
+  if (d < 0) d += static_cast<int64_t>(full.size());
+  return static_cast<float>(static_cast<double>(s.inputs[0].length[d]) / static_cast<double>(full[d]));
+}
+
+OpRow* find_row(std::vector<OpRow>& rows, const char* name) {
+  for (OpRow& r : rows)
+    if (r.name == name) return &r;
+  return nullptr;
+}
+
 std::vector<OpRow> make_rows() {
   std::vector<OpRow> rows;
   auto add = [&](const char* name, GeneratedAnno (*gen)(const OpCall&) = nullptr,
@@ -416,6 +472,12 @@ std::vector<OpRow> make_rows() {
   add("index_select", index_select);
   add("swin_relative_index", swin_relative_index)->out_dtype = DType::I32;
   add("swin_shift_mask", swin_shift_mask)->out_dtype = DType::F32;
+  find_row(rows, "dropout")->slice_attrs = dropout_slice;
+  find_row(rows, "embedding")->slice_attrs = embedding_slice;
+  find_row(rows, "index_select")->slice_attrs = index_select_slice;
+  find_row(rows, "cross_entropy")->slice_share = elements_share;
+  find_row(rows, "mse")->slice_share = elements_share;
+  find_row(rows, "mean")->slice_share = reduced_dim_share;
   return rows;
 }
 
@@ -436,6 +498,18 @@ std::vector<std::string> op_row_names() {
   std::vector<std::string> names;
   for (const OpRow& r : rows()) names.push_back(r.name);
   return names;
+}
+
+void apply_slice_position(const Graph& g, const OpNode& whole, const SubOp& s, OpNode& local_op) {
+  const OpRow* row = find_op_row(local_op.kind);
+  if (row && row->slice_attrs) row->slice_attrs(g, whole, s, local_op);
+}
+
+float slice_loss_share(const Graph& g, const OpNode& whole, const SubOp& s) {
+  if (whole.composite) return 1.f;
+  const OpRow* row = find_op_row(whole.kind);
+  if (!row || !row->slice_share || slice_is_whole(g, whole, s)) return 1.f;
+  return row->slice_share(g, whole, s);
 }
 
 }  // namespace nns::sema

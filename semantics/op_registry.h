@@ -5,6 +5,9 @@
 // each primitive in .nns (parameter names, defaults, fixed annotations) and
 // the declaration binds to the row of the same name. Kernels are registered
 // by the backend under the same names (no kernel type appears here).
+// A row also says how the op behaves when a plan runs only a slice of it
+// (apply_slice_position, slice_loss_share below), so lowering has no
+// op-name literal.
 #pragma once
 
 #include <map>
@@ -19,6 +22,8 @@ namespace nns::sema {
 
 // A call as a registry row sees it: tensor operands (shape + dtype) and the
 // op's non-tensor arguments by parameter name.
+struct SubOp;  // semantics/plan.h
+
 struct OpCall {
   std::vector<InputShape> inputs;
   std::vector<DType> dtypes;
@@ -50,9 +55,48 @@ struct OpRow {
   int64_t (*macs)(const BoundAnno&, const OpCall&) = nullptr;
   std::optional<DType> out_dtype;  // default: dtype of the first float input
   bool value_split = false;        // linear in its first input: trans(op, dim="value") is legal
+
+  // Facts for a sub-op that runs a slice of the op; null when the op's
+  // result does not depend on where its slice lies. See apply_slice_position
+  // and slice_loss_share for the arguments.
+  // Attrs a kernel needs to know its slice's place in the full tensor
+  // (dropout's element offset, a vocab shard's rows); called with a node of
+  // this row's kind; throws std::runtime_error when the slice cannot run.
+  void (*slice_attrs)(const Graph& g, const OpNode& whole, const SubOp& s, OpNode& local_op) = nullptr;
+  // Mean-type results (losses, mean): the slice's share of the full op, by
+  // which lowering scales the slice's result and its output gradient so the
+  // slices sum to the full op's value. Called only for a primitive op whose
+  // slice is not the whole op.
+  float (*slice_share)(const Graph& g, const OpNode& whole, const SubOp& s) = nullptr;
 };
 
 const OpRow* find_op_row(const std::string& name);
 std::vector<std::string> op_row_names();
+
+// Per-rank lowering of a plan: `whole` is a top-level node of the full
+// graph `g`, `s` a leaf SubOp of it (its operand slices), and `local_op` a
+// primitive node of the sub-op's local graph (the op re-elaborated on its
+// slice; for a primitive op, the op itself). Sets the attrs through which
+// the kernel of `local_op` learns where the slice lies in the full tensors,
+// so slices compute exactly the values the whole op would:
+//  - dropout with p > 0, when the slice is not the whole op:
+//    `element_offset` (index in the full input of the slice's first
+//    element; the random stream is indexed by it). Only a primitive dropout
+//    split along its first dim can run (its slice is then contiguous);
+//    anything else throws std::runtime_error "<op name>: dropout split
+//    other than along its first dim is not supported yet";
+//  - embedding (table = input 1) and index_select (table = input 0) called
+//    as a primitive op: `vocab_offset` (first table row the slice holds) and
+//    `vocab_size` (rows of the full table), also for the whole op.
+// Ops without a slice rule are left unchanged.
+void apply_slice_position(const Graph& g, const OpNode& whole, const SubOp& s, OpNode& local_op);
+
+// The factor by which a slice's result (and the gradient flowing into it)
+// is scaled so that the slices of a mean-type op sum to the whole op's
+// value: for cross_entropy and mse, elements of the slice of input 0 /
+// elements of input 0; for mean, the slice's length along the reduced dim
+// (attr `dim`, default -1) / the full length. 1 when the op has no share
+// rule, is composite, or the slice is the whole op (every input complete).
+float slice_loss_share(const Graph& g, const OpNode& whole, const SubOp& s);
 
 }  // namespace nns::sema

@@ -4,6 +4,7 @@
 // (Interpreter::evaluate_plan) and refuse to run outside a plan block.
 #include <algorithm>
 
+#include "semantics/builtin_args.h"
 #include "semantics/interpreter.h"
 #include "semantics/op_registry.h"
 #include "semantics/plan.h"
@@ -14,29 +15,15 @@ using front::SourceLoc;
 
 namespace {
 
-Plan& active(Interpreter& in, CallArgs& a, const char* fn) {
-  Plan* p = in.active_plan();
-  if (!p) in.fail(a.loc, std::string(fn) + "() is a plan primitive: use it inside a plan block");
-  return *p;
-}
+using builtin_args::arg;
+using builtin_args::glob;
 
-const Value* arg(CallArgs& a, size_t i, const char* name) {
-  if (i < a.positional.size()) return &a.positional[i];
-  return a.get(name);
-}
+Plan& active(Interpreter& in, CallArgs& a, const char* fn) { return builtin_args::active_plan(in, a, fn, "is a plan primitive"); }
 
 const Value& required(Interpreter& in, CallArgs& a, size_t i, const char* name, const char* fn) {
   const Value* v = arg(a, i, name);
   if (!v) in.fail(a.loc, std::string(fn) + "(): missing argument '" + name + "'");
   return *v;
-}
-
-// '*' matches any run of characters (dots included), '?' one character.
-bool glob(const char* p, const char* s) {
-  if (!*p) return !*s;
-  if (*p == '*') return glob(p + 1, s) || (*s && glob(p, s + 1));
-  if (*s && (*p == '?' || *p == *s)) return glob(p + 1, s + 1);
-  return false;
 }
 
 // The sub-ops a value designates: one op or a (nested) list of them.

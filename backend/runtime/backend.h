@@ -50,6 +50,10 @@ class Backend {
   int64_t peak_bytes() const { return peak_; }
   void reset_peak() { peak_ = current_; }
 
+  // Whether run_node has a kernel for nodes of this kind ("linear",
+  // "linear_backward", "fill"...): lets tests check that every registry row
+  // (semantics/op_registry.h) can run, forward and backward.
+  virtual bool has_kernel(const std::string& kind) const = 0;
   // Runs one node of the training graph (forward, backward, fill, add_n).
   virtual void run_node(const sema::Graph& g, const sema::OpNode& n, const std::vector<TensorView>& in,
                         const std::vector<TensorView>& out) = 0;

@@ -19,6 +19,7 @@
 // takes it. Without name = ..., the rule is named by its call text.
 #include <algorithm>
 
+#include "semantics/builtin_args.h"
 #include "semantics/interpreter.h"
 #include "semantics/plan.h"
 
@@ -28,22 +29,11 @@ using front::SourceLoc;
 
 namespace {
 
-bool glob(const char* p, const char* s) {
-  if (!*p) return !*s;
-  if (*p == '*') return glob(p + 1, s) || (*s && glob(p, s + 1));
-  if (*s && (*p == '?' || *p == *s)) return glob(p + 1, s + 1);
-  return false;
-}
+using builtin_args::arg;
+using builtin_args::glob;
 
 Plan& active(Interpreter& in, CallArgs& a, const char* fn) {
-  Plan* p = in.active_plan();
-  if (!p) in.fail(a.loc, std::string(fn) + "() declares a constraint of a plan: use it inside a plan block");
-  return *p;
-}
-
-const Value* arg(CallArgs& a, size_t i, const char* name) {
-  if (i < a.positional.size()) return &a.positional[i];
-  return a.get(name);
+  return builtin_args::active_plan(in, a, fn, "declares a constraint of a plan");
 }
 
 void collect_ops(Interpreter& in, const Plan& p, const Value& v, SourceLoc loc, const char* fn, std::vector<int>& out) {

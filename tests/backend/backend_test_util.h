@@ -77,6 +77,7 @@ inline ErrorStats error_stats(const float* got, const float* want, int64_t n,
   for (int64_t i = 0; i < n; ++i) mean_abs += std::fabs(double(want[i]));
   mean_abs = std::max(n > 0 ? mean_abs / double(n) : 0.0, scale_floor);
   for (int64_t i = 0; i < n; ++i) {
+    if (got[i] == want[i]) continue;  // also equal infinities (masked logits)
     double diff = std::fabs(double(got[i]) - double(want[i]));
     if (std::isnan(got[i]) != std::isnan(want[i])) diff = INFINITY;
     if (diff == 0) continue;

@@ -1,12 +1,16 @@
-// Conformance table, linear algebra: fast (oneDNN) vs ref for matmul, linear
-// and conv2d, forward and every backward output.
+// Conformance table, linear algebra: matmul/bmm, linear and conv2d nodes,
+// forward and every backward output, through Backend::run_node on the
+// reference and the tested backends (node_conformance.h). Kernel options
+// that no graph node uses (transposed operands, beta accumulation, a b
+// shared by the batch, unequal padding) are checked on the CPU kernels
+// directly (cpu::fast vs cpu::ref).
 //
 // Tolerance 1e-4 (error measure: backend_test_util.h): ref accumulates in
 // double, oneDNN in float in a blocked order, so a dot product of length k
 // is off by about sqrt(k) * 2^-24 relative to the output's typical size and
 // by k * 2^-24 ~ 6e-5 at worst for the largest k = 1000 here (conv weight
 // gradients sum n * out_h * out_w terms, at most 512 here).
-#include "backend_test_util.h"
+#include "node_conformance.h"
 
 namespace nns::backend::test {
 
@@ -48,12 +52,24 @@ TEST_CASE("conformance: matmul / bmm", "[backend][conformance]") {
     Buf b = random_buf(c.b_batch * c.k * c.n, ++seed);
     Buf c0 = random_buf(c.batch * c.m * c.n, ++seed);
     Buf dc = random_buf(c.batch * c.m * c.n, ++seed);
+    std::string name = matmul_name(c);
+    if (c.b_batch == c.batch && !c.ta && !c.tb && c.beta == 0) {
+      // A graph node: matmul on matrices, bmm on batches of them.
+      bool batched = c.batch > 1;
+      auto shape = [&](int64_t r, int64_t k) { return batched ? sema::Shape{c.batch, r, k} : sema::Shape{r, k}; };
+      NodeCase fwd{batched ? "bmm" : "matmul", {}, {f32(shape(c.m, c.k), a), f32(shape(c.k, c.n), b)}, {f32_zeros(shape(c.m, c.n))}};
+      std::vector<HostTensor> y = expect_node(fwd.kind, name, fwd, {"c"}, kGemmTol);
+      NodeCase bwd = backward_case(fwd, y, {f32(shape(c.m, c.n), dc)}, {1, 1});
+      expect_node(bwd.kind, name, bwd, {"da", "db"}, kGemmTol);
+      continue;
+    }
+    // Kernel options of the CPU library only (no graph node transposes,
+    // accumulates or shares b across the batch).
     Buf c_ref = c0, c_fast = c0;
     cpu::ref::matmul(a.data(), b.data(), c_ref.data(), c.batch, c.b_batch, c.m, c.k, c.n, c.ta,
                      c.tb, c.beta);
     cpu::fast::matmul(a.data(), b.data(), c_fast.data(), c.batch, c.b_batch, c.m, c.k, c.n, c.ta,
                       c.tb, c.beta);
-    std::string name = matmul_name(c);
     expect_close("matmul", name, "c", c_fast, c_ref, kGemmTol);
     if (c.beta != 0) continue;
     Buf da_ref(a.size()), db_ref(b.size()), da_fast(a.size()), db_fast(b.size());
@@ -77,22 +93,14 @@ TEST_CASE("conformance: linear", "[backend][conformance]") {
   for (const Case& c : cases) {
     Buf x = random_buf(c.rows * c.k, ++seed), w = random_buf(c.n * c.k, ++seed);
     Buf bias = random_buf(c.n, ++seed), dy = random_buf(c.rows * c.n, ++seed);
-    const float* bp = c.bias ? bias.data() : nullptr;
-    Buf y_ref = zeros(c.rows * c.n), y_fast = zeros(c.rows * c.n);
-    cpu::ref::linear(x.data(), w.data(), bp, y_ref.data(), c.rows, c.k, c.n);
-    cpu::fast::linear(x.data(), w.data(), bp, y_fast.data(), c.rows, c.k, c.n);
     std::string name = "rows" + std::to_string(c.rows) + " k" + std::to_string(c.k) + " n" +
                        std::to_string(c.n) + (c.bias ? " +bias" : "");
-    expect_close("linear", name, "y", y_fast, y_ref, kGemmTol);
-    Buf dx_ref(x.size()), dw_ref(w.size()), db_ref(bias.size());
-    Buf dx_fast(x.size()), dw_fast(w.size()), db_fast(bias.size());
-    cpu::ref::linear_backward(x.data(), w.data(), dy.data(), dx_ref.data(), dw_ref.data(),
-                              db_ref.data(), c.rows, c.k, c.n);
-    cpu::fast::linear_backward(x.data(), w.data(), dy.data(), dx_fast.data(), dw_fast.data(),
-                               db_fast.data(), c.rows, c.k, c.n);
-    expect_close("linear_backward", name, "dx", dx_fast, dx_ref, kGemmTol);
-    expect_close("linear_backward", name, "dw", dw_fast, dw_ref, kGemmTol);
-    expect_close("linear_backward", name, "dbias", db_fast, db_ref, kGemmTol);
+    NodeCase fwd{c.bias ? "linear_bias" : "linear", {}, {f32({c.rows, c.k}, x), f32({c.n, c.k}, w)}, {f32_zeros({c.rows, c.n})}};
+    if (c.bias) fwd.inputs.push_back(f32({c.n}, bias));
+    std::vector<HostTensor> y = expect_node(fwd.kind, name, fwd, {"y"}, kGemmTol);
+    NodeCase bwd = backward_case(fwd, y, {f32({c.rows, c.n}, dy)}, c.bias ? std::vector<int64_t>{1, 1, 1} : std::vector<int64_t>{1, 1});
+    if (c.bias) expect_node(bwd.kind, name, bwd, {"dx", "dw", "dbias"}, kGemmTol);
+    else expect_node(bwd.kind, name, bwd, {"dx", "dw"}, kGemmTol);
   }
 }
 
@@ -121,13 +129,28 @@ TEST_CASE("conformance: conv2d", "[backend][conformance]") {
       Buf bias = random_buf(d.o, ++seed);
       int64_t ny = d.n * d.o * d.out_h() * d.out_w();
       Buf dy = random_buf(ny, ++seed);
+      std::ostringstream s;
+      s << "x" << dims_str({d.n, d.c, d.h, d.w}) << " w" << dims_str({d.o, d.c, d.kh, d.kw}) << " s"
+        << d.stride_h << " p" << d.pad_h << d.pad_w << (with_bias ? " +b" : "");
+      if (d.pad_h == d.pad_w && d.stride_h == d.stride_w) {
+        // A graph node: conv2d / conv2d_bias (one stride, one padding).
+        sema::Shape ys{d.n, d.o, d.out_h(), d.out_w()};
+        NodeCase fwd{with_bias ? "conv2d_bias" : "conv2d",
+                     {{"stride", d.stride_h}, {"padding", d.pad_h}},
+                     {f32({d.n, d.c, d.h, d.w}, x), f32({d.o, d.c, d.kh, d.kw}, w)},
+                     {f32_zeros(ys)}};
+        if (with_bias) fwd.inputs.push_back(f32({d.o}, bias));
+        std::vector<HostTensor> y = expect_node(fwd.kind, s.str(), fwd, {"y"}, kGemmTol);
+        NodeCase bwd = backward_case(fwd, y, {f32(ys, dy)}, with_bias ? std::vector<int64_t>{1, 1, 1} : std::vector<int64_t>{1, 1});
+        if (with_bias) expect_node(bwd.kind, s.str(), bwd, {"dx", "dw", "dbias"}, kGemmTol);
+        else expect_node(bwd.kind, s.str(), bwd, {"dx", "dw"}, kGemmTol);
+        continue;
+      }
+      // Unequal padding per axis: a kernel option no graph node uses.
       const float* bp = with_bias ? bias.data() : nullptr;
       Buf y_ref = zeros(ny), y_fast = zeros(ny);
       cpu::ref::conv2d(x.data(), w.data(), bp, y_ref.data(), d);
       cpu::fast::conv2d(x.data(), w.data(), bp, y_fast.data(), d);
-      std::ostringstream s;
-      s << "x" << dims_str({d.n, d.c, d.h, d.w}) << " w" << dims_str({d.o, d.c, d.kh, d.kw}) << " s"
-        << d.stride_h << " p" << d.pad_h << d.pad_w << (with_bias ? " +b" : "");
       expect_close("conv2d", s.str(), "y", y_fast, y_ref, kGemmTol);
       Buf dx_ref(x.size()), dx_fast(x.size());
       cpu::ref::conv2d_backward_data(dy.data(), w.data(), dx_ref.data(), d);

@@ -1,5 +1,11 @@
 // Conformance table, normalisation / activations / losses / training ops:
-// fast vs ref, forward and backward.
+// forward and backward nodes through Backend::run_node on the reference and
+// the tested backends (node_conformance.h); optimizer steps through the
+// Backend's update methods. Checked on the CPU kernels directly (cpu::fast
+// vs cpu::ref), because no graph node reaches them: layer_norm's mean/rstd
+// outputs and its non-affine form, the tanh form of GELU (the graph's gelu
+// is the exact erf form), and the gradient norm (the CPU backend computes
+// sum_of_squares with the reference kernel in both modes).
 //
 // Tolerances (error measure: backend_test_util.h):
 // - softmax, log_softmax, activations 1e-5: oneDNN evaluates exp, tanh and
@@ -13,7 +19,7 @@
 // - optimizer steps 1e-5: float against double arithmetic on one update.
 // - dropout 0: both namespaces draw the same Philox bits and apply the same
 //   float multiply, so they must agree bit for bit.
-#include "backend_test_util.h"
+#include "node_conformance.h"
 
 namespace nns::backend::test {
 
@@ -29,21 +35,14 @@ TEST_CASE("conformance: softmax / log_softmax", "[backend][conformance]") {
     Buf x = random_buf(n, ++seed, -c.range, c.range), dy = random_buf(n, ++seed);
     std::string name = "rows" + std::to_string(c.rows) + " cols" + std::to_string(c.cols) +
                        " range" + std::to_string(int(c.range));
-    Buf y_ref = zeros(n), y_fast = zeros(n), dx_ref = zeros(n), dx_fast = zeros(n);
-    cpu::ref::softmax(x.data(), y_ref.data(), c.rows, c.cols);
-    cpu::fast::softmax(x.data(), y_fast.data(), c.rows, c.cols);
-    expect_close("softmax", name, "y", y_fast, y_ref, 1e-5);
-    cpu::ref::softmax_backward(y_ref.data(), dy.data(), dx_ref.data(), c.rows, c.cols);
-    cpu::fast::softmax_backward(y_ref.data(), dy.data(), dx_fast.data(), c.rows, c.cols);
-    expect_close("softmax_backward", name, "dx", dx_fast, dx_ref, 1e-5);
-
-    cpu::ref::log_softmax(x.data(), y_ref.data(), c.rows, c.cols);
-    cpu::fast::log_softmax(x.data(), y_fast.data(), c.rows, c.cols);
-    // Log-probabilities live on a scale of 1 nat: oneDNN's log(1) is 1.4e-6, not 0.
-    expect_close("log_softmax", name, "y", y_fast, y_ref, 1e-5, /*scale_floor=*/1.0);
-    cpu::ref::log_softmax_backward(y_ref.data(), dy.data(), dx_ref.data(), c.rows, c.cols);
-    cpu::fast::log_softmax_backward(y_ref.data(), dy.data(), dx_fast.data(), c.rows, c.cols);
-    expect_close("log_softmax_backward", name, "dx", dx_fast, dx_ref, 1e-5);
+    for (const char* kind : {"softmax", "log_softmax"}) {
+      bool log = std::string(kind) == "log_softmax";
+      NodeCase fwd{kind, {}, {f32({c.rows, c.cols}, x)}, {f32_zeros({c.rows, c.cols})}};
+      // Log-probabilities live on a scale of 1 nat: oneDNN's log(1) is 1.4e-6, not 0.
+      std::vector<HostTensor> y = expect_node(kind, name, fwd, {"y"}, 1e-5, /*scale_floor=*/log ? 1.0 : 0.0);
+      NodeCase bwd = backward_case(fwd, y, {f32({c.rows, c.cols}, dy)}, {1});
+      expect_node(bwd.kind, name, bwd, {"dx"}, 1e-5);
+    }
   }
 }
 
@@ -65,6 +64,15 @@ TEST_CASE("conformance: layer_norm", "[backend][conformance]") {
     const float* b = c.affine ? beta.data() : nullptr;
     std::string name = "rows" + std::to_string(c.rows) + " cols" + std::to_string(c.cols) +
                        (c.affine ? " affine" : "") + (c.shift != 0 ? " shifted" : "");
+    if (c.affine) {
+      // The graph's layer_norm: x, weight, bias; the backward recomputes the statistics.
+      NodeCase fwd{"layer_norm", {{"eps", double(eps)}}, {f32({c.rows, c.cols}, x), f32({c.cols}, gamma), f32({c.cols}, beta)},
+                   {f32_zeros({c.rows, c.cols})}};
+      std::vector<HostTensor> y = expect_node("layer_norm", name, fwd, {"y"}, 1e-4);
+      NodeCase bwd = backward_case(fwd, y, {f32({c.rows, c.cols}, dy)}, {1, 1, 1});
+      expect_node(bwd.kind, name, bwd, {"dx", "dgamma", "dbeta"}, 1e-4);
+    }
+    // Kernel level: the statistics outputs, and the non-affine form.
     Buf y_ref = zeros(n), y_fast = zeros(n);
     Buf mean_ref = zeros(c.rows), rstd_ref = zeros(c.rows), mean_fast = zeros(c.rows),
         rstd_fast = zeros(c.rows);
@@ -72,9 +80,10 @@ TEST_CASE("conformance: layer_norm", "[backend][conformance]") {
                          c.cols, eps);
     cpu::fast::layer_norm(x.data(), g, b, y_fast.data(), mean_fast.data(), rstd_fast.data(), c.rows,
                           c.cols, eps);
-    expect_close("layer_norm", name, "y", y_fast, y_ref, 1e-4);
-    expect_close("layer_norm", name, "mean", mean_fast, mean_ref, 1e-5);
-    expect_close("layer_norm", name, "rstd", rstd_fast, rstd_ref, 1e-4);
+    expect_close("layer_norm(stats)", name, "y", y_fast, y_ref, 1e-4);
+    expect_close("layer_norm(stats)", name, "mean", mean_fast, mean_ref, 1e-5);
+    expect_close("layer_norm(stats)", name, "rstd", rstd_fast, rstd_ref, 1e-4);
+    if (c.affine) continue;
     // Inference form (no statistics) gives the same y.
     Buf y_inf = zeros(n);
     cpu::fast::layer_norm(x.data(), g, b, y_inf.data(), nullptr, nullptr, c.rows, c.cols, eps);
@@ -103,10 +112,19 @@ TEST_CASE("conformance: activations", "[backend][conformance]") {
     // Away from relu's kink, where the two sides of the derivative disagree.
     Buf x = random_away_from_zero(n, ++seed, 0.01f, 5.0f), dy = random_buf(n, ++seed);
     for (const auto& [act, name] : acts) {
+      std::string shape = "n" + std::to_string(n);
+      // The graph's gelu is the exact (erf) form: gelu_tanh is a kernel option only.
+      const char* kind = act == cpu::Activation::gelu_erf ? "gelu" : act == cpu::Activation::gelu_tanh ? nullptr : name;
+      if (kind) {
+        NodeCase fwd{kind, {}, {f32({n}, x)}, {f32_zeros({n})}};
+        std::vector<HostTensor> y = expect_node(name, shape, fwd, {"y"}, 1e-5);
+        NodeCase bwd = backward_case(fwd, y, {f32({n}, dy)}, {1});
+        expect_node(std::string(name) + "_backward", shape, bwd, {"dx"}, 1e-5);
+        continue;
+      }
       Buf y_ref = zeros(n), y_fast = zeros(n), dx_ref = zeros(n), dx_fast = zeros(n);
       cpu::ref::activation(act, x.data(), y_ref.data(), n);
       cpu::fast::activation(act, x.data(), y_fast.data(), n);
-      std::string shape = "n" + std::to_string(n);
       expect_close(std::string(name), shape, "y", y_fast, y_ref, 1e-5);
       cpu::ref::activation_backward(act, x.data(), dy.data(), dx_ref.data(), n);
       cpu::fast::activation_backward(act, x.data(), dy.data(), dx_fast.data(), n);
@@ -123,27 +141,19 @@ TEST_CASE("conformance: cross_entropy / mse", "[backend][conformance]") {
     std::mt19937 gen(++seed);
     for (int32_t& t : targets) t = int32_t(gen() % uint32_t(classes));
     std::string name = "rows" + std::to_string(rows) + " classes" + std::to_string(classes);
-    float l_ref = cpu::ref::cross_entropy(logits.data(), targets.data(), rows, classes);
-    float l_fast = cpu::fast::cross_entropy(logits.data(), targets.data(), rows, classes);
+    NodeCase fwd{"cross_entropy", {}, {f32({rows, classes}, logits), i32({rows}, targets)}, {f32_zeros({1})}};
     // A loss in nats (scale floor 1): oneDNN's log-softmax of one class is 1.4e-6, not 0.
-    expect_close_scalar("cross_entropy", name, "loss", l_fast, l_ref, 1e-5, 1.0);
-    Buf d_ref = zeros(rows * classes), d_fast = zeros(rows * classes);
-    cpu::ref::cross_entropy_backward(logits.data(), targets.data(), 0.7f, d_ref.data(), rows,
-                                     classes);
-    cpu::fast::cross_entropy_backward(logits.data(), targets.data(), 0.7f, d_fast.data(), rows,
-                                      classes);
-    expect_close("cross_entropy_backward", name, "dlogits", d_fast, d_ref, 1e-5);
+    std::vector<HostTensor> loss = expect_node("cross_entropy", name, fwd, {"loss"}, 1e-5, 1.0);
+    NodeCase bwd = backward_case(fwd, loss, {f32({1}, {0.7f})}, {1, 0});
+    expect_node(bwd.kind, name, bwd, {"dlogits"}, 1e-5);
   }
   for (int64_t n : {1, 7, 1000, 10001}) {
     Buf p = random_buf(n, ++seed), t = random_buf(n, ++seed);
     std::string name = "n" + std::to_string(n);
-    expect_close_scalar("mse", name, "loss", cpu::fast::mse(p.data(), t.data(), n),
-                        cpu::ref::mse(p.data(), t.data(), n), 1e-5);
-    Buf dp_ref = zeros(n), dt_ref = zeros(n), dp_fast = zeros(n), dt_fast = zeros(n);
-    cpu::ref::mse_backward(p.data(), t.data(), 1.5f, dp_ref.data(), dt_ref.data(), n);
-    cpu::fast::mse_backward(p.data(), t.data(), 1.5f, dp_fast.data(), dt_fast.data(), n);
-    expect_close("mse_backward", name, "dpred", dp_fast, dp_ref, 1e-5);
-    expect_close("mse_backward", name, "dtarget", dt_fast, dt_ref, 1e-5);
+    NodeCase fwd{"mse", {}, {f32({n}, p), f32({n}, t)}, {f32_zeros({1})}};
+    std::vector<HostTensor> loss = expect_node("mse", name, fwd, {"loss"}, 1e-5);
+    NodeCase bwd = backward_case(fwd, loss, {f32({1}, {1.5f})}, {1, 1});
+    expect_node(bwd.kind, name, bwd, {"dpred", "dtarget"}, 1e-5);
   }
 }
 
@@ -153,48 +163,86 @@ TEST_CASE("conformance: dropout", "[backend][conformance]") {
     for (int64_t n : {1, 13, 1000})
       for (uint64_t offset : {uint64_t{0}, uint64_t{3}, uint64_t{1} << 40}) {
         Buf x = random_buf(n, ++seed);
-        Buf y_ref = zeros(n), y_fast = zeros(n), dx_ref = zeros(n), dx_fast = zeros(n);
         std::ostringstream name;
         name << "p" << p << " n" << n << " off" << offset;
-        cpu::ref::dropout(x.data(), y_ref.data(), n, p, 1234, offset);
-        cpu::fast::dropout(x.data(), y_fast.data(), n, p, 1234, offset);
-        expect_close("dropout", name.str(), "y", y_fast, y_ref, 0);
-        cpu::ref::dropout_backward(x.data(), dx_ref.data(), n, p, 1234, offset);
-        cpu::fast::dropout_backward(x.data(), dx_fast.data(), n, p, 1234, offset);
-        expect_close("dropout_backward", name.str(), "dx", dx_fast, dx_ref, 0);
+        // The mask is a function of (seed, step, element_offset + index).
+        NodeCase fwd{"dropout", {{"p", double(p)}, {"seed", int64_t{1234}}, {"element_offset", static_cast<int64_t>(offset)}},
+                     {f32({n}, x)}, {f32_zeros({n})}};
+        std::vector<HostTensor> y = expect_node("dropout", name.str(), fwd, {"y"}, 0);
+        NodeCase bwd = backward_case(fwd, y, {f32({n}, x)}, {1});
+        expect_node(bwd.kind, name.str(), bwd, {"dx"}, 0);
       }
 }
 
 TEST_CASE("conformance: optimizer steps and global norm", "[backend][conformance]") {
   uint32_t seed = 900;
+  // Through the Backend's update methods: device buffers for the parameter,
+  // the gradient and the optimizer state, on the reference and each tested backend.
+  struct Device {
+    Backend& b;
+    std::vector<std::pair<void*, size_t>> held;
+    TensorView put(const Buf& host) {
+      size_t bytes = host.size() * sizeof(float);
+      TensorView v{b.allocate(bytes), sema::DType::F32, {static_cast<int64_t>(host.size())}};
+      if (bytes) b.copy_from_host(v.data, host.data(), bytes);
+      held.push_back({v.data, bytes});
+      return v;
+    }
+    Buf get(const TensorView& v) {
+      Buf host(static_cast<size_t>(v.numel()));
+      if (!host.empty()) b.copy_to_host(host.data(), v.data, host.size() * sizeof(float));
+      return host;
+    }
+    ~Device() {
+      for (auto& [p, bytes] : held) b.release(p, bytes);
+    }
+  };
+  std::vector<Backend*> backends{&reference_backend()};
+  for (Backend* b : tested_backends()) backends.push_back(b);
   for (int64_t n : {1, 17, 1000}) {
     Buf param = random_buf(n, ++seed), buf0 = zeros(n);
     for (float momentum : {0.0f, 0.9f}) {
-      Buf p_ref = param, p_fast = param, m_ref = buf0, m_fast = buf0;
-      for (int step = 0; step < 3; ++step) {
-        Buf g = random_buf(n, ++seed);
-        float* mr = momentum != 0 ? m_ref.data() : nullptr;
-        float* mf = momentum != 0 ? m_fast.data() : nullptr;
-        cpu::ref::sgd_step(p_ref.data(), g.data(), mr, n, 0.1f, momentum, 0.01f);
-        cpu::fast::sgd_step(p_fast.data(), g.data(), mf, n, 0.1f, momentum, 0.01f);
+      std::vector<Buf> grads;
+      for (int step = 0; step < 3; ++step) grads.push_back(random_buf(n, ++seed));
+      std::vector<Buf> p_out, m_out;
+      for (Backend* b : backends) {
+        Device d{*b, {}};
+        TensorView p = d.put(param);
+        OptimizerState st;
+        if (momentum != 0) st.buffers.push_back(d.put(buf0));
+        for (const Buf& g : grads) b->sgd_update(p, d.put(g), st, 0.1f, momentum, 0.01f);
+        p_out.push_back(d.get(p));
+        m_out.push_back(momentum != 0 ? d.get(st.buffers[0]) : buf0);
       }
       std::string name = "n" + std::to_string(n) + " momentum" + (momentum != 0 ? "0.9" : "0");
-      expect_close("sgd_step x3", name, "param", p_fast, p_ref, 1e-5);
-      expect_close("sgd_step x3", name, "buf", m_fast, m_ref, 1e-5);
+      for (size_t k = 1; k < backends.size(); ++k) {
+        expect_close("sgd_update x3", name, "param", p_out[k], p_out[0], 1e-5);
+        expect_close("sgd_update x3", name, "buf", m_out[k], m_out[0], 1e-5);
+      }
     }
-    Buf p_ref = param, p_fast = param, m_ref = buf0, m_fast = buf0, v_ref = buf0, v_fast = buf0;
-    for (int64_t step = 1; step <= 5; ++step) {
-      Buf g = random_buf(n, ++seed);
-      cpu::ref::adamw_step(p_ref.data(), g.data(), m_ref.data(), v_ref.data(), n, 1e-2f, 0.9f,
-                           0.999f, 1e-8f, 0.1f, step);
-      cpu::fast::adamw_step(p_fast.data(), g.data(), m_fast.data(), v_fast.data(), n, 1e-2f, 0.9f,
-                            0.999f, 1e-8f, 0.1f, step);
+    std::vector<Buf> grads;
+    for (int64_t step = 1; step <= 5; ++step) grads.push_back(random_buf(n, ++seed));
+    std::vector<Buf> p_out, m_out, v_out;
+    for (Backend* b : backends) {
+      Device d{*b, {}};
+      TensorView p = d.put(param);
+      OptimizerState st;
+      st.buffers = {d.put(buf0), d.put(buf0)};
+      for (int64_t step = 1; step <= 5; ++step)
+        b->adamw_update(p, d.put(grads[size_t(step - 1)]), st, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, step);
+      p_out.push_back(d.get(p));
+      m_out.push_back(d.get(st.buffers[0]));
+      v_out.push_back(d.get(st.buffers[1]));
     }
     std::string name = "n" + std::to_string(n);
-    expect_close("adamw_step x5", name, "param", p_fast, p_ref, 1e-5);
-    expect_close("adamw_step x5", name, "m", m_fast, m_ref, 1e-5);
-    expect_close("adamw_step x5", name, "v", v_fast, v_ref, 1e-5);
+    for (size_t k = 1; k < backends.size(); ++k) {
+      expect_close("adamw_update x5", name, "param", p_out[k], p_out[0], 1e-5);
+      expect_close("adamw_update x5", name, "m", m_out[k], m_out[0], 1e-5);
+      expect_close("adamw_update x5", name, "v", v_out[k], v_out[0], 1e-5);
+    }
   }
+  // Kernel level: the CPU backend's sum_of_squares runs the reference kernel
+  // in both modes, and global_l2_norm has no Backend method.
   Buf a = random_buf(1, ++seed), b = random_buf(1000, ++seed), c = random_buf(4097, ++seed);
   const float* bufs[] = {a.data(), b.data(), c.data()};
   const int64_t sizes[] = {1, 1000, 4097};

@@ -451,3 +451,42 @@ TEST_CASE("interpreter: a second assignment of a training setting is an error", 
   CHECK(r.first_error() == "training setting 'steps' is set twice");
   CHECK(r.first_diag().loc.line == 5);
 }
+
+TEST_CASE("interpreter: failure() says why a phase failed", "[interpreter]") {
+  const std::string plans = std::string(kMlp) + R"(
+plan everywhere(ngpus) { replicate(unassigned(), 0..ngpus) }
+plan nowhere(ngpus) { }
+)";
+  Run ok(plans);
+  REQUIRE(ok.ok);
+  CHECK(ok.interp->failure() == Interpreter::Failure::None);
+
+  Run config(plans, "huge");
+  CHECK_FALSE(config.ok);
+  CHECK(config.interp->failure() == Interpreter::Failure::UnknownConfig);
+  CHECK(config.first_error() == "unknown config 'huge'; available: small, wide");  // the diagnostic stays
+
+  Plan p;
+  CHECK_FALSE(ok.interp->evaluate_plan("pipeline", 2, p));
+  CHECK(ok.interp->failure() == Interpreter::Failure::UnknownPlan);
+  CHECK(ok.first_error() == "unknown plan 'pipeline'; available: dp, megatron, everywhere, nowhere");
+  CHECK_FALSE(ok.interp->evaluate_plan("nowhere", 2, p));  // leaves ops without a device
+  CHECK(ok.interp->failure() == Interpreter::Failure::Other);
+  CHECK_FALSE(ok.interp->evaluate_plan("dp", 2, p));  // a parameter other than ngpus without default
+  CHECK(ok.interp->failure() == Interpreter::Failure::Other);
+  CHECK(ok.interp->evaluate_plan("everywhere", 2, p));
+  CHECK(ok.interp->failure() == Interpreter::Failure::None);
+
+  Run bad("let a = 1 / 0\n");
+  CHECK_FALSE(bad.ok);
+  CHECK(bad.interp->failure() == Interpreter::Failure::Other);
+  Run syntax("let a = (1\n");
+  CHECK_FALSE(syntax.ok);
+  CHECK(syntax.interp->failure() == Interpreter::Failure::Other);
+
+  nns::front::SourceManager sources;
+  nns::front::DiagnosticEngine diags(sources);
+  Interpreter missing(sources, diags, EvalOptions{});
+  CHECK_FALSE(missing.parse("/nonexistent/nns/file.nns"));
+  CHECK(missing.failure() == Interpreter::Failure::Other);
+}

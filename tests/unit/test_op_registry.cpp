@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "semantics/op_registry.h"
+#include "semantics/plan.h"
 
 using namespace nns::sema;
 
@@ -392,4 +393,204 @@ TEST_CASE("op registry: conv2d macs are output elements times the kernel volume"
   call.attrs = &attrs;
   call.inputs = {InputShape{true, {1, 3, 8, 8}}, InputShape{true, {4, 3, 3, 3}}};
   CHECK(find_op_row("conv2d")->macs(g.bound, call) == (1 * 4 * 6 * 6) * (3 * 3 * 3));
+}
+
+// ---- slice facts (per-rank lowering) ---------------------------------------------------
+
+namespace {
+
+// One top-level node `kind` of a graph, on inputs of `shapes` (input `ints`
+// is int32), with one output of `out`.
+struct SliceFixture {
+  Graph g;
+  int node = -1;
+  SliceFixture(const std::string& kind, const std::vector<Shape>& shapes, const Shape& out, std::map<std::string, Attr> attrs = {},
+               bool composite = false, int ints = -1) {
+    OpNode n;
+    n.kind = kind;
+    n.name = kind + "#0";
+    n.composite = composite;
+    n.attrs = std::move(attrs);
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      TensorInfo t;
+      t.kind = TensorKind::Input;
+      t.name = "in" + std::to_string(i);
+      t.shape = shapes[i];
+      t.dtype = static_cast<int>(i) == ints ? DType::I32 : DType::F32;
+      n.inputs.push_back(g.add_tensor(t));
+    }
+    TensorInfo o;
+    o.shape = out;
+    n.outputs.push_back(g.add_tensor(o));
+    node = g.add_node(n);
+  }
+  const OpNode& whole() const { return g.node(node); }
+  // The whole op with input `i` cut to [start, start + length) per dim.
+  SubOp slice(size_t i, const Shape& start, const Shape& length) const {
+    SubOp s = whole_op(g, node);
+    s.inputs[i].start = start;
+    s.inputs[i].length = length;
+    return s;
+  }
+  // The primitive node a sub-op runs (for a primitive op: the op itself).
+  OpNode local(const std::string& kind = "") const {
+    OpNode n = whole();
+    if (!kind.empty()) n.kind = kind;
+    n.composite = false;
+    return n;
+  }
+};
+
+bool has_attr(const OpNode& n, const std::string& k) { return n.attrs.count(k) > 0; }
+int64_t int_attr(const OpNode& n, const std::string& k) { return std::get<int64_t>(n.attrs.at(k)); }
+
+}  // namespace
+
+TEST_CASE("op registry: exactly dropout, embedding and index_select have slice attrs; losses and mean a share", "[op_registry]") {
+  for (const std::string& name : op_row_names()) {
+    const OpRow* r = find_op_row(name);
+    bool attrs = name == "dropout" || name == "embedding" || name == "index_select";
+    bool share = name == "cross_entropy" || name == "mse" || name == "mean";
+    INFO(name);
+    CHECK((r->slice_attrs != nullptr) == attrs);
+    CHECK((r->slice_share != nullptr) == share);
+  }
+}
+
+TEST_CASE("op registry: an active dropout split along dim 0 gets the element offset of its slice", "[op_registry]") {
+  SliceFixture f("dropout", {{8, 3, 5}}, {8, 3, 5}, {{"p", 0.1}, {"seed", int64_t{7}}});
+  OpNode op = f.local();
+  apply_slice_position(f.g, f.whole(), f.slice(0, {6, 0, 0}, {2, 3, 5}), op);
+  CHECK(int_attr(op, "element_offset") == 6 * 15);
+  CHECK(op.attrs.size() == 3);  // p, seed and the offset: nothing else touched
+  // A slice of length 0 along dim 0 divides by 1, not by 0.
+  OpNode empty = f.local();
+  apply_slice_position(f.g, f.whole(), f.slice(0, {4, 0, 0}, {0, 3, 5}), empty);
+  CHECK(int_attr(empty, "element_offset") == 0);
+}
+
+TEST_CASE("op registry: dropout needs no offset when inactive or whole", "[op_registry]") {
+  SliceFixture off("dropout", {{8, 4}}, {8, 4}, {{"p", 0.0}});
+  OpNode op = off.local();
+  apply_slice_position(off.g, off.whole(), off.slice(0, {0, 2}, {8, 2}), op);  // p = 0: even a dim-1 split is fine
+  CHECK_FALSE(has_attr(op, "element_offset"));
+  SliceFixture int_p("dropout", {{8, 4}}, {8, 4}, {{"p", int64_t{1}}});  // p must be a float > 0 to count
+  op = int_p.local();
+  apply_slice_position(int_p.g, int_p.whole(), int_p.slice(0, {0, 2}, {8, 2}), op);
+  CHECK_FALSE(has_attr(op, "element_offset"));
+  SliceFixture no_p("dropout", {{8, 4}}, {8, 4});
+  op = no_p.local();
+  apply_slice_position(no_p.g, no_p.whole(), no_p.slice(0, {0, 2}, {8, 2}), op);
+  CHECK_FALSE(has_attr(op, "element_offset"));
+  SliceFixture on("dropout", {{8, 4}}, {8, 4}, {{"p", 0.5}});
+  op = on.local();
+  apply_slice_position(on.g, on.whole(), whole_op(on.g, on.node), op);
+  CHECK_FALSE(has_attr(op, "element_offset"));
+}
+
+TEST_CASE("op registry: a dropout slice that is not contiguous cannot run", "[op_registry]") {
+  SliceFixture f("dropout", {{8, 4}}, {8, 4}, {{"p", 0.5}});
+  OpNode op = f.local();
+  CHECK_THROWS_WITH(apply_slice_position(f.g, f.whole(), f.slice(0, {0, 2}, {8, 2}), op),
+                    "dropout#0: dropout split other than along its first dim is not supported yet");
+  CHECK_THROWS_AS(apply_slice_position(f.g, f.whole(), f.slice(0, {4, 2}, {4, 2}), op), std::runtime_error);
+  CHECK_FALSE(has_attr(op, "element_offset"));
+}
+
+TEST_CASE("op registry: an active dropout inside a split composite op cannot run", "[op_registry]") {
+  // The body's dropout sees the composite's slice, even split along dim 0
+  // (the composite's input 0 need not be the dropout's input).
+  SliceFixture f("block", {{8, 4}}, {8, 4}, {}, /*composite=*/true);
+  OpNode op = f.local("dropout");
+  op.attrs["p"] = 0.1;
+  CHECK_THROWS_WITH(apply_slice_position(f.g, f.whole(), f.slice(0, {4, 0}, {4, 4}), op),
+                    "block#0: dropout split other than along its first dim is not supported yet");
+  // The whole composite op runs as is.
+  apply_slice_position(f.g, f.whole(), whole_op(f.g, f.node), op);
+  CHECK_FALSE(has_attr(op, "element_offset"));
+}
+
+TEST_CASE("op registry: a primitive embedding learns which vocab rows its table slice holds", "[op_registry]") {
+  // embedding(ids, table): the table is input 1.
+  SliceFixture f("embedding", {{2, 5}, {13, 6}}, {2, 5, 6}, {}, false, 0);
+  OpNode op = f.local();
+  apply_slice_position(f.g, f.whole(), f.slice(1, {5, 0}, {5, 6}), op);
+  CHECK(int_attr(op, "vocab_offset") == 5);
+  CHECK(int_attr(op, "vocab_size") == 13);
+  // Set for the whole op too (offset 0, the full table).
+  OpNode w = f.local();
+  apply_slice_position(f.g, f.whole(), whole_op(f.g, f.node), w);
+  CHECK(int_attr(w, "vocab_offset") == 0);
+  CHECK(int_attr(w, "vocab_size") == 13);
+  // A batch split leaves the table whole.
+  OpNode b = f.local();
+  apply_slice_position(f.g, f.whole(), f.slice(0, {1, 0}, {1, 5}), b);
+  CHECK(int_attr(b, "vocab_offset") == 0);
+  CHECK(int_attr(b, "vocab_size") == 13);
+}
+
+TEST_CASE("op registry: a primitive index_select's table is input 0", "[op_registry]") {
+  SliceFixture f("index_select", {{12, 3}, {7}}, {7, 3}, {}, false, 1);
+  OpNode op = f.local();
+  apply_slice_position(f.g, f.whole(), f.slice(0, {8, 0}, {4, 3}), op);
+  CHECK(int_attr(op, "vocab_offset") == 8);
+  CHECK(int_attr(op, "vocab_size") == 12);
+}
+
+TEST_CASE("op registry: gathers inside a composite op get no vocab attrs", "[op_registry]") {
+  SliceFixture f("embed_block", {{2, 5}, {13, 6}}, {2, 5, 6}, {}, /*composite=*/true, 0);
+  for (const char* kind : {"embedding", "index_select"}) {
+    OpNode op = f.local(kind);
+    apply_slice_position(f.g, f.whole(), f.slice(1, {5, 0}, {5, 6}), op);
+    CHECK_FALSE(has_attr(op, "vocab_offset"));
+    CHECK_FALSE(has_attr(op, "vocab_size"));
+  }
+}
+
+TEST_CASE("op registry: ops without a slice rule are left unchanged", "[op_registry]") {
+  SliceFixture f("softmax", {{8, 4}}, {8, 4});
+  OpNode op = f.local();
+  apply_slice_position(f.g, f.whole(), f.slice(0, {0, 0}, {4, 4}), op);
+  CHECK(op.attrs.empty());
+  OpNode user = f.local("not_a_row");
+  apply_slice_position(f.g, f.whole(), f.slice(0, {0, 0}, {4, 4}), user);
+  CHECK(user.attrs.empty());
+}
+
+TEST_CASE("op registry: a loss slice's share is its fraction of input 0's elements", "[op_registry]") {
+  SliceFixture ce("cross_entropy", {{8, 10}, {8}}, {1}, {}, false, 1);
+  CHECK(slice_loss_share(ce.g, ce.whole(), ce.slice(0, {2, 0}, {2, 10})) == 0.25f);
+  CHECK(slice_loss_share(ce.g, ce.whole(), whole_op(ce.g, ce.node)) == 1.f);
+  SliceFixture mse("mse", {{6, 4}, {6, 4}}, {1});
+  SubOp s = mse.slice(0, {0, 0}, {2, 4});
+  s.inputs[1].length = {2, 4};
+  CHECK(slice_loss_share(mse.g, mse.whole(), s) == static_cast<float>(8.0 / 24.0));
+  // Computed in double, rounded once.
+  SliceFixture odd("mse", {{7, 3}, {7, 3}}, {1});
+  CHECK(slice_loss_share(odd.g, odd.whole(), odd.slice(0, {0, 0}, {1, 3})) == static_cast<float>(3.0 / 21.0));
+}
+
+TEST_CASE("op registry: a mean slice's share is its fraction of the reduced dim", "[op_registry]") {
+  SliceFixture last("mean", {{4, 6, 10}}, {4, 6});  // no dim attr: the last dim
+  CHECK(slice_loss_share(last.g, last.whole(), last.slice(0, {0, 0, 5}, {4, 6, 5})) == 0.5f);
+  CHECK(slice_loss_share(last.g, last.whole(), last.slice(0, {2, 0, 0}, {2, 6, 10})) == 1.f);  // reduced dim whole
+  SliceFixture neg("mean", {{4, 6, 10}}, {4, 10}, {{"dim", int64_t{-2}}});
+  CHECK(slice_loss_share(neg.g, neg.whole(), neg.slice(0, {0, 2, 0}, {4, 2, 10})) == static_cast<float>(2.0 / 6.0));
+  SliceFixture pos("mean", {{4, 6, 10}}, {6, 10}, {{"dim", int64_t{0}}});
+  CHECK(slice_loss_share(pos.g, pos.whole(), pos.slice(0, {3, 0, 0}, {1, 6, 10})) == 0.25f);
+}
+
+TEST_CASE("op registry: no share for other ops, composite ops and whole slices", "[op_registry]") {
+  SliceFixture sum("sum", {{4, 6}}, {4}, {{"dim", int64_t{1}}});
+  CHECK(slice_loss_share(sum.g, sum.whole(), sum.slice(0, {0, 0}, {4, 3})) == 1.f);
+  SliceFixture comp("mean", {{4, 6}}, {4}, {}, /*composite=*/true);  // a composite op named like a row
+  CHECK(slice_loss_share(comp.g, comp.whole(), comp.slice(0, {0, 0}, {4, 3})) == 1.f);
+  SliceFixture user("my_loss", {{4, 6}}, {1});
+  CHECK(slice_loss_share(user.g, user.whole(), user.slice(0, {0, 0}, {2, 6})) == 1.f);
+  // Whole means every input complete: a slice of input 1 alone still counts.
+  SliceFixture ce("cross_entropy", {{8, 10}, {8}}, {1}, {}, false, 1);
+  SubOp s = whole_op(ce.g, ce.node);
+  s.inputs[1].start = {4};
+  s.inputs[1].length = {4};
+  CHECK(slice_loss_share(ce.g, ce.whole(), s) == 1.f);  // input 0 complete: 80 / 80
 }

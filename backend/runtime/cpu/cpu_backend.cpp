@@ -537,6 +537,7 @@ class CpuBackend : public Backend {
   void copy_from_host(void* dst, const void* host, size_t bytes) override { std::memcpy(dst, host, bytes); }
   void copy_to_host(void* host, const void* src, size_t bytes) override { std::memcpy(host, src, bytes); }
 
+  bool has_kernel(const std::string& kind) const override { return table().count(kind) > 0; }
   void run_node(const sema::Graph&, const OpNode& n, const std::vector<TensorView>& in, const std::vector<TensorView>& out) override {
     auto it = table().find(n.kind);
     if (it == table().end()) throw RuntimeError("the CPU backend has no kernel for '" + n.kind + "' (node " + n.name + ")");

@@ -1,0 +1,38 @@
+// Helpers shared by the builtins that act on the plan being evaluated: the
+// plan primitives (plan_builtins.cpp: select, trans, assign...) and the
+// constraint tables (checker/table_builtins.cpp: same_split, split_only...).
+// One copy, so both read arguments and match op names the same way.
+#pragma once
+
+#include <string>
+
+#include "semantics/interpreter.h"
+#include "semantics/plan.h"
+
+namespace nns::sema::builtin_args {
+
+// The plan being evaluated (Interpreter::evaluate_plan, or the REPL
+// session's). Outside a plan block the call fails at its site with
+// "<fn>() <what>: use it inside a plan block".
+inline Plan& active_plan(Interpreter& in, CallArgs& a, const char* fn, const char* what) {
+  Plan* p = in.active_plan();
+  if (!p) in.fail(a.loc, std::string(fn) + "() " + what + ": use it inside a plan block");
+  return *p;
+}
+
+// Argument `i` by position, else by keyword `name`; null when not given.
+inline const Value* arg(CallArgs& a, size_t i, const char* name) {
+  if (i < a.positional.size()) return &a.positional[i];
+  return a.get(name);
+}
+
+// Op-name patterns: '*' matches any run of characters (dots included), '?'
+// one character, anything else itself.
+inline bool glob(const char* p, const char* s) {
+  if (!*p) return !*s;
+  if (*p == '*') return glob(p + 1, s) || (*s && glob(p, s + 1));
+  if (*s && (*p == '?' || *p == *s)) return glob(p + 1, s + 1);
+  return false;
+}
+
+}  // namespace nns::sema::builtin_args

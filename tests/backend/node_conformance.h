@@ -1,0 +1,145 @@
+// The conformance table through the Backend interface (ggml's
+// test-backend-ops): each case is one graph node — a forward op or its
+// "<op>_backward" with autograd's conventions (semantics/autograd.h) — on
+// seeded random inputs, run by Backend::run_node on the reference backend
+// (the oracle) and on the backend under test, outputs compared with
+// expect_close. A new backend (CUDA) joins the table by adding itself to
+// tested_backends(); nothing else changes.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/runtime/backend.h"
+#include "backend_test_util.h"
+#include "semantics/graph.h"
+
+namespace nns::backend::test {
+
+// A host-side tensor: float values, or int32 values for ids and targets.
+struct HostTensor {
+  sema::DType dtype = sema::DType::F32;
+  sema::Shape shape;
+  Buf f;                    // F32
+  std::vector<int32_t> i;   // I32
+};
+
+inline HostTensor f32(sema::Shape shape, Buf values) { return {sema::DType::F32, std::move(shape), std::move(values), {}}; }
+inline HostTensor f32_zeros(sema::Shape shape) {
+  int64_t n = sema::numel(shape);
+  return f32(std::move(shape), zeros(n));
+}
+inline HostTensor i32(sema::Shape shape, std::vector<int32_t> values) { return {sema::DType::I32, std::move(shape), {}, std::move(values)}; }
+
+// One node and the tensors it reads and writes. The contents of `outputs`
+// are what the output buffers hold before the kernel runs (zeros unless a
+// case wants to see that a kernel overwrites them).
+struct NodeCase {
+  std::string kind;
+  std::map<std::string, sema::Attr> attrs;
+  std::vector<HostTensor> inputs;
+  std::vector<HostTensor> outputs;
+};
+
+// Runs `c` on backend `b`: device buffers for every operand, inputs copied
+// in, run_node on a one-node graph, outputs copied back.
+inline std::vector<HostTensor> run_case(Backend& b, const NodeCase& c) {
+  sema::Graph g;
+  sema::OpNode node;
+  node.kind = c.kind;
+  node.name = c.kind + "#0";
+  node.attrs = c.attrs;
+  if (c.kind.size() > 9 && c.kind.compare(c.kind.size() - 9, 9, "_backward") == 0) node.phase = sema::Phase::Backward;
+  std::vector<TensorView> in, out;
+  std::vector<size_t> bytes_in, bytes_out;
+  auto add = [&](const HostTensor& t, std::vector<int>& ids, std::vector<TensorView>& views, std::vector<size_t>& sizes) {
+    sema::TensorInfo info;
+    info.shape = t.shape;
+    info.dtype = t.dtype;
+    info.name = "t" + std::to_string(g.tensors().size());
+    ids.push_back(g.add_tensor(info));
+    size_t bytes = static_cast<size_t>(sema::numel(t.shape) * sema::dtype_bytes(t.dtype));
+    TensorView v{b.allocate(bytes), t.dtype, t.shape};
+    const void* host = t.dtype == sema::DType::I32 ? static_cast<const void*>(t.i.data()) : static_cast<const void*>(t.f.data());
+    REQUIRE((t.dtype == sema::DType::I32 ? t.i.size() : t.f.size()) == static_cast<size_t>(sema::numel(t.shape)));
+    if (bytes > 0) b.copy_from_host(v.data, host, bytes);
+    views.push_back(v);
+    sizes.push_back(bytes);
+  };
+  for (const HostTensor& t : c.inputs) add(t, node.inputs, in, bytes_in);
+  for (const HostTensor& t : c.outputs) add(t, node.outputs, out, bytes_out);
+  int id = g.add_node(node);
+  b.run_node(g, g.node(id), in, out);
+  std::vector<HostTensor> result = c.outputs;
+  for (size_t k = 0; k < out.size(); ++k) {
+    void* host = result[k].dtype == sema::DType::I32 ? static_cast<void*>(result[k].i.data()) : static_cast<void*>(result[k].f.data());
+    if (bytes_out[k] > 0) b.copy_to_host(host, out[k].data, bytes_out[k]);
+  }
+  for (size_t k = 0; k < in.size(); ++k) b.release(in[k].data, bytes_in[k]);
+  for (size_t k = 0; k < out.size(); ++k) b.release(out[k].data, bytes_out[k]);
+  return result;
+}
+
+// Values as floats for expect_close (int32 outputs are small indices: exact).
+inline Buf as_floats(const HostTensor& t) {
+  if (t.dtype != sema::DType::I32) return t.f;
+  return Buf(t.i.begin(), t.i.end());
+}
+
+// The oracle: the plain reference kernels.
+inline Backend& reference_backend() {
+  static std::unique_ptr<Backend> b = make_cpu_backend(true);
+  return *b;
+}
+
+// Every backend the table checks against the reference.
+inline std::vector<Backend*> tested_backends() {
+  static std::unique_ptr<Backend> cpu = make_cpu_backend(false);
+  return {cpu.get()};
+}
+
+// "<kind>_backward" of a forward case, as autograd builds it: inputs =
+// forward inputs, forward outputs (`ys`), one gradient per output (`dys`);
+// outputs = the gradients of the inputs whose grad_mask entry is 1 (zeros).
+inline NodeCase backward_case(const NodeCase& fwd, std::vector<HostTensor> ys, std::vector<HostTensor> dys, std::vector<int64_t> grad_mask) {
+  NodeCase b;
+  b.kind = fwd.kind + "_backward";
+  b.attrs = fwd.attrs;
+  b.attrs["grad_mask"] = grad_mask;
+  b.inputs = fwd.inputs;
+  for (HostTensor& y : ys) b.inputs.push_back(std::move(y));
+  for (HostTensor& dy : dys) b.inputs.push_back(std::move(dy));
+  for (size_t i = 0; i < grad_mask.size(); ++i)
+    if (grad_mask[i]) b.outputs.push_back(f32_zeros(fwd.inputs[i].shape));
+  return b;
+}
+
+// Runs `c` on the reference and on every tested backend and compares each
+// output (named by `names`, one per output) with tolerance `tol` (0:
+// bit-identical; see expect_close). `tested_init`, when given, replaces the
+// initial contents of the tested backends' outputs (garbage that a kernel
+// must overwrite). Returns the reference outputs (inputs of later cases).
+inline std::vector<HostTensor> expect_node(const std::string& op, const std::string& name, const NodeCase& c,
+                                           const std::vector<std::string>& names, double tol, double scale_floor = 0,
+                                           const std::vector<Buf>& tested_init = {}) {
+  REQUIRE(names.size() == c.outputs.size());
+  std::vector<HostTensor> want = run_case(reference_backend(), c);
+  NodeCase tested = c;
+  for (size_t k = 0; k < tested_init.size(); ++k) tested.outputs[k].f = tested_init[k];
+  for (Backend* b : tested_backends()) {
+    std::vector<HostTensor> got = run_case(*b, tested);
+    for (size_t k = 0; k < names.size(); ++k) {
+      std::string label = tested_backends().size() > 1 ? b->name() + " " + op : op;
+      expect_close(label, name, names[k], as_floats(got[k]), as_floats(want[k]), tol, scale_floor);
+    }
+  }
+  return want;
+}
+
+// Outputs of the first tested backend (for checks against known values,
+// e.g. a permute's backward that must give back the input).
+inline std::vector<HostTensor> run_tested(const NodeCase& c) { return run_case(*tested_backends()[0], c); }
+
+}  // namespace nns::backend::test
