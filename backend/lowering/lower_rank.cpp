@@ -4,50 +4,13 @@
 #include <algorithm>
 
 #include "backend/lowering/lower_internal.h"
+#include "semantics/op_registry.h"
 
 namespace nns::backend::detail {
 
 namespace {
 
 
-
-// TEMPORARY (until the registry rows carry these facts): where a slice lies
-// in the full op changes what some kernels compute.
-bool slice_is_whole(const sema::Graph& g, const sema::OpNode& node, const sema::SubOp& s) {
-  for (size_t i = 0; i < s.inputs.size(); ++i)
-    if (s.inputs[i].length != g.tensor(node.inputs[i]).shape) return false;
-  return true;
-}
-void apply_slice_position(const sema::Graph& g, const sema::OpNode& node, const sema::SubOp& s, sema::OpNode& op) {
-  bool whole = slice_is_whole(g, node, s);
-  if (op.kind == "dropout") {
-    auto p = op.attrs.find("p");
-    bool active = p != op.attrs.end() && std::holds_alternative<double>(p->second) && std::get<double>(p->second) > 0;
-    if (!active || whole) return;
-    bool only_dim0 = !node.composite;
-    for (size_t d = 1; only_dim0 && d < s.inputs[0].length.size(); ++d) only_dim0 = s.inputs[0].length[d] == g.tensor(node.inputs[0]).shape[d];
-    if (!only_dim0) throw std::runtime_error(node.name + ": dropout split other than along its first dim is not supported yet");
-    op.attrs["element_offset"] = s.inputs[0].start[0] * (sema::numel(s.inputs[0].length) / std::max<int64_t>(1, s.inputs[0].length[0]));
-  }
-  if (!node.composite && (op.kind == "embedding" || op.kind == "index_select")) {
-    size_t ti = op.kind == "embedding" ? 1 : 0;
-    op.attrs["vocab_offset"] = s.inputs[ti].start[0];
-    op.attrs["vocab_size"] = g.tensor(node.inputs[ti]).shape[0];
-  }
-}
-float slice_loss_share(const sema::Graph& g, const sema::OpNode& node, const sema::SubOp& s) {
-  if (node.composite || slice_is_whole(g, node, s)) return 1.f;
-  const Shape& full = g.tensor(node.inputs[0]).shape;
-  if (node.kind == "cross_entropy" || node.kind == "mse")
-    return static_cast<float>(static_cast<double>(sema::numel(s.inputs[0].length)) / static_cast<double>(sema::numel(full)));
-  if (node.kind == "mean") {
-    auto it = node.attrs.find("dim");
-    int64_t d = it != node.attrs.end() ? std::get<int64_t>(it->second) : -1;
-    if (d < 0) d += static_cast<int64_t>(full.size());
-    return static_cast<float>(static_cast<double>(s.inputs[0].length[d]) / static_cast<double>(full[d]));
-  }
-  return 1.f;
-}
 
 // Lowers one rank.
 class RankLowering {
@@ -135,7 +98,7 @@ class RankLowering {
     kn.recompute = s.recompute;
     for (const OperandSlice& sl : s.inputs) kn.in_slices.push_back(piece_of_slice(sl));
     for (const OperandSlice& sl : s.outputs) kn.out_slices.push_back(piece_of_slice(sl));
-    kn.scale = slice_loss_share(g, node, s);
+    kn.scale = sema::slice_loss_share(g, node, s);
     if (!opts_.elaborate) return kn;
     std::vector<Shape> ins, outs;
     for (const OperandSlice& sl : s.inputs) ins.push_back(sl.length);
@@ -150,7 +113,7 @@ class RankLowering {
       }
     try {
       kn.inst = opts_.elaborate(s.node, ins, outs, div, P.local);
-      for (int ln : kn.inst.nodes) apply_slice_position(g, node, s, P.local.node(ln));
+      for (int ln : kn.inst.nodes) sema::apply_slice_position(g, node, s, P.local.node(ln));
     } catch (const LoweringError&) {
       throw;
     } catch (const std::runtime_error& e) {

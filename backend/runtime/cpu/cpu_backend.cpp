@@ -582,6 +582,4 @@ class CpuBackend : public Backend {
 
 std::unique_ptr<Backend> make_cpu_backend(bool reference) { return std::make_unique<CpuBackend>(reference); }
 
-bool cpu_backend_has_kernel(const std::string& kind) { return table().count(kind) > 0; }
-
 }  // namespace nns::backend
