@@ -28,9 +28,7 @@ bool Session::start(int& exit_code) {
   bool ok = opts_.file.empty() ? interp_->parse_text("<repl>", "") : interp_->parse(opts_.file);
   if (ok) ok = interp_->evaluate();
   if (!ok) {
-    exit_code = 65;
-    for (const front::Diagnostic& d : diags_->all())
-      if (d.message.rfind("unknown config '", 0) == 0) exit_code = 64;
+    exit_code = interp_->failure() == sema::Interpreter::Failure::UnknownConfig ? 64 : 65;
     print_diagnostics();
     return false;
   }
