@@ -80,7 +80,6 @@ class Trainer {
   void init_parameter(int tensor);
   void load_inputs(int64_t micro_batch_index);
   void load_weights(const std::string& path, bool checkpoint);
-  double learning_rate(int64_t step) const;
 
   const sema::Graph& g_;
   const sema::TrainingGraphInfo& info_;
