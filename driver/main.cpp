@@ -26,6 +26,7 @@
 #include "backend/runtime/plan_runtime.h"
 #include "backend/lowering/program_check.h"
 #include "backend/runtime/safetensors.h"
+#include "backend/runtime/train_loop.h"
 #include "backend/runtime/trainer.h"
 #include "backend/runtime/cpu/kernels.h"
 #include "semantics/autograd.h"
@@ -361,91 +362,6 @@ bool parse_shapes(const std::string& text, std::vector<nns::sema::InputShape>& o
 }
 
 
-// Largest normwise relative error between two sets of named tensors:
-// ||a - b||_2 / ||b||_2 per tensor (elementwise ratios explode near zero,
-// and AdamW amplifies rounding noise in a few tiny-gradient elements into
-// isolated weight differences that a max-norm would report as the whole
-// tensor's error). The denominator is floored at `floor`; tensors in `skip`
-// are not compared.
-// Elements flagged in `masks` (same name, 1 = skip) are left out of the difference.
-using ElementMasks = std::map<std::string, std::vector<char>>;
-double compare_tensors(const std::map<std::string, std::vector<float>>& got, const std::map<std::string, std::vector<float>>& want,
-                       std::string& worst, double floor = 1e-30, const std::set<std::string>& skip = {}, const ElementMasks* masks = nullptr) {
-  double max_err = 0;
-  for (const auto& [name, ref] : want) {
-    if (skip.count(name)) continue;
-    auto it = got.find(name);
-    if (it == got.end() || it->second.size() != ref.size()) {
-      worst = name + " (missing)";
-      return 1e30;
-    }
-    const std::vector<char>* mask = nullptr;
-    if (masks)
-      if (auto m = masks->find(name); m != masks->end() && m->second.size() == ref.size()) mask = &m->second;
-    double diff = 0, norm = 0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-      double d = mask && (*mask)[i] ? 0.0 : static_cast<double>(it->second[i]) - ref[i];
-      diff += d * d;
-      norm += static_cast<double>(ref[i]) * ref[i];
-    }
-    double err = std::sqrt(diff) / std::max(std::sqrt(norm), floor);
-    if (std::getenv("NNS_VERIFY_DETAIL") && err > 1e-5) {
-      size_t shown = 0;
-      for (size_t i = 0; i < ref.size() && shown < 6; ++i)
-        if (std::fabs(static_cast<double>(it->second[i]) - ref[i]) > 1e-5 * std::sqrt(norm)) {
-          std::fprintf(stderr, "  %s[%zu]: %.9g vs %.9g\n", name.c_str(), i, it->second[i], ref[i]);
-          ++shown;
-        }
-    }
-    if (err > max_err) {
-      max_err = err;
-      worst = name;
-    }
-  }
-  return max_err;
-}
-
-// Parameters the loss does not depend on (an attention key bias: softmax is
-// invariant to it) have gradients at rounding level; AdamW turns that noise
-// into lr-sized steps, so their values legitimately differ between any two
-// summation orders. They are reported, not compared.
-// Weight elements whose gradient has been at rounding level (|g| at most
-// 1e-6 of the largest gradient element) in some step: AdamW divides such a
-// gradient by its own magnitude, so rounding noise becomes an update of up
-// to lr (the isolated differences the normwise weight error would otherwise
-// report). They grow into `masks` step by step; the count is reported.
-size_t mark_rounding_level(const std::map<std::string, std::vector<float>>& grads, ElementMasks& masks) {
-  double gmax = 0;
-  for (const auto& [name, g] : grads)
-    for (float v : g) gmax = std::max(gmax, static_cast<double>(std::fabs(v)));
-  size_t total = 0;
-  for (const auto& [name, g] : grads) {
-    std::vector<char>& m = masks[name];
-    m.resize(g.size(), 0);
-    for (size_t i = 0; i < g.size(); ++i) {
-      if (std::fabs(static_cast<double>(g[i])) <= 1e-6 * gmax) m[i] = 1;
-      total += m[i] ? 1 : 0;
-    }
-  }
-  return total;
-}
-
-std::set<std::string> loss_invariant(const std::map<std::string, std::vector<float>>& grads, double& global_max) {
-  global_max = 0;
-  std::map<std::string, double> local;
-  for (const auto& [name, g] : grads) {
-    double m = 0;
-    for (float v : g) m += static_cast<double>(v) * v;
-    m = std::sqrt(m);
-    local[name] = m;
-    global_max = std::max(global_max, m);
-  }
-  std::set<std::string> out;
-  for (const auto& [name, m] : local)
-    if (m <= 1e-6 * global_max) out.insert(name);
-  return out;
-}
-
 // nns ckpt merge DIR -o FILE
 int cmd_ckpt(const Args& a) {
   if (a.positional.size() != 2 || a.positional[0] != "merge" || a.output.empty())
@@ -460,6 +376,28 @@ int cmd_ckpt(const Args& a) {
     return kExitBadInput;
   }
   return kExitOk;
+}
+
+// PlanTrainer as a TrainSession (until it implements the interface itself).
+// The one place the driver builds a plan executor: when the per-rank program
+// becomes data (lower_plan), this takes the rank's program instead.
+struct PlanSession : nns::backend::TrainSession {
+  nns::backend::PlanTrainer trainer;
+  template <class... A>
+  explicit PlanSession(A&&... args) : trainer(std::forward<A>(args)...) {}
+  nns::backend::StepStats step() override { return trainer.step(); }
+  int64_t steps_done() const override { return trainer.steps_done(); }
+  int64_t samples_per_step() const override { return trainer.samples_per_step(); }
+  bool counts_tokens() const override { return trainer.counts_tokens(); }
+  int64_t peak_bytes() const override { return trainer.piece_bytes_peak(); }
+  nns::backend::TensorMap parameters() override { return trainer.parameters(); }
+  nns::backend::TensorMap last_gradients() override { return trainer.last_gradients(); }
+};
+
+std::unique_ptr<PlanSession> make_plan_session(nns::sema::Interpreter& interp, const nns::sema::Graph& g, const nns::sema::Plan& plan,
+                                               const nns::sema::TrainSpec& spec, nns::backend::Backend& backend, nns::backend::Communicator* comm,
+                                               uint64_t seed) {
+  return std::make_unique<PlanSession>(interp, g, plan, spec, backend, comm, seed);
 }
 
 int cmd_run(const Args& a) {
@@ -523,122 +461,11 @@ int cmd_run(const Args& a) {
     return kExitOk;
   }
 
-  // One rank's share of a partitioned plan; with --verify, every rank
-  // assembles the full gradients and weights each step (collective) and
-  // rank 0 compares them with one device running the whole model.
-  auto train_plan = [&](nns::backend::Communicator* comm) -> int {
-    int rank = comm ? comm->rank() : 0;
-    int world = comm ? comm->size() : 1;
-    auto backend = nns::backend::make_cpu_backend(a.reference);
-    int rank_threads = threads > 0 ? static_cast<int>(threads) : (comm ? nns::backend::rank_threads() : 0);
-    if (rank_threads > 0) backend->set_threads(rank_threads);
-    nns::backend::PlanTrainer trainer(interp, g, plan, spec, *backend, comm, static_cast<uint64_t>(seed));
-    if (!a.init.empty()) trainer.load(a.init, false);
-    if (!a.resume.empty()) trainer.load(a.resume, true);
-    const int64_t start = trainer.steps_done();
-    if (start >= spec.steps) {
-      if (rank == 0) std::printf("nns: the checkpoint is at step %lld; nothing left to run (raise --steps)\n", static_cast<long long>(start));
-      return kExitOk;
-    }
-    if (a.emit == "program") {
-      // Ranks print in turn so the dump is deterministic.
-      for (int r = 0; r < world; ++r) {
-        if (r == rank) std::cout << trainer.dump() << std::flush;
-        if (comm) comm->barrier();
-      }
-      return kExitOk;
-    }
-    int64_t replicas = world / plan.ngpus;
-    std::unique_ptr<nns::backend::Backend> ref_backend;
-    std::unique_ptr<nns::backend::Trainer> reference;
-    nns::sema::TrainSpec ref_spec = spec;
-    if (a.verify && rank == 0) {
-      ref_spec.micro_batches = spec.micro_batches * replicas;
-      ref_backend = nns::backend::make_cpu_backend(a.reference);
-      if (rank_threads > 0) ref_backend->set_threads(rank_threads);
-      nns::backend::TrainOptions ref_opts;
-      ref_opts.seed = static_cast<uint64_t>(seed);
-      ref_opts.init_path = a.init;
-      ref_opts.resume_path = a.resume;
-      reference = std::make_unique<nns::backend::Trainer>(g, info, ref_spec, *ref_backend, ref_opts);
-    }
-    if (rank == 0)
-      std::printf("nns: training %s (config %s) with plan %s on %d CPU rank(s) (%lld device(s) per plan replica, %lld replica(s); no CUDA "
-                  "device in use), %s kernels, %d thread(s) per rank; %lld steps, %s %g\n",
-                  a.positional[0].c_str(), interp.config_name().empty() ? "-" : interp.config_name().c_str(), plan.name.c_str(), world,
-                  static_cast<long long>(plan.ngpus), static_cast<long long>(replicas), a.reference ? "reference" : "oneDNN",
-                  rank_threads > 0 ? rank_threads : nns_default_threads(), static_cast<long long>(spec.steps), spec.optimizer.kind.c_str(),
-                  spec.optimizer.lr);
-    double total = 0, first_loss = 0, last_loss = 0, worst_verify = 0;
-    std::set<std::string> invariant_params;
-    ElementMasks rounding_masks;
-    size_t rounding_elements = 0;
-    for (int64_t s = start; s < spec.steps; ++s) {
-      nns::backend::StepStats st = trainer.step();
-      if (!std::isfinite(st.loss)) {
-        if (rank == 0) std::fprintf(stderr, "nns: error: step %lld: the loss is %f (diverged)\n", static_cast<long long>(st.step), st.loss);
-        return kExitRuntime;
-      }
-      if (s == start) first_loss = st.loss;
-      last_loss = st.loss;
-      if (s > start) total += st.seconds;
-      std::map<std::string, std::vector<float>> grads, weights;
-      if (a.verify) {
-        grads = trainer.last_gradients();
-        weights = trainer.parameters();
-      }
-      if (rank != 0) continue;
-      double rate = static_cast<double>(trainer.samples_per_step()) / st.seconds;
-      std::printf("step %4lld/%lld  loss %.6f  lr %.3g  |g| %.3f  %8.2f ms  %10.0f %s/s  peak %s\n", static_cast<long long>(st.step),
-                  static_cast<long long>(spec.steps), st.loss, st.lr, st.grad_norm, st.seconds * 1e3, rate,
-                  trainer.counts_tokens() ? "tokens" : "samples", nns::sema::format_bytes(trainer.piece_bytes_peak()).c_str());
-      if (reference) {
-        nns::backend::StepStats rs = reference->step();
-        std::string wg, ww;
-        auto ref_grads = reference->last_gradients();
-        double gmax = 0;
-        invariant_params = std::max(invariant_params, loss_invariant(ref_grads, gmax));
-        double loss_err = std::fabs(st.loss - rs.loss) / std::max(1e-30, std::fabs(rs.loss));
-        double grad_err = compare_tensors(grads, ref_grads, wg, 1e-6 * gmax, invariant_params);
-        rounding_elements = mark_rounding_level(ref_grads, rounding_masks);
-        double weight_err = compare_tensors(weights, reference->parameters(), ww, 1e-30, invariant_params, &rounding_masks);
-        // Each step is checked from the same weights: the reference adopts the
-        // plan's, so differences AdamW amplified out of rounding-level
-        // gradients (left out above) do not compound into later steps.
-        for (const auto& [name, w] : weights) reference->set_parameter(name, w);
-        worst_verify = std::max({worst_verify, loss_err, grad_err, weight_err});
-        std::printf("  verify vs 1 device x %lld micro-batches: loss %.2e, gradients %.2e%s, weights %.2e%s\n",
-                    static_cast<long long>(ref_spec.micro_batches), loss_err, grad_err, wg.empty() ? "" : (" (" + wg + ")").c_str(),
-                    weight_err, ww.empty() ? "" : (" (" + ww + ")").c_str());
-      }
-      std::fflush(stdout);
-    }
-    if (!a.save.empty()) {
-      trainer.save_shards(a.save);
-      if (rank == 0)
-        std::printf("checkpoint shards: %s/rank-*.safetensors (step %lld); 'nns ckpt merge %s -o FILE' makes one checkpoint\n",
-                    a.save.c_str(), static_cast<long long>(trainer.steps_done()), a.save.c_str());
-    }
-    if (rank != 0) return kExitOk;
-    std::printf("done: %lld steps, loss %.6f -> %.6f", static_cast<long long>(spec.steps - start), first_loss, last_loss);
-    if (spec.steps - start > 1) std::printf(", %.2f ms/step (steps after the first)", total / static_cast<double>(spec.steps - start - 1) * 1e3);
-    std::printf(", peak piece memory %s (rank 0)\n", nns::sema::format_bytes(trainer.piece_bytes_peak()).c_str());
-    if (reference) {
-      bool ok = worst_verify <= 1e-5;
-      std::printf("verify: largest relative error %.2e over losses, gradients and weights: %s (fp32 bound 1e-05)\n", worst_verify,
-                  ok ? "PASS" : "FAIL");
-      if (rounding_elements > 0)
-        std::printf("verify: %zu weight element(s) whose gradient was at rounding level (<= 1e-6 of the largest) left out of the weight "
-                    "comparison\n",
-                    rounding_elements);
-      if (!ok) return kExitRuntime;
-    }
-    return kExitOk;
-  };
-
-  // One rank's training loop; with gpus > 1 it runs in each forked rank.
+  // One rank's training: the plan's share of it (PlanSession) or a data-parallel
+  // replica of the whole model (Trainer), in the one loop of train_loop.h.
+  // With --verify, rank 0 steps a single-device Trainer beside it (world x
+  // micro_batches, what the replicas compute together) and compares.
   auto train = [&](nns::backend::Communicator* comm) -> int {
-    if (!a.plan.empty()) return train_plan(comm);
     int rank = comm ? comm->rank() : 0;
     int world = comm ? comm->size() : 1;
     auto backend = nns::backend::make_cpu_backend(a.reference);
@@ -650,100 +477,87 @@ int cmd_run(const Args& a) {
     opts.init_path = a.init;
     opts.data_path = a.data;
     opts.resume_path = a.resume;
-    nns::backend::Trainer trainer(g, info, spec, *backend, opts);
-    if (a.emit == "program") {
-      if (rank == 0) std::cout << trainer.program().dump(g);
-      return kExitOk;
+    std::unique_ptr<nns::backend::TrainSession> session;
+    std::unique_ptr<nns::backend::Trainer> single;
+    nns::backend::LoopOptions lo;
+    lo.rank = rank;
+    lo.steps = spec.steps;
+    lo.verify = a.verify;
+    int64_t replicas = world;
+    const char* config = interp.config_name().empty() ? "-" : interp.config_name().c_str();
+    int shown_threads = rank_threads > 0 ? rank_threads : nns_default_threads();
+    char banner[1024];
+    if (!a.plan.empty()) {
+      auto ps = make_plan_session(interp, g, plan, spec, *backend, comm, static_cast<uint64_t>(seed));
+      if (!a.init.empty()) ps->trainer.load(a.init, false);
+      if (!a.resume.empty()) ps->trainer.load(a.resume, true);
+      if (a.emit == "program") {
+        // Ranks print in turn so the dump is deterministic.
+        for (int r = 0; r < world; ++r) {
+          if (r == rank) std::cout << ps->trainer.dump() << std::flush;
+          if (comm) comm->barrier();
+        }
+        return kExitOk;
+      }
+      replicas = world / plan.ngpus;
+      std::snprintf(banner, sizeof banner,
+                    "nns: training %s (config %s) with plan %s on %d CPU rank(s) (%lld device(s) per plan replica, %lld replica(s); no CUDA "
+                    "device in use), %s kernels, %d thread(s) per rank; %lld steps, %s %g\n",
+                    a.positional[0].c_str(), config, plan.name.c_str(), world, static_cast<long long>(plan.ngpus),
+                    static_cast<long long>(replicas), a.reference ? "reference" : "oneDNN", shown_threads, static_cast<long long>(spec.steps),
+                    spec.optimizer.kind.c_str(), spec.optimizer.lr);
+      lo.collective = true;
+      lo.reference_adopts_weights = true;
+      lo.peak_label = "peak piece memory";
+      lo.peak_of_rank0 = true;
+      if (!a.save.empty())
+        lo.save = [&a, &ps] {
+          ps->trainer.save_shards(a.save);
+          return "checkpoint shards: " + a.save + "/rank-*.safetensors (step " + std::to_string(ps->trainer.steps_done()) + "); 'nns ckpt merge " +
+                 a.save + " -o FILE' makes one checkpoint";
+        };
+      session = std::move(ps);
+    } else {
+      single = std::make_unique<nns::backend::Trainer>(g, info, spec, *backend, opts);
+      if (a.emit == "program") {
+        if (rank == 0) std::cout << single->program().dump(g);
+        return kExitOk;
+      }
+      std::snprintf(banner, sizeof banner, "nns: training %s (config %s) on %d CPU rank(s)%s, %s kernels, %d thread(s) per rank; %lld steps, %s %g\n",
+                    a.positional[0].c_str(), config, world, world > 1 ? " as data-parallel replicas (no CUDA device in use)" : "",
+                    a.reference ? "reference" : "oneDNN", shown_threads, static_cast<long long>(spec.steps), spec.optimizer.kind.c_str(),
+                    spec.optimizer.lr);
+      lo.report_invariant_params = true;
+      lo.peak_of_rank0 = world > 1;
+      nns::backend::Trainer* t = single.get();
+      if (!a.dump_grads.empty()) lo.dump_gradients = [t, &a] { t->save_gradients(a.dump_grads); };
+      if (!a.save.empty())
+        lo.save = [t, &a] {
+          t->save_checkpoint(a.save);
+          return "checkpoint: " + a.save + " (step " + std::to_string(t->steps_done()) + ")";
+        };
     }
-    // --verify: the same step on one device with world x micro_batches
-    // micro-batches (what the replicas compute together), compared each step.
+    lo.banner = banner;
+    nns::backend::TrainSession& trainer = session ? *session : *single;
     std::unique_ptr<nns::backend::Backend> ref_backend;
     std::unique_ptr<nns::backend::Trainer> reference;
-    nns::sema::TrainSpec ref_spec = spec;
-    if (a.verify && rank == 0) {
-      ref_spec.micro_batches = spec.micro_batches * world;
+    if (a.verify && rank == 0 && trainer.steps_done() < spec.steps) {
+      nns::sema::TrainSpec ref_spec = spec;
+      ref_spec.micro_batches = spec.micro_batches * replicas;
       ref_backend = nns::backend::make_cpu_backend(a.reference);
       if (rank_threads > 0) ref_backend->set_threads(rank_threads);
       nns::backend::TrainOptions ref_opts = opts;
       ref_opts.comm = nullptr;
       reference = std::make_unique<nns::backend::Trainer>(g, info, ref_spec, *ref_backend, ref_opts);
+      lo.reference = reference.get();
+      lo.reference_micro_batches = ref_spec.micro_batches;
     }
-    if (rank == 0)
-      std::printf("nns: training %s (config %s) on %d CPU rank(s)%s, %s kernels, %d thread(s) per rank; %lld steps, %s %g\n",
-                  a.positional[0].c_str(), interp.config_name().empty() ? "-" : interp.config_name().c_str(), world,
-                  world > 1 ? " as data-parallel replicas (no CUDA device in use)" : "", a.reference ? "reference" : "oneDNN",
-                  rank_threads > 0 ? rank_threads : nns_default_threads(), static_cast<long long>(spec.steps), spec.optimizer.kind.c_str(),
-                  spec.optimizer.lr);
-    double total = 0, first_loss = 0, last_loss = 0, worst_verify = 0;
-    std::set<std::string> invariant_params;  // grows only: see loss_invariant
-    ElementMasks rounding_masks;              // grows only: see mark_rounding_level
-    size_t rounding_elements = 0;
-    int64_t start = trainer.steps_done();
-    if (start >= spec.steps) {
-      if (rank == 0) std::printf("nns: the checkpoint is at step %lld; nothing left to run (raise --steps)\n", static_cast<long long>(start));
-      return kExitOk;
+    switch (nns::backend::run_train_loop(trainer, lo)) {
+      case nns::backend::LoopResult::Ok: return kExitOk;
+      case nns::backend::LoopResult::Diverged:
+      case nns::backend::LoopResult::VerifyFailed: return kExitRuntime;
     }
-    for (int64_t s = start; s < spec.steps; ++s) {
-      nns::backend::StepStats st = trainer.step();
-      if (!std::isfinite(st.loss)) {
-        std::fprintf(stderr, "nns: error: step %lld: the loss is %f (diverged)\n", static_cast<long long>(st.step), st.loss);
-        return kExitRuntime;
-      }
-      if (s == start) first_loss = st.loss;
-      last_loss = st.loss;
-      if (s > start) total += st.seconds;  // the first step includes one-off setup (primitive creation)
-      if (st.step == 1 && !a.dump_grads.empty() && rank == 0) trainer.save_gradients(a.dump_grads);
-      if (rank != 0) continue;
-      double rate = static_cast<double>(trainer.samples_per_step()) / st.seconds;
-      std::printf("step %4lld/%lld  loss %.6f  lr %.3g  |g| %.3f  %8.2f ms  %10.0f %s/s  peak %s\n", static_cast<long long>(st.step),
-                  static_cast<long long>(spec.steps), st.loss, st.lr, st.grad_norm, st.seconds * 1e3, rate,
-                  trainer.counts_tokens() ? "tokens" : "samples", nns::sema::format_bytes(backend->peak_bytes()).c_str());
-      if (reference) {
-        nns::backend::StepStats rs = reference->step();
-        std::string wg, ww;
-        auto ref_grads = reference->last_gradients();
-        double gmax = 0;
-        invariant_params = std::max(invariant_params, loss_invariant(ref_grads, gmax));
-        double loss_err = std::fabs(st.loss - rs.loss) / std::max(1e-30, std::fabs(rs.loss));
-        // Gradient errors are relative to the tensor's norm, floored at a millionth of the largest gradient norm.
-        double grad_err = compare_tensors(trainer.last_gradients(), ref_grads, wg, 1e-6 * gmax, invariant_params);
-        rounding_elements = mark_rounding_level(ref_grads, rounding_masks);
-        double weight_err = compare_tensors(trainer.parameters(), reference->parameters(), ww, 1e-30, invariant_params, &rounding_masks);
-        worst_verify = std::max({worst_verify, loss_err, grad_err, weight_err});
-        std::printf("  verify vs 1 device x %lld micro-batches: loss %.2e, gradients %.2e%s, weights %.2e%s\n",
-                    static_cast<long long>(ref_spec.micro_batches), loss_err, grad_err, wg.empty() ? "" : (" (" + wg + ")").c_str(),
-                    weight_err, ww.empty() ? "" : (" (" + ww + ")").c_str());
-      }
-      std::fflush(stdout);
-    }
-    if (rank != 0) return kExitOk;
-    int64_t timed = spec.steps - start - 1;
-    std::printf("done: %lld steps, loss %.6f -> %.6f", static_cast<long long>(spec.steps - start), first_loss, last_loss);
-    if (timed > 0) std::printf(", %.2f ms/step (steps after the first)", total / static_cast<double>(timed) * 1e3);
-    std::printf(", peak memory %s%s\n", nns::sema::format_bytes(backend->peak_bytes()).c_str(), world > 1 ? " (rank 0)" : "");
-    if (!a.save.empty()) {
-      trainer.save_checkpoint(a.save);
-      std::printf("checkpoint: %s (step %lld)\n", a.save.c_str(), static_cast<long long>(trainer.steps_done()));
-    }
-    if (reference) {
-      bool ok = worst_verify <= 1e-5;
-      std::printf("verify: largest relative error %.2e over losses, gradients and weights: %s (fp32 bound 1e-05)\n", worst_verify,
-                  ok ? "PASS" : "FAIL");
-      if (rounding_elements > 0)
-        std::printf("verify: %zu weight element(s) whose gradient was at rounding level (<= 1e-6 of the largest) left out of the weight "
-                    "comparison\n",
-                    rounding_elements);
-      if (!invariant_params.empty()) {
-        std::printf("verify: %zu parameter(s) do not affect the loss (gradient norm below 1e-6 of the largest) and were not compared:",
-                    invariant_params.size());
-        int shown = 0;
-        for (const std::string& n : invariant_params)
-          if (shown++ < 4) std::printf(" %s", n.c_str());
-        std::printf("%s\n", invariant_params.size() > 4 ? " ..." : "");
-      }
-      if (!ok) return kExitRuntime;
-    }
-    return kExitOk;
+    return kExitRuntime;
   };
 
   auto guarded = [&](nns::backend::Communicator* comm) -> int {
