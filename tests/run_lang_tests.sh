@@ -10,6 +10,9 @@
 #   golden  tests/golden/*.nns   compares `nns check --emit=E` with NAME.E for
 #           every NAME.E file beside it (E = tokens, ast, graph). Set
 #           UPDATE_GOLDEN=1 to rewrite the expected files.
+#           tests/golden/*.cmd   the same for `nns check ARGS --emit=E`, ARGS
+#           the file's one line (e.g. a shipped example and its plan), for
+#           every NAME.E beside it (E = any --emit stage: plan, comm, ...).
 set -u
 kind=$1
 nns=$2
@@ -82,6 +85,31 @@ check_golden() {
   [ $any = 1 ] || { echo "FAIL $f: no golden file beside it"; return 1; }
   return $ok
 }
+
+# A .cmd golden: the arguments of `nns check` on one line, NAME.E beside it.
+check_golden_cmd() {
+  local f=$1 base=${1%.cmd} ok=0 any=0 args
+  read -r -a args < "$f"
+  for e in tokens ast graph plan comm program training-graph; do
+    [ -f "$base.$e" ] || continue
+    any=1
+    if [ "${UPDATE_GOLDEN:-}" = 1 ]; then "$nns" check "${args[@]}" "--emit=$e" > "$base.$e"; continue; fi
+    if ! diff -u "$base.$e" <("$nns" check "${args[@]}" "--emit=$e" 2>&1) > /tmp/nns_golden_diff.$$; then
+      echo "FAIL $f --emit=$e differs from $base.$e:"; head -40 /tmp/nns_golden_diff.$$ | sed 's/^/    /'; ok=1
+    fi
+    rm -f /tmp/nns_golden_diff.$$
+  done
+  [ $any = 1 ] || { echo "FAIL $f: no golden file beside it"; return 1; }
+  return $ok
+}
+
+if [ "$kind" = golden ]; then
+  for f in tests/golden/*.cmd; do
+    [ -e "$f" ] || continue
+    count=$((count + 1))
+    check_golden_cmd "$f" || fail=$((fail + 1))
+  done
+fi
 
 for f in tests/$kind/*.nns; do
   [ -e "$f" ] || continue

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "backend/runtime/comm/communicator.h"
+#include "backend/runtime/optimizer.h"
 #include "backend/runtime/plan_executor.h"
 #include "backend/runtime/plan_runtime.h"
 #include "backend/runtime/safetensors.h"
@@ -46,10 +47,7 @@ StTensor f32_tensor(const std::string& name, const std::vector<int64_t>& shape, 
   return t;
 }
 
-const char* slot_name(const std::string& optimizer, size_t s) {
-  if (optimizer == "adamw") return s == 0 ? "exp_avg" : "exp_avg_sq";
-  return "momentum";
-}
+
 
 }  // namespace
 
@@ -74,7 +72,7 @@ void PlanTrainer::save_shards(const std::string& dir) {
       tensors.push_back(f32_tensor(t.name, pc.length, data.data(), data.size()));
       meta["piece:" + t.name] = where;
       for (size_t s = 0; s < m.opt[i].size(); ++s) {
-        std::string name = std::string("optimizer.") + slot_name(m.spec.optimizer.kind, s) + "." + t.name;
+        std::string name = std::string("optimizer.") + optimizer_slot_name(m.spec.optimizer.kind, s) + "." + t.name;
         tensors.push_back(f32_tensor(name, pc.length, m.opt[i][s].data(), m.opt[i][s].size()));
         meta["piece:" + name] = where;
       }
@@ -116,7 +114,7 @@ void PlanTrainer::load(const std::string& path, bool checkpoint) {
     slice_into(t.name, t.shape, pc, m.bufs[static_cast<size_t>(slot.param)]);
     if (!checkpoint) continue;
     for (size_t s = 0; s < m.opt[i].size(); ++s)
-      slice_into(std::string("optimizer.") + slot_name(m.spec.optimizer.kind, s) + "." + t.name, t.shape, pc, m.opt[i][s]);
+      slice_into(std::string("optimizer.") + optimizer_slot_name(m.spec.optimizer.kind, s) + "." + t.name, t.shape, pc, m.opt[i][s]);
   }
   if (!checkpoint) {
     for (const StTensor& t : f.tensors) {

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backend/runtime/comm/communicator.h"
+#include "backend/runtime/optimizer.h"
 #include "backend/runtime/trainer.h"
 
 namespace nns::backend {
@@ -70,7 +71,7 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
     set_buf(slot.param, extract(full, full_piece(t.shape), piece(slot.param), 1.f));
     std::vector<std::vector<float>> slots;
     if (slot.trainable) {
-      size_t n = spec.optimizer.kind == "adamw" ? 2 : (spec.optimizer.momentum > 0 ? 1 : 0);
+      size_t n = optimizer_slots(spec.optimizer);
       slots.assign(n, std::vector<float>(static_cast<size_t>(piece(slot.param).numel()), 0.f));
       track(static_cast<int64_t>(n) * piece(slot.param).numel() * 4);
     }
@@ -336,12 +337,10 @@ void PlanExecutor::exec_step(const PInstr& in) {
       loss += bufs[static_cast<size_t>(in.a)][0] / static_cast<double>(spec.micro_batches);
       return;
     case PInstr::Clip:
-      if (spec.clip > 0 && grad_norm > spec.clip) {
-        float factor = static_cast<float>(spec.clip / (grad_norm + 1e-6));
+      if (float factor = clip_factor(spec.clip, grad_norm); factor != 1.f)
         for (const ParamSlot& s : P.params)
           if (s.accum >= 0)
             for (float& x : bufs[static_cast<size_t>(s.accum)]) x *= factor;
-      }
       return;
     case PInstr::Update: {
       size_t slot = 0;
@@ -351,12 +350,7 @@ void PlanExecutor::exec_step(const PInstr& in) {
       TensorView pv{bufs[static_cast<size_t>(in.a)].data(), t.dtype, pc.length}, gv{bufs[static_cast<size_t>(in.b)].data(), t.dtype, pc.length};
       OptimizerState state;
       for (auto& v : opt[slot]) state.buffers.push_back(TensorView{v.data(), t.dtype, pc.length});
-      const sema::OptimizerSpec& o = spec.optimizer;
-      if (o.kind == "adamw")
-        be.adamw_update(pv, gv, state, static_cast<float>(lr), static_cast<float>(o.beta1), static_cast<float>(o.beta2), static_cast<float>(o.eps),
-                        static_cast<float>(o.weight_decay), step);
-      else
-        be.sgd_update(pv, gv, state, static_cast<float>(lr), static_cast<float>(o.momentum), static_cast<float>(o.weight_decay));
+      apply_update(be, spec.optimizer, pv, gv, state, static_cast<float>(lr), step);
       return;
     }
     default:

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "backend/runtime/comm/communicator.h"
+#include "backend/runtime/optimizer.h"
 #include "backend/runtime/plan_executor.h"
 
 namespace nns::backend {
@@ -33,15 +34,7 @@ StepStats PlanTrainer::step() {
   st.step = ++step_;
   m.be.set_step(step_);
   // The learning rate follows the same schedule as one device.
-  const sema::ScheduleSpec& s = m.spec.schedule;
-  double lr = m.spec.optimizer.lr;
-  if (s.warmup > 0 && step_ <= s.warmup) {
-    lr = lr * static_cast<double>(step_) / static_cast<double>(s.warmup);
-  } else if (s.kind != "constant") {
-    double total = static_cast<double>(std::max<int64_t>(1, m.spec.steps - s.warmup));
-    double t = std::min(1.0, static_cast<double>(step_ - s.warmup) / total);
-    lr = s.kind == "cosine" ? s.min_lr + 0.5 * (lr - s.min_lr) * (1 + std::cos(3.141592653589793 * t)) : lr + (s.min_lr - lr) * t;
-  }
+  double lr = learning_rate(m.spec.schedule, m.spec.optimizer.lr, m.spec.steps, step_);
   m.lr = lr;
   m.run_step(step_);
   st.loss = m.loss;

@@ -21,6 +21,7 @@
 
 #include "backend/lowering/rank_program.h"
 #include "backend/runtime/backend.h"
+#include "backend/runtime/train_loop.h"
 #include "backend/runtime/trainer.h"
 #include "semantics/train_spec.h"
 
@@ -29,25 +30,26 @@ namespace nns::backend {
 class Communicator;
 struct PlanExecutor;
 
-class PlanTrainer {
+class PlanTrainer : public TrainSession {
  public:
   // `g`: the forward graph the plan was lowered from; `lowered`: the plan
   // lowered for this rank (lower_plan with only_rank = the communicator's
   // rank, sub-ops elaborated); `comm`: the N ranks, null for one rank.
   PlanTrainer(const sema::Graph& g, LoweredPlan lowered, const sema::TrainSpec& spec, Backend& backend, Communicator* comm, uint64_t seed);
-  ~PlanTrainer();
+  ~PlanTrainer() override;
 
-  StepStats step();
-  int64_t steps_done() const { return step_; }
-  int64_t samples_per_step() const { return samples_per_step_; }
-  bool counts_tokens() const { return counts_tokens_; }
+  StepStats step() override;
+  int64_t steps_done() const override { return step_; }
+  int64_t samples_per_step() const override { return samples_per_step_; }
+  bool counts_tokens() const override { return counts_tokens_; }
+  int64_t peak_bytes() const override { return piece_bytes_peak(); }
   int64_t piece_bytes_peak() const;
   const RankProgram& program() const;
 
   // Full tensors assembled from the pieces, on every rank (collective: all
   // ranks must call them together).
-  std::map<std::string, std::vector<float>> parameters();
-  std::map<std::string, std::vector<float>> last_gradients();
+  std::map<std::string, std::vector<float>> parameters() override;
+  std::map<std::string, std::vector<float>> last_gradients() override;
   // Checkpoints (plan_checkpoint.cpp). Each rank writes the pieces it owns
   // (one copy of every element over all ranks) to DIR/rank-<r>.safetensors
   // (collective); merge_checkpoint_shards builds the single-device

@@ -17,6 +17,8 @@
 #include <tuple>
 #include <utility>
 
+#include "semantics/graph.h"  // shape_to_string
+
 namespace nns::backend {
 
 namespace {
@@ -436,6 +438,18 @@ const StTensor* SafetensorsFile::find(const std::string& name) const {
   for (const StTensor& t : tensors)
     if (t.name == name) return &t;
   return nullptr;
+}
+
+std::vector<float> read_f32(const SafetensorsFile& f, const std::string& name, const std::vector<int64_t>& shape, const std::string& path) {
+  const StTensor* t = f.find(name);
+  if (!t) throw SafetensorsError(path + ": missing tensor '" + name + "'");
+  if (t->dtype != "F32") throw SafetensorsError(path + ": tensor '" + name + "' is " + t->dtype + ", expected F32");
+  if (t->shape != shape)
+    throw SafetensorsError(path + ": tensor '" + name + "' has shape " + sema::shape_to_string(t->shape) + ", expected " +
+                           sema::shape_to_string(shape));
+  std::vector<float> out(t->data.size() / 4);
+  std::memcpy(out.data(), t->data.data(), t->data.size());
+  return out;
 }
 
 size_t dtype_size(const std::string& dtype) {

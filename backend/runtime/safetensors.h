@@ -56,6 +56,13 @@ size_t dtype_size(const std::string& dtype);
 // SafetensorsError on any I/O error or any deviation from the format.
 SafetensorsFile read_safetensors(const std::string& path);
 
+// The F32 tensor `name` of `f` (read from `path`, named in the messages) as
+// floats, checked against the `shape` (a sema::Shape) the model expects.
+// Throws SafetensorsError "PATH: missing tensor 'NAME'", "...: tensor 'NAME'
+// is I32, expected F32" or "...: tensor 'NAME' has shape [4, 3], expected
+// [3, 4]". Weights, optimizer state and checkpoints are read through it.
+std::vector<float> read_f32(const SafetensorsFile& f, const std::string& name, const std::vector<int64_t>& shape, const std::string& path);
+
 // Writes `tensors` and `metadata` to `path`, byte-for-byte the way the
 // reference (Rust/Python) implementation does for the same input: tensors
 // ordered by decreasing dtype alignment then by name (so every tensor's data

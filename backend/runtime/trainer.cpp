@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backend/runtime/comm/communicator.h"
+#include "backend/runtime/optimizer.h"
 #include "backend/runtime/safetensors.h"
 
 namespace nns::backend {
@@ -97,7 +98,7 @@ Trainer::Trainer(const sema::Graph& g, const sema::TrainingGraphInfo& info, cons
     init_parameter(p);
   }
   for (const auto& [param, grad] : info_.param_grads) {
-    size_t slots = spec_.optimizer.kind == "adamw" ? 2 : (spec_.optimizer.momentum > 0 ? 1 : 0);
+    size_t slots = optimizer_slots(spec_.optimizer);
     std::vector<TensorView> bufs;
     for (size_t s = 0; s < slots; ++s) {
       TensorView v = view(param);
@@ -190,17 +191,6 @@ void Trainer::load_inputs(int64_t k) {
   }
 }
 
-double Trainer::learning_rate(int64_t step) const {
-  const sema::ScheduleSpec& s = spec_.schedule;
-  double lr = spec_.optimizer.lr;
-  if (s.warmup > 0 && step <= s.warmup) return lr * static_cast<double>(step) / static_cast<double>(s.warmup);
-  if (s.kind == "constant") return lr;
-  double total = static_cast<double>(std::max<int64_t>(1, spec_.steps - s.warmup));
-  double t = std::min(1.0, static_cast<double>(step - s.warmup) / total);
-  if (s.kind == "cosine") return s.min_lr + 0.5 * (lr - s.min_lr) * (1 + std::cos(3.141592653589793 * t));
-  return lr + (s.min_lr - lr) * t;  // linear decay
-}
-
 // Runs the program for one micro-batch (forward only, or forward and
 // backward), leaving parameter gradients in place; returns the loss.
 double Trainer::run_micro_batch(int64_t k, bool backward) {
@@ -280,21 +270,12 @@ StepStats Trainer::step() {
     st.loss = loss / static_cast<float>(world_);
   }
   st.grad_norm = std::sqrt(be_.sum_of_squares(grads));
-  if (spec_.clip > 0 && st.grad_norm > spec_.clip) {
-    float factor = static_cast<float>(spec_.clip / (st.grad_norm + 1e-6));
+  if (float factor = clip_factor(spec_.clip, st.grad_norm); factor != 1.0f)
     for (TensorView& gv : grads) be_.scale(gv, factor);
-  }
-  st.lr = learning_rate(step_);
-  const sema::OptimizerSpec& o = spec_.optimizer;
+  st.lr = learning_rate(spec_.schedule, spec_.optimizer.lr, spec_.steps, step_);
   for (size_t i = 0; i < info_.param_grads.size(); ++i) {
     int p = info_.param_grads[i].first;
-    if (o.kind == "adamw")
-      be_.adamw_update(view(p), grads[i], state_.at(p), static_cast<float>(st.lr),
-                       static_cast<float>(o.beta1), static_cast<float>(o.beta2), static_cast<float>(o.eps),
-                       static_cast<float>(o.weight_decay), step_);
-    else
-      be_.sgd_update(view(p), grads[i], state_.at(p), static_cast<float>(st.lr),
-                     static_cast<float>(o.momentum), static_cast<float>(o.weight_decay));
+    apply_update(be_, spec_.optimizer, view(p), grads[i], state_.at(p), static_cast<float>(st.lr), step_);
   }
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return st;
@@ -336,13 +317,12 @@ void Trainer::save_checkpoint(const std::string& path) const {
   std::map<std::string, sema::Shape> shapes;
   for (int p : g_.params()) shapes[g_.tensor(p).name] = g_.tensor(p).shape;
   for (auto& [name, values] : parameters()) tensors.push_back(to_st(name, shapes[name], values));
-  const char* slot_names[] = {"exp_avg", "exp_avg_sq"};
   for (const auto& [p, st] : state_) {
     const std::vector<TensorView>& bufs = st.buffers;
     for (size_t s = 0; s < bufs.size(); ++s) {
       std::vector<float> host(static_cast<size_t>(bufs[s].numel()));
       be_.copy_to_host(host.data(), bufs[s].data, host.size() * 4);
-      std::string slot = spec_.optimizer.kind == "adamw" ? slot_names[s] : "momentum";
+      std::string slot = optimizer_slot_name(spec_.optimizer.kind, s);
       tensors.push_back(to_st("optimizer." + slot + "." + g_.tensor(p).name, g_.tensor(p).shape, host));
     }
   }
@@ -363,12 +343,8 @@ void Trainer::save_gradients(const std::string& path) const {
 void Trainer::load_weights(const std::string& path, bool checkpoint) {
   SafetensorsFile f = read_safetensors(path);
   auto load = [&](const std::string& name, const sema::Shape& shape, void* dst) {
-    const StTensor* t = f.find(name);
-    if (!t) throw RuntimeError(path + ": missing tensor '" + name + "'");
-    if (t->dtype != "F32") throw RuntimeError(path + ": tensor '" + name + "' is " + t->dtype + ", expected F32");
-    if (t->shape != shape)
-      throw RuntimeError(path + ": tensor '" + name + "' has shape " + sema::shape_to_string(t->shape) + ", expected " + sema::shape_to_string(shape));
-    be_.copy_from_host(dst, t->data.data(), t->data.size());
+    std::vector<float> values = read_f32(f, name, shape, path);
+    be_.copy_from_host(dst, values.data(), values.size() * 4);
   };
   for (int p : g_.params()) load(g_.tensor(p).name, g_.tensor(p).shape, buffers_[p]);
   if (!checkpoint) {
@@ -385,10 +361,9 @@ void Trainer::load_weights(const std::string& path, bool checkpoint) {
   if (opt == f.metadata.end() || opt->second != spec_.optimizer.kind)
     throw RuntimeError(path + ": checkpoint optimizer '" + (opt == f.metadata.end() ? "?" : opt->second) + "' differs from the train block's '" +
                        spec_.optimizer.kind + "'");
-  const char* slot_names[] = {"exp_avg", "exp_avg_sq"};
   for (auto& [p, st] : state_)
     for (size_t s = 0; s < st.buffers.size(); ++s) {
-      std::string slot = spec_.optimizer.kind == "adamw" ? slot_names[s] : "momentum";
+      std::string slot = optimizer_slot_name(spec_.optimizer.kind, s);
       load("optimizer." + slot + "." + g_.tensor(p).name, g_.tensor(p).shape, st.buffers[s].data);
     }
   try {

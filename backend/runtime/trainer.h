@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/runtime/backend.h"
+#include "backend/runtime/train_loop.h"
 #include "backend/lowering/program.h"
 #include "semantics/autograd.h"
 #include "semantics/train_spec.h"
@@ -37,40 +39,38 @@ struct TrainOptions {
   std::string resume_path;     // checkpoint to resume from
 };
 
-struct StepStats {
-  int64_t step = 0;  // 1-based
-  double loss = 0;
-  double seconds = 0;
-  double lr = 0;
-  double grad_norm = 0;
-};
-
-class Trainer {
+// Implements the TrainSession of the shared loop (train_loop.h); the
+// --verify reference of every parallel run is one of these.
+class Trainer : public TrainSession {
  public:
   // `g` is the training graph (autograd applied); it must outlive the trainer.
   Trainer(const sema::Graph& g, const sema::TrainingGraphInfo& info, const sema::TrainSpec& spec, Backend& backend,
           TrainOptions opts);
-  ~Trainer();
+  ~Trainer() override;
 
-  StepStats step();                 // one optimizer step (all micro-batches)
+  StepStats step() override;        // one optimizer step (all micro-batches)
   // For gradient checks: the loss of micro-batch 0 (forward only), its
   // gradients (forward + backward, no update; read with last_gradients with
   // micro_batches == 1), and overwriting a parameter.
   double forward_loss();
   void compute_gradients();
   void set_parameter(const std::string& name, const std::vector<float>& values);
-  int64_t steps_done() const { return step_; }
+  int64_t steps_done() const override { return step_; }
   const Program& program() const { return program_; }
 
-  // Host copies, by qualified parameter name.
+  // Host copies, by qualified parameter name (never collective: with
+  // data-parallel replicas every rank holds the same averaged values).
   std::map<std::string, std::vector<float>> parameters() const;
   std::map<std::string, std::vector<float>> last_gradients() const;  // of the latest step
+  TensorMap parameters() override { return std::as_const(*this).parameters(); }
+  TensorMap last_gradients() override { return std::as_const(*this).last_gradients(); }
+  int64_t peak_bytes() const override { return be_.peak_bytes(); }  // the backend's
 
   void save_checkpoint(const std::string& path) const;
   void save_gradients(const std::string& path) const;  // --dump-grads
   // Samples (or tokens) per step, for throughput.
-  int64_t samples_per_step() const { return samples_per_step_; }
-  bool counts_tokens() const { return counts_tokens_; }
+  int64_t samples_per_step() const override { return samples_per_step_; }
+  bool counts_tokens() const override { return counts_tokens_; }
 
  private:
   double run_micro_batch(int64_t k, bool backward);
@@ -80,7 +80,6 @@ class Trainer {
   void init_parameter(int tensor);
   void load_inputs(int64_t micro_batch_index);
   void load_weights(const std::string& path, bool checkpoint);
-  double learning_rate(int64_t step) const;
 
   const sema::Graph& g_;
   const sema::TrainingGraphInfo& info_;

@@ -1,5 +1,5 @@
 // The multi-process launcher for CPU ranks on one host (what `nns run
-// --ranks N` uses; several hosts are joined by setting the NNS_* variables
+// --gpus N` uses for its N rank processes; several hosts are joined by setting the NNS_* variables
 // of communicator.h by hand, like torchrun's static rendezvous).
 //
 // launch_local_ranks forks one child process per rank. Each child gets

@@ -1,0 +1,182 @@
+#include "backend/runtime/train_loop.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "backend/runtime/trainer.h"
+#include "semantics/graph.h"  // format_bytes
+
+namespace nns::backend {
+
+double compare_tensors(const TensorMap& got, const TensorMap& want, std::string& worst, double floor, const std::set<std::string>& skip,
+                       const ElementMasks* masks) {
+  double max_err = 0;
+  for (const auto& [name, ref] : want) {
+    if (skip.count(name)) continue;
+    auto it = got.find(name);
+    if (it == got.end() || it->second.size() != ref.size()) {
+      worst = name + " (missing)";
+      return 1e30;
+    }
+    const std::vector<char>* mask = nullptr;
+    if (masks)
+      if (auto m = masks->find(name); m != masks->end() && m->second.size() == ref.size()) mask = &m->second;
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      double d = mask && (*mask)[i] ? 0.0 : static_cast<double>(it->second[i]) - ref[i];
+      diff += d * d;
+      norm += static_cast<double>(ref[i]) * ref[i];
+    }
+    double err = std::sqrt(diff) / std::max(std::sqrt(norm), floor);
+    if (std::getenv("NNS_VERIFY_DETAIL") && err > 1e-5) {
+      size_t shown = 0;
+      for (size_t i = 0; i < ref.size() && shown < 6; ++i)
+        if (std::fabs(static_cast<double>(it->second[i]) - ref[i]) > 1e-5 * std::sqrt(norm)) {
+          std::fprintf(stderr, "  %s[%zu]: %.9g vs %.9g\n", name.c_str(), i, it->second[i], ref[i]);
+          ++shown;
+        }
+    }
+    if (err > max_err) {
+      max_err = err;
+      worst = name;
+    }
+  }
+  return max_err;
+}
+
+size_t mark_rounding_level(const TensorMap& grads, ElementMasks& masks) {
+  double gmax = 0;
+  for (const auto& [name, g] : grads)
+    for (float v : g) gmax = std::max(gmax, static_cast<double>(std::fabs(v)));
+  size_t total = 0;
+  for (const auto& [name, g] : grads) {
+    std::vector<char>& m = masks[name];
+    m.resize(g.size(), 0);
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (std::fabs(static_cast<double>(g[i])) <= 1e-6 * gmax) m[i] = 1;
+      total += m[i] ? 1 : 0;
+    }
+  }
+  return total;
+}
+
+std::set<std::string> loss_invariant(const TensorMap& grads, double& global_max) {
+  global_max = 0;
+  std::map<std::string, double> local;
+  for (const auto& [name, g] : grads) {
+    double m = 0;
+    for (float v : g) m += static_cast<double>(v) * v;
+    m = std::sqrt(m);
+    local[name] = m;
+    global_max = std::max(global_max, m);
+  }
+  std::set<std::string> out;
+  for (const auto& [name, m] : local)
+    if (m <= 1e-6 * global_max) out.insert(name);
+  return out;
+}
+
+StepComparison StepVerifier::compare(double loss, const TensorMap& gradients, const TensorMap& weights) {
+  StepComparison c;
+  StepStats rs = ref_.step();
+  TensorMap ref_grads = ref_.last_gradients();
+  double gmax = 0;
+  // Kept across steps: std::max of two sets is the lexicographically larger one.
+  invariant_ = std::max(invariant_, loss_invariant(ref_grads, gmax));
+  c.loss = std::fabs(loss - rs.loss) / std::max(1e-30, std::fabs(rs.loss));
+  // Gradient errors are relative to the tensor's norm, floored at a millionth of the largest gradient norm.
+  c.gradients = compare_tensors(gradients, ref_grads, c.worst_gradient, 1e-6 * gmax, invariant_);
+  rounding_elements_ = mark_rounding_level(ref_grads, masks_);
+  c.weights = compare_tensors(weights, ref_.parameters(), c.worst_weight, 1e-30, invariant_, &masks_);
+  if (adopt_)
+    for (const auto& [name, w] : weights) ref_.set_parameter(name, w);
+  worst_ = std::max({worst_, c.loss, c.gradients, c.weights});
+  return c;
+}
+
+namespace {
+
+// Appended to a figure: " (NAME)", or nothing without a name.
+std::string named(const std::string& name) { return name.empty() ? "" : " (" + name + ")"; }
+
+void print_verify_summary(const StepVerifier& v, const LoopOptions& o) {
+  std::FILE* out = o.out;
+  bool ok = v.worst() <= 1e-5;
+  std::fprintf(out, "verify: largest relative error %.2e over losses, gradients and weights: %s (fp32 bound 1e-05)\n", v.worst(),
+               ok ? "PASS" : "FAIL");
+  if (v.rounding_elements() > 0)
+    std::fprintf(out,
+                 "verify: %zu weight element(s) whose gradient was at rounding level (<= 1e-6 of the largest) left out of the weight "
+                 "comparison\n",
+                 v.rounding_elements());
+  const std::set<std::string>& inv = v.invariant_params();
+  if (o.report_invariant_params && !inv.empty()) {
+    std::fprintf(out, "verify: %zu parameter(s) do not affect the loss (gradient norm below 1e-6 of the largest) and were not compared:",
+                 inv.size());
+    int shown = 0;
+    for (const std::string& n : inv)
+      if (shown++ < 4) std::fprintf(out, " %s", n.c_str());
+    std::fprintf(out, "%s\n", inv.size() > 4 ? " ..." : "");
+  }
+}
+
+}  // namespace
+
+LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
+  std::FILE* out = o.out;
+  const bool rank0 = o.rank == 0;
+  const int64_t start = session.steps_done();
+  if (start >= o.steps) {
+    if (rank0) std::fprintf(out, "nns: the checkpoint is at step %lld; nothing left to run (raise --steps)\n", static_cast<long long>(start));
+    return LoopResult::Ok;
+  }
+  if (rank0) std::fprintf(out, "%s", o.banner.c_str());
+  std::unique_ptr<StepVerifier> verifier;
+  if (rank0 && o.verify && o.reference) verifier = std::make_unique<StepVerifier>(*o.reference, o.reference_adopts_weights);
+  double total = 0, first_loss = 0, last_loss = 0;
+  for (int64_t s = start; s < o.steps; ++s) {
+    StepStats st = session.step();
+    if (!std::isfinite(st.loss)) {
+      // The loss is averaged over the ranks: every rank sees it; rank 0 says so.
+      if (rank0) std::fprintf(stderr, "nns: error: step %lld: the loss is %f (diverged)\n", static_cast<long long>(st.step), st.loss);
+      return LoopResult::Diverged;
+    }
+    if (s == start) first_loss = st.loss;
+    last_loss = st.loss;
+    if (s > start) total += st.seconds;  // the first step includes one-off setup (primitive creation)
+    if (st.step == 1 && rank0 && o.dump_gradients) o.dump_gradients();
+    TensorMap grads, weights;
+    if (o.verify && (o.collective || verifier)) {
+      grads = session.last_gradients();
+      weights = session.parameters();
+    }
+    if (!rank0) continue;
+    double rate = static_cast<double>(session.samples_per_step()) / st.seconds;
+    std::fprintf(out, "step %4lld/%lld  loss %.6f  lr %.3g  |g| %.3f  %8.2f ms  %10.0f %s/s  peak %s\n", static_cast<long long>(st.step),
+                 static_cast<long long>(o.steps), st.loss, st.lr, st.grad_norm, st.seconds * 1e3, rate,
+                 session.counts_tokens() ? "tokens" : "samples", sema::format_bytes(session.peak_bytes()).c_str());
+    if (verifier) {
+      StepComparison c = verifier->compare(st.loss, grads, weights);
+      std::fprintf(out, "  verify vs 1 device x %lld micro-batches: loss %.2e, gradients %.2e%s, weights %.2e%s\n",
+                   static_cast<long long>(o.reference_micro_batches), c.loss, c.gradients, named(c.worst_gradient).c_str(), c.weights,
+                   named(c.worst_weight).c_str());
+    }
+    std::fflush(out);
+  }
+  const int64_t ran = o.steps - start;
+  if (rank0) {
+    std::fprintf(out, "done: %lld steps, loss %.6f -> %.6f", static_cast<long long>(ran), first_loss, last_loss);
+    if (ran > 1) std::fprintf(out, ", %.2f ms/step (steps after the first)", total / static_cast<double>(ran - 1) * 1e3);
+    std::fprintf(out, ", %s %s%s\n", o.peak_label.c_str(), sema::format_bytes(session.peak_bytes()).c_str(), o.peak_of_rank0 ? " (rank 0)" : "");
+  }
+  if (o.save && (rank0 || o.collective)) {
+    std::string line = o.save();
+    if (rank0) std::fprintf(out, "%s\n", line.c_str());
+  }
+  if (!verifier) return LoopResult::Ok;
+  print_verify_summary(*verifier, o);
+  return verifier->worst() <= 1e-5 ? LoopResult::Ok : LoopResult::VerifyFailed;
+}
+
+}  // namespace nns::backend

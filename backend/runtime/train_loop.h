@@ -1,0 +1,136 @@
+// The training loop every front end shares: one progress line per step, the
+// --verify comparison with a single-device reference Trainer, and the run
+// summary. What is trained hides behind TrainSession (the single-device
+// Trainer, the plan executor), so both run the same loop and print the same
+// lines; the comparison itself is a library call a test can make (ggml's
+// ggml_backend_compare_graph_backend).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace nns::backend {
+
+class Trainer;
+
+struct StepStats {
+  int64_t step = 0;  // 1-based
+  double loss = 0;
+  double seconds = 0;
+  double lr = 0;
+  double grad_norm = 0;
+};
+
+using TensorMap = std::map<std::string, std::vector<float>>;  // host copies by qualified name
+using ElementMasks = std::map<std::string, std::vector<char>>;  // same names; 1 = leave the element out
+
+// What a training loop needs from whatever trains: a step, its counters and
+// host copies of the weights and the latest gradients.
+class TrainSession {
+ public:
+  virtual ~TrainSession() = default;
+  virtual StepStats step() = 0;              // one optimizer step (all micro-batches)
+  virtual int64_t steps_done() const = 0;    // steps taken (a resumed checkpoint's included)
+  virtual int64_t samples_per_step() const = 0;
+  virtual bool counts_tokens() const = 0;    // throughput in tokens, not samples
+  virtual int64_t peak_bytes() const = 0;    // this rank's peak memory so far
+  // Full tensors by parameter name. Collective for a partitioned session
+  // (every rank calls them together; see LoopOptions::collective).
+  virtual TensorMap parameters() = 0;
+  virtual TensorMap last_gradients() = 0;
+};
+
+// --- The --verify comparison ------------------------------------------------
+
+// Largest normwise relative error between two sets of named tensors:
+// ||a - b||_2 / ||b||_2 per tensor (elementwise ratios explode near zero, and
+// AdamW amplifies rounding noise in a few tiny-gradient elements into
+// isolated weight differences that a max-norm would report as the whole
+// tensor's error). The denominator is floored at `floor`; tensors in `skip`
+// are not compared; elements flagged in `masks` are left out of the
+// difference. `worst` names the tensor with the largest error ("NAME
+// (missing)" and 1e30 when `got` lacks one or has another size).
+// NNS_VERIFY_DETAIL=1 prints the first differing elements to stderr.
+double compare_tensors(const TensorMap& got, const TensorMap& want, std::string& worst, double floor = 1e-30,
+                       const std::set<std::string>& skip = {}, const ElementMasks* masks = nullptr);
+
+// Weight elements whose gradient is at rounding level (|g| at most 1e-6 of
+// the largest gradient element): AdamW divides such a gradient by its own
+// magnitude, so rounding noise becomes an update of up to lr. They are added
+// to `masks` (which only grow); returns how many elements are masked.
+size_t mark_rounding_level(const TensorMap& grads, ElementMasks& masks);
+
+// Parameters the loss does not depend on (an attention key bias: softmax is
+// invariant to it): gradient norm at most 1e-6 of the largest, `global_max`.
+// Their values legitimately differ between summation orders; they are
+// reported, not compared.
+std::set<std::string> loss_invariant(const TensorMap& grads, double& global_max);
+
+// One step's comparison with the reference.
+struct StepComparison {
+  double loss = 0, gradients = 0, weights = 0;  // relative errors
+  std::string worst_gradient, worst_weight;     // tensor names, empty if none
+};
+
+// Steps a reference Trainer (one device running every replica's
+// micro-batches) beside a run and compares each step: loss, gradients
+// (relative to each tensor's norm, floored at 1e-6 of the largest gradient
+// norm) and updated weights (rounding-level elements left out).
+class StepVerifier {
+ public:
+  // adopt_weights: after each comparison the reference takes the run's
+  // weights, so differences AdamW amplified out of rounding-level gradients
+  // do not compound into later steps.
+  StepVerifier(Trainer& reference, bool adopt_weights) : ref_(reference), adopt_(adopt_weights) {}
+  StepComparison compare(double loss, const TensorMap& gradients, const TensorMap& weights);
+  double worst() const { return worst_; }  // over every step so far
+  size_t rounding_elements() const { return rounding_elements_; }
+  const std::set<std::string>& invariant_params() const { return invariant_; }
+
+ private:
+  Trainer& ref_;
+  bool adopt_;
+  double worst_ = 0;
+  std::set<std::string> invariant_;
+  ElementMasks masks_;
+  size_t rounding_elements_ = 0;
+};
+
+// --- The loop ----------------------------------------------------------------
+
+struct LoopOptions {
+  int rank = 0;                // only rank 0 prints
+  int64_t steps = 0;           // the run ends after this step (the train block's, or --steps)
+  std::string banner;          // printed by rank 0 before the first step
+  // The session's parameters()/last_gradients() and `save` are collective:
+  // every rank calls them (a partitioned plan); otherwise rank 0 alone does.
+  bool collective = false;
+  // --verify: rank 0 compares each step with `reference`, one device
+  // running `reference_micro_batches` micro-batches.
+  bool verify = false;
+  Trainer* reference = nullptr;
+  int64_t reference_micro_batches = 0;
+  bool reference_adopts_weights = false;  // see StepVerifier
+  bool report_invariant_params = false;   // a summary line naming them
+  // The summary's memory figure: "<peak_label> 12.0 MiB", " (rank 0)" added when peak_of_rank0.
+  std::string peak_label = "peak memory";
+  bool peak_of_rank0 = false;
+  std::function<void()> dump_gradients;  // after step 1, on rank 0 (--dump-grads)
+  std::function<std::string()> save;     // after the last step (--save); returns the line rank 0 prints
+  std::FILE* out = stdout;
+};
+
+enum class LoopResult { Ok, Diverged, VerifyFailed };
+
+// Runs the steps from session.steps_done() to o.steps: progress lines, the
+// comparison, the summary (and "nothing left to run" when a checkpoint is
+// already there). Diverged: a non-finite loss (the error is on stderr).
+LoopResult run_train_loop(TrainSession& session, const LoopOptions& o);
+
+}  // namespace nns::backend

@@ -1,0 +1,101 @@
+#include "driver/args.h"
+
+#include <cstdlib>
+#include <iostream>
+
+namespace nns::driver {
+
+int usage_error(const std::string& msg) {
+  std::cerr << "nns: error: " << msg << "\n(run 'nns --help' for usage)\n";
+  return kExitUsage;
+}
+
+bool parse_args(int argc, char** argv, Args& a, std::string& err) {
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    auto value = [&](const std::string& flag, std::string& out) -> bool {
+      if (s == flag) {
+        if (i + 1 >= argc) { err = flag + " needs a value"; return false; }
+        out = argv[++i];
+        return true;
+      }
+      if (s.rfind(flag + "=", 0) == 0) { out = s.substr(flag.size() + 1); return true; }
+      return false;
+    };
+    if (value("--config", a.config) || value("--emit", a.emit) || value("--shapes", a.shapes) || value("--gpus", a.gpus) ||
+        value("--plan", a.plan) || value("--plan-gpus", a.plan_gpus) || value("-o", a.output) || value("--seed-bug", a.seed_bug) ||
+        value("--steps", a.steps) || value("--seed", a.seed) || value("--threads", a.threads) || value("--init", a.init) ||
+        value("--data", a.data) || value("--save", a.save) || value("--resume", a.resume) || value("--dump-grads", a.dump_grads) ||
+        value("--device-memory", a.device_memory) || value("--check-timeout", a.check_timeout)) {
+      if (!err.empty()) return false;
+      continue;
+    }
+    if (!err.empty()) return false;
+    if (s.size() > 1 && s[0] == '-' && s != "-") {
+      if (s == "--help" || s == "-h") { a.command = "help"; continue; }
+      if (s == "--reference") { a.reference = true; continue; }
+      if (s == "--verify") { a.verify = true; continue; }
+      err = "unknown option '" + s + "'";
+      return false;
+    }
+    if (a.command.empty()) a.command = s;
+    else a.positional.push_back(s);
+  }
+  return true;
+}
+
+bool parse_int(const std::string& text, long long& out) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  out = std::strtoll(text.c_str(), &end, 10);
+  return *end == '\0';
+}
+
+std::vector<std::string> stdlib_dirs() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("NNS_STDLIB"); env && *env) dirs.push_back(env);
+  dirs.push_back(NNS_STDLIB_DIR);
+  return dirs;
+}
+
+bool parse_topology(const Args& a, bool plan_flags_only, Topology& t, std::string& usage) {
+  long long n = 1;
+  if (!a.gpus.empty() && (!parse_int(a.gpus, n) || n < 1)) {
+    usage = "--gpus must be a positive integer";
+    return false;
+  }
+  if (a.plan.empty()) {
+    if (!a.plan_gpus.empty() || (plan_flags_only && !a.gpus.empty())) {
+      usage = plan_flags_only ? "--gpus and --plan-gpus need --plan NAME" : "--plan-gpus needs --plan NAME";
+      return false;
+    }
+    t = Topology{n, 1, n};  // every rank a data-parallel replica of the whole model
+    return true;
+  }
+  long long k = n;
+  if (!a.plan_gpus.empty() && (!parse_int(a.plan_gpus, k) || k < 1 || n % k != 0)) {
+    usage = "--plan-gpus must be a positive divisor of --gpus";
+    return false;
+  }
+  t = Topology{n, k, n / k};
+  return true;
+}
+
+bool parse_check_limits(const Args& a, sema::check::CheckOptions& opts, std::string& usage) {
+  if (!a.device_memory.empty() && !sema::check::parse_memory_size(a.device_memory, opts.device_memory, opts.memory_label, usage)) return false;
+  if (!a.check_timeout.empty()) {
+    long long ms = 0;
+    if (!parse_int(a.check_timeout, ms) || ms < 1 || ms > 86400000) {
+      usage = "--check-timeout must be a number of milliseconds (1 to 86400000)";
+      return false;
+    }
+    opts.timeout_ms = static_cast<unsigned>(ms);
+  }
+  if ((!a.device_memory.empty() || !a.check_timeout.empty()) && a.plan.empty()) {
+    usage = "--device-memory and --check-timeout need --plan NAME";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace nns::driver

@@ -1,0 +1,59 @@
+// The command line as data: the flags as given, and the few values that are
+// parsed once for every command (exit codes, the device/rank topology, the
+// checker's limits).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "semantics/checker/checker.h"
+
+namespace nns::driver {
+
+// DESIGN.md §4.6.
+constexpr int kExitOk = 0, kExitUsage = 64, kExitBadInput = 65, kExitRuntime = 70;
+
+// Prints "nns: error: MSG" and the --help hint; returns kExitUsage.
+int usage_error(const std::string& msg);
+
+// Every flag as the user wrote it (values unparsed; empty = not given).
+struct Args {
+  std::string command;
+  std::vector<std::string> positional;
+  std::string config, emit, shapes;
+  std::string plan, gpus, plan_gpus, output, seed_bug;
+  std::string device_memory, check_timeout;
+  std::string steps, seed = "0", threads, init, data, save, resume, dump_grads;
+  bool reference = false, verify = false;
+};
+
+// "--flag VALUE" and "--flag=VALUE"; false with `err` for an unknown option
+// or a flag without its value.
+bool parse_args(int argc, char** argv, Args& a, std::string& err);
+
+// A whole decimal integer (no sign check); false for "", "4x", "x".
+bool parse_int(const std::string& text, long long& out);
+
+// Where the standard library is: $NNS_STDLIB, then the source tree's stdlib/.
+std::vector<std::string> stdlib_dirs();
+
+// --gpus N and --plan-gpus K, parsed and validated once (R8). `devices` are
+// a plan's (what `ngpus` is bound to when the plan is evaluated), `ranks`
+// are processes; on a CPU-only runtime neither is a GPU.
+struct Topology {
+  int64_t ranks = 1;     // --gpus N: the rank processes `run` starts, the world `check` verifies the programs for
+  int64_t devices = 1;   // devices of one plan replica: --plan-gpus K, default N; 1 without --plan
+  int64_t replicas = 1;  // ranks / devices: data-parallel copies of the plan (without one, of the model)
+};
+
+// False with the usage message when N or K is not a positive integer, K does
+// not divide N, --plan-gpus is given without --plan, or (`plan_flags_only`:
+// check, where they describe nothing else) --gpus is given without --plan.
+bool parse_topology(const Args& a, bool plan_flags_only, Topology& t, std::string& usage);
+
+// --device-memory and --check-timeout into the checker's options; false with
+// the usage message when one is malformed or given without --plan.
+bool parse_check_limits(const Args& a, sema::check::CheckOptions& opts, std::string& usage);
+
+}  // namespace nns::driver

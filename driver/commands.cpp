@@ -1,0 +1,223 @@
+#include "driver/commands.h"
+
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backend/runtime/backend.h"
+#include "backend/runtime/plan_runtime.h"
+#include "backend/runtime/safetensors.h"
+#include "driver/pipeline.h"
+#include "frontend/diagnostics.h"
+#include "repl/repl.h"
+#include "semantics/dimop.h"
+
+namespace nns::driver {
+
+namespace {
+
+// The options check and run share: FILE, --config, --plan, --seed-bug,
+// --emit, --gpus/--plan-gpus and the checker's limits; kExitOk or the usage
+// error's exit code. `check`: --gpus and --plan-gpus describe a plan only.
+int pipeline_options(const Args& a, bool check, Stage last, PipelineOptions& o) {
+  o.path = a.positional[0];
+  o.config = a.config;
+  o.plan = a.plan;
+  o.seed_bug = a.seed_bug;
+  o.last = last;
+  if (!a.emit.empty()) {
+    if (!emit_stage(a.emit, o.last)) return usage_error(std::string("--emit must be one of ") + emit_stage_names() + " (got '" + a.emit + "')");
+    o.emit = true;
+    if (stage_needs_plan(o.last) && a.plan.empty()) return usage_error("--emit=" + a.emit + " needs --plan NAME");
+  }
+  std::string usage;
+  if (!parse_topology(a, check, o.topo, usage) || !parse_check_limits(a, o.check, usage)) return usage_error(usage);
+  return kExitOk;
+}
+
+// check's report after the stages: the model's size and its train block.
+void print_summary(const PipelineOptions& o, Pipeline& p) {
+  using sema::format_bytes;
+  using sema::format_count;
+  sema::GraphSummary s = sema::summarize(p.graph());
+  const sema::Interpreter& interp = *p.interp;
+  std::printf("%s", o.path.c_str());
+  if (!interp.config_name().empty()) std::printf(" (config %s)", interp.config_name().c_str());
+  std::printf("\n");
+  std::printf("  ops:           %lld top-level (%lld including composite bodies)\n", (long long)s.top_level_ops, (long long)s.all_ops);
+  std::printf("  parameters:    %s (%lld) = %s\n", format_count((double)s.param_count).c_str(), (long long)s.param_count,
+              format_bytes(s.param_bytes).c_str());
+  std::printf("  inputs:        %s per step\n", format_bytes(s.input_bytes).c_str());
+  std::printf("  activations:   %s (forward outputs of every op)\n", format_bytes(s.activation_bytes).c_str());
+  std::printf("  forward:       %.3f GMACs = %.3f GFLOPs per step (multiply-adds of matmul/linear/conv)\n",
+              (double)s.forward_macs / 1e9, 2.0 * (double)s.forward_macs / 1e9);
+  if (const auto& t = interp.train()) {
+    std::printf("  train:         loss %%%d, %s lr %g, %s schedule, %lld steps, %lld micro-batch(es), data %s\n", t->loss,
+                t->optimizer.kind.c_str(), t->optimizer.lr, t->schedule.kind.c_str(), (long long)t->steps,
+                (long long)t->micro_batches, t->data.kind.c_str());
+  }
+  if (!interp.plans().empty()) {
+    std::string names;
+    for (const auto& pl : interp.plans()) names += (names.empty() ? "" : ", ") + pl.name;
+    std::printf("  plans:         %s\n", names.c_str());
+  }
+  std::printf("  elaborated in  %.1f ms\n", p.elaborate_ms);
+}
+
+// "[4,8],[8,16]" -> shapes; "?" for a non-tensor operand.
+bool parse_shapes(const std::string& text, std::vector<sema::InputShape>& out, std::string& err) {
+  size_t i = 0;
+  auto skip = [&] { while (i < text.size() && (text[i] == ' ' || text[i] == ',')) ++i; };
+  skip();
+  while (i < text.size()) {
+    if (text[i] == '?') { out.push_back({false, {}}); ++i; skip(); continue; }
+    if (text[i] != '[') { err = "expected '[' at offset " + std::to_string(i); return false; }
+    ++i;
+    sema::InputShape s;
+    while (i < text.size() && text[i] != ']') {
+      if (text[i] == ' ' || text[i] == ',') { ++i; continue; }
+      if (!isdigit(static_cast<unsigned char>(text[i]))) { err = "bad character '" + std::string(1, text[i]) + "' in shapes"; return false; }
+      long long v = 0;
+      while (i < text.size() && isdigit(static_cast<unsigned char>(text[i]))) v = v * 10 + (text[i++] - '0');
+      s.shape.push_back(v);
+    }
+    if (i >= text.size()) { err = "unclosed '[' in shapes"; return false; }
+    ++i;
+    out.push_back(s);
+    skip();
+  }
+  return true;
+}
+
+
+// nns ckpt merge DIR -o FILE
+}  // namespace
+
+int cmd_check(const Args& a) {
+  if (a.positional.size() != 1) return usage_error("check needs exactly one FILE");
+  PipelineOptions o;
+  if (int rc = pipeline_options(a, /*check=*/true, Stage::Check, o); rc != kExitOk) return rc;
+  Pipeline p;
+  int rc = run_pipeline(o, p);
+  if (rc == kExitOk && !o.emit) print_summary(o, p);
+  return rc;
+}
+
+int cmd_run(const Args& a) {
+  if (a.positional.size() != 1) return usage_error("run needs exactly one FILE");
+  long long steps = -1, seed = 0, threads = 0;
+  if (!a.steps.empty() && (!parse_int(a.steps, steps) || steps < 1)) return usage_error("--steps must be a positive integer");
+  if (!parse_int(a.seed, seed) || seed < 0) return usage_error("--seed must be a non-negative integer");
+  if (!a.threads.empty() && (!parse_int(a.threads, threads) || threads < 1)) return usage_error("--threads must be a positive integer");
+  PipelineOptions o;
+  if (int rc = pipeline_options(a, /*check=*/false, Stage::Run, o); rc != kExitOk) return rc;
+  if (!a.plan.empty() && (!a.data.empty() || !a.dump_grads.empty()))
+    return usage_error("--plan trains on synthetic data for now: --data and --dump-grads work without --plan only");
+  o.steps = steps;
+  o.run.seed = static_cast<uint64_t>(seed);
+  o.run.threads = static_cast<int>(threads);
+  o.run.init = a.init;
+  o.run.data = a.data;
+  o.run.save = a.save;
+  o.run.resume = a.resume;
+  o.run.dump_grads = a.dump_grads;
+  o.run.reference = a.reference;
+  o.run.verify = a.verify;
+  Pipeline p;
+  return run_pipeline(o, p);
+}
+
+// nns ckpt merge DIR -o FILE
+int cmd_ckpt(const Args& a) {
+  if (a.positional.size() != 2 || a.positional[0] != "merge" || a.output.empty())
+    return usage_error("usage: nns ckpt merge DIR -o FILE (DIR: the shards 'nns run --plan P --save DIR' wrote)");
+  try {
+    std::printf("%s\n", backend::merge_checkpoint_shards(a.positional[1], a.output).c_str());
+  } catch (const backend::SafetensorsError& e) {
+    std::cerr << "nns: error: " << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const backend::RuntimeError& e) {
+    std::cerr << "nns: error: " << e.what() << "\n";
+    return kExitBadInput;
+  }
+  return kExitOk;
+}
+
+
+int cmd_dimop(const Args& a) {
+  if (a.positional.size() != 1) return usage_error("dimop needs exactly one quoted ANNOTATION");
+  const std::string& text = a.positional[0];
+  using namespace nns::sema;
+  try {
+    OpAnno anno = parse_normalized(text);
+    std::cout << "annotation: " << anno.to_string() << "\n";
+    std::vector<InputShape> shapes;
+    if (!a.shapes.empty()) {
+      std::string err;
+      if (!parse_shapes(a.shapes, shapes, err)) return usage_error("--shapes: " + err);
+    } else {
+      // Without shapes, give every identifier a placeholder size so the
+      // transform space can be listed; sizes are not printed then.
+      shapes = placeholder_shapes(anno);
+    }
+    std::map<std::string, int64_t> given;
+    if (a.shapes.empty()) {
+      // Placeholder sizes also for output-only identifiers and bracket factors.
+      for (const auto* side : {&anno.inputs, &anno.outputs})
+        for (const OperandAnno& op : *side)
+          for (const DimAnno& d : op.dims)
+            for (const DimId& id : d.ids)
+              if (!id.numeric) given[id.name] = 2;
+    }
+    BoundAnno bound = sema::bind(anno, shapes, given);
+    if (!a.shapes.empty()) {
+      std::cout << "bound:      " << bound.anno.to_string() << "\n";
+      for (size_t i = 0; i < bound.output_shapes.size(); ++i) {
+        std::cout << "output " << i << ":   [";
+        for (size_t d = 0; d < bound.output_shapes[i].size(); ++d) std::cout << (d ? ", " : "") << bound.output_shapes[i][d];
+        std::cout << "]\n";
+      }
+    }
+    std::vector<TransformChoice> space = transform_space(bound);
+    std::cout << "transform space (" << space.size() << " choice" << (space.size() == 1 ? "" : "s") << "):\n";
+    for (const TransformChoice& c : space) {
+      std::string d = c.describe();
+      if (a.shapes.empty()) {
+        // drop " (size N)" — the sizes were placeholders
+        size_t p = d.find(" (size ");
+        if (p != std::string::npos) d.erase(p, d.find(')', p) - p + 1);
+      }
+      std::cout << "  " << d << "\n";
+    }
+    return kExitOk;
+  } catch (const DimopError& e) {
+    bool colour = front::want_colour();
+    std::cerr << (colour ? "\033[1m" : "") << "<annotation>:1:" << e.column + 1 << ": " << (colour ? "\033[1;31m" : "") << "error: "
+              << (colour ? "\033[0m\033[1m" : "") << e.message << (colour ? "\033[0m" : "") << "\n  " << text << "\n  "
+              << std::string(e.column, ' ') << "^\n";
+    return kExitBadInput;
+  }
+}
+
+
+int cmd_repl(const Args& a) {
+  if (a.positional.size() > 1) return usage_error("repl takes at most one FILE");
+  Topology topo;
+  if (std::string usage; !parse_topology(a, /*plan_flags_only=*/false, topo, usage)) return usage_error(usage);
+  repl::ReplOptions o;
+  o.file = a.positional.empty() ? "" : a.positional[0];
+  o.config = a.config;
+  o.ngpus = topo.ranks;  // the session plan's devices; its `run` starts as many ranks
+  o.stdlib_dirs = stdlib_dirs();
+  // `run` starts this same executable's run command.
+  std::error_code ec;
+  std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  o.nns_binary = ec ? "nns" : self;
+  return repl::run_repl(o);
+}
+
+}  // namespace nns::driver

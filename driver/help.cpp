@@ -1,0 +1,95 @@
+#include "driver/help.h"
+
+namespace nns::driver {
+
+const char* help_text() {
+  return R"(nns — a parallelization engine with its own language
+
+usage: nns <command> [options]
+
+commands:
+  check FILE [--config NAME] [--plan P [--gpus N] [--plan-gpus K] [--device-memory SIZE] [--check-timeout MS] [--seed-bug KIND]]
+        [--emit=STAGE]
+      parse and elaborate FILE with a config preset (default: the first one in
+      the file) and print a summary: ops, parameters and their bytes,
+      activation bytes, forward multiply-adds per step. --emit prints a stage
+      instead (see stages below).
+      --plan evaluates plan P for N devices (trans/assign/replicate/order)
+      and refuses an illegal one with the directive's location, then proves
+      it legal with Z3 (split legality, coverage, devices, op-order, memory,
+      the plan's constraint tables; symbolic sizes for every admissible
+      value) and prints the verdict and the time spent; a conflict is one
+      error at the first directive of the unsat core and a note at each
+      other. --device-memory is a capacity per device (80GiB, 512MiB) or a
+      preset (v100, a100-40g, a100, h100, h200); without it memory is
+      reported, not checked. --check-timeout bounds each Z3 call (default
+      10000 ms); a time-out exits 70. Then the lowered per-rank programs
+      are verified against one device (every edge's collectives on every
+      device, collective order across ranks, updates after reductions);
+      exit 70 if wrong. --plan-gpus K checks P for K devices run as N/K
+      replicas; --seed-bug KIND (a test hook) corrupts the programs first:
+      missing-allreduce, allgather-for-allreduce, wrong-group,
+      wrong-stage-device, replica-scale, early-update, double-count,
+      collective-order. --gpus, --plan-gpus, --device-memory and
+      --check-timeout describe a plan: without --plan they are refused.
+  ckpt merge DIR -o FILE
+      assemble the checkpoint shards a partitioned run saved (nns run --plan P
+      --save DIR) into one single-device checkpoint; it resumes any plan on
+      any number of ranks (--resume FILE), or one device.
+  dimop 'ANNOTATION' [--shapes '[4,8],[8,16]']
+      normalise a dimop annotation (nnScaler's language) and print its
+      transform space: every legal partition and what it does to each
+      operand. With --shapes the annotation is bound to input shapes first.
+  run FILE [--gpus N] [--plan P [--plan-gpus K]] [--verify] [--config C] [--steps N] [--seed S]
+         [--threads T] [--init W.safetensors] [--data D.safetensors]
+         [--save CKPT] [--resume CKPT] [--dump-grads G.safetensors]
+         [--reference] [--emit=STAGE]
+      train the model of FILE's train block: one progress line per step
+      (step, loss, step time, throughput, peak memory) and a summary.
+      --gpus 1 trains on one device (CPU: oneDNN kernels, T threads, default
+      all cores); --gpus N > 1 launches N CPU rank processes (Gloo over TCP,
+      cores shared: threads per rank = cores / N) that train as data-parallel
+      replicas, and --verify compares every step's loss, gradients and
+      weights with one device running N x micro_batches (exit 70 beyond a
+      relative error of 1e-5). --plan P runs FILE's plan P partitioned
+      over the ranks: each rank runs its sub-ops and the collectives the plan
+      derives, after the Z3 checker has proved the plan legal (--device-memory
+      and --check-timeout as for check); --plan-gpus K evaluates P for K devices and runs N/K replicas
+      of it (default K = N); with --plan, --save DIR writes per-rank shards
+      (see ckpt merge) and --resume/--init read a single-device file.
+      --reference uses the plain reference kernels; --save writes
+      a checkpoint (weights, optimizer state, step) after the last step,
+      --resume continues one bit-identically; --dump-grads writes step 1's
+      gradients; --emit prints a stage instead of training.
+  repl [FILE] [--config C] [--gpus N]
+      an interactive session over FILE's model (or the stdlib alone): any
+      .nns statement or expression; plan directives (trans, assign,
+      replicate, order, recompute) typed one at a time, each answered with
+      the collectives it adds or removes, memory per device and the verdict;
+      commands ops, show OP, status, comm, plan, undo, reset, gpus, save,
+      run N [--verify], help. Line editing, history (~/.nns_history or
+      $NNS_HISTORY) and Tab completion on a terminal; from a pipe it reads
+      plain lines without prompts (exit 65 if any input failed).
+  help, --help, -h
+      this text.
+
+stages (--emit=STAGE for check and run: the stages run in this order up to
+STAGE, which is printed instead of the command's usual output):
+  tokens          the token stream
+  ast             the syntax tree
+  graph           the forward operator graph
+  plan            every op's partition tree, operand slices and devices (--plan)
+  check           the Z3 checker's verdict and the program verification (--plan)
+  comm            every derived collective: primitive, groups, bytes (--plan)
+  program         the lowered program: one device's, or every rank's of the plan
+  training-graph  the operator graph after autograd and the optimizer
+
+environment:
+  NNS_STDLIB   folder of the standard library (default: the source tree's stdlib/)
+  NO_COLOR     disables coloured diagnostics
+
+exit codes: 0 ok, 64 usage error, 65 bad input, 70 runtime failure
+)";
+}
+
+}  // namespace nns::driver

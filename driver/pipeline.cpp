@@ -1,0 +1,213 @@
+#include "driver/pipeline.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "backend/lowering/comm_plan.h"
+#include "backend/lowering/lower_plan.h"
+#include "backend/lowering/program.h"
+#include "backend/lowering/program_check.h"
+#include "driver/train.h"
+#include "frontend/ast_printer.h"
+#include "frontend/parser.h"
+
+namespace nns::driver {
+
+namespace {
+
+struct StageName {
+  Stage stage;
+  const char* name;
+};
+constexpr StageName kStages[] = {{Stage::Tokens, "tokens"},   {Stage::Ast, "ast"},   {Stage::Graph, "graph"},
+                                 {Stage::Plan, "plan"},       {Stage::Check, "check"}, {Stage::Comm, "comm"},
+                                 {Stage::Program, "program"}, {Stage::TrainingGraph, "training-graph"}};
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Prints the diagnostics reported since the last call (errors or warnings)
+// and forgets them, so that a later stage does not print them again.
+void print_diagnostics(Pipeline& p) {
+  p.diags.print(std::cerr, front::want_colour());
+  p.diags.clear();
+}
+
+// The exit code of a failed stage: 64 when the interpreter says the
+// failure is a usage problem (an unknown --config or --plan), else `code`.
+int failed(Pipeline& p, int code) {
+  sema::Interpreter::Failure f = p.interp ? p.interp->failure() : sema::Interpreter::Failure::Other;
+  if (f == sema::Interpreter::Failure::UnknownConfig || f == sema::Interpreter::Failure::UnknownPlan) code = kExitUsage;
+  print_diagnostics(p);
+  return code;
+}
+
+// plan: --plan evaluated for topo.devices devices (the plan parameter `ngpus`).
+int plan_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
+  auto t0 = std::chrono::steady_clock::now();
+  if (!p.interp->evaluate_plan(o.plan, o.topo.devices, p.plan)) return failed(p, kExitBadInput);
+  print_diagnostics(p);
+  char line[512];
+  std::snprintf(line, sizeof line, "plan %s on %lld device(s): %zu sub-ops, %zu order constraint(s), evaluated in %.1f ms\n", o.plan.c_str(),
+                static_cast<long long>(o.topo.devices), p.plan.leaves().size(), p.plan.orders.size(), ms_since(t0));
+  report << line;
+  return kExitOk;
+}
+
+// check: the Z3 checker proves the plan legal (65 illegal, 70 when Z3 gives
+// up), then program verification checks the lowered programs (70 if wrong).
+int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
+  sema::check::CheckOptions opts = o.check;
+  if (const auto& t = p.interp->train()) {
+    opts.optimizer = t->optimizer.kind;
+    opts.momentum = t->optimizer.momentum;
+    opts.micro_batches = t->micro_batches;
+  }
+  opts.sources = &p.sources;
+  sema::check::Verdict verdict;
+  sema::check::check_plan(p.graph(), p.plan, opts, p.diags, report, &verdict);
+  if (verdict != sema::check::Verdict::Legal) {
+    report.flush();
+    print_diagnostics(p);
+    return sema::check::exit_code(verdict);
+  }
+  const sema::TrainSpec* spec = p.interp->train() ? &*p.interp->train() : nullptr;
+  return verify_lowered(p.graph(), p.plan, o.topo, o.seed_bug, spec, report) ? kExitOk : kExitRuntime;
+}
+
+}  // namespace
+
+const char* emit_stage_names() { return "tokens|ast|graph|plan|check|comm|program|training-graph"; }
+
+bool emit_stage(const std::string& name, Stage& out) {
+  for (const StageName& s : kStages)
+    if (name == s.name) {
+      out = s.stage;
+      return true;
+    }
+  return false;
+}
+
+bool stage_needs_plan(Stage s) { return s == Stage::Plan || s == Stage::Check || s == Stage::Comm; }
+
+int run_pipeline(const PipelineOptions& o, Pipeline& p) {
+  // Stages report a line or two on stdout (the plan's size, the checker's
+  // verdict, program verification); --emit prints only its stage, and the
+  // check stage's output is that report.
+  std::ostream quiet(nullptr);
+  auto report = [&](Stage s) -> std::ostream& { return !o.emit || (s == Stage::Check && o.last == s) ? std::cout : quiet; };
+  auto emits = [&](Stage s) { return o.emit && o.last == s; };
+  const bool plan = !o.plan.empty();
+
+  // tokens: the file alone, before any parsing.
+  if (o.last == Stage::Tokens) {
+    int file = p.sources.load(o.path);
+    if (file < 0) {
+      std::cerr << "nns: error: cannot read file '" << o.path << "'\n";
+      return kExitBadInput;
+    }
+    std::cout << front::dump_tokens(p.sources, file);
+    return kExitOk;
+  }
+
+  // ast
+  auto t0 = std::chrono::steady_clock::now();
+  p.interp = std::make_unique<sema::Interpreter>(p.sources, p.diags, sema::EvalOptions{o.config, stdlib_dirs()});
+  if (!p.interp->parse(o.path)) return failed(p, kExitBadInput);
+  if (emits(Stage::Ast)) {
+    std::cout << front::dump_ast(*p.interp->main_program());
+    return kExitOk;
+  }
+
+  // graph: the program evaluated with its config; the forward operator graph.
+  if (!p.interp->evaluate()) return failed(p, kExitBadInput);
+  p.elaborate_ms = ms_since(t0);
+  print_diagnostics(p);  // warnings
+  if (emits(Stage::Graph)) {
+    std::cout << p.graph().dump();
+    return kExitOk;
+  }
+  if (o.last >= Stage::Program && !p.interp->train()) {
+    std::cerr << "nns: error: " << o.path << " has no train block; nothing to run\n";
+    return kExitBadInput;
+  }
+
+  // plan, check, comm: only with --plan (evaluated on the forward graph).
+  if (plan && o.last >= Stage::Plan) {
+    if (int rc = plan_stage(o, p, report(Stage::Plan)); rc != kExitOk) return rc;
+    if (emits(Stage::Plan)) {
+      std::cout << p.plan.dump(p.graph());
+      return kExitOk;
+    }
+  }
+  if (plan && o.last >= Stage::Check)
+    if (int rc = check_stage(o, p, report(Stage::Check)); rc != kExitOk) return rc;
+  if (plan && emits(Stage::Comm)) std::cout << backend::derive_communication(p.graph(), p.plan).dump(p.graph());
+  if (o.last <= Stage::Comm) return kExitOk;
+
+  // program: what each rank runs. Without a plan the one device's program is
+  // lowered from the training graph, so that stage is built for it here.
+  p.spec = *p.interp->train();
+  if (o.steps > 0) p.spec.steps = o.steps;
+  if (emits(Stage::Program)) {
+    if (plan) return emit_program(*p.interp, p.graph(), p.plan, p.spec, o.topo);
+    sema::TrainingGraphInfo info = sema::build_training_graph(p.graph(), p.spec.optimizer.kind);
+    std::cout << backend::lower_single_device(p.graph(), info).dump(p.graph());
+    return kExitOk;
+  }
+
+  // training-graph: autograd's backward ops and the optimizer's updates appended.
+  p.info = sema::build_training_graph(p.graph(), p.spec.optimizer.kind);
+  if (emits(Stage::TrainingGraph)) {
+    std::cout << p.graph().dump();
+    return kExitOk;
+  }
+
+  // run
+  return run_training(p, o);
+}
+
+backend::LoweredPlan lower_with_bodies(sema::Interpreter& interp, const sema::Graph& g, const sema::Plan& plan, const sema::TrainSpec& spec,
+                                       const Topology& topo, int only_rank) {
+  backend::LowerOptions lo;
+  lo.replicas = static_cast<int>(topo.replicas);
+  lo.only_rank = only_rank;
+  lo.elaborate = [&interp](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
+                           const std::map<std::string, int64_t>& divisors, sema::Graph& local) {
+    return interp.instantiate_op(node, ins, outs, divisors, local);
+  };
+  return backend::lower_plan(g, plan, spec, lo);
+}
+
+int emit_program(sema::Interpreter& interp, const sema::Graph& g, const sema::Plan& plan, const sema::TrainSpec& spec, const Topology& topo) {
+  try {
+    std::cout << lower_with_bodies(interp, g, plan, spec, topo, -1).dump(g);
+  } catch (const backend::LoweringError& e) {
+    std::cerr << "nns: error: " << e.what() << "\n";
+    return kExitRuntime;
+  }
+  return kExitOk;
+}
+
+bool verify_lowered(const sema::Graph& g, const sema::Plan& plan, const Topology& topo, const std::string& seed_bug, const sema::TrainSpec* spec,
+                    std::ostream& report) {
+  backend::SeededBug bug = backend::SeededBug::None;
+  if (!seed_bug.empty() && !backend::seeded_bug_from_name(seed_bug, bug)) {
+    std::cerr << "nns: error: --seed-bug must be one of " << backend::seeded_bug_names() << "\n";
+    return false;
+  }
+  backend::ProgramCheck pc = backend::verify_programs(g, plan, static_cast<int>(topo.replicas), bug, spec);
+  if (!pc.applied.empty()) report << "program: seeded bug (test hook): " << pc.applied << "\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "program: %d rank(s), %d edge(s), %d adapter step(s), %d collective(s) matched across ranks: %s (%.1f ms)\n",
+                pc.ranks, pc.edges, pc.steps, pc.collectives, pc.ok ? "verified" : "WRONG", pc.ms);
+  report << line << std::flush;
+  for (const std::string& e : pc.errors) std::cerr << "nns: error: program: " << e << "\n";
+  return pc.ok;
+}
+
+}  // namespace nns::driver

@@ -1,0 +1,91 @@
+// The stages of nns, in order, in one function (Halide's lower_impl, MLIR
+// Toy's emitAction): run_pipeline runs them up to the one asked for and, with
+// --emit, prints that one's result instead of the stage reports. `check` and
+// `run` (driver/commands.cpp) are option handling around it.
+//
+//   tokens -> ast -> graph -> plan -> check -> comm -> program -> training-graph -> run
+//
+// plan, check and comm do something only for a plan (--plan); run trains
+// (driver/train.h).
+#pragma once
+
+#include "backend/lowering/rank_program.h"
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "driver/args.h"
+#include "frontend/diagnostics.h"
+#include "frontend/source.h"
+#include "semantics/autograd.h"
+#include "semantics/checker/checker.h"
+#include "semantics/interpreter.h"
+#include "semantics/plan.h"
+
+namespace nns::driver {
+
+enum class Stage { Tokens, Ast, Graph, Plan, Check, Comm, Program, TrainingGraph, Run };
+
+// The --emit names, in order: "tokens|ast|graph|plan|check|comm|program|training-graph".
+const char* emit_stage_names();
+// --emit=NAME -> its stage (every stage but run); false for an unknown name.
+bool emit_stage(const std::string& name, Stage& out);
+// Whether a stage needs --plan to print anything (plan, check, comm).
+bool stage_needs_plan(Stage s);
+
+// --verify, --save and the other flags of the run stage.
+struct RunOptions {
+  uint64_t seed = 0;
+  int threads = 0;  // kernel threads per rank; 0 = the default
+  std::string init, data, save, resume, dump_grads;
+  bool reference = false, verify = false;
+};
+
+struct PipelineOptions {
+  std::string path, config;
+  std::string plan;  // --plan NAME; empty: none
+  Topology topo;
+  sema::check::CheckOptions check;  // --device-memory, --check-timeout
+  std::string seed_bug;             // --seed-bug (a test hook)
+  int64_t steps = -1;               // --steps: overrides the train block's
+  Stage last = Stage::Check;        // the stages run up to this one
+  bool emit = false;                // print `last`'s result instead of the stage reports
+  RunOptions run;                   // for Stage::Run
+};
+
+// What the stages have built, for the stages after them and the command's report.
+struct Pipeline {
+  front::SourceManager sources;
+  front::DiagnosticEngine diags{sources};
+  std::unique_ptr<sema::Interpreter> interp;
+  sema::Plan plan;                 // the evaluated --plan
+  sema::TrainSpec spec;            // the train block, --steps applied
+  sema::TrainingGraphInfo info;    // after the training-graph stage: the graph has its backward and optimizer ops
+  double elaborate_ms = 0;         // parse + evaluate
+  sema::Graph& graph() { return interp->graph(); }
+};
+
+// Runs the stages of `o` in order, up to o.last. Returns kExitOk when they
+// all ran, or the exit code of the first that failed (its diagnostics
+// printed): 64 unknown --config or --plan, 65 bad input or illegal plan, 70
+// a checker time-out, wrong programs or a failed run.
+int run_pipeline(const PipelineOptions& o, Pipeline& p);
+
+// The program stage of a plan: prints every rank's program (--emit=program),
+// lowered here with the sub-ops elaborated (no rank is started).
+int emit_program(sema::Interpreter& interp, const sema::Graph& g, const sema::Plan& plan, const sema::TrainSpec& spec, const Topology& topo);
+
+// The plan lowered to per-rank programs, sub-ops elaborated on their slices
+// by the interpreter (the only place lowering meets it); only_rank < 0:
+// every rank. Throws backend::LoweringError.
+backend::LoweredPlan lower_with_bodies(sema::Interpreter& interp, const sema::Graph& g, const sema::Plan& plan, const sema::TrainSpec& spec,
+                                       const Topology& topo, int only_rank);
+
+// Program verification of the plan's lowered per-rank programs
+// (backend/lowering/program_check.h) for topo.replicas replicas and the
+// train block's micro-batches; prints the verdict line to `report`. False
+// (diagnoses on stderr) when wrong.
+bool verify_lowered(const sema::Graph& g, const sema::Plan& plan, const Topology& topo, const std::string& seed_bug, const sema::TrainSpec* spec,
+                    std::ostream& report);
+
+}  // namespace nns::driver

@@ -1,0 +1,155 @@
+#include "driver/train.h"
+
+#include "driver/pipeline.h"
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "backend/lowering/lower_plan.h"
+#include "backend/runtime/backend.h"
+#include "backend/runtime/comm/communicator.h"
+#include "backend/runtime/comm/launcher.h"
+#include "backend/runtime/cpu/kernels.h"
+#include "backend/runtime/plan_runtime.h"
+#include "backend/runtime/safetensors.h"
+#include "backend/runtime/train_loop.h"
+#include "backend/runtime/trainer.h"
+
+namespace nns::driver {
+
+namespace {
+
+// The one place a rank's plan executor is built: the rank's program
+// lowered (with its sub-op bodies) and handed to the runtime.
+std::unique_ptr<backend::PlanTrainer> make_plan_trainer(Pipeline& p, const PipelineOptions& o, backend::Backend& backend,
+                                                        backend::Communicator* comm) {
+  int rank = comm ? comm->rank() : 0;
+  return std::make_unique<backend::PlanTrainer>(p.graph(), lower_with_bodies(*p.interp, p.graph(), p.plan, p.spec, o.topo, rank), p.spec,
+                                                backend, comm, o.run.seed);
+}
+
+// Rank 0's first line: what trains where.
+std::string banner(const Pipeline& p, const PipelineOptions& o, int threads) {
+  const Topology& t = o.topo;
+  const sema::TrainSpec& s = p.spec;
+  const char* config = p.interp->config_name().empty() ? "-" : p.interp->config_name().c_str();
+  const char* kernels = o.run.reference ? "reference" : "oneDNN";
+  int shown_threads = threads > 0 ? threads : std::max(1, backend::cpu::get_threads());
+  char line[1024];
+  if (!o.plan.empty())
+    std::snprintf(line, sizeof line,
+                  "nns: training %s (config %s) with plan %s on %lld CPU rank(s) (%lld device(s) per plan replica, %lld replica(s); no CUDA "
+                  "device in use), %s kernels, %d thread(s) per rank; %lld steps, %s %g\n",
+                  o.path.c_str(), config, p.plan.name.c_str(), static_cast<long long>(t.ranks), static_cast<long long>(t.devices),
+                  static_cast<long long>(t.replicas), kernels, shown_threads, static_cast<long long>(s.steps), s.optimizer.kind.c_str(),
+                  s.optimizer.lr);
+  else
+    std::snprintf(line, sizeof line, "nns: training %s (config %s) on %lld CPU rank(s)%s, %s kernels, %d thread(s) per rank; %lld steps, %s %g\n",
+                  o.path.c_str(), config, static_cast<long long>(t.ranks), t.ranks > 1 ? " as data-parallel replicas (no CUDA device in use)" : "",
+                  kernels, shown_threads, static_cast<long long>(s.steps), s.optimizer.kind.c_str(), s.optimizer.lr);
+  return line;
+}
+
+// One rank's training. --verify: rank 0 steps a single-device Trainer beside
+// it with replicas x micro_batches (what the replicas compute together).
+int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* comm) {
+  const RunOptions& r = o.run;
+  const int rank = comm ? comm->rank() : 0;
+  auto be = backend::make_cpu_backend(r.reference);
+  const int threads = r.threads > 0 ? r.threads : (comm ? backend::rank_threads() : 0);
+  if (threads > 0) be->set_threads(threads);
+  backend::TrainOptions opts;
+  opts.comm = comm;
+  opts.seed = r.seed;
+  opts.init_path = r.init;
+  opts.data_path = r.data;
+  opts.resume_path = r.resume;
+
+  backend::LoopOptions lo;
+  lo.rank = rank;
+  lo.steps = p.spec.steps;
+  lo.verify = r.verify;
+  std::unique_ptr<backend::TrainSession> session;
+  if (!o.plan.empty()) {
+    std::unique_ptr<backend::PlanTrainer> ps = make_plan_trainer(p, o, *be, comm);
+    if (!r.init.empty()) ps->load(r.init, false);
+    if (!r.resume.empty()) ps->load(r.resume, true);
+    lo.collective = true;  // every rank assembles the full tensors
+    lo.reference_adopts_weights = true;
+    lo.peak_label = "peak piece memory";
+    lo.peak_of_rank0 = true;
+    backend::PlanTrainer* t = ps.get();
+    if (!r.save.empty())
+      lo.save = [t, &r] {
+        t->save_shards(r.save);
+        return "checkpoint shards: " + r.save + "/rank-*.safetensors (step " + std::to_string(t->steps_done()) + "); 'nns ckpt merge " + r.save +
+               " -o FILE' makes one checkpoint";
+      };
+    session = std::move(ps);
+  } else {
+    auto trainer = std::make_unique<backend::Trainer>(p.graph(), p.info, p.spec, *be, opts);
+    lo.report_invariant_params = true;
+    lo.peak_of_rank0 = o.topo.ranks > 1;
+    backend::Trainer* t = trainer.get();
+    if (!r.dump_grads.empty()) lo.dump_gradients = [t, &r] { t->save_gradients(r.dump_grads); };
+    if (!r.save.empty())
+      lo.save = [t, &r] {
+        t->save_checkpoint(r.save);
+        return "checkpoint: " + r.save + " (step " + std::to_string(t->steps_done()) + ")";
+      };
+    session = std::move(trainer);
+  }
+  lo.banner = banner(p, o, threads);
+
+  std::unique_ptr<backend::Backend> ref_be;
+  std::unique_ptr<backend::Trainer> reference;
+  if (r.verify && rank == 0 && session->steps_done() < p.spec.steps) {
+    sema::TrainSpec ref_spec = p.spec;
+    ref_spec.micro_batches = p.spec.micro_batches * o.topo.replicas;
+    ref_be = backend::make_cpu_backend(r.reference);
+    if (threads > 0) ref_be->set_threads(threads);
+    backend::TrainOptions ref_opts = opts;
+    ref_opts.comm = nullptr;
+    reference = std::make_unique<backend::Trainer>(p.graph(), p.info, ref_spec, *ref_be, ref_opts);
+    lo.reference = reference.get();
+    lo.reference_micro_batches = ref_spec.micro_batches;
+  }
+  return backend::run_train_loop(*session, lo) == backend::LoopResult::Ok ? kExitOk : kExitRuntime;
+}
+
+}  // namespace
+
+int run_on_ranks(int64_t ranks, const std::function<int(backend::Communicator*)>& rank_main) {
+  auto guarded = [&](backend::Communicator* comm) -> int {
+    try {
+      return rank_main(comm);
+    } catch (const backend::SafetensorsError& e) {
+      std::cerr << "nns: error: " << e.what() << "\n";
+    } catch (const backend::RuntimeError& e) {
+      std::cerr << "nns: error: " << e.what() << "\n";
+    } catch (const backend::LoweringError& e) {
+      std::cerr << "nns: error: " << e.what() << "\n";
+    }
+    return kExitRuntime;
+  };
+  if (ranks == 1) return guarded(nullptr);
+  std::fflush(stdout);
+  return backend::launch_local_ranks(static_cast<int>(ranks), [&](int) -> int {
+    try {
+      backend::Communicator comm(backend::CommConfig::from_env());
+      return guarded(&comm);
+    } catch (const backend::RuntimeError& e) {
+      std::cerr << "nns: error: " << e.what() << "\n";
+      return kExitRuntime;
+    }
+  });
+}
+
+int run_training(Pipeline& p, const PipelineOptions& o) {
+  return run_on_ranks(o.topo.ranks, [&](backend::Communicator* comm) { return train_rank(p, o, comm); });
+}
+
+}  // namespace nns::driver

@@ -1,0 +1,27 @@
+// The run stage of the pipeline: trains the model on topo.ranks CPU rank
+// processes, each a data-parallel replica of the whole model (Trainer) or
+// its share of the plan (PlanTrainer), in the one loop of
+// backend/runtime/train_loop.h; rank 0 prints.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "driver/pipeline.h"
+
+namespace nns::backend {
+class Communicator;
+}
+
+namespace nns::driver {
+
+// Trains after the training-graph stage (p.info set). Returns the exit code:
+// 0, or 70 for divergence, a --verify beyond 1e-5 or a runtime error.
+int run_training(Pipeline& p, const PipelineOptions& o);
+
+// Runs `rank_main` once in this process (ranks == 1, communicator null) or
+// in `ranks` forked rank processes joined by a Communicator; a runtime or
+// checkpoint error becomes "nns: error: ..." and exit 70.
+int run_on_ranks(int64_t ranks, const std::function<int(backend::Communicator*)>& rank_main);
+
+}  // namespace nns::driver

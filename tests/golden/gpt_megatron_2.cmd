@@ -1,0 +1,1 @@
+examples/gpt.nns --config tiny --plan megatron --gpus 2

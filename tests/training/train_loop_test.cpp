@@ -1,0 +1,205 @@
+// The shared training loop (backend/runtime/train_loop.h): the --verify
+// comparison as library calls, the loop over a TrainSession, and the
+// optimizer arithmetic both trainers share (backend/runtime/optimizer.h).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <unistd.h>
+
+#include "backend/runtime/optimizer.h"
+#include "backend/runtime/train_loop.h"
+#include "backend/runtime/trainer.h"
+#include "semantics/autograd.h"
+#include "semantics/interpreter.h"
+
+using namespace nns;
+
+namespace {
+
+// Everything a stream printed, read back from its temporary file.
+std::string read_back(std::FILE* f) {
+  std::fflush(f);
+  std::rewind(f);
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+  return text;
+}
+
+// A session with scripted losses and fixed tensors.
+struct FakeSession : backend::TrainSession {
+  std::vector<double> losses;
+  int64_t done = 0;
+  backend::StepStats step() override {
+    backend::StepStats st;
+    st.step = ++done;
+    st.loss = losses.at(static_cast<size_t>(done - 1));
+    st.seconds = 0.001;
+    st.lr = 0.1;
+    return st;
+  }
+  int64_t steps_done() const override { return done; }
+  int64_t samples_per_step() const override { return 8; }
+  bool counts_tokens() const override { return false; }
+  int64_t peak_bytes() const override { return 2048; }
+  backend::TensorMap parameters() override { return {{"w", {1, 2}}}; }
+  backend::TensorMap last_gradients() override { return {{"w", {0.5f, 0.5f}}}; }
+};
+
+const char* kProgram =
+    "import \"nn\"\n"
+    "model M() {\n"
+    "  l = Linear(4, 3)\n"
+    "  fn forward(x) { return l(x) }\n"
+    "}\n"
+    "train {\n"
+    "  model = M()\n"
+    "  input x: [8, 4] = randn(1.0)\n"
+    "  input y: [8, 3] = randn(1.0)\n"
+    "  loss = mse(model(x), y)\n"
+    "  optimizer = adamw(lr = 0.01)\n"
+    "  steps = 3\n"
+    "}\n";
+
+// One elaborated program, its training graph and a backend per trainer.
+struct Model {
+  front::SourceManager sources;
+  front::DiagnosticEngine diags{sources};
+  std::unique_ptr<sema::Interpreter> interp;
+  sema::TrainSpec spec;
+  sema::TrainingGraphInfo info;
+  explicit Model(const std::string& text) {
+    std::string path = "/tmp/nns_train_loop_test_" + std::to_string(getpid()) + ".nns";
+    std::ofstream(path) << text;
+    interp = std::make_unique<sema::Interpreter>(sources, diags, sema::EvalOptions{"", {}});
+    bool ok = interp->parse(path) && interp->evaluate();
+    std::remove(path.c_str());
+    if (!ok) {
+      diags.print(std::cerr, false);
+      FAIL("elaboration failed");
+    }
+    spec = *interp->train();
+    info = sema::build_training_graph(interp->graph(), spec.optimizer.kind);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("learning_rate: warmup, then constant, cosine or linear decay", "[optimizer]") {
+  sema::ScheduleSpec s;
+  s.warmup = 2;
+  CHECK(backend::learning_rate(s, 1.0, 10, 1) == Approx(0.5));
+  CHECK(backend::learning_rate(s, 1.0, 10, 2) == Approx(1.0));
+  CHECK(backend::learning_rate(s, 1.0, 10, 7) == Approx(1.0));  // constant
+  s.kind = "cosine";
+  s.min_lr = 0.1;
+  CHECK(backend::learning_rate(s, 1.0, 10, 2) == Approx(1.0));
+  CHECK(backend::learning_rate(s, 1.0, 10, 6) == Approx(0.55));  // half way: the mean of lr and min_lr
+  CHECK(backend::learning_rate(s, 1.0, 10, 10) == Approx(0.1));
+  CHECK(backend::learning_rate(s, 1.0, 10, 12) == Approx(0.1));  // past the end: stays at min_lr
+  s.kind = "linear";
+  CHECK(backend::learning_rate(s, 1.0, 10, 6) == Approx(0.55));
+  CHECK(backend::learning_rate(s, 1.0, 10, 10) == Approx(0.1));
+}
+
+TEST_CASE("clip_factor: 1 unless clipping is on and the norm exceeds it", "[optimizer]") {
+  CHECK(backend::clip_factor(0, 5.0) == 1.0f);
+  CHECK(backend::clip_factor(1.0, 0.5) == 1.0f);
+  CHECK(backend::clip_factor(1.0, std::numeric_limits<double>::quiet_NaN()) == 1.0f);
+  CHECK(backend::clip_factor(1.0, 4.0) == Approx(0.25).epsilon(1e-5));
+  CHECK(backend::optimizer_slots(sema::OptimizerSpec{"adamw"}) == 2);
+  CHECK(backend::optimizer_slots(sema::OptimizerSpec{"sgd"}) == 0);
+  CHECK(std::string(backend::optimizer_slot_name("adamw", 1)) == "exp_avg_sq");
+}
+
+TEST_CASE("compare_tensors: normwise relative error, skips, masks and missing tensors", "[verify]") {
+  backend::TensorMap want{{"a", {3, 4}}, {"b", {1, 0}}};
+  std::string worst;
+  CHECK(backend::compare_tensors(want, want, worst) == 0.0);
+  backend::TensorMap got{{"a", {3, 4}}, {"b", {1, 0.5f}}};
+  CHECK(backend::compare_tensors(got, want, worst) == Approx(0.5));
+  CHECK(worst == "b");
+  worst.clear();
+  CHECK(backend::compare_tensors(got, want, worst, 1e-30, {"b"}) == 0.0);
+  backend::ElementMasks masks{{"b", {0, 1}}};
+  CHECK(backend::compare_tensors(got, want, worst, 1e-30, {}, &masks) == 0.0);
+  CHECK(backend::compare_tensors({{"a", {3, 4}}}, want, worst) == 1e30);
+  CHECK(worst == "b (missing)");
+}
+
+TEST_CASE("mark_rounding_level and loss_invariant find rounding-level gradients", "[verify]") {
+  backend::TensorMap grads{{"w", {1.0f, 1e-9f}}, {"bias", {1e-8f, 0}}};
+  backend::ElementMasks masks;
+  CHECK(backend::mark_rounding_level(grads, masks) == 3);
+  CHECK(masks["w"] == std::vector<char>{0, 1});
+  double gmax = 0;
+  CHECK(backend::loss_invariant(grads, gmax) == std::set<std::string>{"bias"});
+  CHECK(gmax == Approx(1.0));
+}
+
+TEST_CASE("run_train_loop prints progress and the summary, and stops on divergence", "[loop]") {
+  std::FILE* out = std::tmpfile();
+  REQUIRE(out);
+  FakeSession s;
+  s.losses = {2.0, 1.5, 1.0};
+  backend::LoopOptions o;
+  o.steps = 3;
+  o.banner = "training\n";
+  o.out = out;
+  o.save = [] { return std::string("checkpoint: x (step 3)"); };
+  CHECK(backend::run_train_loop(s, o) == backend::LoopResult::Ok);
+  std::string text = read_back(out);
+  CHECK(text.rfind("training\nstep    1/3  loss 2.000000  lr 0.1", 0) == 0);
+  CHECK(text.find("done: 3 steps, loss 2.000000 -> 1.000000") != std::string::npos);
+  CHECK(text.find(", peak memory 2.00 KiB\ncheckpoint: x (step 3)\n") != std::string::npos);
+  // Resumed at the last step: nothing runs.
+  CHECK(backend::run_train_loop(s, o) == backend::LoopResult::Ok);
+  CHECK(read_back(out).find("nns: the checkpoint is at step 3; nothing left to run (raise --steps)") != std::string::npos);
+  std::fclose(out);
+
+  FakeSession bad;
+  bad.losses = {1.0, std::nan("")};
+  backend::LoopOptions quiet;
+  quiet.steps = 2;
+  quiet.rank = 1;  // ranks other than 0 print nothing
+  CHECK(backend::run_train_loop(bad, quiet) == backend::LoopResult::Diverged);
+}
+
+TEST_CASE("run_train_loop --verify: a Trainer against an identical reference passes with zero error", "[loop][verify]") {
+  Model m(kProgram);
+  auto be = backend::make_cpu_backend(true), ref_be = backend::make_cpu_backend(true);
+  be->set_threads(1);
+  ref_be->set_threads(1);
+  backend::Trainer run(m.interp->graph(), m.info, m.spec, *be, {});
+  backend::Trainer ref(m.interp->graph(), m.info, m.spec, *ref_be, {});
+  std::FILE* out = std::tmpfile();
+  REQUIRE(out);
+  backend::LoopOptions o;
+  o.steps = m.spec.steps;
+  o.verify = true;
+  o.reference = &ref;
+  o.reference_micro_batches = 1;
+  o.out = out;
+  CHECK(backend::run_train_loop(run, o) == backend::LoopResult::Ok);
+  std::string text = read_back(out);
+  std::fclose(out);
+  CHECK(text.find("  verify vs 1 device x 1 micro-batches: loss 0.00e+00, gradients 0.00e+00, weights 0.00e+00\n") != std::string::npos);
+  CHECK(text.find("verify: largest relative error 0.00e+00 over losses, gradients and weights: PASS (fp32 bound 1e-05)") != std::string::npos);
+  CHECK(ref.steps_done() == 3);
+
+  // A reference that starts from other weights fails the comparison.
+  backend::Trainer run2(m.interp->graph(), m.info, m.spec, *be, {});
+  backend::TrainOptions other;
+  other.seed = 7;
+  backend::Trainer ref2(m.interp->graph(), m.info, m.spec, *ref_be, other);
+  backend::StepVerifier v(ref2, /*adopt_weights=*/false);
+  double loss = run2.step().loss;
+  backend::StepComparison c = v.compare(loss, run2.last_gradients(), run2.parameters());
+  CHECK(c.weights > 1e-3);
+  CHECK(v.worst() > 1e-5);
+}
