@@ -69,7 +69,7 @@ check_lang() {
 
 check_golden() {
   local f=$1 base=${1%.nns} ok=0 any=0
-  for e in tokens ast graph; do
+  for e in tokens ast graph program; do
     [ -f "$base.$e" ] || continue
     any=1
     local args=(check "$f" "--emit=$e")

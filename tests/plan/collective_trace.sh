@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# What runs is what is printed: for shipped plans, the collectives every
+# What runs is what is printed: for shipped plans, `run --emit=program`
+# prints the same programs as `check --emit=program`, and the collectives every
 # rank issues in one training step, counted at the Communicator
 # (NNS_COMM_TRACE), must equal — in number, order, size and group — the
 # collectives of that rank's program as `nns check --emit=program` prints it
@@ -37,6 +38,9 @@ case_() {  # FILE CONFIG PLAN GPUS PLAN_GPUS
   if ! "$NNS" check "${args[@]}" --emit=program > "$tmp/program.txt" 2> "$tmp/err.txt"; then
     echo "FAIL: check --emit=program for $1 $3:"; tail -3 "$tmp/err.txt"; fail=1; return
   fi
+  if ! "$NNS" run "${args[@]}" --emit=program 2>&1 | diff -q "$tmp/program.txt" - > /dev/null; then
+    echo "FAIL: $1 $3: run --emit=program differs from check --emit=program"; fail=1
+  fi
   program_collectives < "$tmp/program.txt"
   if ! NNS_COMM_TRACE="$tmp/trace" "$NNS" run "${args[@]}" --steps 1 > "$tmp/run.txt" 2>&1; then
     echo "FAIL: run of $1 $3:"; tail -3 "$tmp/run.txt"; fail=1; return
@@ -58,8 +62,8 @@ case_ examples/gpt.nns tiny dp 2 2
 case_ examples/gpt.nns tiny megatron 2 2
 case_ examples/gpt.nns tiny hybrid 4 4
 case_ examples/gpt.nns tiny megatron 4 2
-case_ examples/swin.nns tiny coshard 2 2
-case_ examples/01_mlp.nns small pipeline 2 2
+for p in dp megatron coshard; do case_ examples/swin.nns tiny $p 2 2; done
+for p in dp megatron pipeline; do case_ examples/01_mlp.nns small $p 2 2; done
 for p in alltoall reducescatter stages nested; do case_ tests/plan/plans/collectives.nns small $p 4 4; done
 case_ tests/plan/plans/collectives.nns small allgather 2 2
 

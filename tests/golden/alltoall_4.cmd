@@ -1,0 +1,1 @@
+tests/plan/plans/collectives.nns --config small --plan alltoall --gpus 4
