@@ -96,189 +96,226 @@ class DeviceStates {
   std::vector<Abs> vals_;
 };
 
-void simulate_edge(const sema::Graph& g, const CommEdge& e, std::vector<std::string>& errors) {
-  const sema::Shape& shape = g.tensor(e.tensor).shape;
-  std::string what = edge_text(g, e);
+// Runs edge `e`'s adapter abstractly on every device; appends diagnoses.
+class EdgeSimulation {
+ public:
+  EdgeSimulation(const sema::Graph& g, const CommEdge& e, std::vector<std::string>& errors)
+      : e_(e), shape(g.tensor(e.tensor).shape), what(edge_text(g, e)), errors_(errors) {
+    for (int d : e.from.devices) {
+      Piece p = piece_of(e.from, d, shape);
+      st[d] = Abs{p.start, p.length, single_weight(p.value_index)};
+      labels = p.value_parts;
+    }
+  }
+
+  void run() {
+    Layout cur = e_.from;
+    for (size_t si = 0; si < e_.adapter.steps.size(); ++si) {
+      const AdapterStep& s = e_.adapter.steps[si];
+      at = what + ", step " + std::to_string(si + 1) + " (" + prim_name(s.prim) + ")";
+      bool ok = s.prim == AdapterStep::SendRecv                                       ? send_recv(s)
+                : s.prim == AdapterStep::Chunk || s.prim == AdapterStep::ValueSplit ? cut(s, cur)
+                                                                                    : collective(s);
+      if (!ok) return;
+      cur = s.after;
+    }
+    at_consumer();
+  }
+
+ private:
+  const CommEdge& e_;
+  const sema::Shape& shape;
+  std::string what, at;
+  std::vector<std::string>& errors_;
   DeviceStates st;
   int64_t labels = 1;
-  for (int d : e.from.devices) {
-    Piece p = piece_of(e.from, d, shape);
-    st[d] = Abs{p.start, p.length, single_weight(p.value_index)};
-    labels = p.value_parts;
+
+  // Pieces move to the next stage's devices.
+  bool send_recv(const AdapterStep& s) {
+    DeviceStates next = st;
+    for (const auto& pr : s.groups) {
+      if (!st.count(pr[0])) {
+        errors_.push_back(at + ": device " + std::to_string(pr[0]) + " sends a piece it does not hold");
+        return false;
+      }
+      next[pr[1]] = st[pr[0]];
+    }
+    st.clear();
+    for (int d : s.after.devices) {
+      if (!next.count(d)) {
+        errors_.push_back(at + ": device " + std::to_string(d) + " of the next stage receives nothing");
+        return false;
+      }
+      Piece want = piece_of(s.after, d, shape);
+      Abs a = next[d];
+      if (!inside(want.start, want.length, a)) {
+        errors_.push_back(at + ": device " + std::to_string(d) + " needs " + region_text(want.start, want.length) + " but holds " +
+                         region_text(a.start, a.length));
+        return false;
+      }
+      a.start = want.start;
+      a.length = want.length;
+      st[d] = a;
+    }
+    return true;
   }
-  Layout cur = e.from;
-  for (size_t si = 0; si < e.adapter.steps.size(); ++si) {
-    const AdapterStep& s = e.adapter.steps[si];
-    std::string at = what + ", step " + std::to_string(si + 1) + " (" + prim_name(s.prim) + ")";
-    if (s.prim == AdapterStep::SendRecv) {
-      DeviceStates next = st;
-      for (const auto& pr : s.groups) {
-        if (!st.count(pr[0])) {
-          errors.push_back(at + ": device " + std::to_string(pr[0]) + " sends a piece it does not hold");
-          return;
-        }
-        next[pr[1]] = st[pr[0]];
-      }
-      st.clear();
-      for (int d : s.after.devices) {
-        if (!next.count(d)) {
-          errors.push_back(at + ": device " + std::to_string(d) + " of the next stage receives nothing");
-          return;
-        }
-        Piece want = piece_of(s.after, d, shape);
-        Abs a = next[d];
-        if (!inside(want.start, want.length, a)) {
-          errors.push_back(at + ": device " + std::to_string(d) + " needs " + region_text(want.start, want.length) + " but holds " +
-                           region_text(a.start, a.length));
-          return;
-        }
-        a.start = want.start;
-        a.length = want.length;
-        st[d] = a;
-      }
-      cur = s.after;
-      continue;
-    }
+
+  // A local chunk or value split: each device keeps a part of its piece.
+  bool cut(const AdapterStep& s, const Layout& cur) {
     DeviceStates next;
-    if (s.prim == AdapterStep::Chunk || s.prim == AdapterStep::ValueSplit) {
-      for (int d : s.after.devices) {
-        Piece want = piece_of(s.after, d, shape), had = piece_of(cur, d, shape);
-        Abs a = st[d];
-        if (!inside(want.start, want.length, a)) {
-          errors.push_back(at + ": device " + std::to_string(d) + " cuts " + region_text(want.start, want.length) + " out of " +
-                           region_text(a.start, a.length));
-          return;
-        }
-        a.start = want.start;
-        a.length = want.length;
-        if (want.value_parts > had.value_parts) a.w = scaled(a.w, static_cast<double>(want.value_parts / had.value_parts));
-        next[d] = std::move(a);
+    for (int d : s.after.devices) {
+      Piece want = piece_of(s.after, d, shape), had = piece_of(cur, d, shape);
+      Abs a = st[d];
+      if (!inside(want.start, want.length, a)) {
+        errors_.push_back(at + ": device " + std::to_string(d) + " cuts " + region_text(want.start, want.length) + " out of " +
+                         region_text(a.start, a.length));
+        return false;
       }
-      st = std::move(next);
-      cur = s.after;
-      continue;
+      a.start = want.start;
+      a.length = want.length;
+      if (want.value_parts > had.value_parts) a.w = scaled(a.w, static_cast<double>(want.value_parts / had.value_parts));
+      next[d] = std::move(a);
     }
+    st = std::move(next);
+    return true;
+  }
+
+  // One collective per group; devices in no group keep their piece.
+  bool collective(const AdapterStep& s) {
+    DeviceStates next;
     std::vector<char> covered(static_cast<size_t>(st.limit()), 0);  // devices in a group of this step
     for (const auto& grp : s.groups) {
       for (int d : grp) {
         if (!st.count(d)) {
-          errors.push_back(at + ": device " + std::to_string(d) + " of group " + group_text(grp) + " holds no piece of the tensor");
-          return;
+          errors_.push_back(at + ": device " + std::to_string(d) + " of group " + group_text(grp) + " holds no piece of the tensor");
+          return false;
         }
         covered[static_cast<size_t>(d)] = 1;
       }
       std::vector<const Abs*> mem;
       for (int d : grp) mem.push_back(&st[d]);
-      if (s.prim == AdapterStep::AllReduce || s.prim == AdapterStep::ReduceScatter) {
-        WeightList all;
-        for (const Abs* m : mem) {
-          if (!same_region(*m, *mem[0])) {
-            errors.push_back(at + ": group " + group_text(grp) + " sums pieces of different regions (" + region_text(mem[0]->start, mem[0]->length) +
-                             " and " + region_text(m->start, m->length) + ")");
-            return;
-          }
-          all.insert(all.end(), m->w->begin(), m->w->end());
-        }
-        std::sort(all.begin(), all.end());
-        WeightList merged;
-        for (const auto& lw : all) {
-          if (!merged.empty() && merged.back().first == lw.first)
-            merged.back().second += lw.second;
-          else
-            merged.push_back(lw);
-        }
-        Abs sum{mem[0]->start, mem[0]->length, std::make_shared<const WeightList>(std::move(merged))};
-        // The members' partial sums must be distinct and together make the
-        // part the result layout says each device holds.
-        bool integral = true;
-        int64_t have = 0;
-        for (auto& [l, w] : *sum.w) {
-          integral = integral && std::fabs(w - std::round(w)) < 1e-9;
-          if (w > 1.0 + 1e-9 && integral) {
-            errors.push_back(at + ": group " + group_text(grp) + " counts partial sum " + std::to_string(l) + " " +
-                             std::to_string(static_cast<int>(std::lround(w))) + " times");
-            return;
-          }
-          ++have;
-        }
-        int64_t want_parts = labels / std::max<int64_t>(1, piece_of(s.after, grp[0], shape).value_parts);
-        if (integral && have < want_parts) {
-          std::vector<int> holders;
-          for (int d = 0; d < st.limit(); ++d)
-            if (st.count(d) && same_region(*st.find(d), *mem[0]) && std::find(grp.begin(), grp.end(), d) == grp.end()) holders.push_back(d);
-          errors.push_back(at + ": group " + group_text(grp) + " sums " + std::to_string(have) + " of the " + std::to_string(want_parts) +
-                           " partial sums it must combine (a wrong device group: devices " + group_text(holders) + " hold the others)");
-          return;
-        }
-        for (int d : grp) {
-          Abs a = sum;
-          if (s.prim == AdapterStep::ReduceScatter) {
-            Piece want = piece_of(s.after, d, shape);
-            a.start = want.start;
-            a.length = want.length;
-          }
-          next[d] = a;
-        }
-      } else {  // AllGather, AllToAll: move regions, values must agree
-        std::vector<int64_t> lo = mem[0]->start, hi = mem[0]->start;
-        int64_t volume = 0;
-        for (const Abs* mp : mem) {
-          const Abs& m = *mp;
-          if (!same_weights(m.w, mem[0]->w)) {
-            errors.push_back(at + ": group " + group_text(grp) + " gathers pieces holding different partial sums (an allreduce is needed first)");
-            return;
-          }
-          int64_t v = 1;
-          for (size_t d = 0; d < m.start.size(); ++d) {
-            lo[d] = std::min(lo[d], m.start[d]);
-            hi[d] = std::max(hi[d], m.start[d] + m.length[d]);
-            v *= m.length[d];
-          }
-          volume += v;
-        }
-        Abs box{lo, std::vector<int64_t>(lo.size()), mem[0]->w};
-        int64_t bv = 1;
-        for (size_t d = 0; d < lo.size(); ++d) {
-          box.length[d] = hi[d] - lo[d];
-          bv *= box.length[d];
-        }
-        if (bv != volume) {
-          errors.push_back(at + ": group " + group_text(grp) + " does not hold the blocks of one region (its pieces overlap or leave gaps)");
-          return;
-        }
-        for (int d : grp) {
-          Piece want = piece_of(s.after, d, shape);
-          if (!inside(want.start, want.length, box)) {
-            errors.push_back(at + ": device " + std::to_string(d) + " needs " + region_text(want.start, want.length) + " but group " +
-                             group_text(grp) + " holds only " + region_text(box.start, box.length));
-            return;
-          }
-          Abs a = box;
-          a.start = want.start;
-          a.length = want.length;
-          next[d] = a;
-        }
-      }
+      bool ok = s.prim == AdapterStep::AllReduce || s.prim == AdapterStep::ReduceScatter ? reduce(s, grp, mem, next) : gather(s, grp, mem, next);
+      if (!ok) return false;
     }
     for (int d = 0; d < st.limit(); ++d)
-      if (st.count(d) && !covered[static_cast<size_t>(d)]) next[d] = *st.find(d);  // not in any group of this step
+      if (st.count(d) && !covered[static_cast<size_t>(d)]) next[d] = *st.find(d);
     st = std::move(next);
-    cur = s.after;
+    return true;
   }
+
+  // AllReduce, ReduceScatter: partial sums add up.
+  bool reduce(const AdapterStep& s, const std::vector<int>& grp, const std::vector<const Abs*>& mem, DeviceStates& next) {
+    WeightList all;
+    for (const Abs* m : mem) {
+      if (!same_region(*m, *mem[0])) {
+        errors_.push_back(at + ": group " + group_text(grp) + " sums pieces of different regions (" + region_text(mem[0]->start, mem[0]->length) +
+                         " and " + region_text(m->start, m->length) + ")");
+        return false;
+      }
+      all.insert(all.end(), m->w->begin(), m->w->end());
+    }
+    std::sort(all.begin(), all.end());
+    WeightList merged;
+    for (const auto& lw : all) {
+      if (!merged.empty() && merged.back().first == lw.first)
+        merged.back().second += lw.second;
+      else
+        merged.push_back(lw);
+    }
+    Abs sum{mem[0]->start, mem[0]->length, std::make_shared<const WeightList>(std::move(merged))};
+    // The members' partial sums must be distinct and together make the
+    // part the result layout says each device holds.
+    bool integral = true;
+    int64_t have = 0;
+    for (auto& [l, w] : *sum.w) {
+      integral = integral && std::fabs(w - std::round(w)) < 1e-9;
+      if (w > 1.0 + 1e-9 && integral) {
+        errors_.push_back(at + ": group " + group_text(grp) + " counts partial sum " + std::to_string(l) + " " +
+                         std::to_string(static_cast<int>(std::lround(w))) + " times");
+        return false;
+      }
+      ++have;
+    }
+    int64_t want_parts = labels / std::max<int64_t>(1, piece_of(s.after, grp[0], shape).value_parts);
+    if (integral && have < want_parts) {
+      std::vector<int> holders;
+      for (int d = 0; d < st.limit(); ++d)
+        if (st.count(d) && same_region(*st.find(d), *mem[0]) && std::find(grp.begin(), grp.end(), d) == grp.end()) holders.push_back(d);
+      errors_.push_back(at + ": group " + group_text(grp) + " sums " + std::to_string(have) + " of the " + std::to_string(want_parts) +
+                       " partial sums it must combine (a wrong device group: devices " + group_text(holders) + " hold the others)");
+      return false;
+    }
+    for (int d : grp) {
+      Abs a = sum;
+      if (s.prim == AdapterStep::ReduceScatter) {
+        Piece want = piece_of(s.after, d, shape);
+        a.start = want.start;
+        a.length = want.length;
+      }
+      next[d] = a;
+    }
+    return true;
+  }
+
+  // AllGather, AllToAll: regions move, values must agree.
+  bool gather(const AdapterStep& s, const std::vector<int>& grp, const std::vector<const Abs*>& mem, DeviceStates& next) {
+    std::vector<int64_t> lo = mem[0]->start, hi = mem[0]->start;
+    int64_t volume = 0;
+    for (const Abs* mp : mem) {
+      const Abs& m = *mp;
+      if (!same_weights(m.w, mem[0]->w)) {
+        errors_.push_back(at + ": group " + group_text(grp) + " gathers pieces holding different partial sums (an allreduce is needed first)");
+        return false;
+      }
+      int64_t v = 1;
+      for (size_t d = 0; d < m.start.size(); ++d) {
+        lo[d] = std::min(lo[d], m.start[d]);
+        hi[d] = std::max(hi[d], m.start[d] + m.length[d]);
+        v *= m.length[d];
+      }
+      volume += v;
+    }
+    Abs box{lo, std::vector<int64_t>(lo.size()), mem[0]->w};
+    int64_t bv = 1;
+    for (size_t d = 0; d < lo.size(); ++d) {
+      box.length[d] = hi[d] - lo[d];
+      bv *= box.length[d];
+    }
+    if (bv != volume) {
+      errors_.push_back(at + ": group " + group_text(grp) + " does not hold the blocks of one region (its pieces overlap or leave gaps)");
+      return false;
+    }
+    for (int d : grp) {
+      Piece want = piece_of(s.after, d, shape);
+      if (!inside(want.start, want.length, box)) {
+        errors_.push_back(at + ": device " + std::to_string(d) + " needs " + region_text(want.start, want.length) + " but group " +
+                         group_text(grp) + " holds only " + region_text(box.start, box.length));
+        return false;
+      }
+      Abs a = box;
+      a.start = want.start;
+      a.length = want.length;
+      next[d] = a;
+    }
+    return true;
+  }
+
   // At the consumer: each device holds its slice; per region (and replica),
   // the value parts it is read in add up to every partial sum exactly once.
+  bool at_consumer() {
+    const CommEdge& e = e_;
   std::set<const WeightList*> whole;  // counts already found to hold every partial sum once
   for (int d : e.to.devices) {
     Piece want = piece_of(e.to, d, shape);
     const Abs* held = st.find(d);
     if (!held) {
-      errors.push_back(what + ": device " + std::to_string(d) + " never receives its piece " + region_text(want.start, want.length));
-      return;
+      errors_.push_back(what + ": device " + std::to_string(d) + " never receives its piece " + region_text(want.start, want.length));
+      return false;
     }
     if ((*held).start != want.start || (*held).length != want.length) {
-      errors.push_back(what + ": device " + std::to_string(d) + " ends with " + region_text((*held).start, (*held).length) + " but reads " +
+      errors_.push_back(what + ": device " + std::to_string(d) + " ends with " + region_text((*held).start, (*held).length) + " but reads " +
                        region_text(want.start, want.length) + (want.length == (*held).length ? " (a wrong device group?)" : ""));
-      return;
+      return false;
     }
     const WeightList& wl = *(*held).w;
     if (want.value_parts == 1 && !whole.count(&wl)) {
@@ -286,16 +323,20 @@ void simulate_edge(const sema::Graph& g, const CommEdge& e, std::vector<std::str
       for (int64_t l = 0; l < labels; ++l) {
         double w = weight_of(wl, l);
         if (std::fabs(w - 1.0) > 1e-9) {
-          errors.push_back(what + ": device " + std::to_string(d) + " reads " + region_text(want.start, want.length) +
+          errors_.push_back(what + ": device " + std::to_string(d) + " reads " + region_text(want.start, want.length) +
                            (w < 1.0 ? " without partial sum " + std::to_string(l) + " of " + std::to_string(labels) + " (a missing allreduce?)"
                                     : " with partial sum " + std::to_string(l) + " counted " + std::to_string(static_cast<int>(std::lround(w))) +
                                           " times"));
-          return;
+          return false;
         }
       }
     }
   }
-}
+    return true;
+  }
+};
+
+void simulate_edge(const sema::Graph& g, const CommEdge& e, std::vector<std::string>& errors) { EdgeSimulation(g, e, errors).run(); }
 
 }  // namespace detail
 
