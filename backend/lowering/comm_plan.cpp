@@ -149,22 +149,26 @@ bool layout_of_pieces(const std::vector<std::pair<int, OperandSlice>>& pieces, c
   return false;
 }
 
-std::vector<std::pair<int, OperandSlice>> input_pieces(const sema::Plan& plan, int node, size_t k) {
+namespace {
+
+// (device, slice of operand k) for every device of every leaf of `node`.
+std::vector<std::pair<int, OperandSlice>> operand_pieces(const sema::Plan& plan, int node, size_t k, std::vector<OperandSlice> sema::SubOp::*side) {
   std::vector<std::pair<int, OperandSlice>> out;
   for (int leaf : plan.leaves_of(node)) {
     const sema::SubOp& s = plan.subops[leaf];
-    for (int d : s.devices) out.push_back({d, s.inputs[k]});
+    for (int d : s.devices) out.push_back({d, (s.*side)[k]});
   }
   return out;
 }
 
+}  // namespace
+
+std::vector<std::pair<int, OperandSlice>> input_pieces(const sema::Plan& plan, int node, size_t k) {
+  return operand_pieces(plan, node, k, &sema::SubOp::inputs);
+}
+
 std::vector<std::pair<int, OperandSlice>> output_pieces(const sema::Plan& plan, int node, size_t k) {
-  std::vector<std::pair<int, OperandSlice>> out;
-  for (int leaf : plan.leaves_of(node)) {
-    const sema::SubOp& s = plan.subops[leaf];
-    for (int d : s.devices) out.push_back({d, s.outputs[k]});
-  }
-  return out;
+  return operand_pieces(plan, node, k, &sema::SubOp::outputs);
 }
 
 // The gradient a consumer produces for a parameter piece: distinct sub-ops

@@ -98,13 +98,7 @@ void PlanTrainer::load(const std::string& path, bool checkpoint) {
                          m.spec.optimizer.kind + "'");
   }
   auto slice_into = [&](const std::string& name, const Shape& shape, const Piece& pc, std::vector<float>& dst) {
-    const StTensor* t = f.find(name);
-    if (!t) throw RuntimeError(path + ": missing tensor '" + name + "'");
-    if (t->dtype != "F32") throw RuntimeError(path + ": tensor '" + name + "' is " + t->dtype + ", expected F32");
-    if (t->shape != shape)
-      throw RuntimeError(path + ": tensor '" + name + "' has shape " + sema::shape_to_string(t->shape) + ", expected " + sema::shape_to_string(shape));
-    std::vector<float> full(t->data.size() / 4);
-    std::memcpy(full.data(), t->data.data(), t->data.size());
+    std::vector<float> full = read_f32(f, name, shape, path);
     dst = m.extract(full, full_piece(shape), pc, 1.f);
   };
   for (size_t i = 0; i < m.P.params.size(); ++i) {
