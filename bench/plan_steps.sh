@@ -7,7 +7,7 @@
 #   bench/plan_steps.sh [--steps S] [--gpus N]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-NNS="$ROOT/build/nns"
+NNS="${NNS:-$ROOT/build/nns}"  # NNS=path compares another build
 STEPS=10
 GPUS=2
 while [ $# -gt 0 ]; do
