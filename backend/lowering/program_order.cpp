@@ -20,50 +20,54 @@ struct Entry {
   }
 };
 
+// What instruction `in` of program `p` is to the matching; false for an
+// instruction that is neither a collective nor an update.
+bool entry_of(const RankProgram& p, const PInstr& in, Entry& e) {
+  e = Entry{};
+  e.group = in.group;
+  e.mb = in.mb;
+  switch (in.kind) {
+    case PInstr::AllReduce:
+    case PInstr::AllGather:
+    case PInstr::ReduceScatter:
+    case PInstr::AllToAll:
+    case PInstr::Send:
+    case PInstr::Recv:
+      e.kind = Entry::Coll;
+      e.edge = in.edge;
+      e.step = in.step;
+      e.tag = in.tag;
+      return true;
+    case PInstr::BucketAllReduce:
+      e.kind = Entry::Bucket;
+      e.bucket = in.index;
+      return true;
+    case PInstr::ReplicaAverage:
+      e.kind = Entry::Replica;
+      e.param = p.buffers[static_cast<size_t>(in.a)].tensor;
+      e.scale = in.scale;
+      return true;
+    case PInstr::LossAllReduce:
+      e.kind = Entry::Loss;
+      return true;
+    case PInstr::Update:
+      e.kind = Entry::Update;
+      e.param = p.buffers[static_cast<size_t>(in.a)].tensor;
+      e.group = -1;
+      return true;
+    default:
+      return false;
+  }
+}
+
 // A rank's sequence of collectives and updates, read off its program.
 std::vector<Entry> entries_of(const RankProgram& p) {
   std::vector<Entry> seq;
-  for (const PInstr& in : p.instrs) {
-    Entry e;
-    e.group = in.group;
-    e.mb = in.mb;
-    switch (in.kind) {
-      case PInstr::AllReduce:
-      case PInstr::AllGather:
-      case PInstr::ReduceScatter:
-      case PInstr::AllToAll:
-      case PInstr::Send:
-      case PInstr::Recv:
-        e.kind = Entry::Coll;
-        e.edge = in.edge;
-        e.step = in.step;
-        e.tag = in.tag;
-        break;
-      case PInstr::BucketAllReduce:
-        e.kind = Entry::Bucket;
-        e.bucket = in.index;
-        break;
-      case PInstr::ReplicaAverage:
-        e.kind = Entry::Replica;
-        e.param = p.buffers[static_cast<size_t>(in.a)].tensor;
-        e.scale = in.scale;
-        break;
-      case PInstr::LossAllReduce:
-        e.kind = Entry::Loss;
-        break;
-      case PInstr::Update:
-        e.kind = Entry::Update;
-        e.param = p.buffers[static_cast<size_t>(in.a)].tensor;
-        e.group = -1;
-        break;
-      default:
-        continue;
-    }
-    seq.push_back(e);
-  }
+  Entry e;
+  for (const PInstr& in : p.instrs)
+    if (entry_of(p, in, e)) seq.push_back(e);
   return seq;
 }
-
 
 // Seeded bugs in the derived communication (before lowering): the first
 // allreduce (or send/recv) of an edge the programs run.
@@ -186,11 +190,8 @@ class OrderCheck {
   std::string name(const RankProgram& p, int buf) const { return g_.tensor(p.buffers[static_cast<size_t>(buf)].tensor).name; }
 
   bool same(const RankProgram& p, const PInstr& a, const PInstr& b) const {
-    RankProgram one;
-    one.buffers = p.buffers;
-    one.instrs = {a, b};
-    std::vector<Entry> e = entries_of(one);
-    return e.size() == 2 && e[0] == e[1];
+    Entry ea, eb;
+    return entry_of(p, a, ea) && entry_of(p, b, eb) && ea == eb;
   }
 
   // Whether entry `e` of rank `r` reduces the gradient of parameter `param`.
@@ -206,11 +207,8 @@ class OrderCheck {
     return false;
   }
   bool reduces(const RankProgram& p, const PInstr& in, int param) const {
-    RankProgram one;
-    one.buffers = p.buffers;
-    one.instrs = {in};
-    std::vector<Entry> e = entries_of(one);
-    return !e.empty() && reduces_entry(p.rank, e[0], param);
+    Entry e;
+    return entry_of(p, in, e) && reduces_entry(p.rank, e, param);
   }
 
   std::string describe(const Entry& e) const {
@@ -227,11 +225,8 @@ class OrderCheck {
     return "?";
   }
   std::string describe(const RankProgram& p, const PInstr& in) const {
-    RankProgram one;
-    one.buffers = p.buffers;
-    one.instrs = {in};
-    std::vector<Entry> e = entries_of(one);
-    return e.empty() ? std::string(instr_name(in.kind)) : describe(e[0]);
+    Entry e;
+    return entry_of(p, in, e) ? describe(e) : std::string(instr_name(in.kind));
   }
 
   void updates_after_reductions(const std::vector<std::vector<Entry>>& seq) {
