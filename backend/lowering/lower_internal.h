@@ -4,6 +4,7 @@
 // builds them once; lower_rank.cpp lowers one rank over them.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <string>
@@ -26,7 +27,6 @@ struct PlanAnalysis {
     int node = -1;
     std::vector<Layout> in_layout, out_layout, grad_in_layout;
     std::vector<const CommEdge*> in_edge, grad_edge;  // per input; null: none
-    std::vector<int> leaves;
     std::map<int, std::vector<int>> leaves_on;  // device -> its leaves of this op, in leaf order
     bool backward = false;
   };
@@ -38,6 +38,7 @@ struct PlanAnalysis {
   std::vector<bool> requires_grad;
   std::map<const CommEdge*, int> bucket_of;  // deferred parameter-gradient edges -> bucket (key order)
   int buckets = 0;
+  std::vector<const AdapterStep*> bucket_step;  // per bucket: the allreduce step of one of its edges (its groups)
   // Per adapter step: the index of the group each device is in (-1: none),
   // built once and shared by every rank (a linear search per rank made a
   // 1024-device lowering quadratic). Read-only while ranks are lowered.
@@ -113,6 +114,7 @@ struct PlanAnalysis {
         }
     for (auto& [key, edges] : by_key) {
       for (const CommEdge* e : edges) bucket_of[e] = buckets;
+      bucket_step.push_back(&edges.front()->adapter.steps[0]);
       ++buckets;
     }
     index_groups();
@@ -149,8 +151,7 @@ struct PlanAnalysis {
       any_out = any_out || reaches[node.outputs[o]];
     }
     op.backward = any_in && any_out;
-    op.leaves = plan.leaves_of(n);
-    for (int leaf : op.leaves) {
+    for (int leaf : plan.leaves_of(n)) {
       const std::vector<int>& devs = plan.subops[leaf].devices;
       for (size_t i = 0; i < devs.size(); ++i)
         if (std::find(devs.begin(), devs.begin() + static_cast<long>(i), devs[i]) == devs.begin() + static_cast<long>(i)) op.leaves_on[devs[i]].push_back(leaf);

@@ -10,8 +10,6 @@ namespace nns::backend::detail {
 
 namespace {
 
-
-
 // Lowers one rank.
 class RankLowering {
  public:
@@ -160,20 +158,24 @@ class RankLowering {
   // `scale` of reading `want` out of a buffer labelled `have`: a value part
   // cut finer is scaled so that the parts sum to the whole (gradients read
   // the whole value: ignore_value).
-  static float value_scale(const Piece& have, const Piece& want, bool ignore_value, const std::string& what) {
+  // `what` builds the message only on failure (lowering 1024 ranks runs
+  // this millions of times).
+  template <class What>
+  static float value_scale(const Piece& have, const Piece& want, bool ignore_value, const What& what) {
     if (!contains(have, want.start, want.length))
-      fail("internal: " + what + ": slice " + region_text(want.start, want.length) + " is not inside the piece " + region_text(have.start, have.length) +
+      fail("internal: " + what() + ": slice " + region_text(want.start, want.length) + " is not inside the piece " + region_text(have.start, have.length) +
            " this rank holds");
     if (ignore_value || want.value_parts == have.value_parts) return 1.f;
     if (want.value_parts % have.value_parts != 0)
-      fail(what + ": value part " + std::to_string(want.value_index) + "/" + std::to_string(want.value_parts) + " cannot be cut from a piece split into " +
+      fail(what() + ": value part " + std::to_string(want.value_index) + "/" + std::to_string(want.value_parts) + " cannot be cut from a piece split into " +
            std::to_string(have.value_parts) + " parts");
     return static_cast<float>(have.value_parts) / static_cast<float>(want.value_parts);
   }
 
   // A copy of `buf` holding exactly `want` (a new buffer), or `buf`
   // relabelled when it already holds that box and value split.
-  int reshape_to(int buf, const Piece& want, int tensor, int mb, const std::string& what) {
+  template <class What>
+  int reshape_to(int buf, const Piece& want, int tensor, int mb, const What& what) {
     const Piece have = label(buf);
     if (have.same_box(want) && have.value_parts == want.value_parts) {
       label(buf) = want;
@@ -202,35 +204,33 @@ class RankLowering {
     for (size_t si = 0; si < e.adapter.steps.size(); ++si) {
       const AdapterStep& st = e.adapter.steps[si];
       const Layout& after = st.after;
-      std::string what = std::string(prim_name(st.prim)) + " of %" + std::to_string(e.tensor);
+      auto what = [&] { return std::string(prim_name(st.prim)) + " of %" + std::to_string(e.tensor); };
       if (st.prim == AdapterStep::SendRecv) {
         uint32_t t = ++tag_;
         int received = -1;
+        // One instruction per pair this device is in: a send of its piece
+        // (a) or a receive into a new buffer (b), both named by the pair.
+        auto transfer = [&](PInstr::Kind kind, int a, int b, int peer, int s, int d) {
+          PInstr& in = emit(kind, mb);
+          in.a = a;
+          in.b = b;
+          in.peer = grank(peer);
+          in.tag = t;
+          in.edge = edge;
+          in.step = static_cast<int>(si);
+          in.group = groups_.intern({grank(s), grank(d)});
+        };
         for (const auto& pair : st.groups) {
           int s = pair[0], d = pair[1];
-          if (device() == s) {
-            PInstr& in = emit(PInstr::Send, mb);
-            in.a = buf;
-            in.peer = grank(d);
-            in.tag = t;
-            in.edge = edge;
-            in.step = static_cast<int>(si);
-            in.group = groups_.intern({grank(s), grank(d)});
-          }
+          if (device() == s) transfer(PInstr::Send, buf, -1, d, s, d);
           if (device() == d) {
             received = new_buffer(BufferDecl::Transit, e.tensor, mb, piece_of(cur, s, shape));
-            PInstr& in = emit(PInstr::Recv, mb);
-            in.b = received;
-            in.peer = grank(s);
-            in.tag = t;
-            in.edge = edge;
-            in.step = static_cast<int>(si);
-            in.group = groups_.intern({grank(s), grank(d)});
+            transfer(PInstr::Recv, -1, received, s, s, d);
           }
         }
         if (received >= 0) buf = received;
-        if (holds(after, device()) && buf < 0) fail("internal: " + what + ": device " + std::to_string(device()) + " of the next stage receives nothing");
-        buf = holds(after, device()) ? reshape_to(buf, piece_of(after, device(), shape), e.tensor, mb, "send/recv of %" + std::to_string(e.tensor)) : -1;
+        if (holds(after, device()) && buf < 0) fail("internal: " + what() + ": device " + std::to_string(device()) + " of the next stage receives nothing");
+        buf = holds(after, device()) ? reshape_to(buf, piece_of(after, device(), shape), e.tensor, mb, what) : -1;
         cur = after;
         continue;
       }
@@ -245,7 +245,7 @@ class RankLowering {
         continue;
       }
       const std::vector<int>* devs = my_devices(st);
-      if (!devs) fail("internal: " + what + ": this rank is in no group");
+      if (!devs) fail("internal: " + what() + ": this rank is in no group");
       PInstr in;
       in.mb = mb;
       in.edge = edge;
@@ -255,7 +255,7 @@ class RankLowering {
       CollectiveGeom geom;
       switch (st.prim) {
         case AdapterStep::AllReduce:
-          if (!label(buf).same_box(want)) fail("internal: " + what + " changes the region");
+          if (!label(buf).same_box(want)) fail("internal: " + what() + " changes the region");
           in.kind = PInstr::AllReduce;
           label(buf) = want;
           break;
@@ -265,11 +265,11 @@ class RankLowering {
           int64_t covered = 0;
           for (int d : *devs) {
             Piece bp = piece_of(cur, d, shape);
-            if (!contains(want, bp.start, bp.length)) fail("internal: " + what + ": gathered blocks are not contiguous");
+            if (!contains(want, bp.start, bp.length)) fail("internal: " + what() + ": gathered blocks are not contiguous");
             covered += bp.numel();
             geom.recv.push_back(bp);
           }
-          if (covered != want.numel()) fail("internal: " + what + ": gathered blocks do not cover the result");
+          if (covered != want.numel()) fail("internal: " + what() + ": gathered blocks do not cover the result");
           break;
         }
         case AdapterStep::ReduceScatter:
@@ -277,7 +277,7 @@ class RankLowering {
           if (opts_.communication_only) break;
           for (int d : *devs) {
             Piece ap = piece_of(after, d, shape);
-            if (!contains(label(buf), ap.start, ap.length)) fail("internal: " + what + ": a block lies outside the piece");
+            if (!contains(label(buf), ap.start, ap.length)) fail("internal: " + what() + ": a block lies outside the piece");
             geom.send.push_back(ap);
           }
           break;
@@ -288,9 +288,9 @@ class RankLowering {
             if (opts_.communication_only && chunk >= 0) break;  // the block size is all the verifier needs
             Piece theirs_after = piece_of(after, d, shape), theirs_before = piece_of(cur, d, shape), s, r;
             if (!intersect(label(buf), theirs_after, s.start, s.length) || !intersect(theirs_before, want, r.start, r.length))
-              fail("internal: " + what + ": blocks do not meet");
+              fail("internal: " + what() + ": blocks do not meet");
             if (chunk < 0) chunk = s.numel();
-            if (s.numel() != chunk || r.numel() != chunk) fail("internal: " + what + ": uneven blocks");
+            if (s.numel() != chunk || r.numel() != chunk) fail("internal: " + what() + ": uneven blocks");
             geom.send.push_back(s);
             geom.recv.push_back(r);
           }
@@ -298,7 +298,7 @@ class RankLowering {
           break;
         }
         default:
-          fail("internal: " + what + ": unexpected primitive");
+          fail("internal: " + what() + ": unexpected primitive");
       }
       if (in.kind != PInstr::AllReduce) {
         in.b = new_buffer(BufferDecl::Transit, e.tensor, mb, want);
@@ -310,7 +310,7 @@ class RankLowering {
       cur = after;
     }
     if (!holds(e.to, device())) return -1;
-    return reshape_to(buf, piece_of(e.to, device(), shape), e.tensor, mb, "layout of %" + std::to_string(e.tensor));
+    return reshape_to(buf, piece_of(e.to, device(), shape), e.tensor, mb, [&] { return "layout of %" + std::to_string(e.tensor); });
   }
 
   // ---- one micro-batch ----------------------------------------------------------------------
@@ -328,7 +328,7 @@ class RankLowering {
     if (auto it = value.find(g.loss); it != value.end() && label(it->second).replica_index == 0) emit(PInstr::LossShare, mb).a = it->second;
     seed_loss_gradient(mb, grad);
     for (size_t i = A.ops.size(); i-- > 0;)
-      if (A.ops[i].backward) backward_op(A.ops[i], op_kernels_[i], mb, value, grad);
+      if (A.ops[i].backward) backward_op(A.ops[i], op_kernels_[i], mb, grad);
     // Parameter gradients that arrived by an adapter: into the step's sum.
     for (const ParamSlot& slot : P.params) {
       auto gi = grad.find(slot.tensor);
@@ -369,7 +369,7 @@ class RankLowering {
         si.a = in;
         si.kernel = k;
         si.index = static_cast<int>(kk);
-        si.scale = value_scale(label(in), P.kernels[k].in_slices[kk], false, n.name + " input " + std::to_string(kk));
+        si.scale = value_scale(label(in), P.kernels[k].in_slices[kk], false, [&] { return n.name + " input " + std::to_string(kk); });
       }
     }
     for (int k : ks) emit(PInstr::Forward, mb).kernel = k;
@@ -413,7 +413,7 @@ class RankLowering {
     }
   }
 
-  void backward_op(const PlanAnalysis::Op& op, const std::vector<int>& ks, int mb, const std::map<int, int>& value, std::map<int, int>& grad) {
+  void backward_op(const PlanAnalysis::Op& op, const std::vector<int>& ks, int mb, std::map<int, int>& grad) {
     const sema::OpNode& n = g.node(op.node);
     for (int k : ks)
       if (P.kernels[k].recompute) emit(PInstr::Forward, mb).kernel = k;
@@ -425,7 +425,7 @@ class RankLowering {
         in.kernel = k;
         in.index = static_cast<int>(o);
         in.scale = P.kernels[k].scale;
-        if (in.a >= 0) value_scale(label(in.a), P.kernels[k].out_slices[o], true, n.name + " output gradient");
+        if (in.a >= 0) value_scale(label(in.a), P.kernels[k].out_slices[o], true, [&] { return n.name + " output gradient"; });
       }
       emit(PInstr::Backward, mb).kernel = k;
     }
@@ -473,7 +473,6 @@ class RankLowering {
       }
     }
     for (int k : ks) emit(PInstr::FreeKernel, mb).kernel = k;
-    (void)value;
   }
 
   // ---- the end of the step ------------------------------------------------------------------
@@ -483,9 +482,7 @@ class RankLowering {
     for (auto& [key, buf] : bucket_buf_) P.buckets[static_cast<size_t>(key.first)].push_back(buf);
     for (int b = 0; b < A.buckets; ++b) {
       if (P.buckets[static_cast<size_t>(b)].empty()) continue;
-      const std::vector<int>* devs = nullptr;
-      for (const auto& [e, id] : A.bucket_of)
-        if (id == b && !devs) devs = my_devices(e->adapter.steps[0]);
+      const std::vector<int>* devs = my_devices(*A.bucket_step[static_cast<size_t>(b)]);
       if (!devs) fail("internal: bucket " + std::to_string(b) + " has no group of device " + std::to_string(device()));
       if (devs->size() > 1) {
         PInstr& in = emit(PInstr::BucketAllReduce, -1);
@@ -518,11 +515,12 @@ class RankLowering {
       emit(PInstr::LossAllReduce, -1).group = groups_.world;
     }
     if (spec_.clip > 0) emit(PInstr::Clip, -1);
-    for (const ParamSlot& s : P.params)
-      if (s.accum >= 0) {
+    for (size_t i = 0; i < P.params.size(); ++i)
+      if (P.params[i].accum >= 0) {
         PInstr& in = emit(PInstr::Update, -1);
-        in.a = s.param;
-        in.b = s.accum;
+        in.a = P.params[i].param;
+        in.b = P.params[i].accum;
+        in.index = static_cast<int>(i);
       }
   }
 

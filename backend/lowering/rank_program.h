@@ -90,7 +90,7 @@ struct PInstr {
     LossShare,        // the step loss += a's scalar / micro-batches
     LossAllReduce,    // step loss and squared gradient norm, over `group` (every rank)
     Clip,             // global-norm clipping of every Accum buffer
-    Update,           // optimizer update of parameter a with gradient b
+    Update,           // optimizer update of parameter a with gradient b; `index`: its ParamSlot
   };
   Kind kind = Alloc;
   int a = -1, b = -1;

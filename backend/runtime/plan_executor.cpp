@@ -343,8 +343,7 @@ void PlanExecutor::exec_step(const PInstr& in) {
             for (float& x : bufs[static_cast<size_t>(s.accum)]) x *= factor;
       return;
     case PInstr::Update: {
-      size_t slot = 0;
-      while (slot < P.params.size() && P.params[slot].param != in.a) ++slot;
+      size_t slot = static_cast<size_t>(in.index);
       const sema::TensorInfo& t = g.tensor(P.params[slot].tensor);
       const Piece& pc = piece(in.a);
       TensorView pv{bufs[static_cast<size_t>(in.a)].data(), t.dtype, pc.length}, gv{bufs[static_cast<size_t>(in.b)].data(), t.dtype, pc.length};
