@@ -76,7 +76,8 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
     return sema::check::exit_code(verdict);
   }
   const sema::TrainSpec* spec = p.interp->train() ? &*p.interp->train() : nullptr;
-  return verify_lowered(p.graph(), p.plan, o.topo, o.seed_bug, spec, report) ? kExitOk : kExitRuntime;
+  p.comm = backend::derive_communication(p.graph(), p.plan);
+  return verify_lowered(p.graph(), p.plan, p.comm, o.topo, o.seed_bug, spec, report) ? kExitOk : kExitRuntime;
 }
 
 }  // namespace
@@ -146,7 +147,7 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p) {
   }
   if (plan && o.last >= Stage::Check)
     if (int rc = check_stage(o, p, report(Stage::Check)); rc != kExitOk) return rc;
-  if (plan && emits(Stage::Comm)) std::cout << backend::derive_communication(p.graph(), p.plan).dump(p.graph());
+  if (plan && emits(Stage::Comm)) std::cout << p.comm.dump(p.graph());
   if (o.last <= Stage::Comm) return kExitOk;
 
   // program: what each rank runs. Without a plan the one device's program is
@@ -154,7 +155,7 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p) {
   p.spec = *p.interp->train();
   if (o.steps > 0) p.spec.steps = o.steps;
   if (emits(Stage::Program)) {
-    if (plan) return emit_program(*p.interp, p.graph(), p.plan, p.spec, o.topo);
+    if (plan) return emit_program(*p.interp, p.graph(), p.plan, p.comm, p.spec, o.topo);
     sema::TrainingGraphInfo info = sema::build_training_graph(p.graph(), p.spec.optimizer.kind);
     std::cout << backend::lower_single_device(p.graph(), info).dump(p.graph());
     return kExitOk;
@@ -171,9 +172,10 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p) {
   return run_training(p, o);
 }
 
-backend::LoweredPlan lower_with_bodies(sema::Interpreter& interp, const sema::Graph& g, const sema::Plan& plan, const sema::TrainSpec& spec,
-                                       const Topology& topo, int only_rank) {
+backend::LoweredPlan lower_with_bodies(sema::Interpreter& interp, const sema::Graph& g, const sema::Plan& plan, const backend::CommPlan& comm,
+                                       const sema::TrainSpec& spec, const Topology& topo, int only_rank) {
   backend::LowerOptions lo;
+  lo.comm = &comm;
   lo.replicas = static_cast<int>(topo.replicas);
   lo.only_rank = only_rank;
   lo.elaborate = [&interp](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
@@ -183,9 +185,10 @@ backend::LoweredPlan lower_with_bodies(sema::Interpreter& interp, const sema::Gr
   return backend::lower_plan(g, plan, spec, lo);
 }
 
-int emit_program(sema::Interpreter& interp, const sema::Graph& g, const sema::Plan& plan, const sema::TrainSpec& spec, const Topology& topo) {
+int emit_program(sema::Interpreter& interp, const sema::Graph& g, const sema::Plan& plan, const backend::CommPlan& comm, const sema::TrainSpec& spec,
+                 const Topology& topo) {
   try {
-    std::cout << lower_with_bodies(interp, g, plan, spec, topo, -1).dump(g);
+    std::cout << lower_with_bodies(interp, g, plan, comm, spec, topo, -1).dump(g);
   } catch (const backend::LoweringError& e) {
     std::cerr << "nns: error: " << e.what() << "\n";
     return kExitRuntime;
@@ -193,14 +196,14 @@ int emit_program(sema::Interpreter& interp, const sema::Graph& g, const sema::Pl
   return kExitOk;
 }
 
-bool verify_lowered(const sema::Graph& g, const sema::Plan& plan, const Topology& topo, const std::string& seed_bug, const sema::TrainSpec* spec,
-                    std::ostream& report) {
+bool verify_lowered(const sema::Graph& g, const sema::Plan& plan, const backend::CommPlan& comm, const Topology& topo, const std::string& seed_bug,
+                    const sema::TrainSpec* spec, std::ostream& report) {
   backend::SeededBug bug = backend::SeededBug::None;
   if (!seed_bug.empty() && !backend::seeded_bug_from_name(seed_bug, bug)) {
     std::cerr << "nns: error: --seed-bug must be one of " << backend::seeded_bug_names() << "\n";
     return false;
   }
-  backend::ProgramCheck pc = backend::verify_programs(g, plan, static_cast<int>(topo.replicas), bug, spec);
+  backend::ProgramCheck pc = backend::verify_programs(g, plan, static_cast<int>(topo.replicas), bug, spec, &comm);
   if (!pc.applied.empty()) report << "program: seeded bug (test hook): " << pc.applied << "\n";
   char line[512];
   std::snprintf(line, sizeof line, "program: %d rank(s), %d edge(s), %d adapter step(s), %d collective(s) matched across ranks: %s (%.1f ms)\n",

@@ -9,6 +9,7 @@
 // (driver/train.h).
 #pragma once
 
+#include "backend/lowering/comm_plan.h"
 #include "backend/lowering/rank_program.h"
 #include <cstdint>
 #include <memory>
@@ -59,6 +60,7 @@ struct Pipeline {
   front::DiagnosticEngine diags{sources};
   std::unique_ptr<sema::Interpreter> interp;
   sema::Plan plan;                 // the evaluated --plan
+  backend::CommPlan comm;          // its derived communication (after the check stage; read by verification, --emit=comm and lowering)
   sema::TrainSpec spec;            // the train block, --steps applied
   sema::TrainingGraphInfo info;    // after the training-graph stage: the graph has its backward and optimizer ops
   double elaborate_ms = 0;         // parse + evaluate
@@ -73,19 +75,20 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p);
 
 // The program stage of a plan: prints every rank's program (--emit=program),
 // lowered here with the sub-ops elaborated (no rank is started).
-int emit_program(sema::Interpreter& interp, const sema::Graph& g, const sema::Plan& plan, const sema::TrainSpec& spec, const Topology& topo);
+int emit_program(sema::Interpreter& interp, const sema::Graph& g, const sema::Plan& plan, const backend::CommPlan& comm, const sema::TrainSpec& spec,
+                 const Topology& topo);
 
 // The plan lowered to per-rank programs, sub-ops elaborated on their slices
 // by the interpreter (the only place lowering meets it); only_rank < 0:
 // every rank. Throws backend::LoweringError.
-backend::LoweredPlan lower_with_bodies(sema::Interpreter& interp, const sema::Graph& g, const sema::Plan& plan, const sema::TrainSpec& spec,
-                                       const Topology& topo, int only_rank);
+backend::LoweredPlan lower_with_bodies(sema::Interpreter& interp, const sema::Graph& g, const sema::Plan& plan, const backend::CommPlan& comm,
+                                       const sema::TrainSpec& spec, const Topology& topo, int only_rank);
 
 // Program verification of the plan's lowered per-rank programs
 // (backend/lowering/program_check.h) for topo.replicas replicas and the
 // train block's micro-batches; prints the verdict line to `report`. False
 // (diagnoses on stderr) when wrong.
-bool verify_lowered(const sema::Graph& g, const sema::Plan& plan, const Topology& topo, const std::string& seed_bug, const sema::TrainSpec* spec,
-                    std::ostream& report);
+bool verify_lowered(const sema::Graph& g, const sema::Plan& plan, const backend::CommPlan& comm, const Topology& topo, const std::string& seed_bug,
+                    const sema::TrainSpec* spec, std::ostream& report);
 
 }  // namespace nns::driver

@@ -27,7 +27,7 @@ namespace {
 std::unique_ptr<backend::PlanTrainer> make_plan_trainer(Pipeline& p, const PipelineOptions& o, backend::Backend& backend,
                                                         backend::Communicator* comm) {
   int rank = comm ? comm->rank() : 0;
-  return std::make_unique<backend::PlanTrainer>(p.graph(), lower_with_bodies(*p.interp, p.graph(), p.plan, p.spec, o.topo, rank), p.spec,
+  return std::make_unique<backend::PlanTrainer>(p.graph(), lower_with_bodies(*p.interp, p.graph(), p.plan, p.comm, p.spec, o.topo, rank), p.spec,
                                                 backend, comm, o.run.seed);
 }
 

@@ -361,7 +361,8 @@ using detail::check_order;
 using detail::seed_comm_bug;
 using detail::simulate_edge;
 
-ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int replicas, SeededBug bug, const sema::TrainSpec* spec) {
+ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int replicas, SeededBug bug, const sema::TrainSpec* spec,
+                             const CommPlan* comm) {
   auto t0 = std::chrono::steady_clock::now();
   ProgramCheck out;
   sema::TrainSpec defaults;
@@ -378,6 +379,7 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int r
   LowerOptions opts;
   opts.replicas = replicas;
   opts.communication_only = true;
+  opts.comm = comm;
   LoweredPlan lp;
   try {
     lp = lower_plan(g, plan, sp, opts);

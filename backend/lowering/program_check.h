@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/lowering/comm_plan.h"
 #include "semantics/graph.h"
 #include "semantics/plan.h"
 #include "semantics/train_spec.h"
@@ -56,7 +57,9 @@ struct ProgramCheck {
 // The programs are lowered here (lower_plan, structure only) with the train
 // block's micro-batches (`spec`; one when null); the seeded bug corrupts the
 // derived communication before lowering or the lowered lists after it.
+// `comm`: the plan's derived communication when the caller has it (derived
+// here otherwise).
 ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int replicas, SeededBug bug = SeededBug::None,
-                             const sema::TrainSpec* spec = nullptr);
+                             const sema::TrainSpec* spec = nullptr, const CommPlan* comm = nullptr);
 
 }  // namespace nns::backend
