@@ -105,6 +105,17 @@ static void dump_subop(const Plan& p, int index, int depth, std::ostringstream& 
   for (int c : s.children) dump_subop(p, c, depth + 1, out);
 }
 
+bool TaskRef::operator<(const TaskRef& o) const {
+  if (segment != o.segment) return segment < o.segment;
+  if (mb != o.mb) return mb < o.mb;
+  return phase < o.phase;
+}
+
+std::string Plan::task_text(const TaskRef& t) const {
+  std::string seg = t.segment >= 0 && t.segment < static_cast<int>(segments.size()) ? segments[static_cast<size_t>(t.segment)].name : "?";
+  return std::string(1, "FBW"[t.phase]) + "(" + seg + ", mb " + std::to_string(t.mb) + ")";
+}
+
 std::string Plan::dump(const Graph& g) const {
   std::ostringstream out;
   out << "plan " << name << " on " << ngpus << " device(s) {\n";
@@ -115,6 +126,16 @@ std::string Plan::dump(const Graph& g) const {
     dump_subop(*this, root, 0, out);
   }
   for (const OrderConstraint& o : orders) out << "  order #" << o.before << " before #" << o.after << "\n";
+  for (size_t i = 0; i < segments.size(); ++i) {
+    out << "  segment " << i << " " << segments[i].name << (segments[i].split_w ? " (B/W split)" : "") << ":";
+    for (int n : segments[i].nodes) out << " " << g.node(n).name;
+    out << "\n";
+  }
+  for (const PlanSchedule& s : schedules)
+    out << "  schedule " << s.kind << ": " << s.ranks << " pipeline rank(s), " << s.micro_batches << " micro-batch(es), " << task_orders.size()
+        << " task order(s)\n";
+  if (schedules.empty())
+    for (const TaskOrder& o : task_orders) out << "  order " << task_text(o.before) << " before " << task_text(o.after) << "\n";
   out << "}\n";
   return out.str();
 }

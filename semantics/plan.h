@@ -12,6 +12,7 @@
 #include "frontend/source.h"
 #include "semantics/dimop.h"
 #include "semantics/graph.h"
+#include "semantics/pipeline_schedule.h"
 
 namespace nns::sema {
 
@@ -59,6 +60,41 @@ struct PlanConstraint {
   front::SourceLoc loc;           // the builtin call
 };
 
+// Pipeline schedules are op-order over tasks. A segment is a group of
+// top-level ops (a pipeline stage, or the head / tail segment of an
+// interlaced pipeline); a task is its forward F, input-gradient backward B
+// or weight-gradient backward W for one micro-batch. order(task, task)
+// orders the two tasks on every device that runs parts of both; the
+// schedule(...) builtin generates such orders from the schedule library
+// (semantics/pipeline_schedule.h). Lowering emits each rank's program in an
+// order that honours them; the checker proves they cannot deadlock.
+struct Segment {
+  std::vector<int> nodes;  // top-level forward nodes, ascending
+  std::string name;        // "stage 1" for schedule stages, else the first op's name
+  bool split_w = false;    // some order names its W tasks: its backward runs as B then W
+  front::SourceLoc loc;    // where it was first named
+};
+struct TaskRef {
+  int segment = -1;
+  PipeTask::Phase phase = PipeTask::F;
+  int mb = 0;
+  bool operator==(const TaskRef& o) const { return segment == o.segment && phase == o.phase && mb == o.mb; }
+  bool operator<(const TaskRef& o) const;
+};
+struct TaskOrder {
+  TaskRef before, after;
+  front::SourceLoc loc;  // the order() or schedule() call
+};
+// What schedule(...) generated, kept for --emit=schedule and the checker's
+// messages.
+struct PlanSchedule {
+  std::string kind;
+  int ranks = 0, v = 1, recycles = 0, micro_batches = 1;
+  std::vector<int> stage_segment;  // schedule stage -> segment
+  PipeOrder order;                 // per pipeline rank, in schedule stages
+  front::SourceLoc loc;
+};
+
 struct Plan {
   std::string name;
   int64_t ngpus = 1;
@@ -66,6 +102,13 @@ struct Plan {
   std::vector<int> root_of_node;     // top-level node id -> its root sub-op
   std::vector<OrderConstraint> orders;
   std::vector<PlanConstraint> constraints;  // constraint tables declared by the plan
+  std::vector<Segment> segments;
+  std::vector<TaskOrder> task_orders;
+  std::vector<PlanSchedule> schedules;     // at most one
+  std::vector<int> segment_of_node;        // top-level node -> segment (-1: none); sized with root_of_node
+
+  // "F(stage 1, mb 3)"
+  std::string task_text(const TaskRef& t) const;
 
   std::vector<int> leaves() const;
   // The leaves of one top-level op's partition tree, in sub-op index order

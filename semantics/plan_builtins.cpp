@@ -13,6 +13,9 @@ namespace nns::sema {
 
 using front::SourceLoc;
 
+bool is_task_value(const Value& v);    // schedule_builtins.cpp
+TaskRef task_of_value(const Value& v);
+
 namespace {
 
 using builtin_args::arg;
@@ -257,6 +260,16 @@ Value b_replicate(Interpreter& in, CallArgs& a) {
 // order(a, b): every leaf of a runs before every leaf of b (op-order).
 Value b_order(Interpreter& in, CallArgs& a) {
   Plan& p = active(in, a, "order");
+  const Value* x0 = arg(a, 0, "before");
+  const Value* x1 = arg(a, 1, "after");
+  if (x0 && x1 && (is_task_value(*x0) || is_task_value(*x1))) {
+    if (!is_task_value(*x0) || !is_task_value(*x1))
+      in.fail(a.loc, "order(): both arguments must be tasks (fwd/bwd/wgrad(OPS, mb)) or both ops");
+    TaskRef t0 = task_of_value(*x0), t1 = task_of_value(*x1);
+    if (t0 == t1) in.fail(a.loc, "order(): a task cannot run before itself");
+    p.task_orders.push_back({t0, t1, a.loc});
+    return Value();
+  }
   std::vector<int> first = ops_of(in, a, 0, "before", "order");
   std::vector<int> second = ops_of(in, a, 1, "after", "order");
   for (int x : first)
@@ -298,10 +311,12 @@ Value b_splittable(Interpreter& in, CallArgs& a) {
 
 }  // namespace
 
-void install_table_builtins(Env& env);  // checker/table_builtins.cpp: constraint tables
+void install_table_builtins(Env& env);     // checker/table_builtins.cpp: constraint tables
+void install_schedule_builtins(Env& env);  // schedule_builtins.cpp: tasks and pipeline schedules
 
 void install_plan_builtins(Env& env) {
   install_table_builtins(env);
+  install_schedule_builtins(env);
   static const std::pair<const char*, BuiltinFn> table[] = {
       {"select", b_select}, {"kind", b_kind}, {"name", b_name}, {"trans", b_trans}, {"assign", b_assign},
       {"replicate", b_replicate}, {"order", b_order}, {"recompute", b_recompute}, {"unassigned", b_unassigned},

@@ -73,6 +73,7 @@ Plan Interpreter::new_plan(const std::string& name, int64_t ngpus) const {
   out.name = name;
   out.ngpus = ngpus;
   out.root_of_node.assign(graph_.nodes().size(), -1);
+  out.segment_of_node.assign(graph_.nodes().size(), -1);
   for (const OpNode& n : graph_.nodes()) {
     if (n.parent >= 0 || n.phase != Phase::Forward) continue;
     out.root_of_node[n.id] = static_cast<int>(out.subops.size());

@@ -2,6 +2,8 @@
 // its buffers and its instruction list for one step (lower_plan.h says
 // what the sequence is and why every rank derives it the same way).
 #include <algorithm>
+#include <functional>
+#include <set>
 
 #include "backend/lowering/lower_internal.h"
 #include "semantics/op_registry.h"
@@ -24,6 +26,8 @@ class RankLowering {
     make_kernels();
     make_params();
     for (int mb = 0; mb < static_cast<int>(spec_.micro_batches); ++mb) micro_batch(mb);
+    close_blocks();
+    order_blocks();
     step_end();
     inject_frees();
     P.tags = tag_;
@@ -44,6 +48,17 @@ class RankLowering {
   std::map<int, int> slot_of_;                // tensor -> index into P.params
   std::map<std::pair<int, int>, int> bucket_buf_;  // (bucket, tensor) -> buffer
   uint32_t tag_ = 0;
+  // Blocks: the instructions of one micro-batch's forward (or backward, or
+  // weight-gradient backward) of one op, as lowering emits them in graph
+  // order; order_blocks() then orders them by the plan's schedule.
+  struct Block {
+    int mb = -1, op = -1;  // op: index into A.ops; -1 for the micro-batch's gradient accumulation
+    sema::PipeTask::Phase phase = sema::PipeTask::F;
+  };
+  std::vector<Block> blocks_;
+  std::vector<int> block_of_;  // per instruction
+  int cur_block_ = -1;
+  std::vector<char> runs_segment_;  // per plan segment: this rank runs a kernel of it
 
   int device() const { return P.device; }
   // A buffer's current piece: its box never changes; its partial-sum and
@@ -55,6 +70,12 @@ class RankLowering {
     P.buffers.push_back(BufferDecl{role, tensor, mb, piece});
     return static_cast<int>(P.buffers.size()) - 1;
   }
+  void open_block(int mb, int op, sema::PipeTask::Phase phase) {
+    close_blocks();
+    blocks_.push_back({mb, op, phase});
+    cur_block_ = static_cast<int>(blocks_.size()) - 1;
+  }
+  void close_blocks() { block_of_.resize(P.instrs.size(), cur_block_); }
   PInstr& emit(PInstr::Kind kind, int mb) {
     P.instrs.emplace_back();
     P.instrs.back().kind = kind;
@@ -136,7 +157,73 @@ class RankLowering {
       seeds[out] = id;
     }
     kn.bwd = sema::differentiate(P.local, kn.inst.nodes, seeds, kn.inst.inputs);
+    int seg = plan.segment_of_node.empty() ? -1 : plan.segment_of_node[static_cast<size_t>(s.node)];
+    if (seg >= 0 && plan.segments[static_cast<size_t>(seg)].split_w) split_weight_gradient(kn, node);
     return kn;
+  }
+
+  // Splits a kernel's backward into B (gradients of its activation inputs)
+  // and W (gradients of its weights). A backward node that computes both
+  // (linear_backward: dx and dW) becomes two nodes with complementary
+  // gradient masks; W nodes only feed weight gradients, so B never waits
+  // for them and W can run later (zero-bubble schedules).
+  void split_weight_gradient(SubOpKernel& kn, const sema::OpNode& node) {
+    sema::Graph& L = P.local;
+    std::set<int> weights;  // local tensors of the weight inputs
+    for (size_t k = 0; k < node.inputs.size() && k < kn.inst.inputs.size(); ++k)
+      if (g.tensor(node.inputs[k]).kind == sema::TensorKind::Param) weights.insert(kn.inst.inputs[k]);
+    if (weights.empty()) return;
+    std::vector<int> b_nodes, w_nodes;
+    std::set<int> w_tensors;  // gradients (and partial sums) that only weights need
+    for (int id : kn.bwd.nodes) {
+      sema::OpNode bn = L.node(id);  // a copy: adding nodes may reallocate
+      auto mask_it = bn.attrs.find("grad_mask");
+      if (bn.kind == "add_n") {
+        bool all_w = true;
+        for (int t : bn.inputs) all_w = all_w && w_tensors.count(t);
+        (all_w ? w_nodes : b_nodes).push_back(id);
+        if (all_w) w_tensors.insert(bn.outputs[0]);
+        continue;
+      }
+      if (mask_it == bn.attrs.end() || bn.forward_of < 0) {
+        b_nodes.push_back(id);
+        continue;
+      }
+      std::vector<int64_t> mask = std::get<std::vector<int64_t>>(mask_it->second);
+      const std::vector<int>& fin = L.node(bn.forward_of).inputs;
+      std::vector<int64_t> bmask(mask.size(), 0), wmask(mask.size(), 0);
+      std::vector<int> bouts, wouts;
+      size_t slot = 0;
+      for (size_t i = 0; i < mask.size(); ++i) {
+        if (!mask[i]) continue;
+        bool w = weights.count(fin[i]) > 0;
+        (w ? wmask : bmask)[i] = 1;
+        (w ? wouts : bouts).push_back(bn.outputs[slot++]);
+      }
+      if (bouts.empty() || wouts.empty()) {
+        (bouts.empty() ? w_nodes : b_nodes).push_back(id);
+        if (bouts.empty()) w_tensors.insert(wouts.begin(), wouts.end());
+        continue;
+      }
+      // Both: this node keeps the activation gradients, a copy computes the weights'.
+      L.node(id).attrs["grad_mask"] = bmask;
+      L.node(id).outputs = bouts;
+      sema::OpNode wn = bn;
+      wn.attrs["grad_mask"] = wmask;
+      wn.outputs = wouts;
+      wn.name = bn.name + ".w";
+      int wid = L.add_node(std::move(wn));
+      for (int t : wouts) L.tensor(t).producer = wid;
+      w_nodes.push_back(wid);
+      b_nodes.push_back(id);
+      w_tensors.insert(wouts.begin(), wouts.end());
+    }
+    // B must not read what only W computes (then the split would be wrong).
+    for (int id : b_nodes)
+      for (int t : L.node(id).inputs)
+        if (w_tensors.count(t)) fail("internal: the B part of " + node.name + " reads a weight gradient");
+    kn.bwd.nodes = std::move(b_nodes);
+    kn.wgrad_nodes = std::move(w_nodes);
   }
 
   // Parameters: the pieces this rank holds, in tensor order.
@@ -316,20 +403,24 @@ class RankLowering {
   // ---- one micro-batch ----------------------------------------------------------------------
   void micro_batch(int mb) {
     std::map<int, int> value, grad;  // tensor -> buffer
-    for (int t : g.inputs()) {
-      auto it = A.storage.find(t);
-      if (it == A.storage.end() || !holds(it->second, device())) continue;
-      int b = new_buffer(BufferDecl::Input, t, mb, piece_of(it->second, device(), g.tensor(t).shape));
-      PInstr& in = emit(PInstr::LoadInput, mb);
-      in.b = b;
-      value[t] = b;
+    int loss_op = -1;
+    for (size_t i = 0; i < A.ops.size(); ++i) {
+      open_block(mb, static_cast<int>(i), sema::PipeTask::F);
+      forward_op(A.ops[i], op_kernels_[i], mb, value);
+      if (loss_op < 0 && g.loss >= 0 && g.tensor(g.loss).producer == A.ops[i].node) {
+        loss_op = static_cast<int>(i);
+        if (auto it = value.find(g.loss); it != value.end() && label(it->second).replica_index == 0) emit(PInstr::LossShare, mb).a = it->second;
+      }
     }
-    for (size_t i = 0; i < A.ops.size(); ++i) forward_op(A.ops[i], op_kernels_[i], mb, value);
-    if (auto it = value.find(g.loss); it != value.end() && label(it->second).replica_index == 0) emit(PInstr::LossShare, mb).a = it->second;
-    seed_loss_gradient(mb, grad);
-    for (size_t i = A.ops.size(); i-- > 0;)
-      if (A.ops[i].backward) backward_op(A.ops[i], op_kernels_[i], mb, grad);
+    for (size_t i = A.ops.size(); i-- > 0;) {
+      if (static_cast<int>(i) == loss_op) {
+        open_block(mb, static_cast<int>(i), sema::PipeTask::B);
+        seed_loss_gradient(mb, grad);
+      }
+      if (A.ops[i].backward) backward_op(static_cast<int>(i), op_kernels_[i], mb, grad);
+    }
     // Parameter gradients that arrived by an adapter: into the step's sum.
+    open_block(mb, -1, sema::PipeTask::B);
     for (const ParamSlot& slot : P.params) {
       auto gi = grad.find(slot.tensor);
       if (gi == grad.end() || !slot.trainable) continue;
@@ -353,6 +444,16 @@ class RankLowering {
     in.scale = 1.f / static_cast<float>(spec_.micro_batches);
   }
 
+  // A data input's piece for micro-batch mb, loaded by its first consumer
+  // (so that a pipeline stage loads only what it reads, when it reads it).
+  int load_input(int t, int mb) {
+    auto it = A.storage.find(t);
+    if (it == A.storage.end() || !holds(it->second, device())) return -1;
+    int b = new_buffer(BufferDecl::Input, t, mb, piece_of(it->second, device(), g.tensor(t).shape));
+    emit(PInstr::LoadInput, mb).b = b;
+    return b;
+  }
+
   void forward_op(const PlanAnalysis::Op& op, const std::vector<int>& ks, int mb, std::map<int, int>& value) {
     const sema::OpNode& n = g.node(op.node);
     for (size_t kk = 0; kk < n.inputs.size(); ++kk) {
@@ -360,6 +461,7 @@ class RankLowering {
       int src = -1;
       if (auto it = param_buf_.find(t); it != param_buf_.end()) src = it->second;
       else if (auto v = value.find(t); v != value.end()) src = v->second;
+      else if (g.tensor(t).kind == sema::TensorKind::Input) src = value[t] = load_input(t, mb);
       // An edge without steps leaves the piece as it is: read it in place.
       int in = src;
       if (op.in_edge[kk] && !op.in_edge[kk]->adapter.steps.empty()) in = adapter(*op.in_edge[kk], src, mb);
@@ -413,8 +515,18 @@ class RankLowering {
     }
   }
 
-  void backward_op(const PlanAnalysis::Op& op, const std::vector<int>& ks, int mb, std::map<int, int>& grad) {
+  // Whether op i's backward runs as B then W on this rank: its segment's
+  // W tasks are scheduled and some kernel of it has weight-gradient nodes.
+  bool split_w(int i) const {
+    int seg = plan.segment_of_node.empty() ? -1 : plan.segment_of_node[static_cast<size_t>(A.ops[static_cast<size_t>(i)].node)];
+    return seg >= 0 && plan.segments[static_cast<size_t>(seg)].split_w;
+  }
+
+  void backward_op(int i, const std::vector<int>& ks, int mb, std::map<int, int>& grad) {
+    const PlanAnalysis::Op& op = A.ops[static_cast<size_t>(i)];
     const sema::OpNode& n = g.node(op.node);
+    bool split = split_w(i);
+    open_block(mb, i, sema::PipeTask::B);
     for (int k : ks)
       if (P.kernels[k].recompute) emit(PInstr::Forward, mb).kernel = k;
     for (int k : ks) {
@@ -429,50 +541,302 @@ class RankLowering {
       }
       emit(PInstr::Backward, mb).kernel = k;
     }
-    for (size_t kk = 0; kk < n.inputs.size(); ++kk) {
-      const CommEdge* e = op.grad_edge[kk];
-      if (!e) continue;
-      int t = n.inputs[kk];
-      int contrib = -1;
-      if (holds(op.grad_in_layout[kk], device())) {
-        contrib = new_buffer(BufferDecl::Contrib, t, mb, piece_of(op.grad_in_layout[kk], device(), g.tensor(t).shape));
-        emit(PInstr::Alloc, mb).b = contrib;
-        for (int k : ks) {
-          PInstr& c = emit(PInstr::CollectGrad, mb);
-          c.b = contrib;
-          c.kernel = k;
-          c.index = static_cast<int>(kk);
-        }
+    // B: the gradients of activations (what the previous stage waits for)
+    // first; with a B/W split the weights' gradients follow in the W block.
+    for (int pass = 0; pass < 2; ++pass) {
+      if (pass == 1 && split) {
+        open_block(mb, i, sema::PipeTask::W);
+        for (int k : ks)
+          if (!P.kernels[k].wgrad_nodes.empty()) emit(PInstr::BackwardW, mb).kernel = k;
       }
-      if (auto bk = A.bucket_of.find(e); bk != A.bucket_of.end()) {
-        // Summed locally over the step's micro-batches; one fused allreduce
-        // per device group at the end of the step.
-        if (contrib < 0) continue;
-        auto [it, fresh] = bucket_buf_.emplace(std::make_pair(bk->second, t), -1);
-        if (fresh) {
-          Piece p = label(contrib);
-          p.value_index = 0;
-          p.value_parts = 1;
-          it->second = new_buffer(BufferDecl::Bucket, t, -1, p);
-          emit(PInstr::Alloc, mb).b = it->second;
-        }
-        PInstr& add = emit(PInstr::AddTo, mb);
-        add.a = contrib;
-        add.b = it->second;
-        continue;
-      }
-      int moved = adapter(*e, contrib, mb);
-      if (!holds(e->to, device())) continue;
-      auto gi = grad.find(t);
-      if (gi == grad.end()) {
-        grad[t] = moved;
-      } else {
-        PInstr& add = emit(PInstr::AddTo, mb);
-        add.a = moved;
-        add.b = gi->second;
+      for (size_t kk = 0; kk < n.inputs.size(); ++kk) {
+        bool weight = g.tensor(n.inputs[kk]).kind == sema::TensorKind::Param;
+        if (weight != (pass == 1)) continue;
+        backward_input(op, ks, kk, mb, grad);
       }
     }
     for (int k : ks) emit(PInstr::FreeKernel, mb).kernel = k;
+  }
+
+  // The gradient of input kk of an op: collected from its kernels, then
+  // through its adapter (or into a bucket) to where the tensor lives.
+  void backward_input(const PlanAnalysis::Op& op, const std::vector<int>& ks, size_t kk, int mb, std::map<int, int>& grad) {
+    const sema::OpNode& n = g.node(op.node);
+    const CommEdge* e = op.grad_edge[kk];
+    if (!e) return;
+    int t = n.inputs[kk];
+    int contrib = -1;
+    if (holds(op.grad_in_layout[kk], device())) {
+      contrib = new_buffer(BufferDecl::Contrib, t, mb, piece_of(op.grad_in_layout[kk], device(), g.tensor(t).shape));
+      emit(PInstr::Alloc, mb).b = contrib;
+      for (int k : ks) {
+        PInstr& c = emit(PInstr::CollectGrad, mb);
+        c.b = contrib;
+        c.kernel = k;
+        c.index = static_cast<int>(kk);
+      }
+    }
+    if (auto bk = A.bucket_of.find(e); bk != A.bucket_of.end()) {
+      // Summed locally over the step's micro-batches; one fused allreduce
+      // per device group at the end of the step.
+      if (contrib < 0) return;
+      auto [it, fresh] = bucket_buf_.emplace(std::make_pair(bk->second, t), -1);
+      if (fresh) {
+        Piece p = label(contrib);
+        p.value_index = 0;
+        p.value_parts = 1;
+        it->second = new_buffer(BufferDecl::Bucket, t, -1, p);
+        emit(PInstr::Alloc, mb).b = it->second;
+      }
+      PInstr& add = emit(PInstr::AddTo, mb);
+      add.a = contrib;
+      add.b = it->second;
+      return;
+    }
+    int moved = adapter(*e, contrib, mb);
+    if (!holds(e->to, device())) return;
+    auto gi = grad.find(t);
+    if (gi == grad.end()) {
+      grad[t] = moved;
+    } else {
+      PInstr& add = emit(PInstr::AddTo, mb);
+      add.a = moved;
+      add.b = gi->second;
+    }
+  }
+
+  // ---- the schedule -------------------------------------------------------------------------
+  // Orders the blocks of the step. Without task orders the result is the
+  // emission order (micro-batch by micro-batch, graph order). With them,
+  // this rank's tasks (segments it runs a kernel of, per phase and
+  // micro-batch) run in the order the plan gives (a topological order of
+  // its task orders), each block of a task once every block it depends on
+  // has run. Dependencies: accesses to one buffer, one kernel or the loss
+  // keep their emission order, so every buffer sees the same sequence of
+  // reads and writes as in the unscheduled program. Blocks of no task on
+  // this rank (sends of a tensor another stage consumes, ops of no segment)
+  // run as soon as they can, except those that receive, which run when a
+  // task needs them: a receive waits, and waiting early would block the
+  // tasks before it. Receives are posted one task ahead and waited for
+  // where their data is read (Recv ... Wait), so a stage computes while
+  // its neighbours' tensors are in flight.
+  void order_blocks() {
+    const size_t nb = blocks_.size();
+    if (nb == 0) return;
+    runs_segment_.assign(plan.segments.size(), 0);
+    for (const SubOpKernel& kn : P.kernels) {
+      int seg = plan.segment_of_node.empty() ? -1 : plan.segment_of_node[static_cast<size_t>(kn.node)];
+      if (seg >= 0) runs_segment_[static_cast<size_t>(seg)] = 1;
+    }
+    // Block extents (blocks are contiguous in emission order).
+    std::vector<int> first(nb, -1), last(nb, -1);
+    for (size_t i = 0; i < P.instrs.size(); ++i) {
+      int b = block_of_[i];
+      if (b < 0) fail("internal: an instruction outside every block");
+      if (first[b] < 0) first[b] = static_cast<int>(i);
+      last[b] = static_cast<int>(i) + 1;
+    }
+    // Dependencies.
+    std::vector<std::vector<int>> preds(nb);
+    {
+      std::vector<int> last_buf(P.buffers.size(), -1), last_kernel(P.kernels.size(), -1);
+      int last_loss = -1;
+      auto touch = [&](int& slot, int b) {
+        if (slot >= 0 && slot != b) preds[static_cast<size_t>(b)].push_back(slot);
+        slot = b;
+      };
+      for (size_t i = 0; i < P.instrs.size(); ++i) {
+        const PInstr& in = P.instrs[i];
+        int b = block_of_[i];
+        if (in.a >= 0) touch(last_buf[static_cast<size_t>(in.a)], b);
+        if (in.b >= 0) touch(last_buf[static_cast<size_t>(in.b)], b);
+        if (in.kernel >= 0) touch(last_kernel[static_cast<size_t>(in.kernel)], b);
+        if (in.kind == PInstr::LossShare) touch(last_loss, b);
+      }
+      for (auto& v : preds) {
+        std::sort(v.begin(), v.end());
+        v.erase(std::unique(v.begin(), v.end()), v.end());
+      }
+    }
+    // This rank's tasks.
+    std::map<sema::TaskRef, int> task_id;
+    std::vector<sema::TaskRef> task_ref;
+    std::vector<std::vector<int>> task_blocks;
+    std::vector<int> task_of(nb, -1);
+    std::vector<char> lazy(nb, 0);
+    for (size_t b = 0; b < nb; ++b) {
+      for (int i = first[b]; i >= 0 && i < last[b]; ++i)
+        if (P.instrs[static_cast<size_t>(i)].kind == PInstr::Recv) lazy[b] = 1;
+      const Block& bl = blocks_[b];
+      if (bl.op < 0 || plan.task_orders.empty()) continue;
+      int seg = plan.segment_of_node.empty() ? -1 : plan.segment_of_node[static_cast<size_t>(A.ops[static_cast<size_t>(bl.op)].node)];
+      if (seg < 0 || !runs_segment_[static_cast<size_t>(seg)]) continue;
+      sema::TaskRef t{seg, bl.phase, bl.mb};
+      auto [it, fresh] = task_id.emplace(t, static_cast<int>(task_ref.size()));
+      if (fresh) {
+        task_ref.push_back(t);
+        task_blocks.emplace_back();
+      }
+      task_of[b] = it->second;
+      task_blocks[static_cast<size_t>(it->second)].push_back(static_cast<int>(b));
+    }
+    const size_t nt = task_ref.size();
+    // The task sequence: the plan's task orders among this rank's tasks,
+    // ties broken by emission order.
+    std::vector<int> seq_pos(nt, -1), seq;
+    {
+      std::vector<std::vector<int>> succ(nt);
+      std::vector<int> indeg(nt, 0);
+      for (const sema::TaskOrder& o : plan.task_orders) {
+        auto x = task_id.find(o.before), y = task_id.find(o.after);
+        if (x == task_id.end() || y == task_id.end()) continue;
+        succ[static_cast<size_t>(x->second)].push_back(y->second);
+        ++indeg[static_cast<size_t>(y->second)];
+      }
+      std::set<std::pair<int, int>> ready;  // (first block, task)
+      for (size_t t = 0; t < nt; ++t)
+        if (indeg[t] == 0) ready.insert({task_blocks[t].front(), static_cast<int>(t)});
+      while (!ready.empty()) {
+        int t = ready.begin()->second;
+        ready.erase(ready.begin());
+        seq_pos[static_cast<size_t>(t)] = static_cast<int>(seq.size());
+        seq.push_back(t);
+        for (int u : succ[static_cast<size_t>(t)])
+          if (--indeg[static_cast<size_t>(u)] == 0) ready.insert({task_blocks[static_cast<size_t>(u)].front(), u});
+      }
+      if (seq.size() != nt)
+        fail("plan " + plan.name + ": the task orders on rank " + std::to_string(P.rank) + " form a cycle (nns check --plan names the directives)");
+    }
+    // Emission.
+    std::vector<char> done(nb, 0);
+    std::vector<int> order, owner(nb, -1);
+    order.reserve(nb);
+    int current = -1;  // position in seq of the running task
+    // Emits b after its not yet emitted predecessors (depth first, iterative).
+    auto pull = [&](int root, int own) {
+      std::vector<std::pair<int, size_t>> stack{{root, 0}};
+      while (!stack.empty()) {
+        auto& [b, next] = stack.back();
+        if (done[static_cast<size_t>(b)]) {
+          stack.pop_back();
+          continue;
+        }
+        const std::vector<int>& ps = preds[static_cast<size_t>(b)];
+        while (next < ps.size() && done[static_cast<size_t>(ps[next])]) ++next;
+        if (next < ps.size()) {
+          int p = ps[next];
+          int pt = task_of[static_cast<size_t>(p)];
+          if (own >= 0 && pt >= 0 && seq_pos[static_cast<size_t>(pt)] > own)
+            fail("plan " + plan.name + ": on rank " + std::to_string(P.rank) + " the schedule runs " + plan.task_text(task_ref[static_cast<size_t>(seq[static_cast<size_t>(own)])]) +
+                 " before " + plan.task_text(task_ref[static_cast<size_t>(pt)]) + ", which it needs");
+          stack.push_back({p, 0});
+          continue;
+        }
+        done[static_cast<size_t>(b)] = 1;
+        order.push_back(b);
+        owner[static_cast<size_t>(b)] = own;
+        stack.pop_back();
+      }
+    };
+    // Whether float block b could run now: its predecessors ran, or are
+    // receiving floats that could.
+    std::vector<int> memo(nb, -1);
+    std::function<bool(int)> ready = [&](int b) -> bool {
+      if (done[static_cast<size_t>(b)]) return true;
+      int& m = memo[static_cast<size_t>(b)];
+      if (m >= 0) return m != 0;
+      bool ok = task_of[static_cast<size_t>(b)] < 0;
+      for (int p : preds[static_cast<size_t>(b)]) {
+        if (!ok) break;
+        ok = done[static_cast<size_t>(p)] || (lazy[static_cast<size_t>(p)] && ready(p));
+      }
+      m = ok ? 1 : 0;
+      return ok;
+    };
+    std::vector<int> floats;
+    for (size_t b = 0; b < nb; ++b)
+      if (task_of[b] < 0 && !lazy[b]) floats.push_back(static_cast<int>(b));
+    size_t float_from = 0;
+    auto flush = [&]() {
+      if (nt == 0) return;
+      bool any = true;
+      while (any) {
+        any = false;
+        std::fill(memo.begin(), memo.end(), -1);
+        for (size_t i = float_from; i < floats.size(); ++i) {
+          int b = floats[i];
+          if (done[static_cast<size_t>(b)] || !ready(b)) continue;
+          pull(b, current);
+          any = true;
+          std::fill(memo.begin(), memo.end(), -1);
+        }
+        while (float_from < floats.size() && done[static_cast<size_t>(floats[float_from])]) ++float_from;
+      }
+    };
+    flush();
+    for (size_t k = 0; k < seq.size(); ++k) {
+      current = static_cast<int>(k);
+      for (int b : task_blocks[static_cast<size_t>(seq[k])]) pull(b, current);
+      flush();
+    }
+    current = -1;
+    for (size_t b = 0; b < nb; ++b) pull(static_cast<int>(b), -1);
+    // Instructions: receives of blocks a task pulled are posted when the
+    // task before it starts; the wait stays where the recv was.
+    std::vector<std::vector<PInstr>> posts(seq.size() + 1);
+    for (int b : order) {
+      int own = owner[static_cast<size_t>(b)];
+      if (own < 0) continue;
+      for (int i = first[b]; i < last[b]; ++i)
+        if (P.instrs[static_cast<size_t>(i)].kind == PInstr::Recv) posts[static_cast<size_t>(own)].push_back(P.instrs[static_cast<size_t>(i)]);
+    }
+    std::vector<PInstr> out;
+    out.reserve(P.instrs.size() * 11 / 10 + 8);
+    int open_task = -1;
+    std::vector<RankProgram::TaskSpan> spans;
+    for (int b : order) {
+      int own = owner[static_cast<size_t>(b)];
+      if (own != open_task) {
+        if (open_task >= 0) spans.back().last = static_cast<int>(out.size());
+        open_task = own;
+        if (own >= 0) {
+          // Posting: this task's receives (unless posted already) and the next task's.
+          for (int k : {own, own + 1})
+            if (k < static_cast<int>(posts.size())) {
+              for (const PInstr& r : posts[static_cast<size_t>(k)]) out.push_back(r);
+              posts[static_cast<size_t>(k)].clear();
+            }
+          const sema::TaskRef& t = task_ref[static_cast<size_t>(seq[static_cast<size_t>(own)])];
+          RankProgram::TaskSpan sp;
+          sp.segment = t.segment;
+          sp.mb = t.mb;
+          sp.phase = static_cast<uint8_t>(t.phase);
+          sp.first = static_cast<int>(out.size());
+          spans.push_back(sp);
+        }
+      }
+      for (int i = first[b]; i < last[b]; ++i) {
+        const PInstr& in = P.instrs[static_cast<size_t>(i)];
+        if (in.kind == PInstr::Recv) {
+          if (own < 0) out.push_back(in);  // not posted ahead: post here
+          PInstr w;
+          w.kind = PInstr::Wait;
+          w.a = in.b;
+          w.mb = in.mb;
+          w.peer = in.peer;
+          w.tag = in.tag;
+          w.edge = in.edge;
+          w.step = in.step;
+          w.group = in.group;
+          out.push_back(w);
+          continue;
+        }
+        out.push_back(in);
+      }
+    }
+    if (open_task >= 0) spans.back().last = static_cast<int>(out.size());
+    P.instrs = std::move(out);
+    P.tasks = std::move(spans);
   }
 
   // ---- the end of the step ------------------------------------------------------------------

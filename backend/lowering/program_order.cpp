@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
+#include <tuple>
 
 namespace nns::backend::detail {
 
@@ -11,6 +13,10 @@ namespace {
 // One collective (or update) of a rank's program, as the matching sees it.
 struct Entry {
   enum Kind { Coll, Bucket, Replica, Loss, Update } kind = Coll;
+  // Point-to-point: a send or recv is posted and the rank goes on; a
+  // wait blocks until the matching send (same pair and tag) is posted.
+  enum P2P { None, SendPost, RecvPost, RecvWait } p2p = None;
+  int peer = -1;
   int edge = -1, step = -1, mb = -1, group = -1, bucket = -1, param = -1;
   uint32_t tag = 0;
   double scale = 1;
@@ -33,7 +39,10 @@ bool entry_of(const RankProgram& p, const PInstr& in, Entry& e) {
     case PInstr::AllToAll:
     case PInstr::Send:
     case PInstr::Recv:
+    case PInstr::Wait:
       e.kind = Entry::Coll;
+      e.p2p = in.kind == PInstr::Send ? Entry::SendPost : in.kind == PInstr::Recv ? Entry::RecvPost : Entry::RecvWait;
+      e.peer = in.peer;
       e.edge = in.edge;
       e.step = in.step;
       e.tag = in.tag;
@@ -254,6 +263,8 @@ class OrderCheck {
   void match(const std::vector<std::vector<Entry>>& seq, int world) {
     // Worklist: a rank is looked at again only when it has advanced.
     std::vector<size_t> pos(static_cast<size_t>(world), 0);
+    std::set<std::tuple<int, int, uint32_t>> sent, received;  // (from, to, tag) posted
+    std::map<std::pair<int, uint32_t>, std::vector<int>> waiting;  // (sender, tag) -> ranks waiting on it
     auto next_coll = [&](int r) -> const Entry* {
       const auto& sq = seq[static_cast<size_t>(r)];
       while (pos[r] < sq.size() && sq[pos[r]].kind == Entry::Update) ++pos[r];
@@ -266,6 +277,36 @@ class OrderCheck {
       work.pop_back();
       const Entry* e = next_coll(r);
       if (!e) continue;
+      if (e->p2p == Entry::SendPost) {
+        sent.insert({r, e->peer, e->tag});
+        ++pos[r];
+        work.push_back(r);
+        if (auto it = waiting.find({r, e->tag}); it != waiting.end()) {
+          for (int x : it->second) work.push_back(x);
+          waiting.erase(it);
+        }
+        continue;
+      }
+      if (e->p2p == Entry::RecvPost) {
+        if (!received.insert({e->peer, r, e->tag}).second) out_.errors.push_back("rank " + std::to_string(r) + " posts two receives of tag " + std::to_string(e->tag) + " from rank " + std::to_string(e->peer));
+        ++pos[r];
+        ++out_.collectives;
+        work.push_back(r);
+        continue;
+      }
+      if (e->p2p == Entry::RecvWait) {
+        if (!received.count({e->peer, r, e->tag})) {
+          out_.errors.push_back("rank " + std::to_string(r) + " waits for tag " + std::to_string(e->tag) + " from rank " + std::to_string(e->peer) + " before posting its receive");
+          return;
+        }
+        if (!sent.count({e->peer, r, e->tag})) {
+          waiting[{e->peer, e->tag}].push_back(r);
+          continue;
+        }
+        ++pos[r];
+        work.push_back(r);
+        continue;
+      }
       const std::vector<int>& m = lp_.groups[static_cast<size_t>(e->group)];
       bool all = true;
       for (int x : m) {
@@ -278,11 +319,16 @@ class OrderCheck {
       ++out_.collectives;
       for (int x : m) work.push_back(x);
     }
+    // Every send is received (else it never completes and the step hangs).
+    for (const auto& [from, to, tag] : sent)
+      if (!received.count({from, to, tag}))
+        out_.errors.push_back("rank " + std::to_string(from) + " sends tag " + std::to_string(tag) + " to rank " + std::to_string(to) + ", which never receives it");
     std::string msg;
     int shown = 0;
     for (int r = 0; r < world && shown < 4; ++r)
       if (const Entry* e = next_coll(r)) {
-        msg += " rank " + std::to_string(r) + " on the " + describe(*e) + " over " + group_text(lp_.groups[static_cast<size_t>(e->group)]) + ";";
+        msg += e->p2p == Entry::RecvWait ? " rank " + std::to_string(r) + " waits for the " + describe(*e) + " from rank " + std::to_string(e->peer) + " (tag " + std::to_string(e->tag) + ");"
+                                         : " rank " + std::to_string(r) + " on the " + describe(*e) + " over " + group_text(lp_.groups[static_cast<size_t>(e->group)]) + ";";
         ++shown;
       }
     if (!msg.empty()) out_.errors.push_back("deadlock: the ranks wait on different collectives:" + msg);

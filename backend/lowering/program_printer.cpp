@@ -37,6 +37,7 @@ const char* instr_name(PInstr::Kind k) {
     case PInstr::SeedGrad: return "seed-grad";
     case PInstr::SliceGrad: return "slice-grad";
     case PInstr::Backward: return "backward";
+    case PInstr::BackwardW: return "backward-w";
     case PInstr::CollectGrad: return "collect-grad";
     case PInstr::FreeKernel: return "free-kernel";
     case PInstr::AllReduce: return "allreduce";
@@ -45,6 +46,7 @@ const char* instr_name(PInstr::Kind k) {
     case PInstr::AllToAll: return "all-to-all";
     case PInstr::Send: return "send";
     case PInstr::Recv: return "recv";
+    case PInstr::Wait: return "wait";
     case PInstr::BucketAllReduce: return "bucket-allreduce";
     case PInstr::ReplicaAverage: return "replica-average";
     case PInstr::LossShare: return "loss-share";
@@ -158,6 +160,7 @@ std::string LoweredPlan::dump_rank(const sema::Graph& g, const RankProgram& p) c
       o << ":";
       for (int ln : kn.inst.nodes) o << " " << p.local.node(ln).kind;
       if (!kn.bwd.nodes.empty()) o << " | backward " << kn.bwd.nodes.size() << " op(s)";
+      if (!kn.wgrad_nodes.empty()) o << " | weight-gradient " << kn.wgrad_nodes.size() << " op(s)";
     }
     o << "\n";
   }
@@ -193,7 +196,9 @@ std::string LoweredPlan::dump_rank(const sema::Graph& g, const RankProgram& p) c
       case PInstr::Forward:
       case PInstr::DropForward:
       case PInstr::Backward:
+      case PInstr::BackwardW:
       case PInstr::FreeKernel: o << " " << k; break;
+      case PInstr::Wait: o << " " << buf(in.a); break;
       case PInstr::CollectOut: o << " " << buf(in.b) << " += " << k << ".out" << in.index << scale_text(in.scale); break;
       case PInstr::SliceGrad: o << " " << k << ".dy" << in.index << " <- " << buf(in.a) << scale_text(in.scale); break;
       case PInstr::CollectGrad: o << " " << buf(in.b) << " += " << k << ".din" << in.index; break;

@@ -53,6 +53,10 @@ struct SubOpKernel {
   sema::OpInstance inst;
   std::vector<int> dy;   // per output: the local tensor seeding its gradient (-1: not differentiable)
   sema::Backward bwd;    // backward nodes and the local gradients of inst.inputs
+  // B/W split (zero-bubble schedules): bwd.nodes computes the gradients of
+  // the activation inputs (B), wgrad_nodes those of the weights (W), run
+  // later by BackwardW. Empty when the backward runs whole.
+  std::vector<int> wgrad_nodes;
   float scale = 1.f;     // share of a mean-type loss this slice computes (registry fact)
   bool recompute = false;
 };
@@ -72,7 +76,8 @@ struct PInstr {
     DropForward, // free the kernel's forward outputs (recompute: only its inputs stay)
     SeedGrad,    // b = 1 (the loss gradient)
     SliceGrad,   // kernel's output gradient `index` <- its slice of a (zeros when a < 0), times `scale`
-    Backward,    // run the kernel's backward nodes
+    Backward,    // run the kernel's backward nodes (its B part when split)
+    BackwardW,   // run the kernel's weight-gradient nodes (W of a B/W split)
     CollectGrad, // b += the kernel's gradient of input `index`
     FreeKernel,  // free every local tensor of the kernel
     // communication: `group` indexes LoweredPlan::groups (global ranks, in
@@ -83,7 +88,8 @@ struct PInstr {
     ReduceScatter,    // a -> b
     AllToAll,         // a -> b
     Send,             // a to global rank `peer`, `tag`
-    Recv,             // b from global rank `peer`, `tag`
+    Recv,             // b from global rank `peer`, `tag`: posted, completes at the Wait on b
+    Wait,             // until the Recv into a has arrived
     BucketAllReduce,  // the buffers of bucket `index`, fused into one allreduce
     ReplicaAverage,   // a, allreduced over the replicas' same device, times `scale`
     // step
@@ -124,7 +130,15 @@ struct RankProgram {
   sema::Graph local;                   // the kernels' elaborated local graphs
   std::vector<SubOpKernel> kernels;
   std::vector<BufferDecl> buffers;
-  std::vector<PInstr> instrs;          // one training step, micro-batches unrolled
+  std::vector<PInstr> instrs;          // one training step, micro-batches unrolled (in schedule order)
+  // Pipeline schedules: the tasks this rank runs, in program order, and
+  // where each starts in instrs (for --emit=schedule and the trace).
+  struct TaskSpan {
+    int segment = -1, mb = 0;
+    uint8_t phase = 0;  // sema::PipeTask::Phase
+    int first = 0, last = 0;  // instruction range [first, last)
+  };
+  std::vector<TaskSpan> tasks;
   std::vector<CollectiveGeom> geoms;
   std::vector<std::vector<int>> buckets;  // per bucket (key order): its Bucket buffers, in tensor order
   std::vector<ParamSlot> params;       // parameters this rank holds, in tensor order

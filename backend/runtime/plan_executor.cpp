@@ -62,6 +62,19 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
   fault_skip_allreduce = f && std::string(f) == "skip-allreduce";
   bufs.resize(P.buffers.size());
   lbuf.resize(P.local.tensors().size());
+  // Point-to-point contexts, created up front in ascending order of the
+  // pair on every rank (creation is collective between the two; a common
+  // order means no two ranks wait on each other's creation).
+  if (comm) {
+    std::vector<int> peers;
+    for (const PInstr& in : P.instrs)
+      if (in.kind == PInstr::Send || in.kind == PInstr::Recv) peers.push_back(in.peer);
+    std::sort(peers.begin(), peers.end(), [&](int x, int y) {
+      return std::make_pair(std::min(P.rank, x), std::max(P.rank, x)) < std::make_pair(std::min(P.rank, y), std::max(P.rank, y));
+    });
+    peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+    for (int q : peers) comm->connect_peer(q);
+  }
   // Parameters: every rank computes the full initial values (a pure
   // function of seed and name) and keeps its piece.
   for (const ParamSlot& slot : P.params) {
@@ -78,6 +91,10 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
     opt.push_back(std::move(slots));
   }
 }
+
+struct PlanExecutor::InFlight {
+  std::unique_ptr<Communicator::Request> req;
+};
 
 void PlanExecutor::track(int64_t delta) {
   cur_bytes += delta;
@@ -137,6 +154,21 @@ void PlanExecutor::run_step(int64_t step_number) {
   loss = 0;
   grad_norm = 0;
   for (const PInstr& in : P.instrs) exec(in);
+  finish_transfers();
+}
+
+// Sends complete by the end of the step (the receivers' waits guarantee
+// they can); their parked buffers go then.
+void PlanExecutor::finish_transfers() {
+  for (auto& [b, reqs] : send_pending_)
+    for (auto& r : reqs) r->req->wait();
+  send_pending_.clear();
+  for (auto& [data, reqs] : send_parked_) {
+    for (auto& r : reqs) r->req->wait();
+    track(-static_cast<int64_t>(data.size()) * 4);
+  }
+  send_parked_.clear();
+  if (!recv_pending_.empty()) throw RuntimeError("internal: a receive of the step was never waited for");
 }
 
 void PlanExecutor::exec(const PInstr& in) {
@@ -146,8 +178,25 @@ void PlanExecutor::exec(const PInstr& in) {
       set_buf(in.b, std::vector<float>(static_cast<size_t>(piece(in.b).numel()), 0.f));
       return;
     case PInstr::Free:
+      if (auto it = send_pending_.find(in.a); it != send_pending_.end()) {
+        // Still being sent: keep the data (and its memory) until the send completes.
+        send_parked_.emplace_back(std::move(bufs[static_cast<size_t>(in.a)]), std::move(it->second));
+        bufs[static_cast<size_t>(in.a)] = std::vector<float>();
+        send_pending_.erase(it);
+        return;
+      }
       free_buf(in.a);
       return;
+    case PInstr::Wait: {
+      auto it = recv_pending_.find(in.a);
+      if (it == recv_pending_.end()) {
+        if (comm) throw RuntimeError("internal: wait for b" + std::to_string(in.a) + " without its recv");
+        return;
+      }
+      it->second->req->wait();
+      recv_pending_.erase(it);
+      return;
+    }
     case PInstr::SeedGrad: {
       std::vector<float>& b = bufs[static_cast<size_t>(in.b)];
       std::fill(b.begin(), b.end(), 1.f);
@@ -217,6 +266,9 @@ void PlanExecutor::exec_compute(const PInstr& in) {
     case PInstr::Backward:
       for (int bn : kn.bwd.nodes) run_local(bn);
       return;
+    case PInstr::BackwardW:
+      for (int bn : kn.wgrad_nodes) run_local(bn);
+      return;
     case PInstr::CollectGrad: {
       auto gt = kn.bwd.grads.find(kn.inst.inputs[static_cast<size_t>(in.index)]);
       if (gt == kn.bwd.grads.end() || gt->second < 0) return;
@@ -229,6 +281,8 @@ void PlanExecutor::exec_compute(const PInstr& in) {
       for (int ln : kn.inst.nodes)
         for (int t : P.local.node(ln).outputs) drop_local(t);
       for (int ln : kn.bwd.nodes)
+        for (int t : P.local.node(ln).outputs) drop_local(t);
+      for (int ln : kn.wgrad_nodes)
         for (int t : P.local.node(ln).outputs) drop_local(t);
       for (int t : kn.dy)
         if (t >= 0) drop_local(t);
@@ -282,13 +336,22 @@ void PlanExecutor::exec_collective(const PInstr& in) {
     }
     case PInstr::Send: {
       const std::vector<float>& b = bufs[static_cast<size_t>(in.a)];
-      if (comm) comm->send(b.data(), b.size(), in.peer, in.tag + static_cast<uint32_t>(step - 1) * P.tags);
+      if (comm) {
+        auto f = std::make_shared<InFlight>();
+        f->req = comm->isend(b.data(), b.size(), in.peer, in.tag + static_cast<uint32_t>(step - 1) * P.tags);
+        send_pending_[in.a].push_back(std::move(f));
+      }
       return;
     }
     case PInstr::Recv: {
-      std::vector<float> b(static_cast<size_t>(piece(in.b).numel()), 0.f);
-      if (comm) comm->recv(b.data(), b.size(), in.peer, in.tag + static_cast<uint32_t>(step - 1) * P.tags);
-      return set_buf(in.b, std::move(b));
+      set_buf(in.b, std::vector<float>(static_cast<size_t>(piece(in.b).numel()), 0.f));
+      if (comm) {
+        std::vector<float>& b = bufs[static_cast<size_t>(in.b)];
+        auto f = std::make_shared<InFlight>();
+        f->req = comm->irecv(b.data(), b.size(), in.peer, in.tag + static_cast<uint32_t>(step - 1) * P.tags);
+        recv_pending_[in.b] = std::move(f);
+      }
+      return;
     }
     case PInstr::BucketAllReduce: {
       const std::vector<int>& members = P.buckets[static_cast<size_t>(in.index)];

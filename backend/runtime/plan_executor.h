@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -62,6 +64,15 @@ struct PlanExecutor {
   TensorView lview(int t);
   void run_local(int n);
   void track(int64_t delta);
+  void finish_transfers();
+
+  // Point-to-point transfers in flight (pipelined programs post them
+  // early and wait late): receives until their Wait, sends until the
+  // step ends (a freed buffer with a send in flight is kept until then).
+  struct InFlight;
+  std::map<int, std::shared_ptr<InFlight>> recv_pending_;
+  std::map<int, std::vector<std::shared_ptr<InFlight>>> send_pending_;
+  std::vector<std::pair<std::vector<float>, std::vector<std::shared_ptr<InFlight>>>> send_parked_;
 };
 
 }  // namespace nns::backend

@@ -415,4 +415,86 @@ void Communicator::recv(float* buf, size_t count, int src, uint32_t tag) {
   });
 }
 
+struct Communicator::Request::Impl {
+  Communicator* comm = nullptr;
+  GroupState* gs = nullptr;
+  std::unique_ptr<gloo::transport::UnboundBuffer> ub;
+  bool send = true;
+};
+
+Communicator::Request::~Request() {
+  if (impl_ && !waited_) {
+    try {
+      wait();
+    } catch (const std::exception&) {
+      // Destroyed during unwinding after another failure: the run is stopping.
+    }
+  }
+}
+
+void Communicator::Request::wait() {
+  if (waited_ || !impl_) return;
+  waited_ = true;
+  Impl& r = *impl_;
+  const char* what = r.send ? "send" : "recv";
+  Ms t = r.comm->timeout();
+  auto start = std::chrono::steady_clock::now();
+  bool ok = false;
+  std::string cause;
+  try {
+    ok = r.send ? r.ub->waitSend(t) : r.ub->waitRecv(t);
+    if (!ok) cause = "aborted";
+  } catch (const std::exception& e) {
+    cause = strip_location(e.what());
+  }
+  if (!ok) {
+    auto took = std::chrono::duration_cast<Ms>(std::chrono::steady_clock::now() - start);
+    std::lock_guard<std::mutex> lock(r.gs->op_mu);
+    r.comm->fail(what, *r.gs, "after " + seconds(took) + " (timeout " + seconds(t) + "): " + cause);
+  }
+}
+
+void Communicator::connect_peer(int peer) {
+  if (peer == rank_ || peer < 0 || peer >= size_) return;
+  group_state({std::min(rank_, peer), std::max(rank_, peer)}, "p2p");
+}
+
+std::unique_ptr<Communicator::Request> Communicator::isend(const float* buf, size_t count, int dst, uint32_t tag) {
+  if (trace_) trace("send " + std::to_string(count) + " to " + std::to_string(dst));
+  if (dst == rank_ || dst < 0 || dst >= size_)
+    throw std::invalid_argument("send: bad destination rank " + std::to_string(dst) + " on rank " + std::to_string(rank_));
+  std::unique_ptr<Request> req(new Request());
+  if (count == 0) return req;
+  GroupState& gs = group_state({std::min(rank_, dst), std::max(rank_, dst)}, "p2p");
+  auto impl = std::make_unique<Request::Impl>();
+  impl->comm = this;
+  impl->gs = &gs;
+  impl->send = true;
+  run("send", gs, [&](Ms, uint32_t) {
+    impl->ub = gs.ctx->createUnboundBuffer(const_cast<float*>(buf), count * sizeof(float));
+    impl->ub->send(1 - gs.index, gloo::Slot::build(kP2pSlotPrefix, tag));
+  });
+  req->impl_ = std::move(impl);
+  return req;
+}
+
+std::unique_ptr<Communicator::Request> Communicator::irecv(float* buf, size_t count, int src, uint32_t tag) {
+  if (trace_) trace("recv " + std::to_string(count) + " from " + std::to_string(src));
+  if (src == rank_ || src < 0 || src >= size_)
+    throw std::invalid_argument("recv: bad source rank " + std::to_string(src) + " on rank " + std::to_string(rank_));
+  std::unique_ptr<Request> req(new Request());
+  if (count == 0) return req;
+  GroupState& gs = group_state({std::min(rank_, src), std::max(rank_, src)}, "p2p");
+  auto impl = std::make_unique<Request::Impl>();
+  impl->comm = this;
+  impl->gs = &gs;
+  impl->send = false;
+  run("recv", gs, [&](Ms, uint32_t) {
+    impl->ub = gs.ctx->createUnboundBuffer(buf, count * sizeof(float));
+    impl->ub->recv(1 - gs.index, gloo::Slot::build(kP2pSlotPrefix, tag));
+  });
+  req->impl_ = std::move(impl);
+  return req;
+}
+
 }  // namespace nns::backend

@@ -145,6 +145,36 @@ class Communicator {
   void send(const float* buf, size_t count, int dst, uint32_t tag = 0);
   void recv(float* buf, size_t count, int src, uint32_t tag = 0);
 
+  // Non-blocking point-to-point (pipelined programs: a stage posts its
+  // receives a task ahead and its sends as soon as the data is ready, and
+  // computes while they are in flight). The call posts the transfer and
+  // returns; Request::wait() completes it, bounded by timeout(). The buffer
+  // must stay alive and unchanged until then. Matching is by (peer, tag),
+  // as for send/recv, so posts need not come in the same order on both
+  // sides. A Request destroyed unwaited waits for it first.
+  class Request {
+   public:
+    ~Request();
+    Request(const Request&) = delete;
+    Request& operator=(const Request&) = delete;
+    void wait();  // throws CommError on failure or timeout
+    bool waited() const { return waited_; }
+
+   private:
+    friend class Communicator;
+    Request() = default;
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+    bool waited_ = false;
+  };
+  std::unique_ptr<Request> isend(const float* buf, size_t count, int dst, uint32_t tag = 0);
+  std::unique_ptr<Request> irecv(float* buf, size_t count, int src, uint32_t tag = 0);
+  // Creates the point-to-point context with `peer` (collective between the
+  // two); a no-op if it exists. Call for every peer in ascending order of
+  // the pair before posting, so that no two ranks wait on each other's
+  // context creation.
+  void connect_peer(int peer);
+
   // The Gloo context of a group (created if needed), for benchmarks and
   // tests that compare against raw Gloo calls on the same connections.
   std::shared_ptr<gloo::Context> gloo_context(const Group& group);
