@@ -26,8 +26,13 @@ bool parse_args(int argc, char** argv, Args& a, std::string& err) {
         value("--plan", a.plan) || value("--plan-gpus", a.plan_gpus) || value("-o", a.output) || value("--seed-bug", a.seed_bug) ||
         value("--steps", a.steps) || value("--seed", a.seed) || value("--threads", a.threads) || value("--init", a.init) ||
         value("--data", a.data) || value("--save", a.save) || value("--resume", a.resume) || value("--dump-grads", a.dump_grads) ||
-        value("--device-memory", a.device_memory) || value("--check-timeout", a.check_timeout)) {
+        value("--trace", a.trace) || value("--device-memory", a.device_memory) || value("--check-timeout", a.check_timeout)) {
       if (!err.empty()) return false;
+      // --trace OUT: a file name, never empty or an option ("--trace --steps 2").
+      if ((s == "--trace" || s.rfind("--trace=", 0) == 0) && (a.trace.empty() || a.trace[0] == '-')) {
+        err = "--trace needs a file name (--trace OUT.json)";
+        return false;
+      }
       continue;
     }
     if (!err.empty()) return false;

@@ -99,6 +99,7 @@ bool parse_shapes(const std::string& text, std::vector<sema::InputShape>& out, s
 
 int cmd_check(const Args& a) {
   if (a.positional.size() != 1) return usage_error("check needs exactly one FILE");
+  if (!a.trace.empty()) return usage_error("--trace is a flag of run (nns run FILE ... --trace OUT.json)");
   PipelineOptions o;
   if (int rc = pipeline_options(a, /*check=*/true, Stage::Check, o); rc != kExitOk) return rc;
   Pipeline p;
@@ -125,6 +126,7 @@ int cmd_run(const Args& a) {
   o.run.save = a.save;
   o.run.resume = a.resume;
   o.run.dump_grads = a.dump_grads;
+  o.run.trace = a.trace;
   o.run.reference = a.reference;
   o.run.verify = a.verify;
   Pipeline p;

@@ -43,7 +43,7 @@ commands:
   run FILE [--gpus N] [--plan P [--plan-gpus K]] [--verify] [--config C] [--steps N] [--seed S]
          [--threads T] [--init W.safetensors] [--data D.safetensors]
          [--save CKPT] [--resume CKPT] [--dump-grads G.safetensors]
-         [--reference] [--emit=STAGE]
+         [--trace OUT.json] [--reference] [--emit=STAGE]
       train the model of FILE's train block: one progress line per step
       (step, loss, step time, throughput, peak memory) and a summary.
       --gpus 1 trains on one device (CPU: oneDNN kernels, T threads, default
@@ -61,6 +61,12 @@ commands:
       a checkpoint (weights, optimizer state, step) after the last step,
       --resume continues one bit-identically; --dump-grads writes step 1's
       gradients; --emit prints a stage instead of training.
+      --trace OUT.json writes a Chrome trace of every rank's steps (open it
+      in ui.perfetto.dev or chrome://tracing): one row per rank, measured
+      compute (each kernel's forward/backward), collectives, send/recv,
+      updates and steps; then prints per rank "trace: rank R busy X%
+      (compute), idle Y% of the last step" (idle: in communication or
+      between instructions).
   repl [FILE] [--config C] [--gpus N]
       an interactive session over FILE's model (or the stdlib alone): any
       .nns statement or expression; plan directives (trans, assign,

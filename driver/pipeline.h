@@ -39,6 +39,7 @@ struct RunOptions {
   uint64_t seed = 0;
   int threads = 0;  // kernel threads per rank; 0 = the default
   std::string init, data, save, resume, dump_grads;
+  std::string trace;  // --trace OUT.json: a Chrome trace of every rank's steps (backend/runtime/trace.h)
   bool reference = false, verify = false;
 };
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "backend/lowering/lower_plan.h"
 #include "backend/runtime/backend.h"
@@ -15,6 +16,7 @@
 #include "backend/runtime/cpu/kernels.h"
 #include "backend/runtime/plan_runtime.h"
 #include "backend/runtime/safetensors.h"
+#include "backend/runtime/trace.h"
 #include "backend/runtime/train_loop.h"
 #include "backend/runtime/trainer.h"
 
@@ -73,8 +75,13 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
   lo.steps = p.spec.steps;
   lo.verify = r.verify;
   std::unique_ptr<backend::TrainSession> session;
+  std::unique_ptr<backend::TraceRecorder> tracer;  // --trace
   if (!o.plan.empty()) {
     std::unique_ptr<backend::PlanTrainer> ps = make_plan_trainer(p, o, *be, comm);
+    if (!r.trace.empty()) {
+      tracer = std::make_unique<backend::TraceRecorder>(rank, ps->program().device);
+      ps->set_tracer(tracer.get(), p.spec.steps);
+    }
     if (!r.init.empty()) ps->load(r.init, false);
     if (!r.resume.empty()) ps->load(r.resume, true);
     lo.collective = true;  // every rank assembles the full tensors
@@ -91,6 +98,10 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
     session = std::move(ps);
   } else {
     auto trainer = std::make_unique<backend::Trainer>(p.graph(), p.info, p.spec, *be, opts);
+    if (!r.trace.empty()) {
+      tracer = std::make_unique<backend::TraceRecorder>(rank, 0);  // each rank a replica of one device
+      trainer->set_tracer(tracer.get(), p.spec.steps);
+    }
     lo.report_invariant_params = true;
     lo.peak_of_rank0 = o.topo.ranks > 1;
     backend::Trainer* t = trainer.get();
@@ -117,7 +128,9 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
     lo.reference = reference.get();
     lo.reference_micro_batches = ref_spec.micro_batches;
   }
-  return backend::run_train_loop(*session, lo) == backend::LoopResult::Ok ? kExitOk : kExitRuntime;
+  if (backend::run_train_loop(*session, lo) != backend::LoopResult::Ok) return kExitRuntime;
+  if (tracer) tracer->write_part(r.trace);  // merged by run_training once every rank has exited
+  return kExitOk;
 }
 
 }  // namespace
@@ -149,7 +162,26 @@ int run_on_ranks(int64_t ranks, const std::function<int(backend::Communicator*)>
 }
 
 int run_training(Pipeline& p, const PipelineOptions& o) {
-  return run_on_ranks(o.topo.ranks, [&](backend::Communicator* comm) { return train_rank(p, o, comm); });
+  int rc = run_on_ranks(o.topo.ranks, [&](backend::Communicator* comm) { return train_rank(p, o, comm); });
+  const std::string& trace = o.run.trace;
+  if (trace.empty()) return rc;
+  // --trace: the launching process merges the ranks' parts (they have all
+  // exited, so every part is complete) and prints each rank's share.
+  int ranks = static_cast<int>(o.topo.ranks);
+  if (rc != kExitOk) {
+    backend::remove_trace_parts(trace, ranks);
+    return rc;
+  }
+  std::vector<std::string> summary;
+  std::string err;
+  if (!backend::merge_trace_parts(trace, ranks, summary, err)) {
+    std::cerr << "nns: error: " << err << "\n";
+    return kExitRuntime;
+  }
+  for (const std::string& line : summary) std::printf("%s\n", line.c_str());
+  std::printf("trace: %s (%d rank(s); open in ui.perfetto.dev or chrome://tracing)\n", trace.c_str(), ranks);
+  std::fflush(stdout);
+  return kExitOk;
 }
 
 }  // namespace nns::driver

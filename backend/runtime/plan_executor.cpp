@@ -7,6 +7,7 @@
 
 #include "backend/runtime/comm/communicator.h"
 #include "backend/runtime/optimizer.h"
+#include "backend/runtime/trace.h"
 #include "backend/runtime/trainer.h"
 
 namespace nns::backend {
@@ -153,6 +154,16 @@ void PlanExecutor::run_step(int64_t step_number) {
   step = step_number;
   loss = 0;
   grad_norm = 0;
+  if (tracer) {  // --trace: every instruction timed, one clock read each (one test per step when off)
+    int64_t s0 = TraceRecorder::now_ns(), t0 = s0;
+    for (size_t i = 0; i < P.instrs.size(); ++i) {
+      exec(P.instrs[i]);
+      int64_t t1 = TraceRecorder::now_ns();
+      tracer->record_key(static_cast<int>(i), t0, t1, P.instrs[i].mb, step);
+      t0 = t1;
+    }
+    return tracer->record_step(step, s0, t0);
+  }
   for (const PInstr& in : P.instrs) exec(in);
   finish_transfers();
 }

@@ -19,6 +19,7 @@
 namespace nns::backend {
 
 class Communicator;
+class TraceRecorder;
 
 // Copies region (start, length) — full-tensor coordinates — from a buffer
 // laid out as piece `sp` into one laid out as `dp`; `add` accumulates,
@@ -40,6 +41,7 @@ struct PlanExecutor {
   std::vector<std::vector<std::vector<float>>> opt;  // per ParamSlot: optimizer slots
   int64_t cur_bytes = 0, peak_bytes = 0;
   bool fault_skip_allreduce = false;  // NNS_TEST_FAULT=skip-allreduce (test hook)
+  TraceRecorder* tracer = nullptr;    // --trace (trace.h): keyed by instruction index; null = off
 
   // Per step.
   int64_t step = 0;

@@ -7,6 +7,7 @@
 #include "backend/runtime/comm/communicator.h"
 #include "backend/runtime/optimizer.h"
 #include "backend/runtime/plan_executor.h"
+#include "backend/runtime/trace.h"
 
 namespace nns::backend {
 
@@ -26,6 +27,92 @@ PlanTrainer::~PlanTrainer() = default;
 int64_t PlanTrainer::piece_bytes_peak() const { return x_->peak_bytes; }
 
 const RankProgram& PlanTrainer::program() const { return x_->P; }
+
+namespace {
+
+const char* comm_kind_name(PInstr::Kind k) {
+  switch (k) {
+    case PInstr::AllReduce: return "AllReduce";
+    case PInstr::AllGather: return "AllGather";
+    case PInstr::ReduceScatter: return "ReduceScatter";
+    case PInstr::AllToAll: return "AllToAll";
+    case PInstr::BucketAllReduce: return "BucketAllReduce";
+    case PInstr::ReplicaAverage: return "ReplicaAverage";
+    case PInstr::LossAllReduce: return "LossAllReduce";
+    case PInstr::Send: return "Send";
+    case PInstr::Recv: return "Recv";
+    default: return instr_name(k);
+  }
+}
+
+}  // namespace
+
+// One label per instruction that is traced on its own (kernels' Forward and
+// Backward, collectives, transfers, the update, input loading, clipping);
+// every other instruction shares the merging "local work" label.
+void PlanTrainer::set_tracer(TraceRecorder* tracer, int64_t steps) {
+  PlanExecutor& m = *x_;
+  m.tracer = tracer;
+  if (!tracer) return;
+  const RankProgram& P = m.P;
+  int local_work = tracer->add_label(TraceTrack::Local, "local work", {}, true);
+  auto bytes_of = [&](int b) { return b < 0 ? int64_t{0} : m.piece(b).numel() * 4; };
+  for (size_t i = 0; i < P.instrs.size(); ++i) {
+    const PInstr& in = P.instrs[i];
+    std::string at = "\"instr\":" + std::to_string(i);
+    int label = local_work;
+    switch (in.kind) {
+      case PInstr::Forward:
+      case PInstr::Backward: {
+        const SubOpKernel& kn = P.kernels[static_cast<size_t>(in.kernel)];
+        const sema::OpNode& node = m.g.node(kn.node);
+        label = tracer->add_label(TraceTrack::Compute, node.name + (in.kind == PInstr::Forward ? " F" : " B"),
+                                  "\"kernel\":" + std::to_string(in.kernel) + ",\"op\":\"" + json_escape(node.kind) + "\"," + at);
+        break;
+      }
+      case PInstr::Send:
+      case PInstr::Recv: {
+        bool send = in.kind == PInstr::Send;
+        int64_t n = bytes_of(send ? in.a : in.b);
+        label = tracer->add_label(TraceTrack::Comm,
+                                  std::string(send ? "Send " : "Recv ") + trace_bytes(n) + (send ? " to rank " : " from rank ") + std::to_string(in.peer) +
+                                      " tag " + std::to_string(in.tag),
+                                  "\"bytes\":" + std::to_string(n) + ",\"peer\":" + std::to_string(in.peer) + ",\"tag\":" + std::to_string(in.tag) + "," + at);
+        break;
+      }
+      case PInstr::AllReduce:
+      case PInstr::AllGather:
+      case PInstr::ReduceScatter:
+      case PInstr::AllToAll:
+      case PInstr::BucketAllReduce:
+      case PInstr::ReplicaAverage:
+      case PInstr::LossAllReduce: {
+        int64_t n = 0;
+        if (in.kind == PInstr::LossAllReduce) n = 8;
+        else if (in.kind == PInstr::BucketAllReduce)
+          for (int b : P.buckets[static_cast<size_t>(in.index)]) n += bytes_of(b);
+        else n = bytes_of(in.a);
+        std::string grp = in.group >= 0 ? group_text(m.group(in)) : "{}";
+        label = tracer->add_label(TraceTrack::Comm, std::string(comm_kind_name(in.kind)) + " " + trace_bytes(n) + " " + grp,
+                                  "\"bytes\":" + std::to_string(n) + ",\"group\":\"" + grp + "\"," + at);
+        break;
+      }
+      case PInstr::Update:
+        label = tracer->add_label(TraceTrack::Local, "Update " + m.g.tensor(P.params[static_cast<size_t>(in.index)].tensor).name, at);
+        break;
+      case PInstr::LoadInput:
+        label = tracer->add_label(TraceTrack::Local, "LoadInput " + m.g.tensor(P.buffers[static_cast<size_t>(in.b)].tensor).name, at);
+        break;
+      case PInstr::Clip:
+        label = tracer->add_label(TraceTrack::Local, "Clip", at);
+        break;
+      default:
+        break;
+    }
+    tracer->set_key(static_cast<int>(i), label);
+  }
+  tracer->reserve(static_cast<size_t>(std::max<int64_t>(steps, 1)) * (P.instrs.size() + 1));
+}
 
 StepStats PlanTrainer::step() {
   PlanExecutor& m = *x_;

@@ -29,6 +29,7 @@ namespace nns::backend {
 
 class Communicator;
 struct PlanExecutor;
+class TraceRecorder;
 
 class PlanTrainer : public TrainSession {
  public:
@@ -45,6 +46,9 @@ class PlanTrainer : public TrainSession {
   int64_t peak_bytes() const override { return piece_bytes_peak(); }
   int64_t piece_bytes_peak() const;
   const RankProgram& program() const;
+  // --trace: records every instruction of the next `steps` steps into
+  // `tracer` (trace.h), named after the full graph's ops; null stops it.
+  void set_tracer(TraceRecorder* tracer, int64_t steps);
 
   // Full tensors assembled from the pieces, on every rank (collective: all
   // ranks must call them together).

@@ -1,5 +1,6 @@
 #include "backend/runtime/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -7,6 +8,7 @@
 #include "backend/runtime/comm/communicator.h"
 #include "backend/runtime/optimizer.h"
 #include "backend/runtime/safetensors.h"
+#include "backend/runtime/trace.h"
 
 namespace nns::backend {
 
@@ -194,7 +196,9 @@ void Trainer::load_inputs(int64_t k) {
 // Runs the program for one micro-batch (forward only, or forward and
 // backward), leaving parameter gradients in place; returns the loss.
 double Trainer::run_micro_batch(int64_t k, bool backward) {
+  int64_t t0 = tracer_ ? TraceRecorder::now_ns() : 0;
   load_inputs(k);
+  if (tracer_) tracer_->record_key(trace_base_, t0, TraceRecorder::now_ns(), trace_mb_, step_);
   for (const Instr& in : program_.instrs) {
     if (in.kind == Instr::Update) continue;
     if (in.kind == Instr::Free) {
@@ -214,7 +218,13 @@ double Trainer::run_micro_batch(int64_t k, bool backward) {
       ensure(t);
       outs.push_back(view(t));
     }
-    be_.run_node(g_, n, ins, outs);
+    if (tracer_) {
+      int64_t b = TraceRecorder::now_ns();
+      be_.run_node(g_, n, ins, outs);
+      tracer_->record_key(in.node, b, TraceRecorder::now_ns(), trace_mb_, step_);
+    } else {
+      be_.run_node(g_, n, ins, outs);
+    }
   }
   float loss = 0;
   be_.copy_to_host(&loss, buffers_[g_.loss], sizeof(float));
@@ -235,8 +245,41 @@ void Trainer::set_parameter(const std::string& name, const std::vector<float>& v
   throw RuntimeError("set_parameter: no parameter '" + name + "'");
 }
 
+void Trainer::set_tracer(TraceRecorder* tracer, int64_t steps) {
+  tracer_ = tracer;
+  if (!tracer) return;
+  const std::vector<sema::OpNode>& nodes = g_.nodes();
+  size_t runs = 0;
+  for (const Instr& in : program_.instrs) {
+    if (in.kind != Instr::Run) continue;
+    const sema::OpNode& n = g_.node(in.node);
+    const sema::OpNode& named = n.forward_of >= 0 ? g_.node(n.forward_of) : n;
+    tracer->set_key(in.node, tracer->add_label(TraceTrack::Compute, named.name + (n.phase == sema::Phase::Forward ? " F" : " B"),
+                                               "\"node\":" + std::to_string(in.node) + ",\"op\":\"" + json_escape(n.kind) + "\""));
+    ++runs;
+  }
+  trace_base_ = static_cast<int>(nodes.size());
+  std::string all = "{";
+  for (int r = 0; r < world_; ++r) all += (r ? "," : "") + std::to_string(r);
+  all += "}";
+  tracer->set_key(trace_base_, tracer->add_label(TraceTrack::Local, "LoadInput"));
+  if (world_ > 1) tracer->set_key(trace_base_ + 1, tracer->add_label(TraceTrack::Comm, "AllReduce 4 B " + all + " (loss)", "\"bytes\":4"));
+  for (size_t i = 0; i < info_.param_grads.size(); ++i) {
+    int p = info_.param_grads[i].first;
+    int64_t bytes = sema::numel(g_.tensor(p).shape) * 4;
+    int base = trace_base_ + 2 + 2 * static_cast<int>(i);
+    if (world_ > 1)
+      tracer->set_key(base, tracer->add_label(TraceTrack::Comm, "AllReduce " + trace_bytes(bytes) + " " + all,
+                                              "\"bytes\":" + std::to_string(bytes) + ",\"param\":\"" + json_escape(g_.tensor(p).name) + "\""));
+    tracer->set_key(base + 1, tracer->add_label(TraceTrack::Local, "Update " + g_.tensor(p).name));
+  }
+  size_t per_step = static_cast<size_t>(spec_.micro_batches) * (runs + 1) + 2 * info_.param_grads.size() + 2;
+  tracer->reserve(static_cast<size_t>(std::max<int64_t>(steps, 1)) * per_step);
+}
+
 StepStats Trainer::step() {
   auto t0 = std::chrono::steady_clock::now();
+  int64_t trace_s0 = tracer_ ? TraceRecorder::now_ns() : 0;
   StepStats st;
   st.step = ++step_;
   be_.set_step(step_);
@@ -244,6 +287,7 @@ StepStats Trainer::step() {
   double loss_sum = 0;
   for (auto& [p, v] : accum_) be_.scale(v, 0.f);  // a new step accumulates from zero
   for (int64_t mb = 0; mb < m; ++mb) {
+    trace_mb_ = static_cast<int>(mb);
     // Micro-batch indices interleave over ranks: together the ranks cover
     // exactly the micro-batches one device would run with world x m of them.
     loss_sum += run_micro_batch(((step_ - 1) * m + mb) * world_ + rank_, true);
@@ -261,12 +305,17 @@ StepStats Trainer::step() {
   for (const auto& [p, grad] : info_.param_grads) grads.push_back(m > 1 ? accum_.at(p) : view(grad));
   if (world_ > 1) {
     // Average gradients and the reported loss over the replicas.
-    for (TensorView& gv : grads) {
+    for (size_t i = 0; i < grads.size(); ++i) {
+      TensorView& gv = grads[i];
+      int64_t b = tracer_ ? TraceRecorder::now_ns() : 0;
       opts_.comm->allreduce(gv.f32(), static_cast<size_t>(gv.numel()));
+      if (tracer_) tracer_->record_key(trace_base_ + 2 + 2 * static_cast<int>(i), b, TraceRecorder::now_ns(), -1, step_);
       be_.scale(gv, 1.0f / static_cast<float>(world_));
     }
     float loss = static_cast<float>(st.loss);
+    int64_t b = tracer_ ? TraceRecorder::now_ns() : 0;
     opts_.comm->allreduce(&loss, 1);
+    if (tracer_) tracer_->record_key(trace_base_ + 1, b, TraceRecorder::now_ns(), -1, step_);
     st.loss = loss / static_cast<float>(world_);
   }
   st.grad_norm = std::sqrt(be_.sum_of_squares(grads));
@@ -275,8 +324,11 @@ StepStats Trainer::step() {
   st.lr = learning_rate(spec_.schedule, spec_.optimizer.lr, spec_.steps, step_);
   for (size_t i = 0; i < info_.param_grads.size(); ++i) {
     int p = info_.param_grads[i].first;
+    int64_t b = tracer_ ? TraceRecorder::now_ns() : 0;
     apply_update(be_, spec_.optimizer, view(p), grads[i], state_.at(p), static_cast<float>(st.lr), step_);
+    if (tracer_) tracer_->record_key(trace_base_ + 3 + 2 * static_cast<int>(i), b, TraceRecorder::now_ns(), -1, step_);
   }
+  if (tracer_) tracer_->record_step(step_, trace_s0, TraceRecorder::now_ns());
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return st;
 }

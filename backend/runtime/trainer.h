@@ -19,6 +19,7 @@
 namespace nns::backend {
 
 class Communicator;
+class TraceRecorder;
 
 // Counter-based initial values: a tensor's values are a pure function of
 // (key, element index), so every rank can produce any slice of it. The key
@@ -57,6 +58,9 @@ class Trainer : public TrainSession {
   void set_parameter(const std::string& name, const std::vector<float>& values);
   int64_t steps_done() const override { return step_; }
   const Program& program() const { return program_; }
+  // --trace: records the next `steps` steps into `tracer` (trace.h): each
+  // node run, input loading, the replicas' allreduces and each update.
+  void set_tracer(TraceRecorder* tracer, int64_t steps);
 
   // Host copies, by qualified parameter name (never collective: with
   // data-parallel replicas every rank holds the same averaged values).
@@ -95,6 +99,10 @@ class Trainer : public TrainSession {
   int rank_ = 0, world_ = 1;
   int64_t samples_per_step_ = 0;
   bool counts_tokens_ = false;
+  // --trace: keys are node ids, then trace_base_ + 0 (input loading), + 1
+  // (the loss allreduce), + 2 + 2i / + 3 + 2i (parameter i's allreduce / update).
+  TraceRecorder* tracer_ = nullptr;
+  int trace_base_ = 0, trace_mb_ = -1;
 };
 
 }  // namespace nns::backend
