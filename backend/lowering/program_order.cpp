@@ -41,7 +41,7 @@ bool entry_of(const RankProgram& p, const PInstr& in, Entry& e) {
     case PInstr::Recv:
     case PInstr::Wait:
       e.kind = Entry::Coll;
-      e.p2p = in.kind == PInstr::Send ? Entry::SendPost : in.kind == PInstr::Recv ? Entry::RecvPost : Entry::RecvWait;
+      e.p2p = in.kind == PInstr::Send ? Entry::SendPost : in.kind == PInstr::Recv ? Entry::RecvPost : in.kind == PInstr::Wait ? Entry::RecvWait : Entry::None;
       e.peer = in.peer;
       e.edge = in.edge;
       e.step = in.step;
