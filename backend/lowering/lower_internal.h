@@ -87,14 +87,16 @@ struct PlanAnalysis {
     for (int n : order) {
       bool any = false;
       for (int t : g.node(n).inputs) any = any || requires_grad[t];
-      for (int t : g.node(n).outputs) requires_grad[t] = any && sema::dtype_is_float(g.tensor(t).dtype);
+      // detach cuts the gradient (as in autograd): its output needs none,
+      for (int t : g.node(n).outputs) requires_grad[t] = any && sema::dtype_is_float(g.tensor(t).dtype) && g.node(n).kind != "detach";
     }
     std::vector<bool> reaches(g.tensors().size(), false);
     if (g.loss >= 0) reaches[g.loss] = true;
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       bool any = false;
       for (int t : g.node(*it).outputs) any = any || reaches[t];
-      if (any)
+      // and what only feeds a detach does not reach the loss (no backward).
+      if (any && g.node(*it).kind != "detach")
         for (int t : g.node(*it).inputs) reaches[t] = true;
     }
     std::map<std::pair<int, int>, const CommEdge*> fwd, bwd;  // (node, input) -> edge
