@@ -152,7 +152,7 @@ struct PlanAnalysis {
       op.out_layout.push_back(layout_or_throw(output_pieces(plan, n, o), g.tensor(node.outputs[o]).shape, node.name + " output " + std::to_string(o)));
       any_out = any_out || reaches[node.outputs[o]];
     }
-    op.backward = any_in && any_out;
+    op.backward = any_in && any_out && node.kind != "detach";  // detach has no backward
     for (int leaf : plan.leaves_of(n)) {
       const std::vector<int>& devs = plan.subops[leaf].devices;
       for (size_t i = 0; i < devs.size(); ++i)
