@@ -70,7 +70,8 @@ struct Sweep {
       const OpNode& n = g.node(id);
       bool any = false;
       for (int in : n.inputs) any = any || requires_grad[in];
-      for (int out : n.outputs) requires_grad[out] = any && dtype_is_float(g.tensor(out).dtype);
+      // detach: identity forward, no gradient flows back through it.
+      for (int out : n.outputs) requires_grad[out] = any && dtype_is_float(g.tensor(out).dtype) && n.kind != "detach";
     }
     for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
       const int fid = *it;

@@ -365,6 +365,18 @@ GeneratedAnno swin_shift_mask(const OpCall& c) {
   return {"-> nw^ n^ m^", {{"nw", (h / win) * (w / win)}, {"n", win * win}, {"m", win * win}}};
 }
 
+// T5's relative position buckets: an int32 [qlen, klen] table.
+GeneratedAnno t5_relative_bucket(const OpCall& c) {
+  int64_t q = c.int_attr("qlen"), k = c.int_attr("klen"), buckets = c.int_attr("buckets"), dist = c.int_attr("max_distance");
+  bool bidirectional = c.bool_attr("bidirectional", true);
+  if (q <= 0 || k <= 0) throw OpArgError{"t5_relative_bucket: qlen and klen must be positive"};
+  int64_t exact = (bidirectional ? buckets / 2 : buckets) / 2;
+  if (exact < 1 || (bidirectional && buckets % 2 != 0))
+    throw OpArgError{"t5_relative_bucket: buckets must be at least " + std::string(bidirectional ? "4 and even" : "2") + " (got " + std::to_string(buckets) + ")"};
+  if (dist <= exact) throw OpArgError{"t5_relative_bucket: max_distance must exceed the " + std::to_string(exact) + " exact buckets"};
+  return {"-> q^ k^", {{"q", q}, {"k", k}}};
+}
+
 // ---- multiply-add counts ---------------------------------------------------------
 
 // Matmul-like ops: every identifier is a loop of the contraction.
@@ -453,7 +465,7 @@ std::vector<OpRow> make_rows() {
   for (const char* n : {"matmul", "bmm", "linear", "linear_bias"}) add(n, nullptr, product_of_ids)->value_split = true;
   for (const char* n : {"add", "sub", "mul", "div"}) add(n, broadcast_binary);
   for (const char* n : {"add_scalar", "mul_scalar", "gelu", "relu", "sigmoid", "tanh", "dropout",
-                        "softmax", "log_softmax", "layer_norm", "embedding", "cross_entropy", "causal_mask"})
+                        "softmax", "log_softmax", "layer_norm", "embedding", "cross_entropy", "causal_mask", "detach"})
     add(n);
   add("mse", mse);
   add("sum", reduce_dim)->value_split = true;
@@ -472,6 +484,7 @@ std::vector<OpRow> make_rows() {
   add("index_select", index_select);
   add("swin_relative_index", swin_relative_index)->out_dtype = DType::I32;
   add("swin_shift_mask", swin_shift_mask)->out_dtype = DType::F32;
+  add("t5_relative_bucket", t5_relative_bucket)->out_dtype = DType::I32;
   find_row(rows, "dropout")->slice_attrs = dropout_slice;
   find_row(rows, "embedding")->slice_attrs = embedding_slice;
   find_row(rows, "index_select")->slice_attrs = index_select_slice;

@@ -87,14 +87,16 @@ struct PlanAnalysis {
     for (int n : order) {
       bool any = false;
       for (int t : g.node(n).inputs) any = any || requires_grad[t];
-      for (int t : g.node(n).outputs) requires_grad[t] = any && sema::dtype_is_float(g.tensor(t).dtype);
+      // detach cuts the gradient (as in autograd): its output needs none,
+      for (int t : g.node(n).outputs) requires_grad[t] = any && sema::dtype_is_float(g.tensor(t).dtype) && g.node(n).kind != "detach";
     }
     std::vector<bool> reaches(g.tensors().size(), false);
     if (g.loss >= 0) reaches[g.loss] = true;
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       bool any = false;
       for (int t : g.node(*it).outputs) any = any || reaches[t];
-      if (any)
+      // and what only feeds a detach does not reach the loss (no backward).
+      if (any && g.node(*it).kind != "detach")
         for (int t : g.node(*it).inputs) reaches[t] = true;
     }
     std::map<std::pair<int, int>, const CommEdge*> fwd, bwd;  // (node, input) -> edge
@@ -150,7 +152,7 @@ struct PlanAnalysis {
       op.out_layout.push_back(layout_or_throw(output_pieces(plan, n, o), g.tensor(node.outputs[o]).shape, node.name + " output " + std::to_string(o)));
       any_out = any_out || reaches[node.outputs[o]];
     }
-    op.backward = any_in && any_out;
+    op.backward = any_in && any_out && node.kind != "detach";  // detach has no backward
     for (int leaf : plan.leaves_of(n)) {
       const std::vector<int>& devs = plan.subops[leaf].devices;
       for (size_t i = 0; i < devs.size(); ++i)

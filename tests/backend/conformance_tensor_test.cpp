@@ -299,6 +299,49 @@ TEST_CASE("conformance: the remaining rows", "[backend][conformance]") {
     expect_node("swin_shift_mask", std::to_string(h) + "x" + std::to_string(w) + " win" + std::to_string(win) + " shift" + std::to_string(shift),
                 mask, {"mask"}, 0, 0, {random_buf(nw * n * n, 6)});
   }
+  // T5 relative buckets: both directions and both table sizes, tested
+  // backend vs reference, then known values (32 buckets, max distance 128).
+  for (auto [q, k, buckets, dist, bidir] : {std::array<int64_t, 5>{16, 16, 32, 128, 1}, {16, 16, 32, 128, 0}, {7, 300, 32, 128, 1},
+                                            {300, 5, 8, 20, 0}}) {
+    NodeCase bucket{"t5_relative_bucket",
+                    {{"qlen", q}, {"klen", k}, {"buckets", buckets}, {"max_distance", dist}, {"bidirectional", bidir != 0}},
+                    {},
+                    {i32({q, k}, std::vector<int32_t>(size_t(q * k), -1))}};
+    expect_node("t5_relative_bucket", std::to_string(q) + "x" + std::to_string(k) + (bidir ? " bidirectional" : " causal"), bucket,
+                {"bucket"}, 0);
+  }
+  {
+    // query 0 against keys 0..299 (relative = key), and query 299 against
+    // the same keys (relative = key - 299): exact up to 7, log-spaced
+    // 8..15, 15 from distance 128 on; keys after the query add 16.
+    auto buckets_of = [](int64_t q, bool bidir) {
+      NodeCase c{"t5_relative_bucket", {{"qlen", q}, {"klen", int64_t{300}}, {"buckets", int64_t{32}}, {"max_distance", int64_t{128}},
+                                        {"bidirectional", bidir}}, {}, {i32({q, 300}, std::vector<int32_t>(size_t(q * 300), -1))}};
+      return run_tested(c)[0].i;
+    };
+    std::vector<int32_t> bi = buckets_of(1, true);
+    CHECK(bi[0] == 0);
+    CHECK(bi[1] == 17);     // one key ahead: exact bucket 1 of the "after" half
+    CHECK(bi[7] == 23);
+    CHECK(bi[8] == 24);     // first logarithmic bucket: 8 + floor(log(8/8)/log(16)*8)
+    CHECK(bi[12] == 25);    // 8 + floor(log(1.5)/log(16)*8) = 8 + 1
+    CHECK(bi[32] == 28);    // 8 + floor(log(4)/log(16)*8) = 8 + 4
+    CHECK(bi[127] == 31);   // 8 + floor(7.98) = 15
+    CHECK(bi[299] == 31);   // clipped to the last bucket
+    std::vector<int32_t> causal = buckets_of(300, false);
+    auto at = [&](int64_t q, int64_t k) { return causal[size_t(q * 300 + k)]; };
+    CHECK(at(299, 299) == 0);
+    CHECK(at(5, 9) == 0);      // keys after the query share bucket 0 in a decoder
+    CHECK(at(299, 298) == 1);
+    CHECK(at(299, 284) == 15);  // distance 15: exact
+    CHECK(at(299, 283) == 16);  // distance 16: 16 + floor(log(1)/log(8)*16)
+    CHECK(at(299, 267) == 21);  // distance 32: 16 + floor(log(2)/log(8)*16) = 16 + 5
+    CHECK(at(299, 171) == 31);  // distance 128: clipped
+  }
+  // detach: a copy in forward (it has no backward kernel: autograd never
+  // differentiates through it).
+  expect_node("detach", "[4,6]", {"detach", {}, {f32({4, 6}, x)}, {f32_zeros({4, 6})}}, {"y"}, 0, 0, {random_buf(24, 9)});
+  CHECK(run_tested({"detach", {}, {f32({4, 6}, x)}, {f32_zeros({4, 6})}})[0].f == x);
   expect_node("fill", "[3,5] 0.5", {"fill", {{"value", 0.5}}, {}, {f32_zeros({3, 5})}}, {"y"}, 0, 0, {random_buf(15, 7)});
   Buf a = random_buf(35, ++seed), b = random_buf(35, ++seed), c = random_buf(35, ++seed);
   expect_node("add_n", "3 x [5,7]", {"add_n", {}, {f32({5, 7}, a), f32({5, 7}, b), f32({5, 7}, c)}, {f32_zeros({5, 7})}}, {"y"}, 0, 0,

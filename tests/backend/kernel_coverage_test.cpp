@@ -17,6 +17,8 @@ const std::map<std::string, std::string>& rows_without_backward() {
   static const std::map<std::string, std::string> rows = {
       {"swin_relative_index", "a constant int32 index table computed from an int argument (no tensor input)"},
       {"swin_shift_mask", "a constant attention mask computed from int arguments (no tensor input)"},
+      {"t5_relative_bucket", "a constant int32 bucket table computed from int arguments (no tensor input)"},
+      {"detach", "identity in forward that stops the gradient: autograd never differentiates through it"},
   };
   return rows;
 }

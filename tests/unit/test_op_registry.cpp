@@ -371,6 +371,15 @@ TEST_CASE("op registry: constant generators size their outputs from arguments", 
   CHECK_THAT(arg_error("swin_relative_index", {}, {{"window", int64_t{0}}}), Contains("window must be positive"));
   CHECK_THAT(arg_error("swin_shift_mask", {}, {{"height", int64_t{10}}, {"width", int64_t{10}}, {"window", int64_t{4}}, {"shift", int64_t{2}}}),
              Contains("window 4 must divide the resolution 10x10"));
+
+  auto bucket_attrs = [](int64_t q, int64_t k, int64_t buckets, int64_t dist, bool bidir) {
+    return std::map<std::string, Attr>{{"qlen", q}, {"klen", k}, {"buckets", buckets}, {"max_distance", dist}, {"bidirectional", bidir}};
+  };
+  g = (generate)("t5_relative_bucket", {}, bucket_attrs(7, 300, 32, 128, true));
+  CHECK(g.bound.output_shapes == Shapes{{7, 300}});
+  CHECK_THAT((arg_error)("t5_relative_bucket", {}, bucket_attrs(4, 4, 33, 128, true)), Contains("buckets must be at least 4 and even"));
+  CHECK_THAT((arg_error)("t5_relative_bucket", {}, bucket_attrs(4, 4, 32, 16, false)), Contains("max_distance must exceed the 16 exact buckets"));
+  CHECK_THAT((arg_error)("t5_relative_bucket", {}, bucket_attrs(0, 4, 32, 128, false)), Contains("qlen and klen must be positive"));
 }
 
 // ---- costs -----------------------------------------------------------------------------

@@ -456,6 +456,35 @@ void swin_shift_mask_fwd(const Call& c) {
   }
 }
 
+// T5's relative_position_bucket for (query i, key j), relative = j - i.
+// Bidirectional: half the buckets for keys after the query. In each
+// direction the first half of the buckets are exact distances, the rest
+// grow logarithmically up to max_distance (the last bucket beyond).
+void t5_relative_bucket_fwd(const Call& c) {
+  int64_t q = c.attr_int("qlen"), k = c.attr_int("klen");
+  int64_t buckets = c.attr_int_or("buckets", 32), dist = c.attr_int_or("max_distance", 128);
+  auto bi = c.node.attrs.find("bidirectional");
+  bool bidirectional = bi == c.node.attrs.end() || (std::holds_alternative<bool>(bi->second) ? std::get<bool>(bi->second) : c.attr_int("bidirectional") != 0);
+  int64_t per_side = bidirectional ? buckets / 2 : buckets, exact = per_side / 2;
+  int32_t* out = c.out[0].i32();
+  for (int64_t i = 0; i < q; ++i)
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t rel = j - i, base = 0, n;
+      if (bidirectional) {
+        if (rel > 0) base = per_side;
+        n = rel < 0 ? -rel : rel;
+      } else {
+        n = rel < 0 ? -rel : 0;
+      }
+      int64_t b = n;
+      if (n >= exact) {
+        double scaled = std::log(static_cast<double>(n) / exact) / std::log(static_cast<double>(dist) / exact) * (per_side - exact);
+        b = std::min<int64_t>(exact + static_cast<int64_t>(scaled), per_side - 1);
+      }
+      out[i * k + j] = static_cast<int32_t>(base + b);
+    }
+}
+
 // ---- autograd helpers --------------------------------------------------------------------------------
 void fill_fwd(const Call& c) {
   float v = static_cast<float>(c.attr_float("value", 0));
@@ -498,6 +527,7 @@ const std::unordered_map<std::string, Fn>& table() {
       {"cross_entropy", cross_entropy_fwd}, {"cross_entropy_backward", cross_entropy_bwd},
       {"mse", mse_fwd}, {"mse_backward", mse_bwd},
       {"swin_relative_index", swin_relative_index_fwd}, {"swin_shift_mask", swin_shift_mask_fwd},
+      {"t5_relative_bucket", t5_relative_bucket_fwd}, {"detach", reshape_fwd},
       {"fill", fill_fwd}, {"add_n", add_n_fwd},
   };
   return t;
