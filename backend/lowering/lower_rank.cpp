@@ -23,6 +23,7 @@ class RankLowering {
   }
 
   RankProgram run() {
+    for (size_t i = 0; i < A.ops.size(); ++i) op_of_node_[A.ops[i].node] = static_cast<int>(i);
     make_kernels();
     make_params();
     for (int mb = 0; mb < static_cast<int>(spec_.micro_batches); ++mb) micro_batch(mb);
@@ -54,8 +55,10 @@ class RankLowering {
   struct Block {
     int mb = -1, op = -1;  // op: index into A.ops; -1 for the micro-batch's gradient accumulation
     sema::PipeTask::Phase phase = sema::PipeTask::F;
+    int from_op = -1;  // a forward edge's adapter: the producing op (its task owns the block on ranks that run it)
   };
   std::vector<Block> blocks_;
+  std::map<int, int> op_of_node_;  // top-level node -> index into A.ops
   std::vector<int> block_of_;  // per instruction
   int cur_block_ = -1;
   std::vector<char> runs_segment_;  // per plan segment: this rank runs a kernel of it
@@ -70,9 +73,9 @@ class RankLowering {
     P.buffers.push_back(BufferDecl{role, tensor, mb, piece});
     return static_cast<int>(P.buffers.size()) - 1;
   }
-  void open_block(int mb, int op, sema::PipeTask::Phase phase) {
+  void open_block(int mb, int op, sema::PipeTask::Phase phase, int from_op = -1) {
     close_blocks();
-    blocks_.push_back({mb, op, phase});
+    blocks_.push_back({mb, op, phase, from_op});
     cur_block_ = static_cast<int>(blocks_.size()) - 1;
   }
   void close_blocks() { block_of_.resize(P.instrs.size(), cur_block_); }
@@ -277,6 +280,17 @@ class RankLowering {
     return nb;
   }
 
+  // Whether a tensor is read by more than one op (each through its own edge).
+  bool shared_value(int t) {
+    if (consumers_.empty()) {
+      consumers_.assign(g.tensors().size(), 0);
+      for (const PlanAnalysis::Op& op : A.ops)
+        for (int x : g.node(op.node).inputs) ++consumers_[static_cast<size_t>(x)];
+    }
+    return consumers_[static_cast<size_t>(t)] > 1;
+  }
+  std::vector<int> consumers_;
+
   // The member devices of the group of `st` this device is in (null: none).
   const std::vector<int>* my_devices(const AdapterStep& st) const { return A.devices_of_group(st, device()); }
 
@@ -343,6 +357,16 @@ class RankLowering {
       switch (st.prim) {
         case AdapterStep::AllReduce:
           if (!label(buf).same_box(want)) fail("internal: " + what() + " changes the region");
+          if (buf == src && !e.backward && shared_value(e.tensor)) {
+            // In place on a value another consumer also reads (and reduces
+            // through its own edge): reduce a copy, or it would sum twice.
+            int copy = new_buffer(BufferDecl::Transit, e.tensor, mb, label(buf));
+            PInstr& cp = emit(PInstr::Extract, mb);
+            cp.a = buf;
+            cp.b = copy;
+            buf = copy;
+            in.a = buf;
+          }
           in.kind = PInstr::AllReduce;
           label(buf) = want;
           break;
@@ -464,7 +488,17 @@ class RankLowering {
       else if (g.tensor(t).kind == sema::TensorKind::Input) src = value[t] = load_input(t, mb);
       // An edge without steps leaves the piece as it is: read it in place.
       int in = src;
-      if (op.in_edge[kk] && !op.in_edge[kk]->adapter.steps.empty()) in = adapter(*op.in_edge[kk], src, mb);
+      if (op.in_edge[kk] && !op.in_edge[kk]->adapter.steps.empty()) {
+        // The adapter is a block of its own: on a rank that runs the
+        // producer it belongs to the producer's task (a send as soon as
+        // the value exists; a collective at the same point on every
+        // member), elsewhere to the consumer's.
+        const Block here = blocks_[static_cast<size_t>(cur_block_)];
+        auto from = op_of_node_.find(op.in_edge[kk]->producer);
+        open_block(mb, here.op, here.phase, from == op_of_node_.end() ? -1 : from->second);
+        in = adapter(*op.in_edge[kk], src, mb);
+        open_block(mb, here.op, here.phase);
+      }
       if (!ks.empty() && in < 0) fail("internal: no piece of %" + std::to_string(t) + " for " + n.name);
       for (int k : ks) {
         PInstr& si = emit(PInstr::SliceIn, mb);
@@ -624,9 +658,11 @@ class RankLowering {
     const size_t nb = blocks_.size();
     if (nb == 0) return;
     runs_segment_.assign(plan.segments.size(), 0);
-    for (const SubOpKernel& kn : P.kernels) {
-      int seg = plan.segment_of_node.empty() ? -1 : plan.segment_of_node[static_cast<size_t>(kn.node)];
-      if (seg >= 0) runs_segment_[static_cast<size_t>(seg)] = 1;
+    // From the plan, not from the kernels: a communication-only lowering
+    // (program verification) has none, and must order blocks the same way.
+    for (const PlanAnalysis::Op& op : A.ops) {
+      int seg = plan.segment_of_node.empty() ? -1 : plan.segment_of_node[static_cast<size_t>(op.node)];
+      if (seg >= 0 && op.leaves_on.count(device())) runs_segment_[static_cast<size_t>(seg)] = 1;
     }
     // Block extents (blocks are contiguous in emission order).
     std::vector<int> first(nb, -1), last(nb, -1);
@@ -636,22 +672,52 @@ class RankLowering {
       if (first[b] < 0) first[b] = static_cast<int>(i);
       last[b] = static_cast<int>(i) + 1;
     }
-    // Dependencies.
+    // Dependencies: read after write, write after read or write, per
+    // buffer, per kernel instance (a kernel's local tensors for one
+    // micro-batch) and for the step loss. Reads of one value (a weight read
+    // by every micro-batch) need no order among themselves.
     std::vector<std::vector<int>> preds(nb);
     {
-      std::vector<int> last_buf(P.buffers.size(), -1), last_kernel(P.kernels.size(), -1);
-      int last_loss = -1;
-      auto touch = [&](int& slot, int b) {
-        if (slot >= 0 && slot != b) preds[static_cast<size_t>(b)].push_back(slot);
-        slot = b;
+      const int mbs = static_cast<int>(spec_.micro_batches);
+      const size_t nbuf = P.buffers.size(), loss_res = nbuf + P.kernels.size() * static_cast<size_t>(mbs);
+      std::vector<int> writer(loss_res + 1, -1);
+      std::vector<std::vector<int>> readers(loss_res + 1);
+      auto dep = [&](int from, int b) {
+        if (from >= 0 && from != b) preds[static_cast<size_t>(b)].push_back(from);
+      };
+      auto access = [&](size_t r, int b, bool write) {
+        dep(writer[r], b);
+        if (!write) {
+          readers[r].push_back(b);
+          return;
+        }
+        for (int x : readers[r]) dep(x, b);
+        readers[r].clear();
+        writer[r] = b;
       };
       for (size_t i = 0; i < P.instrs.size(); ++i) {
         const PInstr& in = P.instrs[i];
         int b = block_of_[i];
-        if (in.a >= 0) touch(last_buf[static_cast<size_t>(in.a)], b);
-        if (in.b >= 0) touch(last_buf[static_cast<size_t>(in.b)], b);
-        if (in.kernel >= 0) touch(last_kernel[static_cast<size_t>(in.kernel)], b);
-        if (in.kind == PInstr::LossShare) touch(last_loss, b);
+        bool reads_a = true, kernel_read = false;
+        switch (in.kind) {
+          case PInstr::AllReduce:
+          case PInstr::Free:
+            reads_a = false;  // written in place
+            break;
+          case PInstr::CollectOut:
+          case PInstr::CollectGrad:
+            kernel_read = true;
+            break;
+          default:
+            break;
+        }
+        if (in.a >= 0) access(static_cast<size_t>(in.a), b, !reads_a);
+        if (in.b >= 0) access(static_cast<size_t>(in.b), b, true);
+        if (in.kernel >= 0) {
+          if (in.mb < 0 || in.mb >= mbs) fail("internal: a kernel instruction outside a micro-batch");
+          access(nbuf + static_cast<size_t>(in.kernel) * static_cast<size_t>(mbs) + static_cast<size_t>(in.mb), b, !kernel_read);
+        }
+        if (in.kind == PInstr::LossShare) access(loss_res, b, true);
       }
       for (auto& v : preds) {
         std::sort(v.begin(), v.end());
@@ -669,8 +735,13 @@ class RankLowering {
         if (P.instrs[static_cast<size_t>(i)].kind == PInstr::Recv) lazy[b] = 1;
       const Block& bl = blocks_[b];
       if (bl.op < 0 || plan.task_orders.empty()) continue;
-      int seg = plan.segment_of_node.empty() ? -1 : plan.segment_of_node[static_cast<size_t>(A.ops[static_cast<size_t>(bl.op)].node)];
-      if (seg < 0 || !runs_segment_[static_cast<size_t>(seg)]) continue;
+      auto seg_of = [&](int op) {
+        int s2 = plan.segment_of_node.empty() ? -1 : plan.segment_of_node[static_cast<size_t>(A.ops[static_cast<size_t>(op)].node)];
+        return s2 >= 0 && runs_segment_[static_cast<size_t>(s2)] ? s2 : -1;
+      };
+      int seg = bl.from_op >= 0 ? seg_of(bl.from_op) : -1;
+      if (seg < 0) seg = seg_of(bl.op);
+      if (seg < 0) continue;
       sema::TaskRef t{seg, bl.phase, bl.mb};
       auto [it, fresh] = task_id.emplace(t, static_cast<int>(task_ref.size()));
       if (fresh) {

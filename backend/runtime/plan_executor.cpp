@@ -62,7 +62,11 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
   const char* f = std::getenv("NNS_TEST_FAULT");
   fault_skip_allreduce = f && std::string(f) == "skip-allreduce";
   bufs.resize(P.buffers.size());
-  lbuf.resize(P.local.tensors().size());
+  // Kernel-local tensors per micro-batch: a pipelined program interleaves
+  // micro-batches, and each in-flight one keeps its own activations.
+  lbuf_mb.assign(static_cast<size_t>(std::max<int64_t>(spec.micro_batches, 1)), {});
+  for (auto& l : lbuf_mb) l.resize(P.local.tensors().size());
+  lbuf_cur = &lbuf_mb[0];
   // Point-to-point contexts, created up front in ascending order of the
   // pair on every rank (creation is collective between the two; a common
   // order means no two ranks wait on each other's creation).
@@ -115,19 +119,19 @@ void PlanExecutor::free_buf(int b) {
 }
 
 void PlanExecutor::lset(int t, std::vector<float> v) {
-  track((static_cast<int64_t>(v.size()) - static_cast<int64_t>(lbuf[t].size())) * 4);
-  lbuf[t] = std::move(v);
+  track((static_cast<int64_t>(v.size()) - static_cast<int64_t>((*lbuf_cur)[t].size())) * 4);
+  (*lbuf_cur)[t] = std::move(v);
 }
 
 void PlanExecutor::drop_local(int t) {
-  track(-static_cast<int64_t>(lbuf[t].size()) * 4);
-  std::vector<float>().swap(lbuf[t]);
+  track(-static_cast<int64_t>((*lbuf_cur)[t].size()) * 4);
+  std::vector<float>().swap((*lbuf_cur)[t]);
 }
 
 TensorView PlanExecutor::lview(int t) {
   const sema::TensorInfo& info = P.local.tensor(t);
-  if (lbuf[t].empty() && sema::numel(info.shape) > 0) throw RuntimeError("internal: local tensor %" + std::to_string(t) + " not computed");
-  return TensorView{lbuf[t].data(), info.dtype, info.shape};
+  if ((*lbuf_cur)[t].empty() && sema::numel(info.shape) > 0) throw RuntimeError("internal: local tensor %" + std::to_string(t) + " not computed");
+  return TensorView{(*lbuf_cur)[t].data(), info.dtype, info.shape};
 }
 
 void PlanExecutor::run_local(int n) {
@@ -138,7 +142,7 @@ void PlanExecutor::run_local(int n) {
     const sema::TensorInfo& info = P.local.tensor(t);
     if (sema::dtype_bytes(info.dtype) != 4) throw RuntimeError(node.name + ": only 4-byte dtypes run on CPU ranks");
     lset(t, std::vector<float>(static_cast<size_t>(sema::numel(info.shape)), 0.f));
-    outs.push_back(TensorView{lbuf[t].data(), info.dtype, info.shape});
+    outs.push_back(TensorView{(*lbuf_cur)[t].data(), info.dtype, info.shape});
   }
   be.run_node(P.local, node, ins, outs);
 }
@@ -247,6 +251,8 @@ void PlanExecutor::exec(const PInstr& in) {
 
 void PlanExecutor::exec_compute(const PInstr& in) {
   const SubOpKernel& kn = P.kernels[static_cast<size_t>(in.kernel)];
+  if (in.mb < 0 || in.mb >= static_cast<int>(lbuf_mb.size())) throw RuntimeError("internal: kernel instruction outside a micro-batch");
+  lbuf_cur = &lbuf_mb[static_cast<size_t>(in.mb)];
   if (!kn.elaborated) throw RuntimeError("internal: kernel k" + std::to_string(in.kernel) + " was lowered without its body");
   switch (in.kind) {
     case PInstr::SliceIn:
@@ -258,7 +264,7 @@ void PlanExecutor::exec_compute(const PInstr& in) {
       return;
     case PInstr::CollectOut: {
       const Piece& sl = kn.out_slices[static_cast<size_t>(in.index)];
-      copy_region(lbuf[kn.inst.outputs[static_cast<size_t>(in.index)]].data(), sl, bufs[static_cast<size_t>(in.b)].data(), piece(in.b), sl.start,
+      copy_region((*lbuf_cur)[kn.inst.outputs[static_cast<size_t>(in.index)]].data(), sl, bufs[static_cast<size_t>(in.b)].data(), piece(in.b), sl.start,
                   sl.length, true, in.scale);
       return;
     }
@@ -284,7 +290,7 @@ void PlanExecutor::exec_compute(const PInstr& in) {
       auto gt = kn.bwd.grads.find(kn.inst.inputs[static_cast<size_t>(in.index)]);
       if (gt == kn.bwd.grads.end() || gt->second < 0) return;
       const Piece& sl = kn.in_slices[static_cast<size_t>(in.index)];
-      copy_region(lbuf[gt->second].data(), sl, bufs[static_cast<size_t>(in.b)].data(), piece(in.b), sl.start, sl.length, true, 1.f);
+      copy_region((*lbuf_cur)[gt->second].data(), sl, bufs[static_cast<size_t>(in.b)].data(), piece(in.b), sl.start, sl.length, true, 1.f);
       return;
     }
     case PInstr::FreeKernel:

@@ -37,7 +37,8 @@ struct PlanExecutor {
   uint64_t seed;
   int world = 1;
   std::vector<std::vector<float>> bufs;              // by buffer id
-  std::vector<std::vector<float>> lbuf;              // by local tensor id
+  std::vector<std::vector<std::vector<float>>> lbuf_mb;  // per micro-batch, by local tensor id
+  std::vector<std::vector<float>>* lbuf_cur = nullptr;  // the running instruction's micro-batch
   std::vector<std::vector<std::vector<float>>> opt;  // per ParamSlot: optimizer slots
   int64_t cur_bytes = 0, peak_bytes = 0;
   bool fault_skip_allreduce = false;  // NNS_TEST_FAULT=skip-allreduce (test hook)
