@@ -88,6 +88,7 @@ STAGE, which is printed instead of the command's usual output):
   check           the Z3 checker's verdict and the program verification (--plan)
   comm            every derived collective: primitive, groups, bytes (--plan)
   program         the lowered program: one device's, or every rank's of the plan
+  schedule        a pipelined plan's tasks per rank as a text timeline (needs --plan)
   training-graph  the operator graph after autograd and the optimizer
 
 environment:

@@ -13,6 +13,7 @@
 #include "driver/train.h"
 #include "frontend/ast_printer.h"
 #include "frontend/parser.h"
+#include "backend/lowering/schedule_view.h"
 
 namespace nns::driver {
 
@@ -24,7 +25,8 @@ struct StageName {
 };
 constexpr StageName kStages[] = {{Stage::Tokens, "tokens"},   {Stage::Ast, "ast"},   {Stage::Graph, "graph"},
                                  {Stage::Plan, "plan"},       {Stage::Check, "check"}, {Stage::Comm, "comm"},
-                                 {Stage::Program, "program"}, {Stage::TrainingGraph, "training-graph"}};
+                                 {Stage::Program, "program"}, {Stage::Schedule, "schedule"},
+                                 {Stage::TrainingGraph, "training-graph"}};
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -82,7 +84,7 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
 
 }  // namespace
 
-const char* emit_stage_names() { return "tokens|ast|graph|plan|check|comm|program|training-graph"; }
+const char* emit_stage_names() { return "tokens|ast|graph|plan|check|comm|program|schedule|training-graph"; }
 
 bool emit_stage(const std::string& name, Stage& out) {
   for (const StageName& s : kStages)
@@ -154,6 +156,23 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p) {
   // lowered from the training graph, so that stage is built for it here.
   p.spec = *p.interp->train();
   if (o.steps > 0) p.spec.steps = o.steps;
+  if (emits(Stage::Schedule)) {
+    if (!plan) {
+      std::cerr << "nns: error: --emit=schedule needs --plan NAME (a schedule is part of a plan)\n";
+      return kExitUsage;
+    }
+    try {
+      backend::LowerOptions lo;
+      lo.comm = &p.comm;
+      lo.replicas = static_cast<int>(o.topo.replicas);
+      lo.communication_only = true;  // the task order is all it needs
+      std::cout << backend::schedule_text(p.graph(), p.plan, backend::lower_plan(p.graph(), p.plan, p.spec, lo));
+    } catch (const backend::LoweringError& e) {
+      std::cerr << "nns: error: " << e.what() << "\n";
+      return kExitRuntime;
+    }
+    return kExitOk;
+  }
   if (emits(Stage::Program)) {
     if (plan) return emit_program(*p.interp, p.graph(), p.plan, p.comm, p.spec, o.topo);
     sema::TrainingGraphInfo info = sema::build_training_graph(p.graph(), p.spec.optimizer.kind);

@@ -25,9 +25,9 @@
 
 namespace nns::driver {
 
-enum class Stage { Tokens, Ast, Graph, Plan, Check, Comm, Program, TrainingGraph, Run };
+enum class Stage { Tokens, Ast, Graph, Plan, Check, Comm, Program, Schedule, TrainingGraph, Run };
 
-// The --emit names, in order: "tokens|ast|graph|plan|check|comm|program|training-graph".
+// The --emit names, in order: "tokens|ast|graph|plan|check|comm|program|schedule|training-graph".
 const char* emit_stage_names();
 // --emit=NAME -> its stage (every stage but run); false for an unknown name.
 bool emit_stage(const std::string& name, Stage& out);

@@ -201,6 +201,7 @@ CheckResult check_plan(const Graph& g, const Plan& plan, const CheckOptions& opt
   try {
     timed("splits", [&] { encode_splits(e); });
     timed("order", [&] { encode_order(e); });
+    timed("schedule", [&] { encode_schedule(e); });
     timed("memory", [&] { encode_memory(e, result.memory); });
     timed("tables", [&] { encode_tables(e); });
   } catch (const z3::exception& ex) {

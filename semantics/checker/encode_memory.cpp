@@ -140,13 +140,28 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
     return f;
   };
   int64_t slots = e.opts.optimizer == "adamw" ? 2 : (e.opts.momentum > 0 ? 1 : 0);
-  int64_t in_flight = e.pipelined ? std::max<int64_t>(1, std::min<int64_t>(e.opts.micro_batches, ndev)) : 1;
+  const int64_t in_flight = e.pipelined ? std::max<int64_t>(1, std::min<int64_t>(e.opts.micro_batches, ndev)) : 1;
 
   // What each device touches, then per (tensor, device) the union.
   std::vector<std::vector<Touch>> params(ndev), acts(ndev);
   std::vector<std::map<int, int64_t>> by_directive(ndev);  // directive -> bytes
   std::vector<int64_t> transient(ndev, 0);
   std::vector<int> transient_dir(ndev, -1);
+  // Activation bytes of device d kept over a step, attributed to the
+  // directive that placed them; a task schedule's extra micro-batches in
+  // flight go to the schedule (so that an overflow names it).
+  auto keep = [&](int64_t d, int dir, int64_t bytes) {
+    if (e.stash_factor.empty()) {
+      per_device[d].activations += bytes * in_flight;
+      by_directive[d][dir] += bytes * in_flight;
+      return;
+    }
+    double f = std::max(1.0, e.stash_factor[static_cast<size_t>(d)]);
+    int64_t extra = static_cast<int64_t>(static_cast<double>(bytes) * (f - 1.0) + 0.5);
+    per_device[d].activations += bytes + extra;
+    by_directive[d][dir] += bytes;
+    if (extra > 0) by_directive[d][e.stash_directive] += extra;
+  };
   for (int leaf : p.leaves()) {
     const SubOp& s = p.subops[leaf];
     const OpNode& n = g.node(s.node);
@@ -175,10 +190,7 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
       }
       for (size_t k = 0; k < s.outputs.size() && k < n.outputs.size(); ++k)
         if (s.outputs[k].tensor) acts[d].push_back({n.outputs[k], leaf, &s.outputs[k]});
-      if (inner > 0) {
-        per_device[d].activations += inner * in_flight;
-        by_directive[d][e.place_of(leaf)] += inner * in_flight;
-      }
+      if (inner > 0) keep(d, e.place_of(leaf), inner);
     }
   }
   auto add_unions = [&](std::vector<Touch>& touches, int d, bool is_param) {
@@ -197,8 +209,7 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
         m.optimizer += slots * bytes;
         by_directive[d][dir] += (2 + slots) * bytes;
       } else {
-        per_device[d].activations += bytes * in_flight;
-        by_directive[d][dir] += bytes * in_flight;
+        keep(d, dir, bytes);
       }
       i = j;
     }

@@ -88,6 +88,12 @@ class Encoder {
   };
   std::vector<SplitFact> splits;
   bool pipelined = false;  // some order spans micro-batches (encode_order.cpp): several are in flight
+  // Task schedules (encode_schedule.cpp): per device, the peak activations
+  // in flight in micro-batches of that device's activations, and the
+  // directive they are attributed to (empty / -1: no task orders).
+  std::vector<double> stash_factor;
+  std::vector<int64_t> stash_peak;
+  int stash_directive = -1;
   void keep_alive(std::shared_ptr<void> p) { alive_.push_back(std::move(p)); }
   z3::expr int_val(int64_t v) { return ctx.int_val(v); }
 
@@ -111,6 +117,7 @@ class Encoder {
 // The passes, in the order check_plan runs them (each in its own file).
 void encode_splits(Encoder& e);       // encode_splits.cpp: split legality, coverage, devices
 void encode_order(Encoder& e);        // encode_order.cpp
+void encode_schedule(Encoder& e);     // encode_schedule.cpp: task orders (pipeline schedules)
 void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device);  // encode_memory.cpp
 void encode_tables(Encoder& e);       // encode_tables.cpp
 

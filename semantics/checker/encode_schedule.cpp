@@ -1,0 +1,325 @@
+// Schedules: the task orders of a plan (order(task, task) and what
+// schedule(...) generates, plan.h) must admit an execution, and the
+// activations they keep in flight must fit.
+//
+// The happens-before graph has one node per task (segment, phase,
+// micro-batch), where a segment's task is ONE node however many devices
+// run it: its devices meet in its collectives, so none can be past it
+// while another has not reached it. Ops of no segment are segments of one
+// op each (they run whenever their data is there, on any device). Edges:
+//   - data flow: F(producer, mb) -> F(consumer, mb) between segments, and
+//     the reverse between their backwards; F -> B -> W of one segment;
+//   - each order(task, task) directive (tracked: a cycle names them).
+// A point-to-point send never blocks (lowering posts it and receives are
+// waited where they are read), so a cycle is exactly a deadlock or an
+// impossible order; one is reported with the order directives on it, as
+// encode_order.cpp does for op-level orders. An order between tasks that
+// share no device is an error too: nothing would enforce it.
+//
+// Memory: per device, the tasks it runs in the order the directives give
+// (ties by micro-batch), counting the activations a segment stashes from
+// its F to its last backward task; the peak, in micro-batches of that
+// device's activations, replaces the encode_memory default for pipelines.
+#include <algorithm>
+#include <deque>
+#include <set>
+
+#include "semantics/checker/encoder.h"
+
+namespace nns::sema::check {
+
+namespace {
+
+class SchedulePass {
+ public:
+  explicit SchedulePass(Encoder& e) : e_(e), g_(e.g), p_(e.plan) {}
+
+  void run() {
+    if (p_.task_orders.empty()) return;
+    m_ = std::max<int64_t>(1, e_.opts.micro_batches);
+    units();
+    if (!shared_devices()) return;
+    build_graph();
+    if (find_cycle()) return;
+    stash();
+  }
+
+ private:
+  // ---- units: segments, then every op of no segment ----------------------------------------
+  void units() {
+    nseg_ = static_cast<int>(p_.segments.size());
+    unit_of_node_.assign(p_.root_of_node.size(), -1);
+    for (size_t n = 0; n < p_.root_of_node.size(); ++n) {
+      if (p_.root_of_node[n] < 0) continue;
+      int s = n < p_.segment_of_node.size() ? p_.segment_of_node[n] : -1;
+      if (s >= 0) {
+        unit_of_node_[n] = s;
+      } else {
+        unit_of_node_[n] = nseg_ + static_cast<int>(loose_.size());
+        loose_.push_back(static_cast<int>(n));
+      }
+    }
+    nunits_ = nseg_ + static_cast<int>(loose_.size());
+    // Which ops have a backward (as lowering decides it): they depend on a
+    // trained weight and reach the loss; detach cuts both.
+    std::vector<int> order;
+    for (size_t n = 0; n < p_.root_of_node.size(); ++n)
+      if (p_.root_of_node[n] >= 0) order.push_back(static_cast<int>(n));
+    std::vector<bool> req(g_.tensors().size(), false), reach(g_.tensors().size(), false);
+    for (int t : g_.params()) req[t] = dtype_is_float(g_.tensor(t).dtype);
+    for (int n : order) {
+      const OpNode& node = g_.node(n);
+      bool any = false;
+      for (int t : node.inputs) any = any || req[t];
+      for (int t : node.outputs) req[t] = any && node.kind != "detach" && dtype_is_float(g_.tensor(t).dtype);
+    }
+    if (g_.loss >= 0) reach[g_.loss] = true;
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      const OpNode& node = g_.node(*it);
+      if (node.kind == "detach") continue;
+      bool any = false;
+      for (int t : node.outputs) any = any || reach[t];
+      if (any)
+        for (int t : node.inputs) reach[t] = true;
+    }
+    has_b_.assign(nunits_, false);
+    for (int n : order) {
+      const OpNode& node = g_.node(n);
+      bool in = false, out = false;
+      for (int t : node.inputs) in = in || (req[t] && g_.tensor(t).kind != TensorKind::Input);
+      for (int t : node.outputs) out = out || reach[t];
+      if (in && out && node.kind != "detach") has_b_[unit_of_node_[n]] = true;
+    }
+    // Devices of each segment (of its leaves).
+    seg_devs_.assign(nseg_, {});
+    for (int leaf : p_.leaves()) {
+      int s = unit_of_node_[p_.subops[leaf].node];
+      if (s < nseg_)
+        for (int d : p_.subops[leaf].devices) seg_devs_[s].insert(d);
+    }
+  }
+
+  std::string task_text(int unit, int phase, int mb) const {
+    std::string name = unit < nseg_ ? p_.segments[unit].name : "'" + g_.node(loose_[unit - nseg_]).name + "'";
+    return std::string(1, "FBW"[phase]) + "(" + name + ", mb " + std::to_string(mb) + ")";
+  }
+  int id(int unit, int phase, int mb) const { return (unit * 3 + phase) * static_cast<int>(m_) + mb; }
+
+  bool shared_devices() {
+    for (const TaskOrder& o : p_.task_orders) {
+      const std::set<int>& a = seg_devs_[o.before.segment];
+      const std::set<int>& b = seg_devs_[o.after.segment];
+      bool meet = false;
+      for (int d : a) meet = meet || b.count(d);
+      if (meet) continue;
+      int dir = e_.directive(DirectiveKind::Order, o.loc, "order");
+      Conflict c;
+      c.directives.push_back(dir);
+      c.message = "order of " + p_.task_text(o.before) + " before " + p_.task_text(o.after) +
+                  ": the two tasks run on no common device, so nothing would enforce it (tasks on different devices are ordered by their data only)";
+      e_.conflict(c);
+      return false;
+    }
+    return true;
+  }
+
+  // ---- the happens-before graph -------------------------------------------------------------
+  struct Edge {
+    int to, directive;  // directive -1: data flow or phase order
+    int order = -1;     // index into task_orders
+  };
+  void add(int from, int to, int dir = -1, int order = -1) { adj_[from].push_back({to, dir, order}); }
+
+  void build_graph() {
+    adj_.assign(static_cast<size_t>(nunits_) * 3 * m_, {});
+    std::set<std::pair<int, int>> flow;  // unit -> unit
+    for (size_t n = 0; n < p_.root_of_node.size(); ++n) {
+      if (p_.root_of_node[n] < 0) continue;
+      for (int t : g_.node(static_cast<int>(n)).inputs) {
+        int prod = g_.tensor(t).producer;
+        if (prod < 0 || prod >= static_cast<int>(p_.root_of_node.size()) || p_.root_of_node[prod] < 0) continue;
+        int a = unit_of_node_[prod], b = unit_of_node_[n];
+        if (a != b) flow.insert({a, b});
+      }
+    }
+    for (int mb = 0; mb < m_; ++mb) {
+      for (const auto& [a, b] : flow) {
+        add(id(a, 0, mb), id(b, 0, mb));
+        if (has_b_[a] && has_b_[b]) add(id(b, 1, mb), id(a, 1, mb));
+      }
+      for (int u = 0; u < nunits_; ++u) {
+        if (!has_b_[u]) continue;
+        add(id(u, 0, mb), id(u, 1, mb));
+        if (u < nseg_ && p_.segments[u].split_w) add(id(u, 1, mb), id(u, 2, mb));
+      }
+    }
+    for (size_t i = 0; i < p_.task_orders.size(); ++i) {
+      const TaskOrder& o = p_.task_orders[i];
+      int dir = e_.directive(DirectiveKind::Order, o.loc, "order");
+      add(id(o.before.segment, o.before.phase, o.before.mb), id(o.after.segment, o.after.phase, o.after.mb), dir, static_cast<int>(i));
+    }
+  }
+
+  // A cycle through an order edge: reported with its directives.
+  bool find_cycle() {
+    // Kahn: what remains is on or behind a cycle.
+    const size_t n = adj_.size();
+    std::vector<int> indeg(n, 0);
+    for (const auto& es : adj_)
+      for (const Edge& ed : es) ++indeg[ed.to];
+    std::vector<int> q;
+    for (size_t v = 0; v < n; ++v)
+      if (!indeg[v]) q.push_back(static_cast<int>(v));
+    size_t seen = 0;
+    while (!q.empty()) {
+      int v = q.back();
+      q.pop_back();
+      ++seen;
+      for (const Edge& ed : adj_[v])
+        if (--indeg[ed.to] == 0) q.push_back(ed.to);
+    }
+    if (seen == n) return false;
+    // For each order edge u -> v left in the cyclic part, a path v -> u.
+    for (size_t u = 0; u < n; ++u) {
+      if (!indeg[u]) continue;
+      for (const Edge& ed : adj_[u]) {
+        if (ed.directive < 0 || !indeg[ed.to]) continue;
+        std::vector<std::pair<int, const Edge*>> prev(n, {-2, nullptr});
+        std::deque<int> bfs{ed.to};
+        prev[ed.to] = {-1, nullptr};
+        while (!bfs.empty() && prev[u].first == -2) {
+          int x = bfs.front();
+          bfs.pop_front();
+          for (const Edge& e2 : adj_[x])
+            if (indeg[e2.to] && prev[e2.to].first == -2) {
+              prev[e2.to] = {x, &e2};
+              bfs.push_back(e2.to);
+            }
+        }
+        if (prev[u].first == -2) continue;
+        std::vector<std::pair<int, const Edge*>> path{{static_cast<int>(u), &ed}};  // (from, edge)
+        std::vector<std::pair<int, const Edge*>> back;
+        for (int x = static_cast<int>(u); prev[x].first >= 0; x = prev[x].first) back.push_back({prev[x].first, prev[x].second});
+        path.insert(path.end(), back.rbegin(), back.rend());
+        report(path);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  std::string node_text(int v) const {
+    int mb = v % static_cast<int>(m_), rest = v / static_cast<int>(m_);
+    return task_text(rest / 3, rest % 3, mb);
+  }
+
+  void report(const std::vector<std::pair<int, const Edge*>>& path) {
+    Conflict c;
+    std::string steps;
+    std::set<int> dirs;
+    for (const auto& [from, ed] : path) {
+      std::string a = node_text(from), b = node_text(ed->to);
+      std::string step;
+      if (ed->directive >= 0) {
+        step = a + " runs before " + b;
+        if (dirs.insert(ed->directive).second) {
+          c.directives.push_back(ed->directive);
+          c.notes[ed->directive] = "orders " + a + " before " + b;
+        }
+      } else {
+        int fu = (from / static_cast<int>(m_)) / 3, tu = (ed->to / static_cast<int>(m_)) / 3;
+        step = fu == tu ? b + " is the backward of " + a : a + " feeds " + b;
+      }
+      steps += (steps.empty() ? "" : ", ") + step;
+    }
+    c.message = "op-order cycle: " + steps + "; no schedule can satisfy these order directives (the ranks would deadlock)";
+    e_.conflict(c);
+  }
+
+  // ---- stashed activations ------------------------------------------------------------------
+  void stash() {
+    int64_t ndev = std::max<int64_t>(1, p_.ngpus);
+    // Activation bytes each segment's sub-ops write on each device.
+    std::vector<std::vector<int64_t>> bytes(static_cast<size_t>(ndev), std::vector<int64_t>(nseg_, 0));
+    std::vector<int64_t> total(static_cast<size_t>(ndev), 0);
+    for (int leaf : p_.leaves()) {
+      const SubOp& s = p_.subops[leaf];
+      const OpNode& node = g_.node(s.node);
+      int64_t b = 0;
+      for (size_t k = 0; k < s.outputs.size() && k < node.outputs.size(); ++k) {
+        if (!s.outputs[k].tensor) continue;
+        int64_t v = dtype_bytes(g_.tensor(node.outputs[k]).dtype);
+        for (int64_t l : s.outputs[k].length) v *= l;
+        b += v;
+      }
+      int u = unit_of_node_[s.node];
+      for (int d : s.devices) {
+        if (d < 0 || d >= ndev) continue;
+        total[d] += b;
+        if (u < nseg_ && has_b_[u]) bytes[d][u] += b;
+      }
+    }
+    e_.stash_factor.assign(static_cast<size_t>(ndev), 1.0);
+    e_.stash_peak.assign(static_cast<size_t>(ndev), 0);
+    for (int64_t d = 0; d < ndev; ++d) {
+      // The tasks of d in the order the directives give (Kahn, ties by micro-batch).
+      std::vector<int> units_here;
+      for (int u = 0; u < nseg_; ++u)
+        if (seg_devs_[u].count(static_cast<int>(d))) units_here.push_back(u);
+      if (units_here.empty() || total[d] == 0) continue;
+      std::map<int, int> indeg;
+      std::map<int, std::vector<int>> succ;
+      auto here = [&](int v) { int u = (v / static_cast<int>(m_)) / 3; return u < nseg_ && seg_devs_[u].count(static_cast<int>(d)); };
+      for (int u : units_here)
+        for (int ph = 0; ph < 3; ++ph) {
+          if (ph > 0 && !has_b_[u]) continue;
+          if (ph == 2 && !p_.segments[u].split_w) continue;
+          for (int mb = 0; mb < m_; ++mb) indeg[id(u, ph, mb)] += 0;
+        }
+      for (const auto& [v, unused] : indeg)
+        for (const Edge& ed : adj_[v])
+          if (here(ed.to) && indeg.count(ed.to) && ((v / static_cast<int>(m_)) / 3 == (ed.to / static_cast<int>(m_)) / 3 || ed.directive >= 0)) {
+            succ[v].push_back(ed.to);
+            ++indeg[ed.to];
+          }
+      std::set<std::pair<int, int>> ready;  // (mb, node)
+      for (const auto& [v, k] : indeg)
+        if (!k) ready.insert({v % static_cast<int>(m_), v});
+      int64_t cur = 0, peak = 0;
+      while (!ready.empty()) {
+        int v = ready.begin()->second;
+        ready.erase(ready.begin());
+        int rest = v / static_cast<int>(m_), u = rest / 3, ph = rest % 3;
+        bool last = (ph == 1 && !p_.segments[u].split_w) || ph == 2;
+        if (ph == 0 && has_b_[u]) cur += bytes[d][u];
+        peak = std::max(peak, cur);
+        if (last) cur -= bytes[d][u];
+        for (int w : succ[v])
+          if (--indeg[w] == 0) ready.insert({w % static_cast<int>(m_), w});
+      }
+      e_.stash_peak[d] = peak;
+      e_.stash_factor[d] = static_cast<double>(peak) / static_cast<double>(total[d]);
+    }
+    if (!p_.schedules.empty()) e_.stash_directive = e_.directive(DirectiveKind::Order, p_.schedules[0].loc, "schedule");
+    else e_.stash_directive = e_.directive(DirectiveKind::Order, p_.task_orders[0].loc, "order");
+  }
+
+  Encoder& e_;
+  const Graph& g_;
+  const Plan& p_;
+  int64_t m_ = 1;
+  int nseg_ = 0, nunits_ = 0;
+  std::vector<int> unit_of_node_, loose_;
+  std::vector<bool> has_b_;
+  std::vector<std::set<int>> seg_devs_;
+  std::vector<std::vector<Edge>> adj_;
+};
+
+}  // namespace
+
+void encode_schedule(Encoder& e) {
+  SchedulePass pass(e);
+  pass.run();
+}
+
+}  // namespace nns::sema::check
