@@ -12,6 +12,8 @@
 #include "repl/report.h"
 #include "repl/runner.h"
 #include "repl/session.h"
+#include "backend/lowering/lower_plan.h"
+#include "backend/lowering/schedule_view.h"
 #include "semantics/op_registry.h"
 
 namespace nns::repl {
@@ -66,6 +68,7 @@ bool Session::run_command(const Command& c) {
   if (c.name == "show") return cmd_show(c);
   if (c.name == "status") return cmd_status(c);
   if (c.name == "comm") return cmd_comm(c);
+  if (c.name == "schedule") return cmd_schedule(c);
   if (c.name == "plan") return cmd_plan(c);
   if (c.name == "undo") return cmd_undo(c);
   if (c.name == "reset") return cmd_reset(c);
@@ -303,6 +306,26 @@ bool Session::cmd_comm(const Command& c) {
     return false;
   }
   if (unplaced) out_ << "(" << unplaced << " sub-op(s) without a device counted as on every device)\n";
+  return true;
+}
+
+bool Session::cmd_schedule(const Command& c) {
+  if (!c.args.empty()) return usage("schedule");
+  if (!interp_->train()) {
+    err_ << "nns: error: a schedule orders micro-batches, which the train block defines; this file has none\n";
+    return false;
+  }
+  try {
+    Plan full = completed(plan_);
+    backend::CommPlan comm = backend::derive_communication(interp_->graph(), full);
+    backend::LowerOptions lo;
+    lo.comm = &comm;
+    lo.communication_only = true;
+    out_ << backend::schedule_text(interp_->graph(), full, backend::lower_plan(interp_->graph(), full, *interp_->train(), lo));
+  } catch (const std::exception& e) {
+    err_ << "nns: error: the schedule cannot be shown: " << e.what() << "\n";
+    return false;
+  }
   return true;
 }
 

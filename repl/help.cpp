@@ -33,6 +33,9 @@ const Topic kTopics[] = {
                          "constraints, collectives per step and their bytes, memory per device by kind.", "the plan in numbers: collectives, memory per device"},
     {"comm", "comm", "Every collective the current plan derives, forward and backward (as nns check\n"
                      "--emit=comm prints it). Sub-ops without a device count as on every device.", "every collective the plan derives"},
+    {"schedule", "schedule", "The tasks each rank runs per step under the plan's schedule (schedule(...) or\n"
+                             "order(task, task)), as a text timeline with unit task times (as nns check\n"
+                             "--emit=schedule prints it).", "the plan's pipeline schedule as a timeline"},
     {"plan", "plan [NAME]",
      "Without NAME: prints the session plan as a .nns plan block; pasted into the model\n"
      "file (or written by save) it evaluates to the same plan. With NAME: evaluates plan\n"

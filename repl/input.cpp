@@ -25,7 +25,7 @@ bool input_complete(const std::string& text) {
 }
 
 const std::vector<std::string>& command_names() {
-  static const std::vector<std::string> names = {"help", "ops", "show", "status", "comm", "plan", "undo",
+  static const std::vector<std::string> names = {"help", "ops", "show", "status", "comm", "schedule", "plan", "undo",
                                                  "reset", "gpus", "save", "run", "quit", "exit"};
   return names;
 }

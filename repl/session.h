@@ -88,6 +88,7 @@ class Session {
   bool show_tensor(int tensor);
   bool cmd_status(const Command& c);
   bool cmd_comm(const Command& c);
+  bool cmd_schedule(const Command& c);
   bool cmd_plan(const Command& c);
   bool cmd_undo(const Command& c);
   bool cmd_reset(const Command& c);
