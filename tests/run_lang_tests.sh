@@ -90,7 +90,7 @@ check_golden() {
 check_golden_cmd() {
   local f=$1 base=${1%.cmd} ok=0 any=0 args
   read -r -a args < "$f"
-  for e in tokens ast graph plan comm program training-graph; do
+  for e in tokens ast graph plan comm program schedule training-graph; do
     [ -f "$base.$e" ] || continue
     any=1
     if [ "${UPDATE_GOLDEN:-}" = 1 ]; then "$nns" check "${args[@]}" "--emit=$e" > "$base.$e"; continue; fi

@@ -1,0 +1,1 @@
+examples/t5.nns --config tiny --plan interlaced --gpus 2
