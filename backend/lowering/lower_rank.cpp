@@ -811,35 +811,41 @@ class RankLowering {
     };
     // Whether float block b could run now: its predecessors ran, or are
     // receiving floats that could.
-    std::vector<int> memo(nb, -1);
+    // Memo of ready(), valid for one generation (bumped whenever blocks are emitted).
+    std::vector<uint32_t> memo_gen(nb, 0);
+    std::vector<char> memo_val(nb, 0);
+    uint32_t gen = 1;
     std::function<bool(int)> ready = [&](int b) -> bool {
       if (done[static_cast<size_t>(b)]) return true;
-      int& m = memo[static_cast<size_t>(b)];
-      if (m >= 0) return m != 0;
+      if (memo_gen[static_cast<size_t>(b)] == gen) return memo_val[static_cast<size_t>(b)] != 0;
       bool ok = task_of[static_cast<size_t>(b)] < 0;
       for (int p : preds[static_cast<size_t>(b)]) {
         if (!ok) break;
         ok = done[static_cast<size_t>(p)] || (lazy[static_cast<size_t>(p)] && ready(p));
       }
-      m = ok ? 1 : 0;
+      memo_gen[static_cast<size_t>(b)] = gen;
+      memo_val[static_cast<size_t>(b)] = ok ? 1 : 0;
       return ok;
     };
+    // Blocks without instructions (ops of other ranks) need no place.
+    for (size_t b = 0; b < nb; ++b)
+      if (first[b] < 0) done[b] = 1;
     std::vector<int> floats;
     for (size_t b = 0; b < nb; ++b)
-      if (task_of[b] < 0 && !lazy[b]) floats.push_back(static_cast<int>(b));
+      if (!done[b] && task_of[b] < 0 && !lazy[b]) floats.push_back(static_cast<int>(b));
     size_t float_from = 0;
     auto flush = [&]() {
       if (nt == 0) return;
       bool any = true;
       while (any) {
         any = false;
-        std::fill(memo.begin(), memo.end(), -1);
+        ++gen;
         for (size_t i = float_from; i < floats.size(); ++i) {
           int b = floats[i];
           if (done[static_cast<size_t>(b)] || !ready(b)) continue;
           pull(b, current);
           any = true;
-          std::fill(memo.begin(), memo.end(), -1);
+          ++gen;
         }
         while (float_from < floats.size() && done[static_cast<size_t>(floats[float_from])]) ++float_from;
       }
