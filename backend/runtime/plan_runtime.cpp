@@ -97,6 +97,9 @@ void PlanTrainer::set_tracer(TraceRecorder* tracer, int64_t steps) {
                                   "\"bytes\":" + std::to_string(n) + ",\"group\":\"" + grp + "\"," + at);
         break;
       }
+      case PInstr::Wait:  // blocked on a posted receive: waiting, not local work
+        label = tracer->add_label(TraceTrack::Comm, "Wait " + trace_bytes(bytes_of(in.a)), "\"bytes\":" + std::to_string(bytes_of(in.a)) + "," + at);
+        break;
       case PInstr::Update:
         label = tracer->add_label(TraceTrack::Local, "Update " + m.g.tensor(P.params[static_cast<size_t>(in.index)].tensor).name, at);
         break;
