@@ -236,7 +236,8 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
   }
   std::vector<DeviceMemory> totals = per_device;
   std::string cap_label = e.opts.memory_label.empty() ? format_bytes(cap) : e.opts.memory_label;
-  e.explain_with([&e, shared, totals, cap, cap_label](const std::set<int>& core) -> std::optional<Conflict> {
+  std::vector<double> flight = e.stash_factor;
+  e.explain_with([&e, shared, totals, cap, cap_label, flight](const std::set<int>& core) -> std::optional<Conflict> {
     // The device whose core-attributed bytes exceed the capacity most.
     int worst = -1;
     int64_t worst_bytes = cap;
@@ -254,7 +255,12 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
     Conflict c;
     c.message = "device " + std::to_string(worst) + " needs " + format_bytes(m.total()) + " (weights " + format_bytes(m.weights) +
                 ", gradients " + format_bytes(m.gradients) + ", optimizer state " + format_bytes(m.optimizer) + ", activations " +
-                format_bytes(m.activations) + ") but has " + cap_label;
+                format_bytes(m.activations) +
+                (flight.empty() ? std::string()
+                                : ", " + std::to_string(static_cast<int>(std::max(1.0, flight[static_cast<size_t>(worst)]) * 10 + 0.5) / 10) + "." +
+                                      std::to_string(static_cast<int>(std::max(1.0, flight[static_cast<size_t>(worst)]) * 10 + 0.5) % 10) +
+                                      " micro-batch(es) of them in flight under the schedule") +
+                ") but has " + cap_label;
     for (const auto& [dir, bytes] : (*shared)[worst])
       if (core.count(dir)) {
         c.directives.push_back(dir);

@@ -228,7 +228,7 @@ class SchedulePass {
         }
       } else {
         int fu = (from / static_cast<int>(m_)) / 3, tu = (ed->to / static_cast<int>(m_)) / 3;
-        step = fu == tu ? b + " is the backward of " + a : a + " feeds " + b;
+        step = fu == tu ? b + " needs " + a : a + " feeds " + b;
       }
       steps += (steps.empty() ? "" : ", ") + step;
     }
