@@ -3,10 +3,14 @@
 # CPU ranks with the hybrid plan (tensor parallel x data parallel: every rank
 # runs its sub-ops and the collectives the plan derives), verified step by
 # step against one device; then Swin (tiny) on 2 ranks with nnScaler's
-# coshard plan, verified too.
+# coshard plan, verified too; then T5 (tiny) pipelined with the interlaced
+# schedule on 2 ranks, verified.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
 build/nns run examples/gpt.nns --config tiny --gpus 4 --plan hybrid --verify
 build/nns run examples/swin.nns --config tiny --gpus 2 --plan coshard --steps 10 --verify
+# A pipeline: T5 (tiny) under nnScaler's interlaced schedule (1F1B over the
+# layers, the vocabulary-split embedding and head over both ranks), verified.
+build/nns run examples/t5.nns --config tiny --gpus 2 --plan interlaced --steps 10 --verify
