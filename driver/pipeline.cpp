@@ -57,6 +57,11 @@ int plan_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
   std::snprintf(line, sizeof line, "plan %s on %lld device(s): %zu sub-ops, %zu order constraint(s), evaluated in %.1f ms\n", o.plan.c_str(),
                 static_cast<long long>(o.topo.devices), p.plan.leaves().size(), p.plan.orders.size(), ms_since(t0));
   report << line;
+  if (!p.plan.task_orders.empty()) {
+    report << "  tasks: " << p.plan.segments.size() << " segment(s), " << p.plan.task_orders.size() << " task order(s)";
+    if (!p.plan.schedules.empty()) report << " from schedule(\"" << p.plan.schedules[0].kind << "\")";
+    report << "\n";
+  }
   return kExitOk;
 }
 

@@ -459,42 +459,35 @@ void Communicator::connect_peer(int peer) {
   group_state({std::min(rank_, peer), std::max(rank_, peer)}, "p2p");
 }
 
-std::unique_ptr<Communicator::Request> Communicator::isend(const float* buf, size_t count, int dst, uint32_t tag) {
-  if (trace_) trace("send " + std::to_string(count) + " to " + std::to_string(dst));
-  if (dst == rank_ || dst < 0 || dst >= size_)
-    throw std::invalid_argument("send: bad destination rank " + std::to_string(dst) + " on rank " + std::to_string(rank_));
+// Posts one side of a point-to-point transfer on the pair's context.
+std::unique_ptr<Communicator::Request> Communicator::post_p2p(bool send, float* buf, size_t count, int peer, uint32_t tag) {
+  const char* what = send ? "send" : "recv";
+  if (trace_) trace(std::string(what) + " " + std::to_string(count) + (send ? " to " : " from ") + std::to_string(peer));
+  if (peer == rank_ || peer < 0 || peer >= size_)
+    throw std::invalid_argument(std::string(what) + ": bad " + (send ? "destination" : "source") + " rank " + std::to_string(peer) + " on rank " +
+                                std::to_string(rank_));
   std::unique_ptr<Request> req(new Request());
   if (count == 0) return req;
-  GroupState& gs = group_state({std::min(rank_, dst), std::max(rank_, dst)}, "p2p");
+  GroupState& gs = group_state({std::min(rank_, peer), std::max(rank_, peer)}, "p2p");
   auto impl = std::make_unique<Request::Impl>();
   impl->comm = this;
   impl->gs = &gs;
-  impl->send = true;
-  run("send", gs, [&](Ms, uint32_t) {
-    impl->ub = gs.ctx->createUnboundBuffer(const_cast<float*>(buf), count * sizeof(float));
-    impl->ub->send(1 - gs.index, gloo::Slot::build(kP2pSlotPrefix, tag));
+  impl->send = send;
+  run(what, gs, [&](Ms, uint32_t) {
+    impl->ub = gs.ctx->createUnboundBuffer(buf, count * sizeof(float));
+    if (send) impl->ub->send(1 - gs.index, gloo::Slot::build(kP2pSlotPrefix, tag));
+    else impl->ub->recv(1 - gs.index, gloo::Slot::build(kP2pSlotPrefix, tag));
   });
   req->impl_ = std::move(impl);
   return req;
 }
 
+std::unique_ptr<Communicator::Request> Communicator::isend(const float* buf, size_t count, int dst, uint32_t tag) {
+  return post_p2p(true, const_cast<float*>(buf), count, dst, tag);  // only read
+}
+
 std::unique_ptr<Communicator::Request> Communicator::irecv(float* buf, size_t count, int src, uint32_t tag) {
-  if (trace_) trace("recv " + std::to_string(count) + " from " + std::to_string(src));
-  if (src == rank_ || src < 0 || src >= size_)
-    throw std::invalid_argument("recv: bad source rank " + std::to_string(src) + " on rank " + std::to_string(rank_));
-  std::unique_ptr<Request> req(new Request());
-  if (count == 0) return req;
-  GroupState& gs = group_state({std::min(rank_, src), std::max(rank_, src)}, "p2p");
-  auto impl = std::make_unique<Request::Impl>();
-  impl->comm = this;
-  impl->gs = &gs;
-  impl->send = false;
-  run("recv", gs, [&](Ms, uint32_t) {
-    impl->ub = gs.ctx->createUnboundBuffer(buf, count * sizeof(float));
-    impl->ub->recv(1 - gs.index, gloo::Slot::build(kP2pSlotPrefix, tag));
-  });
-  req->impl_ = std::move(impl);
-  return req;
+  return post_p2p(false, buf, count, src, tag);
 }
 
 }  // namespace nns::backend

@@ -190,6 +190,7 @@ class Communicator {
   template <class Fn>
   void run(const char* what, GroupState& gs, Fn&& fn);
   [[noreturn]] void fail(const char* what, GroupState& gs, const std::string& cause);
+  std::unique_ptr<Request> post_p2p(bool send, float* buf, size_t count, int peer, uint32_t tag);
 
   int rank_ = 0;
   int size_ = 1;
