@@ -172,6 +172,44 @@ std::string plan_to_nns(const sema::Graph& g, const Plan& p, const std::string& 
     if (s.recompute && (s.parent < 0 || !p.subops[s.parent].recompute)) out << "  recompute(" << w.ref(static_cast<int>(i)) << ")\n";
   }
   for (const sema::OrderConstraint& o : p.orders) out << "  order(" << w.ref(o.before) << ", " << w.ref(o.after) << ")\n";
+  // Pipeline schedules: each segment as the list of its ops, the library
+  // schedule as one call, hand-written task orders one by one.
+  if (!p.task_orders.empty()) {
+    for (size_t i = 0; i < p.segments.size(); ++i) {
+      out << "  let segment" << i << " = [";
+      for (size_t k = 0; k < p.segments[i].nodes.size(); ++k) out << (k ? ", " : "") << "by_name(" << quoted(g.node(p.segments[i].nodes[k]).name) << ")";
+      out << "]\n";
+    }
+    auto seg = [](int s) { return "segment" + std::to_string(s); };
+    front::SourceLoc sched_loc;
+    if (!p.schedules.empty()) {
+      const sema::PlanSchedule& sc = p.schedules[0];
+      sched_loc = sc.loc;
+      const std::vector<int>& st = sc.stage_segment;
+      out << "  schedule(" << quoted(sc.kind) << ", [";
+      if (sc.kind == "nf1b" || sc.kind == "3f1b") {
+        for (int k = 0; k <= sc.recycles; ++k) {
+          out << (k ? ", " : "") << "[";
+          for (int r = 0; r < sc.ranks; ++r) out << (r ? ", " : "") << seg(st[static_cast<size_t>(k * sc.ranks + r)]);
+          out << "]";
+        }
+        out << "]";
+      } else {
+        size_t n = sc.kind == "interlaced" ? st.size() - 2 : st.size();
+        for (size_t k = 0; k < n; ++k) out << (k ? ", " : "") << seg(st[k]);
+        out << "]";
+        if (sc.v > 1) out << ", v = " << sc.v;
+        if (sc.kind == "interlaced") out << ", head = " << seg(st[n]) << ", tail = " << seg(st[n + 1]);
+      }
+      out << ")\n";
+    }
+    static const char* task_fn[] = {"fwd", "bwd", "wgrad"};
+    for (const sema::TaskOrder& o : p.task_orders) {
+      if (!p.schedules.empty() && o.loc.line == sched_loc.line && o.loc.col == sched_loc.col && o.loc.file == sched_loc.file) continue;
+      out << "  order(" << task_fn[o.before.phase] << "(" << seg(o.before.segment) << ", " << o.before.mb << "), " << task_fn[o.after.phase] << "("
+          << seg(o.after.segment) << ", " << o.after.mb << "))\n";
+    }
+  }
   // Constraint tables, each with its own name so the checker's messages stay the same.
   for (const sema::PlanConstraint& c : p.constraints) {
     static const char* fns[] = {"same_split", "split_only", "split_counts", "place_on"};
