@@ -43,7 +43,7 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
   // when there are many and no elaborator (the interpreter is not
   // thread-safe). Group ids then depend on the interleaving; every rank
   // still names one group by one id.
-  unsigned threads = opts.elaborate || todo.size() < 64 ? 1 : std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+  unsigned threads = opts.elaborate || todo.size() < 16 ? 1 : std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
   std::vector<std::string> errors(threads);
   auto work = [&](unsigned t) {
     try {
