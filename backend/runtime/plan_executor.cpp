@@ -222,9 +222,16 @@ void PlanExecutor::exec(const PInstr& in) {
       const sema::TensorInfo& info = g.tensor(t);
       int64_t mbs = spec.micro_batches, replicas = lowered.replicas;
       int64_t index = ((step - 1) * mbs + in.mb) * replicas + P.replica;
-      std::vector<float> full(static_cast<size_t>(sema::numel(info.shape)));
-      fill_init(info.init, data_key(spec.data.seed, info.name, index % (mbs * replicas)), info.dtype, full.data(), sema::numel(info.shape));
-      set_buf(in.b, extract(full, full_piece(info.shape), piece(in.b), 1.f));
+      // Synthetic data is a fixed set of micro-batches: each piece is
+      // generated once and reused every step.
+      auto key = std::make_pair(in.b, index % (mbs * replicas));
+      auto hit = input_cache_.find(key);
+      if (hit == input_cache_.end()) {
+        std::vector<float> full(static_cast<size_t>(sema::numel(info.shape)));
+        fill_init(info.init, data_key(spec.data.seed, info.name, key.second), info.dtype, full.data(), sema::numel(info.shape));
+        hit = input_cache_.emplace(key, extract(full, full_piece(info.shape), piece(in.b), 1.f)).first;
+      }
+      set_buf(in.b, hit->second);
       return;
     }
     case PInstr::Extract:

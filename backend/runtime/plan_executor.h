@@ -72,6 +72,7 @@ struct PlanExecutor {
   // Point-to-point transfers in flight (pipelined programs post them
   // early and wait late): receives until their Wait, sends until the
   // step ends (a freed buffer with a send in flight is kept until then).
+  std::map<std::pair<int, int64_t>, std::vector<float>> input_cache_;  // (input buffer, data index) -> its piece
   struct InFlight;
   std::map<int, std::shared_ptr<InFlight>> recv_pending_;
   std::map<int, std::vector<std::shared_ptr<InFlight>>> send_pending_;
