@@ -441,11 +441,15 @@ std::vector<int> peak_stashed(const PipeOrder& order) {
   return peak;
 }
 
-std::string timeline(const PipeOrder& order, const PipeTimes& t, const std::vector<std::string>& rank_names) {
+std::string timeline(const PipeOrder& order, const PipeTimes& t, const std::vector<std::string>& rank_names,
+                     const std::vector<std::vector<std::string>>* notes) {
   const auto slots = task_slots(order);
   size_t width = 1;
   for (const auto& rank : order)
     for (const PipeTask& x : rank) width = std::max(width, x.to_string().size());
+  if (notes)
+    for (const auto& rank : *notes)
+      for (const std::string& n : rank) width = std::max(width, n.size());
   std::vector<std::string> labels;
   for (size_t r = 0; r < order.size(); ++r)
     labels.push_back(rank_names.size() == order.size() ? rank_names[r] : "rank " + std::to_string(r));
@@ -465,6 +469,15 @@ std::string timeline(const PipeOrder& order, const PipeTimes& t, const std::vect
     for (const auto& c : cells) row += " " + c + std::string(width - c.size(), ' ');
     while (!row.empty() && row.back() == ' ') row.pop_back();
     text += row + "\n";
+    if (!notes || r >= notes->size()) continue;
+    // The annotation row: each task's note under its first slot.
+    std::vector<std::string> marks(cells.size());
+    for (size_t i = 0; i < order[r].size() && i < (*notes)[r].size() && r < t.start.size() && i < t.start[r].size(); ++i)
+      if (t.start[r][i] >= 0 && size_t(t.start[r][i]) < marks.size()) marks[size_t(t.start[r][i])] = (*notes)[r][i];
+    std::string mrow = std::string(label_w, ' ') + " |";
+    for (const auto& c : marks) mrow += " " + c + std::string(width - c.size(), ' ');
+    while (!mrow.empty() && mrow.back() == ' ') mrow.pop_back();
+    text += mrow + "\n";
   }
   return text;
 }

@@ -160,7 +160,11 @@ std::vector<int> peak_stashed(const PipeOrder& order);
 // and '-' the second slot of a two-slot (unsplit) B. Rows are labelled
 // "rank r" unless rank_names has one name per rank; labels are padded to
 // one width and trailing blanks are trimmed.
-std::string timeline(const PipeOrder& order, const PipeTimes& t, const std::vector<std::string>& rank_names = {});
+// With `notes` (per rank, per task of the order), a second row per rank
+// shows each task's note under its first slot (--emit=schedule: the
+// transfers a task waits for and sends).
+std::string timeline(const PipeOrder& order, const PipeTimes& t, const std::vector<std::string>& rank_names = {},
+                     const std::vector<std::vector<std::string>>* notes = nullptr);
 
 // The schedule library's names: "gpipe", "1f1b", "interleaved", "zb-h1",
 // "interlaced", "nf1b" (alias "3f1b" = nf1b with 2 recycles).

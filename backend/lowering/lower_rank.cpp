@@ -102,7 +102,10 @@ class RankLowering {
     for (const PlanAnalysis::Op& op : A.ops) {
       std::vector<int> ks;
       auto mine = op.leaves_on.find(device());
-      if (mine != op.leaves_on.end() && !opts_.communication_only)
+      // A communication-only lowering (verification) skips the kernels,
+      // except under a schedule: their reads of received tensors place the
+      // receives, so without them the order would not be the one that runs.
+      if (mine != op.leaves_on.end() && (!opts_.communication_only || !plan.task_orders.empty()))
         for (int leaf : mine->second) {
           ks.push_back(static_cast<int>(P.kernels.size()));
           P.kernels.push_back(make_kernel(leaf, op.backward));
@@ -985,8 +988,10 @@ class RankLowering {
     std::sort(frees.begin(), frees.end());
     std::vector<PInstr> out;
     out.reserve(P.instrs.size() + frees.size());
+    std::vector<int> moved(P.instrs.size() + 1, 0);  // old index -> new (task spans follow)
     size_t f = 0;
     for (size_t i = 0; i < P.instrs.size(); ++i) {
+      moved[i] = static_cast<int>(out.size());
       out.push_back(P.instrs[i]);
       for (; f < frees.size() && frees[f].first == static_cast<int>(i); ++f) {
         PInstr fr;
@@ -995,6 +1000,11 @@ class RankLowering {
         fr.mb = P.buffers[static_cast<size_t>(fr.a)].mb;
         out.push_back(fr);
       }
+    }
+    moved[P.instrs.size()] = static_cast<int>(out.size());
+    for (RankProgram::TaskSpan& t : P.tasks) {
+      t.first = moved[static_cast<size_t>(t.first)];
+      t.last = moved[static_cast<size_t>(t.last)];
     }
     P.instrs = std::move(out);
   }

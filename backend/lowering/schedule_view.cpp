@@ -43,11 +43,26 @@ std::string schedule_text(const sema::Graph& g, const sema::Plan& plan, const Lo
   }
   sema::PipeOrder order;
   std::vector<std::string> names;
-  std::set<std::pair<int, int>> seen_tasks;
+  // Per task: the ranks it waits for a tensor from (<R) and sends to (>R).
+  std::vector<std::vector<std::string>> notes;
   for (const RankProgram& p : lowered.programs) {
     std::vector<sema::PipeTask> seq;
-    for (const RankProgram::TaskSpan& t : p.tasks) seq.push_back({t.segment, static_cast<sema::PipeTask::Phase>(t.phase), t.mb});
+    std::vector<std::string> marks;
+    for (const RankProgram::TaskSpan& t : p.tasks) {
+      seq.push_back({t.segment, static_cast<sema::PipeTask::Phase>(t.phase), t.mb});
+      std::set<int> from, to;
+      for (int i = t.first; i < t.last && i < static_cast<int>(p.instrs.size()); ++i) {
+        const PInstr& in = p.instrs[static_cast<size_t>(i)];
+        if (in.kind == PInstr::Wait) from.insert(in.peer);
+        if (in.kind == PInstr::Send) to.insert(in.peer);
+      }
+      std::string m;
+      for (int r : from) m += "<" + std::to_string(r);
+      for (int r : to) m += ">" + std::to_string(r);
+      marks.push_back(m);
+    }
     order.push_back(std::move(seq));
+    notes.push_back(std::move(marks));
     names.push_back("rank " + std::to_string(p.rank));
   }
   SegmentDeps deps;
@@ -74,7 +89,8 @@ std::string schedule_text(const sema::Graph& g, const sema::Plan& plan, const Lo
   o << "segments:";
   for (size_t i = 0; i < plan.segments.size(); ++i) o << (i ? "," : "") << " " << i << " = " << plan.segments[i].name;
   o << "\n";
-  o << "tasks are F/B/W<segment>.<micro-batch>; one slot per F, B of a B/W split and W, two per whole B; tasks on several ranks start together\n";
+  o << "tasks are F/B/W<segment>.<micro-batch>; one slot per F, B of a B/W split and W, two per whole B; tasks on several ranks start together;\n"
+       "under each task: <R it waits for a tensor from rank R, >R it sends one to rank R\n";
   sema::PipeTimes times;
   std::string why;
   // Tasks that appear on several ranks (a segment over several devices)
@@ -82,7 +98,7 @@ std::string schedule_text(const sema::Graph& g, const sema::Plan& plan, const Lo
   if (!sema::simulate(order, deps, times, why)) {
     o << "simulation: " << why << "\n";
   } else {
-    o << sema::timeline(order, times, names);
+    o << sema::timeline(order, times, names, &notes);
     o << "makespan " << times.makespan << " slots, bubble " << static_cast<int>(sema::bubble_fraction(order, times) * 1000 + 0.5) / 10.0 << "%";
     std::vector<int> peak = sema::peak_stashed(order);
     o << ", peak stashed micro-batches per rank:";
