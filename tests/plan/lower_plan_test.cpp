@@ -74,8 +74,46 @@ TEST_CASE("verification reads the runtime's communication: communication-only lo
   }
 }
 
+TEST_CASE("under a schedule, verification lowers the order that runs: same tasks, same communication in the same places", "[lower][schedule]") {
+  struct Case { const char* file; const char* config; const char* plan; int64_t devices; };
+  for (Case c : {Case{"tests/plan/plans/pipeline.nns", "small", "onef1b", 2}, Case{"tests/plan/plans/pipeline.nns", "small", "zbh1", 2},
+                 Case{"tests/plan/plans/pipeline.nns", "small", "interleaved", 2}, Case{"examples/t5.nns", "tiny", "interlaced", 2},
+                 Case{"examples/alphafold2.nns", "tiny", "pipeline3f1b", 2}}) {
+    INFO(c.file << " plan " << c.plan << " on " << c.devices);
+    Lowered l(c.file, c.config, c.plan, c.devices);
+    REQUIRE(!l.plan.task_orders.empty());
+    backend::LoweredPlan full = l.lower(1, false), comm = l.lower(1, true);
+    size_t waits = 0;
+    for (size_t r = 0; r < full.programs.size(); ++r) {
+      const backend::RankProgram &f = full.programs[r], &v = comm.programs[r];
+      CHECK(communication(full, f) == communication(comm, v));
+      REQUIRE(f.tasks.size() == v.tasks.size());
+      for (size_t t = 0; t < f.tasks.size(); ++t) {
+        CHECK(f.tasks[t].segment == v.tasks[t].segment);
+        CHECK(f.tasks[t].phase == v.tasks[t].phase);
+        CHECK(f.tasks[t].mb == v.tasks[t].mb);
+      }
+      // Each wait lies in the same task of both lowerings.
+      auto wait_tasks = [](const backend::RankProgram& p) {
+        std::vector<int> out;
+        for (size_t t = 0; t < p.tasks.size(); ++t)
+          for (int i = p.tasks[t].first; i < p.tasks[t].last; ++i)
+            if (p.instrs[static_cast<size_t>(i)].kind == backend::PInstr::Wait) out.push_back(static_cast<int>(t));
+        return out;
+      };
+      CHECK(wait_tasks(f) == wait_tasks(v));
+      waits += wait_tasks(f).size();
+    }
+    CHECK(waits > 0);
+  }
+}
+
 TEST_CASE("the buffer plan: every buffer is created before use, freed once after its last use, never read after", "[lower]") {
-  Lowered l("examples/gpt.nns", "tiny", "hybrid", 4);
+  struct Case { const char* file; const char* config; const char* plan; int64_t devices; };
+  for (Case c : {Case{"examples/gpt.nns", "tiny", "hybrid", 4}, Case{"tests/plan/plans/pipeline.nns", "small", "zbh1", 2},
+                 Case{"tests/plan/plans/pipeline.nns", "small", "interleaved", 2}, Case{"examples/t5.nns", "tiny", "interlaced", 2}}) {
+  INFO(c.file << " plan " << c.plan);
+  Lowered l(c.file, c.config, c.plan, c.devices);
   backend::LoweredPlan lp = l.lower(1, false);
   for (const backend::RankProgram& p : lp.programs) {
     std::vector<int> freed(p.buffers.size(), -1);
@@ -94,6 +132,7 @@ TEST_CASE("the buffer plan: every buffer is created before use, freed once after
       INFO("rank " << p.rank << " buffer b" << b << " " << backend::role_name(p.buffers[b].role));
       CHECK((freed[b] >= 0) != persistent);
     }
+  }
   }
 }
 
