@@ -112,27 +112,27 @@ TEST_CASE("the buffer plan: every buffer is created before use, freed once after
   struct Case { const char* file; const char* config; const char* plan; int64_t devices; };
   for (Case c : {Case{"examples/gpt.nns", "tiny", "hybrid", 4}, Case{"tests/plan/plans/pipeline.nns", "small", "zbh1", 2},
                  Case{"tests/plan/plans/pipeline.nns", "small", "interleaved", 2}, Case{"examples/t5.nns", "tiny", "interlaced", 2}}) {
-  INFO(c.file << " plan " << c.plan);
-  Lowered l(c.file, c.config, c.plan, c.devices);
-  backend::LoweredPlan lp = l.lower(1, false);
-  for (const backend::RankProgram& p : lp.programs) {
-    std::vector<int> freed(p.buffers.size(), -1);
-    for (size_t i = 0; i < p.instrs.size(); ++i) {
-      const backend::PInstr& in = p.instrs[i];
-      for (int b : {in.a, in.b}) {
-        if (b < 0) continue;
-        INFO("rank " << p.rank << " instruction " << i << " " << backend::instr_name(in.kind) << " b" << b);
-        CHECK(freed[static_cast<size_t>(b)] < 0);  // no use after free
+    INFO(c.file << " plan " << c.plan);
+    Lowered l(c.file, c.config, c.plan, c.devices);
+    backend::LoweredPlan lp = l.lower(1, false);
+    for (const backend::RankProgram& p : lp.programs) {
+      std::vector<int> freed(p.buffers.size(), -1);
+      for (size_t i = 0; i < p.instrs.size(); ++i) {
+        const backend::PInstr& in = p.instrs[i];
+        for (int b : {in.a, in.b}) {
+          if (b < 0) continue;
+          INFO("rank " << p.rank << " instruction " << i << " " << backend::instr_name(in.kind) << " b" << b);
+          CHECK(freed[static_cast<size_t>(b)] < 0);  // no use after free
+        }
+        if (in.kind == backend::PInstr::Free) freed[static_cast<size_t>(in.a)] = static_cast<int>(i);
+        if (in.kernel >= 0) CHECK(p.kernels[static_cast<size_t>(in.kernel)].elaborated);
       }
-      if (in.kind == backend::PInstr::Free) freed[static_cast<size_t>(in.a)] = static_cast<int>(i);
-      if (in.kernel >= 0) CHECK(p.kernels[static_cast<size_t>(in.kernel)].elaborated);
+      for (size_t b = 0; b < p.buffers.size(); ++b) {
+        bool persistent = p.buffers[b].role == backend::BufferDecl::Param || p.buffers[b].role == backend::BufferDecl::Accum;
+        INFO("rank " << p.rank << " buffer b" << b << " " << backend::role_name(p.buffers[b].role));
+        CHECK((freed[b] >= 0) != persistent);
+      }
     }
-    for (size_t b = 0; b < p.buffers.size(); ++b) {
-      bool persistent = p.buffers[b].role == backend::BufferDecl::Param || p.buffers[b].role == backend::BufferDecl::Accum;
-      INFO("rank " << p.rank << " buffer b" << b << " " << backend::role_name(p.buffers[b].role));
-      CHECK((freed[b] >= 0) != persistent);
-    }
-  }
   }
 }
 
