@@ -45,7 +45,7 @@ class RankLowering {
   int k_;
   RankProgram P;
   std::vector<std::vector<int>> op_kernels_;  // per analysed op: this rank's kernels
-  std::map<int, int> param_buf_, accum_buf_;  // tensor -> buffer
+  std::unordered_map<int, int> param_buf_, accum_buf_;  // tensor -> buffer
   std::map<int, int> slot_of_;                // tensor -> index into P.params
   std::map<std::pair<int, int>, int> bucket_buf_;  // (bucket, tensor) -> buffer
   uint32_t tag_ = 0;
@@ -429,7 +429,7 @@ class RankLowering {
 
   // ---- one micro-batch ----------------------------------------------------------------------
   void micro_batch(int mb) {
-    std::map<int, int> value, grad;  // tensor -> buffer
+    std::unordered_map<int, int> value, grad;  // tensor -> buffer
     int loss_op = -1;
     for (size_t i = 0; i < A.ops.size(); ++i) {
       open_block(mb, static_cast<int>(i), sema::PipeTask::F);
@@ -481,7 +481,7 @@ class RankLowering {
     return b;
   }
 
-  void forward_op(const PlanAnalysis::Op& op, const std::vector<int>& ks, int mb, std::map<int, int>& value) {
+  void forward_op(const PlanAnalysis::Op& op, const std::vector<int>& ks, int mb, std::unordered_map<int, int>& value) {
     const sema::OpNode& n = g.node(op.node);
     for (size_t kk = 0; kk < n.inputs.size(); ++kk) {
       int t = n.inputs[kk];
@@ -536,7 +536,7 @@ class RankLowering {
   }
 
   // The loss gradient is 1 wherever the loss (or a part of it) lives.
-  void seed_loss_gradient(int mb, std::map<int, int>& grad) {
+  void seed_loss_gradient(int mb, std::unordered_map<int, int>& grad) {
     if (g.loss < 0) return;
     int last = g.tensor(g.loss).producer;
     for (const PlanAnalysis::Op& op : A.ops) {
@@ -559,7 +559,7 @@ class RankLowering {
     return seg >= 0 && plan.segments[static_cast<size_t>(seg)].split_w;
   }
 
-  void backward_op(int i, const std::vector<int>& ks, int mb, std::map<int, int>& grad) {
+  void backward_op(int i, const std::vector<int>& ks, int mb, std::unordered_map<int, int>& grad) {
     const PlanAnalysis::Op& op = A.ops[static_cast<size_t>(i)];
     const sema::OpNode& n = g.node(op.node);
     bool split = split_w(i);
@@ -597,7 +597,7 @@ class RankLowering {
 
   // The gradient of input kk of an op: collected from its kernels, then
   // through its adapter (or into a bucket) to where the tensor lives.
-  void backward_input(const PlanAnalysis::Op& op, const std::vector<int>& ks, size_t kk, int mb, std::map<int, int>& grad) {
+  void backward_input(const PlanAnalysis::Op& op, const std::vector<int>& ks, size_t kk, int mb, std::unordered_map<int, int>& grad) {
     const sema::OpNode& n = g.node(op.node);
     const CommEdge* e = op.grad_edge[kk];
     if (!e) return;
@@ -643,6 +643,20 @@ class RankLowering {
   }
 
   // ---- the schedule -------------------------------------------------------------------------
+  // The Wait that completes receive `in` (named like it for the matching).
+  static PInstr wait_for(const PInstr& in) {
+    PInstr w;
+    w.kind = PInstr::Wait;
+    w.a = in.b;
+    w.mb = in.mb;
+    w.peer = in.peer;
+    w.tag = in.tag;
+    w.edge = in.edge;
+    w.step = in.step;
+    w.group = in.group;
+    return w;
+  }
+
   // Orders the blocks of the step. Without task orders the result is the
   // emission order (micro-batch by micro-batch, graph order). With them,
   // this rank's tasks (segments it runs a kernel of, per phase and
@@ -660,6 +674,18 @@ class RankLowering {
   void order_blocks() {
     const size_t nb = blocks_.size();
     if (nb == 0) return;
+    if (plan.task_orders.empty()) {
+      // No schedule: the emission order is the program (what the general
+      // path below would return); each receive is waited for at once.
+      std::vector<PInstr> out;
+      out.reserve(P.instrs.size() + static_cast<size_t>(tag_) + 1);
+      for (const PInstr& in : P.instrs) {
+        out.push_back(in);
+        if (in.kind == PInstr::Recv) out.push_back(wait_for(in));
+      }
+      P.instrs = std::move(out);
+      return;
+    }
     runs_segment_.assign(plan.segments.size(), 0);
     // From the plan, not from the kernels: a communication-only lowering
     // (program verification) has none, and must order blocks the same way.
@@ -899,16 +925,7 @@ class RankLowering {
         const PInstr& in = P.instrs[static_cast<size_t>(i)];
         if (in.kind == PInstr::Recv) {
           if (own < 0) out.push_back(in);  // not posted ahead: post here
-          PInstr w;
-          w.kind = PInstr::Wait;
-          w.a = in.b;
-          w.mb = in.mb;
-          w.peer = in.peer;
-          w.tag = in.tag;
-          w.edge = in.edge;
-          w.step = in.step;
-          w.group = in.group;
-          out.push_back(w);
+          out.push_back(wait_for(in));
           continue;
         }
         out.push_back(in);
