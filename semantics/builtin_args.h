@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "semantics/interpreter.h"
 #include "semantics/plan.h"
@@ -24,6 +25,23 @@ inline Plan& active_plan(Interpreter& in, CallArgs& a, const char* fn, const cha
 inline const Value* arg(CallArgs& a, size_t i, const char* name) {
   if (i < a.positional.size()) return &a.positional[i];
   return a.get(name);
+}
+
+// The sub-ops a value designates: one op or a (nested) list of them.
+inline void collect_subops(Interpreter& in, const Value& v, front::SourceLoc loc, const char* fn, std::vector<int>& out) {
+  if (v.is<OpHandle>()) {
+    // A handle kept in a REPL variable outlives an undo or reset that
+    // removed its sub-op (the session marks such handles -1).
+    int sub = v.as<OpHandle>().subop;
+    const Plan* p = in.active_plan();
+    if (!p || sub < 0 || sub >= static_cast<int>(p->subops.size()))
+      in.fail(loc, std::string(fn) + "(): this op handle no longer exists (its sub-op was undone or reset); select the op again");
+    out.push_back(sub);
+  } else if (v.is<std::shared_ptr<List>>()) {
+    for (const Value& item : *v.as<std::shared_ptr<List>>()) collect_subops(in, item, loc, fn, out);
+  } else {
+    in.fail(loc, std::string(fn) + "() expects an op or a list of ops, got " + type_name(v));
+  }
 }
 
 // Op-name patterns: '*' matches any run of characters (dots included), '?'

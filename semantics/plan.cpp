@@ -105,6 +105,39 @@ static void dump_subop(const Plan& p, int index, int depth, std::ostringstream& 
   for (int c : s.children) dump_subop(p, c, depth + 1, out);
 }
 
+GradientFlow gradient_flow(const Graph& g, const Plan& plan) {
+  GradientFlow f;
+  std::vector<int> order;
+  for (size_t n = 0; n < plan.root_of_node.size(); ++n)
+    if (plan.root_of_node[n] >= 0) order.push_back(static_cast<int>(n));
+  f.requires_grad.assign(g.tensors().size(), false);
+  for (int p : g.params()) f.requires_grad[p] = dtype_is_float(g.tensor(p).dtype);
+  for (int n : order) {
+    bool any = false;
+    for (int t : g.node(n).inputs) any = any || f.requires_grad[t];
+    // detach cuts the gradient: its output needs none,
+    for (int t : g.node(n).outputs) f.requires_grad[t] = any && dtype_is_float(g.tensor(t).dtype) && g.node(n).kind != "detach";
+  }
+  f.reaches.assign(g.tensors().size(), false);
+  if (g.loss >= 0) f.reaches[g.loss] = true;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    bool any = false;
+    for (int t : g.node(*it).outputs) any = any || f.reaches[t];
+    // and what only feeds a detach does not reach the loss.
+    if (any && g.node(*it).kind != "detach")
+      for (int t : g.node(*it).inputs) f.reaches[t] = true;
+  }
+  f.backward.assign(g.nodes().size(), false);
+  for (int n : order) {
+    const OpNode& node = g.node(n);
+    bool in = false, out = false;
+    for (int t : node.inputs) in = in || (f.requires_grad[t] && g.tensor(t).kind != TensorKind::Input);
+    for (int t : node.outputs) out = out || f.reaches[t];
+    f.backward[static_cast<size_t>(n)] = in && out && node.kind != "detach";  // detach has no backward
+  }
+  return f;
+}
+
 bool TaskRef::operator<(const TaskRef& o) const {
   if (segment != o.segment) return segment < o.segment;
   if (mb != o.mb) return mb < o.mb;

@@ -118,6 +118,17 @@ struct Plan {
   std::string dump(const Graph& g) const;
 };
 
+// Which tensors of a plan's graph need gradients (they depend on a float
+// parameter), which reach the loss, and which top-level ops therefore run
+// a backward (an input that needs a gradient and is not a data input, an
+// output that reaches the loss). detach cuts both directions, as in
+// autograd. Lowering and the checker's schedule pass read the same facts.
+struct GradientFlow {
+  std::vector<bool> requires_grad, reaches;  // per tensor
+  std::vector<bool> backward;                // per node (top-level forward ops only)
+};
+GradientFlow gradient_flow(const Graph& g, const Plan& plan);
+
 // Slices of the whole op: every operand complete, no value split.
 SubOp whole_op(const Graph& g, int node);
 

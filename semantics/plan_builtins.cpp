@@ -29,26 +29,9 @@ const Value& required(Interpreter& in, CallArgs& a, size_t i, const char* name, 
   return *v;
 }
 
-// The sub-ops a value designates: one op or a (nested) list of them.
-void collect(Interpreter& in, const Value& v, SourceLoc loc, const char* fn, std::vector<int>& out) {
-  if (v.is<OpHandle>()) {
-    // A handle kept in a REPL variable outlives an undo or reset that
-    // removed its sub-op (the session marks such handles -1).
-    int sub = v.as<OpHandle>().subop;
-    const Plan* p = in.active_plan();
-    if (!p || sub < 0 || sub >= static_cast<int>(p->subops.size()))
-      in.fail(loc, std::string(fn) + "(): this op handle no longer exists (its sub-op was undone or reset); select the op again");
-    out.push_back(sub);
-  } else if (v.is<std::shared_ptr<List>>()) {
-    for (const Value& item : *v.as<std::shared_ptr<List>>()) collect(in, item, loc, fn, out);
-  } else {
-    in.fail(loc, std::string(fn) + "() expects an op or a list of ops, got " + type_name(v));
-  }
-}
-
 std::vector<int> ops_of(Interpreter& in, CallArgs& a, size_t i, const char* name, const char* fn) {
   std::vector<int> out;
-  collect(in, required(in, a, i, name, fn), a.loc, fn, out);
+  builtin_args::collect_subops(in, required(in, a, i, name, fn), a.loc, fn, out);
   return out;
 }
 

@@ -46,16 +46,9 @@ Plan& active(Interpreter& in, CallArgs& a, const char* fn) { return builtin_args
 
 // The top-level nodes an op value designates (a sub-op stands for its op).
 void collect_nodes(Interpreter& in, const Plan& p, const Value& v, SourceLoc loc, const char* fn, std::vector<int>& out) {
-  if (v.is<OpHandle>()) {
-    int sub = v.as<OpHandle>().subop;
-    if (sub < 0 || sub >= static_cast<int>(p.subops.size()))
-      in.fail(loc, std::string(fn) + "(): this op handle no longer exists (its sub-op was undone or reset); select the op again");
-    out.push_back(p.subops[sub].node);
-  } else if (v.is<std::shared_ptr<List>>()) {
-    for (const Value& item : *v.as<std::shared_ptr<List>>()) collect_nodes(in, p, item, loc, fn, out);
-  } else {
-    in.fail(loc, std::string(fn) + "() expects an op or a list of ops, got " + type_name(v));
-  }
+  std::vector<int> subs;
+  builtin_args::collect_subops(in, v, loc, fn, subs);
+  for (int sub : subs) out.push_back(p.subops[static_cast<size_t>(sub)].node);
 }
 
 int64_t micro_batches(Interpreter& in, SourceLoc loc, const char* fn) {

@@ -36,6 +36,8 @@ struct PlanAnalysis {
   std::vector<Op> ops;
   std::map<int, Layout> storage;  // params and inputs: the layout they live in
   std::vector<bool> requires_grad;
+  std::vector<int> op_of_node;  // node -> index into ops (-1: not a top-level op)
+  std::vector<int> readers;     // per tensor: how many op inputs read it (each through its own edge)
   std::map<const CommEdge*, int> bucket_of;  // deferred parameter-gradient edges -> bucket (key order)
   int buckets = 0;
   std::vector<const AdapterStep*> bucket_step;  // per bucket: the allreduce step of one of its edges (its groups)
@@ -81,27 +83,17 @@ struct PlanAnalysis {
     std::vector<int> order;
     for (size_t n = 0; n < plan.root_of_node.size(); ++n)
       if (plan.root_of_node[n] >= 0) order.push_back(static_cast<int>(n));
-    // Which tensors depend on a parameter, and which reach the loss.
-    requires_grad.assign(g.tensors().size(), false);
-    for (int p : g.params()) requires_grad[p] = sema::dtype_is_float(g.tensor(p).dtype);
-    for (int n : order) {
-      bool any = false;
-      for (int t : g.node(n).inputs) any = any || requires_grad[t];
-      // detach cuts the gradient (as in autograd): its output needs none,
-      for (int t : g.node(n).outputs) requires_grad[t] = any && sema::dtype_is_float(g.tensor(t).dtype) && g.node(n).kind != "detach";
-    }
-    std::vector<bool> reaches(g.tensors().size(), false);
-    if (g.loss >= 0) reaches[g.loss] = true;
-    for (auto it = order.rbegin(); it != order.rend(); ++it) {
-      bool any = false;
-      for (int t : g.node(*it).outputs) any = any || reaches[t];
-      // and what only feeds a detach does not reach the loss (no backward).
-      if (any && g.node(*it).kind != "detach")
-        for (int t : g.node(*it).inputs) reaches[t] = true;
-    }
+    sema::GradientFlow flow = sema::gradient_flow(g, plan);
+    requires_grad = std::move(flow.requires_grad);
     std::map<std::pair<int, int>, const CommEdge*> fwd, bwd;  // (node, input) -> edge
     for (const CommEdge& e : cp.edges) (e.backward ? bwd : fwd)[{e.backward ? e.producer : e.consumer, e.input_index}] = &e;
-    for (int n : order) ops.push_back(analyse_op(n, fwd, bwd, reaches));
+    op_of_node.assign(g.nodes().size(), -1);
+    readers.assign(g.tensors().size(), 0);
+    for (int n : order) {
+      op_of_node[static_cast<size_t>(n)] = static_cast<int>(ops.size());
+      ops.push_back(analyse_op(n, fwd, bwd, flow));
+      for (int t : g.node(n).inputs) ++readers[static_cast<size_t>(t)];
+    }
     for (auto& [t, l] : storage)
       for (const LayoutFactor& f : l.factors)
         if (f.kind == LayoutFactor::V) fail(g.tensor(t).name + ": a plan that splits a parameter or input by value is not executable");
@@ -123,11 +115,10 @@ struct PlanAnalysis {
   }
 
   Op analyse_op(int n, const std::map<std::pair<int, int>, const CommEdge*>& fwd, const std::map<std::pair<int, int>, const CommEdge*>& bwd,
-                const std::vector<bool>& reaches) {
+                const sema::GradientFlow& flow) {
     const sema::OpNode& node = g.node(n);
     Op op;
     op.node = n;
-    bool any_in = false, any_out = false;
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       int t = node.inputs[k];
       const sema::TensorInfo& info = g.tensor(t);
@@ -141,7 +132,6 @@ struct PlanAnalysis {
       if (info.kind == sema::TensorKind::Activation && !in_edge) fail("internal: no edge into " + node.name);
       op.in_edge.push_back(in_edge);
       bool wants = requires_grad[t] && info.kind != sema::TensorKind::Input;
-      any_in = any_in || wants;
       auto be = wants ? bwd.find({n, static_cast<int>(k)}) : bwd.end();
       const CommEdge* grad_edge = be == bwd.end() ? nullptr : be->second;
       if (wants && !grad_edge) fail("internal: no gradient edge for input " + std::to_string(k) + " of " + node.name);
@@ -150,9 +140,8 @@ struct PlanAnalysis {
     }
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       op.out_layout.push_back(layout_or_throw(output_pieces(plan, n, o), g.tensor(node.outputs[o]).shape, node.name + " output " + std::to_string(o)));
-      any_out = any_out || reaches[node.outputs[o]];
     }
-    op.backward = any_in && any_out && node.kind != "detach";  // detach has no backward
+    op.backward = flow.backward[static_cast<size_t>(n)];
     for (int leaf : plan.leaves_of(n)) {
       const std::vector<int>& devs = plan.subops[leaf].devices;
       for (size_t i = 0; i < devs.size(); ++i)

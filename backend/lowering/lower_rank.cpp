@@ -23,7 +23,6 @@ class RankLowering {
   }
 
   RankProgram run() {
-    for (size_t i = 0; i < A.ops.size(); ++i) op_of_node_[A.ops[i].node] = static_cast<int>(i);
     make_kernels();
     make_params();
     for (int mb = 0; mb < static_cast<int>(spec_.micro_batches); ++mb) micro_batch(mb);
@@ -58,10 +57,8 @@ class RankLowering {
     int from_op = -1;  // a forward edge's adapter: the producing op (its task owns the block on ranks that run it)
   };
   std::vector<Block> blocks_;
-  std::map<int, int> op_of_node_;  // top-level node -> index into A.ops
   std::vector<int> block_of_;  // per instruction
   int cur_block_ = -1;
-  std::vector<char> runs_segment_;  // per plan segment: this rank runs a kernel of it
 
   int device() const { return P.device; }
   // A buffer's current piece: its box never changes; its partial-sum and
@@ -79,6 +76,10 @@ class RankLowering {
     cur_block_ = static_cast<int>(blocks_.size()) - 1;
   }
   void close_blocks() { block_of_.resize(P.instrs.size(), cur_block_); }
+  // The plan segment (pipeline stage) of a top-level op; -1: none.
+  int segment_of(int node) const {
+    return node < static_cast<int>(plan.segment_of_node.size()) ? plan.segment_of_node[static_cast<size_t>(node)] : -1;
+  }
   PInstr& emit(PInstr::Kind kind, int mb) {
     P.instrs.emplace_back();
     P.instrs.back().kind = kind;
@@ -163,7 +164,7 @@ class RankLowering {
       seeds[out] = id;
     }
     kn.bwd = sema::differentiate(P.local, kn.inst.nodes, seeds, kn.inst.inputs);
-    int seg = plan.segment_of_node.empty() ? -1 : plan.segment_of_node[static_cast<size_t>(s.node)];
+    int seg = segment_of(s.node);
     if (seg >= 0 && plan.segments[static_cast<size_t>(seg)].split_w) split_weight_gradient(kn, node);
     return kn;
   }
@@ -283,17 +284,6 @@ class RankLowering {
     return nb;
   }
 
-  // Whether a tensor is read by more than one op (each through its own edge).
-  bool shared_value(int t) {
-    if (consumers_.empty()) {
-      consumers_.assign(g.tensors().size(), 0);
-      for (const PlanAnalysis::Op& op : A.ops)
-        for (int x : g.node(op.node).inputs) ++consumers_[static_cast<size_t>(x)];
-    }
-    return consumers_[static_cast<size_t>(t)] > 1;
-  }
-  std::vector<int> consumers_;
-
   // The member devices of the group of `st` this device is in (null: none).
   const std::vector<int>* my_devices(const AdapterStep& st) const { return A.devices_of_group(st, device()); }
 
@@ -360,7 +350,7 @@ class RankLowering {
       switch (st.prim) {
         case AdapterStep::AllReduce:
           if (!label(buf).same_box(want)) fail("internal: " + what() + " changes the region");
-          if (buf == src && !e.backward && shared_value(e.tensor)) {
+          if (buf == src && !e.backward && A.readers[static_cast<size_t>(e.tensor)] > 1) {
             // In place on a value another consumer also reads (and reduces
             // through its own edge): reduce a copy, or it would sum twice.
             int copy = new_buffer(BufferDecl::Transit, e.tensor, mb, label(buf));
@@ -497,8 +487,8 @@ class RankLowering {
         // the value exists; a collective at the same point on every
         // member), elsewhere to the consumer's.
         const Block here = blocks_[static_cast<size_t>(cur_block_)];
-        auto from = op_of_node_.find(op.in_edge[kk]->producer);
-        open_block(mb, here.op, here.phase, from == op_of_node_.end() ? -1 : from->second);
+        int prod = op.in_edge[kk]->producer;
+        open_block(mb, here.op, here.phase, prod >= 0 ? A.op_of_node[static_cast<size_t>(prod)] : -1);
         in = adapter(*op.in_edge[kk], src, mb);
         open_block(mb, here.op, here.phase);
       }
@@ -555,7 +545,7 @@ class RankLowering {
   // Whether op i's backward runs as B then W on this rank: its segment's
   // W tasks are scheduled and some kernel of it has weight-gradient nodes.
   bool split_w(int i) const {
-    int seg = plan.segment_of_node.empty() ? -1 : plan.segment_of_node[static_cast<size_t>(A.ops[static_cast<size_t>(i)].node)];
+    int seg = segment_of(A.ops[static_cast<size_t>(i)].node);
     return seg >= 0 && plan.segments[static_cast<size_t>(seg)].split_w;
   }
 
@@ -686,12 +676,12 @@ class RankLowering {
       P.instrs = std::move(out);
       return;
     }
-    runs_segment_.assign(plan.segments.size(), 0);
+    std::vector<char> runs_segment(plan.segments.size(), 0);  // per plan segment: this rank runs a part of it
     // From the plan, not from the kernels: a communication-only lowering
     // (program verification) has none, and must order blocks the same way.
     for (const PlanAnalysis::Op& op : A.ops) {
-      int seg = plan.segment_of_node.empty() ? -1 : plan.segment_of_node[static_cast<size_t>(op.node)];
-      if (seg >= 0 && op.leaves_on.count(device())) runs_segment_[static_cast<size_t>(seg)] = 1;
+      int seg = segment_of(op.node);
+      if (seg >= 0 && op.leaves_on.count(device())) runs_segment[static_cast<size_t>(seg)] = 1;
     }
     // Block extents (blocks are contiguous in emission order).
     std::vector<int> first(nb, -1), last(nb, -1);
@@ -765,8 +755,8 @@ class RankLowering {
       const Block& bl = blocks_[b];
       if (bl.op < 0 || plan.task_orders.empty()) continue;
       auto seg_of = [&](int op) {
-        int s2 = plan.segment_of_node.empty() ? -1 : plan.segment_of_node[static_cast<size_t>(A.ops[static_cast<size_t>(op)].node)];
-        return s2 >= 0 && runs_segment_[static_cast<size_t>(s2)] ? s2 : -1;
+        int s2 = segment_of(A.ops[static_cast<size_t>(op)].node);
+        return s2 >= 0 && runs_segment[static_cast<size_t>(s2)] ? s2 : -1;
       };
       int seg = bl.from_op >= 0 ? seg_of(bl.from_op) : -1;
       if (seg < 0) seg = seg_of(bl.op);

@@ -60,36 +60,11 @@ class SchedulePass {
       }
     }
     nunits_ = nseg_ + static_cast<int>(loose_.size());
-    // Which ops have a backward (as lowering decides it): they depend on a
-    // trained weight and reach the loss; detach cuts both.
-    std::vector<int> order;
-    for (size_t n = 0; n < p_.root_of_node.size(); ++n)
-      if (p_.root_of_node[n] >= 0) order.push_back(static_cast<int>(n));
-    std::vector<bool> req(g_.tensors().size(), false), reach(g_.tensors().size(), false);
-    for (int t : g_.params()) req[t] = dtype_is_float(g_.tensor(t).dtype);
-    for (int n : order) {
-      const OpNode& node = g_.node(n);
-      bool any = false;
-      for (int t : node.inputs) any = any || req[t];
-      for (int t : node.outputs) req[t] = any && node.kind != "detach" && dtype_is_float(g_.tensor(t).dtype);
-    }
-    if (g_.loss >= 0) reach[g_.loss] = true;
-    for (auto it = order.rbegin(); it != order.rend(); ++it) {
-      const OpNode& node = g_.node(*it);
-      if (node.kind == "detach") continue;
-      bool any = false;
-      for (int t : node.outputs) any = any || reach[t];
-      if (any)
-        for (int t : node.inputs) reach[t] = true;
-    }
+    // Which ops have a backward: the facts lowering uses (plan.h).
+    GradientFlow flow = gradient_flow(g_, p_);
     has_b_.assign(nunits_, false);
-    for (int n : order) {
-      const OpNode& node = g_.node(n);
-      bool in = false, out = false;
-      for (int t : node.inputs) in = in || (req[t] && g_.tensor(t).kind != TensorKind::Input);
-      for (int t : node.outputs) out = out || reach[t];
-      if (in && out && node.kind != "detach") has_b_[unit_of_node_[n]] = true;
-    }
+    for (size_t n = 0; n < p_.root_of_node.size(); ++n)
+      if (p_.root_of_node[n] >= 0 && flow.backward[n]) has_b_[unit_of_node_[n]] = true;
     // Devices of each segment (of its leaves).
     seg_devs_.assign(nseg_, {});
     for (int leaf : p_.leaves()) {
