@@ -12,29 +12,29 @@ namespace nns::backend {
 
 namespace {
 
-std::string factor_text(const LayoutFactor& f) {
+int64_t canonical_stride(const std::vector<LayoutFactor>& fs, size_t i) {
+  int64_t w = 1;
+  for (size_t j = i + 1; j < fs.size(); ++j)
+    if (fs[j].kind == LayoutFactor::D && fs[j].dim == fs[i].dim) w *= fs[j].n;
+  return w;
+}
+
+std::string factor_text(const LayoutFactor& f, bool with_stride) {
   switch (f.kind) {
     case LayoutFactor::R: return "R(" + std::to_string(f.n) + ")";
     case LayoutFactor::V: return "V(" + std::to_string(f.n) + ")";
-    case LayoutFactor::D: return "D" + std::to_string(f.dim) + "(" + std::to_string(f.n) + ")";
+    case LayoutFactor::D:
+      return "D" + std::to_string(f.dim) + "(" + std::to_string(f.n) + ")" + (with_stride ? "s" + std::to_string(f.stride) : std::string());
   }
   return "?";
 }
 
+// Search key: strides always spelled out (two layouts differing only in
+// which digit weighs more are different layouts).
 std::string key(const std::vector<LayoutFactor>& fs) {
   std::string k;
-  for (const LayoutFactor& f : fs) k += factor_text(f) + " ";
+  for (const LayoutFactor& f : fs) k += factor_text(f, true) + " ";
   return k;
-}
-
-std::vector<LayoutFactor> normalized(const std::vector<LayoutFactor>& in) {
-  std::vector<LayoutFactor> out;
-  for (const LayoutFactor& f : in) {
-    if (f.n == 1) continue;
-    if (!out.empty() && out.back().kind == f.kind && out.back().dim == f.dim) out.back().n *= f.n;
-    else out.push_back(f);
-  }
-  return out;
 }
 
 int64_t product(const std::vector<LayoutFactor>& fs) {
@@ -55,6 +55,23 @@ int64_t pieces(const std::vector<LayoutFactor>& fs) {
   for (const LayoutFactor& f : fs)
     if (f.kind == LayoutFactor::D) p *= f.n;
   return p;
+}
+
+// Whether the D digits of every dim form a mixed-radix block index (each
+// stride is the product of the sizes of the digits weighing less).
+bool strides_valid(const std::vector<LayoutFactor>& fs) {
+  std::map<int, std::vector<std::pair<int64_t, int64_t>>> by_dim;  // dim -> (stride, n)
+  for (const LayoutFactor& f : fs)
+    if (f.kind == LayoutFactor::D) by_dim[f.dim].push_back({f.stride, f.n});
+  for (auto& [dim, digits] : by_dim) {
+    std::sort(digits.begin(), digits.end());
+    int64_t w = 1;
+    for (auto& [stride, n] : digits) {
+      if (stride != w) return false;
+      w *= n;
+    }
+  }
+  return true;
 }
 
 // Device groups that differ only in digit `acted` of the mixed-radix sequence.
@@ -82,8 +99,27 @@ struct Edge {
   size_t acted = 0;
 };
 
+AdapterStep step_of(AdapterStep::Prim prim, int dim, int to_dim, double bytes) {
+  AdapterStep st;
+  st.prim = prim;
+  st.dim = dim;
+  st.to_dim = to_dim;
+  st.bytes = bytes;
+  return st;
+}
+
+// Scales the strides of dim `dim`'s digits other than `skip` (a new digit
+// of weight 1 pushes them up, a gathered one lets them down).
+void rescale(std::vector<LayoutFactor>& fs, int dim, size_t skip, int64_t mul, int64_t div) {
+  for (size_t j = 0; j < fs.size(); ++j)
+    if (j != skip && fs[j].kind == LayoutFactor::D && fs[j].dim == dim) fs[j].stride = fs[j].stride * mul / div;
+}
+
 // Every single-primitive move from `fs`: act on a whole factor or on the
 // inner/outer part of one (a factor R(4) is also R(2)R(2), the same mapping).
+// A D digit is gathered or exchanged only when it weighs 1 in its dim's
+// block index (the group's blocks are then contiguous); a digit a reduction,
+// a chunk or an exchange creates weighs 1 (it cuts each device's block).
 std::vector<Edge> moves(const std::vector<LayoutFactor>& fs, const sema::Shape& shape, double full_bytes) {
   std::vector<Edge> out;
   double piece = full_bytes / static_cast<double>(pieces(fs));
@@ -94,49 +130,55 @@ std::vector<Edge> moves(const std::vector<LayoutFactor>& fs, const sema::Shape& 
       for (int side = 0; side < (a == f.n ? 1 : 2); ++side) {
         std::vector<LayoutFactor> ex(fs.begin(), fs.begin() + static_cast<long>(i));
         size_t acted;
+        LayoutFactor inner = f, outer = f;
         if (a == f.n) {
           ex.push_back(f);
           acted = i;
         } else if (side == 0) {  // act on the inner part
-          ex.push_back({f.kind, f.dim, f.n / a});
-          ex.push_back({f.kind, f.dim, a});
+          outer.n = f.n / a;
+          outer.stride = f.stride * a;
+          inner.n = a;
+          ex.push_back(outer);
+          ex.push_back(inner);
           acted = i + 1;
         } else {  // act on the outer part
-          ex.push_back({f.kind, f.dim, a});
-          ex.push_back({f.kind, f.dim, f.n / a});
+          outer.n = a;
+          outer.stride = f.stride * (f.n / a);
+          inner.n = f.n / a;
+          ex.push_back(outer);
+          ex.push_back(inner);
           acted = i;
         }
         ex.insert(ex.end(), fs.begin() + static_cast<long>(i) + 1, fs.end());
+        const int64_t acted_stride = ex[acted].stride;
         double n = static_cast<double>(a);
         // Device groups are computed for the chosen path only (search()):
         // building them for every candidate move dominated derivation time.
-        auto emit = [&](LayoutFactor replacement, AdapterStep step) {
-          std::vector<LayoutFactor> next = ex;
+        auto emit = [&](std::vector<LayoutFactor> next, LayoutFactor replacement, AdapterStep step) {
           next[acted] = replacement;
-          out.push_back({normalized(next), step, ex, acted});
+          out.push_back({normalized_factors(next), step, ex, acted});
         };
-        // A D digit is the innermost of its dim's digits: gathering, chunking or
-        // exchanging any other one would leave a device with blocks that are
-        // not contiguous (a different layout from the one the factors name).
-        auto innermost = [&](int dim) {
-          for (size_t j = acted + 1; j < ex.size(); ++j)
-            if (ex[j].kind == LayoutFactor::D && ex[j].dim == dim) return false;
-          return true;
+        auto new_split = [&](int d, std::vector<LayoutFactor> base) {  // base with a weight-1 digit of dim d added at `acted`
+          rescale(base, d, acted, a, 1);
+          return base;
         };
-        auto can_split = [&](int dim) { return shape[dim] % (split_of_dim(ex, dim) * a) == 0 && innermost(dim); };
+        auto can_split = [&](int dim) { return shape[dim] % (split_of_dim(ex, dim) * a) == 0; };
         if (f.kind == LayoutFactor::V) {
-          emit({LayoutFactor::R, -1, a}, {AdapterStep::AllReduce, -1, -1, {}, 2 * (n - 1) / n * piece});
+          emit(ex, {LayoutFactor::R, -1, a, 0}, step_of(AdapterStep::AllReduce, -1, -1, 2 * (n - 1) / n * piece));
           for (int d = 0; d < static_cast<int>(shape.size()); ++d)
-            if (can_split(d)) emit({LayoutFactor::D, d, a}, {AdapterStep::ReduceScatter, d, -1, {}, (n - 1) / n * piece});
+            if (can_split(d)) emit(new_split(d, ex), {LayoutFactor::D, d, a, 1}, step_of(AdapterStep::ReduceScatter, d, -1, (n - 1) / n * piece));
         } else if (f.kind == LayoutFactor::D) {
-          if (!innermost(f.dim)) continue;
-          emit({LayoutFactor::R, -1, a}, {AdapterStep::AllGather, f.dim, -1, {}, (n - 1) / n * piece * n});
+          if (acted_stride != 1) continue;
+          std::vector<LayoutFactor> gathered = ex;
+          rescale(gathered, f.dim, acted, 1, a);
+          emit(gathered, {LayoutFactor::R, -1, a, 0}, step_of(AdapterStep::AllGather, f.dim, -1, (n - 1) / n * piece * n));
           for (int d = 0; d < static_cast<int>(shape.size()); ++d)
-            if (d != f.dim && can_split(d)) emit({LayoutFactor::D, d, a}, {AdapterStep::AllToAll, f.dim, d, {}, (n - 1) / n * piece});
+            if (d != f.dim && can_split(d))
+              emit(new_split(d, gathered), {LayoutFactor::D, d, a, 1}, step_of(AdapterStep::AllToAll, f.dim, d, (n - 1) / n * piece));
         } else {
           for (int d = 0; d < static_cast<int>(shape.size()); ++d)
-            if (can_split(d)) emit({LayoutFactor::D, d, a}, {AdapterStep::Chunk, d, -1, {}, 0});
-          emit({LayoutFactor::V, -1, a}, {AdapterStep::ValueSplit, -1, -1, {}, 0});
+            if (can_split(d)) emit(new_split(d, ex), {LayoutFactor::D, d, a, 1}, step_of(AdapterStep::Chunk, d, -1, 0));
+          emit(ex, {LayoutFactor::V, -1, a, 0}, step_of(AdapterStep::ValueSplit, -1, -1, 0));
         }
       }
     }
@@ -286,28 +328,64 @@ Adapter search(const std::vector<LayoutFactor>& from, const std::vector<LayoutFa
                const sema::Shape& shape, double full_bytes, bool exhaustive) {
   const Chain& chain = cached_chain(from, to, shape, exhaustive);
   if (!chain.error.empty()) throw std::invalid_argument(chain.error);
+  // The chain's costs are per device: every step's groups cover the whole
+  // device list, so the total is the device count times as much.
+  const double scale = full_bytes * static_cast<double>(devices.size());
   Adapter a;
-  a.cost = chain.cost * full_bytes;
   for (const auto& [edge, after] : chain.moves) {
     AdapterStep step = edge.step;
-    step.bytes *= full_bytes;
+    step.bytes *= scale;
     step.groups = groups_of(edge.acted_on, edge.acted, devices);
     step.after = Layout{devices, after};
+    a.bytes += step.bytes;
     a.steps.push_back(step);
   }
+  a.cost = a.bytes;
   return a;
 }
 
 }  // namespace
 
+std::vector<LayoutFactor> normalized_factors(const std::vector<LayoutFactor>& in) {
+  std::vector<LayoutFactor> fs;
+  for (const LayoutFactor& f : in) {
+    if (f.n == 1) continue;
+    LayoutFactor g = f;
+    if (g.kind != LayoutFactor::D) {
+      g.dim = -1;
+      g.stride = 0;
+    }
+    fs.push_back(g);
+  }
+  // Dims whose digits carry no stride get the canonical ones.
+  std::set<int> unset;
+  for (const LayoutFactor& f : fs)
+    if (f.kind == LayoutFactor::D && f.stride == 0) unset.insert(f.dim);
+  for (size_t i = 0; i < fs.size(); ++i)
+    if (fs[i].kind == LayoutFactor::D && unset.count(fs[i].dim)) fs[i].stride = canonical_stride(fs, i);
+  std::vector<LayoutFactor> out;
+  for (const LayoutFactor& f : fs) {
+    if (!out.empty() && out.back().kind == f.kind && out.back().dim == f.dim &&
+        (f.kind != LayoutFactor::D || out.back().stride == f.stride * f.n)) {
+      out.back().n *= f.n;
+      out.back().stride = f.stride;
+    } else {
+      out.push_back(f);
+    }
+  }
+  return out;
+}
+
 Layout normalize(Layout l) {
-  l.factors = normalized(l.factors);
+  l.factors = normalized_factors(l.factors);
   return l;
 }
 
 std::string Layout::to_string() const {
+  std::vector<LayoutFactor> fs = normalized_factors(factors);
   std::string s;
-  for (const LayoutFactor& f : normalized(factors)) s += factor_text(f) + " ";
+  // Strides are spelled out only where they differ from the canonical ones.
+  for (size_t i = 0; i < fs.size(); ++i) s += factor_text(fs[i], fs[i].kind == LayoutFactor::D && fs[i].stride != canonical_stride(fs, i)) + " ";
   if (s.empty()) s = "R(1) ";
   s += "over [";
   for (size_t i = 0; i < devices.size(); ++i) s += (i ? "," : "") + std::to_string(devices[i]);
@@ -331,14 +409,15 @@ std::string AdapterStep::to_string() const {
   std::string s = prim_name(prim);
   if (prim == AllToAll) s += " dim " + std::to_string(dim) + "->" + std::to_string(to_dim);
   else if (dim >= 0) s += " dim " + std::to_string(dim);
-  s += " groups ";
+  s += prim == SendRecv ? " pairs " : " groups ";
   for (size_t g = 0; g < groups.size(); ++g) {
     s += g ? " " : "";
     s += "{";
-    for (size_t i = 0; i < groups[g].size(); ++i) s += (i ? "," : "") + std::to_string(groups[g][i]);
+    for (size_t i = 0; i < groups[g].size(); ++i) s += (i ? prim == SendRecv ? "->" : "," : "") + std::to_string(groups[g][i]);
     s += "}";
   }
   s += " bytes " + std::to_string(static_cast<int64_t>(bytes));
+  if (prim == SendRecv && cross > 0) s += " (" + std::to_string(static_cast<int64_t>(cross)) + " across groups)";
   return s;
 }
 
@@ -348,56 +427,73 @@ std::string Adapter::to_string() const {
   return s;
 }
 
-Adapter derive_adapter(const Layout& from_in, const Layout& to_in, const sema::Shape& shape, int64_t elem_bytes, bool exhaustive) {
+void check_layout(const Layout& l, const sema::Shape& shape, const char* which) {
+  if (l.devices.empty()) throw std::invalid_argument(std::string(which) + " layout has no devices");
+  if (product(l.factors) != static_cast<int64_t>(l.devices.size()))
+    throw std::invalid_argument(std::string(which) + " layout " + l.to_string() + ": factors do not multiply to the group size");
+  for (const LayoutFactor& f : l.factors)
+    if (f.kind == LayoutFactor::D && (f.dim < 0 || f.dim >= static_cast<int>(shape.size()) || shape[f.dim] % split_of_dim(l.factors, f.dim) != 0))
+      throw std::invalid_argument(std::string(which) + " layout " + l.to_string() + ": a split does not divide the tensor");
+  if (!strides_valid(l.factors)) throw std::invalid_argument(std::string(which) + " layout " + l.to_string() + ": strides do not form a block index");
+}
+
+Adapter derive_in_group(const Layout& from_in, const Layout& to_in, const sema::Shape& shape, int64_t elem_bytes, bool exhaustive) {
   Layout from = normalize(from_in), to = normalize(to_in);
-  auto check = [&](const Layout& l, const char* which) {
-    if (product(l.factors) != static_cast<int64_t>(l.devices.size()))
-      throw std::invalid_argument(std::string(which) + " layout " + l.to_string() + ": factors do not multiply to the group size");
-    for (const LayoutFactor& f : l.factors)
-      if (f.kind == LayoutFactor::D && (f.dim < 0 || f.dim >= static_cast<int>(shape.size()) || shape[f.dim] % split_of_dim(l.factors, f.dim) != 0))
-        throw std::invalid_argument(std::string(which) + " layout " + l.to_string() + ": a split does not divide the tensor");
-  };
-  check(from, "source");
-  check(to, "target");
+  check_layout(from, shape, "source");
+  check_layout(to, shape, "target");
+  if (from.devices != to.devices) throw std::logic_error("internal: derive_in_group over two device lists");
   double full = static_cast<double>(sema::numel(shape) * elem_bytes);
-  if (from.devices == to.devices) return search(from.factors, to.factors, from.devices, shape, full, exhaustive);
-  if (from.devices.size() == 1 || to.devices.size() == 1) {
-    // One device to a group (broadcast / scatter as point-to-point sends from
-    // the holder), or a group to one device (gather the whole tensor inside
-    // the group first, then send it).
-    Adapter a;
-    int src = from.devices[0];
-    if (from.devices.size() > 1) a = search(from.factors, {{LayoutFactor::R, -1, static_cast<int64_t>(from.devices.size())}}, from.devices, shape, full, exhaustive);
-    AdapterStep send;
-    send.prim = AdapterStep::SendRecv;
-    for (int d : to.devices)
-      if (std::find(from.devices.begin(), from.devices.end(), d) == from.devices.end()) send.groups.push_back({src, d});
-    send.bytes = full / static_cast<double>(pieces(to.factors)) * static_cast<double>(send.groups.size());
-    send.after = to;
-    if (!send.groups.empty()) {
-      a.steps.push_back(send);
-      a.cost += send.bytes;
+  return search(from.factors, to.factors, from.devices, shape, full, exhaustive);
+}
+
+std::vector<std::vector<LayoutFactor>> all_layouts(int64_t n, const sema::Shape& shape) {
+  std::vector<int64_t> primes;
+  for (int64_t p = 2, rest = n; rest > 1; ++p)
+    while (rest % p == 0) {
+      primes.push_back(p);
+      rest /= p;
     }
-    // Devices of both groups already hold the whole tensor: they chunk locally.
-    return a;
-  }
-  if (from.devices.size() != to.devices.size())
-    throw std::invalid_argument("moving between device groups of different sizes (" + from.to_string() + " to " + to.to_string() +
-                                ") is not supported yet");
-  // Another group of the same size: re-lay the tensor out within the source
-  // group, then each device sends its piece to the device at the same position.
-  Adapter a = search(from.factors, to.factors, from.devices, shape, full, exhaustive);
-  AdapterStep send;
-  send.prim = AdapterStep::SendRecv;
-  for (size_t p = 0; p < from.devices.size(); ++p)
-    if (from.devices[p] != to.devices[p]) send.groups.push_back({from.devices[p], to.devices[p]});
-  send.bytes = full / static_cast<double>(pieces(to.factors));
-  send.after = to;
-  if (!send.groups.empty()) {
-    a.steps.push_back(send);
-    a.cost += send.bytes;
-  }
-  return a;
+  std::map<std::string, std::vector<LayoutFactor>> found;
+  const int kinds = 2 + static_cast<int>(shape.size());  // R, V, D_0 ..
+  std::sort(primes.begin(), primes.end());
+  do {
+    size_t combos = 1;
+    for (size_t i = 0; i < primes.size(); ++i) combos *= static_cast<size_t>(kinds);
+    for (size_t c = 0; c < combos; ++c) {
+      std::vector<LayoutFactor> fs;
+      size_t rest = c;
+      for (int64_t p : primes) {
+        int k = static_cast<int>(rest % static_cast<size_t>(kinds));
+        rest /= static_cast<size_t>(kinds);
+        fs.push_back(k == 0 ? LayoutFactor{LayoutFactor::R, -1, p, 0} : k == 1 ? LayoutFactor{LayoutFactor::V, -1, p, 0} : LayoutFactor{LayoutFactor::D, k - 2, p, 0});
+      }
+      bool divides = true;
+      for (int d = 0; d < static_cast<int>(shape.size()); ++d) divides = divides && shape[static_cast<size_t>(d)] % split_of_dim(fs, d) == 0;
+      if (!divides) continue;
+      // Every significance order of each dim's digits.
+      std::vector<size_t> ds;
+      for (size_t i = 0; i < fs.size(); ++i)
+        if (fs[i].kind == LayoutFactor::D) ds.push_back(i);
+      std::vector<size_t> rank_of(ds.size());
+      for (size_t i = 0; i < ds.size(); ++i) rank_of[i] = i;
+      do {
+        // rank_of orders all D digits; within a dim, lower rank weighs less.
+        std::vector<LayoutFactor> g = fs;
+        bool ok = true;
+        for (size_t i = 0; i < ds.size() && ok; ++i) {
+          int64_t w = 1;
+          for (size_t j = 0; j < ds.size(); ++j)
+            if (fs[ds[j]].dim == fs[ds[i]].dim && rank_of[j] < rank_of[i]) w *= fs[ds[j]].n;
+          g[ds[i]].stride = w;
+        }
+        std::vector<LayoutFactor> nf = normalized_factors(g);
+        if (ok && strides_valid(nf)) found.emplace(key(nf), nf);
+      } while (std::next_permutation(rank_of.begin(), rank_of.end()));
+    }
+  } while (std::next_permutation(primes.begin(), primes.end()));
+  std::vector<std::vector<LayoutFactor>> out;
+  for (auto& [k, fs] : found) out.push_back(fs);
+  return out;
 }
 
 }  // namespace nns::backend

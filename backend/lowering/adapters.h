@@ -5,14 +5,21 @@
 // ordered device group: the position of a device in the group, read as a
 // mixed-radix number over `factors` (outermost first), says which piece it
 // holds — R(n): n replicas, V(n): n partial sums, D_j(n): split n ways
-// along tensor dim j. derive_adapter searches, with a volume cost, for the
-// cheapest chain of primitives turning one layout into another over the
-// same devices:
+// along tensor dim j. A D digit has a stride: its weight in the block index
+// along its dim. In the canonical layout the outer digits weigh more; other
+// strides are what lets a layout name any device order, e.g. nnScaler's
+// 0,4,1,5,2,6,3,7 (devices differing in the outer position digit hold
+// neighbouring blocks). derive_adapter searches, with a volume cost, for
+// the cheapest chain of primitives turning one layout into another:
 //   V->R allreduce 2(n-1)/n*S   V->D reduce-scatter (n-1)/n*S
 //   D->R allgather (n-1)/n*S    D_i->D_j all-to-all (n-1)/n*S
 //   R->D local chunk (free)     R->V local value split (free)
-// where S is the size of the piece the group of n devices exchanges. Moves
-// between different device groups become point-to-point send/recv.
+// where S is the size of the piece each of the n devices of a group holds;
+// a step's bytes are summed over every device that takes part. Between
+// different device lists (another order, other devices, another count) a
+// chain is: collectives on the source devices, one piece-wise send/recv,
+// collectives on the destination devices; bytes a send/recv moves out of
+// the source group weigh AdapterCost::boundary_weight times more.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +34,11 @@ struct LayoutFactor {
   enum Kind { R, V, D } kind = R;
   int dim = -1;   // D only
   int64_t n = 1;
-  bool operator==(const LayoutFactor& o) const { return kind == o.kind && dim == o.dim && n == o.n; }
+  // D only: the digit's weight in the block index along `dim` (block =
+  // sum of digit * stride over the dim's digits). 0 until normalize() fills
+  // in the canonical value (outer digits weigh more).
+  int64_t stride = 0;
+  bool operator==(const LayoutFactor& o) const { return kind == o.kind && dim == o.dim && n == o.n && stride == o.stride; }
 };
 
 struct Layout {
@@ -36,21 +47,37 @@ struct Layout {
   std::string to_string() const;      // "R(2) D0(4) over [0..7]"
 };
 
-// Merges adjacent factors of the same kind (and dim), drops factors of 1.
+// Fills in canonical strides, merges adjacent factors of the same kind (D:
+// of the same dim, strides nesting), drops factors of 1.
 Layout normalize(Layout l);
+std::vector<LayoutFactor> normalized_factors(const std::vector<LayoutFactor>& fs);
 
 struct AdapterStep {
   enum Prim { AllReduce, AllGather, ReduceScatter, AllToAll, Chunk, ValueSplit, SendRecv } prim = AllReduce;
   int dim = -1, to_dim = -1;              // AllGather/ReduceScatter/Chunk: dim; AllToAll: dim -> to_dim
-  std::vector<std::vector<int>> groups;   // device groups the primitive runs in (one collective per group)
-  double bytes = 0;                       // volume per device, by the cost model above
+  // Collectives: the device groups they run in (one collective per group).
+  // SendRecv: {source, destination} pairs; each moves the part of the
+  // source's piece (before the step) the destination holds after it (see
+  // transfer_parts in geometry.h).
+  std::vector<std::vector<int>> groups;
+  double bytes = 0;                       // volume summed over the devices taking part, by the cost model above
+  double cross = 0;                       // SendRecv: the part of `bytes` leaving the source group
   Layout after;                           // the layout once this step has run (what the runtime realises)
   std::string to_string() const;
 };
 
+// What a chain costs: bytes inside a device group count once, bytes that
+// leave the source group (to devices outside it) count boundary_weight
+// times (links between groups, e.g. between nodes, are the slow ones).
+struct AdapterCost {
+  double boundary_weight = 4.0;
+};
+
 struct Adapter {
   std::vector<AdapterStep> steps;
-  double cost = 0;
+  double cost = 0;    // weighted by AdapterCost: what the search minimises
+  double bytes = 0;   // total volume moved
+  double cross = 0;   // of which leaves the source group
   std::string to_string() const;
 };
 
@@ -59,9 +86,35 @@ const char* prim_name(AdapterStep::Prim p);
 // Cheapest chain from `from` to `to` for a tensor of `shape` (elements of
 // `elem_bytes`). Throws std::invalid_argument when no chain exists (e.g. a
 // split that does not divide the dim).
-// exhaustive: plain Dijkstra over every chain, without the shortcut (one
-// collective where one does the whole change) or the A* lower bound; tests
-// compare the two.
-Adapter derive_adapter(const Layout& from, const Layout& to, const sema::Shape& shape, int64_t elem_bytes, bool exhaustive = false);
+// exhaustive: plain Dijkstra over every chain within one group, without the
+// shortcut (one collective where one does the whole change) or the A*
+// lower bound; tests compare the two.
+Adapter derive_adapter(const Layout& from, const Layout& to, const sema::Shape& shape, int64_t elem_bytes, bool exhaustive = false,
+                       const AdapterCost& cost = {});
+
+// Throws std::invalid_argument unless `l` is a layout of a tensor of `shape`
+// (factors multiply to the device count, splits divide, strides nest).
+void check_layout(const Layout& l, const sema::Shape& shape, const char* which);
+
+// A send/recv step from `before` to `after` (other device lists): with
+// positional, device p of one list sends its whole piece to device p of the
+// other (the factors must be equal; partial sums may travel); otherwise
+// piece-wise: every device of `after` takes each part of its piece from one
+// holder under `before` (its own part locally; replicas take turns), which
+// needs both layouts free of partial sums. Throws std::invalid_argument
+// when the step cannot be built.
+AdapterStep transfer_step(const Layout& before, const Layout& after, bool positional, const sema::Shape& shape, int64_t elem_bytes);
+// What the search pays for a step: bytes leaving the source group weigh
+// boundary_weight, the rest once.
+double weighted_cost(const AdapterStep& st, const AdapterCost& cost);
+
+// The cheapest chain of collectives within one device group (the same
+// device list on both sides). Used by derive_adapter; exposed for tests.
+Adapter derive_in_group(const Layout& from, const Layout& to, const sema::Shape& shape, int64_t elem_bytes, bool exhaustive = false);
+
+// Every layout of `n` devices for a tensor of `shape` (prime digits of any
+// kind, D strides in every order), normalised and distinct: what the
+// exhaustive tests enumerate.
+std::vector<std::vector<LayoutFactor>> all_layouts(int64_t n, const sema::Shape& shape);
 
 }  // namespace nns::backend

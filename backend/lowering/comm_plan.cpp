@@ -1,5 +1,7 @@
 #include "backend/lowering/comm_plan.h"
 
+#include "backend/lowering/geometry.h"
+
 #include <algorithm>
 #include <map>
 #include <sstream>
@@ -94,18 +96,18 @@ bool layout_of_pieces(const std::vector<std::pair<int, OperandSlice>>& pieces, c
       why = "devices hold pieces of different sizes";
       return false;
     }
-  // Coordinates of every device: dim indices, value index, replica index.
-  std::vector<int> devices;
-  for (auto& [dev, s] : piece) devices.push_back(dev);
+  for (auto& [dev, s] : piece)
+    for (size_t d = 0; d < rank; ++d)
+      if (s.start[d] % s.length[d] != 0) {
+        why = "a piece does not start on a block boundary";
+        return false;
+      }
+  // Every (block, partial sum) must be held by the same number of devices.
   std::map<std::vector<int64_t>, int64_t> replicas_seen;
-  std::vector<std::vector<int64_t>> coord;  // per position in `devices`: [R, V, D0..]
-  coord.reserve(devices.size());
   for (const auto& [dev, s] : piece) {
-    std::vector<int64_t> c{0, s.value_index};
-    for (size_t d = 0; d < rank; ++d) c.push_back(s.start[d] / s.length[d]);
-    std::vector<int64_t> k(c.begin() + 1, c.end());
-    c[0] = replicas_seen[k]++;
-    coord.push_back(std::move(c));
+    std::vector<int64_t> k{s.value_index};
+    for (size_t d = 0; d < rank; ++d) k.push_back(s.start[d] / s.length[d]);
+    ++replicas_seen[k];
   }
   int64_t r = replicas_seen.begin()->second;
   for (auto& [k, n] : replicas_seen)
@@ -115,38 +117,38 @@ bool layout_of_pieces(const std::vector<std::pair<int, OperandSlice>>& pieces, c
     }
   int64_t expected = r * p0.value_parts;
   for (int64_t s : split) expected *= s;
-  if (expected != static_cast<int64_t>(devices.size())) {
+  if (expected != static_cast<int64_t>(piece.size()) || static_cast<int64_t>(replicas_seen.size()) * r != expected) {
     why = "the pieces do not cover the tensor exactly once per replica";
     return false;
   }
-  // Which order of the factors makes the device positions a mixed-radix number?
-  std::vector<std::pair<LayoutFactor, int>> factors;  // factor, coordinate slot
-  if (r > 1) factors.push_back({{LayoutFactor::R, -1, r}, 0});
-  if (p0.value_parts > 1) factors.push_back({{LayoutFactor::V, -1, p0.value_parts}, 1});
-  for (size_t d = 0; d < rank; ++d)
-    if (split[d] > 1) factors.push_back({{LayoutFactor::D, static_cast<int>(d), split[d]}, static_cast<int>(2 + d)});
-  std::vector<int> order(factors.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
-  do {
-    bool ok = true;
-    for (size_t pos = 0; pos < devices.size() && ok; ++pos) {
-      int64_t rem = static_cast<int64_t>(pos);
-      for (size_t i = order.size(); i-- > 0 && ok;) {
-        const auto& [f, slot] = factors[order[i]];
-        ok = coord[pos][slot] == rem % f.n;
-        rem /= f.n;
-      }
-    }
-    if (ok) {
-      out.devices = devices;
-      out.factors.clear();
-      for (int i : order) out.factors.push_back(factors[i].first);
-      if (out.factors.empty()) out.factors.push_back({LayoutFactor::R, -1, 1});
-      return true;
-    }
-  } while (std::next_permutation(order.begin(), order.end()));
-  why = "devices hold the pieces in an order that is not a mixed-radix layout";
-  return false;
+  // Devices in ascending order, when a layout over that order names their
+  // pieces (any D strides, any order of the factors).
+  std::vector<int> devices;
+  std::vector<Piece> pieces_in_order;
+  for (auto& [dev, s] : piece) {
+    devices.push_back(dev);
+    pieces_in_order.push_back(piece_of_slice(s));
+  }
+  if (fit_layout(devices, pieces_in_order, shape, out)) return true;
+  // Otherwise the order of the devices is chosen: by replica, partial sum,
+  // then block index, outermost first, which is the layout R V D0 D1 ...
+  std::map<std::vector<int64_t>, int64_t> seen;
+  std::vector<std::pair<std::vector<int64_t>, int>> keyed;
+  for (auto& [dev, s] : piece) {
+    std::vector<int64_t> k{s.value_index};
+    for (size_t d = 0; d < rank; ++d) k.push_back(s.start[d] / s.length[d]);
+    int64_t rep = seen[k]++;
+    k.insert(k.begin(), rep);
+    keyed.push_back({k, dev});
+  }
+  std::sort(keyed.begin(), keyed.end());
+  out.devices.clear();
+  for (auto& [k, dev] : keyed) out.devices.push_back(dev);
+  out.factors = {{LayoutFactor::R, -1, r, 0}, {LayoutFactor::V, -1, p0.value_parts, 0}};
+  for (size_t d = 0; d < rank; ++d) out.factors.push_back({LayoutFactor::D, static_cast<int>(d), split[d], 0});
+  out = normalize(out);
+  if (out.factors.empty()) out.factors.push_back({LayoutFactor::R, -1, 1, 0});
+  return true;
 }
 
 namespace {
@@ -314,13 +316,19 @@ int64_t CommPlan::collectives() const {
   int64_t n = 0;
   for (const CommEdge& e : edges)
     for (const AdapterStep& s : e.adapter.steps)
-      if (s.prim != AdapterStep::Chunk && s.prim != AdapterStep::ValueSplit) ++n;
+      if (s.prim != AdapterStep::Chunk && s.prim != AdapterStep::ValueSplit && (s.prim != AdapterStep::SendRecv || s.bytes > 0)) ++n;
   return n;
 }
 
 double CommPlan::bytes() const {
   double b = 0;
-  for (const CommEdge& e : edges) b += e.adapter.cost;
+  for (const CommEdge& e : edges) b += e.adapter.bytes;
+  return b;
+}
+
+double CommPlan::cross_bytes() const {
+  double b = 0;
+  for (const CommEdge& e : edges) b += e.adapter.cross;
   return b;
 }
 
@@ -342,7 +350,9 @@ std::string CommPlan::dump(const sema::Graph& g) const {
     for (const AdapterStep& s : e.adapter.steps) out << "    " << s.to_string() << "\n";
   }
   out << "  total: " << collectives() << " collective(s) per step (forward and backward), " << static_cast<int64_t>(bytes())
-      << " bytes by the volume model\n";
+      << " bytes by the volume model";
+  if (cross_bytes() > 0) out << ", " << static_cast<int64_t>(cross_bytes()) << " of them across device groups";
+  out << "\n";
   out << "}\n";
   return out.str();
 }

@@ -39,7 +39,8 @@ struct CommEdge {
 struct CommPlan {
   std::vector<CommEdge> edges;
   int64_t collectives() const;  // number of collective launches (all groups of a step count once)
-  double bytes() const;         // total volume by the cost model
+  double bytes() const;         // total volume by the cost model, summed over devices
+  double cross_bytes() const;   // of which moves between device groups (send/recv out of the source group)
   std::string dump(const sema::Graph& g) const;
 };
 

@@ -1,6 +1,8 @@
 #include "backend/lowering/geometry.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <stdexcept>
 
 namespace nns::backend {
@@ -35,7 +37,9 @@ Piece piece_of(const Layout& l, int device, const sema::Shape& shape) {
   for (size_t i = 0; i < l.factors.size(); ++i) {
     const LayoutFactor& f = l.factors[i];
     if (f.kind == LayoutFactor::D) {
-      index[f.dim] = index[f.dim] * f.n + digit[i];
+      // A stride says what the digit weighs in the block index; without one
+      // (a layout not normalised) outer digits weigh more.
+      index[f.dim] = f.stride > 0 ? index[f.dim] + digit[i] * f.stride : index[f.dim] * f.n + digit[i];
       split[f.dim] *= f.n;
     } else if (f.kind == LayoutFactor::V) {
       p.value_index = p.value_index * f.n + digit[i];
@@ -107,6 +111,148 @@ std::string group_text(const std::vector<int>& g) {
   std::string s = "{";
   for (size_t i = 0; i < g.size(); ++i) s += (i ? "," : "") + std::to_string(g[i]);
   return s + "}";
+}
+
+std::vector<TransferPart> transfer_parts(const AdapterStep& st, const Layout& before, int device, const sema::Shape& shape) {
+  std::vector<TransferPart> parts;
+  if (!holds(st.after, device)) return parts;
+  Piece want = piece_of(st.after, device, shape);
+  for (const auto& pair : st.groups) {
+    if (pair.size() != 2 || pair[1] != device) continue;
+    Piece have = piece_of(before, pair[0], shape);
+    TransferPart part;
+    part.from = pair[0];
+    if (have.value_parts != want.value_parts || have.value_index != want.value_index) continue;
+    if (!intersect(have, want, part.box.start, part.box.length)) continue;
+    part.box.value_index = want.value_index;
+    part.box.value_parts = want.value_parts;
+    parts.push_back(std::move(part));
+  }
+  return parts;
+}
+
+bool tiles(const Piece& want, const std::vector<TransferPart>& parts) {
+  int64_t covered = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (!contains(want, parts[i].box.start, parts[i].box.length)) return false;
+    covered += parts[i].box.numel();
+    for (size_t j = 0; j < i; ++j) {
+      std::vector<int64_t> s, l;
+      if (intersect(parts[i].box, parts[j].box, s, l)) return false;
+    }
+  }
+  return covered == want.numel();
+}
+
+namespace {
+
+// One digit of a layout being fitted, innermost first.
+struct FitDigit {
+  LayoutFactor f;
+};
+
+struct Fitter {
+  const std::vector<Piece>& at;  // piece per position
+  size_t rank;
+  std::vector<int64_t> len;      // block length per dim
+  std::vector<FitDigit> digits;  // innermost first
+
+  int64_t block(size_t pos, size_t d) const { return at[pos].start[d] / len[d]; }
+  bool same_box(size_t a, size_t b) const { return at[a].start == at[b].start; }
+
+  // Tries digit size p at position stride s: which kind it is, read off the
+  // first p positions, then checked on every position.
+  bool digit(int64_t s, int64_t p, LayoutFactor& out) const {
+    const size_t n = at.size();
+    size_t s0 = 0, s1 = static_cast<size_t>(s);
+    int changed = -1;
+    for (size_t d = 0; d < rank; ++d)
+      if (block(s1, d) != block(s0, d)) {
+        if (changed >= 0) return false;
+        changed = static_cast<int>(d);
+      }
+    if (changed >= 0) {
+      int64_t delta = block(s1, static_cast<size_t>(changed)) - block(s0, static_cast<size_t>(changed));
+      if (delta <= 0) return false;
+      out = {LayoutFactor::D, changed, p, delta};
+    } else {
+      out = {LayoutFactor::R, -1, p, 0};
+      for (int64_t k = 1; k < p; ++k)
+        if (at[static_cast<size_t>(k * s)].value_index != at[0].value_index) out.kind = LayoutFactor::V;
+    }
+    for (size_t pos = 0; pos < n; ++pos) {
+      int64_t k = (static_cast<int64_t>(pos) / s) % p;
+      if (k == 0) continue;
+      size_t base = pos - static_cast<size_t>(k * s);
+      switch (out.kind) {
+        case LayoutFactor::D:
+          for (size_t d = 0; d < rank; ++d)
+            if (block(pos, d) != block(base, d) + (static_cast<int>(d) == out.dim ? k * out.stride : 0)) return false;
+          if (at[pos].value_index != at[base].value_index) return false;
+          break;
+        case LayoutFactor::R:
+          if (!same_box(pos, base) || at[pos].value_index != at[base].value_index) return false;
+          break;
+        case LayoutFactor::V:
+          if (!same_box(pos, base)) return false;
+          for (int64_t j = 0; j < k; ++j)
+            if (at[pos].value_index == at[base + static_cast<size_t>(j * s)].value_index) return false;
+          break;
+      }
+    }
+    return true;
+  }
+
+  bool fit(int64_t s, int64_t rest) {
+    if (rest == 1) return true;
+    for (int64_t p = 2; p <= rest; ++p) {
+      if (rest % p) continue;
+      bool prime = true;
+      for (int64_t q = 2; q * q <= p && prime; ++q) prime = p % q != 0;
+      if (!prime) continue;
+      LayoutFactor f;
+      if (!digit(s, p, f)) continue;
+      digits.push_back({f});
+      if (fit(s * p, rest / p)) return true;
+      digits.pop_back();
+    }
+    return false;
+  }
+};
+
+}  // namespace
+
+bool fit_layout(const std::vector<int>& order, const std::vector<Piece>& pieces, const sema::Shape& shape, Layout& out) {
+  if (order.empty() || order.size() != pieces.size()) return false;
+  Fitter fit{pieces, shape.size(), pieces[0].length, {}};
+  for (const Piece& p : pieces)
+    if (p.length != pieces[0].length || p.value_parts != pieces[0].value_parts) return false;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (fit.len[d] <= 0) return false;
+  if (!fit.fit(1, static_cast<int64_t>(order.size()))) return false;
+  Layout l;
+  l.devices = order;
+  for (size_t i = fit.digits.size(); i-- > 0;) l.factors.push_back(fit.digits[i].f);
+  if (l.factors.empty()) l.factors.push_back({LayoutFactor::R, -1, 1, 0});
+  l = normalize(l);
+  // The fitted layout must name every device's box, and its partial sums
+  // must be distinct where the layout says they are.
+  int64_t parts = 1;
+  for (const LayoutFactor& f : l.factors)
+    if (f.kind == LayoutFactor::V) parts *= f.n;
+  if (parts != pieces[0].value_parts) return false;
+  for (size_t i = 0; i < order.size(); ++i)
+    if (!piece_of(l, order[i], shape).same_box(pieces[i])) return false;
+  // R digits keep labels and V digits change them, so the devices of one
+  // box hold `parts` distinct labels exactly when each V class does.
+  std::map<std::vector<int64_t>, std::set<int64_t>> labels;
+  for (const Piece& p : pieces) labels[p.start].insert(p.value_index);
+  for (auto& [box, ls] : labels)
+    if (static_cast<int64_t>(ls.size()) != parts) return false;
+  for (const LayoutFactor& f : l.factors)
+    if (f.kind == LayoutFactor::D && shape[static_cast<size_t>(f.dim)] % f.n != 0) return false;
+  out = std::move(l);
+  return true;
 }
 
 }  // namespace nns::backend

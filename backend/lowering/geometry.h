@@ -36,6 +36,24 @@ Piece full_piece(const sema::Shape& shape);
 bool contains(const Piece& outer, const std::vector<int64_t>& start, const std::vector<int64_t>& length);
 bool intersect(const Piece& a, const Piece& b, std::vector<int64_t>& start, std::vector<int64_t>& length);
 
+// Fits a layout over devices in exactly the order `order` (its positions)
+// to the piece each of them holds (pieces[i] on order[i]): D digits of any
+// stride, partial-sum labels in any numbering. False when no mixed-radix
+// layout over this order names these pieces.
+bool fit_layout(const std::vector<int>& order, const std::vector<Piece>& pieces, const sema::Shape& shape, Layout& out);
+
+// One part of what a send/recv step delivers to a device: the box (and
+// partial-sum label) it takes from device `from` (itself: a local copy).
+struct TransferPart {
+  int from = -1;
+  Piece box;
+};
+// What send/recv step `st` delivers to `device` (before: the layout before
+// the step): one part per pair {source, device} whose source piece meets the
+// piece the device holds after it. The parts of a valid step tile that piece.
+std::vector<TransferPart> transfer_parts(const AdapterStep& st, const Layout& before, int device, const sema::Shape& shape);
+bool tiles(const Piece& want, const std::vector<TransferPart>& parts);
+
 // Printers shared by lowering, verification and the runtime's messages.
 std::string region_text(const std::vector<int64_t>& start, const std::vector<int64_t>& length);  // [0:4, 0:32]
 std::string group_text(const std::vector<int>& g);                                               // {0,1,2}

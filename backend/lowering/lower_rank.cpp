@@ -287,6 +287,67 @@ class RankLowering {
   // The member devices of the group of `st` this device is in (null: none).
   const std::vector<int>* my_devices(const AdapterStep& st) const { return A.devices_of_group(st, device()); }
 
+  // A send/recv step: each pair {s, d} moves the part of s's piece that d
+  // holds afterwards (transfer_parts). This device sends its parts (cut out
+  // of its piece where smaller), then receives its own and assembles them
+  // (with the part it keeps, if any). Returns its buffer after the step.
+  int send_recv(const CommEdge& e, const AdapterStep& st, size_t si, const Layout& cur, int buf, int mb, const std::function<void()>& before_receiving) {
+    const Shape& shape = g.tensor(e.tensor).shape;
+    const int edge = static_cast<int>(&e - A.cp.edges.data());
+    auto what = [&] { return std::string(prim_name(st.prim)) + " of %" + std::to_string(e.tensor); };
+    uint32_t t = ++tag_;
+    auto transfer = [&](PInstr::Kind kind, int a, int b, int peer, int s, int d) {
+      PInstr& in = emit(kind, mb);
+      in.a = a;
+      in.b = b;
+      in.peer = grank(peer);
+      in.tag = t;
+      in.edge = edge;
+      in.step = static_cast<int>(si);
+      in.group = groups_.intern({grank(s), grank(d)});
+    };
+    if (holds(cur, device())) {
+      const Piece mine = label(buf);
+      for (const auto& pair : st.groups) {
+        if (pair[0] != device() || pair[1] == device()) continue;
+        Piece want = piece_of(st.after, pair[1], shape), part = want;
+        if (want.value_index != mine.value_index || want.value_parts != mine.value_parts || !intersect(mine, want, part.start, part.length)) {
+          // Only a corrupted step (a seeded bug) gets here; the program
+          // verifier, which lowers in communication-only mode, names it.
+          if (!opts_.communication_only)
+            fail("internal: " + what() + ": device " + std::to_string(device()) + " has nothing device " + std::to_string(pair[1]) + " needs");
+          part = mine;
+        }
+        transfer(PInstr::Send, part.same_box(mine) ? buf : reshape_to(buf, part, e.tensor, mb, what), -1, pair[1], device(), pair[1]);
+      }
+    }
+    before_receiving();
+    if (!holds(st.after, device())) return -1;
+    const Piece want = piece_of(st.after, device(), shape);
+    std::vector<TransferPart> parts = transfer_parts(st, cur, device(), shape);
+    if (!tiles(want, parts) && !opts_.communication_only)
+      fail("internal: " + what() + ": the parts device " + std::to_string(device()) + " receives do not make its piece");
+    std::vector<std::pair<int, Piece>> got;  // buffer, box
+    for (const TransferPart& p : parts) {
+      if (p.from == device()) {
+        got.push_back({buf, p.box});
+        continue;
+      }
+      int received = new_buffer(BufferDecl::Transit, e.tensor, mb, p.box);
+      transfer(PInstr::Recv, -1, received, p.from, p.from, device());
+      got.push_back({received, p.box});
+    }
+    if (got.size() == 1 && got[0].second.same_box(want)) return reshape_to(got[0].first, want, e.tensor, mb, what);
+    int whole = new_buffer(BufferDecl::Transit, e.tensor, mb, want);
+    emit(PInstr::Alloc, mb).b = whole;
+    for (const auto& [b, box] : got) {
+      PInstr& in = emit(PInstr::Insert, mb);
+      in.a = b;
+      in.b = whole;
+    }
+    return whole;
+  }
+
   // Emits edge `e`'s adapter applied to `src` (this rank's piece in e.from,
   // -1 when it holds none); returns its buffer in e.to (-1 if none).
   int adapter(const CommEdge& e, int src, int mb) {
@@ -295,36 +356,24 @@ class RankLowering {
     int buf = holds(cur, device()) ? src : -1;
     if (holds(cur, device()) && buf < 0) fail("internal: rank " + std::to_string(P.rank) + " holds no piece of %" + std::to_string(e.tensor) + " for its adapter");
     int edge = static_cast<int>(&e - A.cp.edges.data());
+    const Block entry = blocks_.empty() ? Block{} : blocks_[static_cast<size_t>(cur_block_)];
+    bool switched = false;
     for (size_t si = 0; si < e.adapter.steps.size(); ++si) {
       const AdapterStep& st = e.adapter.steps[si];
       const Layout& after = st.after;
       auto what = [&] { return std::string(prim_name(st.prim)) + " of %" + std::to_string(e.tensor); };
       if (st.prim == AdapterStep::SendRecv) {
-        uint32_t t = ++tag_;
-        int received = -1;
-        // One instruction per pair this device is in: a send of its piece
-        // (a) or a receive into a new buffer (b), both named by the pair.
-        auto transfer = [&](PInstr::Kind kind, int a, int b, int peer, int s, int d) {
-          PInstr& in = emit(kind, mb);
-          in.a = a;
-          in.b = b;
-          in.peer = grank(peer);
-          in.tag = t;
-          in.edge = edge;
-          in.step = static_cast<int>(si);
-          in.group = groups_.intern({grank(s), grank(d)});
-        };
-        for (const auto& pair : st.groups) {
-          int s = pair[0], d = pair[1];
-          if (device() == s) transfer(PInstr::Send, buf, -1, d, s, d);
-          if (device() == d) {
-            received = new_buffer(BufferDecl::Transit, e.tensor, mb, piece_of(cur, s, shape));
-            transfer(PInstr::Recv, -1, received, s, s, d);
-          }
-        }
-        if (received >= 0) buf = received;
-        if (holds(after, device()) && buf < 0) fail("internal: " + what() + ": device " + std::to_string(device()) + " of the next stage receives nothing");
-        buf = holds(after, device()) ? reshape_to(buf, piece_of(after, device(), shape), e.tensor, mb, what) : -1;
+        // Collectives after the transfer run on the destination devices, at
+        // the same point on each: in the task of the op that reads the
+        // tensor there (the consumer; in backward, the producer's backward
+        // or, for a parameter, the gradient accumulation). The receives go
+        // with them.
+        buf = send_recv(e, st, si, cur, buf, mb, [&] {
+          if (si + 1 == e.adapter.steps.size()) return;
+          if (!e.backward) open_block(mb, A.op_of_node[static_cast<size_t>(e.consumer)], sema::PipeTask::F);
+          else open_block(mb, e.consumer >= 0 ? A.op_of_node[static_cast<size_t>(e.consumer)] : -1, sema::PipeTask::B);
+          switched = true;
+        });
         cur = after;
         continue;
       }
@@ -413,8 +462,9 @@ class RankLowering {
       P.instrs.push_back(in);
       cur = after;
     }
-    if (!holds(e.to, device())) return -1;
-    return reshape_to(buf, piece_of(e.to, device(), shape), e.tensor, mb, [&] { return "layout of %" + std::to_string(e.tensor); });
+    int out = holds(e.to, device()) ? reshape_to(buf, piece_of(e.to, device(), shape), e.tensor, mb, [&] { return "layout of %" + std::to_string(e.tensor); }) : -1;
+    if (switched) open_block(entry.mb, entry.op, entry.phase, entry.from_op);
+    return out;
   }
 
   // ---- one micro-batch ----------------------------------------------------------------------

@@ -113,7 +113,7 @@ class EdgeSimulation {
     for (size_t si = 0; si < e_.adapter.steps.size(); ++si) {
       const AdapterStep& s = e_.adapter.steps[si];
       at = what + ", step " + std::to_string(si + 1) + " (" + prim_name(s.prim) + ")";
-      bool ok = s.prim == AdapterStep::SendRecv                                       ? send_recv(s)
+      bool ok = s.prim == AdapterStep::SendRecv                                       ? send_recv(s, cur)
                 : s.prim == AdapterStep::Chunk || s.prim == AdapterStep::ValueSplit ? cut(s, cur)
                                                                                     : collective(s);
       if (!ok) return;
@@ -130,33 +130,46 @@ class EdgeSimulation {
   DeviceStates st;
   int64_t labels = 1;
 
-  // Pieces move to the next stage's devices.
-  bool send_recv(const AdapterStep& s) {
-    DeviceStates next = st;
-    for (const auto& pr : s.groups) {
+  // Pieces move between device lists: each device of the next layout
+  // assembles its piece from the parts its pairs deliver (transfer_parts).
+  bool send_recv(const AdapterStep& s, const Layout& cur) {
+    DeviceStates next;
+    for (const auto& pr : s.groups)
       if (!st.count(pr[0])) {
         errors_.push_back(at + ": device " + std::to_string(pr[0]) + " sends a piece it does not hold");
         return false;
       }
-      next[pr[1]] = st[pr[0]];
-    }
-    st.clear();
     for (int d : s.after.devices) {
-      if (!next.count(d)) {
+      Piece want = piece_of(s.after, d, shape);
+      std::vector<TransferPart> parts = transfer_parts(s, cur, d, shape);
+      if (parts.empty()) {
         errors_.push_back(at + ": device " + std::to_string(d) + " of the next stage receives nothing");
         return false;
       }
-      Piece want = piece_of(s.after, d, shape);
-      Abs a = next[d];
-      if (!inside(want.start, want.length, a)) {
-        errors_.push_back(at + ": device " + std::to_string(d) + " needs " + region_text(want.start, want.length) + " but holds " +
-                         region_text(a.start, a.length));
+      Abs a = *st.find(parts[0].from);
+      for (const TransferPart& p : parts) {
+        const Abs& src = *st.find(p.from);
+        if (!inside(p.box.start, p.box.length, src)) {
+          errors_.push_back(at + ": device " + std::to_string(p.from) + " sends " + region_text(p.box.start, p.box.length) + " but holds " +
+                           region_text(src.start, src.length));
+          return false;
+        }
+        if (!same_weights(src.w, a.w)) {
+          errors_.push_back(at + ": device " + std::to_string(d) + " assembles parts holding different partial sums");
+          return false;
+        }
+      }
+      if (!tiles(want, parts)) {
+        std::string got;
+        for (const TransferPart& p : parts) got += (got.empty() ? "" : ", ") + region_text(p.box.start, p.box.length);
+        errors_.push_back(at + ": device " + std::to_string(d) + " needs " + region_text(want.start, want.length) + " but receives " + got);
         return false;
       }
       a.start = want.start;
       a.length = want.length;
-      st[d] = a;
+      next[d] = a;
     }
+    st = std::move(next);
     return true;
   }
 

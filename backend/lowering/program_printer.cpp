@@ -30,6 +30,7 @@ const char* instr_name(PInstr::Kind k) {
     case PInstr::LoadInput: return "load-input";
     case PInstr::Extract: return "extract";
     case PInstr::AddTo: return "add-to";
+    case PInstr::Insert: return "insert";
     case PInstr::SliceIn: return "slice-in";
     case PInstr::Forward: return "forward";
     case PInstr::CollectOut: return "collect-out";
@@ -192,6 +193,7 @@ std::string LoweredPlan::dump_rank(const sema::Graph& g, const RankProgram& p) c
       case PInstr::LoadInput: o << " " << buf(in.b) << " = " << tensor_text(g, p.buffers[static_cast<size_t>(in.b)].tensor); break;
       case PInstr::Extract: o << " " << buf(in.b) << " <- " << buf(in.a) << scale_text(in.scale); break;
       case PInstr::AddTo: o << " " << buf(in.b) << " += " << buf(in.a) << scale_text(in.scale); break;
+      case PInstr::Insert: o << " " << buf(in.b) << " <+ " << buf(in.a); break;
       case PInstr::SliceIn: o << " " << k << ".in" << in.index << " <- " << buf(in.a) << scale_text(in.scale); break;
       case PInstr::Forward:
       case PInstr::DropForward:

@@ -69,6 +69,7 @@ struct PInstr {
     LoadInput,   // b <- this rank's piece of data input `tensor` for micro-batch mb
     Extract,     // b <- the box of b read from a, times `scale` (a value part cut finer)
     AddTo,       // b += scale * a (same box)
+    Insert,      // the part of b's box inside a's box <- a (assembling a piece from received parts)
     // compute
     SliceIn,     // kernel's local input `index` <- its slice read from a, times `scale`
     Forward,     // run the kernel's forward nodes (again, for a recompute)

@@ -237,6 +237,13 @@ void PlanExecutor::exec(const PInstr& in) {
     case PInstr::Extract:
       set_buf(in.b, extract(bufs[static_cast<size_t>(in.a)], piece(in.a), piece(in.b), in.scale));
       return;
+    case PInstr::Insert: {
+      Piece part;
+      const Piece from = piece(in.a), to = piece(in.b);
+      if (!intersect(from, to, part.start, part.length)) throw RuntimeError("internal: insert of b" + std::to_string(in.a) + " outside b" + std::to_string(in.b));
+      copy_region(bufs[static_cast<size_t>(in.a)].data(), from, bufs[static_cast<size_t>(in.b)].data(), to, part.start, part.length, false, in.scale);
+      return;
+    }
     case PInstr::AddTo: {
       std::vector<float>& dst = bufs[static_cast<size_t>(in.b)];
       const std::vector<float>& src = bufs[static_cast<size_t>(in.a)];

@@ -23,7 +23,7 @@ TEST_CASE("partial sums on 8 devices consumed replicated: exactly one allreduce 
   CHECK(a.steps[0].prim == AdapterStep::AllReduce);
   REQUIRE(a.steps[0].groups.size() == 1);
   CHECK(a.steps[0].groups[0] == range(0, 8));
-  CHECK(a.cost == Approx(2.0 * 7 / 8 * 64 * 32 * 4));
+  CHECK(a.cost == Approx(8 * 2.0 * 7 / 8 * 64 * 32 * 4));  // summed over the 8 devices
 }
 
 TEST_CASE("split along dim 0 consumed replicated: one allgather", "[adapters]") {
@@ -32,7 +32,7 @@ TEST_CASE("split along dim 0 consumed replicated: one allgather", "[adapters]") 
   CHECK(a.steps[0].prim == AdapterStep::AllGather);
   CHECK(a.steps[0].dim == 0);
   CHECK(a.steps[0].groups == std::vector<std::vector<int>>{range(0, 4)});
-  CHECK(a.cost == Approx(3.0 / 4 * 64 * 32 * 4));
+  CHECK(a.cost == Approx(4 * 3.0 / 4 * 64 * 32 * 4));
 }
 
 TEST_CASE("partial sums consumed split: one reduce-scatter along the consumer's dim", "[adapters]") {
@@ -40,7 +40,7 @@ TEST_CASE("partial sums consumed split: one reduce-scatter along the consumer's 
   REQUIRE(a.steps.size() == 1);
   CHECK(a.steps[0].prim == AdapterStep::ReduceScatter);
   CHECK(a.steps[0].dim == 1);
-  CHECK(a.cost == Approx(3.0 / 4 * 64 * 32 * 4));
+  CHECK(a.cost == Approx(4 * 3.0 / 4 * 64 * 32 * 4));
 }
 
 TEST_CASE("split on one dim consumed split on another: one all-to-all", "[adapters]") {
@@ -66,8 +66,8 @@ TEST_CASE("same layout: nothing to do", "[adapters]") {
 
 TEST_CASE("replicated partial sums: the search finds the hierarchical chain cheaper than a plain allreduce", "[adapters]") {
   // Device position p = r * 4 + v: R(2) outer (replicas), V(4) inner. A plain
-  // allreduce inside each replica group moves 2*3/4*S = 12288 bytes; chunking
-  // across replicas first halves what the reduce-scatter moves.
+  // allreduce inside each replica group moves 2*3/4*S = 12288 bytes per
+  // device; chunking across replicas first halves what the reduce-scatter moves.
   Adapter a = derive_adapter(layout(range(0, 8), {{F::R, -1, 2}, {F::V, -1, 4}}), layout(range(0, 8), {{F::R, -1, 8}}), kShape, 4);
   REQUIRE(a.steps.size() == 3);
   CHECK(a.steps[0].prim == AdapterStep::Chunk);
@@ -76,8 +76,8 @@ TEST_CASE("replicated partial sums: the search finds the hierarchical chain chea
   CHECK(a.steps[1].groups == std::vector<std::vector<int>>{range(0, 4), range(4, 8)});
   CHECK(a.steps[2].prim == AdapterStep::AllGather);
   CHECK(a.steps[2].groups == std::vector<std::vector<int>>{range(0, 8)});
-  CHECK(a.cost == Approx(10240));
-  CHECK(a.cost < 2.0 * 3 / 4 * 64 * 32 * 4);
+  CHECK(a.cost == Approx(8 * 10240));
+  CHECK(a.cost < 8 * 2.0 * 3 / 4 * 64 * 32 * 4);
 }
 
 TEST_CASE("a weight gradient replicated by data parallelism over 2 of 4 devices is reduced across replicas only", "[adapters]") {
@@ -91,7 +91,7 @@ TEST_CASE("a weight gradient replicated by data parallelism over 2 of 4 devices 
 TEST_CASE("partial sums split on dim 0 consumed replicated: the cheapest chain costs one full tensor", "[adapters]") {
   Adapter a = derive_adapter(layout(range(0, 4), {{F::V, -1, 2}, {F::D, 0, 2}}), layout(range(0, 4), {{F::R, -1, 4}}), kShape, 4);
   CHECK(a.steps.size() == 2);
-  CHECK(a.cost == Approx(64.0 * 32 * 4));
+  CHECK(a.cost == Approx(4 * 64.0 * 32 * 4));
 }
 
 TEST_CASE("the same layout on another device group: send/recv between matching positions", "[adapters]") {
@@ -99,7 +99,9 @@ TEST_CASE("the same layout on another device group: send/recv between matching p
   REQUIRE(a.steps.size() == 1);
   CHECK(a.steps[0].prim == AdapterStep::SendRecv);
   CHECK(a.steps[0].groups == std::vector<std::vector<int>>{{0, 2}, {1, 3}});
-  CHECK(a.cost == Approx(64.0 * 32 * 4 / 2));
+  CHECK(a.bytes == Approx(64.0 * 32 * 4));  // each half crosses once
+  CHECK(a.cross == Approx(64.0 * 32 * 4));
+  CHECK(a.cost == Approx(AdapterCost{}.boundary_weight * 64.0 * 32 * 4));
 }
 
 TEST_CASE("layouts that cannot hold the tensor are refused", "[adapters]") {

@@ -46,8 +46,8 @@ TEST_CASE("pipe: megatron directive by directive, saved, run with --verify", "[p
   CHECK(r.exit_code == 0);
   CHECK(r.output.find("nns> ") == std::string::npos);  // no prompts from a pipe
   CHECK(r.output.find("\x1b[") == std::string::npos);  // no colour
-  CHECK(count(r.output, "+ allreduce {0,1} 32.00 KiB") == 8);  // attention: 2 per block; MLP: fc1 input grad, fc2 output
-  CHECK(r.output.find("comm    8 collective(s) per step, 256.00 KiB") != std::string::npos);
+  CHECK(count(r.output, "+ allreduce {0,1} 64.00 KiB") == 8);  // attention: 2 per block; MLP: fc1 input grad, fc2 output
+  CHECK(r.output.find("comm    8 collective(s) per step, 512.00 KiB") != std::string::npos);
   CHECK(r.output.find("saved plan session for 2 device(s)") != std::string::npos);
   CHECK(r.output.find("running the session plan on 2 CPU rank(s), 3 step(s), verified against one device") != std::string::npos);
   CHECK(r.output.find("step    3/3") != std::string::npos);

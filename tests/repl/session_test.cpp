@@ -103,7 +103,7 @@ TEST_CASE("megatron for gpt.nns directive by directive: the allreduces appear") 
   Fixture f("examples/gpt.nns");
   f.run("fn spread(parts) {\n  for i in 0..len(parts) { assign(parts[i], i) }\n}");
   std::string r = f.run("for op in select(\"blocks.*.attn.attention#*\") { spread(trans(op, dim = \"h\", num = ngpus)) }");
-  CHECK(count(r, "+ allreduce {0,1} 32.00 KiB") == 4);  // per block: output forward, input gradient backward
+  CHECK(count(r, "+ allreduce {0,1} 64.00 KiB") == 4);  // per block: output forward, input gradient backward
   CHECK(r.find("fwd %60 blocks.0.attn.attention#0 -> blocks.0.attn.add#0") != std::string::npos);
   CHECK(r.find("op      blocks.0.attn.attention#0: h=0/2 -> [0], h=1/2 -> [1]") != std::string::npos);
   CHECK(r.find("comm    +4 -0: 4 collective(s) per step") != std::string::npos);
@@ -116,8 +116,8 @@ TEST_CASE("megatron for gpt.nns directive by directive: the allreduces appear") 
   CHECK(r.find("comm    +2 -2") != std::string::npos);
   r = f.run("for op in select(\"blocks.*.mlp.fc2.linear#*\") { spread(trans(op, dim = \"k\", num = ngpus)) }");
   CHECK(count(r, "- allgather") == 2);
-  CHECK(count(r, "+ allreduce {0,1} 32.00 KiB  fwd") == 2);
-  CHECK(r.find("8 collective(s) per step, 256.00 KiB") != std::string::npos);
+  CHECK(count(r, "+ allreduce {0,1} 64.00 KiB  fwd") == 2);
+  CHECK(r.find("8 collective(s) per step, 512.00 KiB") != std::string::npos);
   r = f.run("replicate(unassigned(), 0..ngpus)");
   CHECK(r.find("comm    unchanged: 8 collective(s) per step") != std::string::npos);
   CHECK(r.find("verdict legal and complete") != std::string::npos);
@@ -261,7 +261,7 @@ TEST_CASE("ops, show, status and comm") {
   CHECK(r.find("annotation  \"*0 *1 k+, n k+ -> *0 *1 n\"") != std::string::npos);
   CHECK(r.find("sizes       *0 = 4, *1 = 32, k = 256, n = 64") != std::string::npos);
   CHECK(r.find("k+ (size 256): in0 split dim 2, in1 split dim 1, out0 partial-sum") != std::string::npos);
-  CHECK(r.find("+ allreduce {0,1} 32.00 KiB  fwd %67 blocks.0.mlp.fc2.linear#0 -> blocks.0.mlp.fc2.add#0") != std::string::npos);
+  CHECK(r.find("+ allreduce {0,1} 64.00 KiB  fwd %67 blocks.0.mlp.fc2.linear#0 -> blocks.0.mlp.fc2.add#0") != std::string::npos);
   CHECK(r.find("value: ") != std::string::npos);
   // show only tries: the plan is as it was.
   CHECK(f.session.undo_depth() == 0);
@@ -283,9 +283,9 @@ TEST_CASE("ops, show, status and comm") {
 
   r = f.run("status");
   CHECK(r.find("plan    2 device(s): 10 op(s) partitioned, 39 sub-op(s), 0 without a device") != std::string::npos);
-  CHECK(r.find("comm    8 collective(s) per step, 256.00 KiB") != std::string::npos);
+  CHECK(r.find("comm    8 collective(s) per step, 512.00 KiB") != std::string::npos);
   r = f.run("comm");
-  CHECK(count(r, "allreduce groups {0,1} bytes 32768") == 8);
+  CHECK(count(r, "allreduce groups {0,1} bytes 65536") == 8);
 }
 
 TEST_CASE("the session keeps definitions; errors never end it") {
