@@ -84,6 +84,16 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
   }
   const sema::TrainSpec* spec = p.interp->train() ? &*p.interp->train() : nullptr;
   p.comm = backend::derive_communication(p.graph(), p.plan);
+  // A legal plan always has its communication: an edge without a chain is
+  // a bug of nns, said as such (never a plan printed as if it ran).
+  bool derived = true;
+  for (const backend::CommEdge& e : p.comm.edges)
+    if (!e.note.empty()) {
+      std::cerr << "nns: error: internal: plan " << p.plan.name << " is legal but the communication of tensor %" << e.tensor << " ("
+                << p.graph().tensor(e.tensor).name << ") cannot be derived: " << e.note << "\n";
+      derived = false;
+    }
+  if (!derived) return kExitRuntime;
   return verify_lowered(p.graph(), p.plan, p.comm, o.topo, o.seed_bug, spec, report) ? kExitOk : kExitRuntime;
 }
 
