@@ -446,6 +446,38 @@ Adapter derive_in_group(const Layout& from_in, const Layout& to_in, const sema::
   return search(from.factors, to.factors, from.devices, shape, full, exhaustive);
 }
 
+std::vector<std::pair<std::vector<LayoutFactor>, double>> chain_costs_from(const std::vector<LayoutFactor>& from_in, const sema::Shape& shape,
+                                                                         int64_t elem_bytes, int64_t devices) {
+  std::vector<LayoutFactor> from = normalized_factors(from_in);
+  const double scale = static_cast<double>(sema::numel(shape) * elem_bytes) * static_cast<double>(devices);
+  std::map<std::string, double> best;
+  std::map<std::string, std::vector<LayoutFactor>> states;
+  using Item = std::pair<double, std::string>;
+  std::priority_queue<Item, std::vector<Item>, std::greater<Item>> open;
+  best[key(from)] = 0;
+  states[key(from)] = from;
+  open.push({0, key(from)});
+  while (!open.empty()) {
+    auto [c, k] = open.top();
+    open.pop();
+    if (c > best[k]) continue;
+    for (Edge& e : moves(states[k], shape, 1.0)) {
+      std::string nk = key(e.next);
+      double nc = c + e.step.bytes;
+      auto it = best.find(nk);
+      if (it != best.end() && it->second <= nc) continue;
+      best[nk] = nc;
+      states[nk] = e.next;
+      open.push({nc, nk});
+    }
+  }
+  std::vector<std::pair<std::vector<LayoutFactor>, double>> out;
+  for (auto& [k, c] : best) out.push_back({states[k], c * scale});
+  return out;
+}
+
+std::string layout_key(const std::vector<LayoutFactor>& fs) { return key(normalized_factors(fs)); }
+
 std::vector<std::vector<LayoutFactor>> all_layouts(int64_t n, const sema::Shape& shape) {
   std::vector<int64_t> primes;
   for (int64_t p = 2, rest = n; rest > 1; ++p)

@@ -116,5 +116,12 @@ Adapter derive_in_group(const Layout& from, const Layout& to, const sema::Shape&
 // kind, D strides in every order), normalised and distinct: what the
 // exhaustive tests enumerate.
 std::vector<std::vector<LayoutFactor>> all_layouts(int64_t n, const sema::Shape& shape);
+// Plain Dijkstra from `from` over every chain of collectives within one
+// group of `devices`: each reachable layout with its cheapest cost (bytes
+// summed over the devices). The reference the tests hold derive_adapter to.
+std::vector<std::pair<std::vector<LayoutFactor>, double>> chain_costs_from(const std::vector<LayoutFactor>& from, const sema::Shape& shape,
+                                                                         int64_t elem_bytes, int64_t devices);
+// A key naming a factor list exactly (strides included), after normalising.
+std::string layout_key(const std::vector<LayoutFactor>& fs);
 
 }  // namespace nns::backend

@@ -47,52 +47,111 @@ bool split_digit(std::vector<LayoutFactor>& fs, size_t i, int d, const sema::Sha
   return true;
 }
 
-// Layouts a transfer may start or end in, near `fs`: itself, its partial
-// sums reduced (V -> R), and its R and V digits turned into splits (all at
-// once, each to any dim it divides), so that no byte crosses twice.
-std::vector<std::vector<LayoutFactor>> variants(const std::vector<LayoutFactor>& fs0, const sema::Shape& shape) {
-  std::vector<LayoutFactor> fs = normalized_factors(fs0);
+// The layout with its D digits split into prime digits, in every order of
+// significance within each dim (the positions of the digits unchanged).
+std::vector<std::vector<LayoutFactor>> stride_orders(const std::vector<LayoutFactor>& fs) {
+  std::vector<LayoutFactor> digits;
+  for (const LayoutFactor& f : fs) {
+    int64_t n = f.n, stride = f.stride * f.n;
+    for (int64_t p = 2; n > 1;) {
+      if (n % p) {
+        ++p;
+        continue;
+      }
+      LayoutFactor d = f;
+      d.n = p;
+      stride /= p;
+      d.stride = f.kind == LayoutFactor::D ? stride : 0;
+      digits.push_back(d);
+      n /= p;
+    }
+  }
+  std::vector<size_t> ds;
+  for (size_t i = 0; i < digits.size(); ++i)
+    if (digits[i].kind == LayoutFactor::D) ds.push_back(i);
+  std::vector<std::vector<LayoutFactor>> out;
+  std::vector<size_t> rank_of(ds.size());
+  for (size_t i = 0; i < ds.size(); ++i) rank_of[i] = i;
+  do {
+    std::vector<LayoutFactor> g = digits;
+    for (size_t i = 0; i < ds.size(); ++i) {
+      int64_t w = 1;
+      for (size_t j = 0; j < ds.size(); ++j)
+        if (digits[ds[j]].dim == digits[ds[i]].dim && rank_of[j] < rank_of[i]) w *= digits[ds[j]].n;
+      g[ds[i]].stride = w;
+    }
+    out.push_back(normalized_factors(g));
+  } while (std::next_permutation(rank_of.begin(), rank_of.end()));
+  return out;
+}
+
+// Layouts a transfer may start or end in, near `fs`: each R or V digit kept,
+// turned into a split of a dim it divides (so that no byte crosses twice),
+// or, for V, reduced to R; fewest changes first, at most 512 of them. On
+// small groups also every significance order of their split digits: where
+// the two lists share devices, the order decides how much of its piece a
+// device already holds.
+std::vector<std::vector<LayoutFactor>> variants(const std::vector<LayoutFactor>& fs0, const sema::Shape& shape, size_t devices) {
+  // R and V factors as prime digits: R(4) is R(2) R(2), whose halves may go
+  // different ways.
+  std::vector<LayoutFactor> fs;
+  for (const LayoutFactor& f : normalized_factors(fs0)) {
+    if (f.kind == LayoutFactor::D) {
+      fs.push_back(f);
+      continue;
+    }
+    for (int64_t n = f.n, p = 2; n > 1;)
+      if (n % p == 0) {
+        fs.push_back({f.kind, -1, p, 0});
+        n /= p;
+      } else {
+        ++p;
+      }
+  }
   std::map<std::string, std::vector<LayoutFactor>> out;
+  std::vector<std::vector<LayoutFactor>> order;
   auto add = [&](const std::vector<LayoutFactor>& v) {
     std::vector<LayoutFactor> n = normalized_factors(v);
-    out.emplace(Layout{{}, n}.to_string() + "|" + std::to_string(n.size()) + [&] {
-      std::string k;
-      for (const LayoutFactor& f : n) k += std::to_string(f.stride) + ",";
-      return k;
-    }(), n);
+    if (out.emplace(layout_key(n), n).second) order.push_back(n);
   };
-  add(fs);
-  if (has_value_parts(fs)) {
-    std::vector<LayoutFactor> r = fs;
-    for (LayoutFactor& f : r)
-      if (f.kind == LayoutFactor::V) f.kind = LayoutFactor::R;
-    add(r);
-  }
   std::vector<size_t> loose;
   for (size_t i = 0; i < fs.size(); ++i)
     if (fs[i].kind != LayoutFactor::D) loose.push_back(i);
   const int rank = static_cast<int>(shape.size());
-  if (loose.empty() || rank == 0) return [&] {
-    std::vector<std::vector<LayoutFactor>> v;
-    for (auto& [k, f] : out) v.push_back(f);
-    return v;
-  }();
+  // Option per loose digit: 0 keep, 1 reduce (V only), 2 + d split on dim d.
+  const int options = 2 + rank;
   size_t combos = 1;
-  for (size_t i = 0; i < loose.size() && combos <= 4096; ++i) combos *= static_cast<size_t>(rank);
-  for (size_t c = 0; c < combos && c < 4096; ++c) {
+  for (size_t i = 0; i < loose.size() && combos <= 1u << 20; ++i) combos *= static_cast<size_t>(options);
+  std::vector<std::pair<int, size_t>> by_changes;
+  for (size_t c = 0; c < combos && c < (1u << 20); ++c) {
+    int changed = 0;
+    for (size_t rest = c, i = 0; i < loose.size(); ++i, rest /= static_cast<size_t>(options)) changed += rest % static_cast<size_t>(options) != 0;
+    by_changes.push_back({changed, c});
+  }
+  std::stable_sort(by_changes.begin(), by_changes.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  for (auto& [changed, c] : by_changes) {
+    if (order.size() >= 512) break;
     std::vector<LayoutFactor> v = fs;
     size_t rest = c;
     bool ok = true;
     for (size_t i : loose) {
-      int d = static_cast<int>(rest % static_cast<size_t>(rank));
-      rest /= static_cast<size_t>(rank);
-      ok = ok && split_digit(v, i, d, shape);
+      int opt = static_cast<int>(rest % static_cast<size_t>(options));
+      rest /= static_cast<size_t>(options);
+      if (opt == 1) {
+        ok = ok && v[i].kind == LayoutFactor::V;
+        v[i].kind = LayoutFactor::R;
+      } else if (opt >= 2) {
+        ok = ok && split_digit(v, i, opt - 2, shape);
+      }
     }
     if (ok) add(v);
   }
-  std::vector<std::vector<LayoutFactor>> v;
-  for (auto& [k, f] : out) v.push_back(f);
-  return v;
+  if (devices <= 16) {
+    std::vector<std::vector<LayoutFactor>> base = order;
+    for (const auto& f : base)
+      for (auto& g : stride_orders(f)) add(g);
+  }
+  return order;
 }
 
 struct Candidate {
@@ -106,11 +165,16 @@ struct Candidate {
   }
 };
 
-Adapter join(const Adapter& first, const AdapterStep& mid, const Adapter& last, const AdapterCost& cm) {
+Adapter join(const Layout& before, const Adapter& first, const AdapterStep& mid, const Adapter& last, const sema::Shape& shape,
+             const AdapterCost& cm) {
   Adapter a = first;
-  // A step that moves nothing (every device keeps what it needs) is left
-  // out when it is the last: the consumer reads its piece in place.
-  if (mid.bytes > 0 || !last.steps.empty()) a.steps.push_back(mid);
+  // A step in which every device keeps exactly the piece it has is left out
+  // when it is the last: the consumer reads that piece in place.
+  bool keeps_all = mid.bytes == 0;
+  for (const auto& pair : mid.groups)
+    keeps_all = keeps_all && pair[0] == pair[1] &&
+                piece_of(first.steps.empty() ? before : first.steps.back().after, pair[0], shape).same_box(piece_of(mid.after, pair[1], shape));
+  if (!keeps_all || !last.steps.empty()) a.steps.push_back(mid);
   a.steps.insert(a.steps.end(), last.steps.begin(), last.steps.end());
   a.bytes = first.bytes + mid.bytes + last.bytes;
   a.cross = mid.cross;
@@ -221,7 +285,7 @@ Adapter derive_adapter(const Layout& from_in, const Layout& to_in, const sema::S
       }
     }
   }
-  std::vector<std::vector<LayoutFactor>> src = variants(from.factors, shape), dst = variants(to.factors, shape);
+  std::vector<std::vector<LayoutFactor>> src = variants(from.factors, shape, A.size()), dst = variants(to.factors, shape, B.size());
   std::map<std::string, Adapter> chain_a, chain_b;
   auto in_a = [&](const std::vector<LayoutFactor>& t, Adapter& out) {
     Layout lt{A, t};
@@ -257,12 +321,15 @@ Adapter derive_adapter(const Layout& from_in, const Layout& to_in, const sema::S
     out = it->second;
     return out.cost >= 0;
   };
-  // Positional: the same layout on both lists, each device sending its piece.
+  // Positional: the same layout on both lists, each device sending its piece
+  // (a layout near the source's, or near the target's).
+  std::vector<std::vector<LayoutFactor>> both = src;
+  both.insert(both.end(), dst.begin(), dst.end());
   if (A.size() == B.size())
-    for (const auto& t : src) {
+    for (const auto& t : both) {
       Adapter ca, cb;
       if (!in_a(t, ca) || !in_b(t, cb)) continue;
-      best.offer(join(ca, transfer_step(Layout{A, t}, Layout{B, t}, true, shape, elem_bytes), cb, cm));
+      best.offer(join(from, ca, transfer_step(Layout{A, t}, Layout{B, t}, true, shape, elem_bytes), cb, shape, cm));
     }
   // Piece-wise between layouts without partial sums.
   for (const auto& t : src) {
@@ -274,7 +341,7 @@ Adapter derive_adapter(const Layout& from_in, const Layout& to_in, const sema::S
       Adapter cb;
       if (!in_b(t2, cb)) continue;
       if (best.found && ca.cost + cb.cost >= best.a.cost) continue;  // the step costs at least nothing
-      best.offer(join(ca, transfer_step(Layout{A, t}, Layout{B, t2}, false, shape, elem_bytes), cb, cm));
+      best.offer(join(from, ca, transfer_step(Layout{A, t}, Layout{B, t2}, false, shape, elem_bytes), cb, shape, cm));
     }
   }
   if (!best.found)
