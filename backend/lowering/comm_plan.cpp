@@ -70,19 +70,37 @@ std::vector<OperandSlice> merge_all(std::vector<OperandSlice> pieces) {
 }  // namespace
 
 bool layout_of_pieces(const std::vector<std::pair<int, OperandSlice>>& pieces, const sema::Shape& shape, Layout& out, std::string& why) {
-  std::map<int, std::vector<OperandSlice>> by_device;
-  for (const auto& [dev, s] : pieces) by_device[dev].push_back(s);
-  std::map<int, OperandSlice> piece;
-  for (auto& [dev, list] : by_device) {
-    std::vector<OperandSlice> merged = list.size() == 1 ? std::move(list) : merge_all(list);
-    if (merged.size() != 1) {
-      why = "device " + std::to_string(dev) + " holds " + std::to_string(merged.size()) + " pieces that do not merge into one";
-      return false;
+  // One piece per device (several merged, nnScaler's coshard), by device.
+  std::vector<std::pair<int, size_t>> by_device;
+  by_device.reserve(pieces.size());
+  for (size_t i = 0; i < pieces.size(); ++i) by_device.push_back({pieces[i].first, i});
+  std::sort(by_device.begin(), by_device.end());
+  std::vector<int> devices;
+  std::vector<const OperandSlice*> piece;
+  std::vector<OperandSlice> merged_store;
+  merged_store.reserve(by_device.size());
+  for (size_t i = 0; i < by_device.size();) {
+    size_t j = i;
+    while (j < by_device.size() && by_device[j].first == by_device[i].first) ++j;
+    int dev = by_device[i].first;
+    if (j - i == 1) {
+      piece.push_back(&pieces[by_device[i].second].second);
+    } else {
+      std::vector<OperandSlice> list;
+      for (size_t k = i; k < j; ++k) list.push_back(pieces[by_device[k].second].second);
+      std::vector<OperandSlice> merged = merge_all(list);
+      if (merged.size() != 1) {
+        why = "device " + std::to_string(dev) + " holds " + std::to_string(merged.size()) + " pieces that do not merge into one";
+        return false;
+      }
+      merged_store.push_back(merged[0]);
+      piece.push_back(&merged_store.back());
     }
-    piece[dev] = merged[0];
+    devices.push_back(dev);
+    i = j;
   }
-  const OperandSlice& p0 = piece.begin()->second;
-  size_t rank = shape.size();
+  const OperandSlice& p0 = *piece[0];
+  const size_t rank = shape.size(), n = devices.size();
   std::vector<int64_t> split(rank, 1);
   for (size_t d = 0; d < rank; ++d) {
     if (p0.length[d] <= 0 || shape[d] % p0.length[d] != 0) {
@@ -91,55 +109,61 @@ bool layout_of_pieces(const std::vector<std::pair<int, OperandSlice>>& pieces, c
     }
     split[d] = shape[d] / p0.length[d];
   }
-  for (auto& [dev, s] : piece)
+  std::vector<int64_t> blocks(n * rank), labels(n);
+  for (size_t i = 0; i < n; ++i) {
+    const OperandSlice& s = *piece[i];
     if (s.length != p0.length || s.value_parts != p0.value_parts) {
       why = "devices hold pieces of different sizes";
       return false;
     }
-  for (auto& [dev, s] : piece)
-    for (size_t d = 0; d < rank; ++d)
+    for (size_t d = 0; d < rank; ++d) {
       if (s.start[d] % s.length[d] != 0) {
         why = "a piece does not start on a block boundary";
         return false;
       }
-  // Every (block, partial sum) must be held by the same number of devices.
-  std::map<std::vector<int64_t>, int64_t> replicas_seen;
-  for (const auto& [dev, s] : piece) {
-    std::vector<int64_t> k{s.value_index};
-    for (size_t d = 0; d < rank; ++d) k.push_back(s.start[d] / s.length[d]);
-    ++replicas_seen[k];
+      blocks[i * rank + d] = s.start[d] / s.length[d];
+    }
+    labels[i] = s.value_index;
   }
-  int64_t r = replicas_seen.begin()->second;
-  for (auto& [k, n] : replicas_seen)
-    if (n != r) {
+  // Every (block, partial sum) must be held by the same number of devices.
+  std::vector<std::vector<int64_t>> keys(n);
+  for (size_t i = 0; i < n; ++i) {
+    keys[i].assign(blocks.begin() + static_cast<long>(i * rank), blocks.begin() + static_cast<long>((i + 1) * rank));
+    keys[i].push_back(labels[i]);
+  }
+  std::vector<size_t> by_key(n);
+  for (size_t i = 0; i < n; ++i) by_key[i] = i;
+  std::sort(by_key.begin(), by_key.end(), [&](size_t a, size_t b) { return keys[a] < keys[b]; });
+  std::vector<int64_t> replica(n, 0);
+  int64_t r = -1, distinct = 0;
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (j < n && keys[by_key[j]] == keys[by_key[i]]) replica[by_key[j]] = static_cast<int64_t>(j - i), ++j;
+    int64_t count = static_cast<int64_t>(j - i);
+    if (r >= 0 && count != r) {
       why = "pieces are replicated unevenly";
       return false;
     }
+    r = count;
+    ++distinct;
+    i = j;
+  }
   int64_t expected = r * p0.value_parts;
   for (int64_t s : split) expected *= s;
-  if (expected != static_cast<int64_t>(piece.size()) || static_cast<int64_t>(replicas_seen.size()) * r != expected) {
+  if (expected != static_cast<int64_t>(n) || distinct * r != expected) {
     why = "the pieces do not cover the tensor exactly once per replica";
     return false;
   }
   // Devices in ascending order, when a layout over that order names their
   // pieces (any D strides, any order of the factors).
-  std::vector<int> devices;
-  std::vector<Piece> pieces_in_order;
-  for (auto& [dev, s] : piece) {
-    devices.push_back(dev);
-    pieces_in_order.push_back(piece_of_slice(s));
-  }
-  if (fit_layout(devices, pieces_in_order, shape, out)) return true;
+  if (fit_blocks(devices, blocks, labels, p0.value_parts, shape, out)) return true;
   // Otherwise the order of the devices is chosen: by replica, partial sum,
   // then block index, outermost first, which is the layout R V D0 D1 ...
-  std::map<std::vector<int64_t>, int64_t> seen;
   std::vector<std::pair<std::vector<int64_t>, int>> keyed;
-  for (auto& [dev, s] : piece) {
-    std::vector<int64_t> k{s.value_index};
-    for (size_t d = 0; d < rank; ++d) k.push_back(s.start[d] / s.length[d]);
-    int64_t rep = seen[k]++;
-    k.insert(k.begin(), rep);
-    keyed.push_back({k, dev});
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<int64_t> k{replica[i], labels[i]};
+    k.insert(k.end(), blocks.begin() + static_cast<long>(i * rank), blocks.begin() + static_cast<long>((i + 1) * rank));
+    keyed.push_back({k, devices[i]});
   }
   std::sort(keyed.begin(), keyed.end());
   out.devices.clear();

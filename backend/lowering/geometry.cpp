@@ -146,39 +146,41 @@ bool tiles(const Piece& want, const std::vector<TransferPart>& parts) {
 
 namespace {
 
-// One digit of a layout being fitted, innermost first.
-struct FitDigit {
-  LayoutFactor f;
-};
-
+// Fits digits, innermost first, to per-position block indices and labels
+// (flat arrays: blocks[pos * rank + d]). Positions p and p + k*s differ in
+// one digit only when every other digit is equal, which is what the checks
+// below compare.
 struct Fitter {
-  const std::vector<Piece>& at;  // piece per position
-  size_t rank;
-  std::vector<int64_t> len;      // block length per dim
-  std::vector<FitDigit> digits;  // innermost first
+  const std::vector<int64_t>& blocks;
+  const std::vector<int64_t>& labels;
+  size_t rank, n;
+  std::vector<LayoutFactor> digits;  // innermost first
 
-  int64_t block(size_t pos, size_t d) const { return at[pos].start[d] / len[d]; }
-  bool same_box(size_t a, size_t b) const { return at[a].start == at[b].start; }
+  int64_t block(size_t pos, size_t d) const { return blocks[pos * rank + d]; }
+  bool same_box(size_t a, size_t b) const {
+    for (size_t d = 0; d < rank; ++d)
+      if (block(a, d) != block(b, d)) return false;
+    return true;
+  }
 
   // Tries digit size p at position stride s: which kind it is, read off the
   // first p positions, then checked on every position.
   bool digit(int64_t s, int64_t p, LayoutFactor& out) const {
-    const size_t n = at.size();
-    size_t s0 = 0, s1 = static_cast<size_t>(s);
+    size_t s1 = static_cast<size_t>(s);
     int changed = -1;
     for (size_t d = 0; d < rank; ++d)
-      if (block(s1, d) != block(s0, d)) {
+      if (block(s1, d) != block(0, d)) {
         if (changed >= 0) return false;
         changed = static_cast<int>(d);
       }
     if (changed >= 0) {
-      int64_t delta = block(s1, static_cast<size_t>(changed)) - block(s0, static_cast<size_t>(changed));
+      int64_t delta = block(s1, static_cast<size_t>(changed)) - block(0, static_cast<size_t>(changed));
       if (delta <= 0) return false;
       out = {LayoutFactor::D, changed, p, delta};
     } else {
       out = {LayoutFactor::R, -1, p, 0};
       for (int64_t k = 1; k < p; ++k)
-        if (at[static_cast<size_t>(k * s)].value_index != at[0].value_index) out.kind = LayoutFactor::V;
+        if (labels[static_cast<size_t>(k * s)] != labels[0]) out.kind = LayoutFactor::V;
     }
     for (size_t pos = 0; pos < n; ++pos) {
       int64_t k = (static_cast<int64_t>(pos) / s) % p;
@@ -188,15 +190,15 @@ struct Fitter {
         case LayoutFactor::D:
           for (size_t d = 0; d < rank; ++d)
             if (block(pos, d) != block(base, d) + (static_cast<int>(d) == out.dim ? k * out.stride : 0)) return false;
-          if (at[pos].value_index != at[base].value_index) return false;
+          if (labels[pos] != labels[base]) return false;
           break;
         case LayoutFactor::R:
-          if (!same_box(pos, base) || at[pos].value_index != at[base].value_index) return false;
+          if (!same_box(pos, base) || labels[pos] != labels[base]) return false;
           break;
         case LayoutFactor::V:
           if (!same_box(pos, base)) return false;
           for (int64_t j = 0; j < k; ++j)
-            if (at[pos].value_index == at[base + static_cast<size_t>(j * s)].value_index) return false;
+            if (labels[pos] == labels[base + static_cast<size_t>(j * s)]) return false;
           break;
       }
     }
@@ -212,7 +214,7 @@ struct Fitter {
       if (!prime) continue;
       LayoutFactor f;
       if (!digit(s, p, f)) continue;
-      digits.push_back({f});
+      digits.push_back(f);
       if (fit(s * p, rest / p)) return true;
       digits.pop_back();
     }
@@ -222,35 +224,69 @@ struct Fitter {
 
 }  // namespace
 
-bool fit_layout(const std::vector<int>& order, const std::vector<Piece>& pieces, const sema::Shape& shape, Layout& out) {
-  if (order.empty() || order.size() != pieces.size()) return false;
-  Fitter fit{pieces, shape.size(), pieces[0].length, {}};
-  for (const Piece& p : pieces)
-    if (p.length != pieces[0].length || p.value_parts != pieces[0].value_parts) return false;
-  for (size_t d = 0; d < shape.size(); ++d)
-    if (fit.len[d] <= 0) return false;
-  if (!fit.fit(1, static_cast<int64_t>(order.size()))) return false;
+bool fit_blocks(const std::vector<int>& order, const std::vector<int64_t>& blocks, const std::vector<int64_t>& labels, int64_t value_parts,
+                const sema::Shape& shape, Layout& out) {
+  const size_t n = order.size(), rank = shape.size();
+  if (n == 0 || labels.size() != n || blocks.size() != n * rank) return false;
+  Fitter fit{blocks, labels, rank, n, {}};
+  if (!fit.fit(1, static_cast<int64_t>(n))) return false;
   Layout l;
   l.devices = order;
-  for (size_t i = fit.digits.size(); i-- > 0;) l.factors.push_back(fit.digits[i].f);
+  for (size_t i = fit.digits.size(); i-- > 0;) l.factors.push_back(fit.digits[i]);
   if (l.factors.empty()) l.factors.push_back({LayoutFactor::R, -1, 1, 0});
   l = normalize(l);
-  // The fitted layout must name every device's box, and its partial sums
-  // must be distinct where the layout says they are.
+  // The digits were checked position by position; what is left: the splits
+  // divide the tensor and the block counts match, and the devices of one
+  // box hold `parts` distinct labels (R digits keep labels and V digits
+  // change them, so that holds exactly when each V class is complete).
   int64_t parts = 1;
-  for (const LayoutFactor& f : l.factors)
+  std::vector<int64_t> split(rank, 1);
+  for (const LayoutFactor& f : l.factors) {
     if (f.kind == LayoutFactor::V) parts *= f.n;
-  if (parts != pieces[0].value_parts) return false;
-  for (size_t i = 0; i < order.size(); ++i)
-    if (!piece_of(l, order[i], shape).same_box(pieces[i])) return false;
-  // R digits keep labels and V digits change them, so the devices of one
-  // box hold `parts` distinct labels exactly when each V class does.
-  std::map<std::vector<int64_t>, std::set<int64_t>> labels;
-  for (const Piece& p : pieces) labels[p.start].insert(p.value_index);
-  for (auto& [box, ls] : labels)
-    if (static_cast<int64_t>(ls.size()) != parts) return false;
-  for (const LayoutFactor& f : l.factors)
-    if (f.kind == LayoutFactor::D && shape[static_cast<size_t>(f.dim)] % f.n != 0) return false;
+    if (f.kind == LayoutFactor::D) split[static_cast<size_t>(f.dim)] *= f.n;
+  }
+  if (parts != value_parts) return false;
+  for (size_t d = 0; d < rank; ++d)
+    if (shape[d] % split[d] != 0) return false;
+  for (size_t pos = 0; pos < n; ++pos)
+    for (size_t d = 0; d < rank; ++d)
+      if (blocks[pos * rank + d] < 0 || blocks[pos * rank + d] >= split[d]) return false;
+  if (parts > 1) {
+    std::vector<std::pair<std::vector<int64_t>, int64_t>> box_label;
+    box_label.reserve(n);
+    for (size_t pos = 0; pos < n; ++pos)
+      box_label.push_back({std::vector<int64_t>(blocks.begin() + static_cast<long>(pos * rank), blocks.begin() + static_cast<long>((pos + 1) * rank)), labels[pos]});
+    std::sort(box_label.begin(), box_label.end());
+    box_label.erase(std::unique(box_label.begin(), box_label.end()), box_label.end());
+    std::map<std::vector<int64_t>, int64_t> distinct;
+    for (auto& [box, label] : box_label) ++distinct[box];
+    for (auto& [box, count] : distinct)
+      if (count != parts) return false;
+  }
+  out = std::move(l);
+  return true;
+}
+
+bool fit_layout(const std::vector<int>& order, const std::vector<Piece>& pieces, const sema::Shape& shape, Layout& out) {
+  if (order.empty() || order.size() != pieces.size()) return false;
+  const size_t rank = shape.size();
+  std::vector<int64_t> blocks(order.size() * rank), labels(order.size());
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const Piece& p = pieces[i];
+    if (p.length != pieces[0].length || p.value_parts != pieces[0].value_parts) return false;
+    for (size_t d = 0; d < rank; ++d) {
+      if (p.length[d] <= 0 || p.start[d] % p.length[d] != 0) return false;
+      blocks[i * rank + d] = p.start[d] / p.length[d];
+    }
+    labels[i] = p.value_index;
+  }
+  for (size_t d = 0; d < rank; ++d)
+    if (pieces[0].length[d] * 1 > shape[d] || shape[d] % pieces[0].length[d] != 0) return false;
+  Layout l;
+  if (!fit_blocks(order, blocks, labels, pieces[0].value_parts, shape, l)) return false;
+  // The block length the layout implies must be the pieces' own.
+  Piece p0 = piece_of(l, order[0], shape);
+  if (p0.length != pieces[0].length) return false;
   out = std::move(l);
   return true;
 }

@@ -41,6 +41,10 @@ bool intersect(const Piece& a, const Piece& b, std::vector<int64_t>& start, std:
 // stride, partial-sum labels in any numbering. False when no mixed-radix
 // layout over this order names these pieces.
 bool fit_layout(const std::vector<int>& order, const std::vector<Piece>& pieces, const sema::Shape& shape, Layout& out);
+// The same on flat data: blocks[i * rank + d] is the block index along dim
+// d of the piece order[i] holds, labels[i] its partial-sum label.
+bool fit_blocks(const std::vector<int>& order, const std::vector<int64_t>& blocks, const std::vector<int64_t>& labels, int64_t value_parts,
+                const sema::Shape& shape, Layout& out);
 
 // One part of what a send/recv step delivers to a device: the box (and
 // partial-sum label) it takes from device `from` (itself: a local copy).

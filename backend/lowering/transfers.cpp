@@ -129,6 +129,16 @@ std::vector<std::vector<LayoutFactor>> variants(const std::vector<LayoutFactor>&
     by_changes.push_back({changed, c});
   }
   std::stable_sort(by_changes.begin(), by_changes.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  // Whatever the cap leaves out, these come first: every partial sum reduced,
+  // and every loose digit split on one dim (the first that takes them all).
+  auto uniform = [&](int opt) {
+    size_t c = 0;
+    for (size_t i = loose.size(); i-- > 0;) c = c * static_cast<size_t>(options) + static_cast<size_t>(fs[loose[i]].kind == LayoutFactor::V || opt >= 2 ? opt : 0);
+    return c;
+  };
+  std::vector<std::pair<int, size_t>> first;
+  for (int opt = 1; opt < options; ++opt) first.push_back({0, uniform(opt)});
+  by_changes.insert(by_changes.begin(), first.begin(), first.end());
   for (auto& [changed, c] : by_changes) {
     if (order.size() >= 512) break;
     std::vector<LayoutFactor> v = fs;
