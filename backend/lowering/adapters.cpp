@@ -437,6 +437,15 @@ void check_layout(const Layout& l, const sema::Shape& shape, const char* which) 
   if (!strides_valid(l.factors)) throw std::invalid_argument(std::string(which) + " layout " + l.to_string() + ": strides do not form a block index");
 }
 
+bool in_group_cost(const std::vector<LayoutFactor>& from, const std::vector<LayoutFactor>& to, const sema::Shape& shape, int64_t elem_bytes,
+                   size_t devices, bool exhaustive, double& cost, int& steps) {
+  const Chain& chain = cached_chain(normalized_factors(from), normalized_factors(to), shape, exhaustive);
+  if (!chain.error.empty()) return false;
+  cost = chain.cost * static_cast<double>(sema::numel(shape) * elem_bytes) * static_cast<double>(devices);
+  steps = static_cast<int>(chain.moves.size());
+  return true;
+}
+
 Adapter derive_in_group(const Layout& from_in, const Layout& to_in, const sema::Shape& shape, int64_t elem_bytes, bool exhaustive) {
   Layout from = normalize(from_in), to = normalize(to_in);
   check_layout(from, shape, "source");

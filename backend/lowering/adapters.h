@@ -112,6 +112,11 @@ double weighted_cost(const AdapterStep& st, const AdapterCost& cost);
 // device list on both sides). Used by derive_adapter; exposed for tests.
 Adapter derive_in_group(const Layout& from, const Layout& to, const sema::Shape& shape, int64_t elem_bytes, bool exhaustive = false);
 
+// What derive_in_group's chain would cost (bytes summed over `devices`)
+// and how many steps it has, without building it; false when none exists.
+bool in_group_cost(const std::vector<LayoutFactor>& from, const std::vector<LayoutFactor>& to, const sema::Shape& shape, int64_t elem_bytes,
+                   size_t devices, bool exhaustive, double& cost, int& steps);
+
 // Every layout of `n` devices for a tensor of `shape` (prime digits of any
 // kind, D strides in every order), normalised and distinct: what the
 // exhaustive tests enumerate.

@@ -28,6 +28,13 @@ bool has_value_parts(const std::vector<LayoutFactor>& fs) {
   return false;
 }
 
+int64_t piece_count(const std::vector<LayoutFactor>& fs) {
+  int64_t p = 1;
+  for (const LayoutFactor& f : fs)
+    if (f.kind == LayoutFactor::D) p *= f.n;
+  return p;
+}
+
 int64_t split_of(const std::vector<LayoutFactor>& fs, int dim) {
   int64_t p = 1;
   for (const LayoutFactor& f : fs)
@@ -164,17 +171,6 @@ std::vector<std::vector<LayoutFactor>> variants(const std::vector<LayoutFactor>&
   return order;
 }
 
-struct Candidate {
-  Adapter a;
-  bool found = false;
-  void offer(Adapter c) {
-    if (!found || c.cost < a.cost * (1 - 1e-12) || (c.cost <= a.cost * (1 + 1e-12) && c.steps.size() < a.steps.size())) {
-      a = std::move(c);
-      found = true;
-    }
-  }
-};
-
 Adapter join(const Layout& before, const Adapter& first, const AdapterStep& mid, const Adapter& last, const sema::Shape& shape,
              const AdapterCost& cm) {
   Adapter a = first;
@@ -269,94 +265,160 @@ AdapterStep transfer_step(const Layout& before_in, const Layout& after_in, bool 
   return st;
 }
 
+namespace {
+
+// What a send/recv step from `before` (over A) to `after` (over B) moves,
+// without building its pairs: the bytes (summed over receivers) and those
+// leaving the source list; false when the step cannot be built.
+bool transfer_volume(const Layout& before, const Layout& after, bool positional, const std::vector<int>& sorted_a, const sema::Shape& shape,
+                     int64_t elem_bytes, double& bytes, double& cross, bool& keeps_all) {
+  bytes = cross = 0;
+  keeps_all = true;
+  auto in_a = [&](int d) { return std::binary_search(sorted_a.begin(), sorted_a.end(), d); };
+  const double full = static_cast<double>(sema::numel(shape) * elem_bytes);
+  if (positional) {
+    if (before.devices.size() != after.devices.size() || before.factors != after.factors) return false;
+    const double piece = full / static_cast<double>(piece_count(before.factors));
+    for (size_t p = 0; p < before.devices.size(); ++p) {
+      if (before.devices[p] == after.devices[p]) continue;
+      keeps_all = false;
+      bytes += piece;
+      if (!in_a(after.devices[p])) cross += piece;
+    }
+    return true;
+  }
+  if (has_value_parts(before.factors) || has_value_parts(after.factors)) return false;
+  const double want = full / static_cast<double>(piece_count(after.factors));
+  const double elem = static_cast<double>(elem_bytes);
+  for (int d : after.devices) {
+    if (!in_a(d)) {
+      bytes += want;
+      cross += want;
+      keeps_all = false;
+      continue;
+    }
+    Piece have = piece_of(before, d, shape), need = piece_of(after, d, shape), part;
+    double local = intersect(have, need, part.start, part.length) ? static_cast<double>(part.numel()) * elem : 0;
+    bytes += want - local;
+    keeps_all = keeps_all && have.same_box(need);
+  }
+  return true;
+}
+
+// One way of making the change, costed before it is built.
+struct Plan {
+  enum Kind { InGroup, Relabel, Positional, PieceWise } kind = InGroup;
+  std::vector<LayoutFactor> t, t2;  // Positional / PieceWise: layouts before and after the send/recv
+  Layout fitted;                    // Relabel
+  double cost = 0;
+  int steps = 0;
+};
+
+}  // namespace
+
 Adapter derive_adapter(const Layout& from_in, const Layout& to_in, const sema::Shape& shape, int64_t elem_bytes, bool exhaustive,
                        const AdapterCost& cm) {
   Layout from = normalize(from_in), to = normalize(to_in);
   check_layout(from, shape, "source");
   check_layout(to, shape, "target");
-  if (from.devices == to.devices) return derive_in_group(from, to, shape, elem_bytes, exhaustive);
   const std::vector<int>& A = from.devices;
   const std::vector<int>& B = to.devices;
-  Candidate best;
-  // The same devices in another order: name the target over the source's
-  // order, then it is one group's business.
+  Plan best;
+  bool found = false;
+  auto offer = [&](Plan c) {
+    if (!found || c.cost < best.cost * (1 - 1e-12) || (c.cost <= best.cost * (1 + 1e-12) && c.steps < best.steps)) {
+      best = std::move(c);
+      found = true;
+    }
+  };
+  if (A == B) {
+    // One group. A single collective moves exactly what the devices must
+    // receive (or reduces, which a send cannot), so without replicas (which
+    // could serve a block from nearer) no send/recv beats it; a longer chain
+    // (e.g. blocks permuted among the devices) may lose to sends of the
+    // blocks that move.
+    Adapter in = derive_in_group(from, to, shape, elem_bytes, exhaustive);
+    int moving = 0;
+    for (const AdapterStep& st : in.steps) moving += st.prim != AdapterStep::Chunk && st.prim != AdapterStep::ValueSplit;
+    bool replicated = false;
+    for (const LayoutFactor& f : from.factors) replicated = replicated || f.kind == LayoutFactor::R;
+    if (moving <= 1 && !replicated) return in;
+    Plan p;
+    p.cost = in.cost;
+    p.steps = static_cast<int>(in.steps.size());
+    offer(p);
+  }
   std::vector<int> sa = A, sb = B;
   std::sort(sa.begin(), sa.end());
   std::sort(sb.begin(), sb.end());
-  if (sa == sb) {
+  // The same devices in another order: name the target over the source's
+  // order, then it is one group's business.
+  if (sa == sb && A != B) {
     std::vector<Piece> want;
     for (int d : A) want.push_back(piece_of(to, d, shape));
-    Layout fitted;
-    if (fit_layout(A, want, shape, fitted)) {
-      try {
-        // The fitted layout names the target's pieces over the source's order.
-        best.offer(derive_in_group(from, fitted, shape, elem_bytes, exhaustive));
-      } catch (const std::invalid_argument&) {
-      }
-    }
+    Plan p;
+    p.kind = Plan::Relabel;
+    if (fit_layout(A, want, shape, p.fitted) &&
+        in_group_cost(from.factors, p.fitted.factors, shape, elem_bytes, A.size(), exhaustive, p.cost, p.steps))
+      offer(p);
   }
   std::vector<std::vector<LayoutFactor>> src = variants(from.factors, shape, A.size()), dst = variants(to.factors, shape, B.size());
-  std::map<std::string, Adapter> chain_a, chain_b;
-  auto in_a = [&](const std::vector<LayoutFactor>& t, Adapter& out) {
-    Layout lt{A, t};
-    std::string k = lt.to_string() + std::to_string(t.size());
-    for (const LayoutFactor& f : t) k += "," + std::to_string(f.stride);
-    auto it = chain_a.find(k);
-    if (it == chain_a.end()) {
-      Adapter a;
-      a.cost = -1;
-      try {
-        a = derive_in_group(from, lt, shape, elem_bytes, exhaustive);
-      } catch (const std::invalid_argument&) {
-      }
-      it = chain_a.emplace(k, a).first;
-    }
-    out = it->second;
-    return out.cost >= 0;
+  // Chains on each side, costed once per layout.
+  struct Side {
+    bool ok = false;
+    double cost = 0;
+    int steps = 0;
   };
-  auto in_b = [&](const std::vector<LayoutFactor>& t, Adapter& out) {
-    Layout lt{B, t};
-    std::string k = lt.to_string() + std::to_string(t.size());
-    for (const LayoutFactor& f : t) k += "," + std::to_string(f.stride);
-    auto it = chain_b.find(k);
-    if (it == chain_b.end()) {
-      Adapter a;
-      a.cost = -1;
-      try {
-        a = derive_in_group(lt, to, shape, elem_bytes, exhaustive);
-      } catch (const std::invalid_argument&) {
-      }
-      it = chain_b.emplace(k, a).first;
-    }
-    out = it->second;
-    return out.cost >= 0;
+  std::map<std::string, Side> side_a, side_b;
+  auto cost_a = [&](const std::vector<LayoutFactor>& t) -> const Side& {
+    auto [it, fresh] = side_a.emplace(layout_key(t), Side{});
+    if (fresh) it->second.ok = in_group_cost(from.factors, t, shape, elem_bytes, A.size(), exhaustive, it->second.cost, it->second.steps);
+    return it->second;
+  };
+  auto cost_b = [&](const std::vector<LayoutFactor>& t) -> const Side& {
+    auto [it, fresh] = side_b.emplace(layout_key(t), Side{});
+    if (fresh) it->second.ok = in_group_cost(t, to.factors, shape, elem_bytes, B.size(), exhaustive, it->second.cost, it->second.steps);
+    return it->second;
+  };
+  auto consider = [&](Plan::Kind kind, const std::vector<LayoutFactor>& t, const std::vector<LayoutFactor>& t2) {
+    const Side& a = cost_a(t);
+    if (!a.ok) return;
+    const Side& b = cost_b(t2);
+    if (!b.ok) return;
+    if (found && a.cost + b.cost > best.cost * (1 + 1e-12)) return;  // the send/recv costs at least nothing
+    double bytes, cross;
+    bool keeps_all;
+    if (!transfer_volume(Layout{A, t}, Layout{B, t2}, kind == Plan::Positional, sa, shape, elem_bytes, bytes, cross, keeps_all)) return;
+    Plan p;
+    p.kind = kind;
+    p.t = t;
+    p.t2 = t2;
+    p.cost = a.cost + b.cost + bytes + (cm.boundary_weight - 1) * cross;
+    p.steps = a.steps + b.steps + (keeps_all && b.steps == 0 ? 0 : 1);
+    offer(p);
   };
   // Positional: the same layout on both lists, each device sending its piece
   // (a layout near the source's, or near the target's).
-  std::vector<std::vector<LayoutFactor>> both = src;
-  both.insert(both.end(), dst.begin(), dst.end());
-  if (A.size() == B.size())
-    for (const auto& t : both) {
-      Adapter ca, cb;
-      if (!in_a(t, ca) || !in_b(t, cb)) continue;
-      best.offer(join(from, ca, transfer_step(Layout{A, t}, Layout{B, t}, true, shape, elem_bytes), cb, shape, cm));
-    }
+  if (A.size() == B.size()) {
+    for (const auto& t : src) consider(Plan::Positional, t, t);
+    for (const auto& t : dst) consider(Plan::Positional, t, t);
+  }
   // Piece-wise between layouts without partial sums.
-  for (const auto& t : src) {
-    if (has_value_parts(t)) continue;
-    Adapter ca;
-    if (!in_a(t, ca)) continue;
-    for (const auto& t2 : dst) {
-      if (has_value_parts(t2)) continue;
-      Adapter cb;
-      if (!in_b(t2, cb)) continue;
-      if (best.found && ca.cost + cb.cost >= best.a.cost) continue;  // the step costs at least nothing
-      best.offer(join(from, ca, transfer_step(Layout{A, t}, Layout{B, t2}, false, shape, elem_bytes), cb, shape, cm));
+  for (const auto& t : src)
+    if (!has_value_parts(t))
+      for (const auto& t2 : dst)
+        if (!has_value_parts(t2)) consider(Plan::PieceWise, t, t2);
+  if (!found) throw std::invalid_argument("no chain moves " + from.to_string() + " to " + to.to_string());
+  switch (best.kind) {
+    case Plan::InGroup: return derive_in_group(from, to, shape, elem_bytes, exhaustive);
+    case Plan::Relabel: return derive_in_group(from, best.fitted, shape, elem_bytes, exhaustive);
+    default: {
+      Layout t{A, best.t}, t2{B, best.t2};
+      Adapter ca = derive_in_group(from, t, shape, elem_bytes, exhaustive);
+      Adapter cb = derive_in_group(t2, to, shape, elem_bytes, exhaustive);
+      return join(from, ca, transfer_step(t, t2, best.kind == Plan::Positional, shape, elem_bytes), cb, shape, cm);
     }
   }
-  if (!best.found)
-    throw std::invalid_argument("no chain moves " + from.to_string() + " to " + to.to_string());
-  return best.a;
 }
 
 }  // namespace nns::backend

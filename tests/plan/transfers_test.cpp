@@ -400,8 +400,9 @@ TEST_CASE("every layout pair over 2 devices: permuted, disjoint, overlapping, 2 
   CHECK(n > 100);
 }
 
-TEST_CASE("every layout pair over 4 devices: permuted orders, disjoint and unequal groups", "[transfers]") {
+TEST_CASE("every layout pair over 4 devices: one group, permuted orders, disjoint and unequal groups", "[transfers]") {
   int n = 0;
+  n += check_all_pairs(range(0, 4), range(0, 4));
   n += check_all_pairs(range(0, 4), {0, 2, 1, 3});
   n += check_all_pairs(range(0, 4), {3, 1, 2, 0});
   n += check_all_pairs(range(0, 4), range(4, 8));
@@ -411,12 +412,13 @@ TEST_CASE("every layout pair over 4 devices: permuted orders, disjoint and unequ
   CHECK(n > 1000);
 }
 
-TEST_CASE("every layout pair over 8 devices: nnScaler's order, a reversed order and a disjoint group", "[transfers]") {
+TEST_CASE("every layout pair over 8 devices: one group, nnScaler's order, a reversed order and a disjoint group", "[transfers]") {
   int n = 0;
+  n += check_all_pairs(range(0, 8), range(0, 8));
   n += check_all_pairs(range(0, 8), {0, 4, 1, 5, 2, 6, 3, 7});
   n += check_all_pairs(range(0, 8), {7, 6, 5, 4, 3, 2, 1, 0});
   n += check_all_pairs(range(0, 8), range(8, 16));
-  CHECK(n > 20000);
+  CHECK(n > 30000);
 }
 
 TEST_CASE("within one group, strided layouts: the shortcut and the A* bound find chains as cheap as plain Dijkstra", "[transfers]") {
