@@ -2,6 +2,12 @@
 // by the grammar rule it handles.
 #include "frontend/parser.h"
 
+#include <cstdlib>
+
+#include <cmath>
+
+#include <cerrno>
+
 #include <algorithm>
 #include <cctype>
 #include <sstream>
@@ -494,7 +500,19 @@ class AstBuilder {
       try { v = std::stoll(c->INT()->getText()); } catch (...) { v = -1; overflow_.push_back(loc(ctx)); }
       return make(ctx, IntLit{v});
     }
-    if (auto* c = dynamic_cast<P::FloatLitContext*>(ctx)) return make(ctx, FloatLit{std::stod(c->FLOAT()->getText())});
+    if (auto* c = dynamic_cast<P::FloatLitContext*>(ctx)) {
+      // strtod, not stod: a literal beyond the double range (1e309) or below
+      // its smallest denormal (1e-400) is a located error, not an exception.
+      const std::string text = c->FLOAT()->getText();
+      errno = 0;
+      double v = std::strtod(text.c_str(), nullptr);
+      if (errno == ERANGE || !std::isfinite(v)) {
+        bool huge = std::fabs(v) > 1.0;
+        float_range_.push_back({loc(ctx), "float literal " + text + (huge ? " is too large (beyond 1.8e308)" : " is too small (below 4.9e-324): write 0.0")});
+        v = 0;
+      }
+      return make(ctx, FloatLit{v});
+    }
     if (auto* c = dynamic_cast<P::StringLitContext*>(ctx)) return make(ctx, StringLit{unquote(c->STRING()->getText())});
     if (dynamic_cast<P::BoolLitContext*>(ctx)) return make(ctx, BoolLit{ctx->getText() == "true"});
     if (dynamic_cast<P::NoneLitContext*>(ctx)) return make(ctx, NoneLit{});
@@ -526,6 +544,7 @@ class AstBuilder {
   }
 
   std::vector<SourceLoc> overflow_;
+  std::vector<std::pair<SourceLoc, std::string>> float_range_;
 
  private:
   int file_;
@@ -568,6 +587,7 @@ std::unique_ptr<Program> parse_program(const SourceManager& sources, int file, D
   AstBuilder builder(file);
   auto prog = builder.build_program(tree);
   for (const SourceLoc& l : builder.overflow_) diags.error(l, "integer literal is too large");
+  for (const auto& [l, msg] : builder.float_range_) diags.error(l, msg);
   return prog;
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <filesystem>
 
 #include "frontend/parser.h"
@@ -614,7 +615,11 @@ Value Interpreter::eval(const front::Expr& e, const std::shared_ptr<Env>& env) {
           Value v = eval(*n.operand, env);
           if (n.op == "not") return Value(!truthy(v, n.operand->loc));
           if (n.op == "+") return v;
-          if (v.is<int64_t>()) return Value(-v.as<int64_t>());
+          if (v.is<int64_t>()) {
+            if (v.as<int64_t>() == std::numeric_limits<int64_t>::min())
+              fail(e.loc, "integer overflow: -(" + std::to_string(v.as<int64_t>()) + ") does not fit in 64 bits");
+            return Value(-v.as<int64_t>());
+          }
           if (is_sym(v) && n.op == "-") {
             if (auto r = sym_arith("-", v, Value())) return *r;
           }
@@ -741,24 +746,40 @@ Value Interpreter::eval_binary(const std::string& op, Value a, Value b, SourceLo
   }
   if (ints) {
     int64_t x = to_int(a, loc, ""), y = to_int(b, loc, "");
-    if (op == "+") return Value(x + y);
-    if (op == "-") return Value(x - y);
-    if (op == "*") return Value(x * y);
+    // Ints are 64-bit and never wrap: an overflow is an error at the operator.
+    auto overflow = [&]() -> Value {
+      fail(loc, "integer overflow: " + std::to_string(x) + " " + op + " " + std::to_string(y) + " does not fit in 64 bits");
+    };
+    int64_t r = 0;
+    if (op == "+") return __builtin_add_overflow(x, y, &r) ? overflow() : Value(r);
+    if (op == "-") return __builtin_sub_overflow(x, y, &r) ? overflow() : Value(r);
+    if (op == "*") return __builtin_mul_overflow(x, y, &r) ? overflow() : Value(r);
     if (op == "/") {
       if (y == 0) fail(loc, "division by zero");
       return Value(static_cast<double>(x) / static_cast<double>(y));
     }
     if (op == "//" || op == "%") {
       if (y == 0) fail(loc, op == "%" ? "modulo by zero" : "division by zero");
-      int64_t q = x / y, r = x % y;
+      if (x == std::numeric_limits<int64_t>::min() && y == -1) {
+        if (op == "%") return Value(int64_t{0});
+        overflow();
+      }
+      int64_t q = x / y;
+      r = x % y;
       if (r != 0 && ((r < 0) != (y < 0))) { --q; r += y; }  // floor semantics
       return Value(op == "//" ? q : r);
     }
     if (op == "**") {
       if (y < 0) return Value(std::pow(static_cast<double>(x), static_cast<double>(y)));
-      int64_t r = 1;
-      for (int64_t i = 0; i < y; ++i) r *= x;
-      return Value(r);
+      // Square and multiply: at most 2 x 63 steps whatever the exponent.
+      int64_t result = 1, base = x;
+      for (int64_t e = y; e > 0; e >>= 1) {
+        if ((e & 1) && __builtin_mul_overflow(result, base, &result)) overflow();
+        // A square is taken only while higher bits remain, and the highest
+        // bit is always set: a square that overflows makes the result overflow.
+        if (e > 1 && __builtin_mul_overflow(base, base, &base)) overflow();
+      }
+      return Value(result);
     }
   } else {
     double x = to_float(a, loc, ""), y = to_float(b, loc, "");
