@@ -60,15 +60,29 @@ void DiagnosticEngine::format_one(std::string& out, const Diagnostic& d, bool co
   if (d.loc.valid()) {
     const SourceFile& f = sources_.file(d.loc.file);
     std::string_view line = f.line(d.loc.line);
-    out += "  ";
+    // A very long line is quoted around the column only (with "..." where
+    // cut), so that the caret stays on screen.
+    constexpr int kWindow = 60;
+    int col = d.loc.col;
+    std::string head, tail;
+    if (static_cast<int>(line.size()) > 3 * kWindow) {
+      int from = std::max(0, col - 1 - kWindow), to = std::min(static_cast<int>(line.size()), col - 1 + kWindow);
+      if (from > 0) head = "...";
+      if (to < static_cast<int>(line.size())) tail = "...";
+      line = line.substr(static_cast<size_t>(from), static_cast<size_t>(to - from));
+      col = col - from + static_cast<int>(head.size());
+    }
+    out += "  " + head;
     out += line;
-    out += "\n  ";
+    out += tail + "\n  ";
     // Tabs in the prefix keep the caret aligned with the quoted text.
-    for (int i = 1; i < d.loc.col && i - 1 < static_cast<int>(line.size()); ++i)
-      out += line[i - 1] == '\t' ? '\t' : ' ';
+    for (int i = 1; i < col && i - 1 < static_cast<int>(head.size() + line.size()); ++i) {
+      int k = i - 1 - static_cast<int>(head.size());
+      out += k >= 0 && line[static_cast<size_t>(k)] == '\t' ? '\t' : ' ';
+    }
     if (colour) out += "\033[1;32m";
     out += '^';
-    int max_len = static_cast<int>(line.size()) - d.loc.col + 1;
+    int max_len = static_cast<int>(head.size() + line.size()) - col + 1;
     int len = std::min(d.loc.length, std::max(1, max_len));
     for (int i = 1; i < len; ++i) out += '~';
     out += reset;

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cctype>
 #include <sstream>
+#include <cstdio>
+#include <set>
 
 #include "NnsLexer.h"
 #include "NnsParser.h"
@@ -550,10 +552,112 @@ class AstBuilder {
   int file_;
 };
 
+// The byte offset of the first byte that is not part of valid UTF-8, or -1.
+int64_t invalid_utf8(const std::string& text) {
+  const auto* b = reinterpret_cast<const unsigned char*>(text.data());
+  size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    unsigned char c = b[i];
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + len > n) return static_cast<int64_t>(i);
+    for (size_t k = 1; k < len; ++k)
+      if ((b[i + k] & 0xC0) != 0x80) return static_cast<int64_t>(i);
+    // Overlong forms, surrogates and code points past U+10FFFF.
+    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1Fu) : len == 3 ? (c & 0x0Fu) : (c & 0x07u);
+    for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (b[i + k] & 0x3Fu);
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+      return static_cast<int64_t>(i);
+    i += len;
+  }
+  return -1;
+}
+
+// Limits that keep parsing fast and its recursion shallow, checked on the
+// tokens before the parser runs (the parser would recurse once per level,
+// and, since ';' is optional and a statement may start with a sign, it
+// looks ahead to the end of a chain at every binary operator: quadratic).
+constexpr int kMaxNesting = 256;       // brackets, prefix operators, '**', 'else if', '=>' in a row
+constexpr int kMaxChain = 1000;        // binary operators and postfix links in one chain
+
+bool within_limits(antlr4::CommonTokenStream& tokens, int file, DiagnosticEngine& diags) {
+  tokens.fill();
+  static const std::set<std::string> open{"(", "[", "{"}, close{")", "]", "}"}, prefix{"-", "+", "not"};
+  static const std::set<std::string> binary{"+", "-", "*", "/", "//", "%", "@", "**", "and", "or", "==", "!=", "<", "<=", ">", ">=", "in", ".."};
+  int depth = 0, prefix_run = 0, chain = 0, arrows = 0, closed_at = -1;
+  std::vector<int> else_if{0};
+  std::vector<int> pow_at_depth{0};
+  std::string prev;
+  bool prev_operand = false;  // the previous token ends an operand (a name, a literal, a closing bracket)
+  for (antlr4::Token* t : tokens.getTokens()) {
+    if (t->getChannel() != antlr4::Token::DEFAULT_CHANNEL || t->getType() == antlr4::Token::EOF) continue;
+    const std::string text = t->getText();
+    SourceLoc at{file, static_cast<int>(t->getLine()), static_cast<int>(t->getCharPositionInLine()) + 1,
+                 static_cast<int>(t->getStopIndex() - t->getStartIndex()) + 1};
+    auto refuse = [&](const std::string& msg) {
+      diags.error(at, msg);
+      return false;
+    };
+    if (open.count(text)) {
+      if (++depth > kMaxNesting) return refuse("nesting deeper than " + std::to_string(kMaxNesting) + " brackets");
+      pow_at_depth.push_back(0);
+    } else if (close.count(text)) {
+      depth = std::max(0, depth - 1);
+      if (pow_at_depth.size() > 1) pow_at_depth.pop_back();
+    }
+    // A sign after an operand is a binary operator; otherwise a prefix.
+    bool is_prefix = prefix.count(text) && !prev_operand;
+    prefix_run = is_prefix ? prefix_run + 1 : 0;
+    if (prefix_run > kMaxNesting) return refuse("more than " + std::to_string(kMaxNesting) + " prefix operators in a row");
+    if (text == "**" && ++pow_at_depth.back() > kMaxNesting)
+      return refuse("more than " + std::to_string(kMaxNesting) + " '**' in one expression (each nests the next)");
+    const bool literal_or_name = t->getType() == nns_grammar::NnsLexer::ID || t->getType() == nns_grammar::NnsLexer::INT ||
+                                 t->getType() == nns_grammar::NnsLexer::FLOAT || t->getType() == nns_grammar::NnsLexer::STRING ||
+                                 text == "true" || text == "false" || text == "none";
+    // Postfix links (a.b, x[i], f(x)) nest like binary operators do.
+    const bool postfix_link = text == "." || (prev_operand && (text == "[" || text == "("));
+    if ((binary.count(text) && !is_prefix) || postfix_link) {
+      if (++chain > kMaxChain) return refuse("more than " + std::to_string(kMaxChain) + " operators in one chain (binary operators, '.', indexing, calls); split the expression");
+    } else if ((prev_operand && literal_or_name) || text == ";" || text == "{" || text == "}" || text == "let" || text == "return" ||
+               text == "for") {
+      chain = 0;  // a new statement begins
+    }
+    // 'else if' chains nest (each if is the else of the one before), per
+    // bracket depth; a '}' not followed by 'else' ends the chain there.
+    if (else_if.size() < static_cast<size_t>(depth) + 1) else_if.resize(static_cast<size_t>(depth) + 1, 0);
+    if (closed_at >= 0 && text != "else" && static_cast<size_t>(closed_at) < else_if.size()) else_if[static_cast<size_t>(closed_at)] = 0;
+    closed_at = text == "}" ? depth : -1;
+    if (text == "if" && prev == "else" && ++else_if[static_cast<size_t>(depth)] > kMaxNesting)
+      return refuse("more than " + std::to_string(kMaxNesting) + " 'else if' in one chain");
+    arrows = text == "=>" ? arrows + 1 : (text == ";" || text == "}" ? 0 : arrows);
+    if (arrows > kMaxNesting) return refuse("more than " + std::to_string(kMaxNesting) + " lambdas nested in one expression");
+    prev_operand = text == ")" || text == "]" || text == "}" || literal_or_name;
+    prev = text;
+  }
+  tokens.seek(0);
+  return true;
+}
+
 }  // namespace
 
 std::unique_ptr<Program> parse_program(const SourceManager& sources, int file, DiagnosticEngine& diags) {
   const SourceFile& f = sources.file(file);
+  if (int64_t bad = invalid_utf8(f.text); bad >= 0) {
+    int line = 1, col = 1;
+    for (int64_t i = 0; i < bad; ++i) {
+      if (f.text[static_cast<size_t>(i)] == '\n') {
+        ++line;
+        col = 1;
+      } else if ((static_cast<unsigned char>(f.text[static_cast<size_t>(i)]) & 0xC0) != 0x80) {
+        ++col;
+      }
+    }
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(f.text[static_cast<size_t>(bad)]));
+    diags.error(SourceLoc{file, line, col, 1}, std::string("invalid UTF-8: byte ") + byte + " at offset " + std::to_string(bad));
+    auto empty = std::make_unique<Program>();
+    empty->file = file;
+    return empty;
+  }
   antlr4::ANTLRInputStream input(f.text);
   nns_grammar::NnsLexer lexer(&input);
   antlr4::CommonTokenStream tokens(&lexer);
@@ -561,6 +665,11 @@ std::unique_ptr<Program> parse_program(const SourceManager& sources, int file, D
   ErrorCollector errors(file, diags);
   lexer.removeErrorListeners();
   lexer.addErrorListener(&errors);
+  if (!within_limits(tokens, file, diags)) {
+    auto empty = std::make_unique<Program>();
+    empty->file = file;
+    return empty;
+  }
   parser.removeErrorListeners();
   parser.addErrorListener(&errors);
   // SLL first (fast); fall back to full LL only if SLL reports an error, as
