@@ -26,7 +26,8 @@ bool parse_args(int argc, char** argv, Args& a, std::string& err) {
         value("--plan", a.plan) || value("--plan-gpus", a.plan_gpus) || value("-o", a.output) || value("--seed-bug", a.seed_bug) ||
         value("--steps", a.steps) || value("--seed", a.seed) || value("--threads", a.threads) || value("--init", a.init) ||
         value("--data", a.data) || value("--save", a.save) || value("--resume", a.resume) || value("--dump-grads", a.dump_grads) ||
-        value("--trace", a.trace) || value("--device-memory", a.device_memory) || value("--check-timeout", a.check_timeout)) {
+        value("--trace", a.trace) || value("--device-memory", a.device_memory) || value("--check-timeout", a.check_timeout) ||
+        value("--eval-budget", a.eval_budget)) {
       if (!err.empty()) return false;
       // --trace OUT: a file name, never empty or an option ("--trace --steps 2").
       if ((s == "--trace" || s.rfind("--trace=", 0) == 0) && (a.trace.empty() || a.trace[0] == '-')) {
@@ -83,6 +84,18 @@ bool parse_topology(const Args& a, bool plan_flags_only, Topology& t, std::strin
     return false;
   }
   t = Topology{n, k, n / k};
+  return true;
+}
+
+bool parse_eval_budget(const Args& a, double& seconds, std::string& usage) {
+  if (a.eval_budget.empty()) return true;
+  char* end = nullptr;
+  double v = std::strtod(a.eval_budget.c_str(), &end);
+  if (end == a.eval_budget.c_str() || *end != '\0' || !(v >= 0) || v > 1e6) {
+    usage = "--eval-budget must be a number of seconds (0 for no limit, at most 1000000)";
+    return false;
+  }
+  seconds = v;
   return true;
 }
 

@@ -23,7 +23,7 @@ struct Args {
   std::vector<std::string> positional;
   std::string config, emit, shapes;
   std::string plan, gpus, plan_gpus, output, seed_bug;
-  std::string device_memory, check_timeout;
+  std::string device_memory, check_timeout, eval_budget;
   std::string steps, seed = "0", threads, init, data, save, resume, dump_grads, trace;
   bool reference = false, verify = false;
 };
@@ -51,6 +51,10 @@ struct Topology {
 // not divide N, --plan-gpus is given without --plan, or (`plan_flags_only`:
 // check, where they describe nothing else) --gpus is given without --plan.
 bool parse_topology(const Args& a, bool plan_flags_only, Topology& t, std::string& usage);
+
+// --eval-budget SECONDS (a positive number; 0 = none) into `seconds`; false
+// with the usage message when malformed.
+bool parse_eval_budget(const Args& a, double& seconds, std::string& usage);
 
 // --device-memory and --check-timeout into the checker's options; false with
 // the usage message when one is malformed or given without --plan.

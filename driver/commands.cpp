@@ -35,7 +35,8 @@ int pipeline_options(const Args& a, bool check, Stage last, PipelineOptions& o) 
     if (stage_needs_plan(o.last) && a.plan.empty()) return usage_error("--emit=" + a.emit + " needs --plan NAME");
   }
   std::string usage;
-  if (!parse_topology(a, check, o.topo, usage) || !parse_check_limits(a, o.check, usage)) return usage_error(usage);
+  if (!parse_topology(a, check, o.topo, usage) || !parse_check_limits(a, o.check, usage) || !parse_eval_budget(a, o.eval_budget_s, usage))
+    return usage_error(usage);
   return kExitOk;
 }
 

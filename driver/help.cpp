@@ -32,6 +32,9 @@ commands:
       wrong-stage-device, replica-scale, early-update, double-count,
       collective-order. --gpus, --plan-gpus, --device-memory and
       --check-timeout describe a plan: without --plan they are refused.
+      --eval-budget SECONDS (check and run) bounds the wall time of
+      evaluating the file and of evaluating the plan, each (default 60; 0:
+      none): past it, an endless loop ends with a located error.
   ckpt merge DIR -o FILE
       assemble the checkpoint shards a partitioned run saved (nns run --plan P
       --save DIR) into one single-device checkpoint; it resumes any plan on

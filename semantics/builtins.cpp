@@ -100,6 +100,10 @@ Value b_range(Interpreter& in, CallArgs& a) {
   }
   if (step == 0) in.fail(a.loc, "range() step must not be zero");
   if (step == 1) return Value(RangeV{lo, std::max(lo, hi)});
+  // Elements without overflow: the distance over the step, rounded up.
+  long double span = step > 0 ? static_cast<long double>(hi) - lo : static_cast<long double>(lo) - hi;
+  long double count = span <= 0 ? 0 : (span + std::abs(static_cast<long double>(step)) - 1) / std::abs(static_cast<long double>(step));
+  in.check_list_size(count > static_cast<long double>(kMaxListElements) ? kMaxListElements + 1 : static_cast<int64_t>(count), a.loc);
   List items;
   for (int64_t i = lo; step > 0 ? i < hi : i > hi; i += step) items.push_back(Value(i));
   return make_list(std::move(items));
@@ -191,7 +195,10 @@ Value b_prod(Interpreter& in, CallArgs& a) {
 
 Value b_append(Interpreter& in, CallArgs& a) {
   if (a.positional.size() != 2 || !a.positional[0].is<std::shared_ptr<List>>()) in.fail(a.loc, "append(list, value) takes a list and a value");
-  a.positional[0].as<std::shared_ptr<List>>()->push_back(a.positional[1]);
+  auto& list = *a.positional[0].as<std::shared_ptr<List>>();
+  in.check_list_size(static_cast<int64_t>(list.size()) + 1, a.loc);
+  in.check_no_cycle(list, a.positional[1], a.loc);
+  list.push_back(a.positional[1]);
   return Value();
 }
 

@@ -58,6 +58,7 @@ Value Interpreter::eval_call(const front::Call& c, const std::shared_ptr<Env>& e
 }
 
 Value Interpreter::call(const Value& callee, CallArgs& args) {
+  tick(args.loc);
   if (call_stack_.size() >= kMaxCallDepth) fail(args.loc, "calls nested too deeply (more than " + std::to_string(kMaxCallDepth) + "); is there unbounded recursion?");
   if (callee.is<std::shared_ptr<Function>>()) {
     const Function& f = *callee.as<std::shared_ptr<Function>>();

@@ -6,8 +6,11 @@
 #include "semantics/symbolic_values.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
+#include <set>
 #include <filesystem>
 
 #include "frontend/parser.h"
@@ -195,6 +198,7 @@ std::shared_ptr<Env> Interpreter::run_module(int index) {
 }
 
 bool Interpreter::evaluate() {
+  start_budget();
   failure_ = Failure::None;
   if (modules_.empty()) return finish_phase(false);
   try {
@@ -382,6 +386,7 @@ Interpreter::Flow Interpreter::exec(const front::Stmt& s, const std::shared_ptr<
     };
     if (iter.is<RangeV>()) {
       for (int64_t i = iter.as<RangeV>().lo; i < iter.as<RangeV>().hi; ++i) {
+        tick(n->iter->loc);
         Flow f = run_body(Value(i));
         if (f == Flow::Break) break;
         if (f == Flow::Return) return f;
@@ -389,6 +394,7 @@ Interpreter::Flow Interpreter::exec(const front::Stmt& s, const std::shared_ptr<
     } else if (iter.is<std::shared_ptr<List>>()) {
       auto list = iter.as<std::shared_ptr<List>>();  // keep alive while iterating
       for (size_t i = 0; i < list->size(); ++i) {
+        tick(n->iter->loc);
         Flow f = run_body((*list)[i]);
         if (f == Flow::Break) break;
         if (f == Flow::Return) return f;
@@ -442,6 +448,7 @@ void Interpreter::assign(const front::Expr& target, Value v, const std::shared_p
     int64_t i = given < 0 ? given + static_cast<int64_t>(list.size()) : given;
     if (i < 0 || i >= static_cast<int64_t>(list.size()))
       fail(n->index->loc, "list index " + std::to_string(given) + " out of range (length " + std::to_string(list.size()) + ")");
+    check_no_cycle(list, v, target.loc);
     list[i] = std::move(v);
     return;
   }
@@ -594,10 +601,13 @@ Value Interpreter::eval(const front::Expr& e, const std::shared_ptr<Env>& env) {
           auto visit_item = [&](Value item) {
             auto scope = std::make_shared<Env>(env);
             scope->define(n.var, std::move(item));
+            tick(n.iter->loc);
             if (n.filter && !truthy(eval(*n.filter, scope), n.filter->loc)) return;
             items.push_back(eval(*n.item, scope));
+            if (static_cast<int64_t>(items.size()) > kMaxListElements) check_list_size(static_cast<int64_t>(items.size()), e.loc);
           };
           if (iter.is<RangeV>()) {
+            if (!n.filter) check_list_size(iter.as<RangeV>().hi - iter.as<RangeV>().lo, e.loc);
             for (int64_t i = iter.as<RangeV>().lo; i < iter.as<RangeV>().hi; ++i) visit_item(Value(i));
           } else if (iter.is<std::shared_ptr<List>>()) {
             auto list = iter.as<std::shared_ptr<List>>();
@@ -667,6 +677,46 @@ Value Interpreter::eval(const front::Expr& e, const std::shared_ptr<Env>& env) {
 
 static bool is_number(const Value& v) { return v.is<int64_t>() || v.is<double>() || v.is<bool>(); }
 
+void Interpreter::check_no_cycle(const List& list, const Value& v, SourceLoc loc) {
+  // Depth-first through the lists and records `v` reaches, each once.
+  std::vector<const Value*> todo{&v};
+  std::set<const void*> seen;
+  while (!todo.empty()) {
+    const Value* x = todo.back();
+    todo.pop_back();
+    if (x->is<std::shared_ptr<List>>()) {
+      const List* l = x->as<std::shared_ptr<List>>().get();
+      if (l == &list) fail(loc, "this would put the list inside itself");
+      if (!seen.insert(l).second) continue;
+      for (const Value& y : *l) todo.push_back(&y);
+    } else if (x->is<std::shared_ptr<Record>>()) {
+      const Record* r = x->as<std::shared_ptr<Record>>().get();
+      if (!seen.insert(r).second) continue;
+      for (const auto& f : r->fields) todo.push_back(&f.second);
+    }
+  }
+}
+
+void Interpreter::check_list_size(int64_t n, SourceLoc loc) {
+  if (n > kMaxListElements)
+    fail(loc, "this list would hold " + std::to_string(n) + " elements (at most " + std::to_string(kMaxListElements) + ")");
+}
+
+namespace {
+double steady_seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+}  // namespace
+
+void Interpreter::start_budget() { budget_start_ = steady_seconds(); }
+
+void Interpreter::check_budget(SourceLoc loc) {
+  double limit = opts_.eval_budget_s;
+  if (limit > 0 && steady_seconds() - budget_start_ > limit) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%g", limit);
+    fail(loc, std::string("evaluation ran past its budget of ") + text + " s here (an endless loop?); --eval-budget SECONDS sets it");
+  }
+}
+
 Value Interpreter::eval_binary(const std::string& op, Value a, Value b, SourceLoc loc) {
   // Tensors: arithmetic becomes graph ops (elementwise with broadcasting).
   // Comparing with none (an optional tensor argument) is a plain test.
@@ -720,11 +770,15 @@ Value Interpreter::eval_binary(const std::string& op, Value a, Value b, SourceLo
   }
   if (op == "+" && a.is<std::string>() && b.is<std::string>()) return Value(a.as<std::string>() + b.as<std::string>());
   if (op == "+" && a.is<std::shared_ptr<List>>() && b.is<std::shared_ptr<List>>()) {
+    check_list_size(static_cast<int64_t>(a.as<std::shared_ptr<List>>()->size() + b.as<std::shared_ptr<List>>()->size()), loc);
     List r = *a.as<std::shared_ptr<List>>();
     for (const Value& v : *b.as<std::shared_ptr<List>>()) r.push_back(v);
     return make_list(std::move(r));
   }
   if (op == "*" && a.is<std::shared_ptr<List>>() && b.is<int64_t>()) {
+    int64_t times = std::max<int64_t>(0, b.as<int64_t>()), size = static_cast<int64_t>(a.as<std::shared_ptr<List>>()->size()), total = 0;
+    if (__builtin_mul_overflow(times, size, &total)) total = std::numeric_limits<int64_t>::max();
+    check_list_size(total, loc);
     List r;
     for (int64_t i = 0; i < b.as<int64_t>(); ++i)
       for (const Value& v : *a.as<std::shared_ptr<List>>()) r.push_back(v);

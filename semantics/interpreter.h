@@ -42,7 +42,13 @@ struct CallArgs {
 struct EvalOptions {
   std::string config;                   // "" = the first preset in the file
   std::vector<std::string> stdlib_dirs;  // searched for `import "name"`
+  double eval_budget_s = 60;            // wall time one evaluation (a file, a plan, a REPL line) may take
 };
+
+// The most elements a list may hold: checked before it is built, so that
+// [x for x in 0..10**12] or a list doubled in a loop is a located error,
+// not an allocation failure.
+constexpr int64_t kMaxListElements = 100'000'000;
 
 class Interpreter {
  public:
@@ -110,6 +116,19 @@ class Interpreter {
 
   // ---- used by builtins and op calls ----
   [[noreturn]] void fail(front::SourceLoc loc, const std::string& msg);
+  // Fails at `loc` when putting `v` into `list` would make the list contain
+  // itself (printing or comparing it would never end).
+  void check_no_cycle(const List& list, const Value& v, front::SourceLoc loc);
+  // Fails at `loc` unless a list of `n` elements is within kMaxListElements.
+  void check_list_size(int64_t n, front::SourceLoc loc);
+  // Counts one unit of work (a loop iteration, a call, a list element);
+  // now and then compares the time since the evaluation began with the
+  // budget and fails at `loc` past it (an endless loop ends, located).
+  void tick(front::SourceLoc loc) {
+    if ((++ticks_ & 0x3FFF) == 0) check_budget(loc);
+  }
+  // A new top-level evaluation (file, plan, REPL line) starts its budget.
+  void start_budget();
   front::SourceManager& sources() { return sources_; }
   int64_t to_int(const Value& v, front::SourceLoc loc, const char* what);
   double to_float(const Value& v, front::SourceLoc loc, const char* what);
@@ -119,6 +138,9 @@ class Interpreter {
   Value call(const Value& callee, CallArgs& args);
 
  private:
+  void check_budget(front::SourceLoc loc);
+  uint64_t ticks_ = 0;
+  double budget_start_ = 0;  // seconds on the steady clock
   struct Loaded;
   enum class Flow { Normal, Return, Break, Continue };
   static const char* flow_keyword(Flow f) {

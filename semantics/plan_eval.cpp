@@ -15,6 +15,7 @@
 namespace nns::sema {
 
 bool Interpreter::evaluate_plan(const std::string& name, int64_t ngpus, Plan& out) {
+  start_budget();
   failure_ = Failure::None;
   const PlanInfo* info = nullptr;
   for (const PlanInfo& p : plans_)

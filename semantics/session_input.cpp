@@ -14,6 +14,7 @@ const std::shared_ptr<Env>& Interpreter::session_env() {
 }
 
 bool Interpreter::run_session_input(const std::string& name, std::string text, Plan* plan, std::optional<Value>* result) {
+  start_budget();
   if (result) result->reset();
   failure_ = Failure::None;
   int errors_before = diags_.error_count();

@@ -27,8 +27,11 @@ check_errors() {
   local want
   want=$(grep -o '# exit: [0-9]*' "$f" | head -1 | awk '{print $3}')
   [ -n "$want" ] && expected_exit=$want
-  local out rc
-  out=$("$nns" check "$f" 2>&1 >/dev/null); rc=$?
+  local out rc args
+  # "# args: FLAGS" in the file adds flags to the check command.
+  args=$(grep -o '^# args: .*' "$f" | head -1 | cut -d' ' -f3-)
+  # shellcheck disable=SC2086
+  out=$("$nns" check "$f" $args 2>&1 >/dev/null); rc=$?
   if [ "$rc" != "$expected_exit" ]; then
     echo "FAIL $f: exit $rc, expected $expected_exit"; echo "$out" | sed 's/^/    /'; return 1
   fi
