@@ -200,7 +200,7 @@ Adapter derive_adapter(const Layout& from_in, const Layout& to_in, const sema::S
   Layout from = normalize(from_in), to = normalize(to_in);
   check_layout(from, shape, "source");
   check_layout(to, shape, "target");
-  if (from.devices == to.devices) return derive_in_group(from, to, shape, elem_bytes, exhaustive);
+  if (from.devices == to.devices) return derive_in_group(from, to, shape, elem_bytes, exhaustive, cm);
   const std::vector<int>& A = from.devices;
   const std::vector<int>& B = to.devices;
   Candidate best;
@@ -216,7 +216,7 @@ Adapter derive_adapter(const Layout& from_in, const Layout& to_in, const sema::S
     if (fit_layout(A, want, shape, fitted)) {
       try {
         // The fitted layout names the target's pieces over the source's order.
-        best.offer(derive_in_group(from, fitted, shape, elem_bytes, exhaustive));
+        best.offer(derive_in_group(from, fitted, shape, elem_bytes, exhaustive, cm));
       } catch (const std::invalid_argument&) {
       }
     }
@@ -232,7 +232,7 @@ Adapter derive_adapter(const Layout& from_in, const Layout& to_in, const sema::S
       Adapter a;
       a.cost = -1;
       try {
-        a = derive_in_group(from, lt, shape, elem_bytes, exhaustive);
+        a = derive_in_group(from, lt, shape, elem_bytes, exhaustive, cm);  // a part costs no more than the whole chain
       } catch (const std::invalid_argument&) {
       }
       it = chain_a.emplace(k, a).first;
@@ -249,7 +249,7 @@ Adapter derive_adapter(const Layout& from_in, const Layout& to_in, const sema::S
       Adapter a;
       a.cost = -1;
       try {
-        a = derive_in_group(lt, to, shape, elem_bytes, exhaustive);
+        a = derive_in_group(lt, to, shape, elem_bytes, exhaustive, cm);
       } catch (const std::invalid_argument&) {
       }
       it = chain_b.emplace(k, a).first;
