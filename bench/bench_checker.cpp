@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "backend/lowering/auto_order.h"
 #include "backend/lowering/program_check.h"
 #include "semantics/checker/checker.h"
 #include "semantics/interpreter.h"
@@ -65,6 +66,7 @@ Run run_once(const std::string& path, const std::string& config, const std::stri
   auto t1 = std::chrono::steady_clock::now();
   sema::Plan plan;
   bool ok = in.evaluate_plan(plan_name, gpus, plan);
+  if (ok) backend::choose_auto_orders(in.graph(), plan);  // as nns check does
   r.plan_ms = ms_since(t1);
   if (!ok) {
     for (const auto& d : diags.all()) r.error += diags.format(d, false);

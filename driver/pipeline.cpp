@@ -6,6 +6,7 @@
 #include <iostream>
 #include <string>
 
+#include "backend/lowering/auto_order.h"
 #include "backend/lowering/comm_plan.h"
 #include "backend/lowering/lower_plan.h"
 #include "backend/lowering/program.h"
@@ -53,10 +54,20 @@ int plan_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
   auto t0 = std::chrono::steady_clock::now();
   if (!p.interp->evaluate_plan(o.plan, o.topo.devices, p.plan)) return failed(p, kExitBadInput);
   print_diagnostics(p);
+  double eval_ms = ms_since(t0);
+  // Before anything reads the devices: --emit=plan, check, comm and run all
+  // see the chosen orders.
+  auto t_auto = std::chrono::steady_clock::now();
+  backend::choose_auto_orders(p.graph(), p.plan);
+  double auto_ms = ms_since(t_auto);
   char line[512];
   std::snprintf(line, sizeof line, "plan %s on %lld device(s): %zu sub-ops, %zu order constraint(s), evaluated in %.1f ms\n", o.plan.c_str(),
-                static_cast<long long>(o.topo.devices), p.plan.leaves().size(), p.plan.orders.size(), ms_since(t0));
+                static_cast<long long>(o.topo.devices), p.plan.leaves().size(), p.plan.orders.size(), eval_ms);
   report << line;
+  if (!p.plan.auto_orders.empty()) {
+    std::snprintf(line, sizeof line, "  order auto: %zu group(s) chosen by adapter cost in %.1f ms\n", p.plan.auto_orders.size(), auto_ms);
+    report << line;
+  }
   if (!p.plan.task_orders.empty()) {
     report << "  tasks: " << p.plan.segments.size() << " segment(s), " << p.plan.task_orders.size() << " task order(s)";
     if (!p.plan.schedules.empty()) report << " from schedule(\"" << p.plan.schedules[0].kind << "\")";

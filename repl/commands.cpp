@@ -12,6 +12,7 @@
 #include "repl/report.h"
 #include "repl/runner.h"
 #include "repl/session.h"
+#include "backend/lowering/auto_order.h"
 #include "backend/lowering/lower_plan.h"
 #include "backend/lowering/schedule_view.h"
 #include "semantics/op_registry.h"
@@ -345,6 +346,7 @@ bool Session::cmd_plan(const Command& c) {
     return false;
   }
   print_diagnostics();
+  backend::choose_auto_orders(interp_->graph(), p);  // as nns check does
   p.name = "session";
   return set_plan(std::move(p), true, "plan " + c.args[0] + " for " + std::to_string(plan_.ngpus) + " device(s)", /*refuse_illegal=*/true);
 }

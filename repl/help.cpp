@@ -73,7 +73,10 @@ const Topic kTopics[] = {
      "(show OP lists them), by value (partial sums; ops linear in their first input), or\n"
      "along dim 0 of its first tensor input (\"batch\"). Returns the list of parts. The op\n"
      "must not be placed yet; the identifier's size must divide by N."},
-    {"assign", "assign(op | ops, device)", "op-assign: places sub-ops on one device (0..ngpus-1)."},
+    {"assign", "assign(op | ops, device)  or  assign(parts, devices, order = \"given\" | \"auto\")",
+     "op-assign: places sub-ops on one device (0..ngpus-1), or parts[i] on devices[i];\n"
+     "with order = \"auto\" nns chooses which part goes to which listed device (the order\n"
+     "whose adapters around the op cost least, e.g. 0,4,1,5,2,6,3,7 after a V(2) D0(4) producer)."},
     {"replicate", "replicate(op | ops, devices)", "op-assign of one sub-op to several devices, each running it whole:\n"
                                                   "  replicate(unassigned(), 0..ngpus)   places everything not placed yet."},
     {"order", "order(before, after)", "op-order: every leaf of `before` runs before every leaf of `after`."},

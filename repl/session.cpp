@@ -7,6 +7,7 @@
 #include <ostream>
 #include <set>
 
+#include "backend/lowering/auto_order.h"
 #include "repl/plan_text.h"
 #include "repl/report.h"
 #include "repl/signals.h"
@@ -152,6 +153,7 @@ bool Session::run_nns(const std::string& text) {
     if (directive) out_ << "  refused: the plan is unchanged" << (rolled_back ? " (the input's earlier changes were rolled back)" : "") << "\n";
     return false;
   }
+  choose_auto_orders();
   if (result && !result->is<sema::NoneV>()) out_ << format_value(*result, interp_->graph(), &plan_) << "\n";
   if (!same_plan(before, plan_)) {
     PlanFacts facts = analyse(plan_);
@@ -195,6 +197,20 @@ bool Session::set_plan(Plan next, bool push_undo, const std::string& why, bool r
   define_ngpus();
   out_ << "  " << why << "\n" << r.text << line;
   return true;
+}
+
+// assign(..., order = "auto") typed at the prompt is chosen at once, with
+// the sub-ops still without a device counted as on every device (as the
+// change report counts them).
+void Session::choose_auto_orders() {
+  bool pending = false;
+  for (const sema::AutoOrder& a : plan_.auto_orders) pending = pending || a.chosen.empty();
+  if (!pending) return;
+  Plan full = completed(plan_);
+  backend::choose_auto_orders(interp_->graph(), full);
+  for (const sema::AutoOrder& a : full.auto_orders)
+    for (size_t i = 0; i < a.chosen.size(); ++i) plan_.subops[static_cast<size_t>(a.subops[i])].devices = {a.chosen[i]};
+  plan_.auto_orders = std::move(full.auto_orders);
 }
 
 void Session::forget_stale_handles(const Plan& old_plan, const Plan& new_plan) {

@@ -68,6 +68,7 @@ class Session {
   // Op handles that outlived their sub-op (after undo, reset, plan NAME)
   // are marked stale so no directive can act on a different sub-op.
   void forget_stale_handles(const sema::Plan& old_plan, const sema::Plan& new_plan);
+  void choose_auto_orders();
   void print_diagnostics();
   // Collectives and the Z3 checker's result for a plan (sub-ops without a
   // device counted as on every device).

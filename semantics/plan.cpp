@@ -1,6 +1,7 @@
 #include "semantics/plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 namespace nns::sema {
@@ -149,6 +150,22 @@ std::string Plan::task_text(const TaskRef& t) const {
   return std::string(1, "FBW"[t.phase]) + "(" + seg + ", mb " + std::to_string(t.mb) + ")";
 }
 
+// "order auto: parts of linear#1 on devices 0,4,1,5 (adapters 96 bytes; given order 160 bytes)"
+static std::string auto_order_line(const Plan& p, const Graph& g, const AutoOrder& a) {
+  std::vector<int> nodes;
+  for (int sub : a.subops)
+    if (std::find(nodes.begin(), nodes.end(), p.subops[sub].node) == nodes.end()) nodes.push_back(p.subops[sub].node);
+  std::string ops;
+  for (int n : nodes) ops += (ops.empty() ? "" : ", ") + g.node(n).name;
+  const std::vector<int>& devs = a.chosen.empty() ? a.devices : a.chosen;
+  std::string list;
+  for (int d : devs) list += (list.empty() ? "" : ",") + std::to_string(d);
+  std::string line = "order auto: parts of " + ops + " on devices " + list;
+  if (a.chosen.empty()) return line + " (not chosen: the given order)";
+  auto bytes = [](double c) { return std::isfinite(c) ? std::to_string(static_cast<int64_t>(c)) + " bytes" : std::string("some edge without an adapter"); };
+  return line + " (adapters " + bytes(a.cost_chosen) + "; given order " + bytes(a.cost_given) + ")";
+}
+
 std::string Plan::dump(const Graph& g) const {
   std::ostringstream out;
   out << "plan " << name << " on " << ngpus << " device(s) {\n";
@@ -159,6 +176,7 @@ std::string Plan::dump(const Graph& g) const {
     dump_subop(*this, root, 0, out);
   }
   for (const OrderConstraint& o : orders) out << "  order #" << o.before << " before #" << o.after << "\n";
+  for (const AutoOrder& a : auto_orders) out << "  " << auto_order_line(*this, g, a) << "\n";
   for (size_t i = 0; i < segments.size(); ++i) {
     out << "  segment " << i << " " << segments[i].name << (segments[i].split_w ? " (B/W split)" : "") << ":";
     for (int n : segments[i].nodes) out << " " << g.node(n).name;

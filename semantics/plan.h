@@ -95,6 +95,21 @@ struct PlanSchedule {
   front::SourceLoc loc;
 };
 
+// assign(parts, devices, order = "auto"): nns chooses which part runs on
+// which device of the list (backend/lowering/auto_order.h), by the cost of
+// the adapters around the op. Evaluation places the parts in the given
+// order, so that a plan is complete before the choice; the choice then
+// rewrites the parts' devices and records what it compared.
+struct AutoOrder {
+  std::vector<int> subops;   // the parts, as listed
+  std::vector<int> devices;  // the devices, as listed: the given order puts subops[i] on devices[i]
+  front::SourceLoc loc;      // the assign() call
+  std::vector<int> chosen;   // chosen[i]: the device subops[i] runs on; empty until chosen
+  // Adapter cost (bytes) of the edges around the op in both orders;
+  // infinite when some edge has no adapter.
+  double cost_given = 0, cost_chosen = 0;
+};
+
 struct Plan {
   std::string name;
   int64_t ngpus = 1;
@@ -106,6 +121,7 @@ struct Plan {
   std::vector<TaskOrder> task_orders;
   std::vector<PlanSchedule> schedules;     // at most one
   std::vector<int> segment_of_node;        // top-level node -> segment (-1: none); sized with root_of_node
+  std::vector<AutoOrder> auto_orders;      // assign(..., order = "auto") groups, in plan order
 
   // "F(stage 1, mb 3)"
   std::string task_text(const TaskRef& t) const;

@@ -222,12 +222,68 @@ void place(Interpreter& in, CallArgs& a, const char* fn, const std::vector<int64
   }
 }
 
-// assign(op | ops, device): op-assign of sub-ops to one device.
+// The order argument of assign(): true for "auto" (nns chooses which part
+// goes to which device), false for "given" (the default).
+bool auto_order_of(Interpreter& in, CallArgs& a) {
+  const Value* o = arg(a, 2, "order");
+  if (!o) return false;
+  if (o->is<std::string>() && o->as<std::string>() == "given") return false;
+  if (o->is<std::string>() && o->as<std::string>() == "auto") return true;
+  in.fail(a.loc, "assign(): order must be \"given\" or \"auto\", got " +
+                     (o->is<std::string>() ? "\"" + o->as<std::string>() + "\"" : a_type_name(*o)));
+}
+
+// The devices of assign()'s list form: in range, repeats allowed (two parts
+// on one device, as a loop of assigns would place them).
+std::vector<int64_t> device_list_of(Interpreter& in, const Plan& p, const List& list, SourceLoc loc) {
+  std::vector<int64_t> devs;
+  for (const Value& d : list) devs.push_back(devices_of(in, p, Value(in.to_int(d, loc, "device")), loc)[0]);
+  if (devs.empty()) in.fail(loc, "assign(): empty device list");
+  return devs;
+}
+
+// assign(parts, devices, order = "given" | "auto"): parts[i] on devices[i],
+// or, with "auto", each part on a device of the list that nns chooses
+// (Plan::auto_orders; placed in the given order until the choice).
+Value assign_list(Interpreter& in, CallArgs& a, Plan& p, const List& device_values, bool auto_order) {
+  const Value& parts = required(in, a, 0, "op", "assign");
+  if (!parts.is<std::shared_ptr<List>>())
+    in.fail(a.loc, "assign(): a list of devices places a list of parts, one per device, got " + a_type_name(parts) +
+                       " (to run one op on several devices use replicate())");
+  std::vector<int> ids = ops_of(in, a, 0, "op", "assign");
+  std::vector<int64_t> devs = device_list_of(in, p, device_values, a.loc);
+  if (ids.size() != devs.size())
+    in.fail(a.loc, "assign(): " + std::to_string(ids.size()) + " part(s) but " + std::to_string(devs.size()) +
+                       " device(s); the lists must have the same length (parts[i] runs on devices[i])");
+  for (size_t i = 0; i < ids.size(); ++i) place(in, a, "assign", {devs[i]}, {ids[i]});
+  if (auto_order) {
+    AutoOrder group;
+    group.subops = ids;
+    group.devices.assign(devs.begin(), devs.end());
+    group.loc = a.loc;
+    p.auto_orders.push_back(std::move(group));
+  }
+  return Value();
+}
+
+// assign(op | ops, device): op-assign of sub-ops to one device; or the list
+// form above.
 Value b_assign(Interpreter& in, CallArgs& a) {
   Plan& p = active(in, a, "assign");
-  std::vector<int> ids = ops_of(in, a, 0, "op", "assign");
   const Value& d = required(in, a, 1, "device", "assign");
-  if (!d.is<int64_t>()) in.fail(a.loc, "assign(): the device must be an int (use replicate() for several devices)");
+  bool auto_order = auto_order_of(in, a);
+  if (d.is<std::shared_ptr<List>>()) return assign_list(in, a, p, *d.as<std::shared_ptr<List>>(), auto_order);
+  if (d.is<RangeV>()) {
+    // Checked device by device, so that 0..10**9 fails at the first device
+    // past ngpus instead of building the list.
+    List range;
+    for (int64_t dev = d.as<RangeV>().lo; dev < d.as<RangeV>().hi; ++dev) range.push_back(Value(devices_of(in, p, Value(dev), a.loc)[0]));
+    return assign_list(in, a, p, range, auto_order);
+  }
+  std::vector<int> ids = ops_of(in, a, 0, "op", "assign");
+  if (!d.is<int64_t>())
+    in.fail(a.loc, "assign(): the device must be an int or a list of ints, one per part (use replicate() to run one op on several devices)");
+  if (auto_order) in.fail(a.loc, "assign(): order = \"auto\" chooses among a list of devices, one per part; got one device");
   place(in, a, "assign", devices_of(in, p, d, a.loc), ids);
   return Value();
 }

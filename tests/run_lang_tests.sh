@@ -3,6 +3,8 @@
 #   errors  tests/errors/*.nns   each file states its diagnostics inline:
 #             # error: L:C: message      (an error expected at line L, column C)
 #             # exit: N                  (expected exit code, default 65)
+#             # args: ARGS               (more arguments of `nns check`, e.g.
+#                                          --plan P --gpus 4 for a plan's errors)
 #           `nns check` must exit with that code and print exactly those
 #           errors (message text must match as a substring at file:L:C).
 #   lang    tests/lang/*.nns     `# expect: TEXT` lines, in order, must equal
@@ -27,11 +29,10 @@ check_errors() {
   local want
   want=$(grep -o '# exit: [0-9]*' "$f" | head -1 | awk '{print $3}')
   [ -n "$want" ] && expected_exit=$want
-  local out rc args
-  # "# args: FLAGS" in the file adds flags to the check command.
-  args=$(grep -o '^# args: .*' "$f" | head -1 | cut -d' ' -f3-)
-  # shellcheck disable=SC2086
-  out=$("$nns" check "$f" $args 2>&1 >/dev/null); rc=$?
+  local extra=()
+  read -r -a extra < <(grep -o '# args: .*' "$f" | head -1 | sed 's/^# args: //')
+  local out rc
+  out=$("$nns" check "$f" "${extra[@]}" 2>&1 >/dev/null); rc=$?
   if [ "$rc" != "$expected_exit" ]; then
     echo "FAIL $f: exit $rc, expected $expected_exit"; echo "$out" | sed 's/^/    /'; return 1
   fi

@@ -1,6 +1,7 @@
 #include "backend/lowering/adapters.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -195,8 +196,11 @@ struct Chain {
   std::string error;  // non-empty: no chain exists
 };
 
+// `bound`: chains costing more may be given up (an error is returned when
+// none is left); the pruning keeps every state on a chain within it, so a
+// chain found is still the cheapest.
 Chain find_chain(const std::vector<LayoutFactor>& from, const std::vector<LayoutFactor>& to, const sema::Shape& shape, double full_bytes,
-                 bool exhaustive) {
+                 bool exhaustive, double bound) {
   // One collective that does the whole change is taken at once when the
   // source has no replicated factor: each primitive's volume is what a
   // bandwidth-optimal algorithm moves for that change, so no chain beats it
@@ -283,6 +287,7 @@ Chain find_chain(const std::vector<LayoutFactor>& from, const std::vector<Layout
       int steps = cur.steps + 1;
       double f = c + (k == goal ? 0.0 : lower_bound(e.next));
       if (k != goal && beaten_by_goal(f, steps)) continue;
+      if (f > bound + 1e-9 * bound) continue;
       auto it = best.find(k);
       // Ties in volume go to the shorter chain (fewer collectives to launch).
       if (it != best.end() && (it->second.first < c || (it->second.first == c && it->second.second <= steps))) continue;
@@ -295,6 +300,7 @@ Chain find_chain(const std::vector<LayoutFactor>& from, const std::vector<Layout
   Chain chain;
   if (!best.count(goal)) {
     chain.error = "no chain of collectives turns " + start + "into " + goal;
+    if (bound < std::numeric_limits<double>::infinity()) chain.error += " within the cost given";
     return chain;
   }
   chain.cost = best[goal].first;
@@ -306,8 +312,11 @@ Chain find_chain(const std::vector<LayoutFactor>& from, const std::vector<Layout
 // through which splits divide it, and every cost scales with the tensor's
 // bytes: the search runs on the divisibility profile (gcd of each dim with
 // the device count) at one byte, so the layers of every stage share it.
+// A search under a finite `bound` (chain units: per device, one byte) is
+// not remembered (it lands in `scratch`): what later calls find must not
+// depend on which bounded searches ran before.
 const Chain& cached_chain(const std::vector<LayoutFactor>& from, const std::vector<LayoutFactor>& to, const sema::Shape& shape,
-                          bool exhaustive) {
+                          bool exhaustive, double bound, Chain& scratch) {
   static std::mutex mu;
   static std::map<std::string, Chain> cache;
   int64_t n = product(from);
@@ -319,18 +328,23 @@ const Chain& cached_chain(const std::vector<LayoutFactor>& from, const std::vect
     auto it = cache.find(k);
     if (it != cache.end()) return it->second;
   }
-  Chain c = find_chain(from, to, profile, 1.0, exhaustive);
+  if (bound < std::numeric_limits<double>::infinity()) {
+    scratch = find_chain(from, to, profile, 1.0, exhaustive, bound);
+    return scratch;
+  }
+  Chain c = find_chain(from, to, profile, 1.0, exhaustive, bound);
   std::lock_guard<std::mutex> lock(mu);
   return cache.emplace(k, std::move(c)).first->second;  // std::map: references stay valid
 }
 
 Adapter search(const std::vector<LayoutFactor>& from, const std::vector<LayoutFactor>& to, const std::vector<int>& devices,
-               const sema::Shape& shape, double full_bytes, bool exhaustive) {
-  const Chain& chain = cached_chain(from, to, shape, exhaustive);
-  if (!chain.error.empty()) throw std::invalid_argument(chain.error);
+               const sema::Shape& shape, double full_bytes, bool exhaustive, double give_up_above) {
   // The chain's costs are per device: every step's groups cover the whole
   // device list, so the total is the device count times as much.
   const double scale = full_bytes * static_cast<double>(devices.size());
+  Chain scratch;
+  const Chain& chain = cached_chain(from, to, shape, exhaustive, give_up_above / scale, scratch);
+  if (!chain.error.empty()) throw std::invalid_argument(chain.error);
   Adapter a;
   for (const auto& [edge, after] : chain.moves) {
     AdapterStep step = edge.step;
@@ -438,21 +452,24 @@ void check_layout(const Layout& l, const sema::Shape& shape, const char* which) 
 }
 
 bool in_group_cost(const std::vector<LayoutFactor>& from, const std::vector<LayoutFactor>& to, const sema::Shape& shape, int64_t elem_bytes,
-                   size_t devices, bool exhaustive, double& cost, int& steps) {
-  const Chain& chain = cached_chain(normalized_factors(from), normalized_factors(to), shape, exhaustive);
+                   size_t devices, bool exhaustive, double& cost, int& steps, double give_up_above) {
+  const double scale = static_cast<double>(sema::numel(shape) * elem_bytes) * static_cast<double>(devices);
+  Chain scratch;
+  const Chain& chain = cached_chain(normalized_factors(from), normalized_factors(to), shape, exhaustive, give_up_above / scale, scratch);
   if (!chain.error.empty()) return false;
-  cost = chain.cost * static_cast<double>(sema::numel(shape) * elem_bytes) * static_cast<double>(devices);
+  cost = chain.cost * scale;
   steps = static_cast<int>(chain.moves.size());
   return true;
 }
 
-Adapter derive_in_group(const Layout& from_in, const Layout& to_in, const sema::Shape& shape, int64_t elem_bytes, bool exhaustive) {
+Adapter derive_in_group(const Layout& from_in, const Layout& to_in, const sema::Shape& shape, int64_t elem_bytes, bool exhaustive,
+                        const AdapterCost& cost) {
   Layout from = normalize(from_in), to = normalize(to_in);
   check_layout(from, shape, "source");
   check_layout(to, shape, "target");
   if (from.devices != to.devices) throw std::logic_error("internal: derive_in_group over two device lists");
   double full = static_cast<double>(sema::numel(shape) * elem_bytes);
-  return search(from.factors, to.factors, from.devices, shape, full, exhaustive);
+  return search(from.factors, to.factors, from.devices, shape, full, exhaustive, cost.give_up_above);
 }
 
 std::vector<std::pair<std::vector<LayoutFactor>, double>> chain_costs_from(const std::vector<LayoutFactor>& from_in, const sema::Shape& shape,

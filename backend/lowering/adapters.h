@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,11 @@ struct AdapterStep {
 // times (links between groups, e.g. between nodes, are the slow ones).
 struct AdapterCost {
   double boundary_weight = 4.0;
+  // A search may give up on chains costing more than this: derive_adapter
+  // then throws std::invalid_argument, as when no chain exists. A caller
+  // comparing alternatives passes the cheapest found so far, which prunes
+  // most of each search (choosing a 64-device order: 123 s -> 1 s).
+  double give_up_above = std::numeric_limits<double>::infinity();
 };
 
 struct Adapter {
@@ -110,12 +116,16 @@ double weighted_cost(const AdapterStep& st, const AdapterCost& cost);
 
 // The cheapest chain of collectives within one device group (the same
 // device list on both sides). Used by derive_adapter; exposed for tests.
-Adapter derive_in_group(const Layout& from, const Layout& to, const sema::Shape& shape, int64_t elem_bytes, bool exhaustive = false);
+// Only cost.give_up_above applies (nothing leaves the group).
+Adapter derive_in_group(const Layout& from, const Layout& to, const sema::Shape& shape, int64_t elem_bytes, bool exhaustive = false,
+                        const AdapterCost& cost = {});
 
 // What derive_in_group's chain would cost (bytes summed over `devices`)
 // and how many steps it has, without building it; false when none exists.
+// give_up_above: as AdapterCost's (chains dearer may be reported missing).
 bool in_group_cost(const std::vector<LayoutFactor>& from, const std::vector<LayoutFactor>& to, const sema::Shape& shape, int64_t elem_bytes,
-                   size_t devices, bool exhaustive, double& cost, int& steps);
+                   size_t devices, bool exhaustive, double& cost, int& steps,
+                   double give_up_above = std::numeric_limits<double>::infinity());
 
 // Every layout of `n` devices for a tensor of `shape` (prime digits of any
 // kind, D strides in every order), normalised and distinct: what the

@@ -225,8 +225,12 @@ Layout gradient_layout(Layout l) {
   return normalize(l);
 }
 
-CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan) {
+CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, const std::vector<bool>* only_nodes, const AdapterCost& cost) {
   CommPlan cp;
+  auto wanted = [&](int producer, int consumer) {
+    auto in_set = [&](int n) { return n >= 0 && static_cast<size_t>(n) < only_nodes->size() && (*only_nodes)[static_cast<size_t>(n)]; };
+    return !only_nodes || in_set(producer) || in_set(consumer);
+  };
   // Layers repeat: the same (layout, layout, shape) pair is searched once.
   // Device lists are numbered once: keys spelling out 1024 devices made the
   // lookups themselves the cost of deriving a 1024-device plan.
@@ -236,10 +240,20 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan) {
     int id = device_set_ids.emplace(l.devices, static_cast<int>(device_set_ids.size())).first->second;
     return Layout{{}, l.factors}.to_string() + "#" + std::to_string(id);  // to_string normalises the factors
   };
+  // cost.give_up_above bounds the edges together: each search gets what
+  // the edges before it left. (An adapter found within its bound is the
+  // cheapest; one found above it is only ever reused within this call,
+  // whose total is over the bound anyway.)
+  double spent = 0;
   auto cached_adapter = [&](const Layout& from, const Layout& to, const sema::Shape& shape, int64_t elem_bytes) {
     std::string key = layout_key(from) + "|" + layout_key(to) + "|" + sema::shape_to_string(shape) + "|" + std::to_string(elem_bytes);
     auto it = adapter_cache.find(key);
-    if (it == adapter_cache.end()) it = adapter_cache.emplace(key, derive_adapter(from, to, shape, elem_bytes)).first;
+    if (it == adapter_cache.end()) {
+      AdapterCost left = cost;
+      left.give_up_above = cost.give_up_above - spent;
+      it = adapter_cache.emplace(key, derive_adapter(from, to, shape, elem_bytes, false, left)).first;
+    }
+    spent += it->second.cost;
     return it->second;
   };
   std::map<int, Layout> storage;  // params / inputs: the layout of their first consumer
@@ -272,19 +286,23 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan) {
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       int t = n.inputs[k];
       const sema::TensorInfo& info = g.tensor(t);
-      auto to = input_pieces(plan, static_cast<int>(node), k);
       if (info.kind != sema::TensorKind::Activation) {
+        if (storage.count(t) && !wanted(-1, static_cast<int>(node))) continue;
+        auto to = input_pieces(plan, static_cast<int>(node), k);
         Layout here;
         std::string why;
         if (!storage.count(t) && layout_of_pieces(to, info.shape, here, why)) {
           storage[t] = here;  // lives where its first consumer needs it: no traffic
           continue;
         }
+        if (!wanted(-1, static_cast<int>(node))) continue;
         if (storage.count(t)) add_edge(t, -1, static_cast<int>(node), static_cast<int>(k), false, {}, &storage[t], to);
         else add_edge(t, -1, static_cast<int>(node), static_cast<int>(k), false, to, nullptr, to);
         continue;
       }
       int producer = info.producer;
+      if (!wanted(producer, static_cast<int>(node))) continue;
+      auto to = input_pieces(plan, static_cast<int>(node), k);
       const sema::OpNode& p = g.node(producer);
       size_t o = static_cast<size_t>(std::find(p.outputs.begin(), p.outputs.end(), t) - p.outputs.begin());
       add_edge(t, producer, static_cast<int>(node), static_cast<int>(k), false, output_pieces(plan, producer, o), nullptr, to);
@@ -301,6 +319,7 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan) {
       int t = n.inputs[k];
       const sema::TensorInfo& info = g.tensor(t);
       if (!sema::dtype_is_float(info.dtype) || info.kind == sema::TensorKind::Input) continue;
+      if (!wanted(static_cast<int>(node), info.kind == sema::TensorKind::Param ? -1 : info.producer)) continue;
       CommEdge e;
       e.tensor = t;
       e.producer = static_cast<int>(node);  // the consumer in forward produces the gradient

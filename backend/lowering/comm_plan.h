@@ -50,7 +50,15 @@ struct CommPlan {
 bool layout_of_pieces(const std::vector<std::pair<int, sema::OperandSlice>>& pieces, const sema::Shape& shape, Layout& out,
                       std::string& why);
 
-CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan);
+// With `only_nodes` (indexed by top-level node), only the edges whose
+// producer or consumer is in the set are derived (parameters still live
+// where their first consumer needs them, in the set or not): what choosing
+// one op's device order compares, without deriving the whole plan again.
+// `cost` goes to derive_adapter, with cost.give_up_above a bound on all the
+// edges together: an edge whose every chain costs more than what the edges
+// before it left gets a note instead of an adapter.
+CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, const std::vector<bool>* only_nodes = nullptr,
+                              const AdapterCost& cost = {});
 
 // The pieces of operand k of top-level op `node` that the plan's leaf
 // sub-ops hold, one (device, slice) per device of each leaf; and the

@@ -11,6 +11,7 @@
 // source's order (fit_layout): then one group's collectives do it, e.g. a
 // single reduce-scatter for nnScaler's interleaved order.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -337,16 +338,22 @@ Adapter derive_adapter(const Layout& from_in, const Layout& to_in, const sema::S
     // could serve a block from nearer) no send/recv beats it; a longer chain
     // (e.g. blocks permuted among the devices) may lose to sends of the
     // blocks that move.
-    Adapter in = derive_in_group(from, to, shape, elem_bytes, exhaustive);
-    int moving = 0;
-    for (const AdapterStep& st : in.steps) moving += st.prim != AdapterStep::Chunk && st.prim != AdapterStep::ValueSplit;
-    bool replicated = false;
-    for (const LayoutFactor& f : from.factors) replicated = replicated || f.kind == LayoutFactor::R;
-    if (moving <= 1 && !replicated) return in;
-    Plan p;
-    p.cost = in.cost;
-    p.steps = static_cast<int>(in.steps.size());
-    offer(p);
+    // (Past cm.give_up_above the search may report no chain: then only
+    // the sends are left to try.)
+    try {
+      Adapter in = derive_in_group(from, to, shape, elem_bytes, exhaustive, cm);
+      int moving = 0;
+      for (const AdapterStep& st : in.steps) moving += st.prim != AdapterStep::Chunk && st.prim != AdapterStep::ValueSplit;
+      bool replicated = false;
+      for (const LayoutFactor& f : from.factors) replicated = replicated || f.kind == LayoutFactor::R;
+      if (moving <= 1 && !replicated) return in;
+      Plan p;
+      p.cost = in.cost;
+      p.steps = static_cast<int>(in.steps.size());
+      offer(p);
+    } catch (const std::invalid_argument&) {
+      if (!std::isfinite(cm.give_up_above)) throw;
+    }
   }
   std::vector<int> sa = A, sb = B;
   std::sort(sa.begin(), sa.end());
@@ -359,7 +366,7 @@ Adapter derive_adapter(const Layout& from_in, const Layout& to_in, const sema::S
     Plan p;
     p.kind = Plan::Relabel;
     if (fit_layout(A, want, shape, p.fitted) &&
-        in_group_cost(from.factors, p.fitted.factors, shape, elem_bytes, A.size(), exhaustive, p.cost, p.steps))
+        in_group_cost(from.factors, p.fitted.factors, shape, elem_bytes, A.size(), exhaustive, p.cost, p.steps, cm.give_up_above))
       offer(p);
   }
   std::vector<std::vector<LayoutFactor>> src = variants(from.factors, shape, A.size()), dst = variants(to.factors, shape, B.size());
@@ -372,12 +379,15 @@ Adapter derive_adapter(const Layout& from_in, const Layout& to_in, const sema::S
   std::map<std::string, Side> side_a, side_b;
   auto cost_a = [&](const std::vector<LayoutFactor>& t) -> const Side& {
     auto [it, fresh] = side_a.emplace(layout_key(t), Side{});
-    if (fresh) it->second.ok = in_group_cost(from.factors, t, shape, elem_bytes, A.size(), exhaustive, it->second.cost, it->second.steps);
+    // A part of a chain costs no more than the whole: the bound holds for it.
+    if (fresh)
+      it->second.ok = in_group_cost(from.factors, t, shape, elem_bytes, A.size(), exhaustive, it->second.cost, it->second.steps, cm.give_up_above);
     return it->second;
   };
   auto cost_b = [&](const std::vector<LayoutFactor>& t) -> const Side& {
     auto [it, fresh] = side_b.emplace(layout_key(t), Side{});
-    if (fresh) it->second.ok = in_group_cost(t, to.factors, shape, elem_bytes, B.size(), exhaustive, it->second.cost, it->second.steps);
+    if (fresh)
+      it->second.ok = in_group_cost(t, to.factors, shape, elem_bytes, B.size(), exhaustive, it->second.cost, it->second.steps, cm.give_up_above);
     return it->second;
   };
   auto consider = [&](Plan::Kind kind, const std::vector<LayoutFactor>& t, const std::vector<LayoutFactor>& t2) {
@@ -409,8 +419,10 @@ Adapter derive_adapter(const Layout& from_in, const Layout& to_in, const sema::S
       for (const auto& t2 : dst)
         if (!has_value_parts(t2)) consider(Plan::PieceWise, t, t2);
   if (!found) throw std::invalid_argument("no chain moves " + from.to_string() + " to " + to.to_string());
+  if (best.cost > cm.give_up_above * (1 + 1e-9))
+    throw std::invalid_argument("no chain moves " + from.to_string() + " to " + to.to_string() + " within the cost given");
   switch (best.kind) {
-    case Plan::InGroup: return derive_in_group(from, to, shape, elem_bytes, exhaustive);
+    case Plan::InGroup: return derive_in_group(from, to, shape, elem_bytes, exhaustive, cm);
     case Plan::Relabel: return derive_in_group(from, best.fitted, shape, elem_bytes, exhaustive);
     default: {
       Layout t{A, best.t}, t2{B, best.t2};

@@ -163,3 +163,22 @@ TEST_CASE("the shortcut and the A* bound find chains as cheap as plain Dijkstra"
   CHECK(compared > 1000);
   CHECK(direct > 100);
 }
+
+TEST_CASE("a bound on the cost: chains above it are given up, the cheapest within it still found", "[adapters][auto-order]") {
+  // A divisibility profile no other test searches, so that no chain of this
+  // pair is cached before the bounded searches run.
+  const std::vector<int64_t> shape{16, 4};
+  Layout from = layout(range(0, 8), {{F::R, -1, 2}, {F::V, -1, 4}}), to = layout(range(0, 8), {{F::R, -1, 8}});
+  double optimum = derive_adapter(from, to, shape, 4, /*exhaustive=*/true).cost;
+  AdapterCost below, at;
+  below.give_up_above = optimum * 0.99;
+  at.give_up_above = optimum;
+  CHECK_THROWS_AS(derive_adapter(from, to, shape, 4, false, below), std::invalid_argument);
+  Adapter bounded = derive_adapter(from, to, shape, 4, false, at);
+  CHECK(bounded.cost == Approx(optimum));
+  CHECK(bounded.steps.size() == 3);
+  // The failed bounded search left nothing behind: unbounded, the same chain.
+  Adapter free = derive_adapter(from, to, shape, 4);
+  CHECK(free.cost == Approx(optimum));
+  CHECK(free.steps.size() == 3);
+}

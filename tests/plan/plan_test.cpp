@@ -1,9 +1,11 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <memory>
 #include <unistd.h>
 
+#include "backend/lowering/auto_order.h"
 #include "backend/lowering/comm_plan.h"
 #include "semantics/interpreter.h"
 
@@ -197,4 +199,91 @@ TEST_CASE("every shipped plan evaluates and yields regular layouts", "[plan]") {
       CHECK(edge.note.empty());
     }
   }
+}
+
+TEST_CASE("assign(parts, devices) places parts[i] on devices[i]; order = \"auto\" is recorded, placed as given", "[plan][auto-order]") {
+  for (const char* order : {"", ", order = \"given\"", ", order = \"auto\""}) {
+    INFO("order" << order);
+    Elaborated e(write_temp("assign_list", std::string(kMlp) + "plan p(ngpus) {\n  let parts = trans(select(\"linear#0\")[0], dim = \"batch\", num = 4)\n" +
+                                               "  assign(parts, [3, 1, 2, 0]" + order + ")\n  replicate(unassigned(), 0..ngpus) }\n"),
+                 "", "p", 4);
+    INFO(e.errors());
+    REQUIRE(e.ok);
+    const std::vector<int>& parts = e.plan.subops[e.plan.root_of_node[0]].children;
+    REQUIRE(parts.size() == 4);
+    std::vector<int> devices;
+    for (int s : parts) devices.push_back(e.plan.subops[s].devices.at(0));
+    CHECK(devices == std::vector<int>{3, 1, 2, 0});
+    bool auto_order = std::string(order).find("auto") != std::string::npos;
+    REQUIRE(e.plan.auto_orders.size() == (auto_order ? 1u : 0u));
+    if (auto_order) {
+      CHECK(e.plan.auto_orders[0].subops == parts);
+      CHECK(e.plan.auto_orders[0].devices == std::vector<int>{3, 1, 2, 0});
+      CHECK(e.plan.auto_orders[0].chosen.empty());
+      CHECK(e.plan.auto_orders[0].loc.line == 15);
+    }
+  }
+}
+
+TEST_CASE("auto-order candidates: the digit permutations of the part index, identity first, distinct, capped", "[plan][auto-order]") {
+  CHECK(backend::auto_order_candidates(1) == std::vector<std::vector<int>>{{0}});
+  CHECK(backend::auto_order_candidates(7) == std::vector<std::vector<int>>{{0, 1, 2, 3, 4, 5, 6}});
+  CHECK(backend::auto_order_candidates(4) == std::vector<std::vector<int>>{{0, 1, 2, 3}, {0, 2, 1, 3}});
+  auto eight = backend::auto_order_candidates(8);
+  CHECK(eight.size() == 6);
+  CHECK(eight[0] == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  // nnScaler's order: part i on device 0,4,1,5,2,6,3,7.
+  CHECK(std::find(eight.begin(), eight.end(), std::vector<int>{0, 4, 1, 5, 2, 6, 3, 7}) != eight.end());
+  auto twelve = backend::auto_order_candidates(12);  // digits 2, 2, 3
+  CHECK(twelve.size() == 6);
+  std::vector<int> twos_swapped{0, 1, 2, 6, 7, 8, 3, 4, 5, 9, 10, 11};
+  CHECK(std::find(twelve.begin(), twelve.end(), twos_swapped) != twelve.end());
+  for (const auto& c : twelve) {
+    std::vector<int> sorted = c;
+    std::sort(sorted.begin(), sorted.end());
+    for (int i = 0; i < 12; ++i) CHECK(sorted[i] == i);  // a permutation of the positions
+  }
+  CHECK(backend::auto_order_candidates(1024).size() == backend::kMaxAutoOrderCandidates);
+}
+
+TEST_CASE("derive_communication restricted to some ops gives exactly their edges of the whole derivation", "[plan][comm][auto-order]") {
+  Elaborated e(example("gpt.nns"), "tiny", "hybrid", 4);
+  REQUIRE(e.ok);
+  const sema::Graph& g = e.interp->graph();
+  backend::CommPlan all = backend::derive_communication(g, e.plan);
+  for (size_t node = 0; node < e.plan.root_of_node.size(); ++node) {
+    if (e.plan.root_of_node[node] < 0) continue;
+    std::vector<bool> only(e.plan.root_of_node.size(), false);
+    only[node] = true;
+    std::vector<const backend::CommEdge*> expected;
+    for (const auto& edge : all.edges)
+      if (edge.producer == static_cast<int>(node) || edge.consumer == static_cast<int>(node)) expected.push_back(&edge);
+    backend::CommPlan some = backend::derive_communication(g, e.plan, &only);
+    INFO("node " << g.node(static_cast<int>(node)).name);
+    REQUIRE(some.edges.size() == expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      CHECK(some.edges[i].tensor == expected[i]->tensor);
+      CHECK(some.edges[i].backward == expected[i]->backward);
+      CHECK(some.edges[i].from.to_string() == expected[i]->from.to_string());
+      CHECK(some.edges[i].to.to_string() == expected[i]->to.to_string());
+      CHECK(some.edges[i].adapter.cost == expected[i]->adapter.cost);
+    }
+  }
+}
+
+TEST_CASE("order = \"auto\" chooses nnScaler's order for a V(2) D0(4) -> D0(8) edge", "[plan][auto-order]") {
+  std::string file = std::string(NNS_SOURCE_DIR) + "/tests/plan/plans/auto_order.nns";
+  Elaborated e(file, "small", "auto", 8);
+  REQUIRE(e.ok);
+  REQUIRE(e.plan.auto_orders.size() == 1);
+  backend::choose_auto_orders(e.interp->graph(), e.plan);
+  const sema::AutoOrder& a = e.plan.auto_orders[0];
+  CHECK(a.chosen == std::vector<int>{0, 4, 1, 5, 2, 6, 3, 7});
+  CHECK(a.cost_chosen < a.cost_given);
+  for (size_t i = 0; i < a.subops.size(); ++i) CHECK(e.plan.subops[a.subops[i]].devices == std::vector<int>{a.chosen[i]});
+  CHECK(e.plan.dump(e.interp->graph()).find("order auto: parts of mse#0 on devices 0,4,1,5,2,6,3,7 (adapters ") != std::string::npos);
+  // Chosen already: a second call changes nothing.
+  std::vector<int> before = a.chosen;
+  backend::choose_auto_orders(e.interp->graph(), e.plan);
+  CHECK(e.plan.auto_orders[0].chosen == before);
 }
