@@ -95,7 +95,8 @@ std::vector<std::vector<LayoutFactor>> stride_orders(const std::vector<LayoutFac
 
 // Layouts a transfer may start or end in, near `fs`: each R or V digit kept,
 // turned into a split of a dim it divides (so that no byte crosses twice),
-// or, for V, reduced to R; fewest changes first, at most 512 of them. On
+// or, for V, reduced to R; fewest changes first, at most 512 of them (64
+// past 16 devices, where each costs a search over many more layouts). On
 // small groups also every significance order of their split digits: where
 // the two lists share devices, the order decides how much of its piece a
 // device already holds.
@@ -148,7 +149,7 @@ std::vector<std::vector<LayoutFactor>> variants(const std::vector<LayoutFactor>&
   for (int opt = 1; opt < options; ++opt) first.push_back({0, uniform(opt)});
   by_changes.insert(by_changes.begin(), first.begin(), first.end());
   for (auto& [changed, c] : by_changes) {
-    if (order.size() >= 512) break;
+    if (order.size() >= (devices <= 16 ? 512u : 64u)) break;
     std::vector<LayoutFactor> v = fs;
     size_t rest = c;
     bool ok = true;
@@ -346,7 +347,9 @@ Adapter derive_adapter(const Layout& from_in, const Layout& to_in, const sema::S
       for (const AdapterStep& st : in.steps) moving += st.prim != AdapterStep::Chunk && st.prim != AdapterStep::ValueSplit;
       bool replicated = false;
       for (const LayoutFactor& f : from.factors) replicated = replicated || f.kind == LayoutFactor::R;
-      if (moving <= 1 && !replicated) return in;
+      // Past 16 devices the searches for the sends' layouts cost more than
+      // they save: the collectives' chain stands.
+      if ((moving <= 1 && !replicated) || A.size() > 16) return in;
       Plan p;
       p.cost = in.cost;
       p.steps = static_cast<int>(in.steps.size());
@@ -377,17 +380,19 @@ Adapter derive_adapter(const Layout& from_in, const Layout& to_in, const sema::S
     int steps = 0;
   };
   std::map<std::string, Side> side_a, side_b;
+  // A part of a chain costs no more than the whole, so a side's search may
+  // give up past the cheapest chain found so far (or the caller's bound):
+  // that prunes most of each search. The bound only falls, so a side found
+  // missing under it stays missing.
+  auto bound = [&] { return found ? std::min(best.cost, cm.give_up_above) : cm.give_up_above; };
   auto cost_a = [&](const std::vector<LayoutFactor>& t) -> const Side& {
     auto [it, fresh] = side_a.emplace(layout_key(t), Side{});
-    // A part of a chain costs no more than the whole: the bound holds for it.
-    if (fresh)
-      it->second.ok = in_group_cost(from.factors, t, shape, elem_bytes, A.size(), exhaustive, it->second.cost, it->second.steps, cm.give_up_above);
+    if (fresh) it->second.ok = in_group_cost(from.factors, t, shape, elem_bytes, A.size(), exhaustive, it->second.cost, it->second.steps, bound());
     return it->second;
   };
   auto cost_b = [&](const std::vector<LayoutFactor>& t) -> const Side& {
     auto [it, fresh] = side_b.emplace(layout_key(t), Side{});
-    if (fresh)
-      it->second.ok = in_group_cost(t, to.factors, shape, elem_bytes, B.size(), exhaustive, it->second.cost, it->second.steps, cm.give_up_above);
+    if (fresh) it->second.ok = in_group_cost(t, to.factors, shape, elem_bytes, B.size(), exhaustive, it->second.cost, it->second.steps, bound());
     return it->second;
   };
   auto consider = [&](Plan::Kind kind, const std::vector<LayoutFactor>& t, const std::vector<LayoutFactor>& t2) {
