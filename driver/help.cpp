@@ -94,6 +94,9 @@ STAGE, which is printed instead of the command's usual output):
 environment:
   NNS_STDLIB   folder of the standard library (default: the source tree's stdlib/)
   NO_COLOR     disables coloured diagnostics
+  OMP_WAIT_POLICY  nns sets PASSIVE unless it is set: idle OpenMP threads
+               sleep instead of spinning, so ranks and other processes
+               sharing the cores keep them (ACTIVE spins, as OpenMP's default)
 
 exit codes: 0 ok, 64 usage error, 65 bad input, 70 runtime failure
 )";
