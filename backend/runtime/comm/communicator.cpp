@@ -24,6 +24,8 @@
 #include <sstream>
 
 #include "backend/runtime/comm/reduce_scatter.h"
+#include "backend/runtime/comm/small_allreduce.h"
+#include "backend/runtime/comm/socket_mesh.h"
 #include "backend/runtime/comm/tcp_store.h"
 
 namespace nns::backend {
@@ -91,12 +93,15 @@ struct Communicator::GroupState {
   Group members;
   int index = 0;  // this rank's member index
   std::string name;
+  std::string key;  // kind + name: the group's prefix in the rendezvous store
   std::shared_ptr<gloo::Context> ctx;  // null for a one-member group
   std::mutex op_mu;
   bool broken = false;
   std::string broken_cause;
   uint32_t next_tag = 0;  // same op sequence on all members => same tags
   std::vector<float> scratch;  // reduce_scatter's work blocks, kept for reuse
+  std::unique_ptr<SocketMesh> mesh;  // small allreduces and barriers; null for p2p pairs
+  std::vector<float> copies;         // the members' buffers of a small allreduce
   int size() const { return static_cast<int>(members.size()); }
   int index_of(int global) const {
     auto it = std::lower_bound(members.begin(), members.end(), global);
@@ -174,6 +179,7 @@ Communicator::Communicator(const CommConfig& cfg)
         attr.hostname = name;
       }
     }
+    host_ = attr.hostname;
     try {
       device_ = gloo::transport::tcp::CreateDevice(attr);
     } catch (const std::exception& e) {
@@ -234,6 +240,7 @@ Communicator::GroupState& Communicator::group_state(const Group& requested, cons
   auto gs = std::make_unique<GroupState>();
   gs->members = members;
   gs->name = group_name(members);
+  gs->key = key;
   gs->index = gs->index_of(rank_);
   if (gs->index < 0)
     throw std::invalid_argument("rank " + std::to_string(rank_) + " is not a member of group " + gs->name);
@@ -264,6 +271,10 @@ Communicator::GroupState& Communicator::group_state(const Group& requested, cons
       barrier.setTimeout(t);
       gloo::barrier(barrier);
       gs->ctx = ctx;
+      // Collectives' groups also get the socket mesh of their small
+      // allreduces and barriers, made here so that it obeys the same
+      // creation order; point-to-point pairs never use one.
+      if (kind != "p2p") gs->mesh = std::make_unique<SocketMesh>(prefixed, gs->index, gs->size(), host_, t);
     } catch (const std::exception& e) {
       auto took = std::chrono::duration_cast<Ms>(std::chrono::steady_clock::now() - start);
       throw CommError("nns comm: creating group " + gs->name + " failed on rank " + std::to_string(rank_) +
@@ -302,6 +313,18 @@ void Communicator::allreduce(float* buf, size_t count, const Group& group) {
   if (trace_) trace("allreduce " + std::to_string(count) + " " + group_name(group.empty() ? world() : group));
   GroupState& gs = group_state(group);
   if (gs.size() == 1 || count == 0) return;
+  // Small buffers (a loss, a norm) take the latency path; it sums exactly
+  // as the ring does, so results do not depend on the path.
+  if (direct_allreduce_pays(count, gs.size())) {
+    run("allreduce", gs, [&](Ms t, uint32_t) {
+      const size_t n = static_cast<size_t>(gs.size());
+      if (gs.copies.size() < n * count) gs.copies.resize(n * count);
+      std::memcpy(gs.copies.data() + gs.index * count, buf, count * sizeof(float));
+      gs.mesh->all_gather(buf, gs.copies.data(), count * sizeof(float), t);
+      sum_in_ring_order(gs.copies.data(), buf, count, gs.size());
+    });
+    return;
+  }
   run("allreduce", gs, [&](Ms t, uint32_t tag) {
     gloo::AllreduceOptions opts(gs.ctx);
     opts.setOutput(buf, count);  // no input: in place
@@ -380,11 +403,12 @@ void Communicator::broadcast(float* buf, size_t count, int root, const Group& gr
 void Communicator::barrier(const Group& group) {
   GroupState& gs = group_state(group);
   if (gs.size() == 1) return;
-  run("barrier", gs, [&](Ms t, uint32_t tag) {
-    gloo::BarrierOptions opts(gs.ctx);
-    opts.setTag(tag);
-    opts.setTimeout(t);
-    gloo::barrier(opts);
+  // A one-byte exchange with every member: one round of the mesh instead
+  // of Gloo's barrier (an allreduce of nothing, ring-shaped).
+  run("barrier", gs, [&](Ms t, uint32_t) {
+    char token = 1;
+    std::vector<char> tokens(gs.size());
+    gs.mesh->all_gather(&token, tokens.data(), 1, t);
   });
 }
 

@@ -21,7 +21,8 @@
 // Groups. Every collective runs over a sub-group of ranks given as a sorted
 // list of distinct global ranks that includes this rank ({} or world() means
 // all ranks). The first use of a group creates a Gloo context for it (a full
-// mesh of TCP connections among its members), cached for the Communicator's
+// mesh of TCP connections among its members) and a second mesh of plain
+// sockets for its latency-bound collectives, cached for the Communicator's
 // lifetime. Creation is collective: every member must create the group, and
 // all members must create their new groups in the same order (otherwise
 // two ranks can each wait for the other inside different groups). Call
@@ -43,8 +44,11 @@
 // undefined, so the run must stop. set_timeout() applies to the calls
 // that follow it.
 //
-// Algorithms: Gloo's ring allreduce, ring allgather, pairwise all-to-all,
-// binomial-tree broadcast and barrier. reduce_scatter is our own
+// Algorithms: Gloo's ring allreduce, ring allgather, pairwise all-to-all and
+// binomial-tree broadcast. Small allreduces (up to 256 KiB sent per member)
+// and barriers are latency-bound: they go over a mesh of plain sockets per
+// group, one exchange with every member (small_allreduce.h, socket_mesh.h),
+// and sum bit for bit as the ring does. reduce_scatter is our own
 // (reduce_scatter.h: recursive halving for power-of-two groups, a ring
 // otherwise) over Gloo's transport, because Gloo's
 // ReduceScatterHalvingDoubling reuses buffers with sends still in flight
@@ -77,6 +81,8 @@ class Device;
 }  // namespace gloo
 
 namespace nns::backend {
+
+class SocketMesh;
 
 // A communication failure (timeout, dead peer, rendezvous failure). It is a
 // RuntimeError, so the driver reports it and exits 70.
@@ -198,6 +204,7 @@ class Communicator {
   std::unique_ptr<class TcpStoreServer> server_;  // rank 0 with the TCP store
   std::unique_ptr<gloo::rendezvous::Store> store_;
   std::shared_ptr<gloo::transport::Device> device_;
+  std::string host_;  // the address this rank's transports bind
   mutable std::mutex mu_;         // guards groups_ and timeout_
   std::mutex create_mu_;          // group creation is one at a time (see header)
   std::map<std::string, std::unique_ptr<GroupState>> groups_;
