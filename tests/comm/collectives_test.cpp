@@ -200,8 +200,8 @@ std::vector<float> rough(int rank, size_t n, int salt) {
 }
 
 // What Gloo's ring allreduce makes of the same buffer, on the group's own
-// connections (the path Communicator::allreduce took for every size before
-// small buffers got their own).
+// connections (what Communicator::allreduce called before it went over the
+// socket mesh).
 std::vector<float> gloo_ring(Communicator& c, const Group& g, std::vector<float> buf, uint32_t tag) {
   gloo::AllreduceOptions o(c.gloo_context(g));
   o.setOutput(buf.data(), buf.size());
@@ -212,7 +212,7 @@ std::vector<float> gloo_ring(Communicator& c, const Group& g, std::vector<float>
   return buf;
 }
 
-TEST_CASE("small allreduces sum bit for bit as Gloo's ring", "[comm]") {
+TEST_CASE("allreduces sum bit for bit as Gloo's ring", "[comm]") {
   for (int world : {2, 3, 4, 5}) {
     INFO("world size " << world);
     int rc = launch_local_ranks(world, [](int) {
@@ -221,11 +221,12 @@ TEST_CASE("small allreduces sum bit for bit as Gloo's ring", "[comm]") {
       std::vector<Group> groups = {c->world()};
       if (c->size() >= 4) groups.push_back({1, 2, 3});
       // 16384 floats on 5 ranks send exactly the direct path's limit;
-      // 70000 take the ring on any group (the check then is trivial).
+      // 70000 take the cut path on any group, 3000001 (12 MB) with several
+      // of the ring's 1 MiB segments per member.
       for (const Group& g : groups) {
         if (std::find(g.begin(), g.end(), c->rank()) == g.end()) continue;
         uint32_t tag = 1u << 28;
-        for (size_t count : {1, 2, 3, 7, 10, 64, 1001, 16384, 70000}) {
+        for (size_t count : {1, 2, 3, 7, 10, 64, 1001, 16384, 70000, 3000001}) {
           int salt = static_cast<int>(count % 13);
           auto mine = rough(c->rank(), count, salt);
           auto want = gloo_ring(*c, g, mine, tag++);

@@ -1,11 +1,7 @@
 #include "backend/runtime/comm/communicator.h"
 
-#include <gloo/allgather.h>
-#include <gloo/allreduce.h>
-#include <gloo/alltoall.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
-#include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/prefix_store.h>
@@ -24,7 +20,7 @@
 #include <sstream>
 
 #include "backend/runtime/comm/reduce_scatter.h"
-#include "backend/runtime/comm/small_allreduce.h"
+#include "backend/runtime/comm/mesh_collectives.h"
 #include "backend/runtime/comm/socket_mesh.h"
 #include "backend/runtime/comm/tcp_store.h"
 
@@ -100,8 +96,8 @@ struct Communicator::GroupState {
   std::string broken_cause;
   uint32_t next_tag = 0;  // same op sequence on all members => same tags
   std::vector<float> scratch;  // reduce_scatter's work blocks, kept for reuse
-  std::unique_ptr<SocketMesh> mesh;  // small allreduces and barriers; null for p2p pairs
-  std::vector<float> copies;         // the members' buffers of a small allreduce
+  std::unique_ptr<SocketMesh> mesh;  // the collectives' sockets (mesh_collectives.h); null for p2p pairs
+  std::vector<float> copies;         // the members' values an allreduce sums, kept for reuse
   int size() const { return static_cast<int>(members.size()); }
   int index_of(int global) const {
     auto it = std::lower_bound(members.begin(), members.end(), global);
@@ -313,27 +309,9 @@ void Communicator::allreduce(float* buf, size_t count, const Group& group) {
   if (trace_) trace("allreduce " + std::to_string(count) + " " + group_name(group.empty() ? world() : group));
   GroupState& gs = group_state(group);
   if (gs.size() == 1 || count == 0) return;
-  // Small buffers (a loss, a norm) take the latency path; it sums exactly
-  // as the ring does, so results do not depend on the path.
-  if (direct_allreduce_pays(count, gs.size())) {
-    run("allreduce", gs, [&](Ms t, uint32_t) {
-      const size_t n = static_cast<size_t>(gs.size());
-      if (gs.copies.size() < n * count) gs.copies.resize(n * count);
-      std::memcpy(gs.copies.data() + gs.index * count, buf, count * sizeof(float));
-      gs.mesh->all_gather(buf, gs.copies.data(), count * sizeof(float), t);
-      sum_in_ring_order(gs.copies.data(), buf, count, gs.size());
-    });
-    return;
-  }
-  run("allreduce", gs, [&](Ms t, uint32_t tag) {
-    gloo::AllreduceOptions opts(gs.ctx);
-    opts.setOutput(buf, count);  // no input: in place
-    opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
-    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-    opts.setTag(tag);
-    opts.setTimeout(t);
-    gloo::allreduce(opts);
-  });
+  // Over the mesh (mesh_collectives.h): one or two rounds instead of the
+  // ring's 2(n-1) steps, summed bit for bit as the ring sums.
+  run("allreduce", gs, [&](Ms t, uint32_t) { mesh_allreduce(*gs.mesh, buf, count, gs.copies, t); });
 }
 
 void Communicator::allgather(const float* in, float* out, size_t chunk, const Group& group) {
@@ -343,14 +321,7 @@ void Communicator::allgather(const float* in, float* out, size_t chunk, const Gr
     std::memmove(out, in, chunk * sizeof(float));
     return;
   }
-  run("allgather", gs, [&](Ms t, uint32_t tag) {
-    gloo::AllgatherOptions opts(gs.ctx);
-    opts.setInput(const_cast<float*>(in), chunk);  // Gloo only reads it
-    opts.setOutput(out, chunk * gs.size());
-    opts.setTag(tag);
-    opts.setTimeout(t);
-    gloo::allgather(opts);
-  });
+  run("allgather", gs, [&](Ms t, uint32_t) { mesh_allgather(*gs.mesh, in, out, chunk, t); });
 }
 
 void Communicator::reduce_scatter(const float* in, float* out, size_t chunk, const Group& group) {
@@ -373,14 +344,7 @@ void Communicator::all_to_all(const float* in, float* out, size_t chunk, const G
     std::memmove(out, in, chunk * sizeof(float));
     return;
   }
-  run("all_to_all", gs, [&](Ms t, uint32_t tag) {
-    gloo::AlltoallOptions opts(gs.ctx);
-    opts.setInput(const_cast<float*>(in), chunk * gs.size());
-    opts.setOutput(out, chunk * gs.size());
-    opts.setTag(tag);
-    opts.setTimeout(t);
-    gloo::alltoall(opts);
-  });
+  run("all_to_all", gs, [&](Ms t, uint32_t) { mesh_all_to_all(*gs.mesh, in, out, chunk, t); });
 }
 
 void Communicator::broadcast(float* buf, size_t count, int root, const Group& group) {
@@ -390,6 +354,10 @@ void Communicator::broadcast(float* buf, size_t count, int root, const Group& gr
   if (root_index < 0)
     throw std::invalid_argument("broadcast root " + std::to_string(root) + " is not in group " + gs.name);
   if (gs.size() == 1 || count == 0) return;
+  if (mesh_broadcast_pays(count, gs.size())) {
+    run("broadcast", gs, [&](Ms t, uint32_t) { mesh_broadcast(*gs.mesh, buf, count, root_index, t); });
+    return;
+  }
   run("broadcast", gs, [&](Ms t, uint32_t tag) {
     gloo::BroadcastOptions opts(gs.ctx);
     opts.setOutput(buf, count);  // root sends from it, others receive into it

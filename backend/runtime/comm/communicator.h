@@ -22,8 +22,8 @@
 // list of distinct global ranks that includes this rank ({} or world() means
 // all ranks). The first use of a group creates a Gloo context for it (a full
 // mesh of TCP connections among its members) and a second mesh of plain
-// sockets for its latency-bound collectives, cached for the Communicator's
-// lifetime. Creation is collective: every member must create the group, and
+// sockets for its collectives (none for a point-to-point pair), cached for
+// the Communicator's lifetime. Creation is collective: every member must create the group, and
 // all members must create their new groups in the same order (otherwise
 // two ranks can each wait for the other inside different groups). Call
 // create_group() up front to make that order explicit. Point-to-point
@@ -44,15 +44,17 @@
 // undefined, so the run must stop. set_timeout() applies to the calls
 // that follow it.
 //
-// Algorithms: Gloo's ring allreduce, ring allgather, pairwise all-to-all and
-// binomial-tree broadcast. Small allreduces (up to 256 KiB sent per member)
-// and barriers are latency-bound: they go over a mesh of plain sockets per
-// group, one exchange with every member (small_allreduce.h, socket_mesh.h),
-// and sum bit for bit as the ring does. reduce_scatter is our own
-// (reduce_scatter.h: recursive halving for power-of-two groups, a ring
-// otherwise) over Gloo's transport, because Gloo's
-// ReduceScatterHalvingDoubling reuses buffers with sends still in flight
-// (wrong sums with 3 ranks in our tests).
+// Algorithms: allreduce, allgather, all-to-all, barrier and small
+// broadcasts go over a second mesh of plain sockets per group, one or two
+// rounds of messages all in flight at once, sent and received by the
+// calling thread (socket_mesh.h, mesh_collectives.h): Gloo's ring takes
+// 2(n-1) dependent steps, each a round trip through both processes' Gloo
+// event-loop threads. Allreduce sums bit for bit as Gloo's ring allreduce
+// does. Larger broadcasts use Gloo's binomial tree, send/recv Gloo's
+// unbound buffers. reduce_scatter is our own (reduce_scatter.h: recursive
+// halving for power-of-two groups, a ring otherwise) over Gloo's
+// transport, because Gloo's ReduceScatterHalvingDoubling reuses buffers
+// with sends still in flight (wrong sums with 3 ranks in our tests).
 //
 // Lifetime: rank 0's Communicator serves the rendezvous store, so it must
 // stay alive while other ranks may still create groups.

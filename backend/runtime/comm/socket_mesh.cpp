@@ -134,17 +134,11 @@ int connect_to(const std::string& address, const Deadline& deadline, const std::
   return fd.release();
 }
 
-// What precedes each exchange's payload on every connection.
-struct Header {
-  uint64_t seq;
-  uint64_t bytes;
-};
-
 // The part of [header, payload] from byte `done` on, as iovecs.
-int remaining_iov(Header* h, void* payload, size_t bytes, size_t done, iovec* iov) {
+int remaining_iov(void* h, size_t h_bytes, void* payload, size_t bytes, size_t done, iovec* iov) {
   int k = 0;
-  if (done < sizeof(Header)) iov[k++] = {reinterpret_cast<char*>(h) + done, sizeof(Header) - done};
-  size_t in_payload = done > sizeof(Header) ? done - sizeof(Header) : 0;
+  if (done < h_bytes) iov[k++] = {static_cast<char*>(h) + done, h_bytes - done};
+  size_t in_payload = done > h_bytes ? done - h_bytes : 0;
   if (in_payload < bytes) iov[k++] = {static_cast<char*>(payload) + in_payload, bytes - in_payload};
   return k;
 }
@@ -152,7 +146,7 @@ int remaining_iov(Header* h, void* payload, size_t bytes, size_t done, iovec* io
 }  // namespace
 
 SocketMesh::SocketMesh(gloo::rendezvous::Store& store, int index, int n, const std::string& host, Ms timeout)
-    : index_(index), n_(n), fds_(n, -1) {
+    : index_(index), n_(n), fds_(n, -1), sent_seq_(n, 0), recv_seq_(n, 0) {
   const Deadline deadline(timeout);
   std::string address;
   FdGuard listener{listen_on(host, n, address)};
@@ -193,57 +187,83 @@ SocketMesh::~SocketMesh() {
 // Sends to and receives from every peer at once: whatever a socket takes
 // now is written, whatever has arrived is read, and poll() sleeps until
 // one of them can go on. No ordering among peers, so no two members can
-// wait for each other however large the payload.
-void SocketMesh::all_gather(const void* mine, void* copies, size_t bytes, Ms timeout) {
+// wait for each other however large the messages.
+void SocketMesh::exchange(const std::vector<Out>& to, const std::vector<In>& from, Ms timeout) {
   const Deadline deadline(timeout);
-  Header out{seq_++, bytes};
-  const size_t total = sizeof(Header) + bytes;
-  std::vector<Header> in(n_);
-  std::vector<size_t> sent(n_, 0), got(n_, 0);
+  std::vector<Header> out(n_), in(n_);
+  std::vector<size_t> sent(n_, 0), got(n_, 0), send_total(n_, 0), recv_total(n_, 0);
+  for (int p = 0; p < n_; ++p) {
+    if (p == index_) continue;
+    if (to[p].set) out[p] = {sent_seq_[p]++, to[p].bytes}, send_total[p] = sizeof(Header) + to[p].bytes;
+    if (from[p].set) recv_total[p] = sizeof(Header) + from[p].bytes;
+  }
   std::vector<char> readable(n_, 0);
-  sent[index_] = got[index_] = total;
-  auto payload_of = [&](int p) { return static_cast<char*>(copies) + size_t(p) * bytes; };
   std::vector<pollfd> waits;
   std::vector<int> who;  // who[k]: the member of waits[k]
   for (;;) {
     for (int p = 0; p < n_; ++p) {
-      iovec iov[2];
-      if (sent[p] < total) {
-        msghdr m{};
-        m.msg_iov = iov;
-        m.msg_iovlen = remaining_iov(&out, const_cast<void*>(mine), bytes, sent[p], iov);
-        ssize_t r = ::sendmsg(fds_[p], &m, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (r > 0) sent[p] += static_cast<size_t>(r);
-        else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) fail_errno("sending to member " + std::to_string(p));
-      }
-      if (got[p] < total && readable[p]) {
+      if (sent[p] < send_total[p]) sent[p] += send_some(p, out[p], to[p], sent[p]);
+      if (got[p] < recv_total[p] && readable[p]) {
         readable[p] = 0;
-        msghdr m{};
-        m.msg_iov = iov;
-        m.msg_iovlen = remaining_iov(&in[p], payload_of(p), bytes, got[p], iov);
-        ssize_t r = ::recvmsg(fds_[p], &m, MSG_DONTWAIT);
-        if (r == 0) fail("member " + std::to_string(p) + " closed its connection");
-        if (r > 0) got[p] += static_cast<size_t>(r);
-        else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) fail_errno("receiving from member " + std::to_string(p));
-        if (got[p] >= sizeof(Header) && (in[p].seq != out.seq || in[p].bytes != bytes))
-          fail("member " + std::to_string(p) + " is in exchange " + std::to_string(in[p].seq) + " of " +
-               std::to_string(in[p].bytes) + " bytes, this member in exchange " + std::to_string(out.seq) + " of " +
-               std::to_string(bytes) + " bytes (the members issued different collectives)");
+        got[p] += receive_some(p, in[p], from[p], got[p]);
+        if (got[p] >= sizeof(Header)) check_header(p, in[p], from[p].bytes);
       }
     }
     waits.clear();
     who.clear();
     for (int p = 0; p < n_; ++p) {
-      short ev = (sent[p] < total ? POLLOUT : 0) | (got[p] < total ? POLLIN : 0);
+      short ev = (sent[p] < send_total[p] ? POLLOUT : 0) | (got[p] < recv_total[p] ? POLLIN : 0);
       if (ev) waits.push_back({fds_[p], ev, 0}), who.push_back(p);
     }
-    if (waits.empty()) return;
+    if (waits.empty()) break;
     int rc = ::poll(waits.data(), waits.size(), static_cast<int>(deadline.left().count()));
     if (rc < 0 && errno != EINTR) fail_errno("poll");
     if (rc == 0 && deadline.expired()) fail("timed out waiting for the other members");
     for (size_t k = 0; k < waits.size(); ++k)
       if (waits[k].revents & (POLLIN | POLLHUP | POLLERR)) readable[who[k]] = 1;
   }
+  for (int p = 0; p < n_; ++p)
+    if (p != index_ && from[p].set) ++recv_seq_[p];
+}
+
+// Writes what the socket to p takes now of [header, message] from byte
+// `done` on; returns the bytes written (0 when the socket is full).
+size_t SocketMesh::send_some(int p, Header& h, const Out& msg, size_t done) {
+  iovec iov[2];
+  msghdr m{};
+  m.msg_iov = iov;
+  m.msg_iovlen = remaining_iov(&h, sizeof h, const_cast<void*>(msg.data), msg.bytes, done, iov);
+  ssize_t r = ::sendmsg(fds_[p], &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (r >= 0) return static_cast<size_t>(r);
+  if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) fail_errno("sending to member " + std::to_string(p));
+  return 0;
+}
+
+// Reads what has arrived from p of [header, message]; returns the bytes.
+size_t SocketMesh::receive_some(int p, Header& h, const In& msg, size_t done) {
+  iovec iov[2];
+  msghdr m{};
+  m.msg_iov = iov;
+  m.msg_iovlen = remaining_iov(&h, sizeof h, msg.data, msg.bytes, done, iov);
+  ssize_t r = ::recvmsg(fds_[p], &m, MSG_DONTWAIT);
+  if (r == 0) fail("member " + std::to_string(p) + " closed its connection");
+  if (r > 0) return static_cast<size_t>(r);
+  if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) fail_errno("receiving from member " + std::to_string(p));
+  return 0;
+}
+
+void SocketMesh::check_header(int p, const Header& h, size_t bytes) {
+  if (h.seq == recv_seq_[p] && h.bytes == bytes) return;
+  fail("member " + std::to_string(p) + " sent message " + std::to_string(h.seq) + " of " + std::to_string(h.bytes) +
+       " bytes where this member expects message " + std::to_string(recv_seq_[p]) + " of " + std::to_string(bytes) +
+       " bytes (the members issued different collectives)");
+}
+
+void SocketMesh::all_gather(const void* mine, void* copies, size_t bytes, Ms timeout) {
+  std::vector<Out> to(n_, Out{mine, bytes, true});
+  std::vector<In> from(n_);
+  for (int p = 0; p < n_; ++p) from[p] = In{static_cast<char*>(copies) + size_t(p) * bytes, bytes, true};
+  exchange(to, from, timeout);
 }
 
 }  // namespace nns::backend
