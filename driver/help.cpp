@@ -56,7 +56,8 @@ commands:
       derives, after the Z3 checker has proved the plan legal (--device-memory
       and --check-timeout as for check); --plan-gpus K evaluates P for K devices and runs N/K replicas
       of it (default K = N); with --plan, --save DIR writes per-rank shards
-      (see ckpt merge) and --resume/--init read a single-device file.
+      (see ckpt merge), --resume/--init read a single-device file, and
+      --data and --dump-grads work as on one device.
       --reference uses the plain reference kernels; --save writes
       a checkpoint (weights, optimizer state, step) after the last step,
       --resume continues one bit-identically; --dump-grads writes step 1's
