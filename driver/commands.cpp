@@ -117,8 +117,6 @@ int cmd_run(const Args& a) {
   if (!a.threads.empty() && (!parse_int(a.threads, threads) || threads < 1)) return usage_error("--threads must be a positive integer");
   PipelineOptions o;
   if (int rc = pipeline_options(a, /*check=*/false, Stage::Run, o); rc != kExitOk) return rc;
-  if (!a.plan.empty() && (!a.data.empty() || !a.dump_grads.empty()))
-    return usage_error("--plan trains on synthetic data for now: --data and --dump-grads work without --plan only");
   o.steps = steps;
   o.run.seed = static_cast<uint64_t>(seed);
   o.run.threads = static_cast<int>(threads);

@@ -59,7 +59,8 @@ commands:
       derives, after the Z3 checker has proved the plan legal (--device-memory
       and --check-timeout as for check); --plan-gpus K evaluates P for K devices and runs N/K replicas
       of it (default K = N); with --plan, --save DIR writes per-rank shards
-      (see ckpt merge) and --resume/--init read a single-device file.
+      (see ckpt merge), --resume/--init read a single-device file, and
+      --data and --dump-grads work as on one device.
       --reference uses the plain reference kernels; --save writes
       a checkpoint (weights, optimizer state, step) after the last step,
       --resume continues one bit-identically; --dump-grads writes step 1's
@@ -97,6 +98,9 @@ STAGE, which is printed instead of the command's usual output):
 environment:
   NNS_STDLIB   folder of the standard library (default: the source tree's stdlib/)
   NO_COLOR     disables coloured diagnostics
+  OMP_WAIT_POLICY  nns sets PASSIVE unless it is set: idle OpenMP threads
+               sleep instead of spinning, so ranks and other processes
+               sharing the cores keep them (ACTIVE spins, as OpenMP's default)
 
 exit codes: 0 ok, 64 usage error, 65 bad input, 70 runtime failure
 )";

@@ -9,9 +9,13 @@
 #include "driver/args.h"
 #include "driver/commands.h"
 #include "driver/help.h"
+#include "driver/openmp_env.h"
 
 int main(int argc, char** argv) {
   using namespace nns::driver;
+  // Before anything else: it may run nns again with the OpenMP settings
+  // libgomp must find at start-up (driver/openmp_env.h).
+  apply_openmp_defaults(argv);
   Args a;
   std::string err;
   if (!parse_args(argc, argv, a, err)) return usage_error(err);

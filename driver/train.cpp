@@ -30,7 +30,7 @@ std::unique_ptr<backend::PlanTrainer> make_plan_trainer(Pipeline& p, const Pipel
                                                         backend::Communicator* comm) {
   int rank = comm ? comm->rank() : 0;
   return std::make_unique<backend::PlanTrainer>(p.graph(), lower_with_bodies(*p.interp, p.graph(), p.plan, p.comm, p.spec, o.topo, rank), p.spec,
-                                                backend, comm, o.run.seed);
+                                                backend, comm, o.run.seed, backend::data_file(o.run.data, p.spec));
 }
 
 // Rank 0's first line: what trains where.
@@ -89,6 +89,13 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
     lo.peak_label = "peak piece memory";
     lo.peak_of_rank0 = true;
     backend::PlanTrainer* t = ps.get();
+    // The full gradients are assembled from every rank's pieces (the
+    // loop calls this on every rank: lo.collective); rank 0 writes them.
+    if (!r.dump_grads.empty())
+      lo.dump_gradients = [t, &r, &p, rank] {
+        auto grads = t->last_gradients();
+        if (rank == 0) backend::write_gradients(r.dump_grads, p.graph(), grads, t->steps_done());
+      };
     if (!r.save.empty())
       lo.save = [t, &r] {
         t->save_shards(r.save);

@@ -53,7 +53,8 @@ void copy_region(const float* src, const Piece& sp, float* dst, const Piece& dp,
   }
 }
 
-PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema::TrainSpec& s, Backend& b, Communicator* c, uint64_t sd)
+PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema::TrainSpec& s, Backend& b, Communicator* c, uint64_t sd,
+                           const std::string& data_path)
     : g(graph), lowered(std::move(lp)), P(lowered.programs.at(0)), spec(s), be(b), comm(c), seed(sd) {
   world = comm ? comm->size() : 1;
   if (world != lowered.ranks())
@@ -80,6 +81,18 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
     peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
     for (int q : peers) comm->connect_peer(q);
   }
+  // A data file is read whole by every rank, as one device reads it; each
+  // LoadInput then cuts this rank's piece out of its micro-batch.
+  if (!data_path.empty()) {
+    std::vector<int> inputs = g.inputs();
+    std::vector<std::vector<uint8_t>> data = read_input_data(data_path, g, inputs);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (sema::dtype_bytes(g.tensor(inputs[i]).dtype) != 4)
+        throw RuntimeError(data_path + ": input '" + g.tensor(inputs[i]).name + "' is " + sema::dtype_name(g.tensor(inputs[i]).dtype) +
+                           "; a plan's inputs are 4-byte (f32 or i32)");
+      data_[inputs[i]] = std::move(data[i]);
+    }
+  }
   // Parameters: every rank computes the full initial values (a pure
   // function of seed and name) and keeps its piece.
   for (const ParamSlot& slot : P.params) {
@@ -95,6 +108,44 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
     }
     opt.push_back(std::move(slots));
   }
+}
+
+// Micro-batch `index` of the run's data stream, numbered as one device
+// numbers its micro-batches (replicas interleave), so that every plan and
+// the single-device run see the same samples in the same steps.
+void PlanExecutor::load_input(const PInstr& in) {
+  int t = P.buffers[static_cast<size_t>(in.b)].tensor;
+  const sema::TensorInfo& info = g.tensor(t);
+  int64_t mbs = spec.micro_batches, replicas = lowered.replicas;
+  int64_t index = ((step - 1) * mbs + in.mb) * replicas + P.replica;
+  if (!data_.empty()) {
+    set_buf(in.b, file_input_piece(t, index, piece(in.b)));
+    return;
+  }
+  // Synthetic data is a fixed set of micro-batches: each piece is
+  // generated once and reused every step.
+  auto key = std::make_pair(in.b, index % (mbs * replicas));
+  auto hit = input_cache_.find(key);
+  if (hit == input_cache_.end()) {
+    std::vector<float> full(static_cast<size_t>(sema::numel(info.shape)));
+    fill_init(info.init, data_key(spec.data.seed, info.name, key.second), info.dtype, full.data(), sema::numel(info.shape));
+    hit = input_cache_.emplace(key, extract(full, full_piece(info.shape), piece(in.b), 1.f)).first;
+  }
+  set_buf(in.b, hit->second);
+}
+
+// The piece `want` of input t's micro-batch `index` in the data file: the
+// file walks through its micro-batches in order and starts again after the
+// last, as the single-device Trainer does. Raw 4-byte copies (i32 token ids
+// travel in float slots unchanged).
+std::vector<float> PlanExecutor::file_input_piece(int t, int64_t index, const Piece& want) const {
+  const sema::TensorInfo& info = g.tensor(t);
+  const std::vector<uint8_t>& file = data_.at(t);
+  const size_t bytes = static_cast<size_t>(sema::numel(info.shape)) * 4;
+  const size_t offset = static_cast<size_t>(index) % (file.size() / bytes) * bytes;
+  std::vector<float> out(static_cast<size_t>(want.numel()));
+  copy_region(reinterpret_cast<const float*>(file.data() + offset), full_piece(info.shape), out.data(), want, want.start, want.length, false, 1.f);
+  return out;
 }
 
 struct PlanExecutor::InFlight {
@@ -217,23 +268,9 @@ void PlanExecutor::exec(const PInstr& in) {
       std::fill(b.begin(), b.end(), 1.f);
       return;
     }
-    case PInstr::LoadInput: {
-      int t = P.buffers[static_cast<size_t>(in.b)].tensor;
-      const sema::TensorInfo& info = g.tensor(t);
-      int64_t mbs = spec.micro_batches, replicas = lowered.replicas;
-      int64_t index = ((step - 1) * mbs + in.mb) * replicas + P.replica;
-      // Synthetic data is a fixed set of micro-batches: each piece is
-      // generated once and reused every step.
-      auto key = std::make_pair(in.b, index % (mbs * replicas));
-      auto hit = input_cache_.find(key);
-      if (hit == input_cache_.end()) {
-        std::vector<float> full(static_cast<size_t>(sema::numel(info.shape)));
-        fill_init(info.init, data_key(spec.data.seed, info.name, key.second), info.dtype, full.data(), sema::numel(info.shape));
-        hit = input_cache_.emplace(key, extract(full, full_piece(info.shape), piece(in.b), 1.f)).first;
-      }
-      set_buf(in.b, hit->second);
+    case PInstr::LoadInput:
+      load_input(in);
       return;
-    }
     case PInstr::Extract:
       set_buf(in.b, extract(bufs[static_cast<size_t>(in.a)], piece(in.a), piece(in.b), in.scale));
       return;

@@ -48,7 +48,9 @@ struct PlanExecutor {
   int64_t step = 0;
   double loss = 0, grad_norm = 0, lr = 0;
 
-  PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema::TrainSpec& s, Backend& b, Communicator* c, uint64_t sd);
+  // `data_path`: the data file (trainer.h's data_file), "" for synthetic inputs.
+  PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema::TrainSpec& s, Backend& b, Communicator* c, uint64_t sd,
+               const std::string& data_path = "");
   void run_step(int64_t step_number);  // every instruction of the program, once
 
   const std::vector<int>& group(const PInstr& in) const { return lowered.groups[static_cast<size_t>(in.group)]; }
@@ -68,11 +70,14 @@ struct PlanExecutor {
   void run_local(int n);
   void track(int64_t delta);
   void finish_transfers();
+  void load_input(const PInstr& in);
+  std::vector<float> file_input_piece(int t, int64_t index, const Piece& want) const;
 
   // Point-to-point transfers in flight (pipelined programs post them
   // early and wait late): receives until their Wait, sends until the
   // step ends (a freed buffer with a send in flight is kept until then).
   std::map<std::pair<int, int64_t>, std::vector<float>> input_cache_;  // (input buffer, data index) -> its piece
+  std::map<int, std::vector<uint8_t>> data_;  // input tensor -> the data file's bytes (empty: synthetic data)
   struct InFlight;
   std::map<int, std::shared_ptr<InFlight>> recv_pending_;
   std::map<int, std::vector<std::shared_ptr<InFlight>>> send_pending_;

@@ -12,8 +12,8 @@
 namespace nns::backend {
 
 PlanTrainer::PlanTrainer(const sema::Graph& g, LoweredPlan lowered, const sema::TrainSpec& spec, Backend& backend, Communicator* comm,
-                         uint64_t seed)
-    : x_(std::make_unique<PlanExecutor>(g, std::move(lowered), spec, backend, comm, seed)) {
+                         uint64_t seed, const std::string& data_path)
+    : x_(std::make_unique<PlanExecutor>(g, std::move(lowered), spec, backend, comm, seed, data_path)) {
   std::vector<int> inputs = g.inputs();
   if (!inputs.empty()) {
     const sema::TensorInfo& first = g.tensor(inputs[0]);

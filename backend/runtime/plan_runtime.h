@@ -35,8 +35,10 @@ class PlanTrainer : public TrainSession {
  public:
   // `g`: the forward graph the plan was lowered from; `lowered`: the plan
   // lowered for this rank (lower_plan with only_rank = the communicator's
-  // rank, sub-ops elaborated); `comm`: the N ranks, null for one rank.
-  PlanTrainer(const sema::Graph& g, LoweredPlan lowered, const sema::TrainSpec& spec, Backend& backend, Communicator* comm, uint64_t seed);
+  // rank, sub-ops elaborated); `comm`: the N ranks, null for one rank;
+  // `data_path`: the data file (trainer.h's data_file), "" for synthetic data.
+  PlanTrainer(const sema::Graph& g, LoweredPlan lowered, const sema::TrainSpec& spec, Backend& backend, Communicator* comm, uint64_t seed,
+              const std::string& data_path = "");
   ~PlanTrainer() override;
 
   StepStats step() override;

@@ -145,7 +145,7 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
     if (s == start) first_loss = st.loss;
     last_loss = st.loss;
     if (s > start) total += st.seconds;  // the first step includes one-off setup (primitive creation)
-    if (st.step == 1 && rank0 && o.dump_gradients) o.dump_gradients();
+    if (st.step == 1 && (rank0 || o.collective) && o.dump_gradients) o.dump_gradients();
     TensorMap grads, weights;
     if (o.verify && (o.collective || verifier)) {
       grads = session.last_gradients();

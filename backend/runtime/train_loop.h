@@ -108,8 +108,9 @@ struct LoopOptions {
   int rank = 0;                // only rank 0 prints
   int64_t steps = 0;           // the run ends after this step (the train block's, or --steps)
   std::string banner;          // printed by rank 0 before the first step
-  // The session's parameters()/last_gradients() and `save` are collective:
-  // every rank calls them (a partitioned plan); otherwise rank 0 alone does.
+  // The session's parameters()/last_gradients(), `save` and `dump_gradients`
+  // are collective: every rank calls them (a partitioned plan); otherwise
+  // rank 0 alone does.
   bool collective = false;
   // --verify: rank 0 compares each step with `reference`, one device
   // running `reference_micro_batches` micro-batches.
@@ -121,7 +122,7 @@ struct LoopOptions {
   // The summary's memory figure: "<peak_label> 12.0 MiB", " (rank 0)" added when peak_of_rank0.
   std::string peak_label = "peak memory";
   bool peak_of_rank0 = false;
-  std::function<void()> dump_gradients;  // after step 1, on rank 0 (--dump-grads)
+  std::function<void()> dump_gradients;  // after step 1, on rank 0 or, when collective, every rank (--dump-grads)
   std::function<std::string()> save;     // after the last step (--save); returns the line rank 0 prints
   std::FILE* out = stdout;
 };

@@ -121,23 +121,7 @@ Trainer::Trainer(const sema::Graph& g, const sema::TrainingGraphInfo& info, cons
     counts_tokens_ = first.dtype == sema::DType::I32 && first.shape.size() >= 2;
     samples_per_step_ = (counts_tokens_ ? sema::numel(first.shape) : first.shape[0]) * spec_.micro_batches * world_;
   }
-  std::string data_path = !opts_.data_path.empty() ? opts_.data_path : (spec_.data.kind == "safetensors" ? spec_.data.path : "");
-  if (!data_path.empty()) {
-    SafetensorsFile f = read_safetensors(data_path);
-    for (int in : inputs) {
-      const sema::TensorInfo& t = g_.tensor(in);
-      const StTensor* st = f.find(t.name);
-      if (!st) throw RuntimeError(data_path + ": no tensor '" + t.name + "' for input '" + t.name + "'");
-      if (st->dtype != st_dtype(t.dtype))
-        throw RuntimeError(data_path + ": tensor '" + t.name + "' is " + st->dtype + " but the input is " + st_dtype(t.dtype));
-      bool ok = st->shape.size() == t.shape.size() && !st->shape.empty() && st->shape[0] % t.shape[0] == 0;
-      for (size_t d = 1; ok && d < t.shape.size(); ++d) ok = st->shape[d] == t.shape[d];
-      if (!ok)
-        throw RuntimeError(data_path + ": tensor '" + t.name + "' has shape " + sema::shape_to_string(st->shape) +
-                           "; expected [k*" + std::to_string(t.shape[0]) + ", ...] with the input's trailing dims " + sema::shape_to_string(t.shape));
-      data_.push_back(st->data);
-    }
-  }
+  if (std::string path = data_file(opts_.data_path, spec_); !path.empty()) data_ = read_input_data(path, g_, inputs);
   if (!opts_.init_path.empty()) load_weights(opts_.init_path, false);
   if (!opts_.resume_path.empty()) load_weights(opts_.resume_path, true);
 }
@@ -382,12 +366,38 @@ void Trainer::save_checkpoint(const std::string& path) const {
                            {{"format", "nns-checkpoint-1"}, {"step", std::to_string(step_)}, {"optimizer", spec_.optimizer.kind}});
 }
 
-void Trainer::save_gradients(const std::string& path) const {
+void Trainer::save_gradients(const std::string& path) const { write_gradients(path, g_, last_gradients(), step_); }
+
+void write_gradients(const std::string& path, const sema::Graph& g, const std::map<std::string, std::vector<float>>& grads, int64_t step) {
   std::vector<StTensor> tensors;
   std::map<std::string, sema::Shape> shapes;
-  for (int p : g_.params()) shapes[g_.tensor(p).name] = g_.tensor(p).shape;
-  for (auto& [name, values] : last_gradients()) tensors.push_back(to_st(name, shapes[name], values));
-  write_safetensors_atomic(path, tensors, {{"format", "nns-gradients-1"}, {"step", std::to_string(step_)}});
+  for (int p : g.params()) shapes[g.tensor(p).name] = g.tensor(p).shape;
+  for (auto& [name, values] : grads) tensors.push_back(to_st(name, shapes[name], values));
+  write_safetensors_atomic(path, tensors, {{"format", "nns-gradients-1"}, {"step", std::to_string(step)}});
+}
+
+std::string data_file(const std::string& data_flag, const sema::TrainSpec& spec) {
+  if (!data_flag.empty()) return data_flag;
+  return spec.data.kind == "safetensors" ? spec.data.path : "";
+}
+
+std::vector<std::vector<uint8_t>> read_input_data(const std::string& path, const sema::Graph& g, const std::vector<int>& inputs) {
+  SafetensorsFile f = read_safetensors(path);
+  std::vector<std::vector<uint8_t>> data;
+  for (int in : inputs) {
+    const sema::TensorInfo& t = g.tensor(in);
+    const StTensor* st = f.find(t.name);
+    if (!st) throw RuntimeError(path + ": no tensor '" + t.name + "' for input '" + t.name + "'");
+    if (st->dtype != st_dtype(t.dtype))
+      throw RuntimeError(path + ": tensor '" + t.name + "' is " + st->dtype + " but the input is " + st_dtype(t.dtype));
+    bool ok = st->shape.size() == t.shape.size() && !st->shape.empty() && st->shape[0] % t.shape[0] == 0;
+    for (size_t d = 1; ok && d < t.shape.size(); ++d) ok = st->shape[d] == t.shape[d];
+    if (!ok)
+      throw RuntimeError(path + ": tensor '" + t.name + "' has shape " + sema::shape_to_string(st->shape) + "; expected [k*" +
+                         std::to_string(t.shape[0]) + ", ...] with the input's trailing dims " + sema::shape_to_string(t.shape));
+    data.push_back(st->data);
+  }
+  return data;
 }
 
 // Weights (and, for a checkpoint, optimizer state and step) from a file;

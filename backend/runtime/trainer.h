@@ -29,6 +29,21 @@ uint64_t init_key(uint64_t seed, const std::string& name);
 uint64_t data_key(int64_t data_seed, const std::string& name, int64_t index);
 void fill_init(const sema::InitSpec& init, uint64_t key, sema::DType dtype, void* data, int64_t n);
 
+// The data file a run reads: --data if given, else the train block's
+// safetensors source; "" for synthetic data.
+std::string data_file(const std::string& data_flag, const sema::TrainSpec& spec);
+
+// Each of `inputs`' tensor from the data file at `path`, raw bytes in the
+// order of `inputs`: a tensor named like the input, of its dtype, of shape
+// [k*B, trailing dims...] for the input's [B, trailing dims...] (k
+// micro-batches, walked through in order). Throws RuntimeError naming the
+// tensor on any mismatch.
+std::vector<std::vector<uint8_t>> read_input_data(const std::string& path, const sema::Graph& g, const std::vector<int>& inputs);
+
+// Writes a gradient file (--dump-grads): every tensor of `grads` with its
+// parameter's shape in `g`, format nns-gradients-1, the step in the metadata.
+void write_gradients(const std::string& path, const sema::Graph& g, const std::map<std::string, std::vector<float>>& grads, int64_t step);
+
 struct TrainOptions {
   // Data-parallel replicas: with a communicator of N ranks, each rank trains
   // on its own micro-batches and gradients are averaged over the ranks

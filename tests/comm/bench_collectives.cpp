@@ -3,6 +3,12 @@
 // same connections (the group's own gloo::Context), in the same run.
 //
 //   bench_collectives [--ranks 2,4] [--sizes 1,4,16,64] [--reps N]
+//   bench_collectives --latency [--ranks 2,4] [--bytes 8] [--reps N]
+//
+// --latency: the median time of one small allreduce (default 8 bytes, two
+// floats; --reps calls, default 2000, after 100 warm-up calls), ours and
+// raw Gloo ring, calls back to back with no barrier between them, each
+// timed on rank 0. What a step pays for a loss or a norm all-reduced.
 //
 // Sizes are MiB of the full buffer: the allreduce buffer, the allgather
 // output, the reduce_scatter input. Ours and raw alternate rep by rep so
@@ -51,6 +57,12 @@ std::vector<int> parse_list(const char* s) {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+double timed_call(const std::function<void()>& fn) {
+  auto t0 = std::chrono::steady_clock::now();
+  fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // Times fn on rank 0 after a barrier, so every rank starts together.
@@ -134,20 +146,74 @@ int bench_rank(const std::vector<int>& sizes_mib, int reps_override) {
   return 0;
 }
 
+// Median seconds of one call of fn on rank 0, calls back to back.
+double call_latency(Communicator& c, int reps, const std::function<void()>& fn) {
+  for (int i = 0; i < 100; ++i) fn();  // warm-up: connections, caches
+  c.barrier();
+  std::vector<double> t(reps);
+  for (int i = 0; i < reps; ++i) t[i] = timed_call(fn);
+  return median(t);
+}
+
+int latency_rank(size_t bytes, int reps) {
+  auto cfg = CommConfig::from_env();
+  cfg.timeout = std::chrono::seconds(300);
+  Communicator c(cfg);
+  auto ctx = c.gloo_context(c.world());
+  auto sum = static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>);
+  const size_t count = std::max<size_t>(1, bytes / sizeof(float));
+  std::vector<float> a(count, 1.0f), b(count, 1.0f);
+  uint32_t raw_tag = 1u << 30;
+  double ours = call_latency(c, reps, [&] { c.allreduce(a.data(), count); });
+  double raw = call_latency(c, reps, [&] {
+    gloo::AllreduceOptions o(ctx);
+    o.setOutput(b.data(), count);
+    o.setReduceFunction(sum);
+    o.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+    o.setTag(raw_tag++);
+    gloo::allreduce(o);
+  });
+  if (c.rank() == 0) {
+    std::printf("%5d  allreduce %6zu B  %9.1f us  %9.1f us\n", c.size(), count * sizeof(float), ours * 1e6, raw * 1e6);
+    std::fflush(stdout);
+  }
+  c.barrier();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<int> ranks = {2, 4}, sizes = {1, 4, 16, 64};
   int reps = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  size_t bytes = 8;
+  bool latency = false;
+  for (int i = 1; i < argc; i += 2) {
     std::string k = argv[i];
+    if (k == "--latency") {
+      latency = true;
+      --i;  // no value
+      continue;
+    }
+    if (i + 1 >= argc) k = "";
     if (k == "--ranks") ranks = parse_list(argv[i + 1]);
     else if (k == "--sizes") sizes = parse_list(argv[i + 1]);
     else if (k == "--reps") reps = std::atoi(argv[i + 1]);
+    else if (k == "--bytes") bytes = static_cast<size_t>(std::atoll(argv[i + 1]));
     else {
-      std::fprintf(stderr, "usage: bench_collectives [--ranks 2,4] [--sizes 1,4,16,64] [--reps N]\n");
+      std::fprintf(stderr,
+                   "usage: bench_collectives [--ranks 2,4] [--sizes 1,4,16,64] [--reps N]\n"
+                   "       bench_collectives --latency [--ranks 2,4] [--bytes 8] [--reps N]\n");
       return 64;
     }
+  }
+  if (latency) {
+    std::printf("ranks  op          size   ours (median)  gloo ring (median)\n");
+    for (int n : ranks) {
+      int rc = launch_local_ranks(n, [&](int) { return latency_rank(bytes, reps > 0 ? reps : 2000); });
+      if (rc != 0) return rc;
+    }
+    return 0;
   }
   std::printf("ranks  op               size   ours (median)  gloo (median)  ours busbw  gloo busbw  ours/gloo\n");
   for (int n : ranks) {

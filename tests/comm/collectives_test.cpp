@@ -3,7 +3,11 @@
 // sub-groups (overlapping, disjoint, used from two threads at once),
 // send/recv, the file-store rendezvous and the one-rank communicator.
 #include <catch2/catch.hpp>
+#include <gloo/allreduce.h>
+#include <gloo/math.h>
 
+#include <cmath>
+#include <cstring>
 #include <thread>
 
 #include "comm_test_util.h"
@@ -180,6 +184,60 @@ TEST_CASE("large reduce_scatter and allreduce span many segments", "[comm]") {
           RANK_CHECK(in[i] == sum, "allreduce at " << i);
         }
       }
+      return 0;
+    });
+    REQUIRE(rc == 0);
+  }
+}
+
+// Floats of mixed signs and magnitudes, so that sums round and their
+// order shows in the bits.
+std::vector<float> rough(int rank, size_t n, int salt) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = static_cast<float>(std::sin(0.37 * double(i + 1) * (rank + 2) + salt) * std::pow(10.0, double((i * 7 + rank) % 9) - 4));
+  return v;
+}
+
+// What Gloo's ring allreduce makes of the same buffer, on the group's own
+// connections (what Communicator::allreduce called before it went over the
+// socket mesh).
+std::vector<float> gloo_ring(Communicator& c, const Group& g, std::vector<float> buf, uint32_t tag) {
+  gloo::AllreduceOptions o(c.gloo_context(g));
+  o.setOutput(buf.data(), buf.size());
+  o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+  o.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+  o.setTag(tag);
+  gloo::allreduce(o);
+  return buf;
+}
+
+TEST_CASE("allreduces sum bit for bit as Gloo's ring", "[comm]") {
+  for (int world : {2, 3, 4, 5}) {
+    INFO("world size " << world);
+    int rc = launch_local_ranks(world, [](int) {
+      auto c = env_comm();
+      // Sub-groups too: the order is the member's, not the global rank's.
+      std::vector<Group> groups = {c->world()};
+      if (c->size() >= 4) groups.push_back({1, 2, 3});
+      // 16384 floats on 5 ranks send exactly the direct path's limit;
+      // 70000 take the cut path on any group, 3000001 (12 MB) with several
+      // of the ring's 1 MiB segments per member.
+      for (const Group& g : groups) {
+        if (std::find(g.begin(), g.end(), c->rank()) == g.end()) continue;
+        uint32_t tag = 1u << 28;
+        for (size_t count : {1, 2, 3, 7, 10, 64, 1001, 16384, 70000, 3000001}) {
+          int salt = static_cast<int>(count % 13);
+          auto mine = rough(c->rank(), count, salt);
+          auto want = gloo_ring(*c, g, mine, tag++);
+          c->allreduce(mine.data(), count, g);
+          for (size_t i = 0; i < count; ++i)
+            RANK_CHECK(std::memcmp(&mine[i], &want[i], sizeof(float)) == 0,
+                       "allreduce of " << count << " on " << group_name(g) << ": element " << i << " is " << std::hexfloat << mine[i]
+                                       << ", Gloo's ring gives " << want[i]);
+        }
+      }
+      c->barrier();
       return 0;
     });
     REQUIRE(rc == 0);

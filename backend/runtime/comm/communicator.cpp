@@ -1,11 +1,7 @@
 #include "backend/runtime/comm/communicator.h"
 
-#include <gloo/allgather.h>
-#include <gloo/allreduce.h>
-#include <gloo/alltoall.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
-#include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/prefix_store.h>
@@ -24,6 +20,8 @@
 #include <sstream>
 
 #include "backend/runtime/comm/reduce_scatter.h"
+#include "backend/runtime/comm/mesh_collectives.h"
+#include "backend/runtime/comm/socket_mesh.h"
 #include "backend/runtime/comm/tcp_store.h"
 
 namespace nns::backend {
@@ -91,12 +89,15 @@ struct Communicator::GroupState {
   Group members;
   int index = 0;  // this rank's member index
   std::string name;
+  std::string key;  // kind + name: the group's prefix in the rendezvous store
   std::shared_ptr<gloo::Context> ctx;  // null for a one-member group
   std::mutex op_mu;
   bool broken = false;
   std::string broken_cause;
   uint32_t next_tag = 0;  // same op sequence on all members => same tags
   std::vector<float> scratch;  // reduce_scatter's work blocks, kept for reuse
+  std::unique_ptr<SocketMesh> mesh;  // the collectives' sockets (mesh_collectives.h); null for p2p pairs
+  std::vector<float> copies;         // the members' values an allreduce sums, kept for reuse
   int size() const { return static_cast<int>(members.size()); }
   int index_of(int global) const {
     auto it = std::lower_bound(members.begin(), members.end(), global);
@@ -174,6 +175,7 @@ Communicator::Communicator(const CommConfig& cfg)
         attr.hostname = name;
       }
     }
+    host_ = attr.hostname;
     try {
       device_ = gloo::transport::tcp::CreateDevice(attr);
     } catch (const std::exception& e) {
@@ -234,6 +236,7 @@ Communicator::GroupState& Communicator::group_state(const Group& requested, cons
   auto gs = std::make_unique<GroupState>();
   gs->members = members;
   gs->name = group_name(members);
+  gs->key = key;
   gs->index = gs->index_of(rank_);
   if (gs->index < 0)
     throw std::invalid_argument("rank " + std::to_string(rank_) + " is not a member of group " + gs->name);
@@ -264,6 +267,10 @@ Communicator::GroupState& Communicator::group_state(const Group& requested, cons
       barrier.setTimeout(t);
       gloo::barrier(barrier);
       gs->ctx = ctx;
+      // Collectives' groups also get the socket mesh of their small
+      // allreduces and barriers, made here so that it obeys the same
+      // creation order; point-to-point pairs never use one.
+      if (kind != "p2p") gs->mesh = std::make_unique<SocketMesh>(prefixed, gs->index, gs->size(), host_, t);
     } catch (const std::exception& e) {
       auto took = std::chrono::duration_cast<Ms>(std::chrono::steady_clock::now() - start);
       throw CommError("nns comm: creating group " + gs->name + " failed on rank " + std::to_string(rank_) +
@@ -302,15 +309,9 @@ void Communicator::allreduce(float* buf, size_t count, const Group& group) {
   if (trace_) trace("allreduce " + std::to_string(count) + " " + group_name(group.empty() ? world() : group));
   GroupState& gs = group_state(group);
   if (gs.size() == 1 || count == 0) return;
-  run("allreduce", gs, [&](Ms t, uint32_t tag) {
-    gloo::AllreduceOptions opts(gs.ctx);
-    opts.setOutput(buf, count);  // no input: in place
-    opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
-    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-    opts.setTag(tag);
-    opts.setTimeout(t);
-    gloo::allreduce(opts);
-  });
+  // Over the mesh (mesh_collectives.h): one or two rounds instead of the
+  // ring's 2(n-1) steps, summed bit for bit as the ring sums.
+  run("allreduce", gs, [&](Ms t, uint32_t) { mesh_allreduce(*gs.mesh, buf, count, gs.copies, t); });
 }
 
 void Communicator::allgather(const float* in, float* out, size_t chunk, const Group& group) {
@@ -320,14 +321,7 @@ void Communicator::allgather(const float* in, float* out, size_t chunk, const Gr
     std::memmove(out, in, chunk * sizeof(float));
     return;
   }
-  run("allgather", gs, [&](Ms t, uint32_t tag) {
-    gloo::AllgatherOptions opts(gs.ctx);
-    opts.setInput(const_cast<float*>(in), chunk);  // Gloo only reads it
-    opts.setOutput(out, chunk * gs.size());
-    opts.setTag(tag);
-    opts.setTimeout(t);
-    gloo::allgather(opts);
-  });
+  run("allgather", gs, [&](Ms t, uint32_t) { mesh_allgather(*gs.mesh, in, out, chunk, t); });
 }
 
 void Communicator::reduce_scatter(const float* in, float* out, size_t chunk, const Group& group) {
@@ -350,14 +344,7 @@ void Communicator::all_to_all(const float* in, float* out, size_t chunk, const G
     std::memmove(out, in, chunk * sizeof(float));
     return;
   }
-  run("all_to_all", gs, [&](Ms t, uint32_t tag) {
-    gloo::AlltoallOptions opts(gs.ctx);
-    opts.setInput(const_cast<float*>(in), chunk * gs.size());
-    opts.setOutput(out, chunk * gs.size());
-    opts.setTag(tag);
-    opts.setTimeout(t);
-    gloo::alltoall(opts);
-  });
+  run("all_to_all", gs, [&](Ms t, uint32_t) { mesh_all_to_all(*gs.mesh, in, out, chunk, t); });
 }
 
 void Communicator::broadcast(float* buf, size_t count, int root, const Group& group) {
@@ -367,6 +354,10 @@ void Communicator::broadcast(float* buf, size_t count, int root, const Group& gr
   if (root_index < 0)
     throw std::invalid_argument("broadcast root " + std::to_string(root) + " is not in group " + gs.name);
   if (gs.size() == 1 || count == 0) return;
+  if (mesh_broadcast_pays(count, gs.size())) {
+    run("broadcast", gs, [&](Ms t, uint32_t) { mesh_broadcast(*gs.mesh, buf, count, root_index, t); });
+    return;
+  }
   run("broadcast", gs, [&](Ms t, uint32_t tag) {
     gloo::BroadcastOptions opts(gs.ctx);
     opts.setOutput(buf, count);  // root sends from it, others receive into it
@@ -380,11 +371,12 @@ void Communicator::broadcast(float* buf, size_t count, int root, const Group& gr
 void Communicator::barrier(const Group& group) {
   GroupState& gs = group_state(group);
   if (gs.size() == 1) return;
-  run("barrier", gs, [&](Ms t, uint32_t tag) {
-    gloo::BarrierOptions opts(gs.ctx);
-    opts.setTag(tag);
-    opts.setTimeout(t);
-    gloo::barrier(opts);
+  // A one-byte exchange with every member: one round of the mesh instead
+  // of Gloo's barrier (an allreduce of nothing, ring-shaped).
+  run("barrier", gs, [&](Ms t, uint32_t) {
+    char token = 1;
+    std::vector<char> tokens(gs.size());
+    gs.mesh->all_gather(&token, tokens.data(), 1, t);
   });
 }
 

@@ -21,8 +21,9 @@
 // Groups. Every collective runs over a sub-group of ranks given as a sorted
 // list of distinct global ranks that includes this rank ({} or world() means
 // all ranks). The first use of a group creates a Gloo context for it (a full
-// mesh of TCP connections among its members), cached for the Communicator's
-// lifetime. Creation is collective: every member must create the group, and
+// mesh of TCP connections among its members) and a second mesh of plain
+// sockets for its collectives (none for a point-to-point pair), cached for
+// the Communicator's lifetime. Creation is collective: every member must create the group, and
 // all members must create their new groups in the same order (otherwise
 // two ranks can each wait for the other inside different groups). Call
 // create_group() up front to make that order explicit. Point-to-point
@@ -43,12 +44,17 @@
 // undefined, so the run must stop. set_timeout() applies to the calls
 // that follow it.
 //
-// Algorithms: Gloo's ring allreduce, ring allgather, pairwise all-to-all,
-// binomial-tree broadcast and barrier. reduce_scatter is our own
-// (reduce_scatter.h: recursive halving for power-of-two groups, a ring
-// otherwise) over Gloo's transport, because Gloo's
-// ReduceScatterHalvingDoubling reuses buffers with sends still in flight
-// (wrong sums with 3 ranks in our tests).
+// Algorithms: allreduce, allgather, all-to-all, barrier and small
+// broadcasts go over a second mesh of plain sockets per group, one or two
+// rounds of messages all in flight at once, sent and received by the
+// calling thread (socket_mesh.h, mesh_collectives.h): Gloo's ring takes
+// 2(n-1) dependent steps, each a round trip through both processes' Gloo
+// event-loop threads. Allreduce sums bit for bit as Gloo's ring allreduce
+// does. Larger broadcasts use Gloo's binomial tree, send/recv Gloo's
+// unbound buffers. reduce_scatter is our own (reduce_scatter.h: recursive
+// halving for power-of-two groups, a ring otherwise) over Gloo's
+// transport, because Gloo's ReduceScatterHalvingDoubling reuses buffers
+// with sends still in flight (wrong sums with 3 ranks in our tests).
 //
 // Lifetime: rank 0's Communicator serves the rendezvous store, so it must
 // stay alive while other ranks may still create groups.
@@ -77,6 +83,8 @@ class Device;
 }  // namespace gloo
 
 namespace nns::backend {
+
+class SocketMesh;
 
 // A communication failure (timeout, dead peer, rendezvous failure). It is a
 // RuntimeError, so the driver reports it and exits 70.
@@ -198,6 +206,7 @@ class Communicator {
   std::unique_ptr<class TcpStoreServer> server_;  // rank 0 with the TCP store
   std::unique_ptr<gloo::rendezvous::Store> store_;
   std::shared_ptr<gloo::transport::Device> device_;
+  std::string host_;  // the address this rank's transports bind
   mutable std::mutex mu_;         // guards groups_ and timeout_
   std::mutex create_mu_;          // group creation is one at a time (see header)
   std::map<std::string, std::unique_ptr<GroupState>> groups_;

@@ -8,6 +8,8 @@
 #include <functional>
 #include <memory>
 
+#include "backend/runtime/comm/deadline.h"
+
 namespace nns::backend {
 namespace {
 
@@ -56,19 +58,6 @@ void sum_into(float* __restrict dst, const float* __restrict a, const float* __r
   }
   for (; i < n; ++i) dst[i] = a[i] + b[i];
 }
-
-// One deadline for the whole collective, spread over its many waits.
-class Deadline {
- public:
-  explicit Deadline(Ms timeout) : end_(std::chrono::steady_clock::now() + timeout) {}
-  Ms left() const {
-    auto left = std::chrono::duration_cast<Ms>(end_ - std::chrono::steady_clock::now());
-    return left.count() > 0 ? left : Ms(1);
-  }
-
- private:
-  std::chrono::steady_clock::time_point end_;
-};
 
 // Calls fn(offset, length) for the segments of [0, n) floats.
 void for_segments(size_t n, const std::function<void(size_t, size_t)>& fn) {
