@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <string>
 
 namespace nns::driver {
 namespace {
@@ -28,10 +29,27 @@ bool fill_missing() {
   return missing;
 }
 
+// Whether this process will share the cores with other ranks of its own:
+// `--gpus N` (or --gpus=N) with N > 1, or a rank started by a launcher.
+// One device alone keeps libgomp's spinning: on an idle machine waking a
+// sleeping thread costs more than the spin (gpt tiny: 1.1 ms per step
+// spinning, 6-7 ms passive on this VM).
+bool shares_cores(char** argv) {
+  if (const char* w = std::getenv("NNS_WORLD_SIZE"); w && std::atoi(w) > 1) return true;
+  for (int i = 1; argv[i]; ++i) {
+    std::string a = argv[i];
+    const char* value = nullptr;
+    if (a == "--gpus" && argv[i + 1]) value = argv[i + 1];
+    else if (a.rfind("--gpus=", 0) == 0) value = argv[i] + 7;
+    if (value && std::atoll(value) > 1) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 void apply_openmp_defaults(char** argv) {
-  if (!fill_missing()) return;
+  if (!shares_cores(argv) || !fill_missing()) return;
   // The new image finds every default set, so this happens once.
   ::execv("/proc/self/exe", argv);
   // No /proc (or no exec rights): run on with the spinning runtime; the
