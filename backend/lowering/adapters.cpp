@@ -360,6 +360,9 @@ Adapter search(const std::vector<LayoutFactor>& from, const std::vector<LayoutFa
 
 }  // namespace
 
+int64_t layout_pieces(const std::vector<LayoutFactor>& fs) { return pieces(fs); }
+int64_t layout_split(const std::vector<LayoutFactor>& fs, int dim) { return split_of_dim(fs, dim); }
+
 std::vector<LayoutFactor> normalized_factors(const std::vector<LayoutFactor>& in) {
   std::vector<LayoutFactor> fs;
   for (const LayoutFactor& f : in) {

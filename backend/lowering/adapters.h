@@ -52,6 +52,9 @@ struct Layout {
 // of the same dim, strides nesting), drops factors of 1.
 Layout normalize(Layout l);
 std::vector<LayoutFactor> normalized_factors(const std::vector<LayoutFactor>& fs);
+// How many blocks the D factors cut the tensor into; along `dim` only.
+int64_t layout_pieces(const std::vector<LayoutFactor>& fs);
+int64_t layout_split(const std::vector<LayoutFactor>& fs, int dim);
 
 struct AdapterStep {
   enum Prim { AllReduce, AllGather, ReduceScatter, AllToAll, Chunk, ValueSplit, SendRecv } prim = AllReduce;

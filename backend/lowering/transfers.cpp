@@ -29,19 +29,8 @@ bool has_value_parts(const std::vector<LayoutFactor>& fs) {
   return false;
 }
 
-int64_t piece_count(const std::vector<LayoutFactor>& fs) {
-  int64_t p = 1;
-  for (const LayoutFactor& f : fs)
-    if (f.kind == LayoutFactor::D) p *= f.n;
-  return p;
-}
-
-int64_t split_of(const std::vector<LayoutFactor>& fs, int dim) {
-  int64_t p = 1;
-  for (const LayoutFactor& f : fs)
-    if (f.kind == LayoutFactor::D && f.dim == dim) p *= f.n;
-  return p;
-}
+int64_t piece_count(const std::vector<LayoutFactor>& fs) { return layout_pieces(fs); }
+int64_t split_of(const std::vector<LayoutFactor>& fs, int dim) { return layout_split(fs, dim); }
 
 // The layout with digit i turned into a split of dim d of weight 1 (the
 // other digits of d weigh n times more), as a chunk or a reduce-scatter
