@@ -1,6 +1,8 @@
 #include "driver/args.h"
 
 #include <cstdlib>
+#include <cerrno>
+#include <cctype>
 #include <iostream>
 
 namespace nns::driver {
@@ -51,10 +53,13 @@ bool parse_args(int argc, char** argv, Args& a, std::string& err) {
 }
 
 bool parse_int(const std::string& text, long long& out) {
-  if (text.empty()) return false;
+  // Digits only (an optional '-'): no spaces, no '+', nothing past the
+  // range of a 64-bit integer (strtoll would saturate it silently).
+  if (text.empty() || !(std::isdigit(static_cast<unsigned char>(text[0])) || (text[0] == '-' && text.size() > 1))) return false;
   char* end = nullptr;
+  errno = 0;
   out = std::strtoll(text.c_str(), &end, 10);
-  return *end == '\0';
+  return *end == '\0' && errno != ERANGE;
 }
 
 std::vector<std::string> stdlib_dirs() {
@@ -66,8 +71,8 @@ std::vector<std::string> stdlib_dirs() {
 
 bool parse_topology(const Args& a, bool plan_flags_only, Topology& t, std::string& usage) {
   long long n = 1;
-  if (!a.gpus.empty() && (!parse_int(a.gpus, n) || n < 1)) {
-    usage = "--gpus must be a positive integer";
+  if (!a.gpus.empty() && (!parse_int(a.gpus, n) || n < 1 || n > 65536)) {
+    usage = "--gpus must be an integer from 1 to 65536";
     return false;
   }
   if (a.plan.empty()) {

@@ -147,7 +147,9 @@ int run_on_ranks(int64_t ranks, const std::function<int(backend::Communicator*)>
     try {
       return rank_main(comm);
     } catch (const backend::SafetensorsError& e) {
+      // A file given to --init, --data, --resume that is not what it must be: bad input.
       std::cerr << "nns: error: " << e.what() << "\n";
+      return kExitBadInput;
     } catch (const backend::RuntimeError& e) {
       std::cerr << "nns: error: " << e.what() << "\n";
     } catch (const backend::LoweringError& e) {

@@ -1,5 +1,6 @@
 #include "frontend/source.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -26,6 +27,9 @@ int SourceManager::add(std::string path, std::string text) {
 }
 
 int SourceManager::load(const std::string& path) {
+  // A directory opens as a stream that reads nothing: refused, not an empty file.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return -1;
   std::ifstream in(path, std::ios::binary);
   if (!in) return -1;
   std::ostringstream ss;

@@ -25,13 +25,21 @@ std::string ints_text(const std::vector<int64_t>& v) {
   return s;
 }
 
-std::vector<int64_t> parse_ints(const std::string& s) {
+// "4,16,32" -> {4, 16, 32}; `what` names the field in the error. Only
+// non-negative decimal numbers within 64 bits (stoll threw on "x" and
+// wrapped nothing, but let "4abc" and " 4" through).
+std::vector<int64_t> parse_ints(const std::string& s, const std::string& what) {
   std::vector<int64_t> out;
   size_t i = 0;
   while (i < s.size()) {
     size_t j = s.find(',', i);
     if (j == std::string::npos) j = s.size();
-    out.push_back(std::stoll(s.substr(i, j - i)));
+    std::string item = s.substr(i, j - i);
+    int64_t n = 0;
+    bool ok = !item.empty() && item.size() <= 19;
+    for (char c : item) ok = ok && c >= '0' && c <= '9' && !__builtin_mul_overflow(n, 10, &n) && !__builtin_add_overflow(n, c - '0', &n);
+    if (!ok) throw RuntimeError(what + ": '" + s + "' is not a list of non-negative integers");
+    out.push_back(n);
     i = j + 1;
   }
   return out;
@@ -118,11 +126,7 @@ void PlanTrainer::load(const std::string& path, bool checkpoint) {
     }
     return;
   }
-  try {
-    step_ = std::stoll(f.metadata.at("step"));
-  } catch (...) {
-    throw RuntimeError(path + ": bad 'step' metadata");
-  }
+  step_ = metadata_count(f, "step", path);
 }
 
 std::string merge_checkpoint_shards(const std::string& dir, const std::string& out) {
@@ -150,7 +154,8 @@ std::string merge_checkpoint_shards(const std::string& dir, const std::string& o
     SafetensorsFile f = read_safetensors(path);
     auto fmt = f.metadata.find("format");
     if (fmt == f.metadata.end() || fmt->second != "nns-shard-1") throw RuntimeError(path + ": not an nns checkpoint shard");
-    int64_t w = std::stoll(f.metadata.count("world") ? f.metadata.at("world") : "-1");
+    int64_t w = metadata_count(f, "world", path);
+    metadata_count(f, "step", path);
     if (world < 0) {
       world = w;
       meta0 = f.metadata;
@@ -162,8 +167,14 @@ std::string merge_checkpoint_shards(const std::string& dir, const std::string& o
       if (where == f.metadata.end()) throw RuntimeError(path + ": tensor '" + t.name + "' has no piece metadata");
       size_t semi = where->second.find(";start=");
       if (where->second.rfind("full=", 0) != 0 || semi == std::string::npos) throw RuntimeError(path + ": bad piece metadata for '" + t.name + "'");
-      std::vector<int64_t> shape = parse_ints(where->second.substr(5, semi - 5)), start = parse_ints(where->second.substr(semi + 7));
+      const std::string what = path + ": piece metadata of '" + t.name + "'";
+      std::vector<int64_t> shape = parse_ints(where->second.substr(5, semi - 5), what), start = parse_ints(where->second.substr(semi + 7), what);
       if (start.size() != shape.size() || t.shape.size() != shape.size()) throw RuntimeError(path + ": bad piece of '" + t.name + "'");
+      if (t.dtype != "F32") throw RuntimeError(path + ": tensor '" + t.name + "' is " + t.dtype + ", shards hold F32");
+      int64_t elements = 1;
+      for (int64_t d : shape)
+        if (__builtin_mul_overflow(elements, d, &elements) || elements > (int64_t{1} << 34))
+          throw RuntimeError(what + ": the full shape is too large to assemble");
       Full& fl = full[t.name];
       if (fl.shape.empty() && fl.data.empty()) {
         fl.shape = shape;

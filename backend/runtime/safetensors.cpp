@@ -263,6 +263,18 @@ size_t dtype_size(const std::string& dtype) {
   return r < 0 ? 0 : kDtypes[r].size;
 }
 
+int64_t metadata_count(const SafetensorsFile& f, const std::string& key, const std::string& path) {
+  auto it = f.metadata.find(key);
+  if (it == f.metadata.end()) throw SafetensorsError(path + ": no '" + key + "' metadata");
+  const std::string& v = it->second;
+  bool digits = !v.empty() && v.size() <= 19 && (v == "0" || v[0] != '0');
+  for (char c : v) digits = digits && c >= '0' && c <= '9';
+  int64_t n = 0;
+  for (size_t i = 0; digits && i < v.size(); ++i) digits = !__builtin_mul_overflow(n, 10, &n) && !__builtin_add_overflow(n, v[i] - '0', &n);
+  if (!digits) throw SafetensorsError(path + ": metadata '" + key + "' must be a non-negative integer (got '" + v + "')");
+  return n;
+}
+
 SafetensorsFile read_safetensors(const std::string& path) {
   Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (f.fd < 0) fail(path, "cannot open: " + errno_text());

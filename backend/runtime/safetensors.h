@@ -56,6 +56,12 @@ size_t dtype_size(const std::string& dtype);
 // SafetensorsError on any I/O error or any deviation from the format.
 SafetensorsFile read_safetensors(const std::string& path);
 
+// Metadata field `key` of `f` (read from `path`) as a non-negative integer:
+// decimal digits only (no sign, space, padding or leading zero), within 64
+// bits. Throws SafetensorsError "PATH: metadata 'step' must be a
+// non-negative integer (got '3abc')", or "...: no 'step' metadata".
+int64_t metadata_count(const SafetensorsFile& f, const std::string& key, const std::string& path);
+
 // The F32 tensor `name` of `f` (read from `path`, named in the messages) as
 // floats, checked against the `shape` (a sema::Shape) the model expects.
 // Throws SafetensorsError "PATH: missing tensor 'NAME'", "...: tensor 'NAME'

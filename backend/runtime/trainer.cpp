@@ -428,11 +428,7 @@ void Trainer::load_weights(const std::string& path, bool checkpoint) {
       std::string slot = optimizer_slot_name(spec_.optimizer.kind, s);
       load("optimizer." + slot + "." + g_.tensor(p).name, g_.tensor(p).shape, st.buffers[s].data);
     }
-  try {
-    step_ = std::stoll(f.metadata.at("step"));
-  } catch (...) {
-    throw RuntimeError(path + ": bad 'step' metadata");
-  }
+  step_ = metadata_count(f, "step", path);
 }
 
 }  // namespace nns::backend

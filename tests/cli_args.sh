@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Bad command lines end with a clear message and the right exit code (64
+# usage, 65 bad input), never a crash, an internal error or a silent run.
+#   cli_args.sh NNS_BINARY
+set -uo pipefail
+NNS="$1"
+cd "$(dirname "$0")/.."
+fail=0
+expect() {  # EXIT MESSAGE ARGS...
+  local want=$1 msg=$2
+  shift 2
+  local out rc
+  out=$("$NNS" "$@" 2>&1); rc=$?
+  if [ "$rc" != "$want" ] || ! grep -qF -- "$msg" <<<"$out"; then
+    echo "FAIL: nns $*: exit $rc (want $want), output:"; echo "$out" | tail -3 | sed 's/^/    /'; fail=1
+  fi
+}
+expect 64 "--gpus must be an integer from 1 to 65536" run examples/01_mlp.nns --gpus 99999999999999999999
+expect 64 "--gpus must be an integer from 1 to 65536" run examples/01_mlp.nns --gpus 100000
+expect 64 "--gpus must be an integer from 1 to 65536" run examples/01_mlp.nns --gpus 0
+expect 64 "--seed must be a non-negative integer" run examples/01_mlp.nns --seed 99999999999999999999
+expect 64 "--seed must be a non-negative integer" run examples/01_mlp.nns --seed " 5"
+expect 64 "--steps must be a positive integer" run examples/01_mlp.nns --steps 3abc
+expect 64 "--eval-budget must be a number of seconds" check examples/01_mlp.nns --eval-budget -1
+expect 65 "cannot read file 'examples'" check examples
+expect 65 "cannot read file 'examples'" run examples
+# A checkpoint whose step metadata is not a plain non-negative integer.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+if "$NNS" run examples/01_mlp.nns --steps 1 --save "$tmp/ok.safetensors" >/dev/null 2>&1; then
+  for bad in -3 3abc " 3" 1.5 03; do
+    python3 - "$tmp/ok.safetensors" "$tmp/bad.safetensors" "$bad" <<'PY'
+import json, struct, sys
+d = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', d[:8])[0]
+h = json.loads(d[8:8 + n])
+h['__metadata__']['step'] = sys.argv[3]
+hb = json.dumps(h, separators=(',', ':')).encode()
+hb += b' ' * ((8 - len(hb) % 8) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(hb)) + hb + d[8 + n:])
+PY
+    expect 65 "metadata 'step' must be a non-negative integer (got '$bad')" run examples/01_mlp.nns --steps 2 --resume "$tmp/bad.safetensors"
+  done
+else
+  echo "FAIL: could not save a checkpoint to corrupt"; fail=1
+fi
+[ $fail = 0 ] && echo "cli_args: every bad command line refused with its message"
+exit $fail
