@@ -41,6 +41,27 @@ open(sys.argv[2], 'wb').write(struct.pack('<Q', len(hb)) + hb + d[8 + n:])
 PY
     expect 65 "metadata 'step' must be a non-negative integer (got '$bad')" run examples/01_mlp.nns --steps 2 --resume "$tmp/bad.safetensors"
   done
+  # An extra (or empty-named) tensor: the file is not this model's.
+  for extra in junk ""; do
+    python3 - "$tmp/ok.safetensors" "$tmp/extra.safetensors" "$extra" <<'PY'
+import json, struct, sys
+d = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', d[:8])[0]
+h = json.loads(d[8:8 + n])
+end = len(d) - 8 - n
+h[sys.argv[3]] = {"dtype": "F32", "shape": [0], "data_offsets": [end, end]}
+hb = json.dumps(h, separators=(',', ':')).encode()
+hb += b' ' * ((8 - len(hb) % 8) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(hb)) + hb + d[8 + n:])
+PY
+    expect 65 "tensor '$extra' is not a parameter or optimizer state of this model" run examples/01_mlp.nns --steps 2 --resume "$tmp/extra.safetensors"
+  done
+  # A gradients file is not weights.
+  if "$NNS" run examples/01_mlp.nns --steps 1 --dump-grads "$tmp/g.safetensors" >/dev/null 2>&1; then
+    expect 65 "a gradients file (written by --dump-grads), not weights" run examples/01_mlp.nns --steps 1 --init "$tmp/g.safetensors"
+  else
+    echo "FAIL: could not dump gradients"; fail=1
+  fi
 else
   echo "FAIL: could not save a checkpoint to corrupt"; fail=1
 fi

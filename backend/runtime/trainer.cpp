@@ -1,6 +1,7 @@
 #include "backend/runtime/trainer.h"
 
 #include <algorithm>
+#include <set>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -408,15 +409,20 @@ void Trainer::load_weights(const std::string& path, bool checkpoint) {
     std::vector<float> values = read_f32(f, name, shape, path);
     be_.copy_from_host(dst, values.data(), values.size() * 4);
   };
+  if (auto fmt = f.metadata.find("format"); !checkpoint && fmt != f.metadata.end() && fmt->second == "nns-gradients-1")
+    throw SafetensorsError(path + ": a gradients file (written by --dump-grads), not weights");
   for (int p : g_.params()) load(g_.tensor(p).name, g_.tensor(p).shape, buffers_[p]);
-  if (!checkpoint) {
-    for (const StTensor& t : f.tensors) {
-      bool known = false;
-      for (int p : g_.params()) known = known || g_.tensor(p).name == t.name;
-      if (!known) throw RuntimeError(path + ": tensor '" + t.name + "' is not a parameter of this model");
-    }
-    return;
-  }
+  // Every tensor of the file must be one this run reads: an extra or
+  // misnamed one means the file is not for this model (or this optimizer).
+  std::set<std::string> expected;
+  for (int p : g_.params()) expected.insert(g_.tensor(p).name);
+  if (checkpoint)
+    for (auto& [p, st] : state_)
+      for (size_t s = 0; s < st.buffers.size(); ++s) expected.insert(std::string("optimizer.") + optimizer_slot_name(spec_.optimizer.kind, s) + "." + g_.tensor(p).name);
+  for (const StTensor& t : f.tensors)
+    if (!expected.count(t.name))
+      throw SafetensorsError(path + ": tensor '" + t.name + "' is not " + (checkpoint ? "a parameter or optimizer state" : "a parameter") + " of this model");
+  if (!checkpoint) return;
   auto fmt = f.metadata.find("format");
   if (fmt == f.metadata.end() || fmt->second != "nns-checkpoint-1") throw RuntimeError(path + ": not an nns checkpoint (no format metadata)");
   auto opt = f.metadata.find("optimizer");
