@@ -507,6 +507,45 @@ std::vector<std::pair<std::vector<LayoutFactor>, double>> chain_costs_from(const
 
 std::string layout_key(const std::vector<LayoutFactor>& fs) { return key(normalized_factors(fs)); }
 
+std::vector<LayoutFactor> prime_digits(const LayoutFactor& f) {
+  std::vector<LayoutFactor> digits;
+  int64_t stride = f.stride * f.n;  // what the digits to come weigh together (D)
+  for (int64_t n = f.n, p = 2; n > 1;) {
+    if (n % p) {
+      ++p;
+      continue;
+    }
+    LayoutFactor d = f;
+    d.n = p;
+    stride /= p;
+    d.stride = f.kind == LayoutFactor::D ? stride : 0;
+    digits.push_back(d);
+    n /= p;
+  }
+  return digits;
+}
+
+std::vector<std::vector<LayoutFactor>> significance_orders(const std::vector<LayoutFactor>& digits) {
+  std::vector<size_t> ds;
+  for (size_t i = 0; i < digits.size(); ++i)
+    if (digits[i].kind == LayoutFactor::D) ds.push_back(i);
+  std::vector<std::vector<LayoutFactor>> out;
+  // rank_of orders all D digits; within a dim, a lower rank weighs less.
+  std::vector<size_t> rank_of(ds.size());
+  for (size_t i = 0; i < ds.size(); ++i) rank_of[i] = i;
+  do {
+    std::vector<LayoutFactor> g = digits;
+    for (size_t i = 0; i < ds.size(); ++i) {
+      int64_t w = 1;
+      for (size_t j = 0; j < ds.size(); ++j)
+        if (digits[ds[j]].dim == digits[ds[i]].dim && rank_of[j] < rank_of[i]) w *= digits[ds[j]].n;
+      g[ds[i]].stride = w;
+    }
+    out.push_back(normalized_factors(g));
+  } while (std::next_permutation(rank_of.begin(), rank_of.end()));
+  return out;
+}
+
 std::vector<std::vector<LayoutFactor>> all_layouts(int64_t n, const sema::Shape& shape) {
   std::vector<int64_t> primes;
   for (int64_t p = 2, rest = n; rest > 1; ++p)
@@ -531,25 +570,8 @@ std::vector<std::vector<LayoutFactor>> all_layouts(int64_t n, const sema::Shape&
       bool divides = true;
       for (int d = 0; d < static_cast<int>(shape.size()); ++d) divides = divides && shape[static_cast<size_t>(d)] % split_of_dim(fs, d) == 0;
       if (!divides) continue;
-      // Every significance order of each dim's digits.
-      std::vector<size_t> ds;
-      for (size_t i = 0; i < fs.size(); ++i)
-        if (fs[i].kind == LayoutFactor::D) ds.push_back(i);
-      std::vector<size_t> rank_of(ds.size());
-      for (size_t i = 0; i < ds.size(); ++i) rank_of[i] = i;
-      do {
-        // rank_of orders all D digits; within a dim, lower rank weighs less.
-        std::vector<LayoutFactor> g = fs;
-        bool ok = true;
-        for (size_t i = 0; i < ds.size() && ok; ++i) {
-          int64_t w = 1;
-          for (size_t j = 0; j < ds.size(); ++j)
-            if (fs[ds[j]].dim == fs[ds[i]].dim && rank_of[j] < rank_of[i]) w *= fs[ds[j]].n;
-          g[ds[i]].stride = w;
-        }
-        std::vector<LayoutFactor> nf = normalized_factors(g);
-        if (ok && strides_valid(nf)) found.emplace(key(nf), nf);
-      } while (std::next_permutation(rank_of.begin(), rank_of.end()));
+      for (const auto& nf : significance_orders(fs))
+        if (strides_valid(nf)) found.emplace(key(nf), nf);
     }
   } while (std::next_permutation(primes.begin(), primes.end()));
   std::vector<std::vector<LayoutFactor>> out;

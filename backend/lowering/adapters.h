@@ -130,6 +130,13 @@ bool in_group_cost(const std::vector<LayoutFactor>& from, const std::vector<Layo
                    size_t devices, bool exhaustive, double& cost, int& steps,
                    double give_up_above = std::numeric_limits<double>::infinity());
 
+// `f` as prime digits, outermost first (R(4) is R(2) R(2); D digits get
+// the nested strides that name the same blocks).
+std::vector<LayoutFactor> prime_digits(const LayoutFactor& f);
+// `digits` with the D digits of each dim in every order of significance
+// (their positions unchanged), normalised.
+std::vector<std::vector<LayoutFactor>> significance_orders(const std::vector<LayoutFactor>& digits);
+
 // Every layout of `n` devices for a tensor of `shape` (prime digits of any
 // kind, D strides in every order), normalised and distinct: what the
 // exhaustive tests enumerate.

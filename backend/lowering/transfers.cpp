@@ -29,15 +29,13 @@ bool has_value_parts(const std::vector<LayoutFactor>& fs) {
   return false;
 }
 
-int64_t piece_count(const std::vector<LayoutFactor>& fs) { return layout_pieces(fs); }
-int64_t split_of(const std::vector<LayoutFactor>& fs, int dim) { return layout_split(fs, dim); }
 
 // The layout with digit i turned into a split of dim d of weight 1 (the
 // other digits of d weigh n times more), as a chunk or a reduce-scatter
 // would leave it; false when d does not divide.
 bool split_digit(std::vector<LayoutFactor>& fs, size_t i, int d, const sema::Shape& shape) {
   int64_t n = fs[i].n;
-  if (shape[static_cast<size_t>(d)] % (split_of(fs, d) * n) != 0) return false;
+  if (shape[static_cast<size_t>(d)] % (layout_split(fs, d) * n) != 0) return false;
   for (LayoutFactor& f : fs)
     if (f.kind == LayoutFactor::D && f.dim == d) f.stride *= n;
   fs[i] = {LayoutFactor::D, d, n, 1};
@@ -48,38 +46,9 @@ bool split_digit(std::vector<LayoutFactor>& fs, size_t i, int d, const sema::Sha
 // significance within each dim (the positions of the digits unchanged).
 std::vector<std::vector<LayoutFactor>> stride_orders(const std::vector<LayoutFactor>& fs) {
   std::vector<LayoutFactor> digits;
-  for (const LayoutFactor& f : fs) {
-    int64_t n = f.n, stride = f.stride * f.n;
-    for (int64_t p = 2; n > 1;) {
-      if (n % p) {
-        ++p;
-        continue;
-      }
-      LayoutFactor d = f;
-      d.n = p;
-      stride /= p;
-      d.stride = f.kind == LayoutFactor::D ? stride : 0;
-      digits.push_back(d);
-      n /= p;
-    }
-  }
-  std::vector<size_t> ds;
-  for (size_t i = 0; i < digits.size(); ++i)
-    if (digits[i].kind == LayoutFactor::D) ds.push_back(i);
-  std::vector<std::vector<LayoutFactor>> out;
-  std::vector<size_t> rank_of(ds.size());
-  for (size_t i = 0; i < ds.size(); ++i) rank_of[i] = i;
-  do {
-    std::vector<LayoutFactor> g = digits;
-    for (size_t i = 0; i < ds.size(); ++i) {
-      int64_t w = 1;
-      for (size_t j = 0; j < ds.size(); ++j)
-        if (digits[ds[j]].dim == digits[ds[i]].dim && rank_of[j] < rank_of[i]) w *= digits[ds[j]].n;
-      g[ds[i]].stride = w;
-    }
-    out.push_back(normalized_factors(g));
-  } while (std::next_permutation(rank_of.begin(), rank_of.end()));
-  return out;
+  for (const LayoutFactor& f : fs)
+    for (const LayoutFactor& d : prime_digits(f)) digits.push_back(d);
+  return significance_orders(digits);
 }
 
 // Layouts a transfer may start or end in, near `fs`: each R or V digit kept,
@@ -94,17 +63,9 @@ std::vector<std::vector<LayoutFactor>> variants(const std::vector<LayoutFactor>&
   // different ways.
   std::vector<LayoutFactor> fs;
   for (const LayoutFactor& f : normalized_factors(fs0)) {
-    if (f.kind == LayoutFactor::D) {
-      fs.push_back(f);
-      continue;
-    }
-    for (int64_t n = f.n, p = 2; n > 1;)
-      if (n % p == 0) {
-        fs.push_back({f.kind, -1, p, 0});
-        n /= p;
-      } else {
-        ++p;
-      }
+    if (f.kind == LayoutFactor::D) fs.push_back(f);
+    else
+      for (const LayoutFactor& d : prime_digits(f)) fs.push_back(d);
   }
   std::map<std::string, std::vector<LayoutFactor>> out;
   std::vector<std::vector<LayoutFactor>> order;
@@ -212,7 +173,7 @@ AdapterStep transfer_step(const Layout& before_in, const Layout& after_in, bool 
   const size_t rank = shape.size();
   std::vector<int64_t> split(rank), len(rank);
   for (size_t d = 0; d < rank; ++d) {
-    split[d] = split_of(before.factors, static_cast<int>(d));
+    split[d] = layout_split(before.factors, static_cast<int>(d));
     len[d] = shape[d] / split[d];
   }
   std::map<std::vector<int64_t>, std::vector<int>> holders;
@@ -269,7 +230,7 @@ bool transfer_volume(const Layout& before, const Layout& after, bool positional,
   const double full = static_cast<double>(sema::numel(shape) * elem_bytes);
   if (positional) {
     if (before.devices.size() != after.devices.size() || before.factors != after.factors) return false;
-    const double piece = full / static_cast<double>(piece_count(before.factors));
+    const double piece = full / static_cast<double>(layout_pieces(before.factors));
     for (size_t p = 0; p < before.devices.size(); ++p) {
       if (before.devices[p] == after.devices[p]) continue;
       keeps_all = false;
@@ -279,7 +240,7 @@ bool transfer_volume(const Layout& before, const Layout& after, bool positional,
     return true;
   }
   if (has_value_parts(before.factors) || has_value_parts(after.factors)) return false;
-  const double want = full / static_cast<double>(piece_count(after.factors));
+  const double want = full / static_cast<double>(layout_pieces(after.factors));
   const double elem = static_cast<double>(elem_bytes);
   for (int d : after.devices) {
     if (!in_a(d)) {

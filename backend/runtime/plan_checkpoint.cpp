@@ -26,19 +26,16 @@ std::string ints_text(const std::vector<int64_t>& v) {
 }
 
 // "4,16,32" -> {4, 16, 32}; `what` names the field in the error. Only
-// non-negative decimal numbers within 64 bits (stoll threw on "x" and
-// wrapped nothing, but let "4abc" and " 4" through).
+// non-negative decimal numbers within 64 bits (stoll threw on "x" and let
+// "4abc" and " 4" through).
 std::vector<int64_t> parse_ints(const std::string& s, const std::string& what) {
   std::vector<int64_t> out;
   size_t i = 0;
   while (i < s.size()) {
     size_t j = s.find(',', i);
     if (j == std::string::npos) j = s.size();
-    std::string item = s.substr(i, j - i);
     int64_t n = 0;
-    bool ok = !item.empty() && item.size() <= 19;
-    for (char c : item) ok = ok && c >= '0' && c <= '9' && !__builtin_mul_overflow(n, 10, &n) && !__builtin_add_overflow(n, c - '0', &n);
-    if (!ok) throw RuntimeError(what + ": '" + s + "' is not a list of non-negative integers");
+    if (!parse_count(s.substr(i, j - i), n)) throw RuntimeError(what + ": '" + s + "' is not a list of non-negative integers");
     out.push_back(n);
     i = j + 1;
   }

@@ -267,12 +267,19 @@ int64_t metadata_count(const SafetensorsFile& f, const std::string& key, const s
   auto it = f.metadata.find(key);
   if (it == f.metadata.end()) throw SafetensorsError(path + ": no '" + key + "' metadata");
   const std::string& v = it->second;
-  bool digits = !v.empty() && v.size() <= 19 && (v == "0" || v[0] != '0');
-  for (char c : v) digits = digits && c >= '0' && c <= '9';
   int64_t n = 0;
-  for (size_t i = 0; digits && i < v.size(); ++i) digits = !__builtin_mul_overflow(n, 10, &n) && !__builtin_add_overflow(n, v[i] - '0', &n);
-  if (!digits) throw SafetensorsError(path + ": metadata '" + key + "' must be a non-negative integer (got '" + v + "')");
+  if (!parse_count(v, n) || (v.size() > 1 && v[0] == '0'))
+    throw SafetensorsError(path + ": metadata '" + key + "' must be a non-negative integer (got '" + v + "')");
   return n;
+}
+
+bool parse_count(const std::string& text, int64_t& out) {
+  if (text.empty() || text.size() > 19) return false;
+  int64_t n = 0;
+  for (char c : text)
+    if (c < '0' || c > '9' || __builtin_mul_overflow(n, 10, &n) || __builtin_add_overflow(n, c - '0', &n)) return false;
+  out = n;
+  return true;
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {

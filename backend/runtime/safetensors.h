@@ -61,6 +61,9 @@ SafetensorsFile read_safetensors(const std::string& path);
 // bits. Throws SafetensorsError "PATH: metadata 'step' must be a
 // non-negative integer (got '3abc')", or "...: no 'step' metadata".
 int64_t metadata_count(const SafetensorsFile& f, const std::string& key, const std::string& path);
+// 1 to 19 decimal digits, within 64 bits (leading zeros allowed): what the
+// metadata readers accept as a count.
+bool parse_count(const std::string& text, int64_t& out);
 
 // The F32 tensor `name` of `f` (read from `path`, named in the messages) as
 // floats, checked against the `shape` (a sema::Shape) the model expects.
