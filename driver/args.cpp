@@ -29,7 +29,7 @@ bool parse_args(int argc, char** argv, Args& a, std::string& err) {
         value("--steps", a.steps) || value("--seed", a.seed) || value("--threads", a.threads) || value("--init", a.init) ||
         value("--data", a.data) || value("--save", a.save) || value("--resume", a.resume) || value("--dump-grads", a.dump_grads) ||
         value("--trace", a.trace) || value("--device-memory", a.device_memory) || value("--check-timeout", a.check_timeout) ||
-        value("--eval-budget", a.eval_budget)) {
+        value("--eval-budget", a.eval_budget) || value("--save-every", a.save_every) || value("--metrics", a.metrics)) {
       if (!err.empty()) return false;
       // --trace OUT: a file name, never empty or an option ("--trace --steps 2").
       if ((s == "--trace" || s.rfind("--trace=", 0) == 0) && (a.trace.empty() || a.trace[0] == '-')) {
@@ -112,7 +112,7 @@ bool parse_check_limits(const Args& a, sema::check::CheckOptions& opts, std::str
       usage = "--check-timeout must be a number of milliseconds (1 to 86400000)";
       return false;
     }
-    opts.timeout_ms = static_cast<unsigned>(ms);
+    opts.timeout_ms = opts.total_timeout_ms = static_cast<unsigned>(ms);
   }
   if ((!a.device_memory.empty() || !a.check_timeout.empty()) && a.plan.empty()) {
     usage = "--device-memory and --check-timeout need --plan NAME";

@@ -24,7 +24,7 @@ struct Args {
   std::string config, emit, shapes;
   std::string plan, gpus, plan_gpus, output, seed_bug;
   std::string device_memory, check_timeout, eval_budget;
-  std::string steps, seed = "0", threads, init, data, save, resume, dump_grads, trace;
+  std::string steps, seed = "0", threads, init, data, save, save_every, resume, dump_grads, trace, metrics;
   bool reference = false, verify = false;
 };
 

@@ -115,6 +115,10 @@ int cmd_run(const Args& a) {
   if (!a.steps.empty() && (!parse_int(a.steps, steps) || steps < 1)) return usage_error("--steps must be a positive integer");
   if (!parse_int(a.seed, seed) || seed < 0) return usage_error("--seed must be a non-negative integer");
   if (!a.threads.empty() && (!parse_int(a.threads, threads) || threads < 1)) return usage_error("--threads must be a positive integer");
+  long long save_every = 0;
+  if (!a.save_every.empty() && (!parse_int(a.save_every, save_every) || save_every < 1))
+    return usage_error("--save-every must be a positive number of steps");
+  if (!a.save_every.empty() && a.save.empty()) return usage_error("--save-every needs --save (where to save)");
   PipelineOptions o;
   if (int rc = pipeline_options(a, /*check=*/false, Stage::Run, o); rc != kExitOk) return rc;
   o.steps = steps;
@@ -123,6 +127,8 @@ int cmd_run(const Args& a) {
   o.run.init = a.init;
   o.run.data = a.data;
   o.run.save = a.save;
+  o.run.save_every = save_every;
+  o.run.metrics = a.metrics;
   o.run.resume = a.resume;
   o.run.dump_grads = a.dump_grads;
   o.run.trace = a.trace;
@@ -135,7 +141,7 @@ int cmd_run(const Args& a) {
 // nns ckpt merge DIR -o FILE
 int cmd_ckpt(const Args& a) {
   if (a.positional.size() != 2 || a.positional[0] != "merge" || a.output.empty())
-    return usage_error("usage: nns ckpt merge DIR -o FILE (DIR: the shards 'nns run --plan P --save DIR' wrote)");
+    return usage_error("usage: nns ckpt merge DIR -o FILE (DIR: the folder 'nns run --plan P --save DIR' wrote; its last complete save is merged)");
   try {
     std::printf("%s\n", backend::merge_checkpoint_shards(a.positional[1], a.output).c_str());
   } catch (const backend::SafetensorsError& e) {

@@ -22,8 +22,10 @@ commands:
       error at the first directive of the unsat core and a note at each
       other. --device-memory is a capacity per device (80GiB, 512MiB) or a
       preset (v100, a100-40g, a100, h100, h200); without it memory is
-      reported, not checked. --check-timeout bounds each Z3 call (default
-      10000 ms); a time-out exits 70. Then the lowered per-rank programs
+      reported, not checked. --check-timeout MS bounds the whole check (plan
+      evaluation, device orders, Z3, communication, program verification;
+      without it each Z3 call has 10000 ms); running out exits 70 and says
+      which stage ran out. Then the lowered per-rank programs
       are verified against one device (every edge's collectives on every
       device, collective order across ranks, updates after reductions);
       exit 70 if wrong. --plan-gpus K checks P for K devices run as N/K
@@ -36,16 +38,17 @@ commands:
       evaluating the file and of evaluating the plan, each (default 60; 0:
       none): past it, an endless loop ends with a located error.
   ckpt merge DIR -o FILE
-      assemble the checkpoint shards a partitioned run saved (nns run --plan P
-      --save DIR) into one single-device checkpoint; it resumes any plan on
-      any number of ranks (--resume FILE), or one device.
+      assemble the last complete save a partitioned run made (nns run --plan
+      P --save DIR: DIR/latest, its manifest, every shard's size and
+      checksum checked) into one single-device checkpoint; it resumes any
+      plan on any number of ranks (--resume FILE), or one device.
   dimop 'ANNOTATION' [--shapes '[4,8],[8,16]']
       normalise a dimop annotation (nnScaler's language) and print its
       transform space: every legal partition and what it does to each
       operand. With --shapes the annotation is bound to input shapes first.
   run FILE [--gpus N] [--plan P [--plan-gpus K]] [--verify] [--config C] [--steps N] [--seed S]
          [--threads T] [--init W.safetensors] [--data D.safetensors]
-         [--save CKPT] [--resume CKPT] [--dump-grads G.safetensors]
+         [--save CKPT [--save-every K]] [--resume CKPT] [--dump-grads G.safetensors] [--metrics M.jsonl]
          [--trace OUT.json] [--reference] [--emit=STAGE]
       train the model of FILE's train block: one progress line per step
       (step, loss, step time, throughput, peak memory) and a summary.
@@ -59,11 +62,16 @@ commands:
       derives, after the Z3 checker has proved the plan legal (--device-memory
       and --check-timeout as for check); --plan-gpus K evaluates P for K devices and runs N/K replicas
       of it (default K = N); with --plan, --save DIR writes per-rank shards
-      (see ckpt merge), --resume/--init read a single-device file, and
-      --data and --dump-grads work as on one device.
+      into DIR/step-S/ and publishes them with a manifest and DIR/latest
+      (a save cut short never costs the last complete one; see ckpt merge),
+      --resume reads such a folder or a single-device file, --init a
+      single-device file, and --data and --dump-grads work as on one device.
       --reference uses the plain reference kernels; --save writes
-      a checkpoint (weights, optimizer state, step) after the last step,
-      --resume continues one bit-identically; --dump-grads writes step 1's
+      a checkpoint (weights, optimizer state, step) atomically after the last
+      step, and after every K-th with --save-every K; --resume continues one
+      bit-identically (the learning-rate schedule's length is the train
+      block's, not --steps); --metrics writes one JSON line per step (loss,
+      lr, |g| exact, ms); --dump-grads writes step 1's
       gradients; --emit prints a stage instead of training.
       --trace OUT.json writes a Chrome trace of every rank's steps (open it
       in ui.perfetto.dev or chrome://tracing): one row per rank, measured

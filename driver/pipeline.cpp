@@ -1,4 +1,5 @@
 #include "driver/pipeline.h"
+#include "semantics/check_deadline.h"
 
 #include <chrono>
 #include <cstdio>
@@ -52,12 +53,14 @@ int failed(Pipeline& p, int code) {
 // plan: --plan evaluated for topo.devices devices (the plan parameter `ngpus`).
 int plan_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
   auto t0 = std::chrono::steady_clock::now();
+  sema::CheckDeadline::stage("plan evaluation");
   if (!p.interp->evaluate_plan(o.plan, o.topo.devices, p.plan)) return failed(p, kExitBadInput);
   print_diagnostics(p);
   double eval_ms = ms_since(t0);
   // Before anything reads the devices: --emit=plan, check, comm and run all
   // see the chosen orders.
   auto t_auto = std::chrono::steady_clock::now();
+  sema::CheckDeadline::stage("choosing device orders (order = \"auto\")");
   backend::choose_auto_orders(p.graph(), p.plan);
   double auto_ms = ms_since(t_auto);
   char line[512];
@@ -87,6 +90,7 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
   }
   opts.sources = &p.sources;
   sema::check::Verdict verdict;
+  sema::CheckDeadline::stage("the Z3 check");
   sema::check::check_plan(p.graph(), p.plan, opts, p.diags, report, &verdict);
   if (verdict != sema::check::Verdict::Legal) {
     report.flush();
@@ -94,6 +98,7 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
     return sema::check::exit_code(verdict);
   }
   const sema::TrainSpec* spec = p.interp->train() ? &*p.interp->train() : nullptr;
+  sema::CheckDeadline::stage("deriving the communication");
   p.comm = backend::derive_communication(p.graph(), p.plan);
   // A legal plan always has its communication: an edge without a chain is
   // a bug of nns, said as such (never a plan printed as if it ran).
@@ -105,6 +110,7 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
       derived = false;
     }
   if (!derived) return kExitRuntime;
+  sema::CheckDeadline::stage("program verification");
   return verify_lowered(p.graph(), p.plan, p.comm, o.topo, o.seed_bug, spec, report) ? kExitOk : kExitRuntime;
 }
 
@@ -167,14 +173,26 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p) {
 
   // plan, check, comm: only with --plan (evaluated on the forward graph).
   if (plan && o.last >= Stage::Plan) {
-    if (int rc = plan_stage(o, p, report(Stage::Plan)); rc != kExitOk) return rc;
-    if (emits(Stage::Plan)) {
-      std::cout << p.plan.dump(p.graph());
-      return kExitOk;
+    // --check-timeout bounds plan evaluation through program verification.
+    struct DeadlineScope {
+      explicit DeadlineScope(unsigned ms) { sema::CheckDeadline::start(ms); }
+      ~DeadlineScope() { sema::CheckDeadline::clear(); }
+    } deadline(o.check.total_timeout_ms);
+    try {
+      if (int rc = plan_stage(o, p, report(Stage::Plan)); rc != kExitOk) return rc;
+      if (emits(Stage::Plan)) {
+        std::cout << p.plan.dump(p.graph());
+        return kExitOk;
+      }
+      if (o.last >= Stage::Check)
+        if (int rc = check_stage(o, p, report(Stage::Check)); rc != kExitOk) return rc;
+    } catch (const sema::CheckTimeout& e) {
+      std::cout.flush();
+      print_diagnostics(p);
+      std::cerr << "nns: error: the check of plan " << o.plan << " did not finish: " << e.what() << " (raise --check-timeout)\n";
+      return kExitRuntime;
     }
   }
-  if (plan && o.last >= Stage::Check)
-    if (int rc = check_stage(o, p, report(Stage::Check)); rc != kExitOk) return rc;
   if (plan && emits(Stage::Comm)) std::cout << p.comm.dump(p.graph());
   if (o.last <= Stage::Comm) return kExitOk;
 

@@ -39,6 +39,8 @@ struct RunOptions {
   uint64_t seed = 0;
   int threads = 0;  // kernel threads per rank; 0 = the default
   std::string init, data, save, resume, dump_grads;
+  int64_t save_every = 0;  // --save-every K: also save after every K-th step (0: only after the last)
+  std::string metrics;     // --metrics OUT.jsonl: one JSON line per step, losses exact (%.17g)
   std::string trace;  // --trace OUT.json: a Chrome trace of every rank's steps (backend/runtime/trace.h)
   bool reference = false, verify = false;
 };

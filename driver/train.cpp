@@ -74,6 +74,8 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
   lo.rank = rank;
   lo.steps = p.spec.steps;
   lo.verify = r.verify;
+  lo.save_every = r.save_every;
+  lo.metrics = r.metrics;
   std::unique_ptr<backend::TrainSession> session;
   std::unique_ptr<backend::TraceRecorder> tracer;  // --trace
   if (!o.plan.empty()) {
@@ -99,8 +101,8 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
     if (!r.save.empty())
       lo.save = [t, &r] {
         t->save_shards(r.save);
-        return "checkpoint shards: " + r.save + "/rank-*.safetensors (step " + std::to_string(t->steps_done()) + "); 'nns ckpt merge " + r.save +
-               " -o FILE' makes one checkpoint";
+        return "checkpoint: " + r.save + " (step " + std::to_string(t->steps_done()) + ", one shard per rank; --resume " + r.save +
+               " continues it on any plan, 'nns ckpt merge " + r.save + " -o FILE' makes one file)";
       };
     session = std::move(ps);
   } else {

@@ -272,16 +272,18 @@ Value b_constant_lr(Interpreter& in, CallArgs& a) {
   return record("schedule", {{"kind", Value(std::string("constant"))}});
 }
 Value b_cosine_lr(Interpreter& in, CallArgs& a) {
-  check_arity(in, a, "cosine_lr", 0, {"warmup", "min_lr"});
+  check_arity(in, a, "cosine_lr", 0, {"warmup", "min_lr", "steps"});
   return record("schedule", {{"kind", Value(std::string("cosine"))},
                              {"warmup", Value(integer(in, a, 99, "warmup", 0))},
-                             {"min_lr", Value(num(in, a, 99, "min_lr", 0.0))}});
+                             {"min_lr", Value(num(in, a, 99, "min_lr", 0.0))},
+                             {"steps", Value(integer(in, a, 99, "steps", 0))}});
 }
 Value b_linear_lr(Interpreter& in, CallArgs& a) {
-  check_arity(in, a, "linear_lr", 0, {"warmup", "min_lr"});
+  check_arity(in, a, "linear_lr", 0, {"warmup", "min_lr", "steps"});
   return record("schedule", {{"kind", Value(std::string("linear"))},
                              {"warmup", Value(integer(in, a, 99, "warmup", 0))},
-                             {"min_lr", Value(num(in, a, 99, "min_lr", 0.0))}});
+                             {"min_lr", Value(num(in, a, 99, "min_lr", 0.0))},
+                             {"steps", Value(integer(in, a, 99, "steps", 0))}});
 }
 Value b_synthetic(Interpreter& in, CallArgs& a) {
   check_arity(in, a, "synthetic", 1, {"seed"});
@@ -391,7 +393,9 @@ void Interpreter::run_train(const front::TrainDecl& t, const std::shared_ptr<Env
       spec.schedule.kind = r.get("kind")->as<std::string>();
       if (const Value* w = r.get("warmup")) spec.schedule.warmup = w->as<int64_t>();
       if (const Value* m = r.get("min_lr")) spec.schedule.min_lr = m->as<double>();
+      if (const Value* n = r.get("steps")) spec.schedule.steps = n->as<int64_t>();
       if (spec.schedule.warmup < 0) fail(vl, "warmup must be non-negative");
+      if (spec.schedule.steps < 0) fail(vl, "the schedule's steps must be positive (0: the train block's steps)");
     } else if (key == "data") {
       const Record& r = need_record("data", "synthetic(seed) or safetensors(path)");
       spec.data.kind = r.get("kind")->as<std::string>();
@@ -408,6 +412,7 @@ void Interpreter::run_train(const front::TrainDecl& t, const std::shared_ptr<Env
     env->define(key, std::move(v));
   }
   if (spec.loss < 0) fail(loc, "the train block does not set 'loss'");
+  if (spec.schedule.steps == 0) spec.schedule.steps = spec.steps;
   graph_.loss = spec.loss;
   train_ = spec;
 }

@@ -2,6 +2,7 @@
 // models, ops) are in calls.cpp; builtins in builtins.cpp; plan evaluation
 // in plan_eval.cpp; the REPL session's input in session_input.cpp.
 #include "semantics/interpreter.h"
+#include "semantics/check_deadline.h"
 #include "semantics/interpreter_internal.h"
 #include "semantics/symbolic_values.h"
 
@@ -709,6 +710,7 @@ double steady_seconds() { return std::chrono::duration<double>(std::chrono::stea
 void Interpreter::start_budget() { budget_start_ = steady_seconds(); }
 
 void Interpreter::check_budget(SourceLoc loc) {
+  CheckDeadline::poll_now();  // --check-timeout, when a plan is evaluated for a check
   double limit = opts_.eval_budget_s;
   if (limit > 0 && steady_seconds() - budget_start_ > limit) {
     char text[64];

@@ -3,6 +3,7 @@
 // name, splittable. They work on the Plan being evaluated
 // (Interpreter::evaluate_plan) and refuse to run outside a plan block.
 #include <algorithm>
+#include "semantics/check_deadline.h"
 
 #include "semantics/builtin_args.h"
 #include "semantics/interpreter.h"
@@ -202,6 +203,7 @@ Value b_trans(Interpreter& in, CallArgs& a) {
   std::vector<int> new_ids;
   for (SubOp& part : parts) {
     part.split_loc = a.loc;
+    CheckDeadline::poll();
     new_ids.push_back(static_cast<int>(p.subops.size()));
     p.subops.push_back(std::move(part));
   }

@@ -18,6 +18,11 @@ struct ScheduleSpec {
   std::string kind = "constant";  // "constant" | "cosine" | "linear"
   int64_t warmup = 0;
   double min_lr = 0;
+  // The schedule's length in steps: the `steps=` of cosine_lr/linear_lr, else
+  // the train block's `steps`. Never `nns run --steps`, which only says how
+  // far this run goes: a run stopped and resumed must see the same rates as
+  // an unbroken one.
+  int64_t steps = 0;
 };
 struct DataSpec {
   std::string kind = "synthetic";  // "synthetic" | "safetensors"

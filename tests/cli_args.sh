@@ -24,6 +24,12 @@ expect 64 "--steps must be a positive integer" run examples/01_mlp.nns --steps 3
 expect 64 "--eval-budget must be a number of seconds" check examples/01_mlp.nns --eval-budget -1
 expect 65 "cannot read file 'examples'" check examples
 expect 65 "cannot read file 'examples'" run examples
+expect 64 "--save-every must be a positive number of steps" run examples/01_mlp.nns --save-every 0 --save x.safetensors
+expect 64 "--save-every needs --save" run examples/01_mlp.nns --save-every 2
+# --check-timeout bounds the whole check (here plan evaluation and what
+# follows take seconds), naming the stage that ran out; exit 70.
+expect 70 "--check-timeout 1 ms ran out during plan evaluation" check examples/swin.nns --config swin_32gpu --plan coshard --gpus 128 --check-timeout 1
+expect 70 "--check-timeout 1 ms ran out during" run examples/swin.nns --config swin_32gpu --plan coshard --gpus 128 --check-timeout 1
 # A checkpoint whose step metadata is not a plain non-negative integer.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -1,4 +1,5 @@
 #include "backend/lowering/adapters.h"
+#include "semantics/check_deadline.h"
 
 #include <algorithm>
 #include <limits>
@@ -276,6 +277,7 @@ Chain find_chain(const std::vector<LayoutFactor>& from, const std::vector<Layout
   };
   size_t expanded = 0;
   while (!open.empty()) {
+    sema::CheckDeadline::poll();
     Item cur = open.top();
     open.pop();
     if (cur.cost > best[cur.state].first || (cur.cost == best[cur.state].first && cur.steps > best[cur.state].second)) continue;
@@ -487,6 +489,7 @@ std::vector<std::pair<std::vector<LayoutFactor>, double>> chain_costs_from(const
   states[key(from)] = from;
   open.push({0, key(from)});
   while (!open.empty()) {
+    sema::CheckDeadline::poll();
     auto [c, k] = open.top();
     open.pop();
     if (c > best[k]) continue;

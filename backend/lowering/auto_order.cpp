@@ -1,4 +1,5 @@
 #include "backend/lowering/auto_order.h"
+#include "semantics/check_deadline.h"
 
 #include <algorithm>
 #include <limits>
@@ -111,6 +112,7 @@ size_t cheapest_candidate(const sema::Graph& g, sema::Plan& plan, const sema::Au
   size_t best = 0;
   Score best_score;
   for (size_t c = 0; c < candidates.size(); ++c) {
+    sema::CheckDeadline::poll_now();
     place_parts(plan, group, candidates[c]);
     bool bounded = c > 0 && best_score.underivable == 0;
     Score s = score_around(g, plan, nodes, bounded ? best_score.cost : kUnbounded);

@@ -1,4 +1,5 @@
 #include "backend/lowering/comm_plan.h"
+#include "semantics/check_deadline.h"
 
 #include "backend/lowering/geometry.h"
 
@@ -259,6 +260,7 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, cons
   std::map<int, Layout> storage;  // params / inputs: the layout of their first consumer
   auto add_edge = [&](int tensor, int producer, int consumer, int input_index, bool backward, const std::vector<std::pair<int, OperandSlice>>& from_pieces,
                       const Layout* from_known, const std::vector<std::pair<int, OperandSlice>>& to_pieces) {
+    sema::CheckDeadline::poll();
     CommEdge e;
     e.tensor = tensor;
     e.producer = producer;

@@ -1,4 +1,6 @@
 #include "backend/lowering/lower_plan.h"
+#include "semantics/check_deadline.h"
+#include <atomic>
 
 #include <algorithm>
 #include <set>
@@ -45,20 +47,30 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
   // still names one group by one id.
   unsigned threads = opts.elaborate || todo.size() < 16 ? 1 : std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
   std::vector<std::string> errors(threads);
+  std::atomic<bool> timed_out{false};
   auto work = [&](unsigned t) {
     try {
-      for (size_t i = t; i < todo.size(); i += threads) out.programs[i] = lower_rank(analysis, spec, opts, groups, out.devices, todo[i]);
+      for (size_t i = t; i < todo.size() && !timed_out; i += threads) {
+        sema::CheckDeadline::poll();
+        out.programs[i] = lower_rank(analysis, spec, opts, groups, out.devices, todo[i]);
+      }
+    } catch (const sema::CheckTimeout&) {
+      timed_out = true;
     } catch (const std::exception& e) {
       errors[t] = e.what();
     }
   };
   if (threads == 1) {
-    for (size_t i = 0; i < todo.size(); ++i) out.programs[i] = lower_rank(analysis, spec, opts, groups, out.devices, todo[i]);
+    for (size_t i = 0; i < todo.size(); ++i) {
+      sema::CheckDeadline::poll();
+      out.programs[i] = lower_rank(analysis, spec, opts, groups, out.devices, todo[i]);
+    }
     return out;
   }
   std::vector<std::thread> pool;
   for (unsigned t = 0; t < threads; ++t) pool.emplace_back(work, t);
   for (std::thread& th : pool) th.join();
+  if (timed_out) sema::CheckDeadline::poll_now();  // rethrown on this thread
   for (const std::string& e : errors)
     if (!e.empty()) fail(e);
   return out;

@@ -2,6 +2,7 @@
 // its buffers and its instruction list for one step (lower_plan.h says
 // what the sequence is and why every rank derives it the same way).
 #include <algorithm>
+#include "semantics/check_deadline.h"
 #include <functional>
 #include <set>
 
@@ -81,6 +82,7 @@ class RankLowering {
     return node < static_cast<int>(plan.segment_of_node.size()) ? plan.segment_of_node[static_cast<size_t>(node)] : -1;
   }
   PInstr& emit(PInstr::Kind kind, int mb) {
+    sema::CheckDeadline::poll();
     P.instrs.emplace_back();
     P.instrs.back().kind = kind;
     P.instrs.back().mb = mb;

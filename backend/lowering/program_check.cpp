@@ -1,4 +1,5 @@
 #include "backend/lowering/program_check.h"
+#include "semantics/check_deadline.h"
 
 #include <algorithm>
 #include <chrono>
@@ -407,6 +408,7 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int r
   for (int i : lp.edges) {
     ++out.edges;
     out.steps += static_cast<int>(cp.edges[i].adapter.steps.size());
+    sema::CheckDeadline::poll();
     simulate_edge(g, cp.edges[i], out.errors);
   }
   if (!out.applied.empty()) {

@@ -1,4 +1,5 @@
 #include "backend/lowering/program_order.h"
+#include "semantics/check_deadline.h"
 
 #include <algorithm>
 #include <cmath>
@@ -273,6 +274,7 @@ class OrderCheck {
     std::vector<int> work;
     for (int r = world - 1; r >= 0; --r) work.push_back(r);
     while (!work.empty()) {
+      sema::CheckDeadline::poll();
       int r = work.back();
       work.pop_back();
       const Entry* e = next_coll(r);

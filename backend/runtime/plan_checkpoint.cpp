@@ -7,7 +7,10 @@
 #include <cerrno>
 #include <cstring>
 
+#include "backend/runtime/atomic_file.h"
+#include "backend/runtime/checkpoint_store.h"
 #include "backend/runtime/comm/communicator.h"
+#include "backend/runtime/fault.h"
 #include "backend/runtime/optimizer.h"
 #include "backend/runtime/plan_executor.h"
 #include "backend/runtime/plan_runtime.h"
@@ -35,7 +38,7 @@ std::vector<int64_t> parse_ints(const std::string& s, const std::string& what) {
     size_t j = s.find(',', i);
     if (j == std::string::npos) j = s.size();
     int64_t n = 0;
-    if (!parse_count(s.substr(i, j - i), n)) throw RuntimeError(what + ": '" + s + "' is not a list of non-negative integers");
+    if (!parse_count(s.substr(i, j - i), n)) throw SafetensorsError(what + ": '" + s + "' is not a list of non-negative integers");
     out.push_back(n);
     i = j + 1;
   }
@@ -82,24 +85,38 @@ void PlanTrainer::save_shards(const std::string& dir) {
         meta["piece:" + name] = where;
       }
     }
-  if (m.P.rank == 0) {
-    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) throw RuntimeError(dir + ": cannot create the shard folder");
-  }
+  // Every rank names the new folder before rank 0 changes anything (the
+  // name depends on DIR/latest), then writes its shard into it; rank 0
+  // publishes once all are in place (checkpoint_store.h).
+  const std::string folder = next_shard_folder(dir, step_);
   if (m.comm) m.comm->barrier();
-  write_safetensors_atomic(dir + "/rank-" + std::to_string(m.P.rank) + ".safetensors", tensors, meta);
+  if (m.P.rank == 0) prepare_shard_folder(dir, folder);
+  if (m.comm) m.comm->barrier();
+  write_safetensors_atomic(dir + "/" + folder + "/rank-" + std::to_string(m.P.rank) + ".safetensors", tensors, meta);
+  set_fault_context(m.P.rank, step_);
+  fault_point("shard-written");
+  if (m.comm) m.comm->barrier();
+  if (m.P.rank == 0) {
+    ShardManifest manifest;
+    manifest.step = step_;
+    manifest.world = m.world;
+    manifest.optimizer = m.spec.optimizer.kind;
+    manifest.plan = m.lowered.plan;
+    publish_shards(dir, folder, manifest);
+  }
   if (m.comm) m.comm->barrier();
 }
 
 void PlanTrainer::load(const std::string& path, bool checkpoint) {
   PlanExecutor& m = *x_;
-  SafetensorsFile f = read_safetensors(path);
+  SafetensorsFile f = read_checkpoint(path);
   if (checkpoint) {
     auto fmt = f.metadata.find("format");
     if (fmt == f.metadata.end() || fmt->second != "nns-checkpoint-1")
-      throw RuntimeError(path + ": not an nns checkpoint (a folder of shards is merged first: nns ckpt merge DIR -o FILE)");
+      throw SafetensorsError(path + ": not an nns checkpoint (no format metadata 'nns-checkpoint-1')");
     auto opt = f.metadata.find("optimizer");
     if (opt == f.metadata.end() || opt->second != m.spec.optimizer.kind)
-      throw RuntimeError(path + ": checkpoint optimizer '" + (opt == f.metadata.end() ? "?" : opt->second) + "' differs from the train block's '" +
+      throw SafetensorsError(path + ": checkpoint optimizer '" + (opt == f.metadata.end() ? "?" : opt->second) + "' differs from the train block's '" +
                          m.spec.optimizer.kind + "'");
   }
   auto slice_into = [&](const std::string& name, const Shape& shape, const Piece& pc, std::vector<float>& dst) {
@@ -119,26 +136,17 @@ void PlanTrainer::load(const std::string& path, bool checkpoint) {
     for (const StTensor& t : f.tensors) {
       bool known = false;
       for (int p : m.g.params()) known = known || m.g.tensor(p).name == t.name;
-      if (!known) throw RuntimeError(path + ": tensor '" + t.name + "' is not a parameter of this model");
+      if (!known) throw SafetensorsError(path + ": tensor '" + t.name + "' is not a parameter of this model");
     }
     return;
   }
   step_ = metadata_count(f, "step", path);
 }
 
-std::string merge_checkpoint_shards(const std::string& dir, const std::string& out) {
+SafetensorsFile assemble_shards(const std::string& dir) {
+  const ShardManifest manifest = read_latest_shards(dir);
   std::vector<std::string> files;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      std::string n = e->d_name;
-      if (n.rfind("rank-", 0) == 0 && n.size() > 12 && n.substr(n.size() - 12) == ".safetensors") files.push_back(dir + "/" + n);
-    }
-    ::closedir(d);
-  } else {
-    throw RuntimeError(dir + ": cannot open the shard folder");
-  }
-  if (files.empty()) throw RuntimeError(dir + ": no rank-*.safetensors shards");
-  std::sort(files.begin(), files.end());
+  for (const ShardFile& f : manifest.files) files.push_back(manifest.folder + "/" + f.name);
   struct Full {
     std::vector<int64_t> shape;
     std::vector<float> data;
@@ -150,7 +158,7 @@ std::string merge_checkpoint_shards(const std::string& dir, const std::string& o
   for (const std::string& path : files) {
     SafetensorsFile f = read_safetensors(path);
     auto fmt = f.metadata.find("format");
-    if (fmt == f.metadata.end() || fmt->second != "nns-shard-1") throw RuntimeError(path + ": not an nns checkpoint shard");
+    if (fmt == f.metadata.end() || fmt->second != "nns-shard-1") throw SafetensorsError(path + ": not an nns checkpoint shard");
     int64_t w = metadata_count(f, "world", path);
     metadata_count(f, "step", path);
     if (world < 0) {
@@ -158,31 +166,31 @@ std::string merge_checkpoint_shards(const std::string& dir, const std::string& o
       meta0 = f.metadata;
     }
     if (w != world || f.metadata.at("step") != meta0.at("step"))
-      throw RuntimeError(path + ": shard from another run (world or step differs from " + files[0] + ")");
+      throw SafetensorsError(path + ": shard from another save (world or step differs from " + files[0] + ")");
     for (const StTensor& t : f.tensors) {
       auto where = f.metadata.find("piece:" + t.name);
-      if (where == f.metadata.end()) throw RuntimeError(path + ": tensor '" + t.name + "' has no piece metadata");
+      if (where == f.metadata.end()) throw SafetensorsError(path + ": tensor '" + t.name + "' has no piece metadata");
       size_t semi = where->second.find(";start=");
-      if (where->second.rfind("full=", 0) != 0 || semi == std::string::npos) throw RuntimeError(path + ": bad piece metadata for '" + t.name + "'");
+      if (where->second.rfind("full=", 0) != 0 || semi == std::string::npos) throw SafetensorsError(path + ": bad piece metadata for '" + t.name + "'");
       const std::string what = path + ": piece metadata of '" + t.name + "'";
       std::vector<int64_t> shape = parse_ints(where->second.substr(5, semi - 5), what), start = parse_ints(where->second.substr(semi + 7), what);
-      if (start.size() != shape.size() || t.shape.size() != shape.size()) throw RuntimeError(path + ": bad piece of '" + t.name + "'");
-      if (t.dtype != "F32") throw RuntimeError(path + ": tensor '" + t.name + "' is " + t.dtype + ", shards hold F32");
+      if (start.size() != shape.size() || t.shape.size() != shape.size()) throw SafetensorsError(path + ": bad piece of '" + t.name + "'");
+      if (t.dtype != "F32") throw SafetensorsError(path + ": tensor '" + t.name + "' is " + t.dtype + ", shards hold F32");
       int64_t elements = 1;
       for (int64_t d : shape)
         if (__builtin_mul_overflow(elements, d, &elements) || elements > (int64_t{1} << 34))
-          throw RuntimeError(what + ": the full shape is too large to assemble");
+          throw SafetensorsError(what + ": the full shape is too large to assemble");
       Full& fl = full[t.name];
       if (fl.shape.empty() && fl.data.empty()) {
         fl.shape = shape;
         fl.data.assign(static_cast<size_t>(sema::numel(shape)), 0.f);
         fl.seen.assign(fl.data.size(), 0);
       }
-      if (fl.shape != shape) throw RuntimeError(path + ": tensor '" + t.name + "' has another full shape in another shard");
+      if (fl.shape != shape) throw SafetensorsError(path + ": tensor '" + t.name + "' has another full shape in another shard");
       Piece src;
       src.start = start;
       src.length = t.shape;
-      if (!contains(full_piece(shape), start, t.shape)) throw RuntimeError(path + ": piece of '" + t.name + "' lies outside the tensor");
+      if (!contains(full_piece(shape), start, t.shape)) throw SafetensorsError(path + ": piece of '" + t.name + "' lies outside the tensor");
       std::vector<float> vals(t.data.size() / 4);
       std::memcpy(vals.data(), t.data.data(), t.data.size());
       // Mark coverage, then copy.
@@ -190,21 +198,32 @@ std::string merge_checkpoint_shards(const std::string& dir, const std::string& o
       copy_region(ones.data(), src, cover.data(), full_piece(shape), start, t.shape, false, 1.f);
       for (size_t i = 0; i < cover.size(); ++i)
         if (cover[i] != 0.f) {
-          if (fl.seen[i]) throw RuntimeError(path + ": tensor '" + t.name + "' overlaps a piece of another shard");
+          if (fl.seen[i]) throw SafetensorsError(path + ": tensor '" + t.name + "' overlaps a piece of another shard");
           fl.seen[i] = 1;
         }
       copy_region(vals.data(), src, fl.data.data(), full_piece(shape), start, t.shape, false, 1.f);
     }
   }
-  std::vector<StTensor> tensors;
+  if (world != manifest.world || meta0.at("step") != std::to_string(manifest.step))
+    throw SafetensorsError(manifest.folder + ": the shards' world or step differs from the manifest's");
+  SafetensorsFile out;
   for (auto& [name, fl] : full) {
     for (char c : fl.seen)
-      if (!c) throw RuntimeError(dir + ": tensor '" + name + "' is not covered by the shards (a rank's shard is missing?)");
-    tensors.push_back(f32_tensor(name, fl.shape, fl.data.data(), fl.data.size()));
+      if (!c) throw SafetensorsError(manifest.folder + ": tensor '" + name + "' is not covered by the shards");
+    out.tensors.push_back(f32_tensor(name, fl.shape, fl.data.data(), fl.data.size()));
   }
-  write_safetensors_atomic(out, tensors, {{"format", "nns-checkpoint-1"}, {"step", meta0.at("step")}, {"optimizer", meta0.at("optimizer")}});
-  return "merged " + std::to_string(files.size()) + " shard(s) of " + std::to_string(world) + " rank(s), " + std::to_string(tensors.size()) +
-         " tensors, step " + meta0.at("step") + " -> " + out;
+  out.metadata = {{"format", "nns-checkpoint-1"}, {"step", meta0.at("step")}, {"optimizer", meta0.at("optimizer")}};
+  return out;
+}
+
+SafetensorsFile read_checkpoint(const std::string& path) { return is_directory(path) ? assemble_shards(path) : read_safetensors(path); }
+
+std::string merge_checkpoint_shards(const std::string& dir, const std::string& out) {
+  SafetensorsFile f = assemble_shards(dir);
+  const ShardManifest manifest = read_latest_shards(dir);
+  write_safetensors_atomic(out, f.tensors, f.metadata);
+  return "merged " + std::to_string(manifest.world) + " shard(s) of " + manifest.folder + ", " + std::to_string(f.tensors.size()) + " tensors, step " +
+         f.metadata.at("step") + " -> " + out;
 }
 
 }  // namespace nns::backend

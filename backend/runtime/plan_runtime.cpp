@@ -124,7 +124,7 @@ StepStats PlanTrainer::step() {
   st.step = ++step_;
   m.be.set_step(step_);
   // The learning rate follows the same schedule as one device.
-  double lr = learning_rate(m.spec.schedule, m.spec.optimizer.lr, m.spec.steps, step_);
+  double lr = learning_rate(m.spec.schedule, m.spec.optimizer.lr, m.spec.schedule.steps, step_);
   m.lr = lr;
   m.run_step(step_);
   st.loss = m.loss;

@@ -57,10 +57,11 @@ class PlanTrainer : public TrainSession {
   std::map<std::string, std::vector<float>> parameters() override;
   std::map<std::string, std::vector<float>> last_gradients() override;
   // Checkpoints (plan_checkpoint.cpp). Each rank writes the pieces it owns
-  // (one copy of every element over all ranks) to DIR/rank-<r>.safetensors
-  // (collective); merge_checkpoint_shards builds the single-device
-  // checkpoint from them, which load() reads into any plan on any number of
-  // ranks: weights only (--init) or weights, optimizer state and step (--resume).
+  // (one copy of every element over all ranks) to DIR/step-S/rank-<r>.safetensors
+  // and rank 0 publishes the save (collective; checkpoint_store.h).
+  // load() reads a single-device checkpoint file or such a folder (its
+  // pieces assembled) into any plan on any number of ranks: weights only
+  // (--init) or weights, optimizer state and step (--resume).
   void save_shards(const std::string& dir);
   void load(const std::string& path, bool checkpoint);
 
@@ -77,5 +78,6 @@ class PlanTrainer : public TrainSession {
 // shard (a missing or overlapping shard is an error naming the tensor).
 // Returns a one-line summary.
 std::string merge_checkpoint_shards(const std::string& dir, const std::string& out);
+
 
 }  // namespace nns::backend

@@ -5,6 +5,7 @@
 #include "backend/runtime/safetensors.h"
 
 #include "backend/runtime/safetensors_json.h"
+#include "backend/runtime/atomic_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -228,15 +229,6 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
-void write_all(int fd, const void* buf, size_t n, const std::string& tmp) {
-  const auto* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) throw SafetensorsError("cannot write '" + tmp + "': " + errno_text());
-    p += w, n -= static_cast<size_t>(w);
-  }
-}
 
 }  // namespace
 
@@ -403,33 +395,13 @@ void write_safetensors_atomic(const std::string& path, const std::vector<StTenso
     prefix[k] = static_cast<char>(static_cast<uint64_t>(header.size()) >> (8 * k));
   header.insert(0, prefix);
 
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) bad("cannot create '" + tmp + "': " + errno_text());
+  std::vector<std::pair<const void*, size_t>> parts{{header.data(), header.size()}};
+  for (const StTensor* t : order) parts.emplace_back(t->data.data(), t->data.size());
   try {
-    write_all(fd, header.data(), header.size(), tmp);
-    for (const StTensor* t : order) write_all(fd, t->data.data(), t->data.size(), tmp);
-    // fsync before rename: otherwise a crash can leave the new name pointing
-    // at a file whose data never reached the disk.
-    if (::fsync(fd) != 0) bad("fsync of '" + tmp + "' failed: " + errno_text());
-    const int rc = ::close(fd);
-    fd = -1;
-    if (rc != 0) bad("close of '" + tmp + "' failed: " + errno_text());
-    if (::rename(tmp.c_str(), path.c_str()) != 0)
-      bad("rename from '" + tmp + "' failed: " + errno_text());
-  } catch (...) {
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
+    write_file_atomic(path, parts);
+  } catch (const FileWriteError& e) {
+    throw SafetensorsError(e.what());
   }
-  // Make the rename itself durable. Best effort: the new file is already in
-  // place and complete, so a directory that cannot be synced is not an error.
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "."
-                          : slash == 0               ? "/"
-                                                     : path.substr(0, slash);
-  Fd d{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-  if (d.fd >= 0) ::fsync(d.fd);
 }
 
 }  // namespace nns::backend

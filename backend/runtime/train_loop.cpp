@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "backend/runtime/fault.h"
 #include "backend/runtime/trainer.h"
 #include "semantics/graph.h"  // format_bytes
 
@@ -135,7 +136,23 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
   std::unique_ptr<StepVerifier> verifier;
   if (rank0 && o.verify && o.reference) verifier = std::make_unique<StepVerifier>(*o.reference, o.reference_adopts_weights);
   double total = 0, first_loss = 0, last_loss = 0;
+  std::FILE* metrics = nullptr;
+  if (rank0 && !o.metrics.empty()) {
+    metrics = std::fopen(o.metrics.c_str(), "w");
+    if (!metrics) throw RuntimeError("--metrics " + o.metrics + ": cannot create the file");
+  }
+  struct Closer {
+    std::FILE*& f;
+    ~Closer() {
+      if (f) std::fclose(f);
+    }
+  } close_metrics{metrics};
+  auto save = [&] {
+    std::string line = o.save();
+    if (rank0) std::fprintf(out, "%s\n", line.c_str());
+  };
   for (int64_t s = start; s < o.steps; ++s) {
+    set_fault_context(o.rank, s + 1);
     StepStats st = session.step();
     if (!std::isfinite(st.loss)) {
       // The loss is averaged over the ranks: every rank sees it; rank 0 says so.
@@ -151,7 +168,15 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
       grads = session.last_gradients();
       weights = session.parameters();
     }
+    // Every save_every-th step (the last step's save comes after the summary).
+    if (o.save && o.save_every > 0 && st.step % o.save_every == 0 && st.step < o.steps && (rank0 || o.collective)) save();
     if (!rank0) continue;
+    if (metrics) {
+      // %.17g: the exact double, so runs can be compared bit for bit.
+      std::fprintf(metrics, "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.17g, \"grad_norm\": %.17g, \"ms\": %.3f}\n", static_cast<long long>(st.step),
+                   st.loss, st.lr, st.grad_norm, st.seconds * 1e3);
+      std::fflush(metrics);
+    }
     double rate = static_cast<double>(session.samples_per_step()) / st.seconds;
     std::fprintf(out, "step %4lld/%lld  loss %.6f  lr %.3g  |g| %.3f  %8.2f ms  %10.0f %s/s  peak %s\n", static_cast<long long>(st.step),
                  static_cast<long long>(o.steps), st.loss, st.lr, st.grad_norm, st.seconds * 1e3, rate,
@@ -170,10 +195,7 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
     if (ran > 1) std::fprintf(out, ", %.2f ms/step (steps after the first)", total / static_cast<double>(ran - 1) * 1e3);
     std::fprintf(out, ", %s %s%s\n", o.peak_label.c_str(), sema::format_bytes(session.peak_bytes()).c_str(), o.peak_of_rank0 ? " (rank 0)" : "");
   }
-  if (o.save && (rank0 || o.collective)) {
-    std::string line = o.save();
-    if (rank0) std::fprintf(out, "%s\n", line.c_str());
-  }
+  if (o.save && (rank0 || o.collective)) save();
   if (!verifier) return LoopResult::Ok;
   print_verify_summary(*verifier, o);
   return verifier->worst() <= 1e-5 ? LoopResult::Ok : LoopResult::VerifyFailed;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/runtime/checkpoint_store.h"
 #include "backend/runtime/comm/communicator.h"
 #include "backend/runtime/optimizer.h"
 #include "backend/runtime/safetensors.h"
@@ -306,7 +307,7 @@ StepStats Trainer::step() {
   st.grad_norm = std::sqrt(be_.sum_of_squares(grads));
   if (float factor = clip_factor(spec_.clip, st.grad_norm); factor != 1.0f)
     for (TensorView& gv : grads) be_.scale(gv, factor);
-  st.lr = learning_rate(spec_.schedule, spec_.optimizer.lr, spec_.steps, step_);
+  st.lr = learning_rate(spec_.schedule, spec_.optimizer.lr, spec_.schedule.steps, step_);
   for (size_t i = 0; i < info_.param_grads.size(); ++i) {
     int p = info_.param_grads[i].first;
     int64_t b = tracer_ ? TraceRecorder::now_ns() : 0;
@@ -404,7 +405,7 @@ std::vector<std::vector<uint8_t>> read_input_data(const std::string& path, const
 // Weights (and, for a checkpoint, optimizer state and step) from a file;
 // every mismatch names the tensor.
 void Trainer::load_weights(const std::string& path, bool checkpoint) {
-  SafetensorsFile f = read_safetensors(path);
+  SafetensorsFile f = read_checkpoint(path);  // a file, or the last complete save of a shard folder
   auto load = [&](const std::string& name, const sema::Shape& shape, void* dst) {
     std::vector<float> values = read_f32(f, name, shape, path);
     be_.copy_from_host(dst, values.data(), values.size() * 4);
@@ -424,11 +425,11 @@ void Trainer::load_weights(const std::string& path, bool checkpoint) {
       throw SafetensorsError(path + ": tensor '" + t.name + "' is not " + (checkpoint ? "a parameter or optimizer state" : "a parameter") + " of this model");
   if (!checkpoint) return;
   auto fmt = f.metadata.find("format");
-  if (fmt == f.metadata.end() || fmt->second != "nns-checkpoint-1") throw RuntimeError(path + ": not an nns checkpoint (no format metadata)");
+  if (fmt == f.metadata.end() || fmt->second != "nns-checkpoint-1") throw SafetensorsError(path + ": not an nns checkpoint (no format metadata 'nns-checkpoint-1')");
   auto opt = f.metadata.find("optimizer");
   if (opt == f.metadata.end() || opt->second != spec_.optimizer.kind)
-    throw RuntimeError(path + ": checkpoint optimizer '" + (opt == f.metadata.end() ? "?" : opt->second) + "' differs from the train block's '" +
-                       spec_.optimizer.kind + "'");
+    throw SafetensorsError(path + ": checkpoint optimizer '" + (opt == f.metadata.end() ? "?" : opt->second) + "' differs from the train block's '" +
+                           spec_.optimizer.kind + "'");
   for (auto& [p, st] : state_)
     for (size_t s = 0; s < st.buffers.size(); ++s) {
       std::string slot = optimizer_slot_name(spec_.optimizer.kind, s);

@@ -1,6 +1,7 @@
 // The checker's driver: builds the encoding pass by pass, asks Z3, turns
 // an unsat core into one diagnostic, prints the verdict.
 #include "semantics/checker/checker.h"
+#include "semantics/check_deadline.h"
 
 #include <algorithm>
 #include <chrono>
@@ -78,6 +79,7 @@ int Encoder::place_of(int leaf) {
 }
 
 void Encoder::ground(bool holds, const std::function<Conflict()>& make) {
+  CheckDeadline::poll();  // every constraint decided while encoding passes here
   ++stats.ground_checks;
   if (!holds) conflict(make());
 }
@@ -102,6 +104,7 @@ void Encoder::conflict(Conflict c) {
 }
 
 void Encoder::tracked(const std::vector<int>& dirs, const z3::expr& f) {
+  CheckDeadline::poll();
   z3::expr all = ctx.bool_val(true);
   for (int d : dirs) all = all && literals_[d];
   solver.add(z3::implies(all, f));
@@ -133,6 +136,7 @@ std::string Encoder::part_label(int sub) const {
 void Encoder::solve(CheckResult& result) {
   z3::expr_vector assumptions(ctx);
   for (const z3::expr& l : literals_) assumptions.push_back(l);
+  solver.set("timeout", CheckDeadline::remaining_ms(opts.timeout_ms));
   z3::check_result r = solver.check(assumptions);
   if (r == z3::sat) {
     result.verdict = Verdict::Legal;

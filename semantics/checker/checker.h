@@ -39,6 +39,10 @@ struct CheckOptions {
   int64_t device_memory = -1;   // bytes per device; < 0: memory is reported, not checked
   std::string memory_label;     // how the capacity was given ("80 GiB", "h100 (80 GiB)")
   unsigned timeout_ms = 10000;  // Z3 time limit for each solver call
+  // --check-timeout: the whole check (plan evaluation to program
+  // verification; semantics/check_deadline.h); 0 = none, each Z3 call then
+  // bounded by timeout_ms alone.
+  unsigned total_timeout_ms = 0;
   // Training state per parameter element beyond the weight and its gradient:
   // AdamW keeps 2 moments, SGD with momentum 1 buffer, plain SGD none.
   std::string optimizer = "sgd";

@@ -21,6 +21,7 @@
 //     sum over directives s of ite(l_s, bytes(s, d), 0) <= capacity,
 // so an unsat core names the placements that together overflow a device.
 #include <algorithm>
+#include "semantics/check_deadline.h"
 #include <unordered_map>
 
 #include "semantics/checker/encoder.h"
@@ -163,6 +164,7 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
     if (extra > 0) by_directive[d][e.stash_directive] += extra;
   };
   for (int leaf : p.leaves()) {
+    CheckDeadline::poll();
     const SubOp& s = p.subops[leaf];
     const OpNode& n = g.node(s.node);
     int64_t inner = n.composite ? static_cast<int64_t>(static_cast<double>(internal_bytes(s.node)) * share(leaf)) : 0;

@@ -10,6 +10,7 @@
 // checked on the same walk: the identifier is splittable per the
 // annotation and the count divides its size.
 #include <algorithm>
+#include "semantics/check_deadline.h"
 
 #include "semantics/checker/encoder.h"
 #include "semantics/op_registry.h"
@@ -131,6 +132,7 @@ class SplitPass {
     bool value = first.split_id == "value";
     int64_t saved = value ? 1 : divisors[first.split_id];
     if (!value) divisors[first.split_id] = saved * static_cast<int64_t>(s.children.size());
+    CheckDeadline::poll();
     for (int c : s.children) walk(c, divisors);
     if (!value) divisors[first.split_id] = saved;
   }

@@ -15,6 +15,7 @@
 // obligations (the same size expression and divisor, from many ops) are
 // proved once. Memory is checked at the witness sizes only.
 #include "semantics/checker/symbolic_check.h"
+#include "semantics/check_deadline.h"
 
 #include <algorithm>
 #include <numeric>
@@ -87,7 +88,7 @@ class Prover {
     if (it != divisor_cache_.end()) return it->second;
     int64_t best = 1;
     // These lemmas are a shortcut: a short limit each, the full one stays for the obligation.
-    s_.set("timeout", std::min<unsigned>(e_.opts.timeout_ms, 500));
+    s_.set("timeout", CheckDeadline::remaining_ms(std::min<unsigned>(e_.opts.timeout_ms, 500)));
     for (int64_t k = d; k > 1; --k) {
       if (d % k != 0) continue;
       s_.push();
@@ -99,7 +100,6 @@ class Prover {
         break;
       }
     }
-    s_.set("timeout", e_.opts.timeout_ms);
     divisor_cache_[key] = best;
     return best;
   }
@@ -140,6 +140,7 @@ class Prover {
     z3::expr phi = as_bool(holds);
     s_.push();
     s_.add(!phi);
+    s_.set("timeout", CheckDeadline::remaining_ms(e_.opts.timeout_ms));
     z3::check_result res = s_.check();
     if (res == z3::unsat) {
       s_.pop();

@@ -85,6 +85,9 @@ void forward_stderr(int fd, int rank, std::mutex& out_mu) {
   // request is made, which getppid() then reveals.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != launcher) ::_exit(kRankFailedExit);
+  // "nns rank 3" in ps/top (and for a user, or a fault test, to find a rank).
+  const std::string title = "nns rank " + std::to_string(rank);
+  ::prctl(PR_SET_NAME, title.c_str(), 0, 0, 0);
   // The launcher stops ranks with SIGTERM, whatever its own disposition.
   // Handlers the parent installed for fatal signals (a test framework's
   // crash reporter, say) would report as the parent from inside a rank;
@@ -254,7 +257,9 @@ int launch_local_ranks(int world_size, const std::function<int(int rank)>& rank_
         std::lock_guard<std::mutex> lock(out_mu);
         write_fd(2, "nns: rank " + std::to_string(r) + " failed (" + why + "); stopping the other ranks\n");
       }
-      result = kRankFailedExit;
+      // The culprit's own exit code when it chose one (65: a bad input file
+      // every rank refused), else 70.
+      result = WIFEXITED(st) ? WEXITSTATUS(st) : kRankFailedExit;
       for (auto& k : kids)
         if (!k.done) ::kill(k.pid, SIGTERM);
       auto deadline = Clock::now() + std::chrono::seconds(3);

@@ -20,7 +20,9 @@
 // launcher prints "nns: rank R failed (exit code C)" (or "(signal S)")
 // "; stopping the other ranks" to stderr, sends SIGTERM to the ranks still
 // running, SIGKILL to those still alive 3 s later, reaps them all and
-// returns 70. It returns 0 when every rank exits 0. No orphans: each child
+// returns the failed rank's exit code (65 when it refused a bad input
+// file, say), or 70 when a signal killed it. It returns 0 when every rank
+// exits 0. Each rank is named "nns rank R" (ps, top, /proc/PID/comm). No orphans: each child
 // asks the kernel (PR_SET_PDEATHSIG) for SIGKILL if the launcher dies.
 //
 // Call it before the process starts threads or OpenMP kernels: fork()
