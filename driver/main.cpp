@@ -2,6 +2,7 @@
 // commands.h). The stages check and run go through are in
 // driver/pipeline.cpp. Exit codes: 0 ok, 64 usage, 65 bad input (syntax /
 // semantic / plan errors), 70 runtime failure.
+#include <csignal>
 #include <exception>
 #include <iostream>
 #include <string>
@@ -16,6 +17,15 @@ int main(int argc, char** argv) {
   // Before anything else: it may run nns again with the OpenMP settings
   // libgomp must find at start-up (driver/openmp_env.h).
   apply_openmp_defaults(argv);
+  // A shell starts a script's background jobs with SIGINT and SIGQUIT
+  // ignored, and ignored signals are inherited: `kill -INT` (or Ctrl-C on
+  // the script) would never stop such a training run or its ranks. nns
+  // takes the default back: an interrupt ends it (the REPL installs its own
+  // handler).
+  for (int sig : {SIGINT, SIGQUIT}) {
+    struct sigaction old {};
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) std::signal(sig, SIG_DFL);
+  }
   Args a;
   std::string err;
   if (!parse_args(argc, argv, a, err)) return usage_error(err);

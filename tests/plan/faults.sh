@@ -3,6 +3,9 @@
 #   faults.sh rank-killed NNS_BINARY
 #     kill -9 of rank 2 of a 4-rank plan run mid-training: every rank ends
 #     within 10 s, the launcher names rank 2, no rank process is left.
+#   faults.sh interrupted NNS_BINARY
+#     a 2-rank run started as a script's background job (SIGINT ignored by
+#     the shell) ends on `kill -INT` within 5 s, its ranks with it.
 #   faults.sh save-killed NNS_BINARY
 #     a 2-rank plan run (cosine schedule) saving every 2 steps is killed
 #     while it saves step 4 (NNS_FAULT, backend/runtime/fault.h): the step-2
@@ -25,6 +28,8 @@ fail() { echo "FAIL: $*"; for f in "$tmp"/*.log; do [ -e "$f" ] && { echo "--- $
 
 # The rank processes of launcher $1 ("nns rank R" is their name).
 rank_pids() { pgrep -P "$1" || true; }
+# Whether process $1 still runs (a zombie has ended: only its entry is left).
+running() { [ -e "/proc/$1/stat" ] && [ "$(awk '{ print $3 }' "/proc/$1/stat" 2> /dev/null)" != Z ]; }
 rank_pid() {
   local p
   for p in $(rank_pids "$1"); do
@@ -53,11 +58,29 @@ rank-killed)
   [ "$rc" != 0 ] || fail "the run exited 0 after a rank was killed"
   grep -q "nns: rank 2 failed (signal 9)" "$tmp/err.log" || fail "the launcher did not name rank 2"
   for p in $ranks; do
-    if kill -0 "$p" 2> /dev/null; then fail "rank process $p still runs"; fi
+    if running "$p"; then fail "rank process $p still runs"; fi
   done
   awk -v t="$took" 'BEGIN { if (t > 10) exit 1 }' || fail "the ranks took ${took}s to end (limit 10 s)"
   printf 'rank 2 killed at step %s: all ranks ended in %.2f s, exit %s, no rank left\n' \
     "$(sed -n 's/^step *\([0-9]*\)\/.*/\1/p' "$tmp/run.log" | tail -1)" "$took" "$rc"
+  ;;
+interrupted)
+  "$NNS" run examples/gpt.nns --config tiny --gpus 2 --steps 1000000 > "$tmp/run.log" 2> "$tmp/err.log" &
+  launcher=$!
+  for _ in $(seq 600); do grep -q '^step *3/' "$tmp/run.log" && break; sleep 0.1; done
+  grep -q '^step *3/' "$tmp/run.log" || fail "the run did not reach step 3"
+  ranks="$(rank_pids "$launcher")"
+  kill -INT "$launcher"
+  for _ in $(seq 50); do kill -0 "$launcher" 2> /dev/null || break; sleep 0.1; done
+  if kill -0 "$launcher" 2> /dev/null; then fail "SIGINT did not stop a background run within 5 s"; fi
+  rc=0; wait "$launcher" || rc=$?
+  launcher=""
+  for p in $ranks; do
+    if running "$p"; then fail "rank process $p still runs after the interrupt"; fi
+  done
+  grep -q "nns: interrupted (signal 2); stopping the ranks" "$tmp/err.log" || fail "the launcher did not say it was interrupted"
+  [ "$rc" = 130 ] || fail "exit $rc after SIGINT, expected 130"
+  echo "background run interrupted: exit $rc, its ranks gone"
   ;;
 save-killed)
   model=(examples/gpt.nns --config tiny)
@@ -117,7 +140,7 @@ save-killed)
   done
   ;;
 *)
-  echo "usage: faults.sh rank-killed|save-killed NNS_BINARY"
+  echo "usage: faults.sh rank-killed|interrupted|save-killed NNS_BINARY"
   exit 64
   ;;
 esac

@@ -176,6 +176,11 @@ std::vector<int> reap(std::vector<Child>& kids) {
   return newly_failed;
 }
 
+// SIGINT/SIGTERM/SIGHUP received by the launcher while ranks run: the
+// loop stops the ranks, reaps them and returns 128 + the signal.
+volatile std::sig_atomic_t g_stop_signal = 0;
+void on_stop_signal(int sig) { g_stop_signal = sig; }
+
 bool all_done(const std::vector<Child>& kids) {
   return std::all_of(kids.begin(), kids.end(), [](const Child& c) { return c.done; });
 }
@@ -245,8 +250,43 @@ int launch_local_ranks(int world_size, const std::function<int(int rank)>& rank_
   for (int r = 0; r < world_size; ++r)
     readers.emplace_back([&, r] { forward_stderr(err_fds[r], r, out_mu); });
 
+  // From here on an interrupt is the launcher's to handle: stop the ranks
+  // and reap them (a launcher killed outright leaves them to
+  // PR_SET_PDEATHSIG, and their zombies to whoever reaps orphans).
+  g_stop_signal = 0;
+  struct sigaction stop {}, old_int {}, old_term {}, old_hup {};
+  stop.sa_handler = on_stop_signal;
+  sigemptyset(&stop.sa_mask);
+  sigaction(SIGINT, nullptr, &old_int);
+  if (old_int.sa_handler != SIG_IGN) sigaction(SIGINT, &stop, nullptr);
+  sigaction(SIGTERM, &stop, &old_term);
+  sigaction(SIGHUP, nullptr, &old_hup);
+  if (old_hup.sa_handler != SIG_IGN) sigaction(SIGHUP, &stop, nullptr);
+  auto stop_ranks = [&] {
+    for (auto& k : kids)
+      if (!k.done) ::kill(k.pid, SIGTERM);
+    auto deadline = Clock::now() + std::chrono::seconds(3);
+    while (!all_done(kids) && Clock::now() < deadline) {
+      reap(kids);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    for (auto& k : kids)
+      if (!k.done) ::kill(k.pid, SIGKILL);
+    for (auto& k : kids)
+      if (!k.done) ::waitpid(k.pid, nullptr, 0), k.done = true;
+  };
+
   int result = 0;
   while (!all_done(kids)) {
+    if (int sig = g_stop_signal) {
+      {
+        std::lock_guard<std::mutex> lock(out_mu);
+        write_fd(2, "nns: interrupted (signal " + std::to_string(sig) + "); stopping the ranks\n");
+      }
+      stop_ranks();
+      result = 128 + sig;
+      break;
+    }
     std::vector<int> newly_failed = reap(kids);
     if (!newly_failed.empty()) {
       int r = pick_culprit(kids, newly_failed);
@@ -260,17 +300,7 @@ int launch_local_ranks(int world_size, const std::function<int(int rank)>& rank_
       // The culprit's own exit code when it chose one (65: a bad input file
       // every rank refused), else 70.
       result = WIFEXITED(st) ? WEXITSTATUS(st) : kRankFailedExit;
-      for (auto& k : kids)
-        if (!k.done) ::kill(k.pid, SIGTERM);
-      auto deadline = Clock::now() + std::chrono::seconds(3);
-      while (!all_done(kids) && Clock::now() < deadline) {
-        reap(kids);
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-      for (auto& k : kids)
-        if (!k.done) ::kill(k.pid, SIGKILL);
-      for (auto& k : kids)
-        if (!k.done) ::waitpid(k.pid, nullptr, 0), k.done = true;
+      stop_ranks();
       break;
     }
     // Polling keeps us from reaping children that are not ours, which
@@ -278,6 +308,9 @@ int launch_local_ranks(int world_size, const std::function<int(int rank)>& rank_
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   for (auto& t : readers) t.join();
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  sigaction(SIGHUP, &old_hup, nullptr);
   return result;
 }
 

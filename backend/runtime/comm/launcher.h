@@ -22,7 +22,9 @@
 // running, SIGKILL to those still alive 3 s later, reaps them all and
 // returns the failed rank's exit code (65 when it refused a bad input
 // file, say), or 70 when a signal killed it. It returns 0 when every rank
-// exits 0. Each rank is named "nns rank R" (ps, top, /proc/PID/comm). No orphans: each child
+// exits 0. Each rank is named "nns rank R" (ps, top, /proc/PID/comm).
+// SIGINT, SIGTERM or SIGHUP to the launcher while ranks run stops them the
+// same way, and the launcher returns 128 + the signal. No orphans: each child
 // asks the kernel (PR_SET_PDEATHSIG) for SIGKILL if the launcher dies.
 //
 // Call it before the process starts threads or OpenMP kernels: fork()
