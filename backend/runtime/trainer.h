@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "backend/runtime/comm/comm_queue.h"
 #include "backend/runtime/backend.h"
 #include "backend/runtime/train_loop.h"
 #include "backend/lowering/program.h"
@@ -92,7 +94,14 @@ class Trainer : public TrainSession {
   bool counts_tokens() const override { return counts_tokens_; }
 
  private:
-  double run_micro_batch(int64_t k, bool backward);
+  // `after_run(i)` (when given) is called after instruction i has run.
+  double run_micro_batch(int64_t k, bool backward, const std::function<void(size_t)>& after_run = {});
+  // Data-parallel gradient buckets (world > 1): parameters grouped in the
+  // order their gradients become final in the backward, each bucket one
+  // allreduce started on comm_queue_ as soon as its last gradient is final,
+  // so it overlaps the rest of the backward.
+  void plan_buckets();
+  void start_bucket(size_t b, const std::vector<TensorView>& grads);
   TensorView view(int tensor) const;
   void* ensure(int tensor);
   void release(int tensor);
@@ -116,6 +125,15 @@ class Trainer : public TrainSession {
   bool counts_tokens_ = false;
   // --trace: keys are node ids, then trace_base_ + 0 (input loading), + 1
   // (the loss allreduce), + 2 + 2i / + 3 + 2i (parameter i's allreduce / update).
+  struct GradBucket {
+    std::vector<size_t> members;  // indices into info_.param_grads
+    int64_t elements = 0;
+  };
+  std::vector<GradBucket> buckets_;
+  std::vector<std::vector<size_t>> final_after_;  // instruction -> param_grads whose gradient is final after it
+  std::vector<size_t> bucket_of_;                  // param_grads index -> bucket
+  std::vector<std::pair<int64_t, int64_t>> bucket_times_;  // per bucket: allreduce start/end (ns, for --trace)
+  std::unique_ptr<CommQueue> comm_queue_;
   TraceRecorder* tracer_ = nullptr;
   int trace_base_ = 0, trace_mb_ = -1;
 };
