@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# A gpt tiny step on one device with default settings (all cores' threads),
-# quiet and with a neighbour competing for the cores: a shell busy loop
-# (--neighbour loop, the default) or another nns training swin tiny with
-# default settings (--neighbour nns, the same binary). OpenMP threads that
-# spin while they wait for a descheduled partner take the cores the
-# partner needs; threads that sleep when they wait (nns sets
-# OMP_WAIT_POLICY=PASSIVE) give them up. Quiet and busy runs alternate;
+# A gpt tiny step on one device with default settings, quiet and with a
+# neighbour competing for the cores: a shell busy loop (--neighbour loop,
+# the default) or another nns training swin tiny with default settings
+# (--neighbour nns, the same binary). OpenMP threads that spin while they
+# wait for a descheduled partner take the cores the partner needs. nns's
+# default for one device (backend/runtime/cpu/thread_policy.h) uses no more
+# threads than the work keeps busy and than the cores other processes leave
+# idle; ranks of one run sleep when they wait (OMP_WAIT_POLICY=PASSIVE, set
+# by nns). Quiet and busy runs alternate;
 # prints each pair, then the median and range of each and the busy/quiet
 # ratio of the medians.
 #   bench/busy_core.sh [--repeat R] [--steps S] [--neighbour loop|nns]    NNS=path selects the binary

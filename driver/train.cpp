@@ -14,6 +14,7 @@
 #include "backend/runtime/comm/communicator.h"
 #include "backend/runtime/comm/launcher.h"
 #include "backend/runtime/cpu/kernels.h"
+#include "backend/runtime/cpu/thread_policy.h"
 #include "backend/runtime/plan_runtime.h"
 #include "backend/runtime/safetensors.h"
 #include "backend/runtime/trace.h"
@@ -34,24 +35,26 @@ std::unique_ptr<backend::PlanTrainer> make_plan_trainer(Pipeline& p, const Pipel
 }
 
 // Rank 0's first line: what trains where.
-std::string banner(const Pipeline& p, const PipelineOptions& o, int threads) {
+std::string banner(const Pipeline& p, const PipelineOptions& o, int threads, bool adaptive) {
   const Topology& t = o.topo;
   const sema::TrainSpec& s = p.spec;
   const char* config = p.interp->config_name().empty() ? "-" : p.interp->config_name().c_str();
   const char* kernels = o.run.reference ? "reference" : "oneDNN";
   int shown_threads = threads > 0 ? threads : std::max(1, backend::cpu::get_threads());
+  std::string per_rank = std::to_string(shown_threads) + " thread(s) per rank";
+  if (adaptive) per_rank = "up to " + std::to_string(shown_threads) + " thread(s) (fewer while other processes keep cores busy)";
   char line[1024];
   if (!o.plan.empty())
     std::snprintf(line, sizeof line,
                   "nns: training %s (config %s) with plan %s on %lld CPU rank(s) (%lld device(s) per plan replica, %lld replica(s); no CUDA "
-                  "device in use), %s kernels, %d thread(s) per rank; %lld steps, %s %g\n",
+                  "device in use), %s kernels, %s; %lld steps, %s %g\n",
                   o.path.c_str(), config, p.plan.name.c_str(), static_cast<long long>(t.ranks), static_cast<long long>(t.devices),
-                  static_cast<long long>(t.replicas), kernels, shown_threads, static_cast<long long>(s.steps), s.optimizer.kind.c_str(),
+                  static_cast<long long>(t.replicas), kernels, per_rank.c_str(), static_cast<long long>(s.steps), s.optimizer.kind.c_str(),
                   s.optimizer.lr);
   else
-    std::snprintf(line, sizeof line, "nns: training %s (config %s) on %lld CPU rank(s)%s, %s kernels, %d thread(s) per rank; %lld steps, %s %g\n",
+    std::snprintf(line, sizeof line, "nns: training %s (config %s) on %lld CPU rank(s)%s, %s kernels, %s; %lld steps, %s %g\n",
                   o.path.c_str(), config, static_cast<long long>(t.ranks), t.ranks > 1 ? " as data-parallel replicas (no CUDA device in use)" : "",
-                  kernels, shown_threads, static_cast<long long>(s.steps), s.optimizer.kind.c_str(), s.optimizer.lr);
+                  kernels, per_rank.c_str(), static_cast<long long>(s.steps), s.optimizer.kind.c_str(), s.optimizer.lr);
   return line;
 }
 
@@ -61,7 +64,15 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
   const RunOptions& r = o.run;
   const int rank = comm ? comm->rank() : 0;
   auto be = backend::make_cpu_backend(r.reference);
-  const int threads = r.threads > 0 ? r.threads : (comm ? backend::rank_threads() : 0);
+  int threads = r.threads > 0 ? r.threads : (comm ? backend::rank_threads() : 0);
+  // One device without --threads: as many threads as the work can use and
+  // the idle cores allow, re-decided as the machine's load changes.
+  std::unique_ptr<backend::cpu::ThreadGovernor> governor;
+  if (threads == 0 && !comm) {
+    int cores = std::max(1, backend::cpu::get_threads());
+    threads = backend::cpu::work_threads(sema::summarize(p.graph()).forward_macs, cores);
+    if (threads > 1) governor = std::make_unique<backend::cpu::ThreadGovernor>(threads, cores);
+  }
   if (threads > 0) be->set_threads(threads);
   backend::TrainOptions opts;
   opts.comm = comm;
@@ -122,7 +133,13 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
       };
     session = std::move(trainer);
   }
-  lo.banner = banner(p, o, threads);
+  lo.banner = banner(p, o, threads, governor != nullptr);
+  backend::Backend* backend_ptr = be.get();
+  if (governor)
+    lo.before_step = [&governor, backend_ptr] {
+      int before = governor->current();
+      if (int now = governor->decide(); now != before) backend_ptr->set_threads(now);
+    };
 
   std::unique_ptr<backend::Backend> ref_be;
   std::unique_ptr<backend::Trainer> reference;

@@ -153,6 +153,7 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
   };
   for (int64_t s = start; s < o.steps; ++s) {
     set_fault_context(o.rank, s + 1);
+    if (o.before_step) o.before_step();
     StepStats st = session.step();
     if (!std::isfinite(st.loss)) {
       // The loss is averaged over the ranks: every rank sees it; rank 0 says so.

@@ -124,7 +124,8 @@ struct LoopOptions {
   bool peak_of_rank0 = false;
   std::function<void()> dump_gradients;  // after step 1, on rank 0 or, when collective, every rank (--dump-grads)
   std::function<std::string()> save;     // after the last step (--save); returns the line rank 0 prints
-  int64_t save_every = 0;                // also after every save_every-th step (--save-every)
+  int64_t save_every = 0;
+  std::function<void()> before_step;     // e.g. the thread count for the next step (cpu/thread_policy.h)                // also after every save_every-th step (--save-every)
   std::string metrics;                   // rank 0 appends one JSON line per step to this file (--metrics)
   std::FILE* out = stdout;
 };
