@@ -48,7 +48,7 @@ PY
     expect 65 "metadata 'step' must be a non-negative integer (got '$bad')" run examples/01_mlp.nns --steps 2 --resume "$tmp/bad.safetensors"
   done
   # An extra (or empty-named) tensor: the file is not this model's.
-  for extra in junk ""; do
+  for extra in "" junk; do
     python3 - "$tmp/ok.safetensors" "$tmp/extra.safetensors" "$extra" <<'PY'
 import json, struct, sys
 d = open(sys.argv[1], 'rb').read()
@@ -62,6 +62,8 @@ open(sys.argv[2], 'wb').write(struct.pack('<Q', len(hb)) + hb + d[8 + n:])
 PY
     expect 65 "tensor '$extra' is not a parameter or optimizer state of this model" run examples/01_mlp.nns --steps 2 --resume "$tmp/extra.safetensors"
   done
+  # The same on the partitioned path (--resume with --plan).
+  expect 65 "tensor 'junk' is not a parameter or optimizer state of this model" run examples/01_mlp.nns --steps 2 --gpus 2 --plan dp --resume "$tmp/extra.safetensors"
   # A gradients file is not weights.
   if "$NNS" run examples/01_mlp.nns --steps 1 --dump-grads "$tmp/g.safetensors" >/dev/null 2>&1; then
     expect 65 "a gradients file (written by --dump-grads), not weights" run examples/01_mlp.nns --steps 1 --init "$tmp/g.safetensors"
@@ -71,5 +73,23 @@ PY
 else
   echo "FAIL: could not save a checkpoint to corrupt"; fail=1
 fi
+# Data files: at least one micro-batch of every input, and nothing else.
+python3 - "$tmp" <<'PY'
+import json, struct, sys
+def write(path, tensors):
+    h, off, data = {}, 0, b''
+    for name, (shape, n) in tensors.items():
+        b = struct.pack('<%df' % n, *([0.5] * n))
+        h[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + len(b)]}
+        off += len(b); data += b
+    hb = json.dumps(h, separators=(',', ':')).encode()
+    hb += b' ' * ((8 - len(hb) % 8) % 8)
+    open(path, 'wb').write(struct.pack('<Q', len(hb)) + hb + data)
+write(sys.argv[1] + '/rows0.safetensors', {"x": ([0, 32], 0), "y": ([0, 32], 0)})
+write(sys.argv[1] + '/more.safetensors', {"x": ([16, 32], 512), "y": ([16, 32], 512), "z": ([1], 1)})
+PY
+expect 65 "tensor 'x' has shape [0, 32]; expected [k*16, 32] (k >= 1 micro-batches" run examples/01_mlp.nns --steps 1 --data "$tmp/rows0.safetensors"
+expect 65 "tensor 'z' is not an input of this model" run examples/01_mlp.nns --steps 1 --data "$tmp/more.safetensors"
+expect 65 "tensor 'z' is not an input of this model" run examples/01_mlp.nns --steps 1 --gpus 2 --plan dp --data "$tmp/more.safetensors"
 [ $fail = 0 ] && echo "cli_args: every bad command line refused with its message"
 exit $fail

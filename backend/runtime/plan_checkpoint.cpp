@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <set>
 #include <cerrno>
 #include <cstring>
 
@@ -110,6 +111,8 @@ void PlanTrainer::save_shards(const std::string& dir) {
 void PlanTrainer::load(const std::string& path, bool checkpoint) {
   PlanExecutor& m = *x_;
   SafetensorsFile f = read_checkpoint(path);
+  if (auto fmt = f.metadata.find("format"); !checkpoint && fmt != f.metadata.end() && fmt->second == "nns-gradients-1")
+    throw SafetensorsError(path + ": a gradients file (written by --dump-grads), not weights");
   if (checkpoint) {
     auto fmt = f.metadata.find("format");
     if (fmt == f.metadata.end() || fmt->second != "nns-checkpoint-1")
@@ -132,14 +135,18 @@ void PlanTrainer::load(const std::string& path, bool checkpoint) {
     for (size_t s = 0; s < m.opt[i].size(); ++s)
       slice_into(std::string("optimizer.") + optimizer_slot_name(m.spec.optimizer.kind, s) + "." + t.name, t.shape, pc, m.opt[i][s]);
   }
-  if (!checkpoint) {
-    for (const StTensor& t : f.tensors) {
-      bool known = false;
-      for (int p : m.g.params()) known = known || m.g.tensor(p).name == t.name;
-      if (!known) throw SafetensorsError(path + ": tensor '" + t.name + "' is not a parameter of this model");
-    }
-    return;
+  // Every tensor of the file must be one this run reads (as on one device).
+  std::set<std::string> expected;
+  for (int p : m.g.params()) {
+    expected.insert(m.g.tensor(p).name);
+    if (checkpoint)
+      for (size_t s = 0; s < optimizer_slots(m.spec.optimizer); ++s)
+        expected.insert(std::string("optimizer.") + optimizer_slot_name(m.spec.optimizer.kind, s) + "." + m.g.tensor(p).name);
   }
+  for (const StTensor& t : f.tensors)
+    if (!expected.count(t.name))
+      throw SafetensorsError(path + ": tensor '" + t.name + "' is not " + (checkpoint ? "a parameter or optimizer state" : "a parameter") + " of this model");
+  if (!checkpoint) return;
   step_ = metadata_count(f, "step", path);
 }
 

@@ -486,15 +486,26 @@ std::vector<std::vector<uint8_t>> read_input_data(const std::string& path, const
   for (int in : inputs) {
     const sema::TensorInfo& t = g.tensor(in);
     const StTensor* st = f.find(t.name);
-    if (!st) throw RuntimeError(path + ": no tensor '" + t.name + "' for input '" + t.name + "'");
+    if (!st) throw SafetensorsError(path + ": no tensor '" + t.name + "' for input '" + t.name + "'");
     if (st->dtype != st_dtype(t.dtype))
-      throw RuntimeError(path + ": tensor '" + t.name + "' is " + st->dtype + " but the input is " + st_dtype(t.dtype));
-    bool ok = st->shape.size() == t.shape.size() && !st->shape.empty() && st->shape[0] % t.shape[0] == 0;
+      throw SafetensorsError(path + ": tensor '" + t.name + "' is " + st->dtype + " but the input is " + st_dtype(t.dtype));
+    bool ok = st->shape.size() == t.shape.size() && !st->shape.empty() && st->shape[0] >= t.shape[0] && st->shape[0] % t.shape[0] == 0;
     for (size_t d = 1; ok && d < t.shape.size(); ++d) ok = st->shape[d] == t.shape[d];
     if (!ok)
-      throw RuntimeError(path + ": tensor '" + t.name + "' has shape " + sema::shape_to_string(st->shape) + "; expected [k*" +
-                         std::to_string(t.shape[0]) + ", ...] with the input's trailing dims " + sema::shape_to_string(t.shape));
+    {
+      std::string want = "[k*" + std::to_string(t.shape[0]);
+      for (size_t d = 1; d < t.shape.size(); ++d) want += ", " + std::to_string(t.shape[d]);
+      throw SafetensorsError(path + ": tensor '" + t.name + "' has shape " + sema::shape_to_string(st->shape) + "; expected " + want +
+                             "] (k >= 1 micro-batches of the input " + sema::shape_to_string(t.shape) + ")");
+    }
     data.push_back(st->data);
+  }
+  // A data file holds the inputs and nothing else: another tensor means a
+  // file for another model (or a misspelt input).
+  for (const StTensor& st : f.tensors) {
+    bool input = false;
+    for (int in : inputs) input = input || g.tensor(in).name == st.name;
+    if (!input) throw SafetensorsError(path + ": tensor '" + st.name + "' is not an input of this model (a data file holds exactly its inputs)");
   }
   return data;
 }
