@@ -60,7 +60,10 @@ void print_summary(const PipelineOptions& o, Pipeline& p) {
     std::printf("  train:         loss %%%d, %s lr %g, %s schedule, %lld steps, %lld micro-batch(es), data %s\n", t->loss,
                 t->optimizer.kind.c_str(), t->optimizer.lr, t->schedule.kind.c_str(), (long long)t->steps,
                 (long long)t->micro_batches, t->data.kind.c_str());
+  } else {
+    std::printf("  train:         none (no train block: `nns run` has nothing to train)\n");
   }
+  if (s.top_level_ops == 0) std::printf("  note:          the file defines no op (no model is called on a tensor)\n");
   if (!interp.plans().empty()) {
     std::string names;
     for (const auto& pl : interp.plans()) names += (names.empty() ? "" : ", ") + pl.name;

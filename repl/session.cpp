@@ -259,7 +259,7 @@ std::vector<int> Session::select_ops(const std::string& pattern, bool& ok) {
   }
   Plan scratch = plan_;
   std::optional<Value> result;
-  bool good = interp_->run_session_input("<pattern:" + std::to_string(++internal_inputs_) + ">", "select(\"" + pattern + "\")", &scratch, &result);
+  bool good = interp_->run_session_input("<pattern:" + std::to_string(++internal_inputs_) + ">", "select(\"" + pattern + "\", allow_empty = true)", &scratch, &result);
   print_diagnostics();
   if (!good || !result || !result->is<std::shared_ptr<sema::List>>()) return nodes;
   for (const Value& v : *result->as<std::shared_ptr<sema::List>>())

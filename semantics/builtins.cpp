@@ -199,7 +199,7 @@ Value b_append(Interpreter& in, CallArgs& a) {
   in.check_list_size(static_cast<int64_t>(list.size()) + 1, a.loc);
   in.check_no_cycle(list, a.positional[1], a.loc);
   list.push_back(a.positional[1]);
-  return Value();
+  return a.positional[0];  // the list itself (appended in place), so calls chain
 }
 
 Value b_assert(Interpreter& in, CallArgs& a) {

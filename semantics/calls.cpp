@@ -268,12 +268,20 @@ void Interpreter::split_operands(const OpDef& op, CallArgs& args, const std::sha
     const Value& v = *env->find_local(p.name);
     SourceLoc al = arg_loc(pi, p.name);
     std::string arg_what = what + ": argument '" + p.name + "'";
-    if (p.type.empty() || p.type == "tensor") {
+    if (p.type.empty() || p.type == "tensor" || p.type == "index") {
       if (v.is<NoneV>() && p.default_value) {  // optional tensor left out
         out.record.tensors_per_param.push_back(0);
         continue;
       }
       if (!v.is<TensorV>()) fail(al, what + " expects a tensor for '" + p.name + "', got " + type_name(v));
+      // `index`: a tensor of indices (token ids, labels, gather positions).
+      // A float tensor here would be read as integers at run time.
+      if (p.type == "index") {
+        DType dt = graph_.tensor(v.as<TensorV>().id).dtype;
+        if (dt != DType::I32 && dt != DType::I64)
+          fail(al, what + " expects an integer tensor of indices for '" + p.name + "', got a " + dtype_name(dt) +
+                       " tensor (declare the input with i32, e.g. `input ids: [4, 32] i32 = tokens(vocab)`)");
+      }
       out.inputs.push_back(v.as<TensorV>().id);
       out.record.tensors_per_param.push_back(1);
     } else if (p.type == "tensors") {
@@ -308,7 +316,7 @@ void Interpreter::split_operands(const OpDef& op, CallArgs& args, const std::sha
         if (!sym.empty()) out.sym_attrs[p.name] = sym;
       }
     } else {
-      fail(p.loc, "unknown parameter type '" + p.type + "'; expected tensor, tensors, int, float, bool, str or ints");
+      fail(p.loc, "unknown parameter type '" + p.type + "'; expected tensor, index, tensors, int, float, bool, str or ints");
     }
   }
   for (int t : out.inputs) {

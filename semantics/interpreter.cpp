@@ -550,6 +550,10 @@ std::vector<int64_t> Interpreter::to_shape(const Value& v, SourceLoc loc, std::v
       symbolic = true;
       return;
     }
+    // A float dim (8.0, or x / 2 where x // 2 was meant) is an error even
+    // when it is whole: sizes are integers, and a float here is a slip.
+    if (d.is<double>() || d.is<bool>())
+      fail(loc, "a shape dimension must be an int, got " + type_name(d) + (d.is<double>() ? " (use // for integer division)" : ""));
     shape.push_back(to_int(d, loc, "shape dimension"));
     exprs.push_back(sym_const(shape.back()));
   };

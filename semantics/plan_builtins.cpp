@@ -3,6 +3,7 @@
 // name, splittable. They work on the Plan being evaluated
 // (Interpreter::evaluate_plan) and refuse to run outside a plan block.
 #include <algorithm>
+#include <set>
 #include "semantics/check_deadline.h"
 
 #include "semantics/builtin_args.h"
@@ -71,11 +72,70 @@ std::string op_label(Interpreter& in, const Plan& p, int sub) {
 
 // ---- the primitives ------------------------------------------------------------------
 
-// select(pattern = "*", kind = none): top-level forward ops by qualified-name glob and op kind.
+// Edit distance between a and b (insertions, deletions, substitutions).
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// Why select() found nothing, with what the user probably meant: the three
+// qualified names nearest the pattern (its wildcards dropped, compared with
+// names cut to the pattern's length), or the op kinds there are.
+std::string empty_select_message(Interpreter& in, const Plan& p, const std::string& pattern, const std::string* kind) {
+  std::vector<std::string> names;
+  std::set<std::string> kinds;
+  for (size_t node = 0; node < p.root_of_node.size(); ++node) {
+    if (p.root_of_node[node] < 0) continue;
+    const OpNode& n = in.graph().node(static_cast<int>(node));
+    kinds.insert(n.kind);
+    if (glob(pattern.c_str(), n.name.c_str())) continue;  // matched: the kind excluded it
+    names.push_back(n.name);
+  }
+  std::string msg = "select(\"" + pattern + "\"" + (kind ? ", kind = \"" + *kind + "\"" : std::string()) + ") matches no op";
+  bool pattern_matches_some = names.size() < static_cast<size_t>(std::count_if(p.root_of_node.begin(), p.root_of_node.end(), [](int r) { return r >= 0; }));
+  if (kind && (pattern_matches_some || !kinds.count(*kind))) {
+    if (!kinds.count(*kind)) {
+      std::string list;
+      for (const std::string& k : kinds) list += (list.empty() ? "" : ", ") + k;
+      return msg + ": no op is of kind '" + *kind + "' (kinds here: " + list + ")";
+    }
+    return msg + ": no op of kind '" + *kind + "' has a name matching the pattern";
+  }
+  std::string bare;
+  for (char c : pattern)
+    if (c != '*' && c != '?') bare += c;
+  std::vector<std::pair<size_t, std::string>> near;
+  for (const std::string& n : names) {
+    std::string head = n.substr(0, std::min(n.size(), bare.size() + 2));
+    near.push_back({std::min(edit_distance(bare, n), edit_distance(bare, head)), n});
+  }
+  std::stable_sort(near.begin(), near.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::string hint;
+  for (size_t i = 0; i < near.size() && i < 3; ++i) hint += (i ? ", " : "") + std::string("'") + near[i].second + "'";
+  if (!hint.empty()) msg += " (nearest names: " + hint + "; `nns check FILE --emit=graph` lists them all)";
+  return msg + "; pass allow_empty = true where none is fine";
+}
+
+// select(pattern = "*", kind = none, allow_empty = false): top-level forward
+// ops by qualified-name glob and op kind. Nothing found is an error (a typo
+// in a pattern would otherwise leave those ops to the plan's defaults and
+// the plan "legal") unless allow_empty says it may be.
 Value b_select(Interpreter& in, CallArgs& a) {
   Plan& p = active(in, a, "select");
   const Value* pat = arg(a, 0, "pattern");
   const Value* kind = arg(a, 1, "kind");
+  const Value* allow_empty = arg(a, 2, "allow_empty");
+  if (allow_empty && !allow_empty->is<bool>()) in.fail(a.loc, "select(): allow_empty must be true or false");
   std::string pattern = pat && pat->is<std::string>() ? pat->as<std::string>() : "*";
   if (pat && !pat->is<std::string>()) in.fail(a.loc, "select(): the pattern must be a string");
   std::vector<int> ids;
@@ -86,6 +146,10 @@ Value b_select(Interpreter& in, CallArgs& a) {
     if (!glob(pattern.c_str(), n.name.c_str())) continue;
     if (kind && kind->is<std::string>() && n.kind != kind->as<std::string>()) continue;
     ids.push_back(root);
+  }
+  if (ids.empty() && !(allow_empty && allow_empty->as<bool>())) {
+    std::string k = kind && kind->is<std::string>() ? kind->as<std::string>() : "";
+    in.fail(a.loc, empty_select_message(in, p, pattern, kind && kind->is<std::string>() ? &k : nullptr));
   }
   return handle_list(ids);
 }
@@ -177,6 +241,28 @@ bool resolve_choice(Interpreter& in, const Plan& p, int sub, const Value* dim, c
 }
 
 // trans(op, dim = "ID" | "value" | "batch", num = n) or trans(op, idx = i, dim = d, num = n)
+// Why trans(op = sub, dim, idx, num) would be refused, "" when it would
+// not (num 0: any count the dim's size allows). trans() and splittable()
+// both ask it, so splittable answers exactly what trans accepts.
+std::string trans_refusal(Interpreter& in, Plan& p, int sub, const Value* dim, const Value* idx, int64_t num, TransformChoice& choice) {
+  const SubOp& s = p.subops[sub];
+  if (!s.leaf()) return "op " + op_label(in, p, sub) + " is split already; split its parts instead";
+  if (!s.devices.empty()) return "op " + op_label(in, p, sub) + " is assigned already; split it before assigning";
+  std::string why;
+  if (!resolve_choice(in, p, sub, dim, idx, choice, why)) return why;
+  if (choice.kind == TransformChoice::Dim) {
+    // The identifier's size in this sub-op: the full size over earlier splits along it.
+    int64_t local = choice.size;
+    for (int up = sub; up >= 0 && p.subops[up].parent >= 0; up = p.subops[up].parent)
+      if (p.subops[up].split_id == choice.id) local /= p.subops[up].split_num;
+    if (num > 0 && local % num != 0)
+      return "cannot split '" + choice.id + "' of op " + op_label(in, p, sub) + " into " + std::to_string(num) + " parts: its size " +
+             std::to_string(local) + " is not divisible by " + std::to_string(num);
+    if (num == 0 && local < 2) return "'" + choice.id + "' of op " + op_label(in, p, sub) + " has size " + std::to_string(local) + " here: nothing to split";
+  }
+  return "";
+}
+
 Value b_trans(Interpreter& in, CallArgs& a) {
   Plan& p = active(in, a, "trans");
   std::vector<int> ids = ops_of(in, a, 0, "op", "trans");
@@ -184,21 +270,9 @@ Value b_trans(Interpreter& in, CallArgs& a) {
   int sub = ids[0];
   int64_t num = in.to_int(required(in, a, 2, "num", "trans"), a.loc, "num");
   if (num < 1) in.fail(a.loc, "trans(): num must be at least 1, got " + std::to_string(num));
-  const SubOp& s = p.subops[sub];
-  if (!s.leaf()) in.fail(a.loc, "op " + op_label(in, p, sub) + " is split already; split its parts instead");
-  if (!s.devices.empty()) in.fail(a.loc, "op " + op_label(in, p, sub) + " is assigned already; split it before assigning");
   TransformChoice choice;
-  std::string why;
-  if (!resolve_choice(in, p, sub, arg(a, 1, "dim"), a.get("idx"), choice, why)) in.fail(a.loc, why);
-  if (choice.kind == TransformChoice::Dim) {
-    // The identifier's size in this sub-op: the full size over earlier splits along it.
-    int64_t local = choice.size;
-    for (int up = sub; up >= 0 && p.subops[up].parent >= 0; up = p.subops[up].parent)
-      if (p.subops[up].split_id == choice.id) local /= p.subops[up].split_num;
-    if (local % num != 0)
-      in.fail(a.loc, "cannot split '" + choice.id + "' of op " + op_label(in, p, sub) + " into " + std::to_string(num) + " parts: its size " +
-                         std::to_string(local) + " is not divisible by " + std::to_string(num));
-  }
+  if (std::string why = trans_refusal(in, p, sub, arg(a, 1, "dim"), a.get("idx"), num, choice); !why.empty()) in.fail(a.loc, why);
+  const SubOp& s = p.subops[sub];
   std::vector<SubOp> parts = split_subop(s, sub, choice, static_cast<int>(num));
   std::vector<int> new_ids;
   for (SubOp& part : parts) {
@@ -345,9 +419,13 @@ Value b_splittable(Interpreter& in, CallArgs& a) {
   Plan& p = active(in, a, "splittable");
   std::vector<int> ids = ops_of(in, a, 0, "op", "splittable");
   if (ids.size() != 1) in.fail(a.loc, "splittable() takes one op");
+  // splittable(op, dim, num = none): whether trans(op, dim = dim, num = num)
+  // would be accepted (without num: into some number of parts).
+  const Value* num_v = arg(a, 2, "num");
+  int64_t num = num_v && !num_v->is<NoneV>() ? in.to_int(*num_v, a.loc, "num") : 0;
+  if (num_v && !num_v->is<NoneV>() && num < 1) in.fail(a.loc, "splittable(): num must be at least 1, got " + std::to_string(num));
   TransformChoice c;
-  std::string why;
-  return Value(resolve_choice(in, p, ids[0], arg(a, 1, "dim"), a.get("idx"), c, why));
+  return Value(trans_refusal(in, p, ids[0], arg(a, 1, "dim"), a.get("idx"), num, c).empty());
 }
 
 }  // namespace

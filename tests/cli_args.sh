@@ -91,5 +91,37 @@ PY
 expect 65 "tensor 'x' has shape [0, 32]; expected [k*16, 32] (k >= 1 micro-batches" run examples/01_mlp.nns --steps 1 --data "$tmp/rows0.safetensors"
 expect 65 "tensor 'z' is not an input of this model" run examples/01_mlp.nns --steps 1 --data "$tmp/more.safetensors"
 expect 65 "tensor 'z' is not an input of this model" run examples/01_mlp.nns --steps 1 --gpus 2 --plan dp --data "$tmp/more.safetensors"
+# check says when a file has no train block and no op.
+printf 'let x = 3\n' > "$tmp/notrain.nns"
+out=$("$NNS" check "$tmp/notrain.nns" 2>&1)
+grep -q "train:         none (no train block" <<<"$out" && grep -q "the file defines no op" <<<"$out" || { echo "FAIL: check of a file without train block or ops:"; echo "$out"; fail=1; }
+# splittable() answers exactly what trans() accepts.
+cat > "$tmp/splittable.nns" <<'NNS'
+model M() {
+  param w: [8, 8] = normal(0.02)
+  fn forward(x) { return linear(x, w) }
+}
+train {
+  model = M()
+  input x: [4, 8] = randn()
+  loss = mse(model(x), x)
+  optimizer = sgd(lr = 0.1)
+}
+plan p(ngpus) {
+  let op = select("linear#0")[0]
+  assert(splittable(op, "n"), "n splits")
+  assert(splittable(op, "n", 2), "n splits in 2")
+  assert(not splittable(op, "n", 3), "8 is not divisible by 3")
+  assert(not splittable(op, "nope"), "no such dim")
+  let parts = trans(op, dim = "n", num = 2)
+  assert(not splittable(op, "n"), "split already")
+  assert(splittable(parts[0], "n", 2), "a part splits further")
+  assign(parts[0], 0)
+  assert(not splittable(parts[0], "n"), "placed already")
+  assign(parts[1], 1)
+  replicate(unassigned(), 0..ngpus)
+}
+NNS
+expect 0 "legal" check "$tmp/splittable.nns" --plan p --gpus 2
 [ $fail = 0 ] && echo "cli_args: every bad command line refused with its message"
 exit $fail
