@@ -42,6 +42,15 @@ commands:
       P --save DIR: DIR/latest, its manifest, every shard's size and
       checksum checked) into one single-device checkpoint; it resumes any
       plan on any number of ranks (--resume FILE), or one device.
+  verify-op FILE OP [--config C] [--reference]
+      check op OP's annotation numerically (OP: an op kind such as linear,
+      or a qualified-name glob; every call of a distinct shape): each
+      partition of its transform space (every splittable identifier and the
+      value split, into 2 and 4 parts) runs on slices of random inputs, its
+      outputs and input gradients are reassembled as the annotation says
+      (concatenated along split dims, summed over reduction identifiers) and
+      compared with the whole op; exit 65 if one differs (relative error
+      above 1e-5), naming the identifier.
   dimop 'ANNOTATION' [--shapes '[4,8],[8,16]']
       normalise a dimop annotation (nnScaler's language) and print its
       transform space: every legal partition and what it does to each

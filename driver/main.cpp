@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
     }
     if (a.command == "check") return cmd_check(a);
     if (a.command == "dimop") return cmd_dimop(a);
+    if (a.command == "verify-op") return cmd_verify_op(a);
     if (a.command == "ckpt") return cmd_ckpt(a);
     if (a.command == "run") return cmd_run(a);
     if (a.command == "repl") return cmd_repl(a);

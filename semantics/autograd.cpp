@@ -75,6 +75,8 @@ struct Sweep {
     }
     for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
       const int fid = *it;
+      // detach passes no gradient back, even to a seed on its output.
+      if (g.node(fid).kind == "detach") continue;
       // Copy what we need: adding nodes may reallocate the arena.
       const std::vector<int> inputs = g.node(fid).inputs;
       const std::vector<int> outputs = g.node(fid).outputs;

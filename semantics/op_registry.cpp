@@ -462,7 +462,11 @@ std::vector<OpRow> make_rows() {
     rows.push_back(r);
     return &rows.back();
   };
-  for (const char* n : {"matmul", "bmm", "linear", "linear_bias"}) add(n, nullptr, product_of_ids)->value_split = true;
+  // Linear in the first input, so a value split (partial sums of it) is
+  // legal; not linear_bias, whose every part would add the bias once
+  // (`nns verify-op` finds that).
+  for (const char* n : {"matmul", "bmm", "linear"}) add(n, nullptr, product_of_ids)->value_split = true;
+  add("linear_bias", nullptr, product_of_ids);
   for (const char* n : {"add", "sub", "mul", "div"}) add(n, broadcast_binary);
   for (const char* n : {"add_scalar", "mul_scalar", "gelu", "relu", "sigmoid", "tanh", "dropout",
                         "softmax", "log_softmax", "layer_norm", "embedding", "cross_entropy", "causal_mask", "detach"})
