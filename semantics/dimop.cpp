@@ -33,10 +33,18 @@ std::string operand_name(bool output, size_t index) {
   return (output ? "output " : "input ") + std::to_string(index);
 }
 
+// The identifier of a dim that a split of the dim splits: the first one,
+// after any leading '1's ("(1 1 b c)": b), as nnScaler has it.
+size_t leading_position(const DimAnno& d) {
+  size_t k = 0;
+  while (k + 1 < d.ids.size() && d.ids[k].numeric && d.ids[k].name == "1") ++k;
+  return k;
+}
+
 // ---- printing ---------------------------------------------------------------
 
-// Non-first bracket identifiers are implicitly frozen, so their '^' is not
-// printed (a bare one parses as "unspecified", see check_reduce_kinds).
+// As nnScaler's OpAnno prints: every identifier with its reduce suffix at
+// every occurrence, numbers (always frozen) with '^': "(1^ b c^)".
 void render_dim(const DimAnno& d, std::string& out, std::vector<size_t>* id_cols) {
   if (d.star) { out += '*'; return; }
   if (d.unknown) { out += '?'; return; }
@@ -46,8 +54,7 @@ void render_dim(const DimAnno& d, std::string& out, std::vector<size_t>* id_cols
     if (k) out += ' ';
     if (id_cols) id_cols->push_back(out.size());
     out += id.name;
-    bool implicit = d.bracketed && k > 0 && id.reduce == Reduce::Frozen;
-    if (!id.numeric && !implicit) out += reduce_suffix(id.reduce);
+    out += id.numeric ? "^" : reduce_suffix(id.reduce);
   }
   if (d.bracketed) out += ')';
 }
@@ -117,10 +124,8 @@ Token lex_word(std::string_view t, size_t& i) {
     tok.id.reduce = Reduce::Frozen;
   }
   if (i < t.size() && (t[i] == '+' || t[i] == '^')) {
-    if (tok.id.numeric)
-      throw error_at(i, std::string("reduce suffix '") + t[i] + "' on number '" + name +
-                            "' (numeric dims are always frozen)");
-    tok.id.reduce = t[i] == '+' ? Reduce::Sum : Reduce::Frozen;
+    // A number is frozen whatever its suffix ("8^", as nnScaler writes it).
+    tok.id.reduce = tok.id.numeric ? Reduce::Frozen : t[i] == '+' ? Reduce::Sum : Reduce::Frozen;
     ++i;
   }
   return tok;
@@ -265,7 +270,7 @@ size_t col_of(const Columns& c, const IdRef& r) { return c.side(r.output)[r.op].
 
 bool is_bracket_tail(const OpAnno& a, const IdRef& r) {
   const OperandAnno& op = (r.output ? a.outputs : a.inputs)[r.op];
-  return op.dims[r.dim].bracketed && r.pos > 0;
+  return op.dims[r.dim].bracketed && r.pos > leading_position(op.dims[r.dim]);
 }
 
 void check_stars(const OpAnno& a, const Columns& c) {
@@ -293,13 +298,12 @@ void check_output_unknown_dims(const OpAnno& a, const Columns& c) {
         throw error_at(c.outputs[o].dims[d], "'?' dim in output " + std::to_string(o) + ": its size cannot be determined");
 }
 
-// One identifier, one reduce kind. A bare identifier after the first in a
-// bracket is implicitly frozen, so it constrains nothing (this also makes
-// the canonical text, which prints those bare, parse back to itself).
+// One identifier, one reduce kind, as written at every occurrence
+// (nnScaler's rule: "a b^, b^ c -> a c^" is an error naming c).
 void check_reduce_kinds(const OpAnno& a, const Columns& c) {
   std::map<std::string, std::pair<Reduce, size_t>> seen;  // kind and column of first written
   for_each_id(a, [&](const IdRef& r) {
-    if (r.id.numeric || (is_bracket_tail(a, r) && r.id.reduce == Reduce::Spatial)) return;
+    if (r.id.numeric) return;
     auto [it, fresh] = seen.emplace(r.id.name, std::make_pair(r.id.reduce, col_of(c, r)));
     if (fresh || it->second.first == r.id.reduce) return;
     throw error_at(col_of(c, r), "identifier '" + r.id.name + "' is written '" + r.id.name +
@@ -310,8 +314,9 @@ void check_reduce_kinds(const OpAnno& a, const Columns& c) {
   });
 }
 
-// Numeric dims and identifiers after the first in a bracket cannot be split:
-// make them Frozen at every occurrence.
+// Numeric dims and identifiers after the leading one of a bracket (leading
+// '1's skipped: in "(1 b c)" b leads) cannot be split: make them Frozen at
+// every occurrence.
 void freeze_implicit(OpAnno& a) {
   std::set<std::string> tails;
   for_each_id(a, [&](const IdRef& r) {
@@ -324,21 +329,10 @@ void freeze_implicit(OpAnno& a) {
           if (id.numeric || tails.count(id.name)) id.reduce = Reduce::Frozen;
 }
 
-// A split is described by one tensor dim per operand, so a splittable
-// identifier may occur only once in an operand (a diagonal "i i" needs '^').
-void check_repeated_ids(const OpAnno& a, const Columns& c) {
-  std::set<std::tuple<bool, size_t, std::string>> seen;
-  for_each_id(a, [&](const IdRef& r) {
-    if (r.id.reduce == Reduce::Frozen) return;
-    if (seen.insert({r.output, r.op, r.id.name}).second) return;
-    throw error_at(col_of(c, r), "identifier '" + r.id.name + "' appears twice in " + operand_name(r.output, r.op) +
-                                     "; a splittable identifier occurs once per operand (mark it '^')");
-  });
-}
-
-// Splitting a spatial dim that no output has would leave each output
-// computed from a slice only: wrong math unless it is a sum ('+') or frozen.
-void check_spatial_reach_outputs(const OpAnno& a, const Columns& c) {
+// '*' in an input must reach an output. (A spatial identifier that no
+// output has is accepted, as nnScaler does; splitting it makes the outputs
+// partial sums, see dim_choice.)
+void check_stars_reach_outputs(const OpAnno& a, const Columns& c) {
   bool tensor_output = false;
   for (const OperandAnno& op : a.outputs) tensor_output = tensor_output || !op.non_tensor;
   if (!tensor_output) return;
@@ -354,10 +348,6 @@ void check_spatial_reach_outputs(const OpAnno& a, const Columns& c) {
       const DimAnno& dim = a.inputs[o].dims[d];
       if (dim.star && !star_out)
         throw error_at(c.inputs[o].dims[d], "'*' appears in input " + std::to_string(o) + " but in no output");
-      for (size_t k = 0; k < dim.ids.size(); ++k)
-        if (dim.ids[k].reduce == Reduce::Spatial && !in_outputs.count(dim.ids[k].name))
-          throw error_at(c.inputs[o].ids[d][k], "spatial identifier '" + dim.ids[k].name +
-                                                    "' does not appear in any output; mark it '+' or '^'");
     }
 }
 
@@ -366,8 +356,7 @@ OpAnno normalize_with_columns(OpAnno a, const Columns& c) {
   check_output_unknown_dims(a, c);
   check_reduce_kinds(a, c);
   freeze_implicit(a);
-  check_repeated_ids(a, c);
-  check_spatial_reach_outputs(a, c);
+  check_stars_reach_outputs(a, c);
   return a;
 }
 
@@ -635,11 +624,13 @@ class Binder {
 
 // ---- transform space --------------------------------------------------------
 
-PartitionEffect effect_on(const OperandAnno& op, const std::string& id, bool output, Reduce reduce) {
+// `partial`: an output without the identifier holds partial sums ('+', or
+// a spatial identifier that no output has).
+PartitionEffect effect_on(const OperandAnno& op, const std::string& id, bool output, bool partial) {
   if (op.non_tensor) return {PartitionEffect::NotTensor, -1};
   for (size_t d = 0; d < op.dims.size(); ++d)
-    if (!op.dims[d].ids.empty() && op.dims[d].ids[0].name == id) return {PartitionEffect::Split, static_cast<int>(d)};
-  if (output && reduce == Reduce::Sum) return {PartitionEffect::PartialSum, -1};
+    if (!op.dims[d].ids.empty() && op.dims[d].ids[leading_position(op.dims[d])].name == id) return {PartitionEffect::Split, static_cast<int>(d)};
+  if (output && partial) return {PartitionEffect::PartialSum, -1};
   return {PartitionEffect::Replicated, -1};
 }
 
@@ -650,8 +641,17 @@ TransformChoice dim_choice(const BoundAnno& b, const DimId& id) {
   c.reduce = id.reduce;
   auto it = b.sizes.find(id.name);
   c.size = it == b.sizes.end() ? 0 : it->second;
-  for (const OperandAnno& op : b.anno.inputs) c.inputs.push_back(effect_on(op, id.name, false, id.reduce));
-  for (const OperandAnno& op : b.anno.outputs) c.outputs.push_back(effect_on(op, id.name, true, id.reduce));
+  // A spatial identifier that no output has (nnScaler accepts "a b, b c ->
+  // a c"): each part computes the outputs from its slice of b only, so they
+  // are partial sums, as with '+'. (nnScaler marks them replicated instead,
+  // which is right only when every part computes the whole output.)
+  bool in_output = false;
+  for (const OperandAnno& op : b.anno.outputs)
+    for (const DimAnno& d : op.dims)
+      for (const DimId& x : d.ids) in_output = in_output || x.name == id.name;
+  bool partial = id.reduce == Reduce::Sum || (id.reduce == Reduce::Spatial && !in_output);
+  for (const OperandAnno& op : b.anno.inputs) c.inputs.push_back(effect_on(op, id.name, false, partial));
+  for (const OperandAnno& op : b.anno.outputs) c.outputs.push_back(effect_on(op, id.name, true, partial));
   return c;
 }
 
@@ -742,9 +742,17 @@ BoundAnno bind_first(const std::vector<OpAnno>& candidates, const std::vector<In
 
 std::vector<TransformChoice> transform_space(const BoundAnno& bound, bool allow_value_split) {
   std::vector<TransformChoice> out;
-  std::set<std::string> seen;
+  // An identifier in two dims of one operand ("L 8^ (L 2)") has no split
+  // nns can describe (one dim per operand); nnScaler splits both dims and
+  // keeps the diagonal blocks, warning of data loss. Not splittable here.
+  std::set<std::string> seen, repeated;
+  std::set<std::tuple<bool, size_t, std::string>> in_operand;
   for_each_id(bound.anno, [&](const IdRef& r) {
-    if (r.pos > 0 || r.id.numeric || r.id.reduce == Reduce::Frozen) return;
+    if (!r.id.numeric && !in_operand.insert({r.output, r.op, r.id.name}).second) repeated.insert(r.id.name);
+  });
+  for_each_id(bound.anno, [&](const IdRef& r) {
+    const OperandAnno& op = (r.output ? bound.anno.outputs : bound.anno.inputs)[r.op];
+    if (r.pos != leading_position(op.dims[r.dim]) || r.id.numeric || r.id.reduce == Reduce::Frozen || repeated.count(r.id.name)) return;
     if (seen.insert(r.id.name).second) out.push_back(dim_choice(bound, r.id));
   });
   if (allow_value_split) out.push_back(value_choice(bound));
@@ -755,9 +763,11 @@ std::optional<TransformChoice> choice_for(const BoundAnno& bound, int input_inde
   if (input_index < 0 || input_index >= static_cast<int>(bound.anno.inputs.size())) return std::nullopt;
   const OperandAnno& op = bound.anno.inputs[input_index];
   if (dim < 0 || dim >= static_cast<int>(op.dims.size()) || op.dims[dim].ids.empty()) return std::nullopt;
-  const DimId& id = op.dims[dim].ids[0];
+  const DimId& id = op.dims[dim].ids[leading_position(op.dims[dim])];
   if (id.numeric || id.reduce == Reduce::Frozen) return std::nullopt;
-  return dim_choice(bound, id);
+  for (const TransformChoice& c : transform_space(bound))
+    if (c.kind == TransformChoice::Dim && c.id == id.name) return c;
+  return std::nullopt;
 }
 
 std::string TransformChoice::describe() const {

@@ -53,7 +53,8 @@ struct OperandAnno {
 struct OpAnno {
   std::vector<OperandAnno> inputs;
   std::vector<OperandAnno> outputs;
-  // Canonical text, e.g. "m k+, k+ n -> m n" (spatial dims print bare).
+  // Canonical text as nnScaler prints it: every identifier with its suffix
+  // at every occurrence, numbers with '^' ("a b, (b n^) c^ -> a (1^ b c^)").
   std::string to_string() const;
 };
 
@@ -73,15 +74,16 @@ OpAnno parse_annotation(std::string_view text);
 // Apply nnScaler's normalisation rules (throws DimopError):
 //  - every identifier has one reduce kind everywhere it is written
 //    ("m k+, k n -> m n" is an error naming k);
-//  - identifiers after the first inside a bracket become Frozen, at every
-//    occurrence (only the first identifier of a bracket can be split);
-//  - numeric dims and '?' dims are Frozen;
-//  - '*' may appear at most once per operand, and in an output only if some
-//    input has one;
-//  - '?' dims appear only in inputs (an output's size must be known);
-//  - a spatial identifier (and '*') that an input has must appear in some
-//    output, unless no output is a tensor (else mark it '+' or '^');
-//  - a splittable identifier occurs at most once per operand.
+//  - identifiers after the leading one of a bracket (leading '1's skipped:
+//    in "(1 b c)" b leads) become Frozen, at every occurrence;
+//  - numeric dims (with or without a suffix: "8^") and '?' dims are Frozen;
+//  - '*' may appear at most once per operand, in an output only if some
+//    input has one, and an input's '*' must reach an output;
+//  - '?' dims appear only in inputs (an output's size must be known).
+// A spatial identifier that no output has is accepted (splitting it makes
+// the outputs partial sums), and so is an identifier in two dims of one
+// operand (it is then left out of the transform space): docs/language.md
+// lists where nns differs from nnScaler.
 OpAnno normalize(OpAnno anno);
 
 // Parse + normalise in one call.

@@ -182,7 +182,7 @@ TEST_CASE("graph: the dump is exact and deterministic", "[graph]") {
         "    op3 block#0.mul_scalar#0 = mul_scalar(%3, s=0.5) -> %4:f32[4, 16]\n"
         "        anno \"*0 *1 -> *0 *1\"  @3:7\n"
         "  op4 mean#0 = mean(%4) -> %5:f32[1]\n"
-        "      anno \"a+ b+ -> 1\"  @3:7\n"
+        "      anno \"a+ b+ -> 1^\"  @3:7\n"
         "  loss %5\n"
         "}\n");
   CHECK(small_graph().dump() == dump);

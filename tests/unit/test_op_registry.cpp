@@ -120,7 +120,7 @@ TEST_CASE("op registry: same-shape elementwise ops share every identifier", "[op
 
 TEST_CASE("op registry: broadcasting aligns from the right; size-1 dims are literal 1", "[op_registry]") {
   Generated g = generate("add", {{4, 1, 3}, {5, 3}});
-  CHECK(g.canonical == "a 1 c, b c -> a b c");
+  CHECK(g.canonical == "a 1^ c, b c -> a b c");
   CHECK(g.bound.output_shapes == Shapes{{4, 5, 3}});
 
   g = generate("mul", {{3}, {5, 3}});
@@ -128,15 +128,15 @@ TEST_CASE("op registry: broadcasting aligns from the right; size-1 dims are lite
   CHECK(g.bound.output_shapes == Shapes{{5, 3}});
 
   g = generate("sub", {{5, 3}, {1, 1}});
-  CHECK(g.canonical == "a b, 1 1 -> a b");
+  CHECK(g.canonical == "a b, 1^ 1^ -> a b");
   CHECK(g.bound.output_shapes == Shapes{{5, 3}});
 
   g = generate("div", {{1, 1}, {1, 1}});
-  CHECK(g.canonical == "1 1, 1 1 -> 1 1");
+  CHECK(g.canonical == "1^ 1^, 1^ 1^ -> 1^ 1^");
   CHECK(g.bound.output_shapes == Shapes{{1, 1}});
 
   g = generate("add", {{2, 1}, {1, 7}});
-  CHECK(g.canonical == "a 1, 1 b -> a b");
+  CHECK(g.canonical == "a 1^, 1^ b -> a b");
   CHECK(g.bound.output_shapes == Shapes{{2, 7}});
 }
 
@@ -153,17 +153,17 @@ TEST_CASE("op registry: sum/mean make the reduced dim a partial sum", "[op_regis
   CHECK(g.bound.output_shapes == Shapes{{2, 4}});
 
   g = generate("mean", {{2, 3, 4}}, {{"dim", int64_t{-1}}, {"keepdim", true}});
-  CHECK(g.canonical == "a b c+ -> a b 1");
+  CHECK(g.canonical == "a b c+ -> a b 1^");
   CHECK(g.bound.output_shapes == Shapes{{2, 3, 1}});
 
   // Reducing the only dim leaves one element.
   g = generate("sum", {{6}}, {{"dim", int64_t{0}}, {"keepdim", false}});
-  CHECK(g.canonical == "a+ -> 1");
+  CHECK(g.canonical == "a+ -> 1^");
   CHECK(g.bound.output_shapes == Shapes{{1}});
 
   // A size-1 reduced dim stays a literal (nothing to split).
   g = generate("sum", {{4, 1}}, {{"dim", int64_t{1}}, {"keepdim", false}});
-  CHECK(g.canonical == "a 1 -> a");
+  CHECK(g.canonical == "a 1^ -> a");
 
   CHECK_THAT(arg_error("sum", {{2, 3}}, {{"dim", int64_t{2}}, {"keepdim", false}}),
              Contains("dim 2 is out of range for a rank-2 tensor"));
@@ -174,7 +174,7 @@ TEST_CASE("op registry: sum/mean make the reduced dim a partial sum", "[op_regis
 
 TEST_CASE("op registry: reshape splitting a dim makes a bracket on the input", "[op_registry]") {
   Generated g = generate("reshape", {{2, 6, 4}}, {{"shape", std::vector<int64_t>{2, 2, 3, 4}}});
-  CHECK(g.canonical == "a (b c) d -> a b c^ d");
+  CHECK(g.canonical == "a (b c^) d -> a b c^ d");
   CHECK(g.gen.sizes.at("b") == 2);
   CHECK(g.gen.sizes.at("c") == 3);
   CHECK(g.bound.output_shapes == Shapes{{2, 2, 3, 4}});
@@ -182,13 +182,13 @@ TEST_CASE("op registry: reshape splitting a dim makes a bracket on the input", "
 
 TEST_CASE("op registry: reshape merging dims makes a bracket on the output", "[op_registry]") {
   Generated g = generate("reshape", {{2, 6, 4}}, {{"shape", std::vector<int64_t>{12, 4}}});
-  CHECK(g.canonical == "a b^ c -> (a b) c");
+  CHECK(g.canonical == "a b^ c -> (a b^) c");
   CHECK(g.bound.output_shapes == Shapes{{12, 4}});
 }
 
 TEST_CASE("op registry: reshape infers one -1", "[op_registry]") {
   Generated g = generate("reshape", {{2, 6, 4}}, {{"shape", std::vector<int64_t>{2, -1}}});
-  CHECK(g.canonical == "a b c^ -> a (b c)");
+  CHECK(g.canonical == "a b c^ -> a (b c^)");
   CHECK(g.bound.output_shapes == Shapes{{2, 24}});
 
   g = generate("view", {{2, 6, 4}}, {{"shape", std::vector<int64_t>{-1}}});
@@ -197,20 +197,20 @@ TEST_CASE("op registry: reshape infers one -1", "[op_registry]") {
 
 TEST_CASE("op registry: reshape keeps size-1 dims as literals", "[op_registry]") {
   Generated g = generate("reshape", {{2, 6, 4}}, {{"shape", std::vector<int64_t>{2, 1, 6, 1, 4}}});
-  CHECK(g.canonical == "a b c -> a 1 b 1 c");
+  CHECK(g.canonical == "a b c -> a 1^ b 1^ c");
   CHECK(g.bound.output_shapes == Shapes{{2, 1, 6, 1, 4}});
 
   g = generate("reshape", {{1, 8}}, {{"shape", std::vector<int64_t>{8}}});
-  CHECK(g.canonical == "1 a -> a");
+  CHECK(g.canonical == "1^ a -> a");
 
   g = generate("reshape", {{1}}, {{"shape", std::vector<int64_t>{1, 1}}});
-  CHECK(g.canonical == "1 -> 1 1");
+  CHECK(g.canonical == "1^ -> 1^ 1^");
   CHECK(g.bound.output_shapes == Shapes{{1, 1}});
 }
 
 TEST_CASE("op registry: reshape with no clean grouping freezes the group as numbers", "[op_registry]") {
   Generated g = generate("reshape", {{2, 6, 4}}, {{"shape", std::vector<int64_t>{3, 4, 4}}});
-  CHECK(g.canonical == "2 6 a -> 3 4 a");
+  CHECK(g.canonical == "2^ 6^ a -> 3^ 4^ a");
   CHECK(g.bound.output_shapes == Shapes{{3, 4, 4}});
 }
 
@@ -357,7 +357,7 @@ TEST_CASE("op registry: index_select gathers rows of a table", "[op_registry]") 
 
 TEST_CASE("op registry: mse reduces every dim to one element", "[op_registry]") {
   Generated g = generate("mse", {{4, 8}, {4, 8}});
-  CHECK(g.canonical == "a+ b+, a+ b+ -> 1");
+  CHECK(g.canonical == "a+ b+, a+ b+ -> 1^");
   CHECK(g.bound.output_shapes == Shapes{{1}});
 }
 
