@@ -96,37 +96,44 @@ Trainer::Trainer(const sema::Graph& g, const sema::TrainingGraphInfo& info, cons
     world_ = opts_.comm->size();
   }
   program_ = lower_single_device(g_, info_);
-  buffers_.assign(g_.tensors().size(), nullptr);
-  for (int p : g_.params()) {
-    ensure(p);
-    init_parameter(p);
-  }
-  for (const auto& [param, grad] : info_.param_grads) {
-    size_t slots = optimizer_slots(spec_.optimizer);
-    std::vector<TensorView> bufs;
-    for (size_t s = 0; s < slots; ++s) {
-      TensorView v = view(param);
-      v.data = be_.allocate(static_cast<size_t>(v.numel()) * 4);
-      bufs.push_back(v);
+  // A constructor that throws (a bad --init/--resume file) runs no
+  // destructor: give back what was allocated before rethrowing.
+  try {
+    buffers_.assign(g_.tensors().size(), nullptr);
+    for (int p : g_.params()) {
+      ensure(p);
+      init_parameter(p);
     }
-    state_[param] = OptimizerState{bufs};
-    if (spec_.micro_batches > 1) {
-      TensorView v = view(param);
-      v.data = be_.allocate(static_cast<size_t>(v.numel()) * 4);
-      accum_[param] = v;
+    for (const auto& [param, grad] : info_.param_grads) {
+      size_t slots = optimizer_slots(spec_.optimizer);
+      std::vector<TensorView> bufs;
+      for (size_t s = 0; s < slots; ++s) {
+        TensorView v = view(param);
+        v.data = be_.allocate(static_cast<size_t>(v.numel()) * 4);
+        bufs.push_back(v);
+      }
+      state_[param] = OptimizerState{bufs};
+      if (spec_.micro_batches > 1) {
+        TensorView v = view(param);
+        v.data = be_.allocate(static_cast<size_t>(v.numel()) * 4);
+        accum_[param] = v;
+      }
     }
+    std::vector<int> inputs = g_.inputs();
+    for (int in : inputs) ensure(in);
+    if (!inputs.empty()) {
+      const sema::TensorInfo& first = g_.tensor(inputs[0]);
+      counts_tokens_ = first.dtype == sema::DType::I32 && first.shape.size() >= 2;
+      samples_per_step_ = (counts_tokens_ ? sema::numel(first.shape) : first.shape[0]) * spec_.micro_batches * world_;
+    }
+    if (std::string path = data_file(opts_.data_path, spec_); !path.empty()) data_ = read_input_data(path, g_, inputs);
+    if (!opts_.init_path.empty()) load_weights(opts_.init_path, false);
+    if (!opts_.resume_path.empty()) load_weights(opts_.resume_path, true);
+    if (world_ > 1) plan_buckets();
+  } catch (...) {
+    release_all();
+    throw;
   }
-  std::vector<int> inputs = g_.inputs();
-  for (int in : inputs) ensure(in);
-  if (!inputs.empty()) {
-    const sema::TensorInfo& first = g_.tensor(inputs[0]);
-    counts_tokens_ = first.dtype == sema::DType::I32 && first.shape.size() >= 2;
-    samples_per_step_ = (counts_tokens_ ? sema::numel(first.shape) : first.shape[0]) * spec_.micro_batches * world_;
-  }
-  if (std::string path = data_file(opts_.data_path, spec_); !path.empty()) data_ = read_input_data(path, g_, inputs);
-  if (!opts_.init_path.empty()) load_weights(opts_.init_path, false);
-  if (!opts_.resume_path.empty()) load_weights(opts_.resume_path, true);
-  if (world_ > 1) plan_buckets();
 }
 
 void Trainer::plan_buckets() {
@@ -194,12 +201,16 @@ void Trainer::start_bucket(size_t b, const std::vector<TensorView>& grads) {
   });
 }
 
-Trainer::~Trainer() {
+Trainer::~Trainer() { release_all(); }
+
+void Trainer::release_all() {
   for (size_t t = 0; t < buffers_.size(); ++t)
     if (buffers_[t]) release(static_cast<int>(t));
   for (auto& [p, st] : state_)
     for (TensorView& v : st.buffers) be_.release(v.data, static_cast<size_t>(v.numel()) * 4);
   for (auto& [p, v] : accum_) be_.release(v.data, static_cast<size_t>(v.numel()) * 4);
+  state_.clear();
+  accum_.clear();
 }
 
 TensorView Trainer::view(int tensor) const {

@@ -101,6 +101,7 @@ class Trainer : public TrainSession {
   // allreduce started on comm_queue_ as soon as its last gradient is final,
   // so it overlaps the rest of the backward.
   void plan_buckets();
+  void release_all();  // every buffer, optimizer state and accumulator (destructor, failed constructor)
   void start_bucket(size_t b, const std::vector<TensorView>& grads);
   TensorView view(int tensor) const;
   void* ensure(int tensor);
