@@ -145,6 +145,7 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p) {
       std::cerr << "nns: error: cannot read file '" << o.path << "'\n";
       return kExitBadInput;
     }
+    if (!front::check_utf8(p.sources, file, p.diags)) return failed(p, kExitBadInput);
     std::cout << front::dump_tokens(p.sources, file);
     return kExitOk;
   }

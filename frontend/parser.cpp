@@ -639,21 +639,28 @@ bool within_limits(antlr4::CommonTokenStream& tokens, int file, DiagnosticEngine
 
 }  // namespace
 
+bool check_utf8(const SourceManager& sources, int file, DiagnosticEngine& diags) {
+  const SourceFile& f = sources.file(file);
+  const int64_t bad = invalid_utf8(f.text);
+  if (bad < 0) return true;
+  int line = 1, col = 1;
+  for (int64_t i = 0; i < bad; ++i) {
+    if (f.text[static_cast<size_t>(i)] == '\n') {
+      ++line;
+      col = 1;
+    } else if ((static_cast<unsigned char>(f.text[static_cast<size_t>(i)]) & 0xC0) != 0x80) {
+      ++col;
+    }
+  }
+  char byte[8];
+  std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(f.text[static_cast<size_t>(bad)]));
+  diags.error(SourceLoc{file, line, col, 1}, std::string("invalid UTF-8: byte ") + byte + " at offset " + std::to_string(bad));
+  return false;
+}
+
 std::unique_ptr<Program> parse_program(const SourceManager& sources, int file, DiagnosticEngine& diags) {
   const SourceFile& f = sources.file(file);
-  if (int64_t bad = invalid_utf8(f.text); bad >= 0) {
-    int line = 1, col = 1;
-    for (int64_t i = 0; i < bad; ++i) {
-      if (f.text[static_cast<size_t>(i)] == '\n') {
-        ++line;
-        col = 1;
-      } else if ((static_cast<unsigned char>(f.text[static_cast<size_t>(i)]) & 0xC0) != 0x80) {
-        ++col;
-      }
-    }
-    char byte[8];
-    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(f.text[static_cast<size_t>(bad)]));
-    diags.error(SourceLoc{file, line, col, 1}, std::string("invalid UTF-8: byte ") + byte + " at offset " + std::to_string(bad));
+  if (!check_utf8(sources, file, diags)) {
     auto empty = std::make_unique<Program>();
     empty->file = file;
     return empty;

@@ -16,7 +16,13 @@ namespace nns::front {
 std::unique_ptr<Program> parse_program(const SourceManager& sources, int file,
                                        DiagnosticEngine& diags);
 
+// False, with the error "invalid UTF-8: byte 0xFF at offset N" at that
+// byte, when the file is not valid UTF-8 (parse_program checks it first;
+// the lexer's input stream throws on such text).
+bool check_utf8(const SourceManager& sources, int file, DiagnosticEngine& diags);
+
 // --emit=tokens: one token per line, "line:col KIND 'text'" (deterministic).
+// The file must be valid UTF-8 (check_utf8).
 std::string dump_tokens(const SourceManager& sources, int file);
 
 }  // namespace nns::front
