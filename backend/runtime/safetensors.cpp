@@ -246,7 +246,7 @@ std::vector<float> read_f32(const SafetensorsFile& f, const std::string& name, c
     throw SafetensorsError(path + ": tensor '" + name + "' has shape " + sema::shape_to_string(t->shape) + ", expected " +
                            sema::shape_to_string(shape));
   std::vector<float> out(t->data.size() / 4);
-  std::memcpy(out.data(), t->data.data(), t->data.size());
+  if (!out.empty()) std::memcpy(out.data(), t->data.data(), t->data.size());  // an empty tensor's data() may be null
   return out;
 }
 

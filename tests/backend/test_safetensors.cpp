@@ -210,6 +210,21 @@ TEST_CASE("safetensors: the reader accepts any valid JSON layout", "[backend][sa
   CHECK(f.metadata.at("k") == "v");
 }
 
+// fuzz_safetensors found read_f32 passing an empty tensor's null data
+// pointer to memcpy (undefined behaviour, reported by UBSan).
+TEST_CASE("safetensors: read_f32 of an empty and a checked tensor", "[backend][safetensors]") {
+  TempDir dir;
+  const std::string path = dir.file("f.safetensors");
+  spit(path, st_bytes(R"({"empty":{"dtype":"F32","shape":[0,4],"data_offsets":[0,0]},)"
+                      R"("b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+                      std::string("\0\0\xe0\x40", 4)));
+  SafetensorsFile f = read_safetensors(path);
+  CHECK(read_f32(f, "empty", {0, 4}, path).empty());
+  CHECK(read_f32(f, "b", {1}, path) == std::vector<float>{7.0f});
+  CHECK_THROWS_WITH(read_f32(f, "empty", {4, 0}, path), Catch::Contains("has shape [0, 4], expected [4, 0]"));
+  CHECK_THROWS_WITH(read_f32(f, "c", {1}, path), Catch::Contains("missing tensor 'c'"));
+}
+
 TEST_CASE("safetensors: atomic write replaces the file and leaves no temporary",
           "[backend][safetensors]") {
   TempDir dir;
