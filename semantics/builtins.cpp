@@ -331,7 +331,7 @@ std::string settings_list() {
 }  // namespace
 
 void Interpreter::run_train(const front::TrainDecl& t, const std::shared_ptr<Env>& module_env, SourceLoc loc) {
-  auto env = std::make_shared<Env>(module_env);
+  auto env = new_env(module_env);
   TrainSpec spec;
   spec.loc = loc;
   std::map<std::string, SourceLoc> set_at;

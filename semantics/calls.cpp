@@ -91,7 +91,7 @@ Value Interpreter::call(const Value& callee, CallArgs& args) {
 // defaults (evaluated in the callee's scope, left to right).
 std::shared_ptr<Env> Interpreter::bind_params(const std::vector<front::Param>& params, CallArgs& args,
                                               const std::shared_ptr<Env>& closure, const std::string& what) {
-  auto env = std::make_shared<Env>(closure);
+  auto env = new_env(closure);
   if (args.positional.size() > params.size())
     fail(args.positional_loc(params.size()), what + " takes " + std::to_string(params.size()) + " argument" + (params.size() == 1 ? "" : "s") +
                        " but " + std::to_string(args.positional.size()) + " were given");

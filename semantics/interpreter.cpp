@@ -26,13 +26,37 @@ void install_plan_builtins(Env& env);  // plan_builtins.cpp
 
 Interpreter::Interpreter(front::SourceManager& sources, front::DiagnosticEngine& diags, EvalOptions opts)
     : sources_(sources), diags_(diags), opts_(std::move(opts)) {
-  builtins_ = std::make_shared<Env>();
+  builtins_ = new_env(nullptr);
   install_builtins(*builtins_);
   install_plan_builtins(*builtins_);
   if (opts_.stdlib_dirs.empty()) opts_.stdlib_dirs.push_back(NNS_STDLIB_DIR);
 }
 
-Interpreter::~Interpreter() = default;
+// Scopes and the closures in them point at each other (a function is a
+// value of the scope it closes over; a model instance's scope holds its
+// methods, which hold the instance): shared_ptr cycles that would outlive
+// the interpreter. Emptying every scope still alive breaks them all.
+Interpreter::~Interpreter() {
+  std::vector<std::shared_ptr<Env>> live;
+  for (const std::weak_ptr<Env>& w : envs_)
+    if (std::shared_ptr<Env> e = w.lock()) live.push_back(std::move(e));
+  for (const std::shared_ptr<Env>& e : live) {
+    e->vars.clear();
+    e->parent.reset();
+  }
+}
+
+std::shared_ptr<Env> Interpreter::new_env(std::shared_ptr<Env> parent) {
+  if (envs_.size() >= envs_prune_at_) {
+    // Most scopes (call frames, loop bodies) are gone again: forget them, so
+    // that the list stays within twice the live scopes.
+    envs_.erase(std::remove_if(envs_.begin(), envs_.end(), [](const std::weak_ptr<Env>& w) { return w.expired(); }), envs_.end());
+    envs_prune_at_ = std::max<size_t>(1024, 2 * envs_.size());
+  }
+  auto env = std::make_shared<Env>(std::move(parent));
+  envs_.push_back(env);
+  return env;
+}
 
 void Interpreter::fail(SourceLoc loc, const std::string& msg) {
   front::Diagnostic d{front::Severity::Error, loc, msg, {}};
@@ -169,7 +193,7 @@ std::shared_ptr<Env> Interpreter::run_module(int index) {
   if (m.env) return m.env;
   if (m.running) fail({}, "import cycle through '" + m.path + "'");
   m.running = true;
-  auto env = std::make_shared<Env>(prelude_ ? prelude_ : builtins_);
+  auto env = new_env(prelude_ ? prelude_ : builtins_);
   for (const front::Item& item : m.program->items) {
     auto* imp = std::get_if<front::ImportDecl>(&item.node);
     if (!imp) continue;
@@ -317,7 +341,7 @@ void Interpreter::eval_config(const front::Program&, const std::shared_ptr<Env>&
         fail(chain.back()->base_loc, "config inheritance cycle through '" + base->name + "'");
       chain.push_back(base);
     }
-    auto scope = std::make_shared<Env>(env);
+    auto scope = new_env(env);
     for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
       for (const front::ConfigEntry& e : (*it)->entries) {
         Value v = eval(*e.value, scope);
@@ -375,12 +399,12 @@ Interpreter::Flow Interpreter::exec(const front::Stmt& s, const std::shared_ptr<
     return Flow::Return;
   } else if (auto* n = std::get_if<IfStmt>(&s.node)) {
     bool cond = truthy(eval(*n->test, env), n->test->loc);
-    auto scope = std::make_shared<Env>(env);
+    auto scope = new_env(env);
     return exec_block(cond ? n->then_block : n->else_block, scope);
   } else if (auto* n = std::get_if<ForStmt>(&s.node)) {
     Value iter = eval(*n->iter, env);
     auto run_body = [&](Value item) -> Flow {
-      auto scope = std::make_shared<Env>(env);
+      auto scope = new_env(env);
       scope->define(n->var, std::move(item));
       Flow f = exec_block(n->body, scope);
       return f;
@@ -410,7 +434,7 @@ Interpreter::Flow Interpreter::exec(const front::Stmt& s, const std::shared_ptr<
     flow_loc_ = s.loc;
     return Flow::Continue;
   } else if (auto* n = std::get_if<BlockStmt>(&s.node)) {
-    return exec_block(n->body, std::make_shared<Env>(env));
+    return exec_block(n->body, new_env(env));
   } else if (auto* n = std::get_if<ExprStmt>(&s.node)) {
     eval(*n->expr, env);
   } else if (auto* n = std::get_if<FnStmt>(&s.node)) {
@@ -604,7 +628,7 @@ Value Interpreter::eval(const front::Expr& e, const std::shared_ptr<Env>& env) {
           Value iter = eval(*n.iter, env);
           List items;
           auto visit_item = [&](Value item) {
-            auto scope = std::make_shared<Env>(env);
+            auto scope = new_env(env);
             scope->define(n.var, std::move(item));
             tick(n.iter->loc);
             if (n.filter && !truthy(eval(*n.filter, scope), n.filter->loc)) return;

@@ -139,6 +139,11 @@ class Interpreter {
 
  private:
   void check_budget(front::SourceLoc loc);
+  // Every scope is made here and remembered (weakly), so that the
+  // destructor can break the cycles between scopes and closures.
+  std::shared_ptr<Env> new_env(std::shared_ptr<Env> parent);
+  std::vector<std::weak_ptr<Env>> envs_;
+  size_t envs_prune_at_ = 1024;
   uint64_t ticks_ = 0;
   double budget_start_ = 0;  // seconds on the steady clock
   struct Loaded;

@@ -30,7 +30,7 @@ bool Interpreter::evaluate_plan(const std::string& name, int64_t ngpus, Plan& ou
   out = new_plan(name, ngpus);
   try {
     // Plan parameters: `ngpus` comes from the command line, the rest from defaults.
-    auto env = std::make_shared<Env>(info->env ? info->env : main_env_);
+    auto env = new_env(info->env ? info->env : main_env_);
     for (const front::Param& p : info->fn->params) {
       if (p.name == "ngpus") {
         env->define(p.name, Value(ngpus));

@@ -9,7 +9,7 @@
 namespace nns::sema {
 
 const std::shared_ptr<Env>& Interpreter::session_env() {
-  if (!session_env_) session_env_ = std::make_shared<Env>(main_env_ ? main_env_ : builtins_);
+  if (!session_env_) session_env_ = new_env(main_env_ ? main_env_ : builtins_);
   return session_env_;
 }
 
