@@ -47,8 +47,9 @@ struct EvalOptions {
 
 // The most elements a list may hold: checked before it is built, so that
 // [x for x in 0..10**12] or a list doubled in a loop is a located error,
-// not an allocation failure.
-constexpr int64_t kMaxListElements = 100'000'000;
+// not an allocation failure. A list of 10^7 values takes about 0.5 GB;
+// 10^8 let one doubled in a loop take 4 GB before the error (fuzz_interpreter).
+constexpr int64_t kMaxListElements = 10'000'000;
 
 class Interpreter {
  public:
