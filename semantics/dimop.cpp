@@ -559,8 +559,9 @@ class Binder {
         unknown.push_back(k);
         continue;
       }
-      product *= id.numeric ? literal(id) : it->second.value;
       known_names += (known_names.empty() ? "" : "*") + id.name;
+      if (__builtin_mul_overflow(product, id.numeric ? literal(id) : it->second.value, &product))
+        throw error_at(dim_col(false, i, d), "bracket " + dim_text(dim) + " of " + where(i, d) + ": " + known_names + " is past 64 bits");
     }
     std::string head = "bracket " + dim_text(dim) + " of " + where(i, d);
     if (unknown.size() > 1) return false;
@@ -599,13 +600,17 @@ class Binder {
         if (op.dims[d].unknown)
           throw error_at(col(true, o, d), "'?' dim in output " + std::to_string(o) + ": its size cannot be determined");
         int64_t size = 1;
+        std::string names;
         for (size_t k = 0; k < op.dims[d].ids.size(); ++k) {
           const DimId& id = op.dims[d].ids[k];
           auto it = known_.find(id.name);
           if (!id.numeric && it == known_.end())
             throw error_at(col(true, o, d, k), "identifier '" + id.name + "' in output " + std::to_string(o) +
                                                    " appears in no input and has no given size");
-          size *= id.numeric ? literal(id) : it->second.value;
+          names += (names.empty() ? "" : "*") + id.name;
+          if (__builtin_mul_overflow(size, id.numeric ? literal(id) : it->second.value, &size))
+            throw error_at(col(true, o, d), "bracket " + dim_text(op.dims[d]) + " of output " + std::to_string(o) + " dim " + std::to_string(d) +
+                                                ": " + names + " is past 64 bits");
         }
         shape.push_back(size);
       }

@@ -150,7 +150,8 @@ const char* reduce_suffix(Reduce r);  // "", "+", "^"
 
 // Input shapes that fit a normalised annotation, every identifier given a
 // placeholder size of 2 and '*' one dim (dimop_shapes.cpp): lets
-// `nns dimop` list a transform space when the user gives no shapes.
+// `nns dimop` list a transform space when the user gives no shapes. A
+// bracket whose sizes multiply past 64 bits gets INT64_MAX (bind() refuses it).
 std::vector<InputShape> placeholder_shapes(const OpAnno& anno);
 
 }  // namespace nns::sema

@@ -1,5 +1,7 @@
 #include "semantics/dimop.h"
 
+#include <cstdint>
+
 namespace nns::sema {
 
 std::vector<InputShape> placeholder_shapes(const OpAnno& anno) {
@@ -17,8 +19,11 @@ std::vector<InputShape> placeholder_shapes(const OpAnno& anno) {
         s.shape.push_back(kPlaceholder);
         continue;
       }
+      // Past 64 bits (a bracket of many ids or large numbers) the size
+      // saturates; bind() then reports the bracket, located.
       int64_t size = 1;
-      for (const DimId& id : d.ids) size *= id.numeric ? std::stoll(id.name) : kPlaceholder;
+      for (const DimId& id : d.ids)
+        if (__builtin_mul_overflow(size, id.numeric ? std::stoll(id.name) : kPlaceholder, &size)) size = INT64_MAX;
       s.shape.push_back(size);
     }
     shapes.push_back(s);

@@ -23,6 +23,9 @@ expect 64 "--seed must be a non-negative integer" run examples/01_mlp.nns --seed
 expect 64 "--steps must be a positive integer" run examples/01_mlp.nns --steps 3abc
 expect 64 "--eval-budget must be a number of seconds" check examples/01_mlp.nns --eval-budget -1
 expect 65 "cannot read file 'examples'" check examples
+# Dimop brackets whose sizes multiply past 64 bits (signed overflows found by fuzz_dimop).
+expect 65 "a*999999999999999999*999999999999999999 is past 64 bits" dimop '(a 999999999999999999 999999999999999999) -> a'
+expect 65 "bracket (h e^) of output 0 dim 1: h*e is past 64 bits" dimop 'b h e -> b (h e)' --shapes '[1,1099511627776,1099511627776]'
 expect 65 "cannot read file 'examples'" run examples
 expect 64 "--save-every must be a positive number of steps" run examples/01_mlp.nns --save-every 0 --save x.safetensors
 expect 64 "--save-every needs --save" run examples/01_mlp.nns --save-every 2
