@@ -1,0 +1,85 @@
+// fuzz_interpreter: a program parsed and evaluated as `nns check FILE` does
+// up to the forward graph (driver::run_pipeline, Stage::Graph: parse, the
+// stdlib and imports, the config, models, ops, the train block), then each
+// of its plans (at most two) evaluated for 2 devices as the plan stage of
+// `--plan P --gpus 2` evaluates them (evaluate_plan, then the "auto"
+// orders), without the checker. Nothing trains and nothing is
+// written but the input itself, in a private temporary folder (the
+// pipeline reads files; imports resolve beside it and in stdlib/).
+//
+// Each evaluation has a budget of kBudgetSeconds (--eval-budget), so an
+// endless loop ends with its located error. Exit 64/65 (diagnostics) is the
+// expected outcome for bad programs; exit 70 or an exception escaping the
+// pipeline is an internal error and aborts.
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "backend/lowering/auto_order.h"
+#include "driver/args.h"
+#include "driver/pipeline.h"
+#include "fuzz/fuzz_util.h"
+
+namespace {
+
+constexpr double kBudgetSeconds = 0.25;
+constexpr int kMaxPlans = 2;
+
+std::string g_dir, g_path;
+
+void remove_dir() {
+  std::error_code ec;
+  std::filesystem::remove_all(g_dir, ec);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  nns::fuzz::silence_streams();
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/nns_fuzz_interpreter.XXXXXX";
+  if (!::mkdtemp(pattern.data())) {
+    std::perror("fuzz_interpreter: mkdtemp");
+    std::abort();
+  }
+  g_dir = pattern;
+  g_path = g_dir + "/input.nns";
+  std::atexit(remove_dir);
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace nns::driver;
+  {
+    std::FILE* f = std::fopen(g_path.c_str(), "wb");
+    if (!f || std::fwrite(data, 1, size, f) != size || std::fclose(f) != 0) {
+      std::perror("fuzz_interpreter: writing the input");
+      std::abort();
+    }
+  }
+  nns::fuzz::run_guarded("fuzz_interpreter", [&] {
+    PipelineOptions o;
+    o.path = g_path;
+    o.last = Stage::Graph;
+    o.eval_budget_s = kBudgetSeconds;
+    Pipeline p;
+    const int rc = run_pipeline(o, p);
+    if (rc != kExitOk && rc != kExitUsage && rc != kExitBadInput)
+      nns::fuzz::internal_error("fuzz_interpreter", "the graph stage exited " + std::to_string(rc));
+    if (rc != kExitOk) return;
+    int n = 0;
+    for (const nns::sema::PlanInfo& info : std::vector<nns::sema::PlanInfo>(p.interp->plans())) {
+      if (n++ == kMaxPlans) break;
+      nns::sema::Plan plan;
+      // As the plan stage does: evaluate, then choose the "auto" orders.
+      if (p.interp->evaluate_plan(info.name, 2, plan)) nns::backend::choose_auto_orders(p.graph(), plan);
+      p.diags.clear();  // false: diagnostics (exit 65)
+    }
+  });
+  return 0;
+}

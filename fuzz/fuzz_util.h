@@ -1,0 +1,49 @@
+// Shared by the fuzz targets (fuzz/README.md): what counts as a finding.
+// Bad input must end in the project's own diagnostics (a DiagnosticEngine
+// error, a DimopError, a SafetensorsError: exit 64/65 in the CLI); anything
+// the CLI would call an internal error (exit 70: an exception escaping to
+// main) aborts here, so libFuzzer records the input as a crash.
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+#include <streambuf>
+#include <string>
+
+namespace nns::fuzz {
+
+// Swallows what the stages print (diagnostics, print() of the language):
+// writing it would cost more than running most inputs. NNS_FUZZ_VERBOSE=1
+// keeps it, to see the diagnostics of one input being reproduced.
+inline void silence_streams() {
+  static struct Null : std::streambuf {
+    int overflow(int c) override { return c == EOF ? 0 : c; }
+    std::streamsize xsputn(const char*, std::streamsize n) override { return n; }
+  } null;
+  const char* v = std::getenv("NNS_FUZZ_VERBOSE");
+  if (v && *v && std::string(v) != "0") return;
+  std::cout.rdbuf(&null);
+  std::cerr.rdbuf(&null);
+}
+
+[[noreturn]] inline void internal_error(const char* target, const std::string& what) {
+  std::fprintf(stderr, "%s: internal error (exit 70 in the CLI): %s\n", target, what.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+// Runs `body`; an exception other than the expected kinds is a finding.
+template <typename F>
+void run_guarded(const char* target, F&& body) {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    internal_error(target, e.what());
+  } catch (...) {
+    internal_error(target, "unknown exception");
+  }
+}
+
+}  // namespace nns::fuzz
