@@ -637,6 +637,33 @@ bool within_limits(antlr4::CommonTokenStream& tokens, int file, DiagnosticEngine
   return true;
 }
 
+// The full-LL retry after SLL fails looks ahead to the end of every chain
+// at every operator of it (an SLL conflict the outer context cannot settle:
+// `a + b` may be `a` then `+b`), without caching: a 600-term sum before a
+// syntax error took 40 s, 100 terms 1 s (found by fuzz_interpreter). Its
+// work is the tokens it consumes, lookahead included: files that are not
+// pathological consume under 10 per token. Past kLookaheadPerToken per token
+// (plus kLookaheadSlack) the retry stops, and the errors come from SLL
+// with recovery: the same errors, except in files whose only parse needs
+// the outer context past a long chain.
+constexpr size_t kLookaheadPerToken = 4, kLookaheadSlack = 1000;
+
+struct LookaheadExhausted {};
+
+class BoundedTokenStream : public antlr4::CommonTokenStream {
+ public:
+  using CommonTokenStream::CommonTokenStream;
+  void set_budget(size_t consumes) { left_ = consumes; }
+  void consume() override {
+    if (left_ == 0) throw LookaheadExhausted{};
+    --left_;
+    CommonTokenStream::consume();
+  }
+
+ private:
+  size_t left_ = SIZE_MAX;
+};
+
 }  // namespace
 
 bool check_utf8(const SourceManager& sources, int file, DiagnosticEngine& diags) {
@@ -667,7 +694,7 @@ std::unique_ptr<Program> parse_program(const SourceManager& sources, int file, D
   }
   antlr4::ANTLRInputStream input(f.text);
   nns_grammar::NnsLexer lexer(&input);
-  antlr4::CommonTokenStream tokens(&lexer);
+  BoundedTokenStream tokens(&lexer);
   nns_grammar::NnsParser parser(&tokens);
   ErrorCollector errors(file, diags);
   lexer.removeErrorListeners();
@@ -677,23 +704,41 @@ std::unique_ptr<Program> parse_program(const SourceManager& sources, int file, D
     empty->file = file;
     return empty;
   }
+  // SLL first (fast), silent; fall back to full LL only if SLL fails, as
+  // the ANTLR documentation recommends for speed. Errors come from the retry.
   parser.removeErrorListeners();
-  parser.addErrorListener(&errors);
-  // SLL first (fast); fall back to full LL only if SLL reports an error, as
-  // the ANTLR documentation recommends for speed.
   parser.getInterpreter<antlr4::atn::ParserATNSimulator>()->setPredictionMode(antlr4::atn::PredictionMode::SLL);
   parser.setErrorHandler(std::make_shared<antlr4::BailErrorStrategy>());
   P::ProgramContext* tree = nullptr;
+  int ll_error_count = 0;
   try {
     tree = parser.program();
   } catch (antlr4::ParseCancellationException&) {
-    tokens.seek(0);
-    parser.reset();
+    // Full LL with recovery; its errors wait until it finishes in budget.
+    DiagnosticEngine ll_diags(sources);
+    ErrorCollector ll_errors(file, ll_diags);
+    parser.addErrorListener(&ll_errors);
     parser.setErrorHandler(std::make_shared<antlr4::DefaultErrorStrategy>());
-    parser.getInterpreter<antlr4::atn::ParserATNSimulator>()->setPredictionMode(antlr4::atn::PredictionMode::LL);
-    tree = parser.program();
+    auto retry = [&](antlr4::atn::PredictionMode mode) {
+      tokens.seek(0);
+      parser.reset();
+      parser.getInterpreter<antlr4::atn::ParserATNSimulator>()->setPredictionMode(mode);
+      return parser.program();
+    };
+    try {
+      tokens.set_budget(kLookaheadPerToken * tokens.size() + kLookaheadSlack);
+      tree = retry(antlr4::atn::PredictionMode::LL);
+      tokens.set_budget(SIZE_MAX);
+      for (const Diagnostic& d : ll_diags.all()) diags.report(d);
+      ll_error_count = ll_errors.count();
+    } catch (const LookaheadExhausted&) {
+      tokens.set_budget(SIZE_MAX);
+      parser.removeErrorListeners();
+      parser.addErrorListener(&errors);
+      tree = retry(antlr4::atn::PredictionMode::SLL);
+    }
   }
-  if (errors.count() > 0) {
+  if (errors.count() + ll_error_count > 0) {
     // The tree has holes where recovery happened; the caller stops after
     // reporting, so an empty program is enough.
     auto empty = std::make_unique<Program>();
