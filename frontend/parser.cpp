@@ -648,20 +648,29 @@ bool within_limits(antlr4::CommonTokenStream& tokens, int file, DiagnosticEngine
 // the outer context past a long chain.
 constexpr size_t kLookaheadPerToken = 4, kLookaheadSlack = 1000;
 
-struct LookaheadExhausted {};
-
+// A token stream that, once its budget of consumes is spent, shows end of
+// file: the parse in progress then ends at once (an exception thrown
+// through ANTLR's prediction would leak its configuration sets).
 class BoundedTokenStream : public antlr4::CommonTokenStream {
  public:
   using CommonTokenStream::CommonTokenStream;
-  void set_budget(size_t consumes) { left_ = consumes; }
+  void set_budget(size_t consumes) {
+    left_ = consumes;
+    exhausted_ = false;
+  }
+  bool exhausted() const { return exhausted_; }
   void consume() override {
-    if (left_ == 0) throw LookaheadExhausted{};
+    if (!exhausted_ && left_ == 0) exhausted_ = true;
+    if (exhausted_) return;
     --left_;
     CommonTokenStream::consume();
   }
+  antlr4::Token* LT(ssize_t k) override { return exhausted_ && k > 0 ? get(size() - 1) : CommonTokenStream::LT(k); }
+  size_t LA(ssize_t i) override { return exhausted_ && i > 0 ? antlr4::Token::EOF : CommonTokenStream::LA(i); }
 
  private:
   size_t left_ = SIZE_MAX;
+  bool exhausted_ = false;
 };
 
 }  // namespace
@@ -725,14 +734,14 @@ std::unique_ptr<Program> parse_program(const SourceManager& sources, int file, D
       parser.getInterpreter<antlr4::atn::ParserATNSimulator>()->setPredictionMode(mode);
       return parser.program();
     };
-    try {
-      tokens.set_budget(kLookaheadPerToken * tokens.size() + kLookaheadSlack);
-      tree = retry(antlr4::atn::PredictionMode::LL);
-      tokens.set_budget(SIZE_MAX);
+    tokens.set_budget(kLookaheadPerToken * tokens.size() + kLookaheadSlack);
+    tree = retry(antlr4::atn::PredictionMode::LL);
+    const bool exhausted = tokens.exhausted();
+    tokens.set_budget(SIZE_MAX);
+    if (!exhausted) {
       for (const Diagnostic& d : ll_diags.all()) diags.report(d);
       ll_error_count = ll_errors.count();
-    } catch (const LookaheadExhausted&) {
-      tokens.set_budget(SIZE_MAX);
+    } else {
       parser.removeErrorListeners();
       parser.addErrorListener(&errors);
       tree = retry(antlr4::atn::PredictionMode::SLL);
