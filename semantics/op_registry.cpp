@@ -66,11 +66,11 @@ const Shape& tensor_shape(const OpCall& c, size_t i) {
 
 // ---- generators ---------------------------------------------------------------
 
-// Elementwise ops with numpy broadcasting (add, maximum, where...): every
-// operand aligned from the right; a size-1 dim facing a larger one is the
+// Elementwise ops with numpy broadcasting over k operands (add, maximum,
+// where...): every operand aligned from the right; a size-1 dim facing a larger one is the
 // literal 1 (frozen) on its side.
-GeneratedAnno broadcast(const OpCall& c) {
-  size_t k = std::max<size_t>(c.inputs.size(), 2), rank = 0;
+GeneratedAnno broadcast(const OpCall& c, size_t k) {
+  size_t rank = 0;
   for (size_t i = 0; i < k; ++i) rank = std::max(rank, tensor_shape(c, i).size());
   std::vector<std::vector<std::string>> ins(k);
   std::vector<std::string> out;
@@ -104,6 +104,9 @@ GeneratedAnno broadcast(const OpCall& c) {
 // A reduction over attr `dim` (keepdim: a 1 left in its place). sum and
 // mean mark the reduced dim '+' (a split gives partial sums); max, min and
 // argmax '^' (partial maxima are no partial sums).
+GeneratedAnno broadcast_binary(const OpCall& c) { return broadcast(c, 2); }
+GeneratedAnno broadcast_ternary(const OpCall& c) { return broadcast(c, 3); }
+
 GeneratedAnno reduce_dim_marked(const OpCall& c, const char* mark) {
   const Shape& x = tensor_shape(c, 0);
   int64_t dim = norm_axis(c.int_attr("dim"), x.size(), "dim");
@@ -493,7 +496,7 @@ std::vector<OpRow> make_rows() {
     return &rows.back();
   };
   for (const char* n : {"matmul", "bmm", "linear", "linear_bias"}) add(n, nullptr, product_of_ids)->value_split = true;
-  for (const char* n : {"add", "sub", "mul", "div", "maximum", "minimum"}) add(n, broadcast);
+  for (const char* n : {"add", "sub", "mul", "div", "maximum", "minimum"}) add(n, broadcast_binary);
   for (const char* n : {"add_scalar", "mul_scalar", "gelu", "relu", "sigmoid", "tanh", "dropout",
                         "softmax", "log_softmax", "layer_norm", "embedding", "cross_entropy", "causal_mask",
                         "silu", "exp", "log", "sqrt", "rsqrt", "abs", "neg", "sin", "cos", "pow_scalar"})
@@ -501,11 +504,11 @@ std::vector<OpRow> make_rows() {
   add("detach")->no_grad = true;
   // Comparisons: a float 0/1 mask, constant almost everywhere.
   for (const char* n : {"eq", "ne", "lt", "le", "gt", "ge"}) {
-    OpRow* r = add(n, broadcast);
+    OpRow* r = add(n, broadcast_binary);
     r->no_grad = true;
     r->out_dtype = DType::F32;
   }
-  add("where", broadcast)->no_grad_inputs = {0};
+  add("where", broadcast_ternary)->no_grad_inputs = {0};
   add("mse", mse);
   add("sum", reduce_dim)->value_split = true;
   add("mean", reduce_dim)->value_split = true;

@@ -78,6 +78,7 @@ inline ErrorStats error_stats(const float* got, const float* want, int64_t n,
   mean_abs = std::max(n > 0 ? mean_abs / double(n) : 0.0, scale_floor);
   for (int64_t i = 0; i < n; ++i) {
     if (got[i] == want[i]) continue;  // also equal infinities (masked logits)
+    if (std::isnan(got[i]) && std::isnan(want[i])) continue;  // NaN propagated by both (amax)
     double diff = std::fabs(double(got[i]) - double(want[i]));
     if (std::isnan(got[i]) != std::isnan(want[i])) diff = INFINITY;
     if (diff == 0) continue;
