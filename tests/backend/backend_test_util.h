@@ -171,4 +171,16 @@ inline double weighted_sum(const Buf& out, const Buf& w) {
   return s;
 }
 
+// One gradient check of the gradcheck_*_test.cpp tables: `analytic` (a
+// reference backward called with dy = w) against central differences of
+// `loss` in every element of `input`, with the step and tolerance that
+// gradcheck_nn_test.cpp explains.
+constexpr float kGradStep = 4e-3f;
+constexpr double kGradTol = 2e-3;
+inline void grad_check(const std::string& op, const std::string& shape, const std::string& input_name,
+                       Buf& input, const Buf& analytic, const std::function<double()>& loss) {
+  Buf fd = finite_difference(input, loss, kGradStep);
+  expect_close("grad " + op, shape, input_name, analytic, fd, kGradTol);
+}
+
 }  // namespace nns::backend::test
