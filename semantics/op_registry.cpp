@@ -398,6 +398,14 @@ GeneratedAnno full(const OpCall& c) {
   return g;
 }
 
+// arange(n): "-> n^", n taken from the argument of that name (so a
+// symbolic n stays symbolic); checked positive here.
+GeneratedAnno arange(const OpCall& c) {
+  int64_t n = c.int_attr("n");
+  if (n <= 0) throw OpArgError{"arange: n must be positive (got " + std::to_string(n) + ")"};
+  return {"-> n^", {}};
+}
+
 // T5's relative position buckets: an int32 [qlen, klen] table.
 GeneratedAnno t5_relative_bucket(const OpCall& c) {
   int64_t q = c.int_attr("qlen"), k = c.int_attr("klen"), buckets = c.int_attr("buckets"), dist = c.int_attr("max_distance");
@@ -518,7 +526,7 @@ std::vector<OpRow> make_rows() {
   argmax->out_dtype = DType::I32;
   argmax->no_grad = true;
   add("full", full)->out_dtype = DType::F32;
-  add("arange")->out_dtype = DType::F32;
+  add("arange", arange)->out_dtype = DType::F32;
   for (const char* n : {"zeros_like", "ones_like"}) {
     OpRow* r = add(n);
     r->no_grad = true;

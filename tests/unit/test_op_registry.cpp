@@ -446,7 +446,7 @@ TEST_CASE("op registry: constant generators size their outputs from arguments", 
   CHECK_THAT((arg_error)("t5_relative_bucket", {}, bucket_attrs(0, 4, 32, 128, false)), Contains("qlen and klen must be positive"));
 }
 
-TEST_CASE("op registry: full sizes its output from its shape argument", "[op_registry]") {
+TEST_CASE("op registry: full and arange size their outputs from their arguments", "[op_registry]") {
   Generated g = generate("full", {}, {{"shape", std::vector<int64_t>{2, 1, 3}}, {"value", 0.5}});
   CHECK(g.canonical == "-> a^ 1 c^");
   CHECK(g.bound.output_shapes == Shapes{{2, 1, 3}});
@@ -455,8 +455,10 @@ TEST_CASE("op registry: full sizes its output from its shape argument", "[op_reg
 
   CHECK_THAT(arg_error("full", {}, {{"shape", std::vector<int64_t>{}}, {"value", 0.5}}), Contains("the shape needs at least one dim"));
   CHECK_THAT(arg_error("full", {}, {{"shape", std::vector<int64_t>{2, 0}}, {"value", 0.5}}), Contains("dim 0 of the shape is not positive"));
-  // arange takes the prelude's fixed annotation "-> n^".
-  CHECK(find_op_row("arange")->annotate == nullptr);
+  g = generate("arange", {}, {{"n", int64_t{5}}});
+  CHECK(g.canonical == "-> n^");
+  CHECK(g.bound.output_shapes == Shapes{{5}});
+  CHECK_THAT(arg_error("arange", {}, {{"n", int64_t{0}}}), Contains("n must be positive (got 0)"));
 }
 
 // ---- costs -----------------------------------------------------------------------------
