@@ -3,6 +3,8 @@
 #include <map>
 #include <stdexcept>
 
+#include "semantics/op_registry.h"
+
 namespace nns::sema {
 
 namespace {
@@ -69,9 +71,9 @@ struct Sweep {
     for (int id : forward) {
       const OpNode& n = g.node(id);
       bool any = false;
-      for (int in : n.inputs) any = any || requires_grad[in];
-      // detach: identity forward, no gradient flows back through it.
-      for (int out : n.outputs) requires_grad[out] = any && dtype_is_float(g.tensor(out).dtype) && n.kind != "detach";
+      // detach, comparisons...: no gradient flows back through them (op_registry.h).
+      for (size_t i = 0; i < n.inputs.size(); ++i) any = any || (requires_grad[n.inputs[i]] && passes_gradient(n, i));
+      for (int out : n.outputs) requires_grad[out] = any && dtype_is_float(g.tensor(out).dtype);
     }
     for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
       const int fid = *it;
@@ -80,11 +82,13 @@ struct Sweep {
       // Copy what we need: adding nodes may reallocate the arena.
       const std::vector<int> inputs = g.node(fid).inputs;
       const std::vector<int> outputs = g.node(fid).outputs;
+      const std::string kind = g.node(fid).kind;
       std::vector<int64_t> mask;
       bool any_input = false;
-      for (int in : inputs) {
-        mask.push_back(requires_grad[in] ? 1 : 0);
-        any_input = any_input || requires_grad[in];
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        bool wanted = requires_grad[inputs[i]] && passes_gradient(g.node(fid), i);
+        mask.push_back(wanted ? 1 : 0);
+        any_input = any_input || wanted;
       }
       if (!any_input) continue;
       std::vector<int> out_grads;
@@ -98,7 +102,7 @@ struct Sweep {
       for (size_t i = 0; i < outputs.size(); ++i)
         if (out_grads[i] < 0) out_grads[i] = fill(outputs[i], 0.0);
 
-      int bid = add_backward_node(g, g.node(fid).kind + "_backward", fid);
+      int bid = add_backward_node(g, kind + "_backward", fid);
       OpNode& b = g.node(bid);
       b.attrs["grad_mask"] = mask;
       b.inputs = inputs;

@@ -167,6 +167,9 @@ Value math1(Interpreter& in, CallArgs& a, const char* name, double (*f)(double))
 Value b_sqrt(Interpreter& in, CallArgs& a) { return math1(in, a, "sqrt", [](double x) { return std::sqrt(x); }); }
 Value b_log2(Interpreter& in, CallArgs& a) { return math1(in, a, "log2", [](double x) { return std::log2(x); }); }
 Value b_exp(Interpreter& in, CallArgs& a) { return math1(in, a, "exp", [](double x) { return std::exp(x); }); }
+Value b_log(Interpreter& in, CallArgs& a) { return math1(in, a, "log", [](double x) { return std::log(x); }); }
+Value b_sin(Interpreter& in, CallArgs& a) { return math1(in, a, "sin", [](double x) { return std::sin(x); }); }
+Value b_cos(Interpreter& in, CallArgs& a) { return math1(in, a, "cos", [](double x) { return std::cos(x); }); }
 Value b_floor(Interpreter& in, CallArgs& a) {
   return Value(static_cast<int64_t>(std::floor(math1(in, a, "floor", [](double x) { return x; }).as<double>())));
 }
@@ -302,7 +305,7 @@ void install_builtins(Env& env) {
   static const std::pair<const char*, BuiltinFn> table[] = {
       {"len", b_len}, {"range", b_range}, {"print", b_print}, {"str", b_str}, {"int", b_int},
       {"float", b_float}, {"min", b_min}, {"max", b_max}, {"abs", b_abs}, {"sqrt", b_sqrt},
-      {"log2", b_log2}, {"exp", b_exp}, {"floor", b_floor}, {"ceil", b_ceil}, {"sum_list", b_sum},
+      {"log2", b_log2}, {"exp", b_exp}, {"log", b_log}, {"sin", b_sin}, {"cos", b_cos}, {"floor", b_floor}, {"ceil", b_ceil}, {"sum_list", b_sum},
       {"prod", b_prod}, {"append", b_append}, {"assert", b_assert}, {"error", b_error},
       {"normal", b_normal}, {"trunc_normal", b_trunc_normal}, {"zeros", b_zeros}, {"ones", b_ones},
       {"uniform", b_uniform}, {"randn", b_randn}, {"tokens", b_tokens}, {"labels", b_labels},

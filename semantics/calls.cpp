@@ -67,6 +67,15 @@ Value Interpreter::call(const Value& callee, CallArgs& args) {
   }
   if (callee.is<std::shared_ptr<OpDef>>()) {
     const OpDef& op = *callee.as<std::shared_ptr<OpDef>>();
+    // abs, sqrt, exp, log, sin, cos: prelude ops on a tensor, the builtins
+    // of the same name when no argument is one (numbers).
+    Value* twin = op.row ? builtins_->find_local(op.name) : nullptr;
+    if (twin) {
+      bool tensor = false;
+      for (const Value& v : args.positional) tensor = tensor || v.is<TensorV>();
+      for (const auto& [k, v] : args.named) tensor = tensor || v.is<TensorV>();
+      if (!tensor) return call(*twin, args);
+    }
     return call_op(op, args);
   }
   if (callee.is<std::shared_ptr<ModelClass>>()) {

@@ -756,10 +756,17 @@ Value Interpreter::eval_binary(const std::string& op, Value a, Value b, SourceLo
   }
   if (a.is<TensorV>() || b.is<TensorV>()) {
     if (op == "@") return call_op_by_name("matmul", {a, b}, {}, loc);
+    // Comparisons give a float 0/1 mask (no gradient flows through it).
+    static const std::pair<const char*, const char*> comparisons[] = {{"==", "eq"}, {"!=", "ne"}, {"<", "lt"},
+                                                                      {"<=", "le"}, {">", "gt"}, {">=", "ge"}};
+    const char* comparison = nullptr;
+    for (const auto& [sym, name] : comparisons)
+      if (op == sym) comparison = name;
     if (a.is<TensorV>() && b.is<TensorV>()) {
       static const std::pair<const char*, const char*> ops[] = {{"+", "add"}, {"-", "sub"}, {"*", "mul"}, {"/", "div"}};
       for (const auto& [sym, name] : ops)
         if (op == sym) return call_op_by_name(name, {a, b}, {}, loc);
+      if (comparison) return call_op_by_name(comparison, {a, b}, {}, loc);
       fail(loc, "operator '" + op + "' is not defined on tensors");
     }
     bool tensor_left = a.is<TensorV>();
@@ -767,6 +774,12 @@ Value Interpreter::eval_binary(const std::string& op, Value a, Value b, SourceLo
     Value s = tensor_left ? b : a;
     if (!is_number(s)) fail(loc, "operator '" + op + "' between a tensor and " + a_type_name(s));
     double x = to_float(s, loc, "scalar operand");
+    if (comparison) {
+      // The number becomes a one-element constant, broadcast against the tensor.
+      Value c = call_op_by_name("full", {make_list({Value(int64_t{1})}), Value(x)}, {}, loc);
+      return call_op_by_name(comparison, {tensor_left ? t : c, tensor_left ? c : t}, {}, loc);
+    }
+    if (op == "**" && tensor_left) return call_op_by_name("pow_scalar", {t, Value(x)}, {}, loc);
     if (op == "+") return call_op_by_name("add_scalar", {t, Value(x)}, {}, loc);
     if (op == "*") return call_op_by_name("mul_scalar", {t, Value(x)}, {}, loc);
     if (op == "-" && tensor_left) return call_op_by_name("add_scalar", {t, Value(-x)}, {}, loc);
@@ -792,8 +805,12 @@ Value Interpreter::eval_binary(const std::string& op, Value a, Value b, SourceLo
       return Value(x >= b.as<RangeV>().lo && x < b.as<RangeV>().hi);
     }
     if (b.is<std::shared_ptr<List>>()) {
-      for (const Value& item : *b.as<std::shared_ptr<List>>())
+      for (const Value& item : *b.as<std::shared_ptr<List>>()) {
+        // == on tensors builds a mask op; membership needs a yes or no.
+        bool tensor = a.is<TensorV>() || item.is<TensorV>(), none = a.is<NoneV>() || item.is<NoneV>();
+        if (tensor && !none) fail(loc, "'in' cannot test tensors for membership (== on tensors is elementwise)");
         if (eval_binary("==", a, item, loc).as<bool>()) return Value(true);
+      }
       return Value(false);
     }
     fail(loc, "'in' needs a list or range on the right, got " + type_name(b));

@@ -66,38 +66,48 @@ const Shape& tensor_shape(const OpCall& c, size_t i) {
 
 // ---- generators ---------------------------------------------------------------
 
-// x op y with numpy broadcasting: aligned from the right; a size-1 dim
-// facing a larger one is the literal 1 (frozen) on its side.
-GeneratedAnno broadcast_binary(const OpCall& c) {
-  const Shape& x = tensor_shape(c, 0);
-  const Shape& y = tensor_shape(c, 1);
-  size_t rank = std::max(x.size(), y.size());
-  std::vector<std::string> xs, ys, out;
+// Elementwise ops with numpy broadcasting over k operands (add, maximum,
+// where...): every operand aligned from the right; a size-1 dim facing a larger one is the
+// literal 1 (frozen) on its side.
+GeneratedAnno broadcast(const OpCall& c, size_t k) {
+  size_t rank = 0;
+  for (size_t i = 0; i < k; ++i) rank = std::max(rank, tensor_shape(c, i).size());
+  std::vector<std::vector<std::string>> ins(k);
+  std::vector<std::string> out;
   for (size_t j = 0; j < rank; ++j) {
-    // j counts from the left of the broadcast result
-    int64_t xi = static_cast<int64_t>(j) - static_cast<int64_t>(rank - x.size());
-    int64_t yi = static_cast<int64_t>(j) - static_cast<int64_t>(rank - y.size());
-    int64_t dx = xi >= 0 ? x[xi] : -1, dy = yi >= 0 ? y[yi] : -1;
-    std::string id = id_name(static_cast<int>(j));
-    if (dx >= 0 && dy >= 0 && dx != dy && dx != 1 && dy != 1)
-      throw OpArgError{"cannot broadcast shapes " + shape_to_string(x) + " and " + shape_to_string(y) +
-                       " (dim " + std::to_string(j) + ": " + std::to_string(dx) + " vs " + std::to_string(dy) + ")"};
-    int64_t size = std::max(dx, dy);
-    if (size == 1) {
-      if (dx >= 0) xs.push_back("1");
-      if (dy >= 0) ys.push_back("1");
-      out.push_back("1");
-      continue;
+    // j counts from the left of the broadcast result; -1: the operand has no such dim.
+    std::vector<int64_t> d(k);
+    int64_t size = 1;
+    size_t sized = 0;  // the first operand whose dim there is larger than 1
+    for (size_t i = 0; i < k; ++i) {
+      const Shape& x = c.inputs[i].shape;
+      int64_t xi = static_cast<int64_t>(j) - static_cast<int64_t>(rank - x.size());
+      d[i] = xi >= 0 ? x[xi] : -1;
+      if (d[i] < 0 || d[i] == 1) continue;
+      if (size > 1 && d[i] != size)
+        throw OpArgError{"cannot broadcast shapes " + shape_to_string(c.inputs[sized].shape) + " and " + shape_to_string(x) + " (dim " +
+                         std::to_string(j) + ": " + std::to_string(size) + " vs " + std::to_string(d[i]) + ")"};
+      if (size == 1) sized = i;
+      size = d[i];
     }
-    if (dx >= 0) xs.push_back(dx == 1 ? "1" : id);
-    if (dy >= 0) ys.push_back(dy == 1 ? "1" : id);
+    std::string id = size == 1 ? "1" : id_name(static_cast<int>(j));
+    for (size_t i = 0; i < k; ++i)
+      if (d[i] >= 0) ins[i].push_back(d[i] == 1 ? "1" : id);
     out.push_back(id);
   }
-  return {join(xs) + ", " + join(ys) + " -> " + join(out), {}};
+  std::string text;
+  for (size_t i = 0; i < k; ++i) text += join(ins[i]) + ", ";
+  text.replace(text.size() - 2, 2, " -> ");
+  return {text + join(out), {}};
 }
 
-// sum / mean over one dim: that dim is a partial-sum identifier.
-GeneratedAnno reduce_dim(const OpCall& c) {
+// A reduction over attr `dim` (keepdim: a 1 left in its place). sum and
+// mean mark the reduced dim '+' (a split gives partial sums); max, min and
+// argmax '^' (partial maxima are no partial sums).
+GeneratedAnno broadcast_binary(const OpCall& c) { return broadcast(c, 2); }
+GeneratedAnno broadcast_ternary(const OpCall& c) { return broadcast(c, 3); }
+
+GeneratedAnno reduce_dim_marked(const OpCall& c, const char* mark) {
   const Shape& x = tensor_shape(c, 0);
   int64_t dim = norm_axis(c.int_attr("dim"), x.size(), "dim");
   bool keep = c.bool_attr("keepdim");
@@ -105,7 +115,7 @@ GeneratedAnno reduce_dim(const OpCall& c) {
   for (size_t i = 0; i < x.size(); ++i) {
     std::string id = x[i] == 1 ? "1" : id_name(static_cast<int>(i));
     if (static_cast<int64_t>(i) == dim) {
-      in.push_back(x[i] == 1 ? "1" : id + "+");
+      in.push_back(x[i] == 1 ? "1" : id + mark);
       if (keep) out.push_back("1");
     } else {
       in.push_back(id);
@@ -115,6 +125,8 @@ GeneratedAnno reduce_dim(const OpCall& c) {
   if (out.empty()) out.push_back("1");
   return {join(in) + " -> " + join(out), {}};
 }
+GeneratedAnno reduce_dim(const OpCall& c) { return reduce_dim_marked(c, "+"); }
+GeneratedAnno reduce_dim_frozen(const OpCall& c) { return reduce_dim_marked(c, "^"); }
 
 // reshape / view: group input and output dims whose products match.
 GeneratedAnno reshape(const OpCall& c) {
@@ -365,6 +377,35 @@ GeneratedAnno swin_shift_mask(const OpCall& c) {
   return {"-> nw^ n^ m^", {{"nw", (h / win) * (w / win)}, {"n", win * win}, {"m", win * win}}};
 }
 
+// full(shape, value): a constant of the given shape. Its dims are frozen,
+// as every constant generator's: a plan replicates it.
+GeneratedAnno full(const OpCall& c) {
+  std::vector<int64_t> shape = c.ints_attr("shape");
+  if (shape.empty()) throw OpArgError{"full: the shape needs at least one dim"};
+  GeneratedAnno g;
+  std::vector<std::string> out;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] <= 0) throw OpArgError{"full: dim " + std::to_string(shape[i]) + " of the shape is not positive"};
+    if (shape[i] == 1) {
+      out.push_back("1");
+      continue;
+    }
+    std::string id = id_name(static_cast<int>(i));
+    g.sizes[id] = shape[i];
+    out.push_back(id + "^");
+  }
+  g.text = "-> " + join(out);
+  return g;
+}
+
+// arange(n): "-> n^", n taken from the argument of that name (so a
+// symbolic n stays symbolic); checked positive here.
+GeneratedAnno arange(const OpCall& c) {
+  int64_t n = c.int_attr("n");
+  if (n <= 0) throw OpArgError{"arange: n must be positive (got " + std::to_string(n) + ")"};
+  return {"-> n^", {}};
+}
+
 // T5's relative position buckets: an int32 [qlen, klen] table.
 GeneratedAnno t5_relative_bucket(const OpCall& c) {
   int64_t q = c.int_attr("qlen"), k = c.int_attr("klen"), buckets = c.int_attr("buckets"), dist = c.int_attr("max_distance");
@@ -467,13 +508,34 @@ std::vector<OpRow> make_rows() {
   // (`nns verify-op` finds that).
   for (const char* n : {"matmul", "bmm", "linear"}) add(n, nullptr, product_of_ids)->value_split = true;
   add("linear_bias", nullptr, product_of_ids);
-  for (const char* n : {"add", "sub", "mul", "div"}) add(n, broadcast_binary);
+  for (const char* n : {"add", "sub", "mul", "div", "maximum", "minimum"}) add(n, broadcast_binary);
   for (const char* n : {"add_scalar", "mul_scalar", "gelu", "relu", "sigmoid", "tanh", "dropout",
-                        "softmax", "log_softmax", "layer_norm", "embedding", "cross_entropy", "causal_mask", "detach"})
+                        "softmax", "log_softmax", "layer_norm", "embedding", "cross_entropy", "causal_mask",
+                        "silu", "exp", "log", "sqrt", "rsqrt", "abs", "neg", "sin", "cos", "pow_scalar"})
     add(n);
+  add("detach")->no_grad = true;
+  // Comparisons: a float 0/1 mask, constant almost everywhere.
+  for (const char* n : {"eq", "ne", "lt", "le", "gt", "ge"}) {
+    OpRow* r = add(n, broadcast_binary);
+    r->no_grad = true;
+    r->out_dtype = DType::F32;
+  }
+  add("where", broadcast_ternary)->no_grad_inputs = {0};
   add("mse", mse);
   add("sum", reduce_dim)->value_split = true;
   add("mean", reduce_dim)->value_split = true;
+  add("amax", reduce_dim_frozen);
+  add("amin", reduce_dim_frozen);
+  OpRow* argmax = add("argmax", reduce_dim_frozen);
+  argmax->out_dtype = DType::I32;
+  argmax->no_grad = true;
+  add("full", full)->out_dtype = DType::F32;
+  add("arange", arange)->out_dtype = DType::F32;
+  for (const char* n : {"zeros_like", "ones_like"}) {
+    OpRow* r = add(n);
+    r->no_grad = true;
+    r->out_dtype = DType::F32;
+  }
   add("reshape", reshape);
   add("view", reshape);
   add("permute", permute);
@@ -515,6 +577,12 @@ std::vector<std::string> op_row_names() {
   std::vector<std::string> names;
   for (const OpRow& r : rows()) names.push_back(r.name);
   return names;
+}
+
+bool passes_gradient(const OpNode& node, size_t input) {
+  const OpRow* row = node.composite ? nullptr : find_op_row(node.kind);
+  if (!row) return true;
+  return !row->no_grad && std::find(row->no_grad_inputs.begin(), row->no_grad_inputs.end(), input) == row->no_grad_inputs.end();
 }
 
 void apply_slice_position(const Graph& g, const OpNode& whole, const SubOp& s, OpNode& local_op) {

@@ -55,6 +55,12 @@ struct OpRow {
   int64_t (*macs)(const BoundAnno&, const OpCall&) = nullptr;
   std::optional<DType> out_dtype;  // default: dtype of the first float input
   bool value_split = false;        // linear in its first input: trans(op, dim="value") is legal
+  // No gradient flows back through the op (detach, comparisons, argmax,
+  // zeros_like/ones_like): autograd gives its outputs none and plans run no
+  // backward for it.
+  bool no_grad = false;
+  // Tensor operands that never receive a gradient (where's condition).
+  std::vector<size_t> no_grad_inputs;
 
   // Facts for a sub-op that runs a slice of the op; null when the op's
   // result does not depend on where its slice lies. See apply_slice_position
@@ -72,6 +78,12 @@ struct OpRow {
 
 const OpRow* find_op_row(const std::string& name);
 std::vector<std::string> op_row_names();
+
+// Whether a gradient of an output of `node` flows to its tensor operand
+// `input` (false for every operand of a no_grad row and for a row's
+// no_grad_inputs; true for composite ops, which are differentiated through
+// their bodies). Autograd and plans' gradient flow both ask this.
+bool passes_gradient(const OpNode& node, size_t input);
 
 // Per-rank lowering of a plan: `whole` is a top-level node of the full
 // graph `g`, `s` a leaf SubOp of it (its operand slices), and `local_op` a

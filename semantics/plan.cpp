@@ -4,6 +4,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "semantics/op_registry.h"
+
 namespace nns::sema {
 
 std::string OperandSlice::to_string() const {
@@ -114,27 +116,30 @@ GradientFlow gradient_flow(const Graph& g, const Plan& plan) {
   f.requires_grad.assign(g.tensors().size(), false);
   for (int p : g.params()) f.requires_grad[p] = dtype_is_float(g.tensor(p).dtype);
   for (int n : order) {
+    const OpNode& node = g.node(n);
     bool any = false;
-    for (int t : g.node(n).inputs) any = any || f.requires_grad[t];
-    // detach cuts the gradient: its output needs none,
-    for (int t : g.node(n).outputs) f.requires_grad[t] = any && dtype_is_float(g.tensor(t).dtype) && g.node(n).kind != "detach";
+    // detach (and every op no gradient flows through) cuts the gradient: its output needs none,
+    for (size_t i = 0; i < node.inputs.size(); ++i) any = any || (f.requires_grad[node.inputs[i]] && passes_gradient(node, i));
+    for (int t : node.outputs) f.requires_grad[t] = any && dtype_is_float(g.tensor(t).dtype);
   }
   f.reaches.assign(g.tensors().size(), false);
   if (g.loss >= 0) f.reaches[g.loss] = true;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const OpNode& node = g.node(*it);
     bool any = false;
-    for (int t : g.node(*it).outputs) any = any || f.reaches[t];
-    // and what only feeds a detach does not reach the loss.
-    if (any && g.node(*it).kind != "detach")
-      for (int t : g.node(*it).inputs) f.reaches[t] = true;
+    for (int t : node.outputs) any = any || f.reaches[t];
+    // and what only feeds a detach (or where's condition) does not reach the loss.
+    for (size_t i = 0; any && i < node.inputs.size(); ++i)
+      if (passes_gradient(node, i)) f.reaches[node.inputs[i]] = true;
   }
   f.backward.assign(g.nodes().size(), false);
   for (int n : order) {
     const OpNode& node = g.node(n);
     bool in = false, out = false;
-    for (int t : node.inputs) in = in || (f.requires_grad[t] && g.tensor(t).kind != TensorKind::Input);
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      in = in || (f.requires_grad[node.inputs[i]] && g.tensor(node.inputs[i]).kind != TensorKind::Input && passes_gradient(node, i));
     for (int t : node.outputs) out = out || f.reaches[t];
-    f.backward[static_cast<size_t>(n)] = in && out && node.kind != "detach";  // detach has no backward
+    f.backward[static_cast<size_t>(n)] = in && out;  // detach has no backward
   }
   return f;
 }

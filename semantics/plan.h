@@ -137,8 +137,9 @@ struct Plan {
 // Which tensors of a plan's graph need gradients (they depend on a float
 // parameter), which reach the loss, and which top-level ops therefore run
 // a backward (an input that needs a gradient and is not a data input, an
-// output that reaches the loss). detach cuts both directions, as in
-// autograd. Lowering and the checker's schedule pass read the same facts.
+// output that reaches the loss). Ops no gradient flows through (detach,
+// comparisons; where's condition: passes_gradient) cut both directions, as
+// in autograd. Lowering and the checker's schedule pass read the same facts.
 struct GradientFlow {
   std::vector<bool> requires_grad, reaches;  // per tensor
   std::vector<bool> backward;                // per node (top-level forward ops only)

@@ -78,6 +78,7 @@ inline ErrorStats error_stats(const float* got, const float* want, int64_t n,
   mean_abs = std::max(n > 0 ? mean_abs / double(n) : 0.0, scale_floor);
   for (int64_t i = 0; i < n; ++i) {
     if (got[i] == want[i]) continue;  // also equal infinities (masked logits)
+    if (std::isnan(got[i]) && std::isnan(want[i])) continue;  // NaN propagated by both (amax)
     double diff = std::fabs(double(got[i]) - double(want[i]));
     if (std::isnan(got[i]) != std::isnan(want[i])) diff = INFINITY;
     if (diff == 0) continue;
@@ -168,6 +169,18 @@ inline double weighted_sum(const Buf& out, const Buf& w) {
   double s = 0;
   for (size_t i = 0; i < out.size(); ++i) s += double(out[i]) * w[i];
   return s;
+}
+
+// One gradient check of the gradcheck_*_test.cpp tables: `analytic` (a
+// reference backward called with dy = w) against central differences of
+// `loss` in every element of `input`, with the step and tolerance that
+// gradcheck_nn_test.cpp explains.
+constexpr float kGradStep = 4e-3f;
+constexpr double kGradTol = 2e-3;
+inline void grad_check(const std::string& op, const std::string& shape, const std::string& input_name,
+                       Buf& input, const Buf& analytic, const std::function<double()>& loss) {
+  Buf fd = finite_difference(input, loss, kGradStep);
+  expect_close("grad " + op, shape, input_name, analytic, fd, kGradTol);
 }
 
 }  // namespace nns::backend::test

@@ -11,11 +11,13 @@
 //   backwards 0: they only move floats, so results must be bit-identical
 //   (embedding_backward adds in the same id order in both).
 // - binary forward 0: ref computes in double and rounds once; for + - * /
-//   of two floats that equals the correctly rounded float result fast gets.
+//   of two floats that equals the correctly rounded float result fast gets;
+//   maximum, minimum and the comparisons are exact in both.
 // - scale 0: one float multiply in both.
 // - binary backward, reduce 1e-5: fast sums broadcast gradients in float
 //   (8 partial sums), ref in double; sums here have at most 1000 terms.
 #include <array>
+#include <cmath>
 
 #include "node_conformance.h"
 
@@ -23,15 +25,14 @@ namespace nns::backend::test {
 
 namespace {
 
-const char* op_name(cpu::BinaryOp op) {
-  switch (op) {
-    case cpu::BinaryOp::add: return "add";
-    case cpu::BinaryOp::sub: return "sub";
-    case cpu::BinaryOp::mul: return "mul";
-    case cpu::BinaryOp::div: return "div";
-  }
-  return "?";
-}
+const std::pair<cpu::BinaryOp, const char*> kBinaryOps[] = {
+    {cpu::BinaryOp::add, "add"}, {cpu::BinaryOp::sub, "sub"}, {cpu::BinaryOp::mul, "mul"},
+    {cpu::BinaryOp::div, "div"}, {cpu::BinaryOp::maximum, "maximum"}, {cpu::BinaryOp::minimum, "minimum"},
+    {cpu::BinaryOp::eq, "eq"}, {cpu::BinaryOp::ne, "ne"}, {cpu::BinaryOp::lt, "lt"},
+    {cpu::BinaryOp::le, "le"}, {cpu::BinaryOp::gt, "gt"}, {cpu::BinaryOp::ge, "ge"}};
+
+// Comparisons have no backward node: no gradient flows through them.
+bool has_backward(cpu::BinaryOp op) { return int(op) <= int(cpu::BinaryOp::minimum); }
 
 }  // namespace
 
@@ -44,8 +45,6 @@ TEST_CASE("conformance: binary broadcasting", "[backend][conformance]") {
       {{8, 16, 32}, {32}},      {{8, 1, 32}, {8, 16, 1}},  {{2, 1, 3, 1, 2, 1}, {1, 4, 1, 5, 1, 3}},
       {{7, 1000}, {7, 1}},      {{1, 1000}, {7, 1000}},
   };
-  const cpu::BinaryOp ops[] = {cpu::BinaryOp::add, cpu::BinaryOp::sub, cpu::BinaryOp::mul,
-                               cpu::BinaryOp::div};
   uint32_t seed = 1000;
   for (const auto& [ad, bd] : cases) {
     int64_t out_dims[cpu::kMaxRank];
@@ -55,14 +54,22 @@ TEST_CASE("conformance: binary broadcasting", "[backend][conformance]") {
     Buf a = random_buf(numel(ad), ++seed);
     Buf b = random_away_from_zero(numel(bd), ++seed, 0.5f, 1.5f);  // safe divisors
     Buf dc = random_buf(nc, ++seed);
-    for (cpu::BinaryOp op : ops) {
-      std::string name = dims_str(ad) + " " + op_name(op) + " " + dims_str(bd);
-      sema::Shape cd(out_dims, out_dims + rank);
-      NodeCase fwd{op_name(op), {}, {f32(ad, a), f32(bd, b)}, {f32_zeros(cd)}};
-      std::vector<HostTensor> c = expect_node("binary", name, fwd, {"c"}, 0);
-      NodeCase bwd = backward_case(fwd, c, {f32(cd, dc)}, {1, 1});
-      // The tested backend's gradient buffers start as garbage: overwritten, not accumulated.
-      expect_node("binary_backward", name, bwd, {"da", "db"}, 1e-5, 0, {random_buf(numel(ad), 1), random_buf(numel(bd), 2)});
+    // Values in {-1, 0, 1}: ties everywhere, for maximum/minimum's tie rule and the comparisons.
+    Buf ta = random_buf(numel(ad), ++seed, -1.5f, 1.5f), tb = random_buf(numel(bd), ++seed, -1.5f, 1.5f);
+    for (float& v : ta) v = std::round(v);
+    for (float& v : tb) v = std::round(v);
+    for (const auto& [op, op_name] : kBinaryOps) {
+      for (bool ties : {false, true}) {
+        if (ties && int(op) < int(cpu::BinaryOp::maximum)) continue;
+        std::string name = dims_str(ad) + " " + op_name + " " + dims_str(bd) + (ties ? " ties" : "");
+        sema::Shape cd(out_dims, out_dims + rank);
+        NodeCase fwd{op_name, {}, {f32(ad, ties ? ta : a), f32(bd, ties ? tb : b)}, {f32_zeros(cd)}};
+        std::vector<HostTensor> c = expect_node("binary", name, fwd, {"c"}, 0);
+        if (!has_backward(op)) continue;
+        NodeCase bwd = backward_case(fwd, c, {f32(cd, dc)}, {1, 1});
+        // The tested backend's gradient buffers start as garbage: overwritten, not accumulated.
+        expect_node("binary_backward", name, bwd, {"da", "db"}, 1e-5, 0, {random_buf(numel(ad), 1), random_buf(numel(bd), 2)});
+      }
     }
   }
   // Incompatible shapes are reported, not guessed.

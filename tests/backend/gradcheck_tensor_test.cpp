@@ -6,19 +6,6 @@
 
 namespace nns::backend::test {
 
-namespace {
-
-constexpr float kStep = 4e-3f;
-constexpr double kGradTol = 2e-3;
-
-void grad_check(const std::string& op, const std::string& shape, const std::string& input_name,
-                Buf& input, const Buf& analytic, const std::function<double()>& loss) {
-  Buf fd = finite_difference(input, loss, kStep);
-  expect_close("grad " + op, shape, input_name, analytic, fd, kGradTol);
-}
-
-}  // namespace
-
 TEST_CASE("gradcheck: binary broadcasting and scale", "[backend][gradcheck]") {
   using Dims = std::vector<int64_t>;
   const std::pair<Dims, Dims> shapes[] = {{{3, 1, 4}, {2, 4}}, {{2, 3}, {2, 3}}, {{}, {2, 2}}};

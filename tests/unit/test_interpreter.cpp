@@ -4,6 +4,7 @@
 // plans, imports and the diagnostics of bad programs.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -355,6 +356,46 @@ train {
   CHECK(r.graph().tensor(emb.outputs[0]).dtype == DType::F32);
   CHECK(r.graph().tensor(emb.outputs[0]).shape == Shape{2, 5, 8});
   CHECK(r.graph().tensor(r.node("add#0").outputs[0]).dtype == DType::BF16);
+}
+
+TEST_CASE("interpreter: tensor comparisons, ** and the math builtins", "[interpreter]") {
+  Run r(R"(
+train {
+  input x: [4, 8] = randn()
+  input y: [8] = randn()
+  let c = x < y
+  let d = x >= 0.5
+  let e = 2 == x
+  let p = x ** 3
+  let q = sqrt(2.0) + exp(0.0) + log(1.0) + abs(-2) + sin(0.0) + cos(0.0)
+  print(q)
+  loss = mean(mean(where(c, p, sqrt(abs(x)))))
+}
+)");
+  REQUIRE(r.ok);
+  CHECK(r.node("lt#0").inputs.size() == 2);
+  CHECK(r.out_shape("lt#0") == Shape{4, 8});
+  CHECK(r.graph().tensor(r.node("lt#0").outputs[0]).dtype == DType::F32);
+  // A number compared with a tensor becomes a one-element constant, on its side.
+  CHECK(r.out_shape("full#0") == Shape{1});
+  CHECK(std::get<double>(r.node("full#0").attrs.at("value")) == 0.5);
+  CHECK(r.node("ge#0").inputs[1] == r.node("full#0").outputs[0]);
+  CHECK(r.node("eq#0").inputs[0] == r.node("full#1").outputs[0]);
+  CHECK(std::get<double>(r.node("pow_scalar#0").attrs.at("p")) == 3.0);
+  // sqrt/abs/exp/log/sin/cos of numbers stay numbers (no op); of tensors, ops.
+  std::vector<std::string> names = r.node_names();
+  CHECK(std::count(names.begin(), names.end(), "sqrt#0") == 1);
+  CHECK(std::count(names.begin(), names.end(), "sqrt#1") == 0);
+  CHECK(std::count(names.begin(), names.end(), "abs#0") == 1);
+}
+
+TEST_CASE("interpreter: tensor operators that have no meaning are errors", "[interpreter]") {
+  Run pow_left("train {\n  input x: [4] = randn()\n  let p = 2 ** x\n  loss = mean(x)\n}\n");
+  CHECK_FALSE(pow_left.ok);
+  CHECK(pow_left.first_error() == "operator '**' between an int and a tensor is not supported");
+  Run member("train {\n  input x: [4] = randn()\n  let b = 1 in [x]\n  loss = mean(x)\n}\n");
+  CHECK_FALSE(member.ok);
+  CHECK(member.first_error() == "'in' cannot test tensors for membership (== on tensors is elementwise)");
 }
 
 TEST_CASE("interpreter: imports, aliased and merged, from the importing file's folder", "[interpreter]") {

@@ -170,6 +170,70 @@ TEST_CASE("op registry: sum/mean make the reduced dim a partial sum", "[op_regis
   CHECK_THAT(arg_error("sum", {{2, 3}}, {{"dim", int64_t{-3}}, {"keepdim", false}}), Contains("out of range"));
 }
 
+TEST_CASE("op registry: amax/amin/argmax freeze the reduced dim", "[op_registry]") {
+  Generated g = generate("amax", {{2, 3, 4}}, {{"dim", int64_t{1}}, {"keepdim", false}});
+  CHECK(g.canonical == "a b^ c -> a c");
+  CHECK(g.bound.output_shapes == Shapes{{2, 4}});
+
+  g = generate("amin", {{2, 3, 4}}, {{"dim", int64_t{-1}}, {"keepdim", true}});
+  CHECK(g.canonical == "a b c^ -> a b 1");
+  CHECK(g.bound.output_shapes == Shapes{{2, 3, 1}});
+
+  g = generate("argmax", {{6}}, {{"dim", int64_t{0}}, {"keepdim", false}});
+  CHECK(g.canonical == "a^ -> 1");
+  REQUIRE(find_op_row("argmax")->out_dtype.has_value());
+  CHECK(*find_op_row("argmax")->out_dtype == DType::I32);
+  CHECK_FALSE(find_op_row("amax")->value_split);  // a max of partial maxima is not a sum
+
+  CHECK_THAT(arg_error("amax", {{2, 3}}, {{"dim", int64_t{2}}, {"keepdim", false}}), Contains("dim 2 is out of range for a rank-2 tensor"));
+}
+
+TEST_CASE("op registry: maximum, minimum and comparisons broadcast like add", "[op_registry]") {
+  for (const char* op : {"maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge"}) {
+    INFO(op);
+    Generated g = generate(op, {{4, 1, 3}, {5, 3}});
+    CHECK(g.canonical == "a 1 c, b c -> a b c");
+    CHECK(g.bound.output_shapes == Shapes{{4, 5, 3}});
+  }
+  CHECK_THAT(arg_error("gt", {{2, 3}, {2, 4}}), Contains("cannot broadcast shapes [2, 3] and [2, 4]") && Contains("dim 1: 3 vs 4"));
+  // A comparison is a float mask whatever its operands.
+  REQUIRE(find_op_row("lt")->out_dtype.has_value());
+  CHECK(*find_op_row("lt")->out_dtype == DType::F32);
+}
+
+TEST_CASE("op registry: where broadcasts all three operands", "[op_registry]") {
+  Generated g = generate("where", {{4, 1}, {3}, {1, 1}});
+  CHECK(g.canonical == "a 1, b, 1 1 -> a b");
+  CHECK(g.bound.output_shapes == Shapes{{4, 3}});
+
+  g = generate("where", {{2, 3}, {2, 3}, {2, 3}});
+  CHECK(g.canonical == "a b, a b, a b -> a b");
+
+  CHECK_THAT(arg_error("where", {{2, 3}, {2, 1}, {4, 3}}), Contains("cannot broadcast shapes [2, 3] and [4, 3] (dim 0: 2 vs 4)"));
+  CHECK_THAT(arg_error("where", {{2, 3}, {3}}), Contains("missing tensor operand 2"));
+}
+
+TEST_CASE("op registry: which ops pass no gradient", "[op_registry]") {
+  auto node = [](const std::string& kind, bool composite = false) {
+    OpNode n;
+    n.kind = kind;
+    n.composite = composite;
+    return n;
+  };
+  for (const char* op : {"detach", "eq", "ne", "lt", "le", "gt", "ge", "argmax", "zeros_like", "ones_like"}) {
+    INFO(op);
+    CHECK(find_op_row(op)->no_grad);
+    CHECK_FALSE(passes_gradient(node(op), 0));
+  }
+  // where: to a and b, never to the condition.
+  CHECK_FALSE(passes_gradient(node("where"), 0));
+  CHECK(passes_gradient(node("where"), 1));
+  CHECK(passes_gradient(node("where"), 2));
+  for (const char* op : {"maximum", "amax", "exp", "pow_scalar", "add"}) CHECK(passes_gradient(node(op), 0));
+  // A composite op is differentiated through its body, whatever its name.
+  CHECK(passes_gradient(node("eq", true), 0));
+}
+
 // ---- reshape ------------------------------------------------------------------------
 
 TEST_CASE("op registry: reshape splitting a dim makes a bracket on the input", "[op_registry]") {
@@ -380,6 +444,21 @@ TEST_CASE("op registry: constant generators size their outputs from arguments", 
   CHECK_THAT((arg_error)("t5_relative_bucket", {}, bucket_attrs(4, 4, 33, 128, true)), Contains("buckets must be at least 4 and even"));
   CHECK_THAT((arg_error)("t5_relative_bucket", {}, bucket_attrs(4, 4, 32, 16, false)), Contains("max_distance must exceed the 16 exact buckets"));
   CHECK_THAT((arg_error)("t5_relative_bucket", {}, bucket_attrs(0, 4, 32, 128, false)), Contains("qlen and klen must be positive"));
+}
+
+TEST_CASE("op registry: full and arange size their outputs from their arguments", "[op_registry]") {
+  Generated g = generate("full", {}, {{"shape", std::vector<int64_t>{2, 1, 3}}, {"value", 0.5}});
+  CHECK(g.canonical == "-> a^ 1 c^");
+  CHECK(g.bound.output_shapes == Shapes{{2, 1, 3}});
+  REQUIRE(find_op_row("full")->out_dtype.has_value());
+  CHECK(*find_op_row("full")->out_dtype == DType::F32);
+
+  CHECK_THAT(arg_error("full", {}, {{"shape", std::vector<int64_t>{}}, {"value", 0.5}}), Contains("the shape needs at least one dim"));
+  CHECK_THAT(arg_error("full", {}, {{"shape", std::vector<int64_t>{2, 0}}, {"value", 0.5}}), Contains("dim 0 of the shape is not positive"));
+  g = generate("arange", {}, {{"n", int64_t{5}}});
+  CHECK(g.canonical == "-> n^");
+  CHECK(g.bound.output_shapes == Shapes{{5}});
+  CHECK_THAT(arg_error("arange", {}, {{"n", int64_t{0}}}), Contains("n must be positive (got 0)"));
 }
 
 // ---- costs -----------------------------------------------------------------------------

@@ -110,10 +110,12 @@ void linear_bwd(const Call& c) {
 
 // ---- elementwise ----------------------------------------------------------------------
 cpu::BinaryOp binary_kind(const std::string& k) {
-  if (k == "add") return cpu::BinaryOp::add;
-  if (k == "sub") return cpu::BinaryOp::sub;
-  if (k == "mul") return cpu::BinaryOp::mul;
-  return cpu::BinaryOp::div;
+  static const std::unordered_map<std::string, cpu::BinaryOp> kinds = {
+      {"add", cpu::BinaryOp::add}, {"sub", cpu::BinaryOp::sub}, {"mul", cpu::BinaryOp::mul}, {"div", cpu::BinaryOp::div},
+      {"maximum", cpu::BinaryOp::maximum}, {"minimum", cpu::BinaryOp::minimum},
+      {"eq", cpu::BinaryOp::eq}, {"ne", cpu::BinaryOp::ne}, {"lt", cpu::BinaryOp::lt},
+      {"le", cpu::BinaryOp::le}, {"gt", cpu::BinaryOp::gt}, {"ge", cpu::BinaryOp::ge}};
+  return kinds.at(k);
 }
 std::string base_kind(const OpNode& n) {
   const std::string suffix = "_backward";
@@ -149,14 +151,39 @@ void mul_scalar_bwd(const Call& c) {
   if (float* dx = c.dx(0)) KERNEL(scale_backward)(c.dy(0).f32(), dx, c.dy(0).numel(), static_cast<float>(c.attr_float("s", 1)));
 }
 cpu::Activation act_kind(const std::string& k) {
-  if (k == "relu") return cpu::Activation::relu;
-  if (k == "sigmoid") return cpu::Activation::sigmoid;
-  if (k == "tanh") return cpu::Activation::tanh;
-  return cpu::Activation::gelu_erf;  // PyTorch's nn.GELU default (exact)
+  static const std::unordered_map<std::string, cpu::Activation> kinds = {
+      {"gelu", cpu::Activation::gelu_erf},  // PyTorch's nn.GELU default (exact)
+      {"relu", cpu::Activation::relu}, {"sigmoid", cpu::Activation::sigmoid}, {"tanh", cpu::Activation::tanh},
+      {"silu", cpu::Activation::silu}, {"exp", cpu::Activation::exp}, {"log", cpu::Activation::log},
+      {"sqrt", cpu::Activation::sqrt}, {"rsqrt", cpu::Activation::rsqrt}, {"abs", cpu::Activation::abs},
+      {"neg", cpu::Activation::neg}, {"sin", cpu::Activation::sin}, {"cos", cpu::Activation::cos},
+      {"pow_scalar", cpu::Activation::pow}};
+  return kinds.at(k);
 }
-void act_fwd(const Call& c) { KERNEL(activation)(act_kind(c.node.kind), c.in[0].f32(), c.out[0].f32(), c.in[0].numel()); }
+// pow_scalar's exponent is its attr `p`; the other functions take none.
+void act_fwd(const Call& c) {
+  KERNEL(activation)(act_kind(c.node.kind), c.in[0].f32(), c.out[0].f32(), c.in[0].numel(), static_cast<float>(c.attr_float("p", 0)));
+}
 void act_bwd(const Call& c) {
-  if (float* dx = c.dx(0)) KERNEL(activation_backward)(act_kind(base_kind(c.node)), c.x(0).f32(), c.dy(0).f32(), dx, c.x(0).numel());
+  if (float* dx = c.dx(0))
+    KERNEL(activation_backward)(act_kind(base_kind(c.node)), c.x(0).f32(), c.dy(0).f32(), dx, c.x(0).numel(),
+                                static_cast<float>(c.attr_float("p", 0)));
+}
+// where(cond, a, b): three broadcast operands; cond gets no gradient.
+void where_fwd(const Call& c) {
+  const Shape& sc = c.in[0].shape;
+  const Shape& sa = c.in[1].shape;
+  const Shape& sb = c.in[2].shape;
+  KERNEL(where)(c.in[0].f32(), static_cast<int>(sc.size()), sc.data(), c.in[1].f32(), static_cast<int>(sa.size()), sa.data(),
+                c.in[2].f32(), static_cast<int>(sb.size()), sb.data(), c.out[0].f32());
+}
+void where_bwd(const Call& c) {
+  const Shape& sc = c.x(0).shape;
+  const Shape& sa = c.x(1).shape;
+  const Shape& sb = c.x(2).shape;
+  if (float* dcond = c.dx(0)) std::memset(dcond, 0, sizeof(float) * c.x(0).numel());
+  KERNEL(where_backward)(c.x(0).f32(), static_cast<int>(sc.size()), sc.data(), static_cast<int>(sa.size()), sa.data(),
+                         static_cast<int>(sb.size()), sb.data(), c.dy(0).f32(), c.dx(1), c.dx(2));
 }
 // Dropout masks depend on (seed, step, element): never on threads or ranks.
 uint64_t dropout_seed(const Call& c) { return static_cast<uint64_t>(c.attr_int("seed")) * 1000003ULL + static_cast<uint64_t>(c.step); }
@@ -271,6 +298,32 @@ void reduce_bwd(const Call& c) {
   reduce_dims(c, c.x(0).shape, outer, len, inner);
   KERNEL(reduce_backward)(base_kind(c.node) == "sum" ? cpu::Reduction::sum : cpu::Reduction::mean, c.dy(0).f32(), dx, outer, len, inner);
 }
+
+// amax / amin / argmax over attr `dim`: the extreme's value, or its index (int32).
+cpu::Extreme extreme_kind(const std::string& k) { return k == "amin" ? cpu::Extreme::min : cpu::Extreme::max; }
+void extreme_fwd(const Call& c) {
+  int64_t outer, len, inner;
+  reduce_dims(c, c.in[0].shape, outer, len, inner);
+  bool index = c.node.kind == "argmax";
+  KERNEL(reduce_extreme)(extreme_kind(c.node.kind), c.in[0].f32(), index ? nullptr : c.out[0].f32(), index ? c.out[0].i32() : nullptr,
+                         outer, len, inner);
+}
+void extreme_bwd(const Call& c) {
+  float* dx = c.dx(0);
+  if (!dx) return;
+  int64_t outer, len, inner;
+  reduce_dims(c, c.x(0).shape, outer, len, inner);
+  KERNEL(reduce_extreme_backward)(c.x(0).f32(), c.y(0).f32(), c.dy(0).f32(), dx, outer, len, inner);
+}
+
+// ---- constants --------------------------------------------------------------------------------------
+// full(shape, value), zeros_like(x), ones_like(x) and arange(n).
+void fill_value_fwd(const Call& c) {
+  const std::string& k = c.node.kind;
+  float v = k == "zeros_like" ? 0.f : k == "ones_like" ? 1.f : static_cast<float>(c.attr_float("value", 0));
+  KERNEL(fill)(c.out[0].f32(), c.out[0].numel(), v);
+}
+void arange_fwd(const Call& c) { KERNEL(arange)(c.out[0].f32(), c.out[0].numel()); }
 
 // ---- data movement ------------------------------------------------------------------------------
 void reshape_fwd(const Call& c) { copy(c.in[0], c.out[0]); }
@@ -512,12 +565,22 @@ const std::unordered_map<std::string, Fn>& table() {
       {"mul_scalar", mul_scalar_fwd}, {"mul_scalar_backward", mul_scalar_bwd},
       {"gelu", act_fwd}, {"relu", act_fwd}, {"sigmoid", act_fwd}, {"tanh", act_fwd},
       {"gelu_backward", act_bwd}, {"relu_backward", act_bwd}, {"sigmoid_backward", act_bwd}, {"tanh_backward", act_bwd},
+      {"silu", act_fwd}, {"exp", act_fwd}, {"log", act_fwd}, {"sqrt", act_fwd}, {"rsqrt", act_fwd}, {"abs", act_fwd},
+      {"neg", act_fwd}, {"sin", act_fwd}, {"cos", act_fwd}, {"pow_scalar", act_fwd},
+      {"silu_backward", act_bwd}, {"exp_backward", act_bwd}, {"log_backward", act_bwd}, {"sqrt_backward", act_bwd},
+      {"rsqrt_backward", act_bwd}, {"abs_backward", act_bwd}, {"neg_backward", act_bwd}, {"sin_backward", act_bwd},
+      {"cos_backward", act_bwd}, {"pow_scalar_backward", act_bwd},
+      {"maximum", binary_fwd}, {"minimum", binary_fwd}, {"maximum_backward", binary_bwd}, {"minimum_backward", binary_bwd},
+      {"eq", binary_fwd}, {"ne", binary_fwd}, {"lt", binary_fwd}, {"le", binary_fwd}, {"gt", binary_fwd}, {"ge", binary_fwd},
+      {"where", where_fwd}, {"where_backward", where_bwd},
       {"dropout", dropout_fwd}, {"dropout_backward", dropout_bwd},
       {"softmax", softmax_fwd}, {"log_softmax", softmax_fwd}, {"softmax_backward", softmax_bwd}, {"log_softmax_backward", softmax_bwd},
       {"layer_norm", layer_norm_fwd}, {"layer_norm_backward", layer_norm_bwd},
       {"causal_mask", causal_mask_fwd}, {"causal_mask_backward", causal_mask_bwd},
       {"embedding", gather_fwd}, {"embedding_backward", gather_bwd}, {"index_select", gather_fwd}, {"index_select_backward", gather_bwd},
       {"sum", reduce_fwd}, {"mean", reduce_fwd}, {"sum_backward", reduce_bwd}, {"mean_backward", reduce_bwd},
+      {"amax", extreme_fwd}, {"amin", extreme_fwd}, {"argmax", extreme_fwd}, {"amax_backward", extreme_bwd}, {"amin_backward", extreme_bwd},
+      {"full", fill_value_fwd}, {"zeros_like", fill_value_fwd}, {"ones_like", fill_value_fwd}, {"arange", arange_fwd},
       {"reshape", reshape_fwd}, {"view", reshape_fwd}, {"reshape_backward", identity_bwd}, {"view_backward", identity_bwd},
       {"permute", permute_fwd}, {"transpose", permute_fwd}, {"permute_backward", permute_bwd}, {"transpose_backward", permute_bwd},
       {"roll", roll_fwd}, {"roll_backward", roll_bwd}, {"pad", pad_fwd}, {"pad_backward", pad_bwd},

@@ -1,6 +1,7 @@
-// Fast softmax, log_softmax, layer norm and activations on oneDNN
-// primitives. Backward primitives are built against their forward
-// primitive descriptor (oneDNN's "hint"), created once per cache miss.
+// Fast softmax, log_softmax, layer norm and elementwise functions on oneDNN
+// primitives (sin and cos, which oneDNN lacks, in plain C++). Backward
+// primitives are built against their forward primitive descriptor (oneDNN's
+// "hint"), created once per cache miss.
 #include <vector>
 #include <algorithm>
 #include <cmath>
@@ -65,21 +66,53 @@ const float* filled(int slot, int64_t n, float value, const float* given) {
   return buf;
 }
 
-dnnl::algorithm eltwise_algorithm(Activation act) {
+// A oneDNN eltwise algorithm with its alpha and beta (y = f(x; alpha, beta)).
+struct Eltwise {
+  dnnl::algorithm alg;
+  float alpha = 0.0f, beta = 0.0f;
+};
+
+// The oneDNN form of each function; false for those oneDNN 2.6 lacks (sin, cos).
+bool eltwise_of(Activation act, float p, Eltwise& e) {
+  using dnnl::algorithm;
   switch (act) {
-    case Activation::relu: return dnnl::algorithm::eltwise_relu;
-    case Activation::gelu_tanh: return dnnl::algorithm::eltwise_gelu_tanh;
-    case Activation::gelu_erf: return dnnl::algorithm::eltwise_gelu_erf;
-    case Activation::sigmoid: return dnnl::algorithm::eltwise_logistic;
-    case Activation::tanh: return dnnl::algorithm::eltwise_tanh;
+    case Activation::relu: e = {algorithm::eltwise_relu}; return true;
+    case Activation::gelu_tanh: e = {algorithm::eltwise_gelu_tanh}; return true;
+    case Activation::gelu_erf: e = {algorithm::eltwise_gelu_erf}; return true;
+    case Activation::sigmoid: e = {algorithm::eltwise_logistic}; return true;
+    case Activation::tanh: e = {algorithm::eltwise_tanh}; return true;
+    case Activation::silu: e = {algorithm::eltwise_swish, 1.0f}; return true;  // x * sigmoid(alpha x)
+    case Activation::exp: e = {algorithm::eltwise_exp}; return true;
+    case Activation::log: e = {algorithm::eltwise_log}; return true;
+    case Activation::sqrt: e = {algorithm::eltwise_sqrt}; return true;
+    case Activation::rsqrt: e = {algorithm::eltwise_pow, 1.0f, -0.5f}; return true;  // alpha x^beta
+    case Activation::abs: e = {algorithm::eltwise_abs}; return true;
+    case Activation::neg: e = {algorithm::eltwise_linear, -1.0f, 0.0f}; return true;  // alpha x + beta
+    case Activation::pow: e = {algorithm::eltwise_pow, 1.0f, p}; return true;
+    case Activation::sin:
+    case Activation::cos: return false;
   }
-  return dnnl::algorithm::eltwise_relu;
+  return false;
 }
 
-dnnl::eltwise_forward::primitive_desc eltwise_fwd_pd(Activation act, const memory::desc& md) {
-  dnnl::eltwise_forward::desc desc(prop_kind::forward_training, eltwise_algorithm(act), md, 0.0f,
-                                   0.0f);
+dnnl::eltwise_forward::primitive_desc eltwise_fwd_pd(const Eltwise& e, const memory::desc& md) {
+  dnnl::eltwise_forward::desc desc(prop_kind::forward_training, e.alg, md, e.alpha, e.beta);
   return dnnl::eltwise_forward::primitive_desc(desc, engine());
+}
+
+// sin and cos: plain loops (libm), which the memory traffic dominates anyway.
+void trig(Activation act, const float* x, float* y, int64_t n) {
+  if (act == Activation::sin)
+    for (int64_t i = 0; i < n; ++i) y[i] = std::sin(x[i]);
+  else
+    for (int64_t i = 0; i < n; ++i) y[i] = std::cos(x[i]);
+}
+
+void trig_backward(Activation act, const float* x, const float* dy, float* dx, int64_t n) {
+  if (act == Activation::sin)
+    for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * std::cos(x[i]);
+  else
+    for (int64_t i = 0; i < n; ++i) dx[i] = -dy[i] * std::sin(x[i]);
 }
 
 }  // namespace
@@ -207,24 +240,29 @@ void layer_norm_backward(const float* x, const float* gamma, const float* mean,
   }
 }
 
-void activation(Activation act, const float* x, float* y, int64_t n) {
+void activation(Activation act, const float* x, float* y, int64_t n, float p) {
   if (n == 0) return;
+  Eltwise e;
+  if (!eltwise_of(act, p, e)) return trig(act, x, y, n);
   memory::desc md = plain_md({n});
   const dnnl::primitive& prim =
-      cached(PrimKind::eltwise_fwd, {int64_t(act), n}, [&]() -> dnnl::primitive {
-        return dnnl::eltwise_forward(eltwise_fwd_pd(act, md));
+      cached(PrimKind::eltwise_fwd, {int64_t(act), n, float_bits(p)}, [&]() -> dnnl::primitive {
+        return dnnl::eltwise_forward(eltwise_fwd_pd(e, md));
       });
   execute(prim, {{DNNL_ARG_SRC, wrap(md, x)}, {DNNL_ARG_DST, wrap(md, y)}});
 }
 
-void activation_backward(Activation act, const float* x, const float* dy, float* dx, int64_t n) {
+void activation_backward(Activation act, const float* x, const float* dy, float* dx, int64_t n,
+                         float p) {
   if (n == 0) return;
+  Eltwise e;
+  if (!eltwise_of(act, p, e)) return trig_backward(act, x, dy, dx, n);
   memory::desc md = plain_md({n});
   const dnnl::primitive& prim =
-      cached(PrimKind::eltwise_bwd, {int64_t(act), n}, [&]() -> dnnl::primitive {
-        dnnl::eltwise_backward::desc desc(eltwise_algorithm(act), md, md, 0.0f, 0.0f);
+      cached(PrimKind::eltwise_bwd, {int64_t(act), n, float_bits(p)}, [&]() -> dnnl::primitive {
+        dnnl::eltwise_backward::desc desc(e.alg, md, md, e.alpha, e.beta);
         return dnnl::eltwise_backward(
-            dnnl::eltwise_backward::primitive_desc(desc, engine(), eltwise_fwd_pd(act, md)));
+            dnnl::eltwise_backward::primitive_desc(desc, engine(), eltwise_fwd_pd(e, md)));
       });
   execute(prim, {{DNNL_ARG_SRC, wrap(md, x)},
                  {DNNL_ARG_DIFF_DST, wrap(md, dy)},

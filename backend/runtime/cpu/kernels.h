@@ -8,7 +8,8 @@
 //                            correct; the oracle of the conformance table;
 //   nns::backend::cpu::fast  oneDNN 2.6 for matmul, linear, conv2d, softmax,
 //                            log_softmax, cross_entropy, layer_norm and the
-//                            activations (multi-threaded, see set_threads);
+//                            elementwise functions it has (eltwise; not
+//                            sin/cos) (multi-threaded, see set_threads);
 //                            tight single-threaded C++ (no OpenMP) for the
 //                            rest, which is memory-bound.
 // A oneDNN call costs a few microseconds of fixed overhead (primitive cache
@@ -35,9 +36,13 @@ namespace nns::backend::cpu {
 
 constexpr int kMaxRank = 6;  // permute / roll / pad / binary broadcasting
 
-enum class Activation { relu, gelu_tanh, gelu_erf, sigmoid, tanh };
-enum class BinaryOp { add, sub, mul, div };
+// Elementwise functions of one tensor (activations and math); pow takes
+// its exponent as the kernels' `p` argument, the others ignore it.
+enum class Activation { relu, gelu_tanh, gelu_erf, sigmoid, tanh, silu, exp, log, sqrt, rsqrt, abs, neg, sin, cos, pow };
+// Broadcasting binaries; the comparisons give 1.0f where they hold, else 0.0f.
+enum class BinaryOp { add, sub, mul, div, maximum, minimum, eq, ne, lt, le, gt, ge };
 enum class Reduction { sum, mean };
+enum class Extreme { max, min };
 
 // Geometry of a 2-D convolution: x [n, c, h, w] (NCHW), weight [o, c, kh, kw]
 // (OIHW), y [n, o, out_h(), out_w()]; symmetric zero padding, no dilation,
@@ -137,20 +142,37 @@ void layer_norm_backward(const float* x, const float* gamma, const float* mean,
 
 // y = act(x) over n elements. gelu_tanh is the tanh approximation
 // 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))), gelu_erf the exact
-// 0.5x(1 + erf(x/sqrt 2)); relu'(0) is taken as 0.
-void activation(Activation act, const float* x, float* y, int64_t n);
+// 0.5x(1 + erf(x/sqrt 2)); silu x * sigmoid(x); rsqrt 1/sqrt(x); neg -x;
+// pow x^p (p: the exponent; NaN for a negative x and a non-integer p, as
+// in PyTorch). relu'(0) and abs'(0) are taken as 0.
+void activation(Activation act, const float* x, float* y, int64_t n, float p = 0.0f);
 // dx = dy * act'(x), from the forward INPUT x.
-void activation_backward(Activation act, const float* x, const float* dy, float* dx, int64_t n);
+void activation_backward(Activation act, const float* x, const float* dy, float* dx, int64_t n,
+                         float p = 0.0f);
 
 // c = a op b with numpy broadcasting; c has the broadcast shape
-// (broadcast_shape). Ranks <= kMaxRank.
+// (broadcast_shape). Ranks <= kMaxRank. maximum/minimum give NaN when
+// either operand is NaN (PyTorch); comparisons follow IEEE (NaN compares
+// unequal to everything).
 void binary(BinaryOp op, const float* a, int a_rank, const int64_t* a_dims, const float* b,
             int b_rank, const int64_t* b_dims, float* c);
 // da (shape of a) and db (shape of b) from dc, summed over the dims each
 // operand was broadcast along. a and b may be null for add/sub.
+// maximum/minimum: dc goes to the larger/smaller operand; on a tie each
+// gets dc / 2 (PyTorch's rule). Comparisons are steps: zero gradients.
 void binary_backward(BinaryOp op, const float* a, int a_rank, const int64_t* a_dims,
                      const float* b, int b_rank, const int64_t* b_dims, const float* dc, float* da,
                      float* db);
+
+// y = cond != 0 ? a : b, numpy broadcasting over all three operands; y has
+// their common broadcast shape. Ranks <= kMaxRank.
+void where(const float* cond, int c_rank, const int64_t* c_dims, const float* a, int a_rank,
+           const int64_t* a_dims, const float* b, int b_rank, const int64_t* b_dims, float* y);
+// da = dy where cond holds, db = dy elsewhere, each summed over the dims
+// its operand was broadcast along (either may be null; cond gets none).
+void where_backward(const float* cond, int c_rank, const int64_t* c_dims, int a_rank,
+                    const int64_t* a_dims, int b_rank, const int64_t* b_dims, const float* dy,
+                    float* da, float* db);
 
 // y = alpha * x. In place (y == x) allowed.
 void scale(const float* x, float* y, int64_t n, float alpha);
@@ -163,6 +185,25 @@ void reduce(Reduction kind, const float* x, float* y, int64_t outer, int64_t len
 // dx [outer, len, inner] = dy broadcast along len (divided by len for mean).
 void reduce_backward(Reduction kind, const float* dy, float* dx, int64_t outer, int64_t len,
                      int64_t inner);
+
+// Max or min of x viewed as [outer, len, inner] over the middle dim (len >=
+// 1): `values` [outer, inner] and `indices` [outer, inner], the position
+// along len of the first extreme element (argmax/argmin); either may be
+// null. NaN counts as the extreme (PyTorch: amax is NaN, argmax points at
+// the first NaN).
+void reduce_extreme(Extreme kind, const float* x, float* values, int32_t* indices, int64_t outer,
+                    int64_t len, int64_t inner);
+// dx [outer, len, inner]: dy shared equally by the elements of x equal to
+// their extreme `values` (PyTorch's amax/amin backward), 0 elsewhere.
+void reduce_extreme_backward(const float* x, const float* values, const float* dy, float* dx,
+                             int64_t outer, int64_t len, int64_t inner);
+
+// ---- constants ------------------------------------------------------------------
+
+// y[i] = value for i in [0, n).
+void fill(float* y, int64_t n, float value);
+// y[i] = i for i in [0, n) (exact up to 2^24).
+void arange(float* y, int64_t n);
 
 // ---- layout -------------------------------------------------------------------
 
@@ -286,18 +327,30 @@ void layer_norm_backward(const float* x, const float* gamma, const float* mean,
                          const float* rstd, const float* dy, float* dx, float* dgamma,
                          float* dbeta, int64_t rows, int64_t cols, float eps);
 
-void activation(Activation act, const float* x, float* y, int64_t n);
-void activation_backward(Activation act, const float* x, const float* dy, float* dx, int64_t n);
+void activation(Activation act, const float* x, float* y, int64_t n, float p = 0.0f);
+void activation_backward(Activation act, const float* x, const float* dy, float* dx, int64_t n,
+                         float p = 0.0f);
 void binary(BinaryOp op, const float* a, int a_rank, const int64_t* a_dims, const float* b,
             int b_rank, const int64_t* b_dims, float* c);
 void binary_backward(BinaryOp op, const float* a, int a_rank, const int64_t* a_dims,
                      const float* b, int b_rank, const int64_t* b_dims, const float* dc, float* da,
                      float* db);
+void where(const float* cond, int c_rank, const int64_t* c_dims, const float* a, int a_rank,
+           const int64_t* a_dims, const float* b, int b_rank, const int64_t* b_dims, float* y);
+void where_backward(const float* cond, int c_rank, const int64_t* c_dims, int a_rank,
+                    const int64_t* a_dims, int b_rank, const int64_t* b_dims, const float* dy,
+                    float* da, float* db);
 void scale(const float* x, float* y, int64_t n, float alpha);
 void scale_backward(const float* dy, float* dx, int64_t n, float alpha);
 void reduce(Reduction kind, const float* x, float* y, int64_t outer, int64_t len, int64_t inner);
 void reduce_backward(Reduction kind, const float* dy, float* dx, int64_t outer, int64_t len,
                      int64_t inner);
+void reduce_extreme(Extreme kind, const float* x, float* values, int32_t* indices, int64_t outer,
+                    int64_t len, int64_t inner);
+void reduce_extreme_backward(const float* x, const float* values, const float* dy, float* dx,
+                             int64_t outer, int64_t len, int64_t inner);
+void fill(float* y, int64_t n, float value);
+void arange(float* y, int64_t n);
 
 void permute(const float* x, float* y, int rank, const int64_t* x_dims, const int* perm);
 void permute_backward(const float* dy, float* dx, int rank, const int64_t* x_dims,

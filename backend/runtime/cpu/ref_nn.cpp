@@ -1,5 +1,6 @@
-// Reference softmax, log_softmax, layer norm and activations: one row (or
-// element) at a time, in double, straight from the defining formulas.
+// Reference softmax, log_softmax, layer norm and the elementwise functions:
+// one row (or element) at a time, in double, straight from the defining
+// formulas.
 #include <cmath>
 #include <cstddef>
 #include <vector>
@@ -25,7 +26,7 @@ constexpr double kGeluCubic = 0.044715;
 constexpr double kInvSqrt2 = 0.70710678118654752440;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1 / sqrt(2 pi)
 
-double act_value(Activation act, double x) {
+double act_value(Activation act, double x, double p) {
   switch (act) {
     case Activation::relu: return x > 0 ? x : 0.0;
     case Activation::gelu_tanh:
@@ -33,11 +34,21 @@ double act_value(Activation act, double x) {
     case Activation::gelu_erf: return 0.5 * x * (1 + std::erf(x * kInvSqrt2));
     case Activation::sigmoid: return 1 / (1 + std::exp(-x));
     case Activation::tanh: return std::tanh(x);
+    case Activation::silu: return x / (1 + std::exp(-x));
+    case Activation::exp: return std::exp(x);
+    case Activation::log: return std::log(x);
+    case Activation::sqrt: return std::sqrt(x);
+    case Activation::rsqrt: return 1 / std::sqrt(x);
+    case Activation::abs: return std::fabs(x);
+    case Activation::neg: return -x;
+    case Activation::sin: return std::sin(x);
+    case Activation::cos: return std::cos(x);
+    case Activation::pow: return std::pow(x, p);
   }
   return 0;
 }
 
-double act_derivative(Activation act, double x) {
+double act_derivative(Activation act, double x, double p) {
   switch (act) {
     case Activation::relu: return x > 0 ? 1.0 : 0.0;
     case Activation::gelu_tanh: {
@@ -55,6 +66,19 @@ double act_derivative(Activation act, double x) {
       double t = std::tanh(x);
       return 1 - t * t;
     }
+    case Activation::silu: {
+      double s = 1 / (1 + std::exp(-x));
+      return s * (1 + x * (1 - s));
+    }
+    case Activation::exp: return std::exp(x);
+    case Activation::log: return 1 / x;
+    case Activation::sqrt: return 0.5 / std::sqrt(x);
+    case Activation::rsqrt: return -0.5 / (x * std::sqrt(x));
+    case Activation::abs: return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0);
+    case Activation::neg: return -1;
+    case Activation::sin: return std::cos(x);
+    case Activation::cos: return -std::sin(x);
+    case Activation::pow: return p == 0 ? 0.0 : p * std::pow(x, p - 1);
   }
   return 0;
 }
@@ -151,12 +175,13 @@ void layer_norm_backward(const float* x, const float* gamma, const float* mean,
   }
 }
 
-void activation(Activation act, const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = float(act_value(act, x[i]));
+void activation(Activation act, const float* x, float* y, int64_t n, float p) {
+  for (int64_t i = 0; i < n; ++i) y[i] = float(act_value(act, x[i], p));
 }
 
-void activation_backward(Activation act, const float* x, const float* dy, float* dx, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dx[i] = float(dy[i] * act_derivative(act, x[i]));
+void activation_backward(Activation act, const float* x, const float* dy, float* dx, int64_t n,
+                         float p) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = float(dy[i] * act_derivative(act, x[i], p));
 }
 
 }  // namespace nns::backend::cpu::ref

@@ -1,7 +1,9 @@
 // Reference broadcasting binaries, reductions and layout ops: every output
 // element's coordinates are unravelled and mapped back to the input, which
 // is slow and leaves little room for mistakes.
+#include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <cstddef>
 #include <vector>
 
@@ -48,8 +50,24 @@ double apply(BinaryOp op, double a, double b) {
     case BinaryOp::sub: return a - b;
     case BinaryOp::mul: return a * b;
     case BinaryOp::div: return a / b;
+    case BinaryOp::maximum: return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+    case BinaryOp::minimum: return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+    case BinaryOp::eq: return a == b;
+    case BinaryOp::ne: return a != b;
+    case BinaryOp::lt: return a < b;
+    case BinaryOp::le: return a <= b;
+    case BinaryOp::gt: return a > b;
+    case BinaryOp::ge: return a >= b;
   }
   return 0;
+}
+
+// The share of dc that maximum/minimum pass to a (b gets the rest): the
+// chosen operand takes all of it, a tie splits it in half (PyTorch).
+double extreme_share_of_a(BinaryOp op, double a, double b) {
+  if (a == b) return 0.5;
+  bool a_wins = op == BinaryOp::maximum ? a > b : a < b;
+  return a_wins ? 1.0 : 0.0;
 }
 
 }  // namespace
@@ -92,7 +110,50 @@ void binary_backward(BinaryOp op, const float* a, int a_rank, const int64_t* a_d
         gb[ib] -= g * a[ia] / (bv * bv);
         break;
       }
+      case BinaryOp::maximum:
+      case BinaryOp::minimum: {
+        double share = extreme_share_of_a(op, a[ia], b[ib]);
+        ga[ia] += g * share;
+        gb[ib] += g * (1 - share);
+        break;
+      }
+      default: break;  // comparisons: zero
     }
+  }
+  if (da)
+    for (size_t e = 0; e < ga.size(); ++e) da[e] = float(ga[e]);
+  if (db)
+    for (size_t e = 0; e < gb.size(); ++e) db[e] = float(gb[e]);
+}
+
+void where(const float* cond, int c_rank, const int64_t* c_dims, const float* a, int a_rank,
+           const int64_t* a_dims, const float* b, int b_rank, const int64_t* b_dims, float* y) {
+  int64_t ab_dims[kMaxRank], out_dims[kMaxRank], coord[kMaxRank];
+  int ab_rank = broadcast_shape(a_rank, a_dims, b_rank, b_dims, ab_dims);
+  int rank = broadcast_shape(c_rank, c_dims, ab_rank, ab_dims, out_dims);
+  assert(ab_rank >= 0 && rank >= 0);
+  int64_t n = numel(rank, out_dims);
+  for (int64_t i = 0; i < n; ++i) {
+    unravel(i, rank, out_dims, coord);
+    bool take_a = cond[operand_index(coord, rank, c_rank, c_dims)] != 0;
+    y[i] = take_a ? a[operand_index(coord, rank, a_rank, a_dims)] : b[operand_index(coord, rank, b_rank, b_dims)];
+  }
+}
+
+void where_backward(const float* cond, int c_rank, const int64_t* c_dims, int a_rank,
+                    const int64_t* a_dims, int b_rank, const int64_t* b_dims, const float* dy,
+                    float* da, float* db) {
+  int64_t ab_dims[kMaxRank], out_dims[kMaxRank], coord[kMaxRank];
+  int ab_rank = broadcast_shape(a_rank, a_dims, b_rank, b_dims, ab_dims);
+  int rank = broadcast_shape(c_rank, c_dims, ab_rank, ab_dims, out_dims);
+  assert(ab_rank >= 0 && rank >= 0);
+  std::vector<double> ga(size_t(numel(a_rank, a_dims)), 0.0);
+  std::vector<double> gb(size_t(numel(b_rank, b_dims)), 0.0);
+  int64_t n = numel(rank, out_dims);
+  for (int64_t i = 0; i < n; ++i) {
+    unravel(i, rank, out_dims, coord);
+    if (cond[operand_index(coord, rank, c_rank, c_dims)] != 0) ga[operand_index(coord, rank, a_rank, a_dims)] += dy[i];
+    else gb[operand_index(coord, rank, b_rank, b_dims)] += dy[i];
   }
   if (da)
     for (size_t e = 0; e < ga.size(); ++e) da[e] = float(ga[e]);
@@ -127,6 +188,45 @@ void reduce_backward(Reduction kind, const float* dy, float* dx, int64_t outer, 
         if (kind == Reduction::mean) g /= double(len);
         dx[(o * len + l) * inner + j] = float(g);
       }
+}
+
+void reduce_extreme(Extreme kind, const float* x, float* values, int32_t* indices, int64_t outer,
+                    int64_t len, int64_t inner) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < inner; ++j) {
+      int64_t best = 0;
+      double best_v = x[o * len * inner + j];
+      for (int64_t l = 1; l < len && !std::isnan(best_v); ++l) {
+        double v = x[(o * len + l) * inner + j];
+        bool better = std::isnan(v) || (kind == Extreme::max ? v > best_v : v < best_v);
+        if (better) { best = l; best_v = v; }
+      }
+      if (values) values[o * inner + j] = float(best_v);
+      if (indices) indices[o * inner + j] = int32_t(best);
+    }
+}
+
+void reduce_extreme_backward(const float* x, const float* values, const float* dy, float* dx,
+                             int64_t outer, int64_t len, int64_t inner) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < inner; ++j) {
+      float v = values[o * inner + j];
+      int64_t ties = 0;
+      for (int64_t l = 0; l < len; ++l) ties += x[(o * len + l) * inner + j] == v;
+      double share = ties > 0 ? double(dy[o * inner + j]) / double(ties) : 0.0;
+      for (int64_t l = 0; l < len; ++l) {
+        int64_t k = (o * len + l) * inner + j;
+        dx[k] = x[k] == v ? float(share) : 0.0f;
+      }
+    }
+}
+
+void fill(float* y, int64_t n, float value) {
+  for (int64_t i = 0; i < n; ++i) y[i] = value;
+}
+
+void arange(float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = float(double(i));
 }
 
 void permute(const float* x, float* y, int rank, const int64_t* x_dims, const int* perm) {
