@@ -272,7 +272,9 @@ bool verify_lowered(const sema::Graph& g, const sema::Plan& plan, const backend:
   char line[512];
   std::snprintf(line, sizeof line, "program: %d rank(s), %d edge(s), %d adapter step(s), %d collective(s) matched across ranks: %s (%.1f ms)\n",
                 pc.ranks, pc.edges, pc.steps, pc.collectives, pc.ok ? "verified" : "WRONG", pc.ms);
-  report << line << std::flush;
+  report << line;
+  for (const std::string& n : pc.notes) report << "  note: " << n << "\n";
+  report << std::flush;
   for (const std::string& e : pc.errors) std::cerr << "nns: error: program: " << e << "\n";
   return pc.ok;
 }

@@ -68,6 +68,8 @@ std::vector<SubOp> split_subop(const SubOp& parent, int parent_index, const Tran
   return parts;
 }
 
+bool Plan::zero1(int tensor) const { return std::binary_search(zero1_params.begin(), zero1_params.end(), tensor); }
+
 std::vector<int> Plan::leaves() const {
   std::vector<int> out;
   for (size_t i = 0; i < subops.size(); ++i)
@@ -192,6 +194,11 @@ std::string Plan::dump(const Graph& g) const {
         << " task order(s)\n";
   if (schedules.empty())
     for (const TaskOrder& o : task_orders) out << "  order " << task_text(o.before) << " before " << task_text(o.after) << "\n";
+  if (!zero1_params.empty()) {
+    out << "  zero1:";
+    for (int t : zero1_params) out << " " << g.tensor(t).name;
+    out << "\n";
+  }
   out << "}\n";
   return out.str();
 }

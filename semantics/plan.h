@@ -122,6 +122,13 @@ struct Plan {
   std::vector<PlanSchedule> schedules;     // at most one
   std::vector<int> segment_of_node;        // top-level node -> segment (-1: none); sized with root_of_node
   std::vector<AutoOrder> auto_orders;      // assign(..., order = "auto") groups, in plan order
+  // zero1(ops): parameters whose optimizer state is sharded over their
+  // data-parallel group (ZeRO stage 1): their gradient is reduce-scattered
+  // instead of allreduced, each device updates its shard, and the updated
+  // shards are allgathered. Tensor ids, ascending; zero1_loc per entry.
+  std::vector<int> zero1_params;
+  std::vector<front::SourceLoc> zero1_loc;
+  bool zero1(int tensor) const;
 
   // "F(stage 1, mb 3)"
   std::string task_text(const TaskRef& t) const;

@@ -406,6 +406,32 @@ Value b_recompute(Interpreter& in, CallArgs& a) {
   return Value();
 }
 
+// zero1(ops = every op): shard the optimizer state of the parameters the
+// ops read over their data-parallel group (Plan::zero1_params).
+Value b_zero1(Interpreter& in, CallArgs& a) {
+  Plan& p = active(in, a, "zero1");
+  const Graph& g = in.graph();
+  std::vector<int> nodes;
+  if (arg(a, 0, "ops")) {
+    for (int sub : ops_of(in, a, 0, "ops", "zero1")) nodes.push_back(p.subops[sub].node);
+  } else {
+    for (size_t n = 0; n < p.root_of_node.size(); ++n)
+      if (p.root_of_node[n] >= 0) nodes.push_back(static_cast<int>(n));
+  }
+  for (int n : nodes)
+    for (int t : g.node(n).inputs)
+      if (g.tensor(t).kind == TensorKind::Param && !p.zero1(t)) {
+        auto at = std::lower_bound(p.zero1_params.begin(), p.zero1_params.end(), t);
+        p.zero1_loc.insert(p.zero1_loc.begin() + (at - p.zero1_params.begin()), a.loc);
+        p.zero1_params.insert(at, t);
+      }
+  bool any_param = false;
+  for (int n : nodes)
+    for (int t : g.node(n).inputs) any_param = any_param || g.tensor(t).kind == TensorKind::Param;
+  if (!any_param) in.fail(a.loc, "zero1(): the ops given read no parameter");
+  return Value();
+}
+
 Value b_unassigned(Interpreter& in, CallArgs& a) {
   Plan& p = active(in, a, "unassigned");
   std::vector<int> ids;
@@ -438,7 +464,7 @@ void install_plan_builtins(Env& env) {
   install_schedule_builtins(env);
   static const std::pair<const char*, BuiltinFn> table[] = {
       {"select", b_select}, {"kind", b_kind}, {"name", b_name}, {"trans", b_trans}, {"assign", b_assign},
-      {"replicate", b_replicate}, {"order", b_order}, {"recompute", b_recompute}, {"unassigned", b_unassigned},
+      {"replicate", b_replicate}, {"order", b_order}, {"recompute", b_recompute}, {"zero1", b_zero1}, {"unassigned", b_unassigned},
       {"splittable", b_splittable}, {"matches", b_matches},
   };
   for (const auto& [name, fn] : table) env.define(name, Value(std::make_shared<Builtin>(Builtin{name, fn})));

@@ -41,6 +41,12 @@ struct PlanAnalysis {
   std::map<const CommEdge*, int> bucket_of;  // deferred parameter-gradient edges -> bucket (key order)
   int buckets = 0;
   std::vector<const AdapterStep*> bucket_step;  // per bucket: the allreduce step of one of its edges (its groups)
+  // zero1 (Plan::zero1_params): buckets whose gradients are reduce-scattered
+  // into shards instead of allreduced, the dimension each sharded
+  // parameter's piece is cut along, and why a zero1 parameter is not sharded.
+  std::vector<bool> bucket_zero1;
+  std::map<int, int> zero1_dim;  // tensor -> dim of its storage piece cut into group-size shards
+  std::vector<std::string> zero1_notes;
   // Per adapter step: the index of the group each device is in (-1: none),
   // built once and shared by every rank (a linear search per rank made a
   // 1024-device lowering quadratic). Read-only while ranks are lowered.
@@ -97,21 +103,66 @@ struct PlanAnalysis {
     for (auto& [t, l] : storage)
       for (const LayoutFactor& f : l.factors)
         if (f.kind == LayoutFactor::V) fail(g.tensor(t).name + ": a plan that splits a parameter or input by value is not executable");
-    // Buckets: numbered in the order of their keys (the device groups).
+    // Buckets: numbered in the order of their keys (the device groups);
+    // zero1 parameters that can be sharded go to buckets of their own.
+    plan_zero1();
     std::map<std::string, std::vector<const CommEdge*>> by_key;
     for (const Op& op : ops)
       for (const CommEdge* e : op.grad_edge)
         if (e && deferrable(*e)) {
-          std::string key;
+          std::string key = zero1_dim.count(e->tensor) ? "zero1 " : "";
           for (const auto& grp : e->adapter.steps[0].groups) key += group_text(grp);
           by_key[key].push_back(e);
         }
     for (auto& [key, edges] : by_key) {
       for (const CommEdge* e : edges) bucket_of[e] = buckets;
       bucket_step.push_back(&edges.front()->adapter.steps[0]);
+      bucket_zero1.push_back(zero1_dim.count(edges.front()->tensor) > 0);
       ++buckets;
     }
     index_groups();
+  }
+
+  // Which zero1 parameters are sharded, and along which dim: every gradient
+  // edge of the parameter is one deferred allreduce, and one dimension of
+  // its storage piece divides into as many equal shards as the allreduce
+  // groups have devices (the collectives move equal blocks).
+  void plan_zero1() {
+    for (int t : plan.zero1_params) {
+      const std::string& name = g.tensor(t).name;
+      std::vector<const CommEdge*> edges;
+      for (const Op& op : ops)
+        for (size_t k = 0; k < op.grad_edge.size(); ++k)
+          if (op.grad_edge[k] && op.grad_edge[k]->tensor == t) edges.push_back(op.grad_edge[k]);
+      if (!requires_grad[static_cast<size_t>(t)] || edges.empty()) {
+        zero1_notes.push_back("zero1: " + name + " is not sharded: it gets no gradient");
+        continue;
+      }
+      bool all_deferred = std::all_of(edges.begin(), edges.end(), [](const CommEdge* e) { return deferrable(*e); });
+      if (!all_deferred) {
+        zero1_notes.push_back("zero1: " + name + " is not sharded: its gradient is not allreduced over a data-parallel group");
+        continue;
+      }
+      const Layout& layout = storage.at(t);
+      int dim = -1;
+      size_t k = 0;
+      for (const CommEdge* e : edges)
+        for (const auto& grp : e->adapter.steps[0].groups) {
+          if (k == 0) k = grp.size();
+          if (grp.size() != k) k = 0;
+        }
+      if (k > 1) {
+        Piece pc = piece_of(layout, edges.front()->adapter.steps[0].groups.front().front(), g.tensor(t).shape);
+        for (size_t d = 0; d < pc.length.size() && dim < 0; ++d)
+          if (pc.length[d] >= static_cast<int64_t>(k) && pc.length[d] % static_cast<int64_t>(k) == 0) dim = static_cast<int>(d);
+        if (dim < 0)
+          zero1_notes.push_back("zero1: " + name + " is not sharded: no dimension of its piece " + region_text(pc.start, pc.length) +
+                                " divides into " + std::to_string(k) + " equal shards");
+      } else {
+        zero1_notes.push_back("zero1: " + name + " is not sharded: its gradient groups differ in size");
+      }
+      if (dim >= 0) zero1_dim[t] = dim;
+    }
   }
 
   Op analyse_op(int n, const std::map<std::pair<int, int>, const CommEdge*>& fwd, const std::map<std::pair<int, int>, const CommEdge*>& bwd,

@@ -26,6 +26,7 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
   out.comm = opts.comm ? *opts.comm : derive_communication(g, plan);
   PlanAnalysis analysis(g, plan, out.comm);
   analysis.run();
+  out.notes = analysis.zero1_notes;
   std::set<int> used;
   for (const PlanAnalysis::Op& op : analysis.ops) {
     for (const CommEdge* e : op.in_edge)

@@ -500,7 +500,8 @@ class RankLowering {
   void accumulate_param_gradient(int tensor, int from, int mb) {
     auto [it, fresh] = accum_buf_.emplace(tensor, -1);
     if (fresh) {
-      Piece storage = P.buffers[static_cast<size_t>(param_buf_.at(tensor))].piece;  // a copy: new_buffer grows the vector
+      const ParamSlot& slot = P.params[static_cast<size_t>(slot_of_.at(tensor))];
+      Piece storage = P.buffers[static_cast<size_t>(slot.state())].piece;  // a copy: new_buffer grows the vector
       it->second = new_buffer(BufferDecl::Accum, tensor, -1, storage);
       P.params[static_cast<size_t>(slot_of_.at(tensor))].accum = it->second;
     }
@@ -987,10 +988,14 @@ class RankLowering {
       if (P.buckets[static_cast<size_t>(b)].empty()) continue;
       const std::vector<int>* devs = my_devices(*A.bucket_step[static_cast<size_t>(b)]);
       if (!devs) fail("internal: bucket " + std::to_string(b) + " has no group of device " + std::to_string(device()));
-      if (devs->size() > 1) {
+      if (devs->size() > 1 && !A.bucket_zero1[static_cast<size_t>(b)]) {
         PInstr& in = emit(PInstr::BucketAllReduce, -1);
         in.index = b;
         in.group = group_of(*devs);
+      }
+      if (A.bucket_zero1[static_cast<size_t>(b)]) {
+        for (int buf : P.buckets[static_cast<size_t>(b)]) zero1_scatter(buf, *devs);
+        continue;
       }
       for (int buf : P.buckets[static_cast<size_t>(b)]) accumulate_param_gradient(P.buffers[static_cast<size_t>(buf)].tensor, buf, -1);
     }
@@ -1021,10 +1026,70 @@ class RankLowering {
     for (size_t i = 0; i < P.params.size(); ++i)
       if (P.params[i].accum >= 0) {
         PInstr& in = emit(PInstr::Update, -1);
-        in.a = P.params[i].param;
+        in.a = P.params[i].state();
         in.b = P.params[i].accum;
         in.index = static_cast<int>(i);
       }
+    // zero1: every member's updated shard back into the whole piece.
+    for (size_t i = 0; i < P.params.size(); ++i) {
+      const ParamSlot& s = P.params[i];
+      if (s.shard < 0) continue;
+      const Zero1Shards& z = zero1_.at(s.tensor);
+      PInstr& in = emit(PInstr::AllGather, -1);
+      in.a = s.shard;
+      in.b = s.param;
+      in.group = z.group;
+      in.index = static_cast<int>(i);
+      in.geom = static_cast<int>(P.geoms.size());
+      CollectiveGeom geom;
+      geom.recv = z.shards;
+      P.geoms.push_back(std::move(geom));
+    }
+  }
+
+  // zero1: the bucketed gradient `buf` of a sharded parameter, summed over
+  // the group and cut into its shards: this rank keeps its own, which its
+  // Shard buffer (the part of the parameter it updates) matches.
+  struct Zero1Shards {
+    int group = -1;
+    std::vector<Piece> shards;  // per member of the group, in member order
+  };
+  std::map<int, Zero1Shards> zero1_;  // tensor -> its shards
+  void zero1_scatter(int buf, const std::vector<int>& devs) {
+    const int t = P.buffers[static_cast<size_t>(buf)].tensor;
+    const int dim = A.zero1_dim.at(t);
+    const int64_t k = static_cast<int64_t>(devs.size());
+    const Piece whole = P.buffers[static_cast<size_t>(param_buf_.at(t))].piece;
+    Zero1Shards z;
+    z.group = group_of(devs);
+    int me = -1;
+    for (int64_t i = 0; i < k; ++i) {
+      Piece sh = whole;
+      sh.length[static_cast<size_t>(dim)] /= k;
+      sh.start[static_cast<size_t>(dim)] += i * sh.length[static_cast<size_t>(dim)];
+      sh.replica_index = 0;
+      sh.replicas = 1;
+      sh.value_index = 0;
+      sh.value_parts = 1;
+      z.shards.push_back(sh);
+      if (devs[static_cast<size_t>(i)] == device()) me = static_cast<int>(i);
+    }
+    if (me < 0) fail("internal: zero1 group of " + g.tensor(t).name + " lacks device " + std::to_string(device()));
+    const Piece mine = z.shards[static_cast<size_t>(me)];
+    int grad = new_buffer(BufferDecl::Transit, t, -1, mine);
+    PInstr& in = emit(PInstr::ReduceScatter, -1);
+    in.a = buf;
+    in.b = grad;
+    in.group = z.group;
+    in.index = slot_of_.at(t);
+    in.geom = static_cast<int>(P.geoms.size());
+    CollectiveGeom geom;
+    geom.send = z.shards;
+    P.geoms.push_back(std::move(geom));
+    zero1_[t] = std::move(z);
+    ParamSlot& slot = P.params[static_cast<size_t>(slot_of_.at(t))];
+    slot.shard = new_buffer(BufferDecl::Shard, t, -1, mine);
+    accumulate_param_gradient(t, grad, -1);
   }
 
   // The buffer plan: every micro-batch buffer (and every bucket) is freed
@@ -1041,7 +1106,7 @@ class RankLowering {
     std::vector<std::pair<int, int>> frees;  // (last use, buffer), sorted
     for (size_t b = 0; b < P.buffers.size(); ++b) {
       BufferDecl::Role r = P.buffers[b].role;
-      if (r == BufferDecl::Param || r == BufferDecl::Accum || last[b] < 0) continue;
+      if (r == BufferDecl::Param || r == BufferDecl::Accum || r == BufferDecl::Shard || last[b] < 0) continue;
       frees.emplace_back(last[b], static_cast<int>(b));
     }
     std::sort(frees.begin(), frees.end());

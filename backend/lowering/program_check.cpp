@@ -401,6 +401,7 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int r
     out.errors.push_back(std::string("lowering: ") + e.what());
     return finish();
   }
+  out.notes = lp.notes;
   CommPlan cp = lp.comm;
   if (!seed_comm_bug(g, cp, lp.edges, devices, bug, out)) return finish();
   // Values: every edge the programs run, on every device, by the

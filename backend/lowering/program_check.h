@@ -49,6 +49,7 @@ struct ProgramCheck {
   bool ok = true;
   std::vector<std::string> errors;  // precise diagnoses, first first
   std::string applied;              // what the seeded bug changed ("" if none)
+  std::vector<std::string> notes;   // what lowering decided that the user should know (LoweredPlan::notes)
   int ranks = 0, edges = 0, steps = 0, collectives = 0;
   double ms = 0;
 };

@@ -13,7 +13,7 @@ namespace {
 
 // One collective (or update) of a rank's program, as the matching sees it.
 struct Entry {
-  enum Kind { Coll, Bucket, Replica, Loss, Update } kind = Coll;
+  enum Kind { Coll, Bucket, Replica, Loss, Update, ZeroScatter, ZeroGather } kind = Coll;
   // Point-to-point: a send or recv is posted and the rank goes on; a
   // wait blocks until the matching send (same pair and tag) is posted.
   enum P2P { None, SendPost, RecvPost, RecvWait } p2p = None;
@@ -33,6 +33,12 @@ bool entry_of(const RankProgram& p, const PInstr& in, Entry& e) {
   e = Entry{};
   e.group = in.group;
   e.mb = in.mb;
+  if (in.edge < 0 && (in.kind == PInstr::ReduceScatter || in.kind == PInstr::AllGather)) {
+    // zero1: a parameter's gradient cut into shards, or its shards gathered.
+    e.kind = in.kind == PInstr::ReduceScatter ? Entry::ZeroScatter : Entry::ZeroGather;
+    e.param = p.buffers[static_cast<size_t>(in.a)].tensor;
+    return true;
+  }
   switch (in.kind) {
     case PInstr::AllReduce:
     case PInstr::AllGather:
@@ -212,7 +218,7 @@ class OrderCheck {
         if (p.buffers[static_cast<size_t>(b)].tensor == param) return true;
       return false;
     }
-    if (e.kind == Entry::Replica) return e.param == param;
+    if (e.kind == Entry::Replica || e.kind == Entry::ZeroScatter) return e.param == param;
     if (e.kind == Entry::Coll) return lp_.comm.edges[static_cast<size_t>(e.edge)].backward && lp_.comm.edges[static_cast<size_t>(e.edge)].tensor == param;
     return false;
   }
@@ -231,6 +237,8 @@ class OrderCheck {
       case Entry::Replica: return "replica average of the gradient of " + g_.tensor(e.param).name;
       case Entry::Loss: return "loss and gradient-norm allreduce";
       case Entry::Update: return "update of " + g_.tensor(e.param).name;
+      case Entry::ZeroScatter: return "zero1 reduce-scatter of the gradient of " + g_.tensor(e.param).name;
+      case Entry::ZeroGather: return "zero1 allgather of the updated shards of " + g_.tensor(e.param).name;
     }
     return "?";
   }
@@ -245,6 +253,8 @@ class OrderCheck {
       const auto& sq = seq[r];
       std::set<int> updated;
       for (const Entry& e : sq) {
+        if (e.kind == Entry::ZeroGather && !updated.count(e.param))
+          out_.errors.push_back("rank " + std::to_string(r) + ": the " + describe(e) + " is issued before their update");
         if (e.kind == Entry::Update) updated.insert(e.param);
         else
           for (int p : updated)

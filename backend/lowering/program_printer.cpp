@@ -19,6 +19,7 @@ const char* role_name(BufferDecl::Role r) {
     case BufferDecl::Contrib: return "contrib";
     case BufferDecl::Transit: return "transit";
     case BufferDecl::Bucket: return "bucket";
+    case BufferDecl::Shard: return "shard";
   }
   return "?";
 }
@@ -173,7 +174,11 @@ std::string LoweredPlan::dump_rank(const sema::Graph& g, const RankProgram& p) c
   }
   auto buf = [](int b) { return b < 0 ? std::string("zeros") : "b" + std::to_string(b); };
   auto edge_note = [&](const PInstr& in) {
-    if (in.edge < 0) return std::string();
+    if (in.edge < 0)
+      return in.kind == PInstr::ReduceScatter || in.kind == PInstr::AllGather
+                 ? "  (zero1: " + std::string(in.kind == PInstr::ReduceScatter ? "gradient of " : "updated shards of ") +
+                       tensor_text(g, p.buffers[static_cast<size_t>(in.a)].tensor) + ")"
+                 : std::string();
     const CommEdge& e = comm.edges[static_cast<size_t>(in.edge)];
     std::string from = e.producer >= 0 ? g.node(e.producer).name : "storage";
     std::string to = e.consumer >= 0 ? g.node(e.consumer).name : "update";

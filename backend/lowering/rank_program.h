@@ -35,6 +35,7 @@ struct BufferDecl {
     Contrib,  // an op's gradient contribution to one input, before its adapter
     Transit,  // an intermediate state of an adapter (after a collective, a copy)
     Bucket,   // a parameter gradient waiting for its bucket's fused allreduce
+    Shard,    // zero1: the shard of a parameter's piece this rank updates (persistent, beside its optimizer state)
   };
   Role role = Value;
   int tensor = -1;  // full-graph tensor
@@ -93,6 +94,9 @@ struct PInstr {
     Wait,             // until the Recv into a has arrived
     BucketAllReduce,  // the buffers of bucket `index`, fused into one allreduce
     ReplicaAverage,   // a, allreduced over the replicas' same device, times `scale`
+    // (A ReduceScatter or AllGather with edge -1 is a zero1 parameter's:
+    // its bucketed gradient a -> the shard's gradient b, or its updated
+    // Shard a -> its Param b; `index` is the ParamSlot.)
     // step
     LossShare,        // the step loss += a's scalar / micro-batches
     LossAllReduce,    // step loss and squared gradient norm, over `group` (every rank)
@@ -124,6 +128,8 @@ struct ParamSlot {
   int param = -1;  // Param buffer
   int accum = -1;  // Accum buffer; -1 when this rank receives no gradient for it
   bool trainable = false;  // has optimizer state
+  int shard = -1;  // zero1: the Shard buffer that Update updates and the optimizer state covers; -1: the whole Param
+  int state() const { return shard >= 0 ? shard : param; }  // the buffer whose box the optimizer state covers
 };
 
 struct RankProgram {
@@ -154,6 +160,7 @@ struct LoweredPlan {
   std::vector<int> edges;                // the comm edges the programs run, ascending
   std::vector<std::vector<int>> groups;  // interned collective groups (global ranks)
   std::vector<RankProgram> programs;     // by rank (one, for a rank lowering only itself)
+  std::vector<std::string> notes;        // what lowering decided that a user should know (zero1 parameters left whole)
   // --emit=program: every program, deterministic.
   std::string dump(const sema::Graph& g) const;
   std::string dump_rank(const sema::Graph& g, const RankProgram& p) const;

@@ -74,16 +74,20 @@ void PlanTrainer::save_shards(const std::string& dir) {
     for (size_t i = 0; i < m.P.params.size(); ++i) {
       const ParamSlot& slot = m.P.params[i];
       const Piece& pc = m.piece(slot.param);
-      if (pc.replica_index != 0) continue;
       const sema::TensorInfo& t = m.g.tensor(slot.tensor);
-      const std::vector<float>& data = m.bufs[static_cast<size_t>(slot.param)];
-      std::string where = "full=" + ints_text(t.shape) + ";start=" + ints_text(pc.start);
-      tensors.push_back(f32_tensor(t.name, pc.length, data.data(), data.size()));
-      meta["piece:" + t.name] = where;
+      if (pc.replica_index == 0) {
+        const std::vector<float>& data = m.bufs[static_cast<size_t>(slot.param)];
+        tensors.push_back(f32_tensor(t.name, pc.length, data.data(), data.size()));
+        meta["piece:" + t.name] = "full=" + ints_text(t.shape) + ";start=" + ints_text(pc.start);
+      }
+      // The optimizer state covers the part this rank updates: under zero1
+      // its shard (each member of the group writes its own), else the piece.
+      const Piece& st = m.piece(slot.state());
+      if (st.replica_index != 0) continue;
       for (size_t s = 0; s < m.opt[i].size(); ++s) {
         std::string name = std::string("optimizer.") + optimizer_slot_name(m.spec.optimizer.kind, s) + "." + t.name;
-        tensors.push_back(f32_tensor(name, pc.length, m.opt[i][s].data(), m.opt[i][s].size()));
-        meta["piece:" + name] = where;
+        tensors.push_back(f32_tensor(name, st.length, m.opt[i][s].data(), m.opt[i][s].size()));
+        meta["piece:" + name] = "full=" + ints_text(t.shape) + ";start=" + ints_text(st.start);
       }
     }
   // Every rank names the new folder before rank 0 changes anything (the
@@ -129,11 +133,11 @@ void PlanTrainer::load(const std::string& path, bool checkpoint) {
   for (size_t i = 0; i < m.P.params.size(); ++i) {
     const ParamSlot& slot = m.P.params[i];
     const sema::TensorInfo& t = m.g.tensor(slot.tensor);
-    const Piece& pc = m.piece(slot.param);
-    slice_into(t.name, t.shape, pc, m.bufs[static_cast<size_t>(slot.param)]);
+    slice_into(t.name, t.shape, m.piece(slot.param), m.bufs[static_cast<size_t>(slot.param)]);
+    if (slot.shard >= 0) slice_into(t.name, t.shape, m.piece(slot.shard), m.bufs[static_cast<size_t>(slot.shard)]);
     if (!checkpoint) continue;
     for (size_t s = 0; s < m.opt[i].size(); ++s)
-      slice_into(std::string("optimizer.") + optimizer_slot_name(m.spec.optimizer.kind, s) + "." + t.name, t.shape, pc, m.opt[i][s]);
+      slice_into(std::string("optimizer.") + optimizer_slot_name(m.spec.optimizer.kind, s) + "." + t.name, t.shape, m.piece(slot.state()), m.opt[i][s]);
   }
   // Every tensor of the file must be one this run reads (as on one device).
   std::set<std::string> expected;

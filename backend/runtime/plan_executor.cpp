@@ -100,11 +100,12 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
     std::vector<float> full(static_cast<size_t>(sema::numel(t.shape)));
     fill_init(t.init, init_key(seed, t.name), t.dtype, full.data(), sema::numel(t.shape));
     set_buf(slot.param, extract(full, full_piece(t.shape), piece(slot.param), 1.f));
+    if (slot.shard >= 0) set_buf(slot.shard, extract(full, full_piece(t.shape), piece(slot.shard), 1.f));
     std::vector<std::vector<float>> slots;
-    if (slot.trainable) {
+    if (slot.trainable) {  // optimizer state for the part this rank updates (a zero1 shard, or its whole piece)
       size_t n = optimizer_slots(spec.optimizer);
-      slots.assign(n, std::vector<float>(static_cast<size_t>(piece(slot.param).numel()), 0.f));
-      track(static_cast<int64_t>(n) * piece(slot.param).numel() * 4);
+      slots.assign(n, std::vector<float>(static_cast<size_t>(piece(slot.state()).numel()), 0.f));
+      track(static_cast<int64_t>(n) * piece(slot.state()).numel() * 4);
     }
     opt.push_back(std::move(slots));
   }

@@ -22,6 +22,9 @@
 // so an unsat core names the placements that together overflow a device.
 #include <algorithm>
 #include "semantics/check_deadline.h"
+#include <map>
+#include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include "semantics/checker/encoder.h"
@@ -195,6 +198,23 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
       if (inner > 0) keep(d, e.place_of(leaf), inner);
     }
   }
+  // zero1: a parameter box held by c devices keeps 1/c of its optimizer
+  // state on each (lowering shards it when a dimension divides by c).
+  std::map<std::tuple<int, std::vector<int64_t>, std::vector<int64_t>>, std::set<int64_t>> holders;
+  if (!p.zero1_params.empty())
+    for (int64_t d = 0; d < ndev; ++d)
+      for (const Touch& t : params[d])
+        if (p.zero1(t.tensor)) holders[{t.tensor, t.slice->start, t.slice->length}].insert(d);
+  auto zero1_copies = [&](int tensor, const std::vector<const OperandSlice*>& boxes) -> int64_t {
+    if (!p.zero1(tensor)) return 1;
+    for (const OperandSlice* b : boxes)
+      if (b->start != boxes[0]->start || b->length != boxes[0]->length) return 1;
+    auto it = holders.find({tensor, boxes[0]->start, boxes[0]->length});
+    int64_t c = it == holders.end() ? 1 : static_cast<int64_t>(it->second.size());
+    for (int64_t l : boxes[0]->length)
+      if (c > 1 && l >= c && l % c == 0) return c;
+    return 1;
+  };
   auto add_unions = [&](std::vector<Touch>& touches, int d, bool is_param) {
     std::sort(touches.begin(), touches.end());
     for (size_t i = 0; i < touches.size();) {
@@ -208,8 +228,9 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
         DeviceMemory& m = per_device[d];
         m.weights += bytes;
         m.gradients += bytes;
-        m.optimizer += slots * bytes;
-        by_directive[d][dir] += (2 + slots) * bytes;
+        int64_t state = slots * bytes / zero1_copies(t.id, boxes);
+        m.optimizer += state;
+        by_directive[d][dir] += 2 * bytes + state;
       } else {
         keep(d, dir, bytes);
       }
