@@ -59,6 +59,7 @@ std::vector<SubOp> split_subop(const SubOp& parent, int parent_index, const Tran
     s.split_index = i;
     s.split_num = num;
     s.recompute = parent.recompute;
+    s.recompute_call = parent.recompute_call;
     for (size_t k = 0; k < parent.inputs.size(); ++k)
       s.inputs.push_back(k < choice.inputs.size() && parent.inputs[k].tensor ? apply(parent.inputs[k], choice.inputs[k], i, num) : parent.inputs[k]);
     for (size_t k = 0; k < parent.outputs.size(); ++k)
@@ -66,6 +67,54 @@ std::vector<SubOp> split_subop(const SubOp& parent, int parent_index, const Tran
     parts.push_back(std::move(s));
   }
   return parts;
+}
+
+RecomputeRegions recompute_regions(const Graph& g, const Plan& plan, const GradientFlow& flow) {
+  RecomputeRegions out;
+  out.region_of_node.assign(g.nodes().size(), -1);
+  // The recompute() call that marked every part of node n; -1: none.
+  auto call_of = [&](size_t n) {
+    int call = -2;
+    for (int leaf : plan.leaves_of(static_cast<int>(n))) {
+      const SubOp& s = plan.subops[static_cast<size_t>(leaf)];
+      if (!s.recompute || (call != -2 && s.recompute_call != call)) return -1;
+      call = s.recompute_call;
+    }
+    return call < 0 ? -1 : call;
+  };
+  auto segment = [&](size_t n) { return n < plan.segment_of_node.size() ? plan.segment_of_node[n] : -1; };
+  std::vector<int> run;
+  int run_call = -1;
+  auto close = [&] {
+    // Trailing ops without backward leave: the recompute runs before the
+    // backward of the last op that has one.
+    while (!run.empty() && !flow.backward[static_cast<size_t>(run.back())]) run.pop_back();
+    if (run.size() >= 2) {
+      for (int n : run) out.region_of_node[static_cast<size_t>(n)] = static_cast<int>(out.ops.size());
+      out.ops.push_back(run);
+    }
+    run.clear();
+  };
+  for (size_t n = 0; n < plan.root_of_node.size(); ++n) {
+    if (plan.root_of_node[n] < 0) continue;  // not a top-level op: runs of top-level ops skip it
+    int call = call_of(n);
+    // An op without backward (a constant table, a mask) marked by the
+    // region's call joins it (made again in its recompute instead of kept);
+    // otherwise it neither joins nor breaks a region.
+    if (n >= flow.backward.size() || !flow.backward[n]) {
+      if (!run.empty() && call == run_call && segment(static_cast<size_t>(run.back())) == segment(n)) run.push_back(static_cast<int>(n));
+      continue;
+    }
+    if (call < 0) {
+      close();
+      continue;
+    }
+    if (!run.empty() && (segment(static_cast<size_t>(run.back())) != segment(n) || call != run_call)) close();
+    run.push_back(static_cast<int>(n));
+    run_call = call;
+  }
+  close();
+  return out;
 }
 
 bool Plan::zero1(int tensor) const { return std::binary_search(zero1_params.begin(), zero1_params.end(), tensor); }

@@ -33,6 +33,7 @@ struct SubOp {
   std::vector<OperandSlice> inputs, outputs;
   std::vector<int> devices;   // empty until assigned / replicated
   bool recompute = false;
+  int recompute_call = -1;  // which recompute() call marked it (ops of one call form regions)
   front::SourceLoc split_loc, assign_loc;
   bool leaf() const { return children.empty(); }
 };
@@ -126,6 +127,7 @@ struct Plan {
   // data-parallel group (ZeRO stage 1): their gradient is reduce-scattered
   // instead of allreduced, each device updates its shard, and the updated
   // shards are allgathered. Tensor ids, ascending; zero1_loc per entry.
+  int recompute_calls = 0;  // recompute() calls evaluated so far
   std::vector<int> zero1_params;
   std::vector<front::SourceLoc> zero1_loc;
   bool zero1(int tensor) const;
@@ -152,6 +154,22 @@ struct GradientFlow {
   std::vector<bool> backward;                // per node (top-level forward ops only)
 };
 GradientFlow gradient_flow(const Graph& g, const Plan& plan);
+
+// Recompute regions (activation checkpointing): maximal runs of two or more
+// consecutive top-level ops (graph order) whose every part was marked by
+// the same recompute() call, that run a backward, and that share a segment;
+// ops without backward marked by the call join the run in between (made
+// again rather than kept), other ops without backward neither join nor
+// break it. A region
+// keeps only the inputs it reads from outside itself; its forward runs
+// again, whole, before the backward of its last op. A recomputed op alone
+// keeps its inputs and runs its own forward again. Per top-level node: its
+// region (index into the result's `ops`), or -1.
+struct RecomputeRegions {
+  std::vector<int> region_of_node;
+  std::vector<std::vector<int>> ops;  // per region: its nodes, ascending; the last one runs a backward
+};
+RecomputeRegions recompute_regions(const Graph& g, const Plan& plan, const GradientFlow& flow);
 
 // Slices of the whole op: every operand complete, no value split.
 SubOp whole_op(const Graph& g, int node);

@@ -395,14 +395,18 @@ Value b_order(Interpreter& in, CallArgs& a) {
   return Value();
 }
 
-void mark_recompute(Plan& p, int sub) {
+void mark_recompute(Plan& p, int sub, int call) {
   p.subops[sub].recompute = true;
-  for (int c : p.subops[sub].children) mark_recompute(p, c);
+  p.subops[sub].recompute_call = call;
+  for (int c : p.subops[sub].children) mark_recompute(p, c, call);
 }
 
+// recompute(ops): consecutive ops of one call that all run a backward form
+// a region that keeps only its inputs (sema::recompute_regions).
 Value b_recompute(Interpreter& in, CallArgs& a) {
   Plan& p = active(in, a, "recompute");
-  for (int sub : ops_of(in, a, 0, "ops", "recompute")) mark_recompute(p, sub);
+  const int call = p.recompute_calls++;
+  for (int sub : ops_of(in, a, 0, "ops", "recompute")) mark_recompute(p, sub, call);
   return Value();
 }
 

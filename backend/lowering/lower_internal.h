@@ -37,6 +37,7 @@ struct PlanAnalysis {
   std::map<int, Layout> storage;  // params and inputs: the layout they live in
   std::vector<bool> requires_grad;
   std::vector<int> op_of_node;  // node -> index into ops (-1: not a top-level op)
+  sema::RecomputeRegions regions;  // recompute regions (activation checkpointing), by node
   std::vector<int> readers;     // per tensor: how many op inputs read it (each through its own edge)
   std::map<const CommEdge*, int> bucket_of;  // deferred parameter-gradient edges -> bucket (key order)
   int buckets = 0;
@@ -90,6 +91,7 @@ struct PlanAnalysis {
     for (size_t n = 0; n < plan.root_of_node.size(); ++n)
       if (plan.root_of_node[n] >= 0) order.push_back(static_cast<int>(n));
     sema::GradientFlow flow = sema::gradient_flow(g, plan);
+    regions = sema::recompute_regions(g, plan, flow);
     requires_grad = std::move(flow.requires_grad);
     std::map<std::pair<int, int>, const CommEdge*> fwd, bwd;  // (node, input) -> edge
     for (const CommEdge& e : cp.edges) (e.backward ? bwd : fwd)[{e.backward ? e.producer : e.consumer, e.input_index}] = &e;

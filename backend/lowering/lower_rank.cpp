@@ -5,6 +5,7 @@
 #include "semantics/check_deadline.h"
 #include <functional>
 #include <set>
+#include <tuple>
 
 #include "backend/lowering/lower_internal.h"
 #include "semantics/op_registry.h"
@@ -49,6 +50,11 @@ class RankLowering {
   std::map<int, int> slot_of_;                // tensor -> index into P.params
   std::map<std::pair<int, int>, int> bucket_buf_;  // (bucket, tensor) -> buffer
   uint32_t tag_ = 0;
+  // Recompute regions: the buffer each region op read for an input from
+  // outside its region in forward, (mb, node, input) -> buffer, read again
+  // by the region's recompute; the forward values of the micro-batch.
+  std::map<std::tuple<int, int, int>, int> region_inputs_;
+  const std::unordered_map<int, int>* fwd_value_ = nullptr;
   // Blocks: the instructions of one micro-batch's forward (or backward, or
   // weight-gradient backward) of one op, as lowering emits them in graph
   // order; order_blocks() then orders them by the plan's schedule.
@@ -352,7 +358,8 @@ class RankLowering {
 
   // Emits edge `e`'s adapter applied to `src` (this rank's piece in e.from,
   // -1 when it holds none); returns its buffer in e.to (-1 if none).
-  int adapter(const CommEdge& e, int src, int mb) {
+  // `stay`: every instruction in the current block (a region's recompute).
+  int adapter(const CommEdge& e, int src, int mb, bool stay = false) {
     const Shape& shape = g.tensor(e.tensor).shape;
     Layout cur = e.from;
     int buf = holds(cur, device()) ? src : -1;
@@ -371,7 +378,7 @@ class RankLowering {
         // or, for a parameter, the gradient accumulation). The receives go
         // with them.
         buf = send_recv(e, st, si, cur, buf, mb, [&] {
-          if (si + 1 == e.adapter.steps.size()) return;
+          if (si + 1 == e.adapter.steps.size() || stay) return;
           if (!e.backward) open_block(mb, A.op_of_node[static_cast<size_t>(e.consumer)], sema::PipeTask::F);
           else open_block(mb, e.consumer >= 0 ? A.op_of_node[static_cast<size_t>(e.consumer)] : -1, sema::PipeTask::B);
           switched = true;
@@ -472,6 +479,7 @@ class RankLowering {
   // ---- one micro-batch ----------------------------------------------------------------------
   void micro_batch(int mb) {
     std::unordered_map<int, int> value, grad;  // tensor -> buffer
+    fwd_value_ = &value;
     int loss_op = -1;
     for (size_t i = 0; i < A.ops.size(); ++i) {
       open_block(mb, static_cast<int>(i), sema::PipeTask::F);
@@ -524,17 +532,34 @@ class RankLowering {
     return b;
   }
 
-  void forward_op(const PlanAnalysis::Op& op, const std::vector<int>& ks, int mb, std::unordered_map<int, int>& value) {
+  // `again`: the recompute of a region (region_forward): inputs from
+  // outside the region are read where the first forward left them (their
+  // adapters ran then), and the op's kernels stay for its backward.
+  void forward_op(const PlanAnalysis::Op& op, const std::vector<int>& ks, int mb, std::unordered_map<int, int>& value, bool again = false) {
     const sema::OpNode& n = g.node(op.node);
+    const int region = A.regions.region_of_node[static_cast<size_t>(op.node)];
     for (size_t kk = 0; kk < n.inputs.size(); ++kk) {
       int t = n.inputs[kk];
+      const int producer = g.tensor(t).producer;
+      const bool outside = producer < 0 || A.regions.region_of_node[static_cast<size_t>(producer)] != region;
+      if (again && outside) {
+        auto kept = region_inputs_.find({mb, op.node, static_cast<int>(kk)});
+        int in = kept == region_inputs_.end() ? -1 : kept->second;
+        if (!ks.empty() && in < 0) fail("internal: no kept input of %" + std::to_string(t) + " for the recompute of " + n.name);
+        slice_in(n, ks, kk, in, mb);
+        continue;
+      }
       int src = -1;
       if (auto it = param_buf_.find(t); it != param_buf_.end()) src = it->second;
       else if (auto v = value.find(t); v != value.end()) src = v->second;
       else if (g.tensor(t).kind == sema::TensorKind::Input) src = value[t] = load_input(t, mb);
       // An edge without steps leaves the piece as it is: read it in place.
       int in = src;
-      if (op.in_edge[kk] && !op.in_edge[kk]->adapter.steps.empty()) {
+      if (op.in_edge[kk] && !op.in_edge[kk]->adapter.steps.empty() && again) {
+        // Inside a region's recompute: the adapter runs again on the
+        // recomputed value, in the backward task that recomputes.
+        in = adapter(*op.in_edge[kk], src, mb, /*stay=*/true);
+      } else if (op.in_edge[kk] && !op.in_edge[kk]->adapter.steps.empty()) {
         // The adapter is a block of its own: on a rank that runs the
         // producer it belongs to the producer's task (a send as soon as
         // the value exists; a collective at the same point on every
@@ -546,13 +571,8 @@ class RankLowering {
         open_block(mb, here.op, here.phase);
       }
       if (!ks.empty() && in < 0) fail("internal: no piece of %" + std::to_string(t) + " for " + n.name);
-      for (int k : ks) {
-        PInstr& si = emit(PInstr::SliceIn, mb);
-        si.a = in;
-        si.kernel = k;
-        si.index = static_cast<int>(kk);
-        si.scale = value_scale(label(in), P.kernels[k].in_slices[kk], false, [&] { return n.name + " input " + std::to_string(kk); });
-      }
+      if (region >= 0 && outside && !again) region_inputs_[{mb, op.node, static_cast<int>(kk)}] = in;
+      slice_in(n, ks, kk, in, mb);
     }
     for (int k : ks) emit(PInstr::Forward, mb).kernel = k;
     for (size_t o = 0; o < n.outputs.size(); ++o) {
@@ -568,14 +588,40 @@ class RankLowering {
       }
       value[n.outputs[o]] = b;
     }
+    if (again) return;  // the backward that follows needs the kernels
     // recompute(...): the sub-op keeps only its inputs until backward, which
     // runs its forward again (dropout masks are counter-based, so the
-    // recomputed values are the same).
+    // recomputed values are the same). In a region nothing of the kernel
+    // stays: the region's recompute reads the inputs again.
     for (int k : ks)
-      if (P.kernels[k].recompute && op.backward) emit(PInstr::DropForward, mb).kernel = k;
+      if (region >= 0 && op.backward) emit(PInstr::FreeKernel, mb).kernel = k;
+      else if (P.kernels[k].recompute && op.backward) emit(PInstr::DropForward, mb).kernel = k;
     // An op without backward needs nothing of its kernels any more.
     if (!op.backward)
       for (int k : ks) emit(PInstr::FreeKernel, mb).kernel = k;
+  }
+
+  void slice_in(const sema::OpNode& n, const std::vector<int>& ks, size_t kk, int in, int mb) {
+    for (int k : ks) {
+      PInstr& si = emit(PInstr::SliceIn, mb);
+      si.a = in;
+      si.kernel = k;
+      si.index = static_cast<int>(kk);
+      si.scale = value_scale(label(in), P.kernels[k].in_slices[kk], false, [&] { return n.name + " input " + std::to_string(kk); });
+    }
+  }
+
+  // A recompute region's forward again, whole, at the start of the
+  // backward of its last op: its values are made anew from the inputs it
+  // kept, in the current (backward) task.
+  void region_forward(int region, int mb) {
+    std::unordered_map<int, int> again = *fwd_value_;  // outside values stay as the forward left them
+    for (int node : A.regions.ops[static_cast<size_t>(region)]) {
+      int i = A.op_of_node[static_cast<size_t>(node)];
+      forward_op(A.ops[static_cast<size_t>(i)], op_kernels_[static_cast<size_t>(i)], mb, again, true);
+      if (!A.ops[static_cast<size_t>(i)].backward)  // made again only for the ops after it
+        for (int k : op_kernels_[static_cast<size_t>(i)]) emit(PInstr::FreeKernel, mb).kernel = k;
+    }
   }
 
   // The loss gradient is 1 wherever the loss (or a part of it) lives.
@@ -607,8 +653,10 @@ class RankLowering {
     const sema::OpNode& n = g.node(op.node);
     bool split = split_w(i);
     open_block(mb, i, sema::PipeTask::B);
+    const int region = A.regions.region_of_node[static_cast<size_t>(op.node)];
+    if (region >= 0 && A.regions.ops[static_cast<size_t>(region)].back() == op.node) region_forward(region, mb);
     for (int k : ks)
-      if (P.kernels[k].recompute) emit(PInstr::Forward, mb).kernel = k;
+      if (P.kernels[k].recompute && region < 0) emit(PInstr::Forward, mb).kernel = k;
     for (int k : ks) {
       for (size_t o = 0; o < n.outputs.size(); ++o) {
         auto gi = grad.find(n.outputs[o]);

@@ -166,10 +166,16 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
     by_directive[d][dir] += bytes;
     if (extra > 0) by_directive[d][e.stash_directive] += extra;
   };
+  // Recompute regions (sema::recompute_regions, as lowering makes them):
+  // a region keeps only the inputs it reads from outside itself; its
+  // values all come back at once before the backward of its last op.
+  const RecomputeRegions regions = recompute_regions(g, p, gradient_flow(g, p));
+  std::vector<std::map<int, std::pair<int64_t, int>>> region_bytes(ndev);  // region -> (bytes again, directive)
   for (int leaf : p.leaves()) {
     CheckDeadline::poll();
     const SubOp& s = p.subops[leaf];
     const OpNode& n = g.node(s.node);
+    const int region = regions.region_of_node[static_cast<size_t>(s.node)];
     int64_t inner = n.composite ? static_cast<int64_t>(static_cast<double>(internal_bytes(s.node)) * share(leaf)) : 0;
     int64_t out_bytes = 0;
     for (size_t k = 0; k < s.outputs.size() && k < n.outputs.size(); ++k) {
@@ -184,7 +190,16 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
       for (size_t k = 0; k < s.inputs.size() && k < n.inputs.size(); ++k) {
         if (!s.inputs[k].tensor) continue;
         const TensorInfo& t = g.tensor(n.inputs[k]);
+        if (t.kind != TensorKind::Param && region >= 0 && t.producer >= 0 && regions.region_of_node[static_cast<size_t>(t.producer)] == region)
+          continue;  // made again by the region's recompute
         (t.kind == TensorKind::Param ? params : acts)[d].push_back({t.id, leaf, &s.inputs[k]});
+      }
+      if (region >= 0) {
+        auto& rb = region_bytes[static_cast<size_t>(d)];
+        auto it = rb.find(region);
+        if (it == rb.end()) it = rb.emplace(region, std::make_pair(int64_t{0}, e.place_of(leaf))).first;
+        it->second.first += out_bytes + inner;
+        continue;
       }
       if (s.recompute) {
         if (out_bytes + inner > transient[d]) {
@@ -237,6 +252,12 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
       i = j;
     }
   };
+  for (int64_t d = 0; d < ndev; ++d)
+    for (const auto& [region, bytes_dir] : region_bytes[static_cast<size_t>(d)])
+      if (bytes_dir.first > transient[d]) {
+        transient[d] = bytes_dir.first;
+        transient_dir[d] = bytes_dir.second;
+      }
   for (int64_t d = 0; d < ndev; ++d) {
     add_unions(params[d], static_cast<int>(d), true);
     add_unions(acts[d], static_cast<int>(d), false);

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# recompute(ops) regions (tests/plan/plans/recompute.nns): each block of
+# one recompute() call keeps only its input and runs its forward again
+# before its backward. Every plan --verifies against one device (one
+# device, data parallel, Megatron on 2 and 4 ranks, a 1F1B pipeline); under
+# Megatron the block's allreduce runs again in the recompute; the checker's
+# activations and the run's peak memory are below the plan without it.
+#   recompute.sh NNS_BINARY
+set -uo pipefail
+NNS="$1"
+cd "$(dirname "$0")/../.."
+FILE=tests/plan/plans/recompute.nns
+fail=0
+
+expect_eq() {  # WHAT ACTUAL EXPECTED
+  if [ "$2" != "$3" ]; then
+    echo "FAIL: $1: got '$2', expected '$3'"
+    fail=1
+  fi
+}
+
+for run in "blocks 1" "dp 2" "megatron 2" "megatron 4" "pipeline 2"; do
+  set -- $run
+  if ! out=$("$NNS" run "$FILE" --plan "$1" --gpus "$2" --verify 2>&1) || ! grep -q 'verify: largest relative error .*: PASS' <<<"$out"; then
+    echo "FAIL: run --plan $1 --gpus $2 --verify:"
+    tail -5 <<<"$out"
+    fail=1
+  fi
+done
+
+rank0() {  # PLAN: rank 0's program on 2 devices
+  "$NNS" check "$FILE" --plan "$1" --gpus 2 --emit=program | awk '/^program rank 0 /{on=1} /^program rank 1 /{on=0} on'
+}
+with=$(rank0 megatron) without=$(rank0 megatron_plain)
+# 3 blocks x 2 micro-batches: one more allreduce each (the recompute's).
+expect_eq "allreduces with recompute" "$(grep -c ' allreduce ' <<<"$with")" "$(( $(grep -c ' allreduce ' <<<"$without") + 6 ))"
+# Each block's 5 ops run their forward twice per micro-batch.
+expect_eq "forwards of micro-batch 0" "$(grep -c 'mb0 forward k' <<<"$with")" "$(( $(grep -c 'mb0 forward k' <<<"$without") + 15 ))"
+
+act() { "$NNS" check "$FILE" --plan "$1" --gpus 2 | grep -o 'activations [0-9.]* [KMG]*i*B'; }
+expect_eq "checker activations with recompute" "$(act megatron)" "activations 6.50 KiB"
+expect_eq "checker activations without" "$(act megatron_plain)" "activations 12.00 KiB"
+peak() { "$NNS" run "$FILE" --plan "$1" --gpus 2 2>&1 | grep -o 'peak piece memory [0-9.]*' | awk '{print $4}'; }
+p_with=$(peak megatron) p_without=$(peak megatron_plain)
+if ! awk -v a="$p_with" -v b="$p_without" 'BEGIN { exit !(a > 0 && a < b) }'; then
+  echo "FAIL: peak memory with recompute $p_with KiB is not below $p_without KiB"
+  fail=1
+fi
+
+[ $fail = 0 ] && echo PASS
+exit $fail
