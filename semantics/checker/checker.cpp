@@ -271,6 +271,7 @@ bool check_plan(const Graph& g, const Plan& plan, const CheckOptions& opts, fron
         << ", gradients " << format_bytes(m.gradients) << ", optimizer " << format_bytes(m.optimizer) << ", activations "
         << format_bytes(m.activations) << ")";
     if (opts.device_memory >= 0) out << " of " << (opts.memory_label.empty() ? format_bytes(opts.device_memory) : opts.memory_label);
+    else out << "; no capacity assumed (--device-memory SIZE or v100/a100/h100/h200 checks it)";
     if (r.symbolic) out << " at the witness sizes";
     out << "\n";
   }
