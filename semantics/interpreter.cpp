@@ -729,6 +729,9 @@ void Interpreter::check_no_cycle(const List& list, const Value& v, SourceLoc loc
 void Interpreter::check_list_size(int64_t n, SourceLoc loc) {
   if (n > kMaxListElements)
     fail(loc, "this list would hold " + std::to_string(n) + " elements (at most " + std::to_string(kMaxListElements) + ")");
+  // Making a big list is work the loop ticks do not see (a list doubled in
+  // a loop spends its time copying): the budget is checked before it.
+  if (n >= 0x4000) check_budget(loc);
 }
 
 namespace {
