@@ -345,7 +345,7 @@ train {
   input ids: [2, 5] i32 = tokens(50)
   input half: [2, 5, 8] bf16 = randn()
   let e = model(ids)
-  let h = half + half
+  let h = view(half, [10, 8])
   loss = mean(mean(mean(e)))
 }
 )");
@@ -355,7 +355,18 @@ train {
   const OpNode& emb = r.node("embedding#0");
   CHECK(r.graph().tensor(emb.outputs[0]).dtype == DType::F32);
   CHECK(r.graph().tensor(emb.outputs[0]).shape == Shape{2, 5, 8});
-  CHECK(r.graph().tensor(r.node("add#0").outputs[0]).dtype == DType::BF16);
+  // Data movement keeps the dtype; arithmetic on it (f32 kernels) is refused at the call.
+  CHECK(r.graph().tensor(r.node("view#0").outputs[0]).dtype == DType::BF16);
+  Run arith(R"(
+train {
+  input half: [2, 8] bf16 = randn()
+  input x: [2, 8] = randn()
+  let h = x + half
+  loss = mean(mean(x))
+}
+)");
+  CHECK_FALSE(arith.ok);
+  CHECK(arith.first_error().find("argument 'y' has dtype bf16, but 'add' takes f32 tensors") != std::string::npos);
 }
 
 TEST_CASE("interpreter: tensor comparisons, ** and the math builtins", "[interpreter]") {
