@@ -122,6 +122,12 @@ int cmd_run(const Args& a) {
   if (!a.save_every.empty() && (!parse_int(a.save_every, save_every) || save_every < 1))
     return usage_error("--save-every must be a positive number of steps");
   if (!a.save_every.empty() && a.save.empty()) return usage_error("--save-every needs --save (where to save)");
+  if (a.eval) {
+    // Evaluation is one device's forward passes: nothing to verify, save or trace.
+    const char* clash = !a.plan.empty() ? "--plan" : !a.gpus.empty() && a.gpus != "1" ? "--gpus" : a.verify ? "--verify"
+                        : !a.save.empty() ? "--save" : !a.dump_grads.empty() ? "--dump-grads" : !a.trace.empty() ? "--trace" : nullptr;
+    if (clash) return usage_error(std::string("--eval runs forward passes on one device; it does not take ") + clash);
+  }
   PipelineOptions o;
   if (int rc = pipeline_options(a, /*check=*/false, Stage::Run, o); rc != kExitOk) return rc;
   o.steps = steps;
@@ -137,6 +143,7 @@ int cmd_run(const Args& a) {
   o.run.trace = a.trace;
   o.run.reference = a.reference;
   o.run.verify = a.verify;
+  o.run.eval = a.eval;
   Pipeline p;
   return run_pipeline(o, p);
 }

@@ -233,6 +233,7 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p) {
   }
 
   // run
+  if (o.run.eval) return run_eval(p, o);
   return run_training(p, o);
 }
 

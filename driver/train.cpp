@@ -189,6 +189,36 @@ int run_on_ranks(int64_t ranks, const std::function<int(backend::Communicator*)>
   });
 }
 
+int run_eval(Pipeline& p, const PipelineOptions& o) {
+  const RunOptions& r = o.run;
+  for (size_t i = 0; i < p.graph().nodes().size(); ++i) {
+    sema::OpNode& n = p.graph().node(static_cast<int>(i));
+    if (n.kind == "dropout") n.attrs["p"] = 0.0;
+  }
+  return run_on_ranks(1, [&](backend::Communicator*) -> int {
+    auto be = backend::make_cpu_backend(r.reference);
+    if (r.threads > 0) be->set_threads(r.threads);
+    backend::TrainOptions opts;
+    opts.seed = r.seed;
+    opts.init_path = r.init;
+    opts.data_path = r.data;
+    opts.resume_path = r.resume;
+    backend::Trainer t(p.graph(), p.info, p.spec, *be, opts);
+    const char* config = p.interp->config_name().empty() ? "-" : p.interp->config_name().c_str();
+    std::printf("nns: evaluating %s (config %s) on 1 CPU device, %s kernels; %lld step(s) of data, forward only (dropout off, no update)\n",
+                o.path.c_str(), config, r.reference ? "reference" : "oneDNN", static_cast<long long>(p.spec.steps));
+    double sum = 0;
+    for (int64_t s = 1; s <= p.spec.steps; ++s) {
+      double loss = t.eval_step();
+      sum += loss;
+      std::printf("eval %4lld/%lld  loss %.6f\n", static_cast<long long>(s), static_cast<long long>(p.spec.steps), loss);
+      std::fflush(stdout);
+    }
+    std::printf("eval: mean loss %.6f over %lld step(s)\n", sum / static_cast<double>(p.spec.steps), static_cast<long long>(p.spec.steps));
+    return kExitOk;
+  });
+}
+
 int run_training(Pipeline& p, const PipelineOptions& o) {
   int rc = run_on_ranks(o.topo.ranks, [&](backend::Communicator* comm) { return train_rank(p, o, comm); });
   const std::string& trace = o.run.trace;

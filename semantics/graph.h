@@ -49,6 +49,10 @@ struct TensorInfo {
   int producer = -1;  // top-level node that produces it (activations)
   int grad_of = -1;   // gradient tensors: the tensor they are the gradient of
   InitSpec init;      // params and inputs
+  // A model buffer (`buffer` in a model): a Param in every other respect
+  // (initialised, checkpointed, placed by plans) that gets no gradient and
+  // no optimizer update.
+  bool buffer = false;
   front::SourceLoc loc;
   // With symbolic config sizes (symbolic.h): each dim as an expression over
   // the symbols; empty when every dim is a plain number.

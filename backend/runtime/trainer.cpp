@@ -44,7 +44,8 @@ uint64_t data_key(int64_t data_seed, const std::string& name, int64_t index) {
   return mix(static_cast<uint64_t>(data_seed)) ^ name_key(name) ^ mix(static_cast<uint64_t>(index) + 77);
 }
 
-void fill_init(const sema::InitSpec& init, uint64_t key, sema::DType dtype, void* data, int64_t n) {
+void fill_init(const sema::InitSpec& init, uint64_t key, sema::DType dtype, void* data, const sema::Shape& shape) {
+  const int64_t n = sema::numel(shape);
   auto arg = [&](size_t i, double fallback) { return i < init.args.size() ? init.args[i] : fallback; };
   if (dtype == sema::DType::I32) {
     int32_t* p = static_cast<int32_t*>(data);
@@ -67,6 +68,12 @@ void fill_init(const sema::InitSpec& init, uint64_t key, sema::DType dtype, void
       do { v = normal01(key, j); j += 0x100000000ULL; } while (std::fabs(v) > 2.0);
       v *= arg(0, 0.02);
     } else if (k == "uniform") v = arg(0, -1) + (arg(1, 1) - arg(0, -1)) * uniform01(key, i);
+    else if (k == "rotary") {
+      // The interpreter checked: rank >= 2, an even last dim.
+      int64_t d = shape.back(), s = shape[shape.size() - 2], half = d / 2;
+      int64_t pos = (i / d) % s, j = (i % d) % half;
+      v = static_cast<double>(pos) * std::pow(arg(0, 10000.0), -2.0 * static_cast<double>(j) / static_cast<double>(d));
+    }
     else throw RuntimeError("unknown initializer '" + k + "'");
     p[i] = static_cast<float>(v);
   }
@@ -231,7 +238,7 @@ void Trainer::release(int tensor) {
 void Trainer::init_parameter(int p) {
   const sema::TensorInfo& t = g_.tensor(p);
   std::vector<uint8_t> host(static_cast<size_t>(t.bytes()));
-  fill_init(t.init, init_key(opts_.seed, t.name), t.dtype, host.data(), sema::numel(t.shape));
+  fill_init(t.init, init_key(opts_.seed, t.name), t.dtype, host.data(), t.shape);
   be_.copy_from_host(buffers_[p], host.data(), host.size());
 }
 
@@ -251,7 +258,7 @@ void Trainer::load_inputs(int64_t k) {
     }
     std::vector<uint8_t> host(bytes);
     uint64_t key = data_key(spec_.data.seed, t.name, k % (spec_.micro_batches * world_));
-    fill_init(t.init, key, t.dtype, host.data(), sema::numel(t.shape));
+    fill_init(t.init, key, t.dtype, host.data(), t.shape);
     be_.copy_from_host(buffers_[inputs[i]], host.data(), bytes);
   }
 }
@@ -297,6 +304,15 @@ double Trainer::run_micro_batch(int64_t k, bool backward, const std::function<vo
 }
 
 double Trainer::forward_loss() { return run_micro_batch(0, false); }
+
+double Trainer::eval_step() {
+  ++step_;
+  be_.set_step(step_);
+  int64_t m = spec_.micro_batches;
+  double sum = 0;
+  for (int64_t mb = 0; mb < m; ++mb) sum += run_micro_batch(((step_ - 1) * m + mb) * world_ + rank_, false);
+  return sum / static_cast<double>(m);
+}
 
 void Trainer::compute_gradients() { run_micro_batch(0, true); }
 
