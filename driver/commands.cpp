@@ -52,6 +52,9 @@ void print_summary(const PipelineOptions& o, Pipeline& p) {
   std::printf("  ops:           %lld top-level (%lld including composite bodies)\n", (long long)s.top_level_ops, (long long)s.all_ops);
   std::printf("  parameters:    %s (%lld) = %s\n", format_count((double)s.param_count).c_str(), (long long)s.param_count,
               format_bytes(s.param_bytes).c_str());
+  if (s.buffer_count > 0)
+    std::printf("  buffers:       %s (%lld) = %s (no gradient, no update)\n", format_count((double)s.buffer_count).c_str(),
+                (long long)s.buffer_count, format_bytes(s.buffer_bytes).c_str());
   std::printf("  inputs:        %s per step\n", format_bytes(s.input_bytes).c_str());
   std::printf("  activations:   %s (forward outputs of every op)\n", format_bytes(s.activation_bytes).c_str());
   std::printf("  forward:       %.3f GMACs = %.3f GFLOPs per step (multiply-adds of matmul/linear/conv)\n",

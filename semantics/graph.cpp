@@ -190,8 +190,11 @@ std::string Graph::dump() const {
 GraphSummary summarize(const Graph& g) {
   GraphSummary s;
   for (const TensorInfo& t : g.tensors()) {
-    if (t.kind == TensorKind::Param) {
-      if (!t.buffer) s.param_count += numel(t.shape);  // buffers are state, not parameters
+    if (t.kind == TensorKind::Param && t.buffer) {  // state, not parameters
+      s.buffer_count += numel(t.shape);
+      s.buffer_bytes += t.bytes();
+    } else if (t.kind == TensorKind::Param) {
+      s.param_count += numel(t.shape);
       s.param_bytes += t.bytes();
     } else if (t.kind == TensorKind::Input) {
       s.input_bytes += t.bytes();

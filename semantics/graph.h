@@ -121,6 +121,7 @@ class Graph {
 struct GraphSummary {
   int64_t top_level_ops = 0, all_ops = 0;
   int64_t param_count = 0, param_bytes = 0;
+  int64_t buffer_count = 0, buffer_bytes = 0;  // model buffers (not parameters)
   int64_t activation_bytes = 0;  // every top-level op output, forward
   int64_t input_bytes = 0;
   int64_t forward_macs = 0;
