@@ -505,6 +505,17 @@ GeneratedAnno scatter_add(const OpCall& c) {
   return {join(xs) + ", " + join(ixs) + ", " + join(ixs) + " -> " + join(xs), {}};
 }
 
+// to_f32 / to_i32: elementwise; the kernels convert between f32 and i32 only.
+GeneratedAnno cast(const OpCall& c) {
+  const Shape& x = tensor_shape(c, 0);
+  if (c.dtypes.size() > 0 && c.dtypes[0] != DType::F32 && c.dtypes[0] != DType::I32)
+    throw OpArgError{std::string("casts convert f32 and i32 tensors, not ") + dtype_name(c.dtypes[0])};
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < x.size(); ++i) ids.push_back(x[i] == 1 ? "1" : id_name(static_cast<int>(i)));
+  if (ids.empty()) ids.push_back("1");
+  return {join(ids) + " -> " + join(ids), {}};
+}
+
 // ---- multiply-add counts ---------------------------------------------------------
 
 // Matmul-like ops: every identifier is a loop of the contraction.
@@ -645,10 +656,10 @@ std::vector<OpRow> make_rows() {
   add("gather", gather);
   add("scatter_add", scatter_add);
   // to_f32 passes the gradient of an f32 operand through; to_i32 none.
-  OpRow* to_f32 = add("to_f32");
+  OpRow* to_f32 = add("to_f32", cast);
   to_f32->out_dtype = DType::F32;
   to_f32->float_operands = false;
-  OpRow* to_i32 = add("to_i32");
+  OpRow* to_i32 = add("to_i32", cast);
   to_i32->out_dtype = DType::I32;
   to_i32->float_operands = false;
   to_i32->no_grad = true;
