@@ -128,7 +128,8 @@ int cmd_run(const Args& a) {
   if (a.eval) {
     // Evaluation is one device's forward passes: nothing to verify, save or trace.
     const char* clash = !a.plan.empty() ? "--plan" : !a.gpus.empty() && a.gpus != "1" ? "--gpus" : a.verify ? "--verify"
-                        : !a.save.empty() ? "--save" : !a.dump_grads.empty() ? "--dump-grads" : !a.trace.empty() ? "--trace" : nullptr;
+                        : !a.save.empty() ? "--save" : !a.dump_grads.empty() ? "--dump-grads" : !a.trace.empty() ? "--trace"
+                        : !a.metrics.empty() ? "--metrics" : nullptr;
     if (clash) return usage_error(std::string("--eval runs forward passes on one device; it does not take ") + clash);
   }
   PipelineOptions o;

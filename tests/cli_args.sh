@@ -131,5 +131,6 @@ expect 64 "--eval runs forward passes on one device; it does not take --plan" ru
 expect 64 "--eval runs forward passes on one device; it does not take --gpus" run tests/plan/plans/buffer.nns --eval --gpus 2
 expect 64 "it does not take --verify" run tests/plan/plans/buffer.nns --eval --verify
 expect 64 "it does not take --save" run tests/plan/plans/buffer.nns --eval --save x.safetensors
+expect 64 "it does not take --metrics" run tests/plan/plans/buffer.nns --eval --metrics m.jsonl
 [ $fail = 0 ] && echo "cli_args: every bad command line refused with its message"
 exit $fail

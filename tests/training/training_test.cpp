@@ -229,7 +229,7 @@ TEST_CASE("gradcheck: cumsum, topk, gather, scatter_add and a buffer through aut
       "    let picked = gather(h, 1, top[1])\n"                              // [3, 2]
       "    let spread = scatter_add(h * 0.5, 1, top[1], picked * top[0] * 0.1)\n"  // [3, 5]
       "    let c = cumsum(spread, dim = -1) + cumsum(h, dim = 0) * to_f32(to_i32(h * 0.0 + 2.0))\n"
-      "    let r = linear(c, transpose(u, 0, 1)) * cos(angles)\n"            // [3, 6]
+      "    let r = linear(to_f32(c), transpose(u, 0, 1)) * cos(angles)\n"    // [3, 6]; to_f32 of f32 passes the gradient
       "    return mean(r, dim = -1) + mean(picked, dim = -1)\n"
       "  }\n";
   check_gradients("indexops", layer_program(body, "[3, 6]", "[3]"));
