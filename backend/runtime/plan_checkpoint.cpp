@@ -130,6 +130,7 @@ void PlanTrainer::load(const std::string& path, bool checkpoint) {
     const ParamSlot& slot = m.P.params[i];
     const sema::TensorInfo& t = m.g.tensor(slot.tensor);
     const Piece& pc = m.piece(slot.param);
+    if (!checkpoint && t.buffer && !f.find(t.name)) continue;  // as on one device: an --init file may leave out a buffer
     slice_into(t.name, t.shape, pc, m.bufs[static_cast<size_t>(slot.param)]);
     if (!checkpoint) continue;
     for (size_t s = 0; s < m.opt[i].size(); ++s)

@@ -547,7 +547,12 @@ void Trainer::load_weights(const std::string& path, bool checkpoint) {
   };
   if (auto fmt = f.metadata.find("format"); !checkpoint && fmt != f.metadata.end() && fmt->second == "nns-gradients-1")
     throw SafetensorsError(path + ": a gradients file (written by --dump-grads), not weights");
-  for (int p : g_.params()) load(g_.tensor(p).name, g_.tensor(p).shape, buffers_[p]);
+  for (int p : g_.params()) {
+    // A weights file (--init, e.g. converted from another framework) may
+    // leave out a buffer: it keeps its initializer. A checkpoint has them all.
+    if (!checkpoint && g_.tensor(p).buffer && !f.find(g_.tensor(p).name)) continue;
+    load(g_.tensor(p).name, g_.tensor(p).shape, buffers_[p]);
+  }
   // Every tensor of the file must be one this run reads: an extra or
   // misnamed one means the file is not for this model (or this optimizer).
   std::set<std::string> expected;

@@ -39,4 +39,34 @@ awk -v a="$m1" -v b="$m4" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-
 # The evaluation does not train: its loss is the checkpoint's whatever the number of steps.
 "$NNS" run $model --config small --eval --steps 1 --resume "$tmp/one.safetensors" | grep '^eval ' > "$tmp/l5"
 [ "$(head -1 "$tmp/l1" | awk '{print $NF}')" = "$(awk '{print $NF}' "$tmp/l5")" ] || fail "--eval --steps 1 differs from the first step of --eval"
+# Resuming a checkpoint with the buffer continues the run exactly, on one device and under a plan.
+"$NNS" run $model --config small --steps 2 --save "$tmp/half.safetensors" > /dev/null || fail "2 steps with --save"
+whole=$(grep '^done' "$tmp/train.txt" | sed 's/.*-> \([0-9.]*\),.*/\1/')
+for args in "" "--plan seqsplit --gpus 2"; do
+  # shellcheck disable=SC2086
+  rest=$("$NNS" run $model --config small $args --resume "$tmp/half.safetensors" | grep '^done' | sed 's/.*-> \([0-9.]*\),.*/\1/')
+  [ -n "$rest" ] && [ "$rest" = "$whole" ] || fail "resumed run ($args) ends at loss '$rest', the whole run at '$whole'"
+done
+# A weights file for --init may leave the buffer out (it keeps its
+# initializer); a checkpoint for --resume may not.
+cat > "$tmp/nobuf.nns" <<'NNS'
+model Rotary(s, d) {
+  param wq: [d, d] = normal(0.2)
+  param wo: [d, d] = normal(0.2)
+  fn forward(x) { return linear(gelu(linear(x, wq)), wo) }
+}
+train {
+  model = Rotary(8, 16)
+  input x: [4, 8, 16] = randn()
+  input y: [4, 8, 16] = randn()
+  loss = mse(model(x), y)
+  optimizer = sgd(lr = 0.1)
+  steps = 1
+}
+NNS
+"$NNS" run "$tmp/nobuf.nns" --save "$tmp/nobuf.safetensors" > /dev/null || fail "training the model without the buffer"
+"$NNS" run $model --config small --steps 1 --init "$tmp/nobuf.safetensors" > /dev/null || fail "--init without the buffer"
+"$NNS" run $model --config small --plan dp --gpus 2 --steps 1 --init "$tmp/nobuf.safetensors" > /dev/null || fail "--init without the buffer, plan"
+out=$("$NNS" run $model --config small --steps 1 --resume "$tmp/nobuf.safetensors" 2>&1); rc=$?
+[ $rc = 65 ] && grep -q "missing tensor 'angles'" <<<"$out" || fail "--resume without the buffer: exit $rc, $out"
 echo "buffer_eval: the buffer is checkpointed without optimizer state; --eval is deterministic and dropout-free"
