@@ -126,11 +126,10 @@ int cmd_run(const Args& a) {
     return usage_error("--save-every must be a positive number of steps");
   if (!a.save_every.empty() && a.save.empty()) return usage_error("--save-every needs --save (where to save)");
   if (a.eval) {
-    // Evaluation is one device's forward passes: nothing to verify, save or trace.
-    const char* clash = !a.plan.empty() ? "--plan" : !a.gpus.empty() && a.gpus != "1" ? "--gpus" : a.verify ? "--verify"
-                        : !a.save.empty() ? "--save" : !a.dump_grads.empty() ? "--dump-grads" : !a.trace.empty() ? "--trace"
-                        : !a.metrics.empty() ? "--metrics" : nullptr;
-    if (clash) return usage_error(std::string("--eval runs forward passes on one device; it does not take ") + clash);
+    // Evaluation is forward passes: no gradients to verify or dump, no state to save.
+    const char* clash = a.verify ? "--verify" : !a.save.empty() ? "--save" : !a.dump_grads.empty() ? "--dump-grads"
+                        : !a.trace.empty() ? "--trace" : !a.metrics.empty() ? "--metrics" : nullptr;
+    if (clash) return usage_error(std::string("--eval runs forward passes only; it does not take ") + clash);
   }
   PipelineOptions o;
   if (int rc = pipeline_options(a, /*check=*/false, Stage::Run, o); rc != kExitOk) return rc;

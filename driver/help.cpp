@@ -82,7 +82,8 @@ commands:
       block's, not --steps); --metrics writes one JSON line per step (loss,
       lr, |g| exact, ms); --dump-grads writes step 1's
       gradients; --emit prints a stage instead of training. --eval runs the
-      steps as forward passes on one device (dropout off, no update) on the
+      steps as forward passes (dropout off, no backward, no update; on one
+      device, replicas or a plan, whose program is then forward only) on the
       weights of --init / --resume and prints each step's loss and the mean.
       --trace OUT.json writes a Chrome trace of every rank's steps (open it
       in ui.perfetto.dev or chrome://tracing): one row per rank, measured

@@ -103,6 +103,9 @@ class Graph {
   std::vector<int> inputs() const;
 
   int loss = -1;  // the tensor training minimises (-1 when there is no train block)
+  // No parameter requires a gradient (`nns run --eval`): autograd adds no
+  // backward and plans derive forward communication only.
+  bool inference = false;
 
   // Sizes a config left symbolic, and the size facts the model needs for
   // every admissible value (recorded while elaborating, proved by the checker).

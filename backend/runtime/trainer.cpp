@@ -305,15 +305,6 @@ double Trainer::run_micro_batch(int64_t k, bool backward, const std::function<vo
 
 double Trainer::forward_loss() { return run_micro_batch(0, false); }
 
-double Trainer::eval_step() {
-  ++step_;
-  be_.set_step(step_);
-  int64_t m = spec_.micro_batches;
-  double sum = 0;
-  for (int64_t mb = 0; mb < m; ++mb) sum += run_micro_batch(((step_ - 1) * m + mb) * world_ + rank_, false);
-  return sum / static_cast<double>(m);
-}
-
 void Trainer::compute_gradients() { run_micro_batch(0, true); }
 
 void Trainer::set_parameter(const std::string& name, const std::vector<float>& values) {
@@ -557,9 +548,13 @@ void Trainer::load_weights(const std::string& path, bool checkpoint) {
   // misnamed one means the file is not for this model (or this optimizer).
   std::set<std::string> expected;
   for (int p : g_.params()) expected.insert(g_.tensor(p).name);
+  // A checkpoint's optimizer state: of every parameter (an --eval run, whose
+  // graph trains nothing, reads none of it).
   if (checkpoint)
-    for (auto& [p, st] : state_)
-      for (size_t s = 0; s < st.buffers.size(); ++s) expected.insert(std::string("optimizer.") + optimizer_slot_name(spec_.optimizer.kind, s) + "." + g_.tensor(p).name);
+    for (int p : g_.params())
+      if (!g_.tensor(p).buffer)
+        for (size_t s = 0; s < optimizer_slots(spec_.optimizer); ++s)
+          expected.insert(std::string("optimizer.") + optimizer_slot_name(spec_.optimizer.kind, s) + "." + g_.tensor(p).name);
   for (const StTensor& t : f.tensors)
     if (!expected.count(t.name))
       throw SafetensorsError(path + ": tensor '" + t.name + "' is not " + (checkpoint ? "a parameter or optimizer state" : "a parameter") + " of this model");

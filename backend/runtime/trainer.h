@@ -75,9 +75,6 @@ class Trainer : public TrainSession {
   // gradients (forward + backward, no update; read with last_gradients with
   // micro_batches == 1), and overwriting a parameter.
   double forward_loss();
-  // --eval: the next step's micro-batches (the data step() would read),
-  // forward only, no gradient or update; their mean loss.
-  double eval_step();
   void compute_gradients();
   void set_parameter(const std::string& name, const std::vector<float>& values);
   int64_t steps_done() const override { return step_; }

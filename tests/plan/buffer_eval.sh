@@ -29,6 +29,13 @@ done
 grep -q "forward only (dropout off, no update)" "$tmp/e1.txt" || fail "no eval banner: $(cat "$tmp/e1.txt")"
 grep '^eval' "$tmp/e1.txt" > "$tmp/l1"; grep '^eval' "$tmp/e2.txt" > "$tmp/l2"; grep '^eval' "$tmp/e3.txt" > "$tmp/l3"
 [ -s "$tmp/l1" ] || fail "no eval losses"
+# Under a plan: the same losses as one device, and a forward-only program.
+"$NNS" run $model --config small --eval --resume "$tmp/one.safetensors" --plan seqsplit --gpus 2 > "$tmp/e5.txt" || fail "eval under a plan"
+grep '^eval' "$tmp/e5.txt" > "$tmp/l5p"
+cmp -s "$tmp/l1" "$tmp/l5p" || fail "--eval under a plan differs from one device: $(diff "$tmp/l1" "$tmp/l5p")"
+prog=$("$NNS" run $model --config small --eval --plan seqsplit --gpus 2 --emit=program) || fail "--eval --emit=program"
+grep -q ' forward ' <<<"$prog" || fail "the eval program runs no forward"
+grep -qiE 'backward|update' <<<"$prog" && fail "the eval program has a backward or an update"
 cmp -s "$tmp/l1" "$tmp/l2" || fail "--eval differs between runs: $(diff "$tmp/l1" "$tmp/l2")"
 cmp -s "$tmp/l1" "$tmp/l3" || fail "--eval depends on dropout: $(diff "$tmp/l1" "$tmp/l3")"
 m1=$(grep '^eval: mean' "$tmp/e1.txt" | awk '{print $4}'); m4=$(grep '^eval: mean' "$tmp/e4.txt" | awk '{print $4}')
