@@ -43,6 +43,7 @@ bool parse_args(int argc, char** argv, Args& a, std::string& err) {
       if (s == "--help" || s == "-h") { a.command = "help"; continue; }
       if (s == "--reference") { a.reference = true; continue; }
       if (s == "--verify") { a.verify = true; continue; }
+      if (s == "--eval") { a.eval = true; continue; }
       err = "unknown option '" + s + "'";
       return false;
     }

@@ -25,7 +25,7 @@ struct Args {
   std::string plan, gpus, plan_gpus, output, seed_bug;
   std::string device_memory, check_timeout, eval_budget;
   std::string steps, seed = "0", threads, init, data, save, save_every, resume, dump_grads, trace, metrics;
-  bool reference = false, verify = false;
+  bool reference = false, verify = false, eval = false;
 };
 
 // "--flag VALUE" and "--flag=VALUE"; false with `err` for an unknown option

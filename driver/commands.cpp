@@ -52,6 +52,9 @@ void print_summary(const PipelineOptions& o, Pipeline& p) {
   std::printf("  ops:           %lld top-level (%lld including composite bodies)\n", (long long)s.top_level_ops, (long long)s.all_ops);
   std::printf("  parameters:    %s (%lld) = %s\n", format_count((double)s.param_count).c_str(), (long long)s.param_count,
               format_bytes(s.param_bytes).c_str());
+  if (s.buffer_count > 0)
+    std::printf("  buffers:       %s (%lld) = %s (no gradient, no update)\n", format_count((double)s.buffer_count).c_str(),
+                (long long)s.buffer_count, format_bytes(s.buffer_bytes).c_str());
   std::printf("  inputs:        %s per step\n", format_bytes(s.input_bytes).c_str());
   std::printf("  activations:   %s (forward outputs of every op)\n", format_bytes(s.activation_bytes).c_str());
   std::printf("  forward:       %.3f GMACs = %.3f GFLOPs per step (multiply-adds of matmul/linear/conv)\n",
@@ -122,6 +125,12 @@ int cmd_run(const Args& a) {
   if (!a.save_every.empty() && (!parse_int(a.save_every, save_every) || save_every < 1))
     return usage_error("--save-every must be a positive number of steps");
   if (!a.save_every.empty() && a.save.empty()) return usage_error("--save-every needs --save (where to save)");
+  if (a.eval) {
+    // Evaluation is forward passes: no gradients to verify or dump, no state to save.
+    const char* clash = a.verify ? "--verify" : !a.save.empty() ? "--save" : !a.dump_grads.empty() ? "--dump-grads"
+                        : !a.trace.empty() ? "--trace" : !a.metrics.empty() ? "--metrics" : nullptr;
+    if (clash) return usage_error(std::string("--eval runs forward passes only; it does not take ") + clash);
+  }
   PipelineOptions o;
   if (int rc = pipeline_options(a, /*check=*/false, Stage::Run, o); rc != kExitOk) return rc;
   o.steps = steps;
@@ -137,6 +146,7 @@ int cmd_run(const Args& a) {
   o.run.trace = a.trace;
   o.run.reference = a.reference;
   o.run.verify = a.verify;
+  o.run.eval = a.eval;
   Pipeline p;
   return run_pipeline(o, p);
 }

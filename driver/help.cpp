@@ -58,7 +58,7 @@ commands:
   run FILE [--gpus N] [--plan P [--plan-gpus K]] [--verify] [--config C] [--steps N] [--seed S]
          [--threads T] [--init W.safetensors] [--data D.safetensors]
          [--save CKPT [--save-every K]] [--resume CKPT] [--dump-grads G.safetensors] [--metrics M.jsonl]
-         [--trace OUT.json] [--reference] [--emit=STAGE]
+         [--trace OUT.json] [--reference] [--eval] [--emit=STAGE]
       train the model of FILE's train block: one progress line per step
       (step, loss, step time, throughput, peak memory) and a summary.
       --gpus 1 trains on one device (CPU: oneDNN kernels, T threads, default
@@ -81,7 +81,10 @@ commands:
       bit-identically (the learning-rate schedule's length is the train
       block's, not --steps); --metrics writes one JSON line per step (loss,
       lr, |g| exact, ms); --dump-grads writes step 1's
-      gradients; --emit prints a stage instead of training.
+      gradients; --emit prints a stage instead of training. --eval runs the
+      steps as forward passes (dropout off, no backward, no update; on one
+      device, replicas or a plan, whose program is then forward only) on the
+      weights of --init / --resume and prints each step's loss and the mean.
       --trace OUT.json writes a Chrome trace of every rank's steps (open it
       in ui.perfetto.dev or chrome://tracing): one row per rank, measured
       compute (each kernel's forward/backward), collectives, send/recv,

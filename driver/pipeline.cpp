@@ -161,6 +161,7 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p) {
 
   // graph: the program evaluated with its config; the forward operator graph.
   if (!p.interp->evaluate()) return failed(p, kExitBadInput);
+  if (o.run.eval) prepare_eval(p.graph());  // nns run --eval, also with --emit
   p.elaborate_ms = ms_since(t0);
   print_diagnostics(p);  // warnings
   if (emits(Stage::Graph)) {
@@ -233,6 +234,7 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p) {
   }
 
   // run
+  if (o.run.eval) return run_eval(p, o);
   return run_training(p, o);
 }
 

@@ -189,6 +189,56 @@ int run_on_ranks(int64_t ranks, const std::function<int(backend::Communicator*)>
   });
 }
 
+void prepare_eval(sema::Graph& g) {
+  g.inference = true;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    sema::OpNode& n = g.node(static_cast<int>(i));
+    if (n.kind == "dropout") n.attrs["p"] = 0.0;
+  }
+}
+
+int run_eval(Pipeline& p, const PipelineOptions& o) {
+  const RunOptions& r = o.run;
+  const int64_t steps = p.spec.steps;
+  return run_on_ranks(o.topo.ranks, [&](backend::Communicator* comm) -> int {
+    const int rank = comm ? comm->rank() : 0;
+    auto be = backend::make_cpu_backend(r.reference);
+    int threads = r.threads > 0 ? r.threads : (comm ? backend::rank_threads() : 0);
+    if (threads > 0) be->set_threads(threads);
+    std::unique_ptr<backend::TrainSession> session;
+    if (!o.plan.empty()) {
+      std::unique_ptr<backend::PlanTrainer> ps = make_plan_trainer(p, o, *be, comm);
+      if (!r.init.empty()) ps->load(r.init, false);
+      if (!r.resume.empty()) ps->load(r.resume, true);
+      session = std::move(ps);
+    } else {
+      backend::TrainOptions opts;
+      opts.comm = comm;
+      opts.seed = r.seed;
+      opts.init_path = r.init;
+      opts.data_path = r.data;
+      opts.resume_path = r.resume;
+      session = std::make_unique<backend::Trainer>(p.graph(), p.info, p.spec, *be, opts);
+    }
+    const char* config = p.interp->config_name().empty() ? "-" : p.interp->config_name().c_str();
+    std::string where = o.plan.empty() ? std::to_string(o.topo.ranks) + " CPU rank(s)" + (o.topo.ranks > 1 ? " as data-parallel replicas" : "")
+                                       : "plan " + o.plan + " on " + std::to_string(o.topo.ranks) + " CPU rank(s)";
+    if (rank == 0)
+      std::printf("nns: evaluating %s (config %s) with %s, %s kernels; %lld step(s) of data, forward only (dropout off, no update)\n",
+                  o.path.c_str(), config, where.c_str(), r.reference ? "reference" : "oneDNN", static_cast<long long>(steps));
+    double sum = 0;
+    for (int64_t s = 1; s <= steps; ++s) {
+      // The graph trains nothing (prepare_eval): a step is the forward and the loss.
+      double loss = session->step().loss;
+      sum += loss;
+      if (rank == 0) std::printf("eval %4lld/%lld  loss %.6f\n", static_cast<long long>(s), static_cast<long long>(steps), loss);
+      std::fflush(stdout);
+    }
+    if (rank == 0) std::printf("eval: mean loss %.6f over %lld step(s)\n", sum / static_cast<double>(steps), static_cast<long long>(steps));
+    return kExitOk;
+  });
+}
+
 int run_training(Pipeline& p, const PipelineOptions& o) {
   int rc = run_on_ranks(o.topo.ranks, [&](backend::Communicator* comm) { return train_rank(p, o, comm); });
   const std::string& trace = o.run.trace;

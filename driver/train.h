@@ -19,6 +19,18 @@ namespace nns::driver {
 // 0, or 70 for divergence, a --verify beyond 1e-5 or a runtime error.
 int run_training(Pipeline& p, const PipelineOptions& o);
 
+// --eval, before any plan is evaluated: the graph trains nothing
+// (g.inference: no backward, forward-only communication) and every
+// dropout's p is 0.
+void prepare_eval(sema::Graph& g);
+
+// --eval after the training-graph stage (of a prepare_eval'd graph): the
+// train block's steps as forward passes, on one device, data-parallel
+// replicas or a plan's ranks, on the data those steps would read; the
+// weights come from --init / --resume (else their initializers). Rank 0
+// prints each step's loss and their mean. Returns 0, or 70 for a runtime error.
+int run_eval(Pipeline& p, const PipelineOptions& o);
+
 // Runs `rank_main` once in this process (ranks == 1, communicator null) or
 // in `ranks` forked rank processes joined by a Communicator; a runtime or
 // checkpoint error becomes "nns: error: ..." and exit 70.

@@ -65,7 +65,8 @@ struct FnDef {
 
 // param w: [h, d] f32 = normal(0.02)   /   input x: [b, s] i32 = tokens(vocab)
 struct TensorDecl {
-  bool is_param = true;
+  bool is_param = true;   // param or buffer: declared in a model
+  bool is_buffer = false;  // buffer: model state that gets no gradient and no update
   std::string name;
   ExprPtr shape;
   std::string dtype;  // "" = f32

@@ -135,7 +135,7 @@ class Dumper {
           } else if constexpr (std::is_same_v<T, FnStmt>) {
             fn(d, "fn", *n.fn);
           } else if constexpr (std::is_same_v<T, TensorDecl>) {
-            std::string t = std::string(n.is_param ? "param " : "input ") + n.name + ": " + expr_to_string(*n.shape);
+            std::string t = std::string(n.is_buffer ? "buffer " : n.is_param ? "param " : "input ") + n.name + ": " + expr_to_string(*n.shape);
             if (!n.dtype.empty()) t += " " + n.dtype;
             if (n.init) t += " = " + expr_to_string(*n.init);
             line(d, t + " " + at(s.loc));

@@ -272,10 +272,11 @@ class AstBuilder {
     return fn;
   }
 
-  // tensorDecl : kind=('param'|'input') name=ID ':' shape=expr dtype=ID? ('=' init=expr)? ';'?
+  // tensorDecl : kind=('param'|'input'|'buffer') name=ID ':' shape=expr dtype=ID? ('=' init=expr)? ';'?
   TensorDecl build_tensor_decl(P::TensorDeclContext* ctx) {
     TensorDecl t;
-    t.is_param = ctx->kind->getText() == "param";
+    t.is_buffer = ctx->kind->getText() == "buffer";
+    t.is_param = ctx->kind->getText() == "param" || t.is_buffer;
     t.name = ctx->name->getText();
     t.shape = build_expr(ctx->shape);
     if (ctx->dtype) {

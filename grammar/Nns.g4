@@ -35,7 +35,8 @@ param : ident (':' typeName=ID)? ('=' expr)? ;
 modelDecl : 'model' name=ID '(' paramList? ')' block ;
 
 // param w: [h, d] = normal(0.02)      input x: [batch, seq] i32 = tokens(vocab)
-tensorDecl : kind=('param' | 'input') name=ID ':' shape=expr dtype=ID? ('=' init=expr)? ';'? ;
+// buffer table: [s, d] = rotary(10000.0)   (model state without a gradient)
+tensorDecl : kind=('param' | 'input' | 'buffer') name=ID ':' shape=expr dtype=ID? ('=' init=expr)? ';'? ;
 
 planDecl : 'plan' name=ID '(' paramList? ')' block ;
 trainDecl : 'train' name=ID? block ;
@@ -103,7 +104,7 @@ dictEntry : (ID | STRING) ':' expr ;
 
 // Keywords that are also natural variable names ("for op in select(...)")
 // stay usable as names wherever a name is expected.
-ident : ID | 'op' | 'input' | 'param' | 'model' | 'plan' | 'train' | 'config' ;
+ident : ID | 'op' | 'input' | 'param' | 'buffer' | 'model' | 'plan' | 'train' | 'config' ;
 
 ID     : [a-zA-Z_] [a-zA-Z_0-9]* ;
 INT    : [0-9]+ ;

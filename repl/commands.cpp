@@ -219,7 +219,7 @@ bool Session::show_op(int node) {
 bool Session::show_tensor(int tensor) {
   const sema::Graph& g = interp_->graph();
   const sema::TensorInfo& t = g.tensor(tensor);
-  out_ << t.name << ": " << (t.kind == sema::TensorKind::Param ? "parameter" : "input") << " " << sema::dtype_name(t.dtype)
+  out_ << t.name << ": " << (t.buffer ? "buffer" : t.kind == sema::TensorKind::Param ? "parameter" : "input") << " " << sema::dtype_name(t.dtype)
        << sema::shape_to_string(t.shape) << ", " << sema::format_bytes(t.bytes()) << ", init " << t.init.to_string() << "\n";
   Plan full = completed(plan_);
   std::string users;

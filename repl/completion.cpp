@@ -13,7 +13,7 @@ namespace {
 
 const std::vector<std::string>& keywords() {
   static const std::vector<std::string> k = {"let", "fn", "for", "in", "if", "else", "return", "break", "continue", "true", "false",
-                                             "none", "and", "or", "not", "import", "op", "model", "plan", "param", "input"};
+                                             "none", "and", "or", "not", "import", "op", "model", "plan", "param", "buffer", "input"};
   return k;
 }
 

@@ -141,7 +141,7 @@ TrainingGraphInfo build_training_graph(Graph& g, const std::string& optimizer) {
   Sweep sweep{g, info.backward, {}};
   // Which tensors depend on a trainable parameter (only those need gradients).
   std::vector<bool> requires_grad(g.tensors().size(), false);
-  for (int p : g.params()) requires_grad[p] = dtype_is_float(g.tensor(p).dtype);
+  for (int p : g.params()) requires_grad[p] = dtype_is_float(g.tensor(p).dtype) && !g.tensor(p).buffer && !g.inference;
   sweep.contributions[g.loss].push_back(sweep.fill(g.loss, 1.0));
   sweep.run(info.forward, requires_grad);
 

@@ -237,6 +237,14 @@ Value b_uniform(Interpreter& in, CallArgs& a) {
   if (!(lo < hi)) in.fail(a.loc, "uniform(): low must be below high");
   return record("init:uniform", {{"low", Value(lo)}, {"high", Value(hi)}});
 }
+// Rotary position embedding angles for a buffer [..., positions, dim]
+// (the runtime fills them: trainer.h, fill_init).
+Value b_rotary(Interpreter& in, CallArgs& a) {
+  check_arity(in, a, "rotary", 1, {"base"});
+  double base = num(in, a, 0, "base", 10000.0);
+  if (!(base > 1)) in.fail(a.loc, "rotary(): base must be greater than 1");
+  return record("init:rotary", {{"base", Value(base)}});
+}
 Value b_randn(Interpreter& in, CallArgs& a) {
   check_arity(in, a, "randn", 1, {"std"});
   return record("init:randn", {{"std", Value(num(in, a, 0, "std", 1.0))}});
@@ -308,7 +316,7 @@ void install_builtins(Env& env) {
       {"log2", b_log2}, {"exp", b_exp}, {"log", b_log}, {"sin", b_sin}, {"cos", b_cos}, {"floor", b_floor}, {"ceil", b_ceil}, {"sum_list", b_sum},
       {"prod", b_prod}, {"append", b_append}, {"assert", b_assert}, {"error", b_error},
       {"normal", b_normal}, {"trunc_normal", b_trunc_normal}, {"zeros", b_zeros}, {"ones", b_ones},
-      {"uniform", b_uniform}, {"randn", b_randn}, {"tokens", b_tokens}, {"labels", b_labels},
+      {"uniform", b_uniform}, {"rotary", b_rotary}, {"randn", b_randn}, {"tokens", b_tokens}, {"labels", b_labels},
       {"sgd", b_sgd}, {"adamw", b_adamw}, {"constant_lr", b_constant_lr}, {"cosine_lr", b_cosine_lr},
       {"linear_lr", b_linear_lr}, {"synthetic", b_synthetic}, {"safetensors", b_safetensors},
   };

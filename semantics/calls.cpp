@@ -258,6 +258,17 @@ Value Interpreter::call_op(const OpDef& op, CallArgs& args) {
   return make_list(std::move(results));
 }
 
+// A primitive whose kernels read f32 (op_registry.h: float_operands) given
+// an integer or half tensor: a type error at the argument, not garbage read
+// as floats at run time.
+void Interpreter::check_float_operand(const OpDef& op, int tensor, SourceLoc at, const std::string& what, const std::string& param) {
+  if (!op.row || !op.row->float_operands) return;
+  DType dt = graph_.tensor(tensor).dtype;
+  if (dt == DType::F32) return;
+  std::string hint = dtype_is_float(dt) ? "" : " (convert it with to_f32)";
+  fail(at, what + ": argument '" + param + "' has dtype " + dtype_name(dt) + ", but '" + op.name + "' takes f32 tensors" + hint);
+}
+
 // Splits the bound arguments into tensor operands (in parameter order) and attributes.
 void Interpreter::split_operands(const OpDef& op, CallArgs& args, const std::shared_ptr<Env>& env, const std::string& what,
                                  OpOperands& out) {
@@ -291,12 +302,14 @@ void Interpreter::split_operands(const OpDef& op, CallArgs& args, const std::sha
           fail(al, what + " expects an integer tensor of indices for '" + p.name + "', got a " + dtype_name(dt) +
                        " tensor (declare the input with i32, e.g. `input ids: [4, 32] i32 = tokens(vocab)`)");
       }
+      if (p.type != "index") check_float_operand(op, v.as<TensorV>().id, al, what, p.name);
       out.inputs.push_back(v.as<TensorV>().id);
       out.record.tensors_per_param.push_back(1);
     } else if (p.type == "tensors") {
       if (!v.is<std::shared_ptr<List>>()) fail(al, what + " expects a list of tensors for '" + p.name + "', got " + type_name(v));
       for (const Value& t : *v.as<std::shared_ptr<List>>()) {
         if (!t.is<TensorV>()) fail(al, what + " expects a list of tensors for '" + p.name + "', found " + a_type_name(t));
+        check_float_operand(op, t.as<TensorV>().id, al, what, p.name);
         out.inputs.push_back(t.as<TensorV>().id);
       }
       out.record.tensors_per_param.push_back(static_cast<int>(v.as<std::shared_ptr<List>>()->size()));
@@ -385,6 +398,7 @@ std::vector<int> Interpreter::emit_node(const OpDef& op, CallArgs& args, const s
 
   // Output dtype: the row's rule, else the first float input's dtype.
   DType out_dtype = DType::F32;
+  const std::vector<DType>* per_output = op.row && !op.row->out_dtypes.empty() ? &op.row->out_dtypes : nullptr;
   if (op.row && op.row->out_dtype) {
     out_dtype = *op.row->out_dtype;
   } else {
@@ -398,11 +412,12 @@ std::vector<int> Interpreter::emit_node(const OpDef& op, CallArgs& args, const s
   if (op.decl->has_body) {
     outputs = run_composite_body(op, args, env, id, ops.inputs, bound);
   } else {
-    for (const Shape& s : bound.output_shapes) {
+    for (size_t oi = 0; oi < bound.output_shapes.size(); ++oi) {
+      const Shape& s = bound.output_shapes[oi];
       TensorInfo t;
       t.kind = TensorKind::Activation;
       t.shape = s;
-      t.dtype = out_dtype;
+      t.dtype = per_output && oi < per_output->size() ? (*per_output)[oi] : out_dtype;
       t.producer = id;
       t.loc = args.loc;
       t.name = "t" + std::to_string(graph_.tensors().size());

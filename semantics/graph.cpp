@@ -168,7 +168,7 @@ std::string Graph::dump() const {
   }
   for (const TensorInfo& t : tensors_) {
     if (t.kind == TensorKind::Activation) continue;
-    out << "  " << (t.kind == TensorKind::Param ? "param " : "input ") << "%" << t.id << " " << t.name
+    out << "  " << (t.buffer ? "buffer " : t.kind == TensorKind::Param ? "param " : "input ") << "%" << t.id << " " << t.name
         << ": " << dtype_name(t.dtype) << shape_to_string(t.shape) << sym_shape_text(t);
     if (!t.init.kind.empty()) out << " = " << t.init.to_string();
     out << "\n";
@@ -190,7 +190,10 @@ std::string Graph::dump() const {
 GraphSummary summarize(const Graph& g) {
   GraphSummary s;
   for (const TensorInfo& t : g.tensors()) {
-    if (t.kind == TensorKind::Param) {
+    if (t.kind == TensorKind::Param && t.buffer) {  // state, not parameters
+      s.buffer_count += numel(t.shape);
+      s.buffer_bytes += t.bytes();
+    } else if (t.kind == TensorKind::Param) {
       s.param_count += numel(t.shape);
       s.param_bytes += t.bytes();
     } else if (t.kind == TensorKind::Input) {

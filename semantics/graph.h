@@ -49,6 +49,10 @@ struct TensorInfo {
   int producer = -1;  // top-level node that produces it (activations)
   int grad_of = -1;   // gradient tensors: the tensor they are the gradient of
   InitSpec init;      // params and inputs
+  // A model buffer (`buffer` in a model): a Param in every other respect
+  // (initialised, checkpointed, placed by plans) that gets no gradient and
+  // no optimizer update.
+  bool buffer = false;
   front::SourceLoc loc;
   // With symbolic config sizes (symbolic.h): each dim as an expression over
   // the symbols; empty when every dim is a plain number.
@@ -99,6 +103,9 @@ class Graph {
   std::vector<int> inputs() const;
 
   int loss = -1;  // the tensor training minimises (-1 when there is no train block)
+  // No parameter requires a gradient (`nns run --eval`): autograd adds no
+  // backward and plans derive forward communication only.
+  bool inference = false;
 
   // Sizes a config left symbolic, and the size facts the model needs for
   // every admissible value (recorded while elaborating, proved by the checker).
@@ -117,6 +124,7 @@ class Graph {
 struct GraphSummary {
   int64_t top_level_ops = 0, all_ops = 0;
   int64_t param_count = 0, param_bytes = 0;
+  int64_t buffer_count = 0, buffer_bytes = 0;  // model buffers (not parameters)
   int64_t activation_bytes = 0;  // every top-level op output, forward
   int64_t input_bytes = 0;
   int64_t forward_macs = 0;

@@ -499,10 +499,12 @@ void Interpreter::declare_tensor(const front::TensorDecl& t, const std::shared_p
   std::shared_ptr<Instance> owner;
   if (Value* sv = env->find("self"); sv && sv->is<std::shared_ptr<Instance>>()) owner = sv->as<std::shared_ptr<Instance>>();
   if (in_method_depth_ > 0) owner = nullptr;  // not inside forward() or any function
-  if (t.is_param && !owner) fail(loc, "'param' declarations belong in a model body");
+  const char* keyword = t.is_buffer ? "buffer" : "param";
+  if (t.is_param && !owner) fail(loc, std::string("'") + keyword + "' declarations belong in a model body");
   if (!t.is_param && owner) fail(loc, "'input' declarations belong in the train block, not in a model");
   TensorInfo info;
   info.kind = t.is_param ? TensorKind::Param : TensorKind::Input;
+  info.buffer = t.is_buffer;
   info.name = t.name;
   info.shape = to_shape(eval(*t.shape, env), t.shape->loc, &info.sym_shape);
   for (int64_t d : info.shape)
@@ -522,6 +524,9 @@ void Interpreter::declare_tensor(const front::TensorDecl& t, const std::shared_p
       fail(t.init->loc, "'" + info.init.kind + "' draws integers; declare '" + t.name + "' with an integer dtype (i32)");
     if (!int_init && !dtype_is_float(info.dtype))
       fail(t.init->loc, "'" + info.init.kind + "' draws floats but '" + t.name + "' is " + dtype_name(info.dtype));
+    if (info.init.kind == "rotary" && (info.shape.size() < 2 || info.shape.back() % 2 != 0))
+      fail(t.init->loc, "rotary() fills a [..., positions, dim] table with an even dim, but '" + t.name + "' has shape " +
+                            shape_to_string(info.shape));
   } else {
     info.init.kind = t.is_param ? "zeros" : (dtype_is_float(info.dtype) ? "randn" : "zeros");
   }

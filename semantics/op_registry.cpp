@@ -418,6 +418,104 @@ GeneratedAnno t5_relative_bucket(const OpCall& c) {
   return {"-> q^ k^", {{"q", q}, {"k", k}}};
 }
 
+// ---- scans, selection, indexed access, casts (issue 13) ---------------------------
+
+// x's dims with `dim` frozen (a scan or a selection moves data along it);
+// size-1 dims are the literal 1.
+std::vector<std::string> dims_frozen_at(const Shape& x, int64_t dim, const std::string& frozen) {
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (static_cast<int64_t>(i) == dim) ids.push_back(x[i] == 1 ? "1" : frozen + "^");
+    else ids.push_back(x[i] == 1 ? "1" : id_name(static_cast<int>(i)));
+  }
+  return ids;
+}
+
+// cumsum(x, dim): every output along dim depends on all before it, so dim is '^'.
+GeneratedAnno cumsum(const OpCall& c) {
+  const Shape& x = tensor_shape(c, 0);
+  if (x.empty()) throw OpArgError{"cumsum needs a tensor of rank >= 1"};
+  int64_t dim = norm_axis(c.int_attr("dim"), x.size(), "dim");
+  std::string ids = join(dims_frozen_at(x, dim, id_name(static_cast<int>(dim))));
+  return {ids + " -> " + ids, {}};
+}
+
+// topk(x, k, dim): the k largest along dim (values, i32 indices). dim is
+// '^' in and out: a part holding a slice of it would pick its own top k.
+GeneratedAnno topk(const OpCall& c) {
+  const Shape& x = tensor_shape(c, 0);
+  if (x.empty()) throw OpArgError{"topk needs a tensor of rank >= 1"};
+  int64_t dim = norm_axis(c.int_attr("dim"), x.size(), "dim");
+  int64_t k = c.int_attr("k");
+  if (k < 1 || k > x[dim])
+    throw OpArgError{"topk: k = " + std::to_string(k) + " is not in [1, " + std::to_string(x[dim]) + "] (the size of dim " +
+                     std::to_string(dim) + ")"};
+  GeneratedAnno g;
+  std::string in = join(dims_frozen_at(x, dim, "xn"));
+  Shape out_shape = x;
+  out_shape[dim] = k;
+  std::string out = join(dims_frozen_at(out_shape, dim, "tk"));
+  if (k > 1) g.sizes["tk"] = k;
+  g.text = in + " -> " + out + ", " + out;
+  return g;
+}
+
+// Shared by gather and scatter_add: `index` has x's rank and x's sizes but
+// along dim (nns asks equal sizes where PyTorch allows smaller ones). Dims
+// other than dim are spatial in both (a slice gathers within its slice);
+// x's dim is '^' (any position may be read); index's dim is `index_mark`.
+void indexed_annos(const Shape& x, const Shape& index, int64_t dim, const char* what, const std::string& index_mark,
+                   std::vector<std::string>& xs, std::vector<std::string>& ixs) {
+  if (index.size() != x.size())
+    throw OpArgError{std::string(what) + ": index has rank " + std::to_string(index.size()) + " but x has rank " + std::to_string(x.size())};
+  for (size_t i = 0; i < x.size(); ++i)
+    if (static_cast<int64_t>(i) != dim && index[i] != x[i])
+      throw OpArgError{std::string(what) + ": index has shape " + shape_to_string(index) + " and x " + shape_to_string(x) +
+                       "; they must agree in every dim but dim " + std::to_string(dim)};
+  xs = dims_frozen_at(x, dim, "xn");
+  ixs = xs;
+  ixs[dim] = index[dim] == 1 ? "1" : "ix" + index_mark;
+}
+
+// gather(x, dim, index) -> [index's shape]: out[.., i, ..] = x[.., index[.., i, ..], ..].
+// index's dim may be split: each part reads its indices from the whole x.
+GeneratedAnno gather(const OpCall& c) {
+  const Shape& x = tensor_shape(c, 0);
+  const Shape& index = tensor_shape(c, 1);
+  if (x.empty()) throw OpArgError{"gather needs a tensor of rank >= 1"};
+  int64_t dim = norm_axis(c.int_attr("dim"), x.size(), "dim");
+  std::vector<std::string> xs, ixs;
+  indexed_annos(x, index, dim, "gather", "", xs, ixs);
+  return {join(xs) + ", " + join(ixs) + " -> " + join(ixs), {}};
+}
+
+// scatter_add(x, dim, index, src) -> [x's shape]: x with src[.., i, ..]
+// added at x[.., index[.., i, ..], ..]. index's dim is '^' too: a split of
+// it would add x once per part.
+GeneratedAnno scatter_add(const OpCall& c) {
+  const Shape& x = tensor_shape(c, 0);
+  const Shape& index = tensor_shape(c, 1);
+  const Shape& src = tensor_shape(c, 2);
+  if (x.empty()) throw OpArgError{"scatter_add needs a tensor of rank >= 1"};
+  int64_t dim = norm_axis(c.int_attr("dim"), x.size(), "dim");
+  if (src != index)
+    throw OpArgError{"scatter_add: src has shape " + shape_to_string(src) + " but index has " + shape_to_string(index) + "; they must be equal"};
+  std::vector<std::string> xs, ixs;
+  indexed_annos(x, index, dim, "scatter_add", "^", xs, ixs);
+  return {join(xs) + ", " + join(ixs) + ", " + join(ixs) + " -> " + join(xs), {}};
+}
+
+// to_f32 / to_i32: elementwise; the kernels convert between f32 and i32 only.
+GeneratedAnno cast(const OpCall& c) {
+  const Shape& x = tensor_shape(c, 0);
+  if (c.dtypes.size() > 0 && c.dtypes[0] != DType::F32 && c.dtypes[0] != DType::I32)
+    throw OpArgError{std::string("casts convert f32 and i32 tensors, not ") + dtype_name(c.dtypes[0])};
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < x.size(); ++i) ids.push_back(x[i] == 1 ? "1" : id_name(static_cast<int>(i)));
+  if (ids.empty()) ids.push_back("1");
+  return {join(ids) + " -> " + join(ids), {}};
+}
+
 // ---- multiply-add counts ---------------------------------------------------------
 
 // Matmul-like ops: every identifier is a loop of the contraction.
@@ -551,6 +649,24 @@ std::vector<OpRow> make_rows() {
   add("swin_relative_index", swin_relative_index)->out_dtype = DType::I32;
   add("swin_shift_mask", swin_shift_mask)->out_dtype = DType::F32;
   add("t5_relative_bucket", t5_relative_bucket)->out_dtype = DType::I32;
+  // ---- scans, selection, indexed access, casts (issue 13) ----
+  add("cumsum", cumsum);
+  OpRow* tk = add("topk", topk);
+  tk->out_dtypes = {DType::F32, DType::I32};
+  add("gather", gather);
+  add("scatter_add", scatter_add);
+  // to_f32 passes the gradient of an f32 operand through; to_i32 none.
+  OpRow* to_f32 = add("to_f32", cast);
+  to_f32->out_dtype = DType::F32;
+  to_f32->float_operands = false;
+  OpRow* to_i32 = add("to_i32", cast);
+  to_i32->out_dtype = DType::I32;
+  to_i32->float_operands = false;
+  to_i32->no_grad = true;
+  // Ops that move 4-byte elements whatever they hold: integer tensors too.
+  for (const char* n : {"reshape", "view", "permute", "transpose", "roll", "concat", "split", "chunk", "pad", "detach",
+                        "zeros_like", "ones_like", "index_select"})
+    find_row(rows, n)->float_operands = false;
   find_row(rows, "dropout")->slice_attrs = dropout_slice;
   find_row(rows, "embedding")->slice_attrs = embedding_slice;
   find_row(rows, "index_select")->slice_attrs = index_select_slice;

@@ -61,6 +61,15 @@ struct OpRow {
   bool no_grad = false;
   // Tensor operands that never receive a gradient (where's condition).
   std::vector<size_t> no_grad_inputs;
+  // Per output, when outputs differ (topk: f32 values, i32 indices);
+  // overrides out_dtype.
+  std::vector<DType> out_dtypes;
+  // Its kernels read f32 from every tensor operand not declared `index`:
+  // an integer tensor there is refused at the call (the interpreter points
+  // at the argument) instead of being read as floats. False only for ops
+  // that move 4-byte elements whatever they hold (reshape, permute,
+  // concat...) or convert them (to_f32, to_i32).
+  bool float_operands = true;
 
   // Facts for a sub-op that runs a slice of the op; null when the op's
   // result does not depend on where its slice lies. See apply_slice_position

@@ -165,7 +165,7 @@ GradientFlow gradient_flow(const Graph& g, const Plan& plan) {
   for (size_t n = 0; n < plan.root_of_node.size(); ++n)
     if (plan.root_of_node[n] >= 0) order.push_back(static_cast<int>(n));
   f.requires_grad.assign(g.tensors().size(), false);
-  for (int p : g.params()) f.requires_grad[p] = dtype_is_float(g.tensor(p).dtype);
+  for (int p : g.params()) f.requires_grad[p] = dtype_is_float(g.tensor(p).dtype) && !g.tensor(p).buffer && !g.inference;
   for (int n : order) {
     const OpNode& node = g.node(n);
     bool any = false;

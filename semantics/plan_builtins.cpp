@@ -424,7 +424,7 @@ Value b_zero1(Interpreter& in, CallArgs& a) {
   }
   for (int n : nodes)
     for (int t : g.node(n).inputs)
-      if (g.tensor(t).kind == TensorKind::Param && !p.zero1(t)) {
+      if (g.tensor(t).kind == TensorKind::Param && !g.tensor(t).buffer && !p.zero1(t)) {  // buffers have no optimizer state
         auto at = std::lower_bound(p.zero1_params.begin(), p.zero1_params.end(), t);
         p.zero1_loc.insert(p.zero1_loc.begin() + (at - p.zero1_params.begin()), a.loc);
         p.zero1_params.insert(at, t);

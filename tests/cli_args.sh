@@ -126,5 +126,10 @@ plan p(ngpus) {
 }
 NNS
 expect 0 "legal" check "$tmp/splittable.nns" --plan p --gpus 2
+# --eval is forward passes: nothing to verify, dump or save.
+expect 64 "--eval runs forward passes only; it does not take --verify" run tests/plan/plans/buffer.nns --eval --verify
+expect 64 "it does not take --save" run tests/plan/plans/buffer.nns --eval --save x.safetensors
+expect 64 "it does not take --dump-grads" run tests/plan/plans/buffer.nns --eval --dump-grads g.safetensors
+expect 64 "it does not take --metrics" run tests/plan/plans/buffer.nns --eval --metrics m.jsonl
 [ $fail = 0 ] && echo "cli_args: every bad command line refused with its message"
 exit $fail

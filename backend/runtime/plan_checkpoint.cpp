@@ -133,6 +133,7 @@ void PlanTrainer::load(const std::string& path, bool checkpoint) {
   for (size_t i = 0; i < m.P.params.size(); ++i) {
     const ParamSlot& slot = m.P.params[i];
     const sema::TensorInfo& t = m.g.tensor(slot.tensor);
+    if (!checkpoint && t.buffer && !f.find(t.name)) continue;  // as on one device: an --init file may leave out a buffer
     slice_into(t.name, t.shape, m.piece(slot.param), m.bufs[static_cast<size_t>(slot.param)]);
     if (slot.shard >= 0) slice_into(t.name, t.shape, m.piece(slot.shard), m.bufs[static_cast<size_t>(slot.shard)]);
     if (!checkpoint) continue;

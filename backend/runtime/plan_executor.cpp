@@ -98,7 +98,7 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
   for (const ParamSlot& slot : P.params) {
     const sema::TensorInfo& t = g.tensor(slot.tensor);
     std::vector<float> full(static_cast<size_t>(sema::numel(t.shape)));
-    fill_init(t.init, init_key(seed, t.name), t.dtype, full.data(), sema::numel(t.shape));
+    fill_init(t.init, init_key(seed, t.name), t.dtype, full.data(), t.shape);
     set_buf(slot.param, extract(full, full_piece(t.shape), piece(slot.param), 1.f));
     if (slot.shard >= 0) set_buf(slot.shard, extract(full, full_piece(t.shape), piece(slot.shard), 1.f));
     std::vector<std::vector<float>> slots;
@@ -129,7 +129,7 @@ void PlanExecutor::load_input(const PInstr& in) {
   auto hit = input_cache_.find(key);
   if (hit == input_cache_.end()) {
     std::vector<float> full(static_cast<size_t>(sema::numel(info.shape)));
-    fill_init(info.init, data_key(spec.data.seed, info.name, key.second), info.dtype, full.data(), sema::numel(info.shape));
+    fill_init(info.init, data_key(spec.data.seed, info.name, key.second), info.dtype, full.data(), info.shape);
     hit = input_cache_.emplace(key, extract(full, full_piece(info.shape), piece(in.b), 1.f)).first;
   }
   set_buf(in.b, hit->second);

@@ -141,7 +141,7 @@ std::map<std::string, std::vector<float>> PlanTrainer::assemble(bool grads) {
   std::map<std::string, std::vector<float>> out;
   for (int p : m.g.params()) {
     const sema::TensorInfo& t = m.g.tensor(p);
-    if (grads && !sema::dtype_is_float(t.dtype)) continue;
+    if (grads && (!sema::dtype_is_float(t.dtype) || t.buffer)) continue;  // buffers have no gradient (as on one device)
     std::vector<float> full(static_cast<size_t>(sema::numel(t.shape)), 0.f);
     for (const ParamSlot& slot : m.P.params) {
       int b = grads ? slot.accum : slot.param;

@@ -44,7 +44,8 @@ uint64_t data_key(int64_t data_seed, const std::string& name, int64_t index) {
   return mix(static_cast<uint64_t>(data_seed)) ^ name_key(name) ^ mix(static_cast<uint64_t>(index) + 77);
 }
 
-void fill_init(const sema::InitSpec& init, uint64_t key, sema::DType dtype, void* data, int64_t n) {
+void fill_init(const sema::InitSpec& init, uint64_t key, sema::DType dtype, void* data, const sema::Shape& shape) {
+  const int64_t n = sema::numel(shape);
   auto arg = [&](size_t i, double fallback) { return i < init.args.size() ? init.args[i] : fallback; };
   if (dtype == sema::DType::I32) {
     int32_t* p = static_cast<int32_t*>(data);
@@ -67,6 +68,12 @@ void fill_init(const sema::InitSpec& init, uint64_t key, sema::DType dtype, void
       do { v = normal01(key, j); j += 0x100000000ULL; } while (std::fabs(v) > 2.0);
       v *= arg(0, 0.02);
     } else if (k == "uniform") v = arg(0, -1) + (arg(1, 1) - arg(0, -1)) * uniform01(key, i);
+    else if (k == "rotary") {
+      // The interpreter checked: rank >= 2, an even last dim.
+      int64_t d = shape.back(), s = shape[shape.size() - 2], half = d / 2;
+      int64_t pos = (i / d) % s, j = (i % d) % half;
+      v = static_cast<double>(pos) * std::pow(arg(0, 10000.0), -2.0 * static_cast<double>(j) / static_cast<double>(d));
+    }
     else throw RuntimeError("unknown initializer '" + k + "'");
     p[i] = static_cast<float>(v);
   }
@@ -231,7 +238,7 @@ void Trainer::release(int tensor) {
 void Trainer::init_parameter(int p) {
   const sema::TensorInfo& t = g_.tensor(p);
   std::vector<uint8_t> host(static_cast<size_t>(t.bytes()));
-  fill_init(t.init, init_key(opts_.seed, t.name), t.dtype, host.data(), sema::numel(t.shape));
+  fill_init(t.init, init_key(opts_.seed, t.name), t.dtype, host.data(), t.shape);
   be_.copy_from_host(buffers_[p], host.data(), host.size());
 }
 
@@ -251,7 +258,7 @@ void Trainer::load_inputs(int64_t k) {
     }
     std::vector<uint8_t> host(bytes);
     uint64_t key = data_key(spec_.data.seed, t.name, k % (spec_.micro_batches * world_));
-    fill_init(t.init, key, t.dtype, host.data(), sema::numel(t.shape));
+    fill_init(t.init, key, t.dtype, host.data(), t.shape);
     be_.copy_from_host(buffers_[inputs[i]], host.data(), bytes);
   }
 }
@@ -531,14 +538,23 @@ void Trainer::load_weights(const std::string& path, bool checkpoint) {
   };
   if (auto fmt = f.metadata.find("format"); !checkpoint && fmt != f.metadata.end() && fmt->second == "nns-gradients-1")
     throw SafetensorsError(path + ": a gradients file (written by --dump-grads), not weights");
-  for (int p : g_.params()) load(g_.tensor(p).name, g_.tensor(p).shape, buffers_[p]);
+  for (int p : g_.params()) {
+    // A weights file (--init, e.g. converted from another framework) may
+    // leave out a buffer: it keeps its initializer. A checkpoint has them all.
+    if (!checkpoint && g_.tensor(p).buffer && !f.find(g_.tensor(p).name)) continue;
+    load(g_.tensor(p).name, g_.tensor(p).shape, buffers_[p]);
+  }
   // Every tensor of the file must be one this run reads: an extra or
   // misnamed one means the file is not for this model (or this optimizer).
   std::set<std::string> expected;
   for (int p : g_.params()) expected.insert(g_.tensor(p).name);
+  // A checkpoint's optimizer state: of every parameter (an --eval run, whose
+  // graph trains nothing, reads none of it).
   if (checkpoint)
-    for (auto& [p, st] : state_)
-      for (size_t s = 0; s < st.buffers.size(); ++s) expected.insert(std::string("optimizer.") + optimizer_slot_name(spec_.optimizer.kind, s) + "." + g_.tensor(p).name);
+    for (int p : g_.params())
+      if (!g_.tensor(p).buffer)
+        for (size_t s = 0; s < optimizer_slots(spec_.optimizer); ++s)
+          expected.insert(std::string("optimizer.") + optimizer_slot_name(spec_.optimizer.kind, s) + "." + g_.tensor(p).name);
   for (const StTensor& t : f.tensors)
     if (!expected.count(t.name))
       throw SafetensorsError(path + ": tensor '" + t.name + "' is not " + (checkpoint ? "a parameter or optimizer state" : "a parameter") + " of this model");

@@ -29,7 +29,11 @@ class TraceRecorder;
 // `index` of an input, data_key(the data seed, its name, index).
 uint64_t init_key(uint64_t seed, const std::string& name);
 uint64_t data_key(int64_t data_seed, const std::string& name, int64_t index);
-void fill_init(const sema::InitSpec& init, uint64_t key, sema::DType dtype, void* data, int64_t n);
+// `data` holds the whole tensor of `shape`. rotary(base) (a buffer's
+// rotary-embedding angles) reads the shape: [..., s, d] holds position s
+// times base^(-2 (j mod d/2) / d) at column j (the two halves repeat, as
+// Llama's cat(freqs, freqs)); every other init is elementwise.
+void fill_init(const sema::InitSpec& init, uint64_t key, sema::DType dtype, void* data, const sema::Shape& shape);
 
 // The data file a run reads: --data if given, else the train block's
 // safetensors source; "" for synthetic data.

@@ -239,7 +239,10 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
       const TensorInfo& t = g.tensor(touches[i].tensor);
       int64_t bytes = union_volume(boxes) * dtype_bytes(t.dtype);
       int dir = e.place_of(touches[i].leaf);  // the first leaf touching it
-      if (is_param) {
+      if (is_param && (t.buffer || g.inference)) {
+        per_device[d].weights += bytes;  // a buffer (or any weight under --eval) has no gradient and no optimizer state
+        by_directive[d][dir] += bytes;
+      } else if (is_param) {
         DeviceMemory& m = per_device[d];
         m.weights += bytes;
         m.gradients += bytes;

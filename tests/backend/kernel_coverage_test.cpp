@@ -30,6 +30,7 @@ const std::map<std::string, std::string>& rows_without_backward() {
       {"arange", "a constant computed from its argument (no tensor input)"},
       {"zeros_like", "a constant of its input's shape: no gradient to the input"},
       {"ones_like", "a constant of its input's shape: no gradient to the input"},
+      {"to_i32", "an int32 result: no gradient"},
   };
   return rows;
 }

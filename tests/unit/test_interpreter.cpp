@@ -10,6 +10,7 @@
 #include <fstream>
 #include <unistd.h>
 
+#include "semantics/autograd.h"
 #include "semantics/interpreter.h"
 
 using namespace nns::sema;
@@ -345,7 +346,7 @@ train {
   input ids: [2, 5] i32 = tokens(50)
   input half: [2, 5, 8] bf16 = randn()
   let e = model(ids)
-  let h = half + half
+  let h = view(half, [10, 8])
   loss = mean(mean(mean(e)))
 }
 )");
@@ -355,7 +356,65 @@ train {
   const OpNode& emb = r.node("embedding#0");
   CHECK(r.graph().tensor(emb.outputs[0]).dtype == DType::F32);
   CHECK(r.graph().tensor(emb.outputs[0]).shape == Shape{2, 5, 8});
-  CHECK(r.graph().tensor(r.node("add#0").outputs[0]).dtype == DType::BF16);
+  // Data movement keeps the dtype; arithmetic on it (f32 kernels) is refused at the call.
+  CHECK(r.graph().tensor(r.node("view#0").outputs[0]).dtype == DType::BF16);
+  Run arith(R"(
+train {
+  input half: [2, 8] bf16 = randn()
+  input x: [2, 8] = randn()
+  let h = x + half
+  loss = mean(mean(x))
+}
+)");
+  CHECK_FALSE(arith.ok);
+  CHECK(arith.first_error().find("argument 'y' has dtype bf16, but 'add' takes f32 tensors") != std::string::npos);
+}
+
+TEST_CASE("interpreter: a buffer is a parameter without gradient or update", "[interpreter]") {
+  Run r(R"(
+model Rope(s, d) {
+  buffer angles: [s, d] = rotary(500.0)
+  param w: [d, d] = normal(0.1)
+  fn forward(x) { return linear(x, w) * cos(angles) }
+}
+train {
+  model = Rope(4, 6)
+  input x: [4, 6] = randn()
+  loss = mean(mean(model(x)))
+}
+)");
+  REQUIRE(r.ok);
+  const TensorInfo& b = r.tensor("angles");
+  CHECK(b.kind == TensorKind::Param);
+  CHECK(b.buffer);
+  CHECK(b.init.to_string() == "rotary(500)");
+  CHECK_FALSE(r.tensor("w").buffer);
+  GraphSummary s = summarize(r.graph());
+  CHECK(s.param_count == 36);
+  CHECK(s.buffer_count == 24);
+  TrainingGraphInfo info = build_training_graph(r.graph(), "sgd");
+  REQUIRE(info.param_grads.size() == 1);
+  CHECK(info.param_grads[0].first == r.tensor("w").id);
+  CHECK(info.optimizer.size() == 1);
+  CHECK(r.graph().dump().find("buffer %0 angles: f32[4, 6] = rotary(500)") != std::string::npos);
+}
+
+TEST_CASE("interpreter: topk returns f32 values and i32 indices", "[interpreter]") {
+  Run r(R"(
+train {
+  input x: [4, 8] = randn()
+  let t = topk(x, 3)
+  let g = gather(x, 1, t[1])
+  loss = mean(mean(t[0] + g + to_f32(t[1])))
+}
+)");
+  REQUIRE(r.ok);
+  const OpNode& n = r.node("topk#0");
+  REQUIRE(n.outputs.size() == 2);
+  CHECK(r.graph().tensor(n.outputs[0]).dtype == DType::F32);
+  CHECK(r.graph().tensor(n.outputs[1]).dtype == DType::I32);
+  CHECK(r.graph().tensor(n.outputs[1]).shape == Shape{4, 3});
+  CHECK(r.graph().tensor(r.node("to_f32#0").outputs[0]).dtype == DType::F32);
 }
 
 TEST_CASE("interpreter: tensor comparisons, ** and the math builtins", "[interpreter]") {

@@ -234,6 +234,57 @@ TEST_CASE("op registry: which ops pass no gradient", "[op_registry]") {
   CHECK(passes_gradient(node("eq", true), 0));
 }
 
+TEST_CASE("op registry: cumsum and topk freeze their dim", "[op_registry]") {
+  Generated g = generate("cumsum", {{2, 3, 4}}, {{"dim", int64_t{1}}});
+  CHECK(g.canonical == "a b^ c -> a b^ c");
+  CHECK(g.bound.output_shapes == Shapes{{2, 3, 4}});
+  g = generate("cumsum", {{5, 1}}, {{"dim", int64_t{-2}}});
+  CHECK(g.canonical == "a^ 1^ -> a^ 1^");  // numbers print with ^ (nnScaler)
+
+  g = generate("topk", {{2, 6, 4}}, {{"dim", int64_t{1}}, {"k", int64_t{3}}});
+  CHECK(g.canonical == "a xn^ c -> a tk^ c, a tk^ c");
+  CHECK(g.bound.output_shapes == Shapes{{2, 3, 4}, {2, 3, 4}});
+  g = generate("topk", {{6}}, {{"dim", int64_t{-1}}, {"k", int64_t{1}}});
+  CHECK(g.bound.output_shapes == Shapes{{1}, {1}});
+  // Two outputs of two dtypes: the values and their positions.
+  CHECK(find_op_row("topk")->out_dtypes == std::vector<DType>{DType::F32, DType::I32});
+
+  CHECK_THAT(arg_error("topk", {{2, 6}}, {{"dim", int64_t{1}}, {"k", int64_t{7}}}), Contains("k = 7 is not in [1, 6]"));
+  CHECK_THAT(arg_error("topk", {{2, 6}}, {{"dim", int64_t{1}}, {"k", int64_t{0}}}), Contains("k = 0 is not in [1, 6]"));
+  CHECK_THAT(arg_error("cumsum", {{2, 6}}, {{"dim", int64_t{2}}}), Contains("dim 2 is out of range"));
+}
+
+TEST_CASE("op registry: gather splits its index's dim, scatter_add does not", "[op_registry]") {
+  Generated g = generate("gather", {{4, 6, 8}, {4, 3, 8}}, {{"dim", int64_t{1}}});
+  CHECK(g.canonical == "a xn^ c, a ix c -> a ix c");
+  CHECK(g.bound.output_shapes == Shapes{{4, 3, 8}});
+  g = generate("scatter_add", {{4, 6, 8}, {4, 3, 8}, {4, 3, 8}}, {{"dim", int64_t{1}}});
+  // Splitting the index dim would add x once per part.
+  CHECK(g.canonical == "a xn^ c, a ix^ c, a ix^ c -> a xn^ c");
+  CHECK(g.bound.output_shapes == Shapes{{4, 6, 8}});
+
+  CHECK_THAT(arg_error("gather", {{4, 6}, {3, 2}}, {{"dim", int64_t{1}}}), Contains("must agree in every dim but dim 1"));
+  CHECK_THAT(arg_error("gather", {{4, 6}, {4}}, {{"dim", int64_t{1}}}), Contains("index has rank 1 but x has rank 2"));
+  CHECK_THAT(arg_error("scatter_add", {{4, 6}, {4, 2}, {4, 3}}, {{"dim", int64_t{1}}}),
+             Contains("src has shape [4, 3] but index has [4, 2]"));
+}
+
+TEST_CASE("op registry: which ops read only f32 operands", "[op_registry]") {
+  for (const char* op : {"exp", "add", "matmul", "sum", "where", "gt", "cumsum", "topk", "gather", "scatter_add", "softmax"}) {
+    INFO(op);
+    CHECK(find_op_row(op)->float_operands);
+  }
+  for (const char* op : {"reshape", "view", "permute", "transpose", "concat", "split", "chunk", "pad", "roll", "detach",
+                         "zeros_like", "ones_like", "index_select", "to_f32", "to_i32"}) {
+    INFO(op);
+    CHECK_FALSE(find_op_row(op)->float_operands);
+  }
+  CHECK(*find_op_row("to_i32")->out_dtype == DType::I32);
+  CHECK(find_op_row("to_i32")->no_grad);
+  CHECK(*find_op_row("to_f32")->out_dtype == DType::F32);
+  CHECK_FALSE(find_op_row("to_f32")->no_grad);
+}
+
 // ---- reshape ------------------------------------------------------------------------
 
 TEST_CASE("op registry: reshape splitting a dim makes a bracket on the input", "[op_registry]") {

@@ -278,6 +278,42 @@ void dropout(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64
 void dropout_backward(const float* dy, float* dx, int64_t n, float p, uint64_t seed,
                       uint64_t offset);
 
+// ---- scans, selection, indexed access, casts ---------------------------------
+// x viewed as [outer, len, inner], the op's dim in the middle (as reduce).
+
+// Inclusive prefix sum along len: y[o, l, j] = sum of x[o, 0..l, j].
+void cumsum(const float* x, float* y, int64_t outer, int64_t len, int64_t inner);
+// dx[o, l, j] = sum of dy[o, l..len-1, j] (the suffix sum).
+void cumsum_backward(const float* dy, float* dx, int64_t outer, int64_t len, int64_t inner);
+// The k (1 <= k <= len) largest along len in descending order: values and
+// indices [outer, k, inner]; equal values in order of position; NaN counts
+// as larger than every number (PyTorch).
+void topk(const float* x, float* values, int32_t* indices, int64_t outer, int64_t len,
+          int64_t inner, int64_t k);
+// dx [outer, len, inner]: dvalues [outer, k, inner] at the positions
+// `indices` picked, 0 elsewhere.
+void topk_backward(const int32_t* indices, const float* dvalues, float* dx, int64_t outer,
+                   int64_t len, int64_t inner, int64_t k);
+// torch.gather along the middle dim: x [outer, len, inner], index and y
+// [outer, m, inner]; y[o, i, j] = x[o, index[o, i, j], j]. Every index is in
+// [0, len) (the caller checks).
+void gather(const float* x, const int32_t* index, float* y, int64_t outer, int64_t len,
+            int64_t inner, int64_t m);
+// dx [outer, len, inner] = 0, then dx[o, index[o, i, j], j] += dy[o, i, j].
+void gather_backward(const int32_t* index, const float* dy, float* dx, int64_t outer, int64_t len,
+                     int64_t inner, int64_t m);
+// torch.scatter_add: y = x, then y[o, index[o, i, j], j] += src[o, i, j];
+// x and y [outer, len, inner], index and src [outer, m, inner].
+void scatter_add(const float* x, const int32_t* index, const float* src, float* y, int64_t outer,
+                 int64_t len, int64_t inner, int64_t m);
+// dx = dy; dsrc[o, i, j] = dy[o, index[o, i, j], j] (either may be null).
+void scatter_add_backward(const int32_t* index, const float* dy, float* dx, float* dsrc,
+                          int64_t outer, int64_t len, int64_t inner, int64_t m);
+// i32 -> f32 (exact up to 2^24) and f32 -> i32 rounding toward zero (every
+// value finite and inside the i32 range; the caller checks).
+void cast_to_f32(const int32_t* x, float* y, int64_t n);
+void cast_to_i32(const float* x, int32_t* y, int64_t n);
+
 // ---- optimizer ----------------------------------------------------------------
 
 // SGD (PyTorch semantics, dampening 0, no Nesterov), in place:
@@ -385,6 +421,23 @@ void mse_backward(const float* pred, const float* target, float dloss, float* dp
 void dropout(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64_t offset);
 void dropout_backward(const float* dy, float* dx, int64_t n, float p, uint64_t seed,
                       uint64_t offset);
+
+void cumsum(const float* x, float* y, int64_t outer, int64_t len, int64_t inner);
+void cumsum_backward(const float* dy, float* dx, int64_t outer, int64_t len, int64_t inner);
+void topk(const float* x, float* values, int32_t* indices, int64_t outer, int64_t len,
+          int64_t inner, int64_t k);
+void topk_backward(const int32_t* indices, const float* dvalues, float* dx, int64_t outer,
+                   int64_t len, int64_t inner, int64_t k);
+void gather(const float* x, const int32_t* index, float* y, int64_t outer, int64_t len,
+            int64_t inner, int64_t m);
+void gather_backward(const int32_t* index, const float* dy, float* dx, int64_t outer, int64_t len,
+                     int64_t inner, int64_t m);
+void scatter_add(const float* x, const int32_t* index, const float* src, float* y, int64_t outer,
+                 int64_t len, int64_t inner, int64_t m);
+void scatter_add_backward(const int32_t* index, const float* dy, float* dx, float* dsrc,
+                          int64_t outer, int64_t len, int64_t inner, int64_t m);
+void cast_to_f32(const int32_t* x, float* y, int64_t n);
+void cast_to_i32(const float* x, int32_t* y, int64_t n);
 
 void sgd_step(float* param, const float* grad, float* momentum_buf, int64_t n, float lr,
               float momentum, float weight_decay);
