@@ -276,7 +276,8 @@ std::vector<double> train_losses(const std::string& path, const std::string& con
 
 TEST_CASE("the loss falls on every example's smallest preset", "[train]") {
   struct Case { const char* file; const char* config; int64_t steps; };
-  for (Case c : {Case{"examples/01_mlp.nns", "", 15}, Case{"examples/gpt.nns", "tiny", 15}, Case{"examples/swin.nns", "tiny", 12}}) {
+  for (Case c : {Case{"examples/01_mlp.nns", "", 15}, Case{"examples/gpt.nns", "tiny", 15}, Case{"examples/swin.nns", "tiny", 12},
+                 Case{"examples/llama.nns", "tiny", 15}, Case{"examples/resnet.nns", "tiny", 10}}) {
     std::vector<double> losses = train_losses(std::string(NNS_SOURCE_DIR) + "/" + c.file, c.config, c.steps);
     INFO(c.file << ": first loss " << losses.front() << ", last " << losses.back());
     CHECK(losses.back() < losses.front() * 0.97);
