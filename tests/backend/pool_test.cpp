@@ -91,11 +91,16 @@ TEST_CASE("pooling: values by hand (padding, ties)", "[backend]") {
     (reference ? cpu::ref::avg_pool2d : cpu::fast::avg_pool2d)(x.data(), y.data(), d);
     CHECK(y == Buf{0.25f, 0.75f, 0.5f, 1.f, 2.5f, 1.5f, 0.75f, 1.75f, 1.f});  // always / k^2
   }
-  // A tie: the whole gradient goes to the first maximum (row-major).
-  cpu::Pool2dDims t = pool(1, 1, 2, 2, 2, 2, 0);
-  Buf same = {5, 5, 5, 5}, dy = {1}, dx = zeros(4);
-  cpu::ref::max_pool2d_backward(same.data(), dy.data(), dx.data(), t);
-  CHECK(dx == Buf{1, 0, 0, 0});
+  // Ties (common after a ReLU: windows of zeros): the whole gradient goes
+  // to the first maximum of each window in row-major order, in oneDNN as in
+  // the reference, so the two backends agree on them too.
+  cpu::Pool2dDims t = pool(1, 1, 3, 3, 2, 1, 0);
+  Buf same(9, 5.f), dy = {1, 2, 3, 4}, dx = zeros(9);
+  for (bool reference : {true, false}) {
+    INFO((reference ? "ref" : "fast"));
+    (reference ? cpu::ref::max_pool2d_backward : cpu::fast::max_pool2d_backward)(same.data(), dy.data(), dx.data(), t);
+    CHECK(dx == Buf{1, 2, 0, 3, 4, 0, 0, 0, 0});
+  }
 }
 
 }  // namespace nns::backend::test
