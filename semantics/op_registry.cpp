@@ -345,6 +345,25 @@ GeneratedAnno conv2d_impl(const OpCall& c, bool bias) {
 GeneratedAnno conv2d(const OpCall& c) { return conv2d_impl(c, false); }
 GeneratedAnno conv2d_bias(const OpCall& c) { return conv2d_impl(c, true); }
 
+// ---- 2-d pooling (max_pool2d, avg_pool2d) -------------------------------------
+// x [n, c, h, w] -> [n, c, oh, ow]: a square kernel, one stride, symmetric
+// padding. Each channel is pooled on its own, so n and c split; the
+// spatial dims are frozen (a split would cut windows).
+GeneratedAnno pool2d(const OpCall& c) {
+  const Shape& x = tensor_shape(c, 0);
+  if (x.size() != 4) throw OpArgError{"pooling expects x [n, c, h, w], got a rank-" + std::to_string(x.size()) + " tensor"};
+  int64_t k = c.int_attr("kernel"), stride = c.int_attr("stride"), padding = c.int_attr("padding");
+  if (k <= 0 || stride <= 0 || padding < 0) throw OpArgError{"pooling: kernel and stride must be positive and padding non-negative"};
+  // As PyTorch: larger padding would give windows of padding only.
+  if (2 * padding > k) throw OpArgError{"pooling: padding " + std::to_string(padding) + " exceeds half the kernel " + std::to_string(k)};
+  int64_t oh = (x[2] + 2 * padding - k) / stride + 1, ow = (x[3] + 2 * padding - k) / stride + 1;
+  if (oh <= 0 || ow <= 0) throw OpArgError{"pooling: kernel larger than the padded input"};
+  return {"n c h^ w^ -> n c oh^ ow^", {{"oh", oh}, {"ow", ow}}};
+}
+
+int64_t pool_macs(const BoundAnno& b, const OpCall& c) { return numel(b.output_shapes.at(0)) * c.int_attr("kernel") * c.int_attr("kernel"); }
+// ---- end of pooling --------------------------------------------------------------
+
 // index_select(table [t, ...], idx [...]) -> [idx..., ...]
 GeneratedAnno index_select(const OpCall& c) {
   const Shape& table = tensor_shape(c, 0);
@@ -645,6 +664,8 @@ std::vector<OpRow> make_rows() {
   add("pad", pad);
   add("conv2d", conv2d, conv_macs);
   add("conv2d_bias", conv2d_bias, conv_macs);
+  add("max_pool2d", pool2d, pool_macs);
+  add("avg_pool2d", pool2d, pool_macs);
   add("index_select", index_select);
   add("swin_relative_index", swin_relative_index)->out_dtype = DType::I32;
   add("swin_shift_mask", swin_shift_mask)->out_dtype = DType::F32;

@@ -152,6 +152,14 @@ SymPtr generated_size(const OpNode& n, const std::string& id, std::map<std::stri
     SymPtr padded = sym_binary(SymExpr::Add, size[in], sym_binary(SymExpr::Mul, sym_const(2), padding));
     return sym_binary(SymExpr::Add, sym_binary(SymExpr::FloorDiv, sym_binary(SymExpr::Sub, padded, size[kernel]), stride), sym_const(1));
   }
+  if ((n.kind == "max_pool2d" || n.kind == "avg_pool2d") && (id == "oh" || id == "ow")) {
+    // The same formula with the square kernel an attribute (op_registry.cpp, pool2d).
+    SymPtr kernel = attr("kernel"), stride = attr("stride"), padding = attr("padding");
+    std::string in = id == "oh" ? "h" : "w";
+    if (!size.count(in) || !kernel || !stride || !padding) return nullptr;
+    SymPtr padded = sym_binary(SymExpr::Add, size[in], sym_binary(SymExpr::Mul, sym_const(2), padding));
+    return sym_binary(SymExpr::Add, sym_binary(SymExpr::FloorDiv, sym_binary(SymExpr::Sub, padded, kernel), stride), sym_const(1));
+  }
   return nullptr;
 }
 

@@ -153,6 +153,52 @@ TEST_CASE("gradcheck: PatchEmbed and PatchMerging (conv2d, permute, reshape)", "
                   3, /*eps=*/1e-3f);  // LayerNorm over 4 small channels is strongly curved: a smaller step
 }
 
+TEST_CASE("gradcheck: RMSNorm and SwiGLU", "[gradcheck]") {
+  check_gradients("rms_swiglu",
+                  layer_program("  n = RMSNorm(8)\n  m = SwiGLU(8, 12)\n  fn forward(x) { return m(n(x)) }", "[3, 8]", "[3, 8]"));
+}
+
+TEST_CASE("gradcheck: grouped-query attention (rotary, causal; GQA, MQA, MHA)", "[gradcheck]") {
+  for (int kv : {2, 1, 4}) {
+    INFO("kv_heads " << kv);
+    check_gradients("gqa" + std::to_string(kv),
+                    layer_program("  a = GroupedQueryAttention(16, 4, " + std::to_string(kv) + ")\n  fn forward(x) { return a(x) }",
+                                  "[2, 5, 16]", "[2, 5, 16]"),
+                    3);
+  }
+}
+
+TEST_CASE("gradcheck: ResNet layers (BatchNorm2d, GroupNorm, pooling)", "[gradcheck]") {
+  check_gradients("batchnorm",
+                  layer_program("  c = Conv2d(2, 4, 3, padding = 1)\n  n = BatchNorm2d(4)\n"
+                                "  fn forward(x) { return avg_pool2d(max_pool2d(n(c(x)), kernel = 3, stride = 2, padding = 1), kernel = 2, stride = 1) }",
+                                "[3, 2, 6, 6]", "[3, 4, 2, 2]"),
+                  3, /*eps=*/1e-3f);
+  check_gradients("groupnorm",
+                  layer_program("  c = Conv2d(2, 4, 3, padding = 1)\n  n = GroupNorm(2, 4)\n  fn forward(x) { return n(c(x)) }",
+                                "[2, 2, 4, 4]", "[2, 4, 4, 4]"),
+                  3, /*eps=*/1e-3f);
+}
+
+TEST_CASE("gradcheck: binary cross-entropy (probabilities and logits)", "[gradcheck]") {
+  std::string program =
+      "import \"nn\"\n"
+      "model Under() {\n"
+      "  param w: [6, 4] = normal(0.5)\n"
+      "  fn forward(x) { return linear(x, w) }\n"
+      "}\n"
+      "train {\n"
+      "  model = Under()\n"
+      "  input x: [5, 4] = randn(1.0)\n"
+      "  input t: [5, 6] = randn(1.0)\n"
+      "  let z = model(x)\n"
+      "  let target = sigmoid(t * 3.0)\n"
+      "  loss = binary_cross_entropy(sigmoid(z), target) + binary_cross_entropy_with_logits(z, target)\n"
+      "  optimizer = sgd(lr = 0.1)\n"
+      "}\n";
+  check_gradients("bce", program);
+}
+
 TEST_CASE("gradcheck: data-movement and reduction ops", "[gradcheck]") {
   std::string body =
       "  param w: [4, 6] = normal(0.5)\n"
@@ -306,7 +352,8 @@ std::vector<double> train_losses(const std::string& path, const std::string& con
 
 TEST_CASE("the loss falls on every example's smallest preset", "[train]") {
   struct Case { const char* file; const char* config; int64_t steps; };
-  for (Case c : {Case{"examples/01_mlp.nns", "", 15}, Case{"examples/gpt.nns", "tiny", 15}, Case{"examples/swin.nns", "tiny", 12}}) {
+  for (Case c : {Case{"examples/01_mlp.nns", "", 15}, Case{"examples/gpt.nns", "tiny", 15}, Case{"examples/swin.nns", "tiny", 12},
+                 Case{"examples/llama.nns", "tiny", 15}, Case{"examples/resnet.nns", "tiny", 10}}) {
     std::vector<double> losses = train_losses(std::string(NNS_SOURCE_DIR) + "/" + c.file, c.config, c.steps);
     INFO(c.file << ": first loss " << losses.front() << ", last " << losses.back());
     CHECK(losses.back() < losses.front() * 0.97);
@@ -431,4 +478,153 @@ TEST_CASE("mismatched weight files are refused with the tensor named", "[checkpo
   auto params = ok.trainer->parameters();
   CHECK(params.at("l.weight") == std::vector<float>(12, 0.f));
   std::remove(file.c_str());
+}
+
+// ---- the stdlib layers compute what they say (values, not only gradients) ----
+
+namespace {
+// The program's loss with parameters set first (the rest keep their init).
+double loss_with(const std::string& name, const std::string& program, const std::map<std::string, std::vector<float>>& set) {
+  Session s(write_temp(name, program), "", /*reference=*/true);
+  for (const auto& [p, v] : set) s.trainer->set_parameter(p, v);
+  return s.trainer->forward_loss();
+}
+}  // namespace
+
+TEST_CASE("grouped-query attention equals multi-head attention with each KV head repeated", "[stdlib]") {
+  // A = GQA with kv KV heads (no rotary), B = MultiHeadAttention (zero
+  // biases) whose key/value rows repeat each KV head for its rep query
+  // heads: mse(A(x), B(x)) is zero, and clearly not without the repeat.
+  for (int kv : {4, 2, 1}) {
+    INFO("kv_heads " << kv);
+    int dim = 16, heads = 4, hd = dim / heads, rep = heads / kv;
+    std::string program =
+        "import \"nn\"\n"
+        "model Pair() {\n"
+        "  a = GroupedQueryAttention(16, 4, " + std::to_string(kv) + ", causal = true, rotary = false)\n"
+        "  b = MultiHeadAttention(16, 4, true)\n"
+        "  fn forward(x) { return mse(a(x), b(x)) }\n"
+        "}\n"
+        "train {\n  model = Pair()\n  input x: [2, 5, 16] = randn(1.0)\n  loss = model(x)\n  optimizer = sgd(lr = 0.1)\n}\n";
+    Session init(write_temp("gqa_pair", program), "", true);
+    auto params = init.trainer->parameters();
+    std::map<std::string, std::vector<float>> set;
+    for (const char* w : {"wq", "wo"}) set[std::string("b.") + w] = params.at(std::string("a.") + w);
+    for (const char* w : {"wk", "wv"}) {
+      const std::vector<float>& small = params.at(std::string("a.") + w);  // [kv * hd, dim]
+      std::vector<float> full;
+      for (int h = 0; h < heads; ++h) {
+        int g = h / rep;
+        full.insert(full.end(), small.begin() + g * hd * dim, small.begin() + (g + 1) * hd * dim);
+      }
+      set[std::string("b.") + w] = full;
+    }
+    CHECK(loss_with("gqa_pair", program, set) < 1e-12);
+    if (kv > 1 && kv < heads) {
+      // Query head h on KV head (h + 1) % kv instead of h / rep: another model.
+      for (const char* w : {"wk", "wv"}) {
+        const std::vector<float>& small = params.at(std::string("a.") + w);
+        std::vector<float> wrong;
+        for (int h = 0; h < heads; ++h) {
+          int g = (h + 1) % kv;
+          wrong.insert(wrong.end(), small.begin() + g * hd * dim, small.begin() + (g + 1) * hd * dim);
+        }
+        set[std::string("b.") + w] = wrong;
+      }
+      CHECK(loss_with("gqa_pair", program, set) > 1e-8);
+    }
+  }
+}
+
+TEST_CASE("rotary embedding rotates pairs (i, i + hd/2) by pos * theta^(-2i/hd)", "[stdlib]") {
+  // x and the expected result are parameters: the loss mse(rotary(x), y) is
+  // zero exactly when the layer computes the formula below.
+  int seq = 5, hd = 8, half = hd / 2;
+  double theta = 100.0;
+  std::string program =
+      "import \"nn\"\n"
+      "model R() {\n"
+      "  param x: [2, 5, 8] = normal(1.0)\n"
+      "  param y: [2, 5, 8] = zeros()\n"
+      "  fn forward() { return mse(apply_rotary(x, rotary_tables(5, 8, 100.0)), y) }\n"
+      "}\n"
+      "train {\n  model = R()\n  loss = model()\n  optimizer = sgd(lr = 0.1)\n}\n";
+  Session s(write_temp("rotary", program), "", true);
+  std::vector<float> x = s.trainer->parameters().at("x"), y(x.size());
+  for (int b = 0; b < 2; ++b)
+    for (int p = 0; p < seq; ++p)
+      for (int i = 0; i < half; ++i) {
+        double angle = p * std::pow(theta, -2.0 * i / hd);
+        size_t lo = (b * seq + p) * hd + i, hi = lo + half;
+        y[lo] = static_cast<float>(x[lo] * std::cos(angle) - x[hi] * std::sin(angle));
+        y[hi] = static_cast<float>(x[hi] * std::cos(angle) + x[lo] * std::sin(angle));
+      }
+  s.trainer->set_parameter("y", y);
+  CHECK(s.trainer->forward_loss() < 1e-12);
+  y[3] += 0.01f;
+  s.trainer->set_parameter("y", y);
+  CHECK(s.trainer->forward_loss() > 1e-7);
+}
+
+TEST_CASE("BatchNorm2d, GroupNorm, RMSNorm and binary cross-entropy values", "[stdlib]") {
+  // Each normalisation of x checked against a C++ computation of it.
+  std::string program =
+      "import \"nn\"\n"
+      "model N() {\n"
+      "  param x: [3, 4, 2, 2] = normal(1.0)\n"
+      "  param bn_want: [3, 4, 2, 2] = zeros()\n"
+      "  param gn_want: [3, 4, 2, 2] = zeros()\n"
+      "  param rms_want: [3, 4, 2, 2] = zeros()\n"
+      "  bn = BatchNorm2d(4)\n"
+      "  gn = GroupNorm(2, 4)\n"
+      "  rms = RMSNorm(2)\n"
+      "  fn forward() { return mse(bn(x), bn_want) + mse(gn(x), gn_want) + mse(rms(x), rms_want) }\n"
+      "}\n"
+      "train {\n  model = N()\n  loss = model()\n  optimizer = sgd(lr = 0.1)\n}\n";
+  Session s(write_temp("norms", program), "", true);
+  std::vector<float> x = s.trainer->parameters().at("x");
+  auto at = [](int n, int c, int i) { return static_cast<size_t>((n * 4 + c) * 4 + i); };
+  std::vector<float> bn(x.size()), gn(x.size()), rms(x.size());
+  const double eps = 1e-5;
+  for (int c = 0; c < 4; ++c) {  // per channel over n, h, w
+    double m = 0, v = 0;
+    for (int n = 0; n < 3; ++n)
+      for (int i = 0; i < 4; ++i) m += x[at(n, c, i)] / 12.0;
+    for (int n = 0; n < 3; ++n)
+      for (int i = 0; i < 4; ++i) v += (x[at(n, c, i)] - m) * (x[at(n, c, i)] - m) / 12.0;
+    for (int n = 0; n < 3; ++n)
+      for (int i = 0; i < 4; ++i) bn[at(n, c, i)] = static_cast<float>((x[at(n, c, i)] - m) / std::sqrt(v + eps));
+  }
+  for (int n = 0; n < 3; ++n)
+    for (int g = 0; g < 2; ++g) {  // per sample and group of 2 channels
+      double m = 0, v = 0;
+      for (int c = 2 * g; c < 2 * g + 2; ++c)
+        for (int i = 0; i < 4; ++i) m += x[at(n, c, i)] / 8.0;
+      for (int c = 2 * g; c < 2 * g + 2; ++c)
+        for (int i = 0; i < 4; ++i) v += (x[at(n, c, i)] - m) * (x[at(n, c, i)] - m) / 8.0;
+      for (int c = 2 * g; c < 2 * g + 2; ++c)
+        for (int i = 0; i < 4; ++i) gn[at(n, c, i)] = static_cast<float>((x[at(n, c, i)] - m) / std::sqrt(v + eps));
+    }
+  for (size_t r = 0; r < x.size() / 2; ++r) {  // over the last dim (2)
+    double ms = (x[2 * r] * x[2 * r] + x[2 * r + 1] * x[2 * r + 1]) / 2.0;
+    for (size_t j = 0; j < 2; ++j) rms[2 * r + j] = static_cast<float>(x[2 * r + j] / std::sqrt(ms + eps));
+  }
+  s.trainer->set_parameter("bn_want", bn);
+  s.trainer->set_parameter("gn_want", gn);
+  s.trainer->set_parameter("rms_want", rms);
+  CHECK(s.trainer->forward_loss() < 1e-11);
+  s.trainer->set_parameter("gn_want", bn);  // BatchNorm's statistics are not GroupNorm's
+  CHECK(s.trainer->forward_loss() > 1e-4);
+
+  // Binary cross-entropy at logits 0 is log 2 whatever the targets; with
+  // probabilities 0.25 against targets 1 it is -log 0.25.
+  std::string bce =
+      "import \"nn\"\n"
+      "model B() {\n"
+      "  param z: [3, 4] = zeros()\n"
+      "  fn forward(t) { return binary_cross_entropy_with_logits(z, t) + binary_cross_entropy(sigmoid(z) * 0.5, ones_like(t)) }\n"
+      "}\n"
+      "train {\n  model = B()\n  input t: [3, 4] = randn(1.0)\n  loss = model(sigmoid(t))\n  optimizer = sgd(lr = 0.1)\n}\n";
+  Session b(write_temp("bce_values", bce), "", true);
+  CHECK(std::fabs(b.trainer->forward_loss() - (std::log(2.0) - std::log(0.25))) < 1e-6);
 }

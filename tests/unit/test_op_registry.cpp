@@ -461,6 +461,26 @@ TEST_CASE("op registry: conv2d errors", "[op_registry]") {
              Contains("padding non-negative"));
 }
 
+TEST_CASE("op registry: max_pool2d / avg_pool2d split images and channels, freeze the map", "[op_registry]") {
+  for (const char* op : {"max_pool2d", "avg_pool2d"}) {
+    INFO(op);
+    // ResNet's stem pooling: kernel 3, stride 2, padding 1 on 112x112.
+    Generated g = generate(op, {{2, 64, 112, 112}}, {{"kernel", int64_t{3}}, {"stride", int64_t{2}}, {"padding", int64_t{1}}});
+    CHECK(g.canonical == "n c h^ w^ -> n c oh^ ow^");
+    CHECK(g.bound.output_shapes == Shapes{{2, 64, 56, 56}});  // (112 + 2 - 3) / 2 + 1
+    g = generate(op, {{1, 3, 7, 5}}, {{"kernel", int64_t{2}}, {"stride", int64_t{2}}, {"padding", int64_t{0}}});
+    CHECK(g.bound.output_shapes == Shapes{{1, 3, 3, 2}});  // the last row / column left over is dropped
+
+    std::map<std::string, Attr> k3{{"kernel", int64_t{3}}, {"stride", int64_t{1}}, {"padding", int64_t{0}}};
+    CHECK_THAT(arg_error(op, {{3, 8, 8}}, k3), Contains("pooling expects x [n, c, h, w]"));
+    CHECK_THAT(arg_error(op, {{1, 1, 2, 2}}, k3), Contains("kernel larger than the padded input"));
+    CHECK_THAT(arg_error(op, {{1, 1, 8, 8}}, {{"kernel", int64_t{3}}, {"stride", int64_t{0}}, {"padding", int64_t{0}}}),
+               Contains("kernel and stride must be positive"));
+    CHECK_THAT(arg_error(op, {{1, 1, 8, 8}}, {{"kernel", int64_t{3}}, {"stride", int64_t{1}}, {"padding", int64_t{2}}}),
+               Contains("padding 2 exceeds half the kernel 3"));
+  }
+}
+
 TEST_CASE("op registry: index_select gathers rows of a table", "[op_registry]") {
   Generated g = generate("index_select", {{9, 2}, {4, 4}});
   CHECK(g.canonical == "t^ r1, i0 i1 -> i0 i1 r1");

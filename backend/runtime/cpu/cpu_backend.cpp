@@ -541,6 +541,24 @@ void conv_bwd(const Call& c) {
   if (c.dx(1) || dbias) KERNEL(conv2d_backward_weights)(c.x(0).f32(), c.dy(0).f32(), c.dx(1), dbias, d);
 }
 
+// ---- pooling ----------------------------------------------------------------------------------------
+cpu::Pool2dDims pool_dims(const Call& c, const Shape& x) {
+  cpu::Pool2dDims d;
+  d.n = x[0]; d.c = x[1]; d.h = x[2]; d.w = x[3];
+  d.k = c.attr_int("kernel");
+  d.stride = c.attr_int("stride");
+  d.pad = c.attr_int_or("padding", 0);
+  return d;
+}
+void max_pool_fwd(const Call& c) { KERNEL(max_pool2d)(c.in[0].f32(), c.out[0].f32(), pool_dims(c, c.in[0].shape)); }
+void max_pool_bwd(const Call& c) {
+  if (float* dx = c.dx(0)) KERNEL(max_pool2d_backward)(c.x(0).f32(), c.dy(0).f32(), dx, pool_dims(c, c.x(0).shape));
+}
+void avg_pool_fwd(const Call& c) { KERNEL(avg_pool2d)(c.in[0].f32(), c.out[0].f32(), pool_dims(c, c.in[0].shape)); }
+void avg_pool_bwd(const Call& c) {
+  if (float* dx = c.dx(0)) KERNEL(avg_pool2d_backward)(c.dy(0).f32(), dx, pool_dims(c, c.x(0).shape));
+}
+
 // ---- losses ---------------------------------------------------------------------------------------
 void cross_entropy_fwd(const Call& c) {
   int64_t classes = c.in[0].shape.back(), rows = c.in[0].numel() / classes;
@@ -665,6 +683,7 @@ const std::unordered_map<std::string, Fn>& table() {
       {"concat", concat_fwd}, {"concat_backward", concat_bwd}, {"split", split_fwd}, {"chunk", split_fwd},
       {"split_backward", split_bwd}, {"chunk_backward", split_bwd},
       {"conv2d", conv_fwd}, {"conv2d_bias", conv_fwd}, {"conv2d_backward", conv_bwd}, {"conv2d_bias_backward", conv_bwd},
+      {"max_pool2d", max_pool_fwd}, {"max_pool2d_backward", max_pool_bwd}, {"avg_pool2d", avg_pool_fwd}, {"avg_pool2d_backward", avg_pool_bwd},
       {"cross_entropy", cross_entropy_fwd}, {"cross_entropy_backward", cross_entropy_bwd},
       {"mse", mse_fwd}, {"mse_backward", mse_bwd},
       {"swin_relative_index", swin_relative_index_fwd}, {"swin_shift_mask", swin_shift_mask_fwd},

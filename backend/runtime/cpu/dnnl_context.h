@@ -18,6 +18,7 @@ namespace nns::backend::cpu::dnnl_ctx {
 enum class PrimKind : int64_t {
   matmul = 1, linear, conv_fwd, conv_bwd_data, conv_bwd_weights, softmax_fwd, softmax_bwd,
   logsoftmax_fwd, logsoftmax_bwd, lnorm_fwd, lnorm_bwd, eltwise_fwd, eltwise_bwd,
+  pool_max_fwd, pool_avg_fwd, pool_max_fwd_train, pool_max_bwd, pool_avg_bwd,
 };
 
 dnnl::engine& engine();

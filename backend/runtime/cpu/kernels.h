@@ -56,6 +56,17 @@ struct Conv2dDims {
   int64_t out_w() const { return (w + 2 * pad_w - kw) / stride_w + 1; }
 };
 
+// 2-d pooling over x [n, c, h, w] -> y [n, c, out_h(), out_w()]: a square
+// kernel, one stride, symmetric padding. Max pooling treats padding as
+// -inf; average pooling counts it as zeros and always divides by k * k
+// (PyTorch's count_include_pad = True, without ceil mode).
+struct Pool2dDims {
+  int64_t n = 1, c = 1, h = 1, w = 1;
+  int64_t k = 1, stride = 1, pad = 0;
+  int64_t out_h() const { return (h + 2 * pad - k) / stride + 1; }
+  int64_t out_w() const { return (w + 2 * pad - k) / stride + 1; }
+};
+
 // Numpy broadcasting of two shapes (right-aligned; a dim of size 1 stretches).
 // Writes the result dims to out_dims (room for kMaxRank) and returns the
 // result rank, or -1 when the shapes are incompatible or a rank > kMaxRank.
@@ -113,6 +124,15 @@ void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv
 // dw from x and dy; dbias[o] = sum of dy over n, out_h, out_w (either may be null).
 void conv2d_backward_weights(const float* x, const float* dy, float* dw, float* dbias,
                              const Conv2dDims& d);
+
+// ---- pooling (see Pool2dDims) -------------------------------------------------
+void max_pool2d(const float* x, float* y, const Pool2dDims& d);
+// dx (overwritten): each dy goes to the first maximum of its window in
+// row-major order (PyTorch's rule on ties).
+void max_pool2d_backward(const float* x, const float* dy, float* dx, const Pool2dDims& d);
+void avg_pool2d(const float* x, float* y, const Pool2dDims& d);
+// dx (overwritten): dy / (k * k) to every real element of the window.
+void avg_pool2d_backward(const float* dy, float* dx, const Pool2dDims& d);
 
 // ---- normalisation ----------------------------------------------------------
 
@@ -351,6 +371,11 @@ void conv2d(const float* x, const float* w, const float* bias, float* y, const C
 void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dDims& d);
 void conv2d_backward_weights(const float* x, const float* dy, float* dw, float* dbias,
                              const Conv2dDims& d);
+
+void max_pool2d(const float* x, float* y, const Pool2dDims& d);
+void max_pool2d_backward(const float* x, const float* dy, float* dx, const Pool2dDims& d);
+void avg_pool2d(const float* x, float* y, const Pool2dDims& d);
+void avg_pool2d_backward(const float* dy, float* dx, const Pool2dDims& d);
 
 void softmax(const float* x, float* y, int64_t rows, int64_t cols);
 void softmax_backward(const float* y, const float* dy, float* dx, int64_t rows, int64_t cols);

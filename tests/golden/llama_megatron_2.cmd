@@ -1,0 +1,1 @@
+examples/llama.nns --config tiny --plan megatron --gpus 2
