@@ -34,6 +34,17 @@ std::unique_ptr<backend::PlanTrainer> make_plan_trainer(Pipeline& p, const Pipel
                                                 backend, comm, o.run.seed, backend::data_file(o.run.data, p.spec));
 }
 
+// What a one-device trainer reads: seed and files of the run.
+backend::TrainOptions train_options(const RunOptions& r, backend::Communicator* comm) {
+  backend::TrainOptions opts;
+  opts.comm = comm;
+  opts.seed = r.seed;
+  opts.init_path = r.init;
+  opts.data_path = r.data;
+  opts.resume_path = r.resume;
+  return opts;
+}
+
 // Rank 0's first line: what trains where.
 std::string banner(const Pipeline& p, const PipelineOptions& o, int threads, bool adaptive) {
   const Topology& t = o.topo;
@@ -74,12 +85,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
     if (threads > 1) governor = std::make_unique<backend::cpu::ThreadGovernor>(threads, cores);
   }
   if (threads > 0) be->set_threads(threads);
-  backend::TrainOptions opts;
-  opts.comm = comm;
-  opts.seed = r.seed;
-  opts.init_path = r.init;
-  opts.data_path = r.data;
-  opts.resume_path = r.resume;
+  backend::TrainOptions opts = train_options(r, comm);
 
   backend::LoopOptions lo;
   lo.rank = rank;
@@ -212,13 +218,7 @@ int run_eval(Pipeline& p, const PipelineOptions& o) {
       if (!r.resume.empty()) ps->load(r.resume, true);
       session = std::move(ps);
     } else {
-      backend::TrainOptions opts;
-      opts.comm = comm;
-      opts.seed = r.seed;
-      opts.init_path = r.init;
-      opts.data_path = r.data;
-      opts.resume_path = r.resume;
-      session = std::make_unique<backend::Trainer>(p.graph(), p.info, p.spec, *be, opts);
+      session = std::make_unique<backend::Trainer>(p.graph(), p.info, p.spec, *be, train_options(r, comm));
     }
     const char* config = p.interp->config_name().empty() ? "-" : p.interp->config_name().c_str();
     std::string where = o.plan.empty() ? std::to_string(o.topo.ranks) + " CPU rank(s)" + (o.topo.ranks > 1 ? " as data-parallel replicas" : "")
