@@ -139,3 +139,119 @@ TEST_CASE("profiles: the shipped GPU profiles load, and every figure cites its s
     }
   }
 }
+
+#include "backend/planner/simulator.h"
+#include "semantics/pipeline_schedule.h"
+
+namespace {
+
+using nns::backend::LoweredPlan;
+using nns::backend::PInstr;
+using nns::backend::RankProgram;
+
+PInstr instr(PInstr::Kind k, int a = -1, int b = -1, int peer = -1, uint32_t tag = 0) {
+  PInstr in;
+  in.kind = k;
+  in.a = a;
+  in.b = b;
+  in.peer = peer;
+  in.tag = tag;
+  return in;
+}
+
+// A p-stage pipeline with m micro-batches as RankPrograms, in the order
+// `order` gives: a forward receives its activation from stage s-1, runs and
+// sends to s+1; a backward receives its gradient from s+1, runs and sends
+// to s-1. Forward and Backward cost 1, everything else 0.
+LoweredPlan pipeline(const nns::sema::PipeOrder& order, int p) {
+  LoweredPlan lp;
+  lp.devices = p;
+  for (int s = 0; s < p; ++s) {
+    RankProgram prog;
+    prog.rank = prog.device = s;
+    for (const auto& task : order[static_cast<size_t>(s)]) {
+      bool fwd = task.phase == nns::sema::PipeTask::F;
+      int from = fwd ? s - 1 : s + 1, to = fwd ? s + 1 : s - 1;
+      uint32_t tag = static_cast<uint32_t>(task.mb * 2 + (fwd ? 0 : 1));
+      int buf = static_cast<int>(prog.instrs.size());
+      if (from >= 0 && from < p) {
+        prog.instrs.push_back(instr(PInstr::Recv, -1, buf, from, tag));
+        prog.instrs.push_back(instr(PInstr::Wait, buf));
+      }
+      prog.instrs.push_back(instr(fwd ? PInstr::Forward : PInstr::Backward));
+      if (to >= 0 && to < p) prog.instrs.push_back(instr(PInstr::Send, buf, -1, to, tag));
+    }
+    lp.programs.push_back(std::move(prog));
+  }
+  return lp;
+}
+
+double unit_cost(const RankProgram&, const PInstr& in) {
+  return in.kind == PInstr::Forward || in.kind == PInstr::Backward ? 1.0 : 0.0;
+}
+
+}  // namespace
+
+TEST_CASE("simulator: 1F1B on 4 stages has the (p-1)/(m+p-1) bubble with unit costs") {
+  const int p = 4;
+  for (int m : {1, 4, 8}) {
+    INFO("m=" << m);
+    LoweredPlan lp = pipeline(nns::sema::one_f_one_b_order(p, m), p);
+    SimResult r;
+    std::string err;
+    REQUIRE(simulate(lp, unit_cost, r, err));
+    // Hand timeline: the first backward starts on the last stage at p-1+1,
+    // reaches stage 0 at 2(p-1)+1; stage 0 then runs its last B: 2(m+p-1).
+    CHECK(r.step_time == Approx(2.0 * (m + p - 1)));
+    for (const RankTimes& t : r.ranks) {
+      CHECK(t.busy == Approx(2.0 * m));
+      CHECK(t.end - t.busy == Approx(t.bubble + t.exposed_comm));
+      CHECK(t.exposed_comm == Approx(0.0));  // free transfers
+    }
+    // Stage 0 idles 2(p-1) slots: share (p-1)/(m+p-1) of the step.
+    CHECK(r.ranks[0].bubble / r.step_time == Approx(double(p - 1) / (m + p - 1)));
+  }
+}
+
+TEST_CASE("simulator: transfer time is exposed; collectives wait for the last member") {
+  // Two ranks: rank 0 computes 3 s then sends (2 s) to rank 1, which waits.
+  LoweredPlan lp;
+  lp.devices = 2;
+  lp.groups = {{0, 1}};
+  RankProgram a, b;
+  a.rank = 0;
+  b.rank = 1;
+  b.device = 1;
+  a.instrs = {instr(PInstr::Forward), instr(PInstr::Send, 0, -1, 1, 7)};
+  b.instrs = {instr(PInstr::Recv, -1, 0, 0, 7), instr(PInstr::Backward), instr(PInstr::Wait, 0)};
+  PInstr ar = instr(PInstr::AllReduce, 1);
+  ar.group = 0;
+  a.instrs.push_back(ar);
+  b.instrs.push_back(ar);
+  lp.programs = {a, b};
+  auto cost = [](const RankProgram&, const PInstr& in) {
+    switch (in.kind) {
+      case PInstr::Forward: return 3.0;
+      case PInstr::Backward: return 1.0;
+      case PInstr::Send: return 2.0;
+      case PInstr::AllReduce: return 0.5;
+      default: return 0.0;
+    }
+  };
+  SimResult r;
+  std::string err;
+  REQUIRE(simulate(lp, cost, r, err));
+  // Rank 1: busy 1, idle 1..3 (bubble: the sender is still computing), the
+  // message in flight 3..5 (exposed), allreduce 5..5.5. Rank 0 reaches the
+  // allreduce at 3 and waits for rank 1 until 5.
+  CHECK(r.step_time == Approx(5.5));
+  CHECK(r.ranks[1].busy == Approx(1.0));
+  CHECK(r.ranks[1].bubble == Approx(2.0));
+  CHECK(r.ranks[1].exposed_comm == Approx(2.5));
+  CHECK(r.ranks[0].bubble == Approx(2.0));
+  CHECK(r.ranks[0].exposed_comm == Approx(0.5));
+  // A Wait whose message is never sent is reported, not a hang.
+  lp.programs[0].instrs.erase(lp.programs[0].instrs.begin() + 1);
+  CHECK_FALSE(simulate(lp, cost, r, err));
+  CHECK(err.find("blocks forever") != std::string::npos);
+}
