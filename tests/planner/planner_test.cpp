@@ -255,3 +255,39 @@ TEST_CASE("simulator: transfer time is exposed; collectives wait for the last me
   CHECK_FALSE(simulate(lp, cost, r, err));
   CHECK(err.find("blocks forever") != std::string::npos);
 }
+
+#include "backend/planner/comm_cost.h"
+
+TEST_CASE("comm cost: bytes from the program's buffers, devices from the group") {
+  DeviceProfile p = toy();  // 4 devices per node; intra 1e10 B/s + 1us, inter 1e9 + 10us
+  LoweredPlan lp;
+  lp.groups = {{0, 1, 2, 3}, {1, 6}};
+  RankProgram prog;
+  prog.rank = 1;
+  nns::backend::BufferDecl a, b;
+  a.piece.start = {0, 0};
+  a.piece.length = {1000, 250};  // 250,000 elements
+  b.piece.start = {0, 0};
+  b.piece.length = {1000, 1000};  // 1,000,000 elements
+  prog.buffers = {a, b};
+  prog.buckets = {{0, 1}};
+  PInstr ar = instr(PInstr::AllReduce, 0);
+  ar.group = 0;
+  // 250,000 fp32 = 1e6 B on a node: 2*3*1us + 2*3/4*1e6/1e10.
+  CHECK(comm_bytes(prog, ar, 4) == 1e6);
+  CHECK(comm_time(p, lp, prog, ar, 4) == Approx(6e-6 + 1.5e-4));
+  PInstr ag = instr(PInstr::AllGather, 0, 1);
+  ag.group = 0;
+  // The gathered 4e6 B: 3*1us + 3/4*4e6/1e10.
+  CHECK(comm_time(p, lp, prog, ag, 4) == Approx(3e-6 + 3e-4));
+  PInstr bucket = instr(PInstr::BucketAllReduce);
+  bucket.index = 0;
+  bucket.group = 1;
+  // Both buffers, 5e6 B, across nodes (1 and 6): 2*1*10us + 2*1/2*5e6/1e9.
+  CHECK(comm_bytes(prog, bucket, 4) == 5e6);
+  CHECK(comm_time(p, lp, prog, bucket, 4) == Approx(2e-5 + 5e-3));
+  // A send from rank 1 to rank 5 crosses nodes: 10us + 1e6/1e9.
+  CHECK(comm_time(p, lp, prog, instr(PInstr::Send, 0, -1, 5, 1), 4) == Approx(1e-5 + 1e-3));
+  CHECK(comm_time(p, lp, prog, instr(PInstr::Recv, -1, 0, 5, 1), 4) == 0.0);
+  CHECK(comm_time(p, lp, prog, instr(PInstr::Forward), 4) == 0.0);
+}
