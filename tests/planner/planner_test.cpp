@@ -291,3 +291,59 @@ TEST_CASE("comm cost: bytes from the program's buffers, devices from the group")
   CHECK(comm_time(p, lp, prog, instr(PInstr::Recv, -1, 0, 5, 1), 4) == 0.0);
   CHECK(comm_time(p, lp, prog, instr(PInstr::Forward), 4) == 0.0);
 }
+
+#include "backend/planner/program_cost.h"
+
+TEST_CASE("program cost: kernels by the roofline of their nodes' macs and bytes; copies and updates at bandwidth") {
+  DeviceProfile p = toy();  // fp32 1e12 (matmul eff 0.5 at 1e9 FLOPs), memory 1e11 B/s
+  CHECK(op_class("linear") == "matmul");
+  CHECK(op_class("softmax") == "softmax");
+  CHECK(op_class("layer_norm") == "layer_norm");
+  CHECK(op_class("gelu") == "elementwise");
+  LoweredPlan lp;
+  RankProgram prog;
+  auto tensor = [&](nns::sema::Shape s) {
+    nns::sema::TensorInfo t;
+    t.shape = std::move(s);
+    return prog.local.add_tensor(t);
+  };
+  int a = tensor({1000, 500}), b = tensor({500, 1000}), y = tensor({1000, 1000}), z = tensor({1000, 1000});
+  nns::sema::OpNode mm;
+  mm.kind = "matmul";
+  mm.inputs = {a, b};
+  mm.outputs = {y};
+  mm.macs = 1000 * 500 * 1000;
+  int mm_id = prog.local.add_node(mm);
+  nns::sema::OpNode act;
+  act.kind = "gelu";
+  act.inputs = {y};
+  act.outputs = {z};
+  int act_id = prog.local.add_node(act);
+  nns::backend::SubOpKernel k;
+  k.inst.nodes = {mm_id, act_id};
+  k.bwd.nodes = {act_id, mm_id};
+  k.wgrad_nodes = {mm_id};
+  prog.kernels = {k};
+  nns::backend::BufferDecl w;
+  w.piece.start = {0, 0};
+  w.piece.length = {1000, 1000};
+  prog.buffers = {w};
+  PInstr fwd = instr(PInstr::Forward), bwd = instr(PInstr::Backward), bw = instr(PInstr::BackwardW);
+  fwd.kernel = bwd.kernel = bw.kernel = 0;
+  // matmul: 1e9 FLOPs / (1e12 * 0.5) = 2 ms (its 8e6 B take 80 us);
+  // gelu: 1e6 FLOPs take 1 us, its 8e6 B 80 us: memory bound.
+  CHECK(instr_time(p, lp, prog, fwd) == Approx(2e-3 + 8e-5));
+  CHECK(instr_time(p, lp, prog, bwd) == Approx(8e-5));  // the W part (matmul) runs later
+  CHECK(instr_time(p, lp, prog, bw) == Approx(2e-3));
+  // AdamW update of 1e6 fp32: 7 * 4e6 B / 1e11.
+  PInstr up = instr(PInstr::Update, 0);
+  CHECK(instr_time(p, lp, prog, up) == Approx(2.8e-4));
+  // Replayed on one rank: the sum.
+  prog.instrs = {fwd, bwd, bw, up};
+  lp.programs = {prog};
+  SimResult r;
+  std::string err;
+  REQUIRE(simulate(lp, profile_cost(p, lp), r, err));
+  CHECK(r.step_time == Approx(2.08e-3 + 8e-5 + 2e-3 + 2.8e-4));
+  CHECK(r.ranks[0].busy == Approx(r.step_time));
+}
