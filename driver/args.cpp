@@ -29,7 +29,8 @@ bool parse_args(int argc, char** argv, Args& a, std::string& err) {
         value("--steps", a.steps) || value("--seed", a.seed) || value("--threads", a.threads) || value("--init", a.init) ||
         value("--data", a.data) || value("--save", a.save) || value("--resume", a.resume) || value("--dump-grads", a.dump_grads) ||
         value("--trace", a.trace) || value("--device-memory", a.device_memory) || value("--check-timeout", a.check_timeout) ||
-        value("--eval-budget", a.eval_budget) || value("--save-every", a.save_every) || value("--metrics", a.metrics)) {
+        value("--eval-budget", a.eval_budget) || value("--save-every", a.save_every) || value("--metrics", a.metrics) ||
+        value("--device", a.device)) {
       if (!err.empty()) return false;
       // --trace OUT: a file name, never empty or an option ("--trace --steps 2").
       if ((s == "--trace" || s.rfind("--trace=", 0) == 0) && (a.trace.empty() || a.trace[0] == '-')) {

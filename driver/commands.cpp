@@ -18,8 +18,6 @@
 
 namespace nns::driver {
 
-namespace {
-
 // The options check and run share: FILE, --config, --plan, --seed-bug,
 // --emit, --gpus/--plan-gpus and the checker's limits; kExitOk or the usage
 // error's exit code. `check`: --gpus and --plan-gpus describe a plan only.
@@ -39,6 +37,8 @@ int pipeline_options(const Args& a, bool check, Stage last, PipelineOptions& o) 
     return usage_error(usage);
   return kExitOk;
 }
+
+namespace {
 
 // check's report after the stages: the model's size and its train block.
 void print_summary(const PipelineOptions& o, Pipeline& p) {

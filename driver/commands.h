@@ -4,11 +4,17 @@
 #pragma once
 
 #include "driver/args.h"
+#include "driver/pipeline.h"
 
 namespace nns::driver {
 
+// The options check, run and simulate share (FILE, --config, --plan, --emit,
+// --gpus/--plan-gpus, the checker's limits): kExitOk or a usage error's code.
+int pipeline_options(const Args& a, bool check, Stage last, PipelineOptions& o);
+
 int cmd_check(const Args& a);  // nns check FILE ...: up to the check stage, then a summary
 int cmd_run(const Args& a);    // nns run FILE ...: up to the run stage
+int cmd_simulate(const Args& a);  // nns simulate FILE --plan P --device D: the planner's replay of the rank programs
 int cmd_ckpt(const Args& a);   // nns ckpt merge DIR -o FILE
 int cmd_dimop(const Args& a);  // nns dimop 'ANNOTATION' [--shapes ...]
 int cmd_repl(const Args& a);   // nns repl [FILE]

@@ -37,6 +37,13 @@ commands:
       --eval-budget SECONDS (check and run) bounds the wall time of
       evaluating the file and of evaluating the plan, each (default 60; 0:
       none): past it, an endless loop ends with a located error.
+  simulate FILE --plan P [--gpus N [--plan-gpus K]] --device a100|v100|h100|h200|PATH.json [--config C]
+      lower plan P to its per-rank programs (what run executes) and replay
+      them on a device profile (stdlib/profiles/, or a JSON file): kernels
+      by roofline from their multiply-adds and bytes, collectives by an
+      alpha-beta model over the slowest link their group crosses; prints
+      the step time and each rank's busy, exposed-communication and bubble
+      time. Not yet: --trace, nns profile (measuring this machine).
   ckpt merge DIR -o FILE
       assemble the last complete save a partitioned run made (nns run --plan
       P --save DIR: DIR/latest, its manifest, every shard's size and

@@ -1,0 +1,349 @@
+// The planner's JSON reader, the shipped device profiles, and the cost model
+// against hand-computed roofline and alpha-beta numbers.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sstream>
+
+#include "backend/planner/cost_model.h"
+#include "backend/planner/json.h"
+
+using namespace nns::planner;
+
+namespace {
+
+// peak fp32 1 TFLOP/s, fp16 4 TFLOP/s, 100 GB/s memory, 4 devices per node,
+// intra 10 GB/s + 1 us, inter 1 GB/s + 10 us; matmul efficiency 0.25 at
+// 1e6 FLOPs rising to 0.5 at 1e9.
+const char* kProfile = R"({
+  "name": "toy",
+  "peak_flops": {"fp32": 1e12, "fp16": 4e12},
+  "memory_bytes": 1e9, "memory_bandwidth": 1e11,
+  "devices_per_node": 4,
+  "intra_bandwidth": 1e10, "intra_latency": 1e-6,
+  "inter_bandwidth": 1e9, "inter_latency": 1e-5,
+  "efficiency": {"matmul": [[1e9, 0.5], [1e6, 0.25]]}
+})";
+
+DeviceProfile toy() {
+  DeviceProfile p;
+  std::string err;
+  REQUIRE(parse_profile(kProfile, p, err));
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("json reader: values, nesting and errors with offsets") {
+  Json j;
+  std::string err;
+  REQUIRE(parse_json(R"( {"a": [1, -2.5e3, true, null], "b": {"c": "x\"y"}} )", j, err));
+  REQUIRE(j.kind == Json::Object);
+  REQUIRE(j.find("a")->arr.size() == 4);
+  CHECK(j.find("a")->arr[1].num == -2500.0);
+  CHECK(j.find("a")->arr[2].b);
+  CHECK(j.find("a")->arr[3].kind == Json::Null);
+  CHECK(j.find("b")->find("c")->str == "x\"y");
+  CHECK(j.find("zz") == nullptr);
+  CHECK_FALSE(parse_json("{\"a\": 1,}", j, err));
+  CHECK(err.find("offset 8") != std::string::npos);
+  CHECK_FALSE(parse_json("[1, 2", j, err));
+  CHECK_FALSE(parse_json("{} x", j, err));
+  CHECK(err.find("trailing") != std::string::npos);
+  CHECK_FALSE(parse_json(std::string(100, '['), j, err));
+  CHECK(err.find("too deep") != std::string::npos);
+}
+
+TEST_CASE("cost model: roofline with the efficiency curve") {
+  DeviceProfile p = toy();
+  // Curve points are sorted; ends clamp; the log-midpoint interpolates halfway.
+  CHECK(efficiency(p, "matmul", 1e3) == Approx(0.25));
+  CHECK(efficiency(p, "matmul", 1e12) == Approx(0.5));
+  CHECK(efficiency(p, "matmul", 3.1622776601683795e7) == Approx(0.375));
+  CHECK(efficiency(p, "softmax", 1e3) == 1.0);
+  // Compute bound: 1e9 / (1e12 * 0.5) = 2 ms > 1e6 B / 1e11 B/s = 10 us.
+  CHECK(compute_time(p, "matmul", "fp32", 1e9, 1e6) == Approx(2e-3));
+  // fp16 peak: 4e9 / (4e12 * 0.5) = 2 ms.
+  CHECK(compute_time(p, "matmul", "fp16", 4e9, 0) == Approx(2e-3));
+  // Memory bound: 1e9 B / 1e11 B/s = 10 ms > 1e6 / 1e12 = 1 us.
+  CHECK(compute_time(p, "elementwise", "fp32", 1e6, 1e9) == Approx(1e-2));
+  // A dtype the profile lacks runs at fp32's peak.
+  CHECK(compute_time(p, "elementwise", "int8", 1e9, 0) == Approx(1e-3));
+}
+
+TEST_CASE("cost model: alpha-beta collectives over the slowest link") {
+  DeviceProfile p = toy();
+  std::vector<int> node0 = {0, 1, 2, 3}, across = {2, 5}, eight = {0, 1, 2, 3, 4, 5, 6, 7};
+  CHECK(&group_link(p, node0) == &p.intra);
+  CHECK(&group_link(p, across) == &p.inter);
+  // Ring allreduce of 4e8 B on 4 devices in a node: 2*3*1us + 2*3/4*4e8/1e10.
+  CHECK(collective_time(p, Collective::AllReduce, 4e8, node0) == Approx(6e-6 + 0.06));
+  // Across nodes: 2*1*10us + 2*1/2*4e8/1e9.
+  CHECK(collective_time(p, Collective::AllReduce, 4e8, across) == Approx(2e-5 + 0.4));
+  // Allgather / reducescatter: 3*1us + 3/4*4e8/1e10.
+  CHECK(collective_time(p, Collective::AllGather, 4e8, node0) == Approx(3e-6 + 0.03));
+  CHECK(collective_time(p, Collective::ReduceScatter, 4e8, node0) == Approx(3e-6 + 0.03));
+  // All-to-all over two nodes: 7*10us + 7/8*8e8/1e9.
+  CHECK(collective_time(p, Collective::AllToAll, 8e8, eight) == Approx(7e-5 + 0.7));
+  // Send/recv: one message.
+  CHECK(collective_time(p, Collective::SendRecv, 1e6, {0, 1}) == Approx(1e-6 + 1e-4));
+  CHECK(collective_time(p, Collective::SendRecv, 1e6, {3, 4}) == Approx(1e-5 + 1e-3));
+  CHECK(collective_time(p, Collective::AllReduce, 1e9, {5}) == 0.0);
+}
+
+TEST_CASE("profiles: a single-node profile may leave inter-node links out; errors name the field") {
+  DeviceProfile p;
+  std::string err;
+  REQUIRE(parse_profile(R"({"peak_flops": {"fp32": 1e11}, "memory_bytes": 1, "memory_bandwidth": 1e10,
+      "devices_per_node": 2, "intra_bandwidth": 1e9, "intra_latency": 2e-5})", p, err));
+  CHECK(p.inter.bandwidth == 1e9);
+  CHECK(p.inter.latency == 2e-5);
+  CHECK_FALSE(parse_profile(R"({"peak_flops": {"fp32": 1e11}})", p, err));
+  CHECK(err == "missing field \"memory_bytes\"");
+  CHECK_FALSE(parse_profile(R"({"peak_flops": {}})", p, err));
+  CHECK(err.find("peak_flops") != std::string::npos);
+  CHECK_FALSE(parse_profile(R"({"peak_flops": {"fp32": 1e11}, "memory_bytes": 1, "memory_bandwidth": 1e10,
+      "devices_per_node": 2, "intra_bandwidth": 1e9, "intra_latency": 2e-5,
+      "efficiency": {"matmul": [[1e6]]}})", p, err));
+  CHECK(err.find("efficiency.matmul") != std::string::npos);
+  CHECK_FALSE(load_profile("nosuch", "stdlib/profiles", p, err));
+  CHECK(err.find("stdlib/profiles/nosuch.json") != std::string::npos);
+}
+
+TEST_CASE("profiles: the shipped GPU profiles load, and every figure cites its source") {
+  struct Expect { const char* name; double mem_gb; double bf16_tflops; };
+  for (Expect e : {Expect{"v100", 32, 15.7}, Expect{"a100", 80, 312}, Expect{"h100", 80, 989.5},
+                   Expect{"h200", 141, 989.5}}) {
+    INFO(e.name);
+    DeviceProfile p;
+    std::string err;
+    REQUIRE(load_profile(e.name, "stdlib/profiles", p, err));
+    CHECK(p.name == e.name);
+    for (const char* dt : {"fp32", "tf32", "fp16", "bf16"}) CHECK(p.peak_flops.count(dt) == 1);
+    CHECK(p.peak_flops["bf16"] == Approx(e.bf16_tflops * 1e12));
+    CHECK(p.memory_bytes == Approx(e.mem_gb * 1073741824.0));
+    CHECK(p.devices_per_node == 8);
+    CHECK(p.inter.bandwidth < p.intra.bandwidth);
+    // Each figure has a sibling "<field>_source".
+    std::ifstream in(std::string("stdlib/profiles/") + e.name + ".json");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    Json root;
+    REQUIRE(parse_json(ss.str(), root, err));
+    for (const auto& [key, v] : root.obj) {
+      if (v.kind != Json::Number && v.kind != Json::Object) continue;
+      INFO(key);
+      const Json* src = root.find(key + "_source");
+      REQUIRE(src != nullptr);
+      CHECK(src->str.size() > 10);
+    }
+  }
+}
+
+#include "backend/planner/simulator.h"
+#include "semantics/pipeline_schedule.h"
+
+namespace {
+
+using nns::backend::LoweredPlan;
+using nns::backend::PInstr;
+using nns::backend::RankProgram;
+
+PInstr instr(PInstr::Kind k, int a = -1, int b = -1, int peer = -1, uint32_t tag = 0) {
+  PInstr in;
+  in.kind = k;
+  in.a = a;
+  in.b = b;
+  in.peer = peer;
+  in.tag = tag;
+  return in;
+}
+
+// A p-stage pipeline with m micro-batches as RankPrograms, in the order
+// `order` gives: a forward receives its activation from stage s-1, runs and
+// sends to s+1; a backward receives its gradient from s+1, runs and sends
+// to s-1. Forward and Backward cost 1, everything else 0.
+LoweredPlan pipeline(const nns::sema::PipeOrder& order, int p) {
+  LoweredPlan lp;
+  lp.devices = p;
+  for (int s = 0; s < p; ++s) {
+    RankProgram prog;
+    prog.rank = prog.device = s;
+    for (const auto& task : order[static_cast<size_t>(s)]) {
+      bool fwd = task.phase == nns::sema::PipeTask::F;
+      int from = fwd ? s - 1 : s + 1, to = fwd ? s + 1 : s - 1;
+      uint32_t tag = static_cast<uint32_t>(task.mb * 2 + (fwd ? 0 : 1));
+      int buf = static_cast<int>(prog.instrs.size());
+      if (from >= 0 && from < p) {
+        prog.instrs.push_back(instr(PInstr::Recv, -1, buf, from, tag));
+        prog.instrs.push_back(instr(PInstr::Wait, buf));
+      }
+      prog.instrs.push_back(instr(fwd ? PInstr::Forward : PInstr::Backward));
+      if (to >= 0 && to < p) prog.instrs.push_back(instr(PInstr::Send, buf, -1, to, tag));
+    }
+    lp.programs.push_back(std::move(prog));
+  }
+  return lp;
+}
+
+double unit_cost(const RankProgram&, const PInstr& in) {
+  return in.kind == PInstr::Forward || in.kind == PInstr::Backward ? 1.0 : 0.0;
+}
+
+}  // namespace
+
+TEST_CASE("simulator: 1F1B on 4 stages has the (p-1)/(m+p-1) bubble with unit costs") {
+  const int p = 4;
+  for (int m : {1, 4, 8}) {
+    INFO("m=" << m);
+    LoweredPlan lp = pipeline(nns::sema::one_f_one_b_order(p, m), p);
+    SimResult r;
+    std::string err;
+    REQUIRE(simulate(lp, unit_cost, r, err));
+    // Hand timeline: the first backward starts on the last stage at p-1+1,
+    // reaches stage 0 at 2(p-1)+1; stage 0 then runs its last B: 2(m+p-1).
+    CHECK(r.step_time == Approx(2.0 * (m + p - 1)));
+    for (const RankTimes& t : r.ranks) {
+      CHECK(t.busy == Approx(2.0 * m));
+      CHECK(t.end - t.busy == Approx(t.bubble + t.exposed_comm));
+      CHECK(t.exposed_comm == Approx(0.0));  // free transfers
+    }
+    // Stage 0 idles 2(p-1) slots: share (p-1)/(m+p-1) of the step.
+    CHECK(r.ranks[0].bubble / r.step_time == Approx(double(p - 1) / (m + p - 1)));
+  }
+}
+
+TEST_CASE("simulator: transfer time is exposed; collectives wait for the last member") {
+  // Two ranks: rank 0 computes 3 s then sends (2 s) to rank 1, which waits.
+  LoweredPlan lp;
+  lp.devices = 2;
+  lp.groups = {{0, 1}};
+  RankProgram a, b;
+  a.rank = 0;
+  b.rank = 1;
+  b.device = 1;
+  a.instrs = {instr(PInstr::Forward), instr(PInstr::Send, 0, -1, 1, 7)};
+  b.instrs = {instr(PInstr::Recv, -1, 0, 0, 7), instr(PInstr::Backward), instr(PInstr::Wait, 0)};
+  PInstr ar = instr(PInstr::AllReduce, 1);
+  ar.group = 0;
+  a.instrs.push_back(ar);
+  b.instrs.push_back(ar);
+  lp.programs = {a, b};
+  auto cost = [](const RankProgram&, const PInstr& in) {
+    switch (in.kind) {
+      case PInstr::Forward: return 3.0;
+      case PInstr::Backward: return 1.0;
+      case PInstr::Send: return 2.0;
+      case PInstr::AllReduce: return 0.5;
+      default: return 0.0;
+    }
+  };
+  SimResult r;
+  std::string err;
+  REQUIRE(simulate(lp, cost, r, err));
+  // Rank 1: busy 1, idle 1..3 (bubble: the sender is still computing), the
+  // message in flight 3..5 (exposed), allreduce 5..5.5. Rank 0 reaches the
+  // allreduce at 3 and waits for rank 1 until 5.
+  CHECK(r.step_time == Approx(5.5));
+  CHECK(r.ranks[1].busy == Approx(1.0));
+  CHECK(r.ranks[1].bubble == Approx(2.0));
+  CHECK(r.ranks[1].exposed_comm == Approx(2.5));
+  CHECK(r.ranks[0].bubble == Approx(2.0));
+  CHECK(r.ranks[0].exposed_comm == Approx(0.5));
+  // A Wait whose message is never sent is reported, not a hang.
+  lp.programs[0].instrs.erase(lp.programs[0].instrs.begin() + 1);
+  CHECK_FALSE(simulate(lp, cost, r, err));
+  CHECK(err.find("blocks forever") != std::string::npos);
+}
+
+#include "backend/planner/comm_cost.h"
+
+TEST_CASE("comm cost: bytes from the program's buffers, devices from the group") {
+  DeviceProfile p = toy();  // 4 devices per node; intra 1e10 B/s + 1us, inter 1e9 + 10us
+  LoweredPlan lp;
+  lp.groups = {{0, 1, 2, 3}, {1, 6}};
+  RankProgram prog;
+  prog.rank = 1;
+  nns::backend::BufferDecl a, b;
+  a.piece.start = {0, 0};
+  a.piece.length = {1000, 250};  // 250,000 elements
+  b.piece.start = {0, 0};
+  b.piece.length = {1000, 1000};  // 1,000,000 elements
+  prog.buffers = {a, b};
+  prog.buckets = {{0, 1}};
+  PInstr ar = instr(PInstr::AllReduce, 0);
+  ar.group = 0;
+  // 250,000 fp32 = 1e6 B on a node: 2*3*1us + 2*3/4*1e6/1e10.
+  CHECK(comm_bytes(prog, ar, 4) == 1e6);
+  CHECK(comm_time(p, lp, prog, ar, 4) == Approx(6e-6 + 1.5e-4));
+  PInstr ag = instr(PInstr::AllGather, 0, 1);
+  ag.group = 0;
+  // The gathered 4e6 B: 3*1us + 3/4*4e6/1e10.
+  CHECK(comm_time(p, lp, prog, ag, 4) == Approx(3e-6 + 3e-4));
+  PInstr bucket = instr(PInstr::BucketAllReduce);
+  bucket.index = 0;
+  bucket.group = 1;
+  // Both buffers, 5e6 B, across nodes (1 and 6): 2*1*10us + 2*1/2*5e6/1e9.
+  CHECK(comm_bytes(prog, bucket, 4) == 5e6);
+  CHECK(comm_time(p, lp, prog, bucket, 4) == Approx(2e-5 + 5e-3));
+  // A send from rank 1 to rank 5 crosses nodes: 10us + 1e6/1e9.
+  CHECK(comm_time(p, lp, prog, instr(PInstr::Send, 0, -1, 5, 1), 4) == Approx(1e-5 + 1e-3));
+  CHECK(comm_time(p, lp, prog, instr(PInstr::Recv, -1, 0, 5, 1), 4) == 0.0);
+  CHECK(comm_time(p, lp, prog, instr(PInstr::Forward), 4) == 0.0);
+}
+
+#include "backend/planner/program_cost.h"
+
+TEST_CASE("program cost: kernels by the roofline of their nodes' macs and bytes; copies and updates at bandwidth") {
+  DeviceProfile p = toy();  // fp32 1e12 (matmul eff 0.5 at 1e9 FLOPs), memory 1e11 B/s
+  CHECK(op_class("linear") == "matmul");
+  CHECK(op_class("softmax") == "softmax");
+  CHECK(op_class("layer_norm") == "layer_norm");
+  CHECK(op_class("gelu") == "elementwise");
+  LoweredPlan lp;
+  RankProgram prog;
+  auto tensor = [&](nns::sema::Shape s) {
+    nns::sema::TensorInfo t;
+    t.shape = std::move(s);
+    return prog.local.add_tensor(t);
+  };
+  int a = tensor({1000, 500}), b = tensor({500, 1000}), y = tensor({1000, 1000}), z = tensor({1000, 1000});
+  nns::sema::OpNode mm;
+  mm.kind = "matmul";
+  mm.inputs = {a, b};
+  mm.outputs = {y};
+  mm.macs = 1000 * 500 * 1000;
+  int mm_id = prog.local.add_node(mm);
+  nns::sema::OpNode act;
+  act.kind = "gelu";
+  act.inputs = {y};
+  act.outputs = {z};
+  int act_id = prog.local.add_node(act);
+  nns::backend::SubOpKernel k;
+  k.inst.nodes = {mm_id, act_id};
+  k.bwd.nodes = {act_id, mm_id};
+  k.wgrad_nodes = {mm_id};
+  prog.kernels = {k};
+  nns::backend::BufferDecl w;
+  w.piece.start = {0, 0};
+  w.piece.length = {1000, 1000};
+  prog.buffers = {w};
+  PInstr fwd = instr(PInstr::Forward), bwd = instr(PInstr::Backward), bw = instr(PInstr::BackwardW);
+  fwd.kernel = bwd.kernel = bw.kernel = 0;
+  // matmul: 1e9 FLOPs / (1e12 * 0.5) = 2 ms (its 8e6 B take 80 us);
+  // gelu: 1e6 FLOPs take 1 us, its 8e6 B 80 us: memory bound.
+  CHECK(instr_time(p, lp, prog, fwd) == Approx(2e-3 + 8e-5));
+  CHECK(instr_time(p, lp, prog, bwd) == Approx(8e-5));  // the W part (matmul) runs later
+  CHECK(instr_time(p, lp, prog, bw) == Approx(2e-3));
+  // AdamW update of 1e6 fp32: 7 * 4e6 B / 1e11.
+  PInstr up = instr(PInstr::Update, 0);
+  CHECK(instr_time(p, lp, prog, up) == Approx(2.8e-4));
+  // Replayed on one rank: the sum.
+  prog.instrs = {fwd, bwd, bw, up};
+  lp.programs = {prog};
+  SimResult r;
+  std::string err;
+  REQUIRE(simulate(lp, profile_cost(p, lp), r, err));
+  CHECK(r.step_time == Approx(2.08e-3 + 8e-5 + 2e-3 + 2.8e-4));
+  CHECK(r.ranks[0].busy == Approx(r.step_time));
+}
