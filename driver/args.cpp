@@ -1,5 +1,7 @@
 #include "driver/args.h"
 
+#include "backend/runtime/comm/launch_env.h"
+
 #include <cstdlib>
 #include <cerrno>
 #include <cctype>
@@ -76,6 +78,24 @@ bool parse_topology(const Args& a, bool plan_flags_only, Topology& t, std::strin
   if (!a.gpus.empty() && (!parse_int(a.gpus, n) || n < 1 || n > 65536)) {
     usage = "--gpus must be an integer from 1 to 65536";
     return false;
+  }
+  if (!plan_flags_only) {
+    // Ranks that torchrun, srun or mpirun started: the world is theirs.
+    backend::LaunchEnv launch;
+    std::string err;
+    if (!backend::detect_launch_env(backend::process_env(), launch, err)) {
+      usage = err;
+      return false;
+    }
+    if (launch.world_size > 1) {
+      if (a.gpus.empty()) {
+        n = launch.world_size;
+      } else if (n != launch.world_size) {
+        usage = "--gpus " + a.gpus + " but " + launch.source + " started " + std::to_string(launch.world_size) +
+                " ranks (" + launch.described + "); drop --gpus or make them agree (NNS_LAUNCHER=local ignores the launcher)";
+        return false;
+      }
+    }
   }
   if (a.plan.empty()) {
     if (!a.plan_gpus.empty() || (plan_flags_only && !a.gpus.empty())) {

@@ -1,5 +1,7 @@
 #include "driver/openmp_env.h"
 
+#include "backend/runtime/comm/launch_env.h"
+
 #include <unistd.h>
 
 #include <cstdlib>
@@ -35,7 +37,9 @@ bool fill_missing() {
 // sleeping thread costs more than the spin (gpt tiny: 1.1 ms per step
 // spinning, 6-7 ms passive on this VM).
 bool shares_cores(char** argv) {
-  if (const char* w = std::getenv("NNS_WORLD_SIZE"); w && std::atoi(w) > 1) return true;
+  backend::LaunchEnv launch;
+  std::string err;
+  if (backend::detect_launch_env(backend::process_env(), launch, err) && launch.local_world_size > 1) return true;
   for (int i = 1; argv[i]; ++i) {
     std::string a = argv[i];
     const char* value = nullptr;

@@ -3,6 +3,7 @@
 #include "driver/pipeline.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -12,6 +13,7 @@
 #include "backend/lowering/lower_plan.h"
 #include "backend/runtime/backend.h"
 #include "backend/runtime/comm/communicator.h"
+#include "backend/runtime/comm/launch_env.h"
 #include "backend/runtime/comm/launcher.h"
 #include "backend/runtime/cpu/kernels.h"
 #include "backend/runtime/cpu/thread_policy.h"
@@ -184,6 +186,20 @@ int run_on_ranks(int64_t ranks, const std::function<int(backend::Communicator*)>
   };
   if (ranks == 1) return guarded(nullptr);
   std::fflush(stdout);
+  backend::LaunchEnv launch;
+  std::string err;
+  if (backend::detect_launch_env(backend::process_env(), launch, err) && launch.world_size > 1) {
+    // Started by torchrun, srun, mpirun (or NNS_* by hand): this process is
+    // one rank; parse_topology made --gpus equal the launcher's world and
+    // cmd_run silenced the stdout of ranks other than 0.
+    try {
+      backend::Communicator comm(backend::CommConfig::from_env());
+      return guarded(&comm);
+    } catch (const backend::RuntimeError& e) {
+      std::cerr << "nns: error: rank " << launch.rank << ": " << e.what() << "\n";
+      return kExitRuntime;
+    }
+  }
   return backend::launch_local_ranks(static_cast<int>(ranks), [&](int) -> int {
     try {
       backend::Communicator comm(backend::CommConfig::from_env());

@@ -1,4 +1,5 @@
 #include "backend/runtime/comm/communicator.h"
+#include "backend/runtime/comm/launch_env.h"
 
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
@@ -32,16 +33,6 @@ using Ms = std::chrono::milliseconds;
 // Gloo's collectives name their slots with prefixes 0x01..0x08; 0x20 keeps
 // user point-to-point tags clear of them on any context.
 constexpr uint8_t kP2pSlotPrefix = 0x20;
-
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  long x = std::strtol(v, &end, 10);
-  if (*end != '\0' || x < INT_MIN || x > INT_MAX)
-    throw CommError(std::string("bad value for ") + name + ": '" + v + "' (expected an integer)");
-  return static_cast<int>(x);
-}
 
 bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr == "::1" || addr.rfind("127.", 0) == 0;
@@ -113,10 +104,15 @@ std::string group_name(const Group& group) {
 
 CommConfig CommConfig::from_env() {
   CommConfig c;
-  c.rank = env_int("NNS_RANK", 0);
-  c.world_size = env_int("NNS_WORLD_SIZE", 1);
-  if (const char* v = std::getenv("NNS_MASTER_ADDR"); v && *v) c.master_addr = v;
-  c.master_port = env_int("NNS_MASTER_PORT", 29500);
+  // Rank, world and master: nns's own variables, else torchrun's, Slurm's
+  // or Open MPI's (launch_env.h).
+  LaunchEnv launch;
+  std::string err;
+  if (!detect_launch_env(process_env(), launch, err)) throw CommError(err);
+  c.rank = launch.rank;
+  c.world_size = launch.world_size;
+  c.master_addr = launch.master_addr;
+  c.master_port = launch.master_port;
   if (const char* v = std::getenv("NNS_STORE_DIR"); v && *v) c.store_dir = v;
   if (const char* v = std::getenv("NNS_COMM_HOST"); v && *v) c.host = v;
   if (const char* v = std::getenv("NNS_COMM_TIMEOUT"); v && *v) {

@@ -3,8 +3,9 @@
 // adapters of DESIGN.md §3 (V→R allreduce, V→D reduce_scatter, D→R
 // allgather, Di→Dj all_to_all, send/recv and broadcast between device sets).
 //
-// Configuration, read by CommConfig::from_env (the launcher sets these; on
-// several hosts set them yourself, like torchrun):
+// Configuration, read by CommConfig::from_env (the launcher sets these;
+// torchrun's, Slurm's and Open MPI's own variables are read in their place
+// when a rank was started by one of them: launch_env.h):
 //   NNS_RANK          this rank, 0 <= rank < world size        (default 0)
 //   NNS_WORLD_SIZE    number of ranks                          (default 1)
 //   NNS_MASTER_ADDR   host of rank 0, which serves the rendezvous store

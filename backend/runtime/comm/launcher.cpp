@@ -1,4 +1,5 @@
 #include "backend/runtime/comm/launcher.h"
+#include "backend/runtime/comm/launch_env.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -114,6 +115,8 @@ void forward_stderr(int fd, int rank, std::mutex& out_mu) {
   }
   ::setenv("NNS_RANK", std::to_string(rank).c_str(), 1);
   ::setenv("NNS_WORLD_SIZE", std::to_string(world_size).c_str(), 1);
+  ::setenv("NNS_LOCAL_RANK", std::to_string(rank).c_str(), 1);
+  ::setenv("NNS_LOCAL_WORLD_SIZE", std::to_string(world_size).c_str(), 1);
   ::setenv("NNS_MASTER_ADDR", "127.0.0.1", 1);
   ::setenv("NNS_MASTER_PORT", std::to_string(port).c_str(), 1);
   const char* threads = std::getenv("NNS_THREADS");
@@ -206,8 +209,12 @@ int find_free_port() {
 
 int rank_threads() {
   if (const char* v = std::getenv("NNS_THREADS"); v && std::atoi(v) > 0) return std::atoi(v);
+  // The ranks that share this host's cores: all of a local launch, this
+  // host's share of one started by torchrun, Slurm or Open MPI.
+  LaunchEnv launch;
+  std::string err;
   int world = 1;
-  if (const char* v = std::getenv("NNS_WORLD_SIZE"); v && std::atoi(v) > 0) world = std::atoi(v);
+  if (detect_launch_env(process_env(), launch, err)) world = launch.local_world_size;
   return std::max(1, cpu_count() / world);
 }
 

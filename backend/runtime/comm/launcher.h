@@ -1,9 +1,11 @@
 // The multi-process launcher for CPU ranks on one host (what `nns run
-// --gpus N` uses for its N rank processes; several hosts are joined by setting the NNS_* variables
-// of communicator.h by hand, like torchrun's static rendezvous).
+// --gpus N` uses for its N rank processes). Ranks started by torchrun,
+// srun or mpirun, one process each, launch nothing: they read who they are
+// from their launcher's variables (launch_env.h).
 //
 // launch_local_ranks forks one child process per rank. Each child gets
-//   NNS_RANK, NNS_WORLD_SIZE, NNS_MASTER_ADDR=127.0.0.1,
+//   NNS_RANK, NNS_WORLD_SIZE, NNS_LOCAL_RANK, NNS_LOCAL_WORLD_SIZE (the
+//   same two numbers: one host), NNS_MASTER_ADDR=127.0.0.1,
 //   NNS_MASTER_PORT=<a free port picked by the launcher>,
 //   NNS_THREADS=max(1, cores / world_size)   (unless NNS_THREADS is set:
 //                                             then it is passed through)
@@ -41,8 +43,9 @@ constexpr int kRankFailedExit = 70;
 
 int launch_local_ranks(int world_size, const std::function<int(int rank)>& rank_main);
 
-// NNS_THREADS if set and positive, else max(1, cores / world_size) where
-// world_size is NNS_WORLD_SIZE (1 if unset).
+// NNS_THREADS if set and positive, else max(1, cores / R) where R is the
+// number of ranks on this host (launch_env.h: local_world_size; 1 without
+// any launcher's variables).
 int rank_threads();
 
 // A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0).
