@@ -27,6 +27,13 @@ namespace nns::driver {
 
 namespace {
 
+// --verify's bound under bf16 autocast: see the README's mixed-precision
+// section for the measurements behind it.
+constexpr double kBf16VerifyBound = 1e-2;
+// bf16 keeps 8 significant bits: a gradient below 2^-8 of the largest is at
+// its rounding level (fp32's verifier uses 1e-6 for the same purpose).
+constexpr double kBf16Rounding = 1.0 / 256;
+
 // The one place a rank's plan executor is built: the rank's program
 // lowered (with its sub-op bodies) and handed to the runtime.
 std::unique_ptr<backend::PlanTrainer> make_plan_trainer(Pipeline& p, const PipelineOptions& o, backend::Backend& backend,
@@ -37,6 +44,14 @@ std::unique_ptr<backend::PlanTrainer> make_plan_trainer(Pipeline& p, const Pipel
 }
 
 // What a one-device trainer reads: seed and files of the run.
+// The train block's precision, as the backend takes it (the interpreter
+// accepted only these names).
+backend::Precision precision_of(const sema::TrainSpec& s) {
+  backend::Precision p = backend::Precision::F32;
+  if (!backend::parse_precision(s.precision, p)) throw backend::RuntimeError("internal: unknown precision " + s.precision);
+  return p;
+}
+
 backend::TrainOptions train_options(const RunOptions& r, backend::Communicator* comm) {
   backend::TrainOptions opts;
   opts.comm = comm;
@@ -52,7 +67,9 @@ std::string banner(const Pipeline& p, const PipelineOptions& o, int threads, boo
   const Topology& t = o.topo;
   const sema::TrainSpec& s = p.spec;
   const char* config = p.interp->config_name().empty() ? "-" : p.interp->config_name().c_str();
-  const char* kernels = o.run.reference ? "reference" : "oneDNN";
+  std::string kernels_text = o.run.reference ? "reference" : "oneDNN";
+  if (s.precision == "bf16") kernels_text += " (bf16 matrix products, fp32 accumulation and weights)";
+  const char* kernels = kernels_text.c_str();
   int shown_threads = threads > 0 ? threads : std::max(1, backend::cpu::get_threads());
   std::string per_rank = std::to_string(shown_threads) + " thread(s) per rank";
   if (adaptive) per_rank = "up to " + std::to_string(shown_threads) + " thread(s) (fewer while other processes keep cores busy)";
@@ -77,6 +94,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
   const RunOptions& r = o.run;
   const int rank = comm ? comm->rank() : 0;
   auto be = backend::make_cpu_backend(r.reference);
+  be->set_precision(precision_of(p.spec));
   int threads = r.threads > 0 ? r.threads : (comm ? backend::rank_threads() : 0);
   // One device without --threads: as many threads as the work can use and
   // the idle cores allow, re-decided as the machine's load changes.
@@ -93,6 +111,11 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
   lo.rank = rank;
   lo.steps = p.spec.steps;
   lo.verify = r.verify;
+  if (p.spec.precision == "bf16") {
+    lo.verify_precision = "bf16";
+    lo.verify_bound = kBf16VerifyBound;
+    lo.verify_rounding = kBf16Rounding;
+  }
   lo.save_every = r.save_every;
   lo.metrics = r.metrics;
   std::unique_ptr<backend::TrainSession> session;
@@ -155,6 +178,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
     sema::TrainSpec ref_spec = p.spec;
     ref_spec.micro_batches = p.spec.micro_batches * o.topo.replicas;
     ref_be = backend::make_cpu_backend(r.reference);
+    ref_be->set_precision(precision_of(p.spec));  // one device at the same precision
     if (threads > 0) ref_be->set_threads(threads);
     backend::TrainOptions ref_opts = opts;
     ref_opts.comm = nullptr;
@@ -225,6 +249,7 @@ int run_eval(Pipeline& p, const PipelineOptions& o) {
   return run_on_ranks(o.topo.ranks, [&](backend::Communicator* comm) -> int {
     const int rank = comm ? comm->rank() : 0;
     auto be = backend::make_cpu_backend(r.reference);
+    be->set_precision(precision_of(p.spec));
     int threads = r.threads > 0 ? r.threads : (comm ? backend::rank_threads() : 0);
     if (threads > 0) be->set_threads(threads);
     std::unique_ptr<backend::TrainSession> session;

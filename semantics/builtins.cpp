@@ -326,7 +326,7 @@ void install_builtins(Env& env) {
 // ---- the train block ------------------------------------------------------------------
 
 namespace {
-const char* const kSettings[] = {"model", "loss", "optimizer", "schedule", "data", "steps", "micro_batches", "clip"};
+const char* const kSettings[] = {"model", "loss", "optimizer", "schedule", "data", "steps", "micro_batches", "clip", "precision"};
 
 bool is_setting(const std::string& n) {
   for (const char* s : kSettings)
@@ -419,6 +419,13 @@ void Interpreter::run_train(const front::TrainDecl& t, const std::shared_ptr<Env
     } else if (key == "clip") {
       spec.clip = to_float(v, vl, "clip");
       if (spec.clip < 0) fail(vl, "'clip' must be non-negative (0 disables clipping)");
+    } else if (key == "precision") {
+      if (!v.is<std::string>()) fail(vl, "'precision' must be a string (\"fp32\" or \"bf16\"), got " + type_name(v));
+      const std::string& p = v.as<std::string>();
+      if (p == "fp16")
+        fail(vl, "precision \"fp16\" is not supported yet (it needs dynamic loss scaling); \"bf16\" keeps fp32's range");
+      if (p != "fp32" && p != "bf16") fail(vl, "unknown precision \"" + p + "\" (\"fp32\" or \"bf16\")");
+      spec.precision = p;
     }
     env->define(key, std::move(v));
   }

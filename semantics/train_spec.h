@@ -39,6 +39,10 @@ struct TrainSpec {
   // and accumulates their gradients (global batch = micro_batches x input batch).
   int64_t micro_batches = 1;
   double clip = 0;  // global-norm gradient clipping; 0 = off
+  // "fp32", or "bf16": the matrix products (linear, matmul, bmm) take
+  // bfloat16 operands with fp32 accumulation; weights, gradients and the
+  // other ops stay fp32 (the runtime's Precision).
+  std::string precision = "fp32";
   front::SourceLoc loc;
 };
 

@@ -35,6 +35,15 @@ struct OptimizerState {
   std::vector<TensorView> buffers;  // SGD: momentum; AdamW: m, v
 };
 
+// The compute precision of the matrix products (linear, matmul, bmm): fp32,
+// or bf16 autocast, the train setting precision = "bf16": operands rounded
+// to bfloat16, products accumulated and returned in fp32. Weights (the
+// master copy), gradients, optimizer state and every other op stay fp32.
+enum class Precision { F32, BF16 };
+const char* precision_name(Precision p);
+// "fp32" / "bf16"; false for anything else.
+bool parse_precision(const std::string& text, Precision& out);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -71,6 +80,8 @@ class Backend {
   void set_step(int64_t step) { step_ = step; }
   int64_t step() const { return step_; }
   virtual void set_threads(int n) = 0;
+  void set_precision(Precision p) { precision_ = p; }
+  Precision precision() const { return precision_; }
 
  protected:
   void track_alloc(int64_t bytes) {
@@ -81,6 +92,7 @@ class Backend {
 
  private:
   int64_t current_ = 0, peak_ = 0, step_ = 0;
+  Precision precision_ = Precision::F32;
 };
 
 // reference = true runs the plain reference kernels (the conformance oracle).

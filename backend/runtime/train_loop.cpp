@@ -46,7 +46,7 @@ double compare_tensors(const TensorMap& got, const TensorMap& want, std::string&
   return max_err;
 }
 
-size_t mark_rounding_level(const TensorMap& grads, ElementMasks& masks) {
+size_t mark_rounding_level(const TensorMap& grads, ElementMasks& masks, double rounding) {
   double gmax = 0;
   for (const auto& [name, g] : grads)
     for (float v : g) gmax = std::max(gmax, static_cast<double>(std::fabs(v)));
@@ -55,14 +55,14 @@ size_t mark_rounding_level(const TensorMap& grads, ElementMasks& masks) {
     std::vector<char>& m = masks[name];
     m.resize(g.size(), 0);
     for (size_t i = 0; i < g.size(); ++i) {
-      if (std::fabs(static_cast<double>(g[i])) <= 1e-6 * gmax) m[i] = 1;
+      if (std::fabs(static_cast<double>(g[i])) <= rounding * gmax) m[i] = 1;
       total += m[i] ? 1 : 0;
     }
   }
   return total;
 }
 
-std::set<std::string> loss_invariant(const TensorMap& grads, double& global_max) {
+std::set<std::string> loss_invariant(const TensorMap& grads, double& global_max, double rounding) {
   global_max = 0;
   std::map<std::string, double> local;
   for (const auto& [name, g] : grads) {
@@ -74,7 +74,7 @@ std::set<std::string> loss_invariant(const TensorMap& grads, double& global_max)
   }
   std::set<std::string> out;
   for (const auto& [name, m] : local)
-    if (m <= 1e-6 * global_max) out.insert(name);
+    if (m <= rounding * global_max) out.insert(name);
   return out;
 }
 
@@ -84,10 +84,10 @@ StepComparison StepVerifier::compare(double loss, const TensorMap& gradients, co
   TensorMap ref_grads = ref_.last_gradients();
   double gmax = 0;
   // Kept across steps: std::max of two sets is the lexicographically larger one.
-  invariant_ = std::max(invariant_, loss_invariant(ref_grads, gmax));
+  invariant_ = std::max(invariant_, loss_invariant(ref_grads, gmax, rounding_));
   c.loss = std::fabs(loss - rs.loss) / std::max(1e-30, std::fabs(rs.loss));
-  // Gradient errors are relative to the tensor's norm, floored at a millionth of the largest gradient norm.
-  c.gradients = compare_tensors(gradients, ref_grads, c.worst_gradient, 1e-6 * gmax, invariant_);
+  // Gradient errors are relative to the tensor's norm, floored at the rounding level (fp32: a millionth) of the largest gradient norm.
+  c.gradients = compare_tensors(gradients, ref_grads, c.worst_gradient, rounding_ * gmax, invariant_);
   rounding_elements_ = mark_rounding_level(ref_grads, masks_);
   c.weights = compare_tensors(weights, ref_.parameters(), c.worst_weight, 1e-30, invariant_, &masks_);
   if (adopt_)
@@ -103,18 +103,18 @@ std::string named(const std::string& name) { return name.empty() ? "" : " (" + n
 
 void print_verify_summary(const StepVerifier& v, const LoopOptions& o) {
   std::FILE* out = o.out;
-  bool ok = v.worst() <= 1e-5;
-  std::fprintf(out, "verify: largest relative error %.2e over losses, gradients and weights: %s (fp32 bound 1e-05)\n", v.worst(),
-               ok ? "PASS" : "FAIL");
+  bool ok = v.worst() <= o.verify_bound;
+  std::fprintf(out, "verify: largest relative error %.2e over losses, gradients and weights: %s (%s bound %.0e)\n", v.worst(),
+               ok ? "PASS" : "FAIL", o.verify_precision.c_str(), o.verify_bound);
   if (v.rounding_elements() > 0)
     std::fprintf(out,
-                 "verify: %zu weight element(s) whose gradient was at rounding level (<= 1e-6 of the largest) left out of the weight "
+                 "verify: %zu weight element(s) whose gradient was at rounding level (<= %.0e of the largest) left out of the weight "
                  "comparison\n",
-                 v.rounding_elements());
+                 v.rounding_elements(), 1e-6);
   const std::set<std::string>& inv = v.invariant_params();
   if (o.report_invariant_params && !inv.empty()) {
-    std::fprintf(out, "verify: %zu parameter(s) do not affect the loss (gradient norm below 1e-6 of the largest) and were not compared:",
-                 inv.size());
+    std::fprintf(out, "verify: %zu parameter(s) do not affect the loss (gradient norm below %.0e of the largest) and were not compared:",
+                 inv.size(), o.verify_rounding);
     int shown = 0;
     for (const std::string& n : inv)
       if (shown++ < 4) std::fprintf(out, " %s", n.c_str());
@@ -134,7 +134,7 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
   }
   if (rank0) std::fprintf(out, "%s", o.banner.c_str());
   std::unique_ptr<StepVerifier> verifier;
-  if (rank0 && o.verify && o.reference) verifier = std::make_unique<StepVerifier>(*o.reference, o.reference_adopts_weights);
+  if (rank0 && o.verify && o.reference) verifier = std::make_unique<StepVerifier>(*o.reference, o.reference_adopts_weights, o.verify_rounding);
   double total = 0, first_loss = 0, last_loss = 0;
   std::FILE* metrics = nullptr;
   if (rank0 && !o.metrics.empty()) {
@@ -199,7 +199,7 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
   if (o.save && (rank0 || o.collective)) save();
   if (!verifier) return LoopResult::Ok;
   print_verify_summary(*verifier, o);
-  return verifier->worst() <= 1e-5 ? LoopResult::Ok : LoopResult::VerifyFailed;
+  return verifier->worst() <= o.verify_bound ? LoopResult::Ok : LoopResult::VerifyFailed;
 }
 
 }  // namespace nns::backend

@@ -60,17 +60,18 @@ class TrainSession {
 double compare_tensors(const TensorMap& got, const TensorMap& want, std::string& worst, double floor = 1e-30,
                        const std::set<std::string>& skip = {}, const ElementMasks* masks = nullptr);
 
-// Weight elements whose gradient is at rounding level (|g| at most 1e-6 of
-// the largest gradient element): AdamW divides such a gradient by its own
+// Weight elements whose gradient is at rounding level (|g| at most
+// `rounding`, 1e-6 for fp32, of the largest gradient element): AdamW divides such a gradient by its own
 // magnitude, so rounding noise becomes an update of up to lr. They are added
 // to `masks` (which only grow); returns how many elements are masked.
-size_t mark_rounding_level(const TensorMap& grads, ElementMasks& masks);
+size_t mark_rounding_level(const TensorMap& grads, ElementMasks& masks, double rounding = 1e-6);
 
 // Parameters the loss does not depend on (an attention key bias: softmax is
-// invariant to it): gradient norm at most 1e-6 of the largest, `global_max`.
+// invariant to it): gradient norm at most `rounding` (fp32: 1e-6) of the
+// largest, `global_max`.
 // Their values legitimately differ between summation orders; they are
 // reported, not compared.
-std::set<std::string> loss_invariant(const TensorMap& grads, double& global_max);
+std::set<std::string> loss_invariant(const TensorMap& grads, double& global_max, double rounding = 1e-6);
 
 // One step's comparison with the reference.
 struct StepComparison {
@@ -87,7 +88,11 @@ class StepVerifier {
   // adopt_weights: after each comparison the reference takes the run's
   // weights, so differences AdamW amplified out of rounding-level gradients
   // do not compound into later steps.
-  StepVerifier(Trainer& reference, bool adopt_weights) : ref_(reference), adopt_(adopt_weights) {}
+  // rounding: the share of the largest gradient norm below which a whole
+  // tensor's gradient is rounding noise of the precision (1e-6 for fp32;
+  // bf16 autocast 2^-8); the element masks stay at fp32's 1e-6.
+  StepVerifier(Trainer& reference, bool adopt_weights, double rounding = 1e-6)
+      : ref_(reference), adopt_(adopt_weights), rounding_(rounding) {}
   StepComparison compare(double loss, const TensorMap& gradients, const TensorMap& weights);
   double worst() const { return worst_; }  // over every step so far
   size_t rounding_elements() const { return rounding_elements_; }
@@ -96,6 +101,7 @@ class StepVerifier {
  private:
   Trainer& ref_;
   bool adopt_;
+  double rounding_;
   double worst_ = 0;
   std::set<std::string> invariant_;
   ElementMasks masks_;
@@ -118,6 +124,13 @@ struct LoopOptions {
   Trainer* reference = nullptr;
   int64_t reference_micro_batches = 0;
   bool reference_adopts_weights = false;  // see StepVerifier
+  // The largest relative error --verify accepts, and the precision it is
+  // for (printed): 1e-5 for fp32; bf16 autocast rounds every product's
+  // operands to 8 significant bits, so fp32 reordering differences between
+  // the ranks' slices and one device can flip a rounding (see README).
+  double verify_bound = 1e-5;
+  double verify_rounding = 1e-6;  // StepVerifier's rounding level
+  std::string verify_precision = "fp32";
   bool report_invariant_params = false;   // a summary line naming them
   // The summary's memory figure: "<peak_label> 12.0 MiB", " (rank 0)" added when peak_of_rank0.
   std::string peak_label = "peak memory";

@@ -26,6 +26,7 @@ struct Call {
   const std::vector<TensorView>& out;
   bool reference;
   int64_t step;
+  bool bf16;  // Precision::BF16: the matrix products' operands in bfloat16
 
   int64_t attr_int(const std::string& k) const {
     auto it = node.attrs.find(k);
@@ -69,6 +70,8 @@ struct Call {
 };
 
 #define KERNEL(name) (c.reference ? &ref::name : &fast::name)
+// The matrix products honour the backend's precision.
+#define MATMUL_KERNEL(name) (c.bf16 ? KERNEL(name##_bf16) : KERNEL(name))
 
 int64_t prod(const Shape& s, size_t from, size_t to) {
   int64_t p = 1;
@@ -88,24 +91,24 @@ void matmul_fwd(const Call& c) {
   const Shape& b = c.in[1].shape;
   int64_t m = a[a.size() - 2], k = a.back(), n = b.back();
   int64_t batch = prod(a, 0, a.size() - 2);
-  KERNEL(matmul)(c.in[0].f32(), c.in[1].f32(), c.out[0].f32(), batch, batch, m, k, n, false, false, 0.f);
+  MATMUL_KERNEL(matmul)(c.in[0].f32(), c.in[1].f32(), c.out[0].f32(), batch, batch, m, k, n, false, false, 0.f);
 }
 void matmul_bwd(const Call& c) {
   const Shape& a = c.x(0).shape;
   const Shape& b = c.x(1).shape;
   int64_t m = a[a.size() - 2], k = a.back(), n = b.back();
   int64_t batch = prod(a, 0, a.size() - 2);
-  KERNEL(matmul_backward)(c.x(0).f32(), c.x(1).f32(), c.dy(0).f32(), c.dx(0), c.dx(1), batch, batch, m, k, n, false, false);
+  MATMUL_KERNEL(matmul_backward)(c.x(0).f32(), c.x(1).f32(), c.dy(0).f32(), c.dx(0), c.dx(1), batch, batch, m, k, n, false, false);
 }
 void linear_fwd(const Call& c) {
   int64_t k = c.in[0].shape.back(), n = c.in[1].shape[0];
   const float* bias = c.in.size() > 2 ? c.in[2].f32() : nullptr;
-  KERNEL(linear)(c.in[0].f32(), c.in[1].f32(), bias, c.out[0].f32(), c.in[0].numel() / k, k, n);
+  MATMUL_KERNEL(linear)(c.in[0].f32(), c.in[1].f32(), bias, c.out[0].f32(), c.in[0].numel() / k, k, n);
 }
 void linear_bwd(const Call& c) {
   int64_t k = c.x(0).shape.back(), n = c.x(1).shape[0];
   float* dbias = c.fwd_inputs() > 2 ? c.dx(2) : nullptr;
-  KERNEL(linear_backward)(c.x(0).f32(), c.x(1).f32(), c.dy(0).f32(), c.dx(0), c.dx(1), dbias, c.x(0).numel() / k, k, n);
+  MATMUL_KERNEL(linear_backward)(c.x(0).f32(), c.x(1).f32(), c.dy(0).f32(), c.dx(0), c.dx(1), dbias, c.x(0).numel() / k, k, n);
 }
 
 // ---- elementwise ----------------------------------------------------------------------
@@ -734,7 +737,7 @@ class CpuBackend : public Backend {
   void run_node(const sema::Graph&, const OpNode& n, const std::vector<TensorView>& in, const std::vector<TensorView>& out) override {
     auto it = table().find(n.kind);
     if (it == table().end()) throw RuntimeError("the CPU backend has no kernel for '" + n.kind + "' (node " + n.name + ")");
-    it->second(Call{n, in, out, reference_, step()});
+    it->second(Call{n, in, out, reference_, step(), precision() == Precision::BF16});
   }
 
   double sum_of_squares(const std::vector<TensorView>& grads) override {
@@ -772,6 +775,15 @@ class CpuBackend : public Backend {
 };
 
 }  // namespace
+
+const char* precision_name(Precision p) { return p == Precision::BF16 ? "bf16" : "fp32"; }
+
+bool parse_precision(const std::string& text, Precision& out) {
+  if (text == "fp32") out = Precision::F32;
+  else if (text == "bf16") out = Precision::BF16;
+  else return false;
+  return true;
+}
 
 std::unique_ptr<Backend> make_cpu_backend(bool reference) { return std::make_unique<CpuBackend>(reference); }
 

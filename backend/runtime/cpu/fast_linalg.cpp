@@ -16,16 +16,37 @@ using namespace dnnl_ctx;
 namespace {
 
 // Logical [batch, rows, cols], stored [batch, cols, rows] when trans.
-memory::desc matrix_md(int64_t batch, int64_t rows, int64_t cols, bool trans) {
+memory::desc matrix_md(int64_t batch, int64_t rows, int64_t cols, bool trans,
+                       memory::data_type type = memory::data_type::f32) {
   memory::dims strides = trans ? memory::dims{rows * cols, 1, rows}
                                : memory::dims{rows * cols, cols, 1};
-  return memory::desc({batch, rows, cols}, memory::data_type::f32, strides);
+  return memory::desc({batch, rows, cols}, type, strides);
+}
+
+// bf16 copies of operands (round to nearest even, as round_to_bf16), in
+// per-thread scratch reused across calls: slot 0 and 1 are a gemm's two
+// operands.
+const uint16_t* to_bf16(const float* p, int64_t n, int slot) {
+  thread_local std::vector<uint16_t> scratch[2];
+  std::vector<uint16_t>& buf = scratch[slot];
+  if (buf.size() < static_cast<size_t>(n)) buf.resize(static_cast<size_t>(n));
+  uint16_t* out = buf.data();
+  for (int64_t i = 0; i < n; ++i) {
+    float r = round_to_bf16(p[i]);
+    uint32_t bits;
+    std::memcpy(&bits, &r, sizeof bits);
+    out[i] = static_cast<uint16_t>(bits >> 16);
+  }
+  return out;
 }
 
 // c = op(a) op(b) + beta c where either operand may have batch 1 and is then
 // shared by every batch entry.
+// bf16: the operands are rounded to bfloat16 copies and multiplied by
+// oneDNN's bf16 matmul (AVX-512 BF16 dot products), fp32 accumulation and
+// output.
 void gemm(const float* a, const float* b, float* c, int64_t a_batch, int64_t b_batch, int64_t m,
-          int64_t k, int64_t n, bool trans_a, bool trans_b, float beta) {
+          int64_t k, int64_t n, bool trans_a, bool trans_b, float beta, bool bf16 = false) {
   int64_t batch = std::max(a_batch, b_batch);
   if (batch == 0 || m == 0 || n == 0) return;
   if (k == 0) {  // empty sum: oneDNN rejects zero-size inputs
@@ -37,10 +58,17 @@ void gemm(const float* a, const float* b, float* c, int64_t a_batch, int64_t b_b
     m *= a_batch;
     a_batch = batch = 1;
   }
-  memory::desc a_md = matrix_md(a_batch, m, k, trans_a), b_md = matrix_md(b_batch, k, n, trans_b);
+  const memory::data_type in_type = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  memory::desc a_md = matrix_md(a_batch, m, k, trans_a, in_type), b_md = matrix_md(b_batch, k, n, trans_b, in_type);
   memory::desc c_md = matrix_md(batch, m, n, false);
+  const void* a_data = a;
+  const void* b_data = b;
+  if (bf16) {
+    a_data = to_bf16(a, a_batch * m * k, 0);
+    b_data = to_bf16(b, b_batch * k * n, 1);
+  }
   const dnnl::primitive& prim =
-      cached(PrimKind::matmul, {a_batch, b_batch, m, k, n, trans_a, trans_b, float_bits(beta)},
+      cached(PrimKind::matmul, {a_batch, b_batch, m, k, n, trans_a, trans_b, float_bits(beta), bf16},
              [&]() -> dnnl::primitive {
                dnnl::primitive_attr attr;
                if (beta != 0.0f) {  // c = ab + beta c: oneDNN's sum post-op
@@ -51,7 +79,8 @@ void gemm(const float* a, const float* b, float* c, int64_t a_batch, int64_t b_b
                dnnl::matmul::desc desc(a_md, b_md, c_md);
                return dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, engine()));
              });
-  execute(prim, {{DNNL_ARG_SRC, wrap(a_md, a)}, {DNNL_ARG_WEIGHTS, wrap(b_md, b)},
+  execute(prim, {{DNNL_ARG_SRC, dnnl::memory(a_md, engine(), const_cast<void*>(a_data))},
+                 {DNNL_ARG_WEIGHTS, dnnl::memory(b_md, engine(), const_cast<void*>(b_data))},
                  {DNNL_ARG_DST, wrap(c_md, c)}});
 }
 
@@ -62,25 +91,27 @@ void matmul(const float* a, const float* b, float* c, int64_t batch, int64_t b_b
   gemm(a, b, c, batch, b_batch, m, k, n, trans_a, trans_b, beta);
 }
 
-void matmul_backward(const float* a, const float* b, const float* dc, float* da, float* db,
-                     int64_t batch, int64_t b_batch, int64_t m, int64_t k, int64_t n, bool trans_a,
-                     bool trans_b) {
+namespace {
+
+void matmul_backward_in(const float* a, const float* b, const float* dc, float* da, float* db,
+                        int64_t batch, int64_t b_batch, int64_t m, int64_t k, int64_t n, bool trans_a,
+                        bool trans_b, bool bf16) {
   // With A = op(a), B = op(b): dA = dC B^T and dB = A^T dC; a transposed
   // operand receives the transpose, which swaps the factors.
   if (da) {
     if (!trans_a)
-      gemm(dc, b, da, batch, b_batch, m, n, k, false, !trans_b, 0.0f);
+      gemm(dc, b, da, batch, b_batch, m, n, k, false, !trans_b, 0.0f, bf16);
     else
-      gemm(b, dc, da, b_batch, batch, k, n, m, trans_b, true, 0.0f);
+      gemm(b, dc, da, b_batch, batch, k, n, m, trans_b, true, 0.0f, bf16);
   }
   if (db) {
     bool shared = b_batch == 1 && batch > 1;
     if (shared && !trans_a) {
       // Sum over the batch = one gemm whose contraction runs over batch * m rows.
       if (!trans_b)
-        gemm(a, dc, db, 1, 1, k, batch * m, n, true, false, 0.0f);
+        gemm(a, dc, db, 1, 1, k, batch * m, n, true, false, 0.0f, bf16);
       else
-        gemm(dc, a, db, 1, 1, n, batch * m, k, true, false, 0.0f);
+        gemm(dc, a, db, 1, 1, n, batch * m, k, true, false, 0.0f, bf16);
     } else if (shared) {
       // a stored [batch, k, m]: no flat view, accumulate batch by batch.
       for (int64_t bi = 0; bi < batch; ++bi) {
@@ -88,16 +119,24 @@ void matmul_backward(const float* a, const float* b, const float* dc, float* da,
         const float* dci = dc + bi * m * n;
         float beta = bi == 0 ? 0.0f : 1.0f;
         if (!trans_b)
-          gemm(ai, dci, db, 1, 1, k, m, n, false, false, beta);
+          gemm(ai, dci, db, 1, 1, k, m, n, false, false, beta, bf16);
         else
-          gemm(dci, ai, db, 1, 1, n, m, k, true, true, beta);
+          gemm(dci, ai, db, 1, 1, n, m, k, true, true, beta, bf16);
       }
     } else if (!trans_b) {
-      gemm(a, dc, db, batch, batch, k, m, n, !trans_a, false, 0.0f);
+      gemm(a, dc, db, batch, batch, k, m, n, !trans_a, false, 0.0f, bf16);
     } else {
-      gemm(dc, a, db, batch, batch, n, m, k, true, trans_a, 0.0f);
+      gemm(dc, a, db, batch, batch, n, m, k, true, trans_a, 0.0f, bf16);
     }
   }
+}
+
+}  // namespace
+
+void matmul_backward(const float* a, const float* b, const float* dc, float* da, float* db,
+                     int64_t batch, int64_t b_batch, int64_t m, int64_t k, int64_t n, bool trans_a,
+                     bool trans_b) {
+  matmul_backward_in(a, b, dc, da, db, batch, b_batch, m, k, n, trans_a, trans_b, false);
 }
 
 void linear(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t k,
@@ -133,6 +172,35 @@ void linear_backward(const float* x, const float* w, const float* dy, float* dx,
       for (int64_t c = 0; c < n; ++c) acc[size_t(c)] += double(dy[r * n + c]);
     for (int64_t c = 0; c < n; ++c) dbias[c] = float(acc[size_t(c)]);
   }
+}
+
+// ---- bf16 autocast --------------------------------------------------------------
+
+void matmul_bf16(const float* a, const float* b, float* c, int64_t batch, int64_t b_batch, int64_t m,
+                 int64_t k, int64_t n, bool trans_a, bool trans_b, float beta) {
+  gemm(a, b, c, batch, b_batch, m, k, n, trans_a, trans_b, beta, true);
+}
+
+void matmul_backward_bf16(const float* a, const float* b, const float* dc, float* da, float* db,
+                          int64_t batch, int64_t b_batch, int64_t m, int64_t k, int64_t n, bool trans_a,
+                          bool trans_b) {
+  matmul_backward_in(a, b, dc, da, db, batch, b_batch, m, k, n, trans_a, trans_b, true);
+}
+
+void linear_bf16(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t k,
+                 int64_t n) {
+  if (rows == 0 || n == 0) return;
+  gemm(x, w, y, 1, 1, rows, k, n, false, true, 0.0f, true);
+  if (bias)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < n; ++c) y[r * n + c] += bias[c];
+}
+
+void linear_backward_bf16(const float* x, const float* w, const float* dy, float* dx, float* dw,
+                          float* dbias, int64_t rows, int64_t k, int64_t n) {
+  if (dx) gemm(dy, w, dx, 1, 1, rows, n, k, false, false, 0.0f, true);
+  if (dw) gemm(dy, x, dw, 1, 1, n, rows, k, true, false, 0.0f, true);
+  if (dbias) linear_backward(x, w, dy, nullptr, nullptr, dbias, rows, k, n);
 }
 
 }  // namespace nns::backend::cpu::fast

@@ -31,8 +31,24 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 namespace nns::backend::cpu {
+
+// bfloat16 rounding (round to nearest, ties to even; NaN stays NaN): the
+// float whose low 16 bits are zero nearest to x. The bf16 kernels below
+// compute on operands rounded this way, so ref and fast agree on what a
+// bf16 product is.
+inline float round_to_bf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu)) return x;  // NaN: keep it
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  bits &= 0xffff0000u;
+  float r;
+  std::memcpy(&r, &bits, sizeof r);
+  return r;
+}
 
 constexpr int kMaxRank = 6;  // permute / roll / pad / binary broadcasting
 
@@ -116,6 +132,21 @@ void linear(const float* x, const float* w, const float* bias, float* y, int64_t
 // dx[rows, k], dw[n, k], dbias[n] from dy[rows, n].
 void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
                      float* dbias, int64_t rows, int64_t k, int64_t n);
+
+// bf16 autocast of the matrix products (train setting precision = "bf16"):
+// the same contracts with every float operand first rounded to bfloat16
+// (round_to_bf16); products and sums in fp32 (ref: double) and fp32
+// outputs, as a tensor core's bf16 inputs with fp32 accumulation. Biases
+// and bias gradients stay fp32.
+void matmul_bf16(const float* a, const float* b, float* c, int64_t batch, int64_t b_batch, int64_t m,
+                 int64_t k, int64_t n, bool trans_a, bool trans_b, float beta);
+void matmul_backward_bf16(const float* a, const float* b, const float* dc, float* da, float* db,
+                          int64_t batch, int64_t b_batch, int64_t m, int64_t k, int64_t n, bool trans_a,
+                          bool trans_b);
+void linear_bf16(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t k,
+                 int64_t n);
+void linear_backward_bf16(const float* x, const float* w, const float* dy, float* dx, float* dw,
+                          float* dbias, int64_t rows, int64_t k, int64_t n);
 
 // y = conv2d(x, w) + bias[o] (bias may be null); see Conv2dDims for layouts.
 void conv2d(const float* x, const float* w, const float* bias, float* y, const Conv2dDims& d);
@@ -367,6 +398,16 @@ void linear(const float* x, const float* w, const float* bias, float* y, int64_t
             int64_t n);
 void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
                      float* dbias, int64_t rows, int64_t k, int64_t n);
+
+void matmul_bf16(const float* a, const float* b, float* c, int64_t batch, int64_t b_batch, int64_t m,
+                 int64_t k, int64_t n, bool trans_a, bool trans_b, float beta);
+void matmul_backward_bf16(const float* a, const float* b, const float* dc, float* da, float* db,
+                          int64_t batch, int64_t b_batch, int64_t m, int64_t k, int64_t n, bool trans_a,
+                          bool trans_b);
+void linear_bf16(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t k,
+                 int64_t n);
+void linear_backward_bf16(const float* x, const float* w, const float* dy, float* dx, float* dw,
+                          float* dbias, int64_t rows, int64_t k, int64_t n);
 void conv2d(const float* x, const float* w, const float* bias, float* y, const Conv2dDims& d);
 void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dDims& d);
 void conv2d_backward_weights(const float* x, const float* dy, float* dw, float* dbias,
