@@ -306,14 +306,19 @@ TEST_CASE("gradcheck: mixture of experts (router, top-2, capacity drops, dispatc
   // per expert and group for 12 choices, so uneven routing drops some. The
   // router's weights are spread wide so a finite-difference step does not
   // change which experts a token picks (routing is piecewise constant).
-  std::string body = "  m = MoE(8, 12, 4, top_k = 2, capacity_factor = 1.0)\n  fn forward(x) { return m(x) }";
+  // The load-balancing loss is added to every output element, so its
+  // gradient (through the router's probabilities) is checked too.
+  std::string body =
+      "  m = MoE(8, 12, 4, top_k = 2, capacity_factor = 1.0)\n"
+      "  fn forward(x) {\n    let r = m.forward_aux(x)\n    return r[0] + r[1]\n  }";
   std::map<std::string, std::vector<float>> init = {{"m.router", spread_values(32, 1.5, 0.3)},
                                                     {"m.w_gate", spread_values(4 * 8 * 12, 0.4, 1.1)},
                                                     {"m.w_up", spread_values(4 * 8 * 12, 0.4, 2.3)},
                                                     {"m.w_down", spread_values(4 * 12 * 8, 0.4, 0.7)}};
   check_gradients("moe", layer_program(body, "[2, 6, 8]", "[2, 6, 8]"), 6, 1e-3f, init);
-  check_gradients("moe_dense", layer_program("  m = MoE(8, 12, 4, top_k = 2, dense = true)\n  fn forward(x) { return m(x) }", "[2, 6, 8]",
-                                             "[2, 6, 8]"),
+  check_gradients("moe_dense",
+                  layer_program("  m = MoE(8, 12, 4, top_k = 2, dense = true)\n  fn forward(x) {\n    let r = m.forward_aux(x)\n    return r[0] + r[1]\n  }",
+                                "[2, 6, 8]", "[2, 6, 8]"),
                   6, 1e-3f, init);
 }
 
@@ -661,7 +666,7 @@ TEST_CASE("BatchNorm2d, GroupNorm, RMSNorm and binary cross-entropy values", "[s
   CHECK(std::fabs(b.trainer->forward_loss() - (std::log(2.0) - std::log(0.25))) < 1e-6);
 }
 
-TEST_CASE("MoE routing and output against a C++ computation: top-2, renormalised weights, capacity drops, dense variant", "[stdlib]") {
+TEST_CASE("MoE routing and output against a C++ computation: top-2, renormalised weights, capacity drops, dense variant, balance loss", "[stdlib]") {
   // x and the expected results are parameters: every mse term is zero
   // exactly when the layer routes (slot = expert * C + position, keep) and
   // computes what the loops below do.
@@ -674,14 +679,17 @@ TEST_CASE("MoE routing and output against a C++ computation: top-2, renormalised
       "  param want_dense: [2, 6, 8] = zeros()\n"
       "  param want_slot: [2, 2, 6] = zeros()\n"
       "  param want_keep: [2, 2, 6] = zeros()\n"
+      "  param want_balance: [1] = zeros()\n"
       "  m = MoE(8, 12, 4, top_k = 2, capacity_factor = 1.0)\n"
       "  dm = MoE(8, 12, 4, top_k = 2, capacity_factor = 1.0, dense = true)\n"
       "  fn forward() {\n"
       "    let r = moe_route(x, m.router, 4, 2, 3)\n"
-      "    return [mse(m(x), want), mse(dm(x), want_dense), mse(to_f32(r[0]), want_slot), mse(r[1], want_keep)]\n"
+      "    let balance = moe_balance_loss(r[3], r[4], 4)\n"
+      "    return [mse(m(x), want), mse(dm(x), want_dense), mse(to_f32(r[0]), want_slot), mse(r[1], want_keep),\n"
+      "            mse(balance, want_balance) + mse(dm.forward_aux(x)[1], want_balance)]\n"
       "  }\n"
       "}\n"
-      "train {\n  model = T()\n  let l = model()\n  loss = l[0] + l[1] + l[2] + l[3]\n  optimizer = sgd(lr = 0.1)\n}\n";
+      "train {\n  model = T()\n  let l = model()\n  loss = l[0] + l[1] + l[2] + l[3] + l[4]\n  optimizer = sgd(lr = 0.1)\n}\n";
   Session s(write_temp("moe_values", program), "", true);
   std::vector<float> x = s.trainer->parameters().at("x");
   std::vector<float> router = spread_values(E * D, 1.5, 0.3), wg = spread_values(E * D * F, 0.4, 1.1), wu = spread_values(E * D * F, 0.4, 2.3),
@@ -710,6 +718,7 @@ TEST_CASE("MoE routing and output against a C++ computation: top-2, renormalised
   };
   std::vector<float> want(G * S * D, 0.f), dense(G * S * D, 0.f), slot(G * K * S, 0.f), keep(G * K * S, 0.f);
   int dropped = 0;
+  std::vector<double> share(E, 0.0), mean_p(E, 0.0);  // the load-balancing loss's terms
   for (int g = 0; g < G; ++g) {
     std::vector<std::array<int, K>> choice(S);
     std::vector<std::array<double, K>> weight(S);
@@ -722,6 +731,7 @@ TEST_CASE("MoE routing and output against a C++ computation: top-2, renormalised
         mx = std::max(mx, p[e]);
       }
       for (int e = 0; e < E; ++e) z += p[e] = std::exp(p[e] - mx);
+      for (int e = 0; e < E; ++e) mean_p[e] += p[e] / z / (G * S);
       std::vector<int> order(E);
       for (int e = 0; e < E; ++e) order[e] = e;
       std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
@@ -729,6 +739,7 @@ TEST_CASE("MoE routing and output against a C++ computation: top-2, renormalised
       for (int k = 0; k < K; ++k) top += p[order[k]] / z;
       for (int k = 0; k < K; ++k) {
         choice[t][k] = order[k];
+        share[order[k]] += 1.0 / (G * S * K);
         weight[t][k] = p[order[k]] / z / top;  // renormalised over the top-k (Mixtral)
       }
     }
@@ -758,6 +769,9 @@ TEST_CASE("MoE routing and output against a C++ computation: top-2, renormalised
   s.trainer->set_parameter("want_dense", dense);
   s.trainer->set_parameter("want_slot", slot);
   s.trainer->set_parameter("want_keep", keep);
+  double balance = 0;
+  for (int e = 0; e < E; ++e) balance += E * share[e] * mean_p[e];
+  s.trainer->set_parameter("want_balance", {static_cast<float>(balance)});
   CHECK(s.trainer->forward_loss() < 1e-10 * scale);
   // Without the drops the sparse layer's output is another one.
   s.trainer->set_parameter("want", dense);
