@@ -316,6 +316,9 @@ TEST_CASE("gradcheck: mixture of experts (router, top-2, capacity drops, dispatc
                                                     {"m.w_up", spread_values(4 * 8 * 12, 0.4, 2.3)},
                                                     {"m.w_down", spread_values(4 * 12 * 8, 0.4, 0.7)}};
   check_gradients("moe", layer_program(body, "[2, 6, 8]", "[2, 6, 8]"), 6, 1e-3f, init);
+  check_gradients("moe_top1", layer_program("  m = MoE(8, 12, 4, top_k = 1, capacity_factor = 1.0)\n  fn forward(x) { return m(x) }", "[2, 6, 8]",
+                                            "[2, 6, 8]"),
+                  6, 1e-3f, init);  // Switch routing: one expert per token, one copy dispatched
   check_gradients("moe_dense",
                   layer_program("  m = MoE(8, 12, 4, top_k = 2, dense = true)\n  fn forward(x) {\n    let r = m.forward_aux(x)\n    return r[0] + r[1]\n  }",
                                 "[2, 6, 8]", "[2, 6, 8]"),
