@@ -189,7 +189,8 @@ TEST_CASE("every shipped plan evaluates and yields regular layouts", "[plan]") {
                  Case{"gpt.nns", "tiny", "dp", 4}, Case{"gpt.nns", "tiny", "megatron", 4}, Case{"gpt.nns", "tiny", "hybrid", 4},
                  Case{"swin.nns", "tiny", "dp", 2}, Case{"swin.nns", "tiny", "megatron", 2}, Case{"swin.nns", "tiny", "coshard", 2},
                  Case{"swin.nns", "tiny", "dp", 32}, Case{"llama.nns", "tiny", "dp", 4}, Case{"llama.nns", "tiny", "megatron", 4},
-                 Case{"llama.nns", "tiny", "hybrid", 4}, Case{"resnet.nns", "tiny", "dp", 4}}) {
+                 Case{"llama.nns", "tiny", "hybrid", 4}, Case{"resnet.nns", "tiny", "dp", 4}, Case{"moe.nns", "tiny", "dp", 4},
+                 Case{"moe.nns", "tiny", "ep", 4}}) {
     INFO(c.file << " plan " << c.plan << " on " << c.ngpus);
     Elaborated e(example(c.file), c.config, c.plan, c.ngpus);
     INFO(e.errors());

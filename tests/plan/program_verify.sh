@@ -31,6 +31,7 @@ ok examples/gpt.nns tiny megatron 4 2
 for p in dp megatron coshard; do ok examples/swin.nns tiny $p 2; done
 for p in dp megatron hybrid; do ok examples/llama.nns tiny $p 4; done
 ok examples/resnet.nns tiny dp 4
+for p in dp ep ep_recompute; do ok examples/moe.nns tiny $p 4; done
 for p in dp megatron pipeline; do ok examples/01_mlp.nns small $p 2; done
 for p in alltoall reducescatter allgather stages nested; do ok tests/plan/plans/collectives.nns small $p 4; done
 

@@ -1,6 +1,8 @@
 #define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
+#include <array>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -66,8 +68,11 @@ std::string layer_program(const std::string& model_body, const std::string& x_sh
 
 // Central finite differences on a sample of every parameter's elements
 // against the gradient autograd + the reference kernels computed.
-void check_gradients(const std::string& name, const std::string& program, int samples_per_param = 5, float eps = 1e-2f) {
+// `init` sets parameters first (the rest keep their initializers).
+void check_gradients(const std::string& name, const std::string& program, int samples_per_param = 5, float eps = 1e-2f,
+                     const std::map<std::string, std::vector<float>>& init = {}) {
   Session s(write_temp(name, program), "", /*reference=*/true);
+  for (const auto& [p, v] : init) s.trainer->set_parameter(p, v);
   s.trainer->compute_gradients();
   auto grads = s.trainer->last_gradients();
   auto params = s.trainer->parameters();
@@ -285,6 +290,41 @@ TEST_CASE("gradcheck: cumsum, topk, gather, scatter_add and a buffer through aut
   CHECK(trained == std::set<std::string>{"w", "u"});
 }
 
+namespace {
+// Deterministic values of a given spread (no two equal): the MoE tests set
+// their weights with these instead of the 0.02 initializers, so that the
+// router's choices are far apart and the experts' outputs are not tiny.
+std::vector<float> spread_values(size_t n, double scale, double phase) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(scale * std::sin(1.7 * static_cast<double>(i) + phase) * (1.0 + 0.01 * (i % 7)));
+  return v;
+}
+}  // namespace
+
+TEST_CASE("gradcheck: mixture of experts (router, top-2, capacity drops, dispatch, SwiGLU experts, combine)", "[gradcheck]") {
+  // 2 groups of 6 tokens, 4 experts, top-2, capacity factor 1: C = 3 slots
+  // per expert and group for 12 choices, so uneven routing drops some. The
+  // router's weights are spread wide so a finite-difference step does not
+  // change which experts a token picks (routing is piecewise constant).
+  // The load-balancing loss is added to every output element, so its
+  // gradient (through the router's probabilities) is checked too.
+  std::string body =
+      "  m = MoE(8, 12, 4, top_k = 2, capacity_factor = 1.0)\n"
+      "  fn forward(x) {\n    let r = m.forward_aux(x)\n    return r[0] + r[1]\n  }";
+  std::map<std::string, std::vector<float>> init = {{"m.router", spread_values(32, 1.5, 0.3)},
+                                                    {"m.w_gate", spread_values(4 * 8 * 12, 0.4, 1.1)},
+                                                    {"m.w_up", spread_values(4 * 8 * 12, 0.4, 2.3)},
+                                                    {"m.w_down", spread_values(4 * 12 * 8, 0.4, 0.7)}};
+  check_gradients("moe", layer_program(body, "[2, 6, 8]", "[2, 6, 8]"), 6, 1e-3f, init);
+  check_gradients("moe_top1", layer_program("  m = MoE(8, 12, 4, top_k = 1, capacity_factor = 1.0)\n  fn forward(x) { return m(x) }", "[2, 6, 8]",
+                                            "[2, 6, 8]"),
+                  6, 1e-3f, init);  // Switch routing: one expert per token, one copy dispatched
+  check_gradients("moe_dense",
+                  layer_program("  m = MoE(8, 12, 4, top_k = 2, dense = true)\n  fn forward(x) {\n    let r = m.forward_aux(x)\n    return r[0] + r[1]\n  }",
+                                "[2, 6, 8]", "[2, 6, 8]"),
+                  6, 1e-3f, init);
+}
+
 TEST_CASE("gradcheck: embedding + cross entropy (tied weights summed)", "[gradcheck]") {
   std::string program =
       "model Lm() {\n"
@@ -353,7 +393,7 @@ std::vector<double> train_losses(const std::string& path, const std::string& con
 TEST_CASE("the loss falls on every example's smallest preset", "[train]") {
   struct Case { const char* file; const char* config; int64_t steps; };
   for (Case c : {Case{"examples/01_mlp.nns", "", 15}, Case{"examples/gpt.nns", "tiny", 15}, Case{"examples/swin.nns", "tiny", 12},
-                 Case{"examples/llama.nns", "tiny", 15}, Case{"examples/resnet.nns", "tiny", 10}}) {
+                 Case{"examples/llama.nns", "tiny", 15}, Case{"examples/resnet.nns", "tiny", 10}, Case{"examples/moe.nns", "tiny", 15}}) {
     std::vector<double> losses = train_losses(std::string(NNS_SOURCE_DIR) + "/" + c.file, c.config, c.steps);
     INFO(c.file << ": first loss " << losses.front() << ", last " << losses.back());
     CHECK(losses.back() < losses.front() * 0.97);
@@ -627,4 +667,116 @@ TEST_CASE("BatchNorm2d, GroupNorm, RMSNorm and binary cross-entropy values", "[s
       "train {\n  model = B()\n  input t: [3, 4] = randn(1.0)\n  loss = model(sigmoid(t))\n  optimizer = sgd(lr = 0.1)\n}\n";
   Session b(write_temp("bce_values", bce), "", true);
   CHECK(std::fabs(b.trainer->forward_loss() - (std::log(2.0) - std::log(0.25))) < 1e-6);
+}
+
+TEST_CASE("MoE routing and output against a C++ computation: top-2, renormalised weights, capacity drops, dense variant, balance loss", "[stdlib]") {
+  // x and the expected results are parameters: every mse term is zero
+  // exactly when the layer routes (slot = expert * C + position, keep) and
+  // computes what the loops below do.
+  const int G = 2, S = 6, D = 8, F = 12, E = 4, K = 2, C = 3;  // C = ceil(K * S * 1.0 / E)
+  std::string program =
+      "import \"nn\"\n"
+      "model T() {\n"
+      "  param x: [2, 6, 8] = normal(1.0)\n"
+      "  param want: [2, 6, 8] = zeros()\n"
+      "  param want_dense: [2, 6, 8] = zeros()\n"
+      "  param want_slot: [2, 2, 6] = zeros()\n"
+      "  param want_keep: [2, 2, 6] = zeros()\n"
+      "  param want_balance: [1] = zeros()\n"
+      "  m = MoE(8, 12, 4, top_k = 2, capacity_factor = 1.0)\n"
+      "  dm = MoE(8, 12, 4, top_k = 2, capacity_factor = 1.0, dense = true)\n"
+      "  fn forward() {\n"
+      "    let r = moe_route(x, m.router, 4, 2, 3)\n"
+      "    let balance = moe_balance_loss(r[3], r[4], 4)\n"
+      "    return [mse(m(x), want), mse(dm(x), want_dense), mse(to_f32(r[0]), want_slot), mse(r[1], want_keep),\n"
+      "            mse(balance, want_balance) + mse(dm.forward_aux(x)[1], want_balance)]\n"
+      "  }\n"
+      "}\n"
+      "train {\n  model = T()\n  let l = model()\n  loss = l[0] + l[1] + l[2] + l[3] + l[4]\n  optimizer = sgd(lr = 0.1)\n}\n";
+  Session s(write_temp("moe_values", program), "", true);
+  std::vector<float> x = s.trainer->parameters().at("x");
+  std::vector<float> router = spread_values(E * D, 1.5, 0.3), wg = spread_values(E * D * F, 0.4, 1.1), wu = spread_values(E * D * F, 0.4, 2.3),
+                     wd = spread_values(E * F * D, 0.4, 0.7);
+  for (const char* m : {"m.", "dm."}) {
+    s.trainer->set_parameter(std::string(m) + "router", router);
+    s.trainer->set_parameter(std::string(m) + "w_gate", wg);
+    s.trainer->set_parameter(std::string(m) + "w_up", wu);
+    s.trainer->set_parameter(std::string(m) + "w_down", wd);
+  }
+  auto xa = [&](int g, int t, int i) { return static_cast<double>(x[(g * S + t) * D + i]); };
+  // Expert e (SwiGLU; w_gate/w_up [E, D, F], w_down [E, F, D]) on token (g, t).
+  auto expert = [&](int e, int g, int t) {
+    std::vector<double> h(F), y(D, 0.0);
+    for (int j = 0; j < F; ++j) {
+      double a = 0, b = 0;
+      for (int i = 0; i < D; ++i) {
+        a += xa(g, t, i) * wg[(e * D + i) * F + j];
+        b += xa(g, t, i) * wu[(e * D + i) * F + j];
+      }
+      h[j] = a / (1.0 + std::exp(-a)) * b;
+    }
+    for (int i = 0; i < D; ++i)
+      for (int j = 0; j < F; ++j) y[i] += h[j] * wd[(e * F + j) * D + i];
+    return y;
+  };
+  std::vector<float> want(G * S * D, 0.f), dense(G * S * D, 0.f), slot(G * K * S, 0.f), keep(G * K * S, 0.f);
+  int dropped = 0;
+  std::vector<double> share(E, 0.0), mean_p(E, 0.0);  // the load-balancing loss's terms
+  for (int g = 0; g < G; ++g) {
+    std::vector<std::array<int, K>> choice(S);
+    std::vector<std::array<double, K>> weight(S);
+    for (int t = 0; t < S; ++t) {
+      std::vector<double> p(E);
+      double mx = -1e300, z = 0;
+      for (int e = 0; e < E; ++e) {
+        p[e] = 0;
+        for (int i = 0; i < D; ++i) p[e] += xa(g, t, i) * router[e * D + i];
+        mx = std::max(mx, p[e]);
+      }
+      for (int e = 0; e < E; ++e) z += p[e] = std::exp(p[e] - mx);
+      for (int e = 0; e < E; ++e) mean_p[e] += p[e] / z / (G * S);
+      std::vector<int> order(E);
+      for (int e = 0; e < E; ++e) order[e] = e;
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
+      double top = 0;
+      for (int k = 0; k < K; ++k) top += p[order[k]] / z;
+      for (int k = 0; k < K; ++k) {
+        choice[t][k] = order[k];
+        share[order[k]] += 1.0 / (G * S * K);
+        weight[t][k] = p[order[k]] / z / top;  // renormalised over the top-k (Mixtral)
+      }
+    }
+    // Every token's first choice queues before any second choice; past C
+    // slots an expert drops the choice.
+    std::vector<int> filled(E, 0);
+    for (int k = 0; k < K; ++k)
+      for (int t = 0; t < S; ++t) {
+        int e = choice[t][k], pos = filled[e]++;
+        bool kept = pos < C;
+        dropped += !kept;
+        slot[(g * K + k) * S + t] = kept ? static_cast<float>(e * C + pos) : 0.f;
+        keep[(g * K + k) * S + t] = kept ? 1.f : 0.f;
+        std::vector<double> y = expert(e, g, t);
+        for (int i = 0; i < D; ++i) {
+          if (kept) want[(g * S + t) * D + i] += static_cast<float>(weight[t][k] * y[i]);
+          dense[(g * S + t) * D + i] += static_cast<float>(weight[t][k] * y[i]);
+        }
+      }
+  }
+  INFO("choices dropped: " << dropped << " of " << G * K * S);
+  REQUIRE(dropped > 0);  // the case exercises the capacity
+  double scale = 0;
+  for (float v : want) scale += static_cast<double>(v) * v / want.size();
+  REQUIRE(scale > 1e-4);  // the experts' outputs are not negligible
+  s.trainer->set_parameter("want", want);
+  s.trainer->set_parameter("want_dense", dense);
+  s.trainer->set_parameter("want_slot", slot);
+  s.trainer->set_parameter("want_keep", keep);
+  double balance = 0;
+  for (int e = 0; e < E; ++e) balance += E * share[e] * mean_p[e];
+  s.trainer->set_parameter("want_balance", {static_cast<float>(balance)});
+  CHECK(s.trainer->forward_loss() < 1e-10 * scale);
+  // Without the drops the sparse layer's output is another one.
+  s.trainer->set_parameter("want", dense);
+  CHECK(s.trainer->forward_loss() > 1e-4 * scale);
 }

@@ -1,0 +1,1 @@
+examples/moe.nns --config tiny --plan ep --gpus 2
