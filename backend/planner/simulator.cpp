@@ -20,24 +20,79 @@ struct Msg {
 struct RankState {
   size_t pc = 0;
   double clock = 0;
+  double comm_free = 0;          // overlap: when the communication stream is free
   std::map<int, MsgKey> posted;  // Recv buffer -> the message it waits for
   std::map<int, int> group_seq;  // collectives issued per group
   bool arrived = false;          // waiting at a collective
+  std::vector<int> ready_after;  // overlap: async instr -> the instruction after which it may start (-1: step start)
+  std::map<int, std::vector<int>> starts_after;  // instruction -> async instrs that become ready after it
+  std::map<int, double> ready_at;                // async instr -> when it became ready
 };
+
+bool gradient_reduction(const PInstr& in) {
+  return in.kind == PInstr::BucketAllReduce || in.kind == PInstr::ReplicaAverage;
+}
+
+uint8_t track_of(const PInstr& in) {
+  switch (in.kind) {
+    case PInstr::Forward:
+    case PInstr::Backward:
+    case PInstr::BackwardW: return 1;
+    default: return in.is_collective() || in.kind == PInstr::Send || in.kind == PInstr::Wait ? 2 : 3;
+  }
+}
+
+// The buffers an async gradient reduction reads and writes.
+std::vector<int> reduction_buffers(const RankProgram& prog, const PInstr& in) {
+  if (in.kind == PInstr::ReplicaAverage) return {in.a};
+  if (in.index >= 0 && static_cast<size_t>(in.index) < prog.buckets.size()) return prog.buckets[static_cast<size_t>(in.index)];
+  return {};
+}
+
+// For each gradient reduction: the last earlier instruction naming one of its
+// buffers (its gradients are final after it).
+void find_ready_points(const RankProgram& prog, RankState& s) {
+  s.ready_after.assign(prog.instrs.size(), -1);
+  std::map<int, int> last_touch;  // buffer -> instruction
+  for (size_t i = 0; i < prog.instrs.size(); ++i) {
+    const PInstr& in = prog.instrs[i];
+    if (gradient_reduction(in)) {
+      int ready = -1;
+      for (int b : reduction_buffers(prog, in)) {
+        auto it = last_touch.find(b);
+        if (it != last_touch.end()) ready = std::max(ready, it->second);
+      }
+      s.ready_after[i] = ready;
+      if (ready >= 0) s.starts_after[ready].push_back(static_cast<int>(i));
+      else s.ready_at[static_cast<int>(i)] = 0.0;
+    }
+    if (in.kind == PInstr::Free) continue;
+    if (in.a >= 0) last_touch[in.a] = static_cast<int>(i);
+    if (in.b >= 0) last_touch[in.b] = static_cast<int>(i);
+    if (in.kind == PInstr::BucketAllReduce)
+      for (int b : reduction_buffers(prog, in)) last_touch[b] = static_cast<int>(i);
+  }
+}
 
 }  // namespace
 
-bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& out, std::string& err) {
+bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& out, std::string& err,
+              const SimOptions& opts) {
   const size_t n = lp.programs.size();
   out = SimResult{};
   out.ranks.assign(n, RankTimes{});
   std::vector<RankState> st(n);
+  if (opts.overlap_grad_reduce)
+    for (size_t r = 0; r < n; ++r) find_ready_points(lp.programs[r], st[r]);
   std::map<MsgKey, Msg> sent;
   // Members waiting at the k-th collective of a group: (group, k) -> arrivals by rank.
   std::map<std::pair<int, int>, std::map<int, double>> meeting;
-  // Global rank -> index into lp.programs (a rank lowering may hold one program).
+  // Global rank -> index into lp.programs (a lowering may hold some ranks only).
   std::map<int, size_t> index_of;
   for (size_t i = 0; i < n; ++i) index_of[lp.programs[i].rank] = i;
+  auto record = [&](size_t r, size_t pc, double b, double e, uint8_t track) {
+    if (opts.record && e > b) out.events.push_back(SimEvent{static_cast<int>(r), static_cast<int>(pc), b, e, track});
+  };
 
   bool progress = true;
   while (progress) {
@@ -48,9 +103,11 @@ bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& 
       RankTimes& t = out.ranks[r];
       while (s.pc < prog.instrs.size()) {
         const PInstr& in = prog.instrs[s.pc];
+        const bool async = opts.overlap_grad_reduce && gradient_reduction(in);
         if (in.kind == PInstr::Send) {
           double c = cost(prog, in);
           sent[{prog.rank, in.peer, in.tag}] = Msg{s.clock, s.clock + c};
+          record(r, s.pc, s.clock, s.clock + c, 2);
         } else if (in.kind == PInstr::Recv) {
           s.posted[in.b] = MsgKey{in.peer, prog.rank, in.tag};
         } else if (in.kind == PInstr::Wait) {
@@ -73,10 +130,17 @@ bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& 
           auto key = std::make_pair(in.group, s.group_seq[in.group]);
           auto& arrivals = meeting[key];
           if (!s.arrived) {
-            arrivals[prog.rank] = s.clock;
+            // Async: the member is ready when its gradients are final and its
+            // communication stream is free.
+            double when = s.clock;
+            if (async) {
+              auto it = s.ready_at.find(static_cast<int>(s.pc));
+              when = std::max(it == s.ready_at.end() ? s.clock : it->second, s.comm_free);
+            }
+            arrivals[prog.rank] = when;
             s.arrived = true;
           }
-          // Members this simulation does not hold (a partial lowering) are taken as on time.
+          // Members this simulation does not hold (other, identical replicas) are taken as on time.
           bool all = true;
           double start = 0;
           for (int m : members) {
@@ -87,15 +151,35 @@ bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& 
           }
           if (!all) break;
           double c = cost(prog, in);
-          t.bubble += start - s.clock;
-          t.exposed_comm += c;
-          s.clock = start + c;
+          if (async) {
+            double done = start + c;
+            s.comm_free = done;
+            double hidden = std::max(0.0, std::min(done, s.clock) - start);
+            t.overlapped_comm += hidden;
+            if (done > s.clock) {
+              t.exposed_comm += done - std::max(s.clock, start);
+              t.bubble += std::max(0.0, start - s.clock);
+              s.clock = done;
+            }
+            record(r, s.pc, start, done, 2);
+          } else {
+            t.bubble += start - s.clock;
+            t.exposed_comm += c;
+            s.clock = start + c;
+            record(r, s.pc, start, s.clock, 2);
+          }
           s.arrived = false;
           ++s.group_seq[in.group];
         } else {
           double c = cost(prog, in);
           t.busy += c;
+          record(r, s.pc, s.clock, s.clock + c, track_of(in));
           s.clock += c;
+        }
+        if (opts.overlap_grad_reduce) {
+          auto it = s.starts_after.find(static_cast<int>(s.pc));
+          if (it != s.starts_after.end())
+            for (int x : it->second) s.ready_at[x] = s.clock;
         }
         ++s.pc;
         progress = true;
