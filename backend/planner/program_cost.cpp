@@ -36,8 +36,15 @@ double nodes_time(const DeviceProfile& p, const sema::Graph& g, const std::vecto
       if (dt == sema::DType::F16) dtype = "fp16";
       if (dt == sema::DType::BF16) dtype = "bf16";
     }
+    double macs = static_cast<double>(n.macs);
+    // (helper-megatron) A backward node ("linear_backward") has no macs rule
+    // of its own: each input gradient it computes for a matmul-class op is a
+    // product of the forward's size (dX = dY W, dW = dY^T X).
+    if (macs == 0 && n.forward_of >= 0 && static_cast<size_t>(n.forward_of) < g.nodes().size() &&
+        op_class(n.kind) == "matmul")
+      macs = static_cast<double>(g.node(n.forward_of).macs) * static_cast<double>(n.outputs.size());
     // Ops without a macs rule do about one operation per output element.
-    double flops = std::max(2.0 * static_cast<double>(n.macs), out_elems);
+    double flops = std::max(2.0 * macs, out_elems);
     if (!as.empty() && dtype == "fp32") {
       dtype = as;
       bytes = bytes * bpe / 4.0;
