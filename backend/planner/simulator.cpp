@@ -27,6 +27,7 @@ struct RankState {
   std::vector<int> ready_after;  // overlap: async instr -> the instruction after which it may start (-1: step start)
   std::map<int, std::vector<int>> starts_after;  // instruction -> async instrs that become ready after it
   std::map<int, double> ready_at;                // async instr -> when it became ready
+  std::map<int, double> local_start;             // async instr -> when this rank's stream would start it
 };
 
 bool gradient_reduction(const PInstr& in) {
@@ -66,11 +67,47 @@ void find_ready_points(const RankProgram& prog, RankState& s) {
       if (ready >= 0) s.starts_after[ready].push_back(static_cast<int>(i));
       else s.ready_at[static_cast<int>(i)] = 0.0;
     }
-    if (in.kind == PInstr::Free) continue;
+    // Free ends a buffer; Alloc only zero-fills it (lowering allocates
+    // accumulators lazily, after the backward): neither makes its content.
+    if (in.kind == PInstr::Free || in.kind == PInstr::Alloc) continue;
+    if (in.kind == PInstr::AddTo && in.a >= 0 && in.b >= 0) {
+      // Accumulating a finished contribution (b += a) is what a DDP hook does
+      // the moment the contribution exists: b is final when a was made
+      // (lowering batches these copies at the end of a micro-batch's backward).
+      auto src = last_touch.find(in.a);
+      int when = src != last_touch.end() ? src->second : static_cast<int>(i);
+      auto dst = last_touch.find(in.b);
+      last_touch[in.b] = dst != last_touch.end() ? std::max(dst->second, when) : when;
+      continue;
+    }
     if (in.a >= 0) last_touch[in.a] = static_cast<int>(i);
     if (in.b >= 0) last_touch[in.b] = static_cast<int>(i);
     if (in.kind == PInstr::BucketAllReduce)
       for (int b : reduction_buffers(prog, in)) last_touch[b] = static_cast<int>(i);
+  }
+}
+
+// The communication stream takes gradient reductions in the order their
+// gradients became final (a DDP bucket is reduced when it is ready, not in
+// parameter order): for the consecutive reductions from s.pc whose
+// gradients are final by now, chain them on the stream in ready order and
+// record when each would start. Members of a group are symmetric (or held
+// and replayed), so a collective starts at the latest of its members' own
+// starts.
+void plan_stream(const RankProgram& prog, RankState& s, const InstrCost& cost) {
+  std::vector<std::pair<double, int>> run;  // (ready time, instr)
+  for (size_t i = s.pc; i < prog.instrs.size() && gradient_reduction(prog.instrs[i]); ++i) {
+    auto it = s.ready_at.find(static_cast<int>(i));
+    if (s.ready_after[i] >= static_cast<int>(s.pc) || it == s.ready_at.end()) continue;  // not final yet
+    run.emplace_back(it->second, static_cast<int>(i));
+  }
+  if (run.empty()) run.emplace_back(s.clock, static_cast<int>(s.pc));
+  std::stable_sort(run.begin(), run.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  double free_at = s.comm_free;
+  for (const auto& [ready, i] : run) {
+    double start = std::max(ready, free_at);
+    s.local_start[i] = start;
+    free_at = start + cost(prog, prog.instrs[static_cast<size_t>(i)]);
   }
 }
 
@@ -134,8 +171,8 @@ bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& 
             // communication stream is free.
             double when = s.clock;
             if (async) {
-              auto it = s.ready_at.find(static_cast<int>(s.pc));
-              when = std::max(it == s.ready_at.end() ? s.clock : it->second, s.comm_free);
+              if (!s.local_start.count(static_cast<int>(s.pc))) plan_stream(prog, s, cost);
+              when = s.local_start[static_cast<int>(s.pc)];
             }
             arrivals[prog.rank] = when;
             s.arrived = true;
@@ -153,7 +190,7 @@ bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& 
           double c = cost(prog, in);
           if (async) {
             double done = start + c;
-            s.comm_free = done;
+            s.comm_free = std::max(s.comm_free, done);
             double hidden = std::max(0.0, std::min(done, s.clock) - start);
             t.overlapped_comm += hidden;
             if (done > s.clock) {
