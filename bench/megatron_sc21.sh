@@ -11,14 +11,18 @@
 # published, relative error and the simulation's wall time, with the
 # gradient allreduce blocking (what nns's runtime does and Megatron's local
 # DDP of 2021 did) and overlapped with the backward (--overlap-grad-reduce).
-#   bench/megatron_sc21.sh [--device PROFILE]     NNS=path selects the binary
+# --check exits 1 when a blocking prediction misses its published figure
+# by more than 15% (issue 12's bound; ctest bench_megatron_sc21).
+#   bench/megatron_sc21.sh [--device PROFILE] [--check]     NNS=path selects the binary
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 NNS="${NNS:-$ROOT/build/nns}"
 DEVICE=a100
+CHECK=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --device) DEVICE="$2"; shift 2 ;;
+    --check) CHECK=1; shift ;;
     *) echo "megatron_sc21.sh: unknown argument '$1'" >&2; exit 64 ;;
   esac
 done
@@ -48,19 +52,27 @@ simulate() {
   echo "$step $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')"
 }
 
+MISSES=0
 printf "%-10s %5s %4s %3s %3s %5s  %9s %9s %7s %7s   %9s %7s\n" config hidden L tp pp gpus published predicted error sim_s overlapped error
 for row in "${ROWS[@]}"; do
   read -r cfg h l heads tp pp gpus gb mb pub <<<"$row"
   plan_gpus=$((tp * pp))
   read -r step wall <<<"$(simulate "$cfg" "$gpus" "$plan_gpus")"
   read -r step_o wall_o <<<"$(simulate "$cfg" "$gpus" "$plan_gpus" --overlap-grad-reduce)"
-  awk -v cfg="$cfg" -v h="$h" -v l="$l" -v tp="$tp" -v pp="$pp" -v g="$gpus" -v B="$gb" -v s="$SEQ" -v V="$VOCAB" \
+  line=$(awk -v cfg="$cfg" -v h="$h" -v l="$l" -v tp="$tp" -v pp="$pp" -v g="$gpus" -v B="$gb" -v s="$SEQ" -v V="$VOCAB" \
       -v pub="$pub" -v step="$step" -v wall="$wall" -v step_o="$step_o" 'BEGIN {
     flops = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
     pred = flops / (step / 1000) / g / 1e12
     pred_o = flops / (step_o / 1000) / g / 1e12
     printf "%-10s %5d %4d %3d %3d %5d  %9.1f %9.1f %+6.1f%% %7.2f   %9.1f %+6.1f%%\n", cfg, h, l, tp, pp, g, pub, pred,
            100 * (pred - pub) / pub, wall, pred_o, 100 * (pred_o - pub) / pub
-  }'
+    if (pred < 0.85 * pub || pred > 1.15 * pub) print "MISS"
+  }')
+  echo "${line%$'\n'MISS}"
+  case "$line" in *MISS) MISSES=$((MISSES + 1)) ;; esac
 done
 echo "(TFLOP/s per GPU; sim_s: wall seconds of one nns simulate, blocking run; error: (predicted - published) / published)"
+if [ "$CHECK" = 1 ]; then
+  if [ "$MISSES" -gt 0 ]; then echo "check: $MISSES row(s) outside +-15%"; exit 1; fi
+  echo "check: every row within +-15%"
+fi
