@@ -24,10 +24,18 @@ struct RankState {
   std::map<int, MsgKey> posted;  // Recv buffer -> the message it waits for
   std::map<int, int> group_seq;  // collectives issued per group
   bool arrived = false;          // waiting at a collective
-  std::vector<int> ready_after;  // overlap: async instr -> the instruction after which it may start (-1: step start)
-  std::map<int, std::vector<int>> starts_after;  // instruction -> async instrs that become ready after it
-  std::map<int, double> ready_at;                // async instr -> when it became ready
-  std::map<int, double> local_start;             // async instr -> when this rank's stream would start it
+  // Overlap. A gradient reduction is reduced in chunks, one per gradient
+  // buffer (a share of its time by elements), each once that gradient is
+  // final: DDP's small buckets, without their extra latency.
+  struct Chunk {
+    int ready_after = -1;  // the instruction after which this gradient is final (-1: step start)
+    double share = 1;      // of the reduction's time
+    double ready_at = 0;
+  };
+  std::vector<int> ready_after;                 // async instr -> the last of its chunks' ready_after
+  std::map<int, std::vector<Chunk>> chunks;     // async instr -> its chunks
+  std::map<int, std::vector<std::pair<int, int>>> starts_after;  // instruction -> (async instr, chunk) final after it
+  std::map<int, double> local_start;            // async instr -> start such that start + cost = its last chunk's end
 };
 
 bool gradient_reduction(const PInstr& in) {
@@ -59,13 +67,24 @@ void find_ready_points(const RankProgram& prog, RankState& s) {
     const PInstr& in = prog.instrs[i];
     if (gradient_reduction(in)) {
       int ready = -1;
-      for (int b : reduction_buffers(prog, in)) {
+      std::vector<int> bufs = reduction_buffers(prog, in);
+      double total = 0;
+      for (int b : bufs)
+        if (b >= 0 && static_cast<size_t>(b) < prog.buffers.size()) total += static_cast<double>(prog.buffers[static_cast<size_t>(b)].piece.numel());
+      std::vector<RankState::Chunk>& parts = s.chunks[static_cast<int>(i)];
+      for (int b : bufs) {
+        RankState::Chunk c;
         auto it = last_touch.find(b);
-        if (it != last_touch.end()) ready = std::max(ready, it->second);
+        if (it != last_touch.end()) c.ready_after = it->second;
+        if (total > 0 && b >= 0 && static_cast<size_t>(b) < prog.buffers.size())
+          c.share = static_cast<double>(prog.buffers[static_cast<size_t>(b)].piece.numel()) / total;
+        else
+          c.share = 1.0 / static_cast<double>(bufs.size());
+        ready = std::max(ready, c.ready_after);
+        if (c.ready_after >= 0) s.starts_after[c.ready_after].emplace_back(static_cast<int>(i), static_cast<int>(parts.size()));
+        parts.push_back(c);
       }
       s.ready_after[i] = ready;
-      if (ready >= 0) s.starts_after[ready].push_back(static_cast<int>(i));
-      else s.ready_at[static_cast<int>(i)] = 0.0;
     }
     // Free ends a buffer; Alloc only zero-fills it (lowering allocates
     // accumulators lazily, after the backward): neither makes its content.
@@ -95,20 +114,29 @@ void find_ready_points(const RankProgram& prog, RankState& s) {
 // and replayed), so a collective starts at the latest of its members' own
 // starts.
 void plan_stream(const RankProgram& prog, RankState& s, const InstrCost& cost) {
-  std::vector<std::pair<double, int>> run;  // (ready time, instr)
+  struct Piece {
+    double ready, dur;
+    int instr;
+  };
+  std::vector<Piece> run;
+  std::map<int, double> op_cost, op_end;
   for (size_t i = s.pc; i < prog.instrs.size() && gradient_reduction(prog.instrs[i]); ++i) {
-    auto it = s.ready_at.find(static_cast<int>(i));
-    if (s.ready_after[i] >= static_cast<int>(s.pc) || it == s.ready_at.end()) continue;  // not final yet
-    run.emplace_back(it->second, static_cast<int>(i));
+    if (s.ready_after[i] >= static_cast<int>(s.pc)) continue;  // not final yet: planned when reached
+    int x = static_cast<int>(i);
+    op_cost[x] = cost(prog, prog.instrs[i]);
+    op_end[x] = s.comm_free;
+    for (const RankState::Chunk& c : s.chunks[x]) run.push_back(Piece{c.ready_at, op_cost[x] * c.share, x});
+    if (s.chunks[x].empty()) run.push_back(Piece{s.clock, op_cost[x], x});
   }
-  if (run.empty()) run.emplace_back(s.clock, static_cast<int>(s.pc));
-  std::stable_sort(run.begin(), run.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::stable_sort(run.begin(), run.end(), [](const Piece& a, const Piece& b) { return a.ready < b.ready; });
   double free_at = s.comm_free;
-  for (const auto& [ready, i] : run) {
-    double start = std::max(ready, free_at);
-    s.local_start[i] = start;
-    free_at = start + cost(prog, prog.instrs[static_cast<size_t>(i)]);
+  for (const Piece& p : run) {
+    double start = std::max(p.ready, free_at);
+    free_at = start + p.dur;
+    op_end[p.instr] = std::max(op_end[p.instr], free_at);
   }
+  for (const auto& [x, c] : op_cost) s.local_start[x] = op_end[x] - c;
+  if (!s.local_start.count(static_cast<int>(s.pc))) s.local_start[static_cast<int>(s.pc)] = std::max(s.clock, s.comm_free);
 }
 
 }  // namespace
@@ -216,7 +244,7 @@ bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& 
         if (opts.overlap_grad_reduce) {
           auto it = s.starts_after.find(static_cast<int>(s.pc));
           if (it != s.starts_after.end())
-            for (int x : it->second) s.ready_at[x] = s.clock;
+            for (const auto& [x, j] : it->second) s.chunks[x][static_cast<size_t>(j)].ready_at = s.clock;
         }
         ++s.pc;
         progress = true;

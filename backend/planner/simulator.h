@@ -15,11 +15,15 @@
 //
 // Overlap (SimOptions::overlap_grad_reduce): gradient allreduces (the
 // bucketed allreduce, the replicas' average) run on a communication stream
-// beside the compute: each starts once the last instruction touching its
-// buffers before it has run (its gradients are final) and the stream is
-// free, and the rank waits for it where the program has it. Without it they
-// block the compute stream where the program has them (what the runtime
-// does). Links are not shared between the streams (no contention).
+// beside the compute, in chunks, one per gradient buffer (its share of the
+// collective's time by elements, as DDP's small buckets without their extra
+// latency): a chunk starts once its gradient is final (the last instruction
+// making its content has run; accumulating a micro-batch's contribution
+// counts from when the contribution was made) and the stream is free,
+// chunks in the order they become final; the rank waits for the collective
+// where the program has it. Without it they block the compute stream where
+// the program has them (what the runtime does). Links are not shared
+// between the streams (no contention).
 #pragma once
 
 #include <cstdint>

@@ -185,6 +185,31 @@ TEST_CASE("simulator overlap: reductions run in the order their gradients become
   CHECK(r.ranks[0].exposed_comm == Approx(3.0));
 }
 
+TEST_CASE("simulator overlap: a fused bucket is reduced in chunks as its gradients become final") {
+  // The two gradients in one bucket (equal sizes): one 6 s allreduce, blocking
+  // after the backward, or 3 s chunks at 2..5 and 6..9 overlapped.
+  LoweredPlan lp = two_gradients();
+  for (RankProgram& p : lp.programs) {
+    p.buckets = {{0, 1}};
+    PInstr bucket = op(PInstr::BucketAllReduce, -1, -1, p.instrs[7].group);
+    bucket.index = 0;
+    p.instrs[7] = bucket;
+    p.instrs.erase(p.instrs.begin() + 8);
+  }
+  auto cost = [](const RankProgram& prog, const PInstr& in) {
+    return in.kind == PInstr::BucketAllReduce ? 6.0 : two_gradients_cost(prog, in);
+  };
+  SimResult blocking, overlapped;
+  std::string err;
+  REQUIRE(simulate(lp, cost, blocking, err));
+  CHECK(blocking.step_time == Approx(12.0));
+  SimOptions o;
+  o.overlap_grad_reduce = true;
+  REQUIRE(simulate(lp, cost, overlapped, err, o));
+  CHECK(overlapped.step_time == Approx(9.0));
+  CHECK(overlapped.ranks[0].exposed_comm == Approx(3.0));
+}
+
 namespace {
 
 // fp32 1e12, fp16 4e12 (matmul efficiency 0.5 from 1e9 FLOPs), memory 1e11 B/s.
