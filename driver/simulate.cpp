@@ -90,10 +90,27 @@ int cmd_simulate(const Args& a) {
               so.overlap_grad_reduce ? "overlapped with compute" : "blocking", lp.programs.size(), lp.ranks(),
               lp.programs.size() < static_cast<size_t>(lp.ranks()) ? " (plan replica 0; the other replicas are identical)" : "");
   std::printf("  rank  busy_ms     exposed_comm_ms  bubble_ms   peak_mem_GiB\n");
+  planner::MemoryPeak top;
+  int top_rank = -1;
   for (size_t i = 0; i < r.ranks.size(); ++i) {
     planner::MemoryPeak m = planner::peak_memory(lp.programs[i], bpe);
+    if (m.peak > top.peak) {
+      top = m;
+      top_rank = lp.programs[i].rank;
+    }
     std::printf("  %4d  %10.6f  %15.6f  %9.6f  %12.3f\n", lp.programs[i].rank, r.ranks[i].busy * 1e3, r.ranks[i].exposed_comm * 1e3,
                 r.ranks[i].bubble * 1e3, m.peak / (1024.0 * 1024.0 * 1024.0));
+  }
+  if (top_rank >= 0) {
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    std::printf("  peak memory: rank %d %.3f GiB: weights, gradients and optimizer state %.3f, buffers %.3f (", top_rank, top.peak / gib,
+                top.persistent / gib, top.buffers_at_peak / gib);
+    bool first = true;
+    for (const auto& [role, b] : top.roles_at_peak) {
+      std::printf("%s%s %.3f", first ? "" : ", ", backend::role_name(static_cast<backend::BufferDecl::Role>(role)), b / gib);
+      first = false;
+    }
+    std::printf("), kernel tensors %.3f\n", top.kernels_at_peak / gib);
   }
   auto t3 = std::chrono::steady_clock::now();
   auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };

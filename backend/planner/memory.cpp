@@ -46,7 +46,7 @@ MemoryPeak peak_memory(const backend::RankProgram& prog, int bpe) {
   std::vector<char> live(nb, 0);
   // Per (kernel, micro-batch): each micro-batch in flight keeps its own tensors.
   std::map<std::pair<int, int>, double> kfwd, kbwd;
-  double cur = out.persistent;
+  double cur = out.persistent, kern = 0;
   out.peak = cur;
   auto touch = [&](int buf) {
     if (buf < 0 || static_cast<size_t>(buf) >= nb || live[static_cast<size_t>(buf)] || persistent(buf)) return;
@@ -66,27 +66,27 @@ MemoryPeak peak_memory(const backend::RankProgram& prog, int bpe) {
         break;
       case PInstr::Forward:
         if (k) {
-          cur -= kfwd[{in.kernel, in.mb}];
+          kern -= kfwd[{in.kernel, in.mb}];
           kfwd[{in.kernel, in.mb}] = outputs_bytes(prog.local, k->inst.nodes, kscale);
-          cur += kfwd[{in.kernel, in.mb}];
+          kern += kfwd[{in.kernel, in.mb}];
         }
         break;
       case PInstr::Backward:
         if (k) {
-          cur -= kbwd[{in.kernel, in.mb}];
+          kern -= kbwd[{in.kernel, in.mb}];
           kbwd[{in.kernel, in.mb}] = outputs_bytes(prog.local, k->bwd.nodes, kscale);
-          cur += kbwd[{in.kernel, in.mb}];
+          kern += kbwd[{in.kernel, in.mb}];
         }
         break;
       case PInstr::DropForward:
         if (k) {
-          cur -= kfwd[{in.kernel, in.mb}];
+          kern -= kfwd[{in.kernel, in.mb}];
           kfwd[{in.kernel, in.mb}] = 0;
         }
         break;
       case PInstr::FreeKernel:
         if (k) {
-          cur -= kfwd[{in.kernel, in.mb}] + kbwd[{in.kernel, in.mb}];
+          kern -= kfwd[{in.kernel, in.mb}] + kbwd[{in.kernel, in.mb}];
           kfwd[{in.kernel, in.mb}] = kbwd[{in.kernel, in.mb}] = 0;
         }
         break;
@@ -94,9 +94,14 @@ MemoryPeak peak_memory(const backend::RankProgram& prog, int bpe) {
         touch(in.a);
         touch(in.b);
     }
-    if (cur > out.peak) {
-      out.peak = cur;
+    if (cur + kern > out.peak) {
+      out.peak = cur + kern;
       out.at_instr = static_cast<int>(i);
+      out.buffers_at_peak = cur - out.persistent;
+      out.kernels_at_peak = kern;
+      out.roles_at_peak.clear();
+      for (size_t b = 0; b < nb; ++b)
+        if (live[b]) out.roles_at_peak[prog.buffers[b].role] += bytes(static_cast<int>(b));
     }
   }
   return out;

@@ -12,6 +12,8 @@
 // Elements cost `bytes_per_element` (optimizer state: 4 bytes).
 #pragma once
 
+#include <map>
+
 #include "backend/lowering/rank_program.h"
 
 namespace nns::planner {
@@ -20,6 +22,9 @@ struct MemoryPeak {
   double peak = 0;        // bytes
   double persistent = 0;  // parameters, gradients and optimizer state
   int at_instr = -1;      // the instruction after which the peak is reached
+  double buffers_at_peak = 0;  // non-persistent buffers live at the peak
+  double kernels_at_peak = 0;  // kernels' local tensors live at the peak
+  std::map<int, double> roles_at_peak;  // BufferDecl::Role -> bytes of its live buffers at the peak
 };
 
 MemoryPeak peak_memory(const backend::RankProgram& prog, int bytes_per_element = 4);
