@@ -300,6 +300,10 @@ TEST_CASE("peak memory: persistent buffers and optimizer state, plus what is liv
   CHECK(m.persistent == Approx(16000));
   CHECK(m.peak == Approx(19200));
   CHECK(m.at_instr == 1);
+  CHECK(m.buffers_at_peak == Approx(3200));
+  CHECK(m.kernels_at_peak == 0.0);
+  REQUIRE(m.roles_at_peak.size() == 1);
+  CHECK(m.roles_at_peak.at(BufferDecl::Value) == Approx(3200));
   // fp16: 2-byte weights, gradients and activations; fp32 moments and master weights (12 B each).
   MemoryPeak h = peak_memory(prog, 2);
   CHECK(h.persistent == Approx(4000 + 12000));
