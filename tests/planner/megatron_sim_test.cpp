@@ -310,6 +310,46 @@ TEST_CASE("peak memory: persistent buffers and optimizer state, plus what is liv
   CHECK(h.peak == Approx(16000 + 1600));
 }
 
+TEST_CASE("peak memory: a kernel's forward tensors live until DropForward or FreeKernel, per micro-batch") {
+  RankProgram prog;
+  auto tensor = [&](nns::sema::Shape sh) {
+    nns::sema::TensorInfo t;
+    t.shape = std::move(sh);
+    return prog.local.add_tensor(t);
+  };
+  int x = tensor({1000}), y = tensor({1000}), dx = tensor({500});
+  nns::sema::OpNode f;
+  f.kind = "gelu";
+  f.inputs = {x};
+  f.outputs = {y};
+  int fid = prog.local.add_node(f);
+  nns::sema::OpNode b;
+  b.kind = "gelu_backward";
+  b.forward_of = fid;
+  b.inputs = {x, y};
+  b.outputs = {dx};
+  int bid = prog.local.add_node(b);
+  nns::backend::SubOpKernel k;
+  k.inst.nodes = {fid};
+  k.bwd.nodes = {bid};
+  prog.kernels = {k};
+  auto kop = [](PInstr::Kind kind, int mb) {
+    PInstr in = op(kind);
+    in.kernel = 0;
+    in.mb = mb;
+    return in;
+  };
+  // Recompute: F, drop, two micro-batches in flight (2 x 4000 B), then the
+  // re-run forward and backward of mb 0 (4000 + 2000 B beside mb 1's 4000).
+  prog.instrs = {kop(PInstr::Forward, 0), kop(PInstr::DropForward, 0), kop(PInstr::Forward, 1), kop(PInstr::Forward, 0),
+                 kop(PInstr::Backward, 0), kop(PInstr::FreeKernel, 0), kop(PInstr::FreeKernel, 1)};
+  MemoryPeak m = peak_memory(prog, 4);
+  CHECK(m.peak == Approx(10000));
+  CHECK(m.at_instr == 4);
+  CHECK(m.kernels_at_peak == Approx(10000));
+  CHECK(peak_memory(prog, 2).peak == Approx(5000));
+}
+
 TEST_CASE("topology: an inter-node ring runs over the NICs of the group's devices on each node") {
   DeviceProfile p = toy16();  // 4 devices per node; intra 1e10 B/s, inter 1e9 B/s per device
   std::vector<int> one_per_node = {0, 4}, two_per_node = {0, 1, 4, 5}, node = {0, 1, 2, 3};
