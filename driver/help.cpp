@@ -38,12 +38,21 @@ commands:
       evaluating the file and of evaluating the plan, each (default 60; 0:
       none): past it, an endless loop ends with a located error.
   simulate FILE --plan P [--gpus N [--plan-gpus K]] --device a100|v100|h100|h200|PATH.json [--config C]
+           [--precision fp32|bf16|fp16] [--overlap-grad-reduce] [--all-ranks] [--trace OUT.json]
       lower plan P to its per-rank programs (what run executes) and replay
       them on a device profile (stdlib/profiles/, or a JSON file): kernels
       by roofline from their multiply-adds and bytes, collectives by an
-      alpha-beta model over the slowest link their group crosses; prints
-      the step time and each rank's busy, exposed-communication and bubble
-      time. Not yet: --trace, nns profile (measuring this machine).
+      alpha-beta model over their links (inter-node rings over the NICs of
+      the group's devices on each node); prints the step time and each
+      rank's busy, exposed-communication and bubble time and peak memory.
+      With plan replicas (N > K) only replica 0 is lowered and replayed (the
+      replicas are identical; their gradient averaging is costed over its
+      group); --all-ranks replays every rank. --precision costs kernels at
+      the profile's peak for that dtype and every element at its size (the
+      CPU runtime computes fp32; default fp32). --overlap-grad-reduce starts
+      each gradient allreduce when its gradients are final, on a
+      communication stream beside the compute. --trace writes the simulated
+      timeline as a Chrome trace (the format of run --trace).
   ckpt merge DIR -o FILE
       assemble the last complete save a partitioned run made (nns run --plan
       P --save DIR: DIR/latest, its manifest, every shard's size and

@@ -1,13 +1,19 @@
 // nns simulate FILE --plan P --gpus N --device D: lowers the plan to its
 // RankPrograms (the lists `nns run` executes) and replays them on a device
-// profile with the planner's simulator.
+// profile with the planner's simulator. With plan replicas (N > --plan-gpus
+// K) only replica 0's K ranks are lowered and replayed: the replicas run
+// identical programs, and the simulator costs their gradient averaging over
+// its group (planner/simulator.h, "Symmetry"); --all-ranks replays all N.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
 #include "backend/lowering/lower_plan.h"
 #include "backend/planner/cost_model.h"
+#include "backend/planner/memory.h"
 #include "backend/planner/program_cost.h"
+#include "backend/planner/sim_trace.h"
 #include "backend/planner/simulator.h"
 #include "driver/commands.h"
 #include "driver/pipeline.h"
@@ -15,10 +21,21 @@
 namespace nns::driver {
 
 int cmd_simulate(const Args& a) {
+  auto t0 = std::chrono::steady_clock::now();
   if (a.positional.size() != 1) return usage_error("simulate needs exactly one FILE");
   if (a.plan.empty()) return usage_error("simulate needs --plan NAME");
   if (a.device.empty()) return usage_error("simulate needs --device a100|v100|h100|h200|PATH.json");
-  if (!a.trace.empty()) return usage_error("simulate does not write a --trace yet");
+  // --precision: the dtype whose peak the kernels are costed at, and its element size.
+  std::string dtype;
+  int bpe = 4;
+  if (a.precision == "fp16" || a.precision == "bf16") {
+    dtype = a.precision;
+    bpe = 2;
+  } else if (a.precision == "fp32") {
+    dtype = "fp32";
+  } else if (!a.precision.empty()) {
+    return usage_error("--precision must be fp32, bf16 or fp16");
+  }
   PipelineOptions o;
   if (int rc = pipeline_options(a, /*check=*/true, Stage::Comm, o); rc != kExitOk) return rc;
   const char* env = std::getenv("NNS_STDLIB");
@@ -29,26 +46,76 @@ int cmd_simulate(const Args& a) {
     std::cerr << "nns: error: " << err << "\n";
     return kExitUsage;
   }
+  // Program verification (the pipeline's last stage here) checks one plan
+  // replica's programs unless every rank is replayed: the replicas are the
+  // same programs, and verifying 1536 ranks costs minutes and tens of GiB.
+  const int64_t replicas = o.topo.replicas;
+  if (!a.all_ranks) o.topo.replicas = 1;
   Pipeline p;
   if (int rc = run_pipeline(o, p); rc != kExitOk) return rc;
+  o.topo.replicas = replicas;
   p.spec = *p.interp->train();
   backend::LoweredPlan lp;
   try {
-    lp = lower_with_bodies(*p.interp, p.graph(), p.plan, p.comm, p.spec, o.topo, -1);
+    backend::LowerOptions lo;
+    lo.comm = &p.comm;
+    lo.replicas = static_cast<int>(o.topo.replicas);
+    if (!a.all_ranks) lo.first_ranks = static_cast<int>(o.topo.devices);
+    sema::Interpreter& interp = *p.interp;
+    lo.elaborate = [&interp](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
+                             const std::map<std::string, int64_t>& divisors, sema::Graph& local) {
+      return interp.instantiate_op(node, ins, outs, divisors, local);
+    };
+    lp = backend::lower_plan(p.graph(), p.plan, p.spec, lo);
   } catch (const backend::LoweringError& e) {
     std::cerr << "nns: error: " << e.what() << "\n";
     return kExitRuntime;
   }
+  auto t1 = std::chrono::steady_clock::now();
+  planner::SimOptions so;
+  so.overlap_grad_reduce = a.overlap_grad;
+  so.record = !a.trace.empty();
   planner::SimResult r;
-  if (!planner::simulate(lp, planner::profile_cost(prof, lp), r, err)) {
+  if (!planner::simulate(lp, planner::profile_cost(prof, lp, bpe, dtype), r, err, so)) {
     std::cerr << "nns: internal error: " << err << "\n";
     return kExitRuntime;
   }
+  auto t2 = std::chrono::steady_clock::now();
+  if (!a.trace.empty() && !planner::write_sim_trace(a.trace, lp, &p.graph(), r, err)) {
+    std::cerr << "nns: error: " << err << "\n";
+    return kExitRuntime;
+  }
   std::printf("simulated %s on %d x %s: step %.6f ms\n", a.plan.c_str(), lp.ranks(), prof.name.c_str(), r.step_time * 1e3);
-  std::printf("  rank  busy_ms     exposed_comm_ms  bubble_ms\n");
-  for (size_t i = 0; i < r.ranks.size(); ++i)
-    std::printf("  %4d  %10.6f  %15.6f  %9.6f\n", lp.programs[i].rank, r.ranks[i].busy * 1e3, r.ranks[i].exposed_comm * 1e3,
-                r.ranks[i].bubble * 1e3);
+  std::printf("  precision %s, gradient reduction %s; %zu of %d rank(s) replayed%s\n", dtype.empty() ? "fp32 (tensor dtypes)" : dtype.c_str(),
+              so.overlap_grad_reduce ? "overlapped with compute" : "blocking", lp.programs.size(), lp.ranks(),
+              lp.programs.size() < static_cast<size_t>(lp.ranks()) ? " (plan replica 0; the other replicas are identical)" : "");
+  std::printf("  rank  busy_ms     exposed_comm_ms  bubble_ms   peak_mem_GiB\n");
+  planner::MemoryPeak top;
+  int top_rank = -1;
+  for (size_t i = 0; i < r.ranks.size(); ++i) {
+    planner::MemoryPeak m = planner::peak_memory(lp.programs[i], bpe);
+    if (m.peak > top.peak) {
+      top = m;
+      top_rank = lp.programs[i].rank;
+    }
+    std::printf("  %4d  %10.6f  %15.6f  %9.6f  %12.3f\n", lp.programs[i].rank, r.ranks[i].busy * 1e3, r.ranks[i].exposed_comm * 1e3,
+                r.ranks[i].bubble * 1e3, m.peak / (1024.0 * 1024.0 * 1024.0));
+  }
+  if (top_rank >= 0) {
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    std::printf("  peak memory: rank %d %.3f GiB: weights, gradients and optimizer state %.3f, buffers %.3f (", top_rank, top.peak / gib,
+                top.persistent / gib, top.buffers_at_peak / gib);
+    bool first = true;
+    for (const auto& [role, b] : top.roles_at_peak) {
+      std::printf("%s%s %.3f", first ? "" : ", ", backend::role_name(static_cast<backend::BufferDecl::Role>(role)), b / gib);
+      first = false;
+    }
+    std::printf("), kernel tensors %.3f\n", top.kernels_at_peak / gib);
+  }
+  auto t3 = std::chrono::steady_clock::now();
+  auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  std::printf("  wall: front end and lowering %.1f ms, replay %.1f ms, total %.1f ms\n", ms(t0, t1), ms(t1, t2), ms(t0, t3));
+  if (!a.trace.empty()) std::printf("  trace: %zu event(s) written to %s\n", r.events.size(), a.trace.c_str());
   return kExitOk;
 }
 

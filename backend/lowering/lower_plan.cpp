@@ -40,7 +40,7 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
   int ranks = out.ranks();
   std::vector<int> todo;
   for (int r = 0; r < ranks; ++r)
-    if (opts.only_rank < 0 || r == opts.only_rank) todo.push_back(r);
+    if ((opts.only_rank < 0 || r == opts.only_rank) && (opts.first_ranks <= 0 || r < opts.first_ranks)) todo.push_back(r);
   out.programs.resize(todo.size());
   // Ranks are independent given the shared analysis: lowered on all cores
   // when there are many and no elaborator (the interpreter is not

@@ -45,6 +45,9 @@ struct LowerOptions {
   int replicas = 1;
   Elaborator elaborate;         // empty: structure only
   int only_rank = -1;           // >= 0: lower this rank only (what a rank process runs)
+  // > 0: lower ranks 0 .. first_ranks-1 only (the simulator lowers one plan
+  // replica and takes the others, identical, as on time at collectives).
+  int first_ranks = 0;
   const CommPlan* comm = nullptr;  // derived communication to use (default: derived here)
   // Communication only: no kernels and no compute instructions; every
   // buffer, communication, reduction and update instruction is emitted by

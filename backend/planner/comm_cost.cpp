@@ -1,5 +1,7 @@
 #include "backend/planner/comm_cost.h"
 
+#include "backend/planner/topology_comm.h"
+
 namespace nns::planner {
 
 using backend::PInstr;
@@ -55,7 +57,7 @@ double comm_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const b
     default: return 0.0;
   }
   if (in.group < 0 || static_cast<size_t>(in.group) >= lp.groups.size()) return 0.0;
-  return collective_time(p, kind, bytes, lp.groups[static_cast<size_t>(in.group)]);
+  return topology_collective_time(p, kind, bytes, lp.groups[static_cast<size_t>(in.group)]);
 }
 
 }  // namespace nns::planner

@@ -1,7 +1,9 @@
 // The communication side of an instruction's cost: what a RankProgram's
 // collective or send moves (from its buffers' pieces) and on which devices
 // (its group's global ranks, taken as physical device ids, so ranks
-// r / devices_per_node share a node), through collective_time.
+// r / devices_per_node share a node), through topology_collective_time
+// (topology_comm.h: collective_time, with an inter-node ring over every NIC
+// of the group's devices on a node).
 #pragma once
 
 #include "backend/lowering/rank_program.h"

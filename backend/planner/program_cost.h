@@ -20,11 +20,14 @@ namespace nns::planner {
 std::string op_class(const std::string& kind);
 
 // Time of one instruction of `prog` (bytes_per_element: what a buffer
-// element costs to move; the CPU runtime computes in fp32).
+// element costs to move; the CPU runtime computes in fp32). `dtype`
+// (nns simulate --precision; empty: each tensor's own) costs every fp32
+// kernel at that dtype's peak with bytes_per_element per element.
 double instr_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const backend::RankProgram& prog,
-                  const backend::PInstr& in, int bytes_per_element = 4);
+                  const backend::PInstr& in, int bytes_per_element = 4, const std::string& dtype = "");
 
 // instr_time bound to a profile and plan, for simulate().
-InstrCost profile_cost(const DeviceProfile& p, const backend::LoweredPlan& lp, int bytes_per_element = 4);
+InstrCost profile_cost(const DeviceProfile& p, const backend::LoweredPlan& lp, int bytes_per_element = 4,
+                       const std::string& dtype = "");
 
 }  // namespace nns::planner

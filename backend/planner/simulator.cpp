@@ -20,24 +20,144 @@ struct Msg {
 struct RankState {
   size_t pc = 0;
   double clock = 0;
+  double comm_free = 0;          // overlap: when the communication stream is free
   std::map<int, MsgKey> posted;  // Recv buffer -> the message it waits for
   std::map<int, int> group_seq;  // collectives issued per group
   bool arrived = false;          // waiting at a collective
+  // Overlap. A gradient reduction is reduced in chunks, one per gradient
+  // buffer (a share of its time by elements), each once that gradient is
+  // final: DDP's small buckets, without their extra latency.
+  struct Chunk {
+    int ready_after = -1;  // the instruction after which this gradient is final (-1: step start)
+    double share = 1;      // of the reduction's time
+    double ready_at = 0;
+  };
+  std::vector<int> ready_after;                 // async instr -> the last of its chunks' ready_after
+  std::map<int, std::vector<Chunk>> chunks;     // async instr -> its chunks
+  std::map<int, std::vector<std::pair<int, int>>> starts_after;  // instruction -> (async instr, chunk) final after it
+  std::map<int, double> local_start;            // async instr -> start such that start + cost = its last chunk's end
 };
+
+bool gradient_reduction(const PInstr& in) {
+  return in.kind == PInstr::BucketAllReduce || in.kind == PInstr::ReplicaAverage;
+}
+
+uint8_t track_of(const PInstr& in) {
+  switch (in.kind) {
+    case PInstr::Forward:
+    case PInstr::Backward:
+    case PInstr::BackwardW: return 1;
+    default: return in.is_collective() || in.kind == PInstr::Send || in.kind == PInstr::Wait ? 2 : 3;
+  }
+}
+
+// The buffers an async gradient reduction reads and writes.
+std::vector<int> reduction_buffers(const RankProgram& prog, const PInstr& in) {
+  if (in.kind == PInstr::ReplicaAverage) return {in.a};
+  if (in.index >= 0 && static_cast<size_t>(in.index) < prog.buckets.size()) return prog.buckets[static_cast<size_t>(in.index)];
+  return {};
+}
+
+// For each gradient reduction: the last earlier instruction naming one of its
+// buffers (its gradients are final after it).
+void find_ready_points(const RankProgram& prog, RankState& s) {
+  s.ready_after.assign(prog.instrs.size(), -1);
+  std::map<int, int> last_touch;  // buffer -> instruction
+  for (size_t i = 0; i < prog.instrs.size(); ++i) {
+    const PInstr& in = prog.instrs[i];
+    if (gradient_reduction(in)) {
+      int ready = -1;
+      std::vector<int> bufs = reduction_buffers(prog, in);
+      double total = 0;
+      for (int b : bufs)
+        if (b >= 0 && static_cast<size_t>(b) < prog.buffers.size()) total += static_cast<double>(prog.buffers[static_cast<size_t>(b)].piece.numel());
+      std::vector<RankState::Chunk>& parts = s.chunks[static_cast<int>(i)];
+      for (int b : bufs) {
+        RankState::Chunk c;
+        auto it = last_touch.find(b);
+        if (it != last_touch.end()) c.ready_after = it->second;
+        if (total > 0 && b >= 0 && static_cast<size_t>(b) < prog.buffers.size())
+          c.share = static_cast<double>(prog.buffers[static_cast<size_t>(b)].piece.numel()) / total;
+        else
+          c.share = 1.0 / static_cast<double>(bufs.size());
+        ready = std::max(ready, c.ready_after);
+        if (c.ready_after >= 0) s.starts_after[c.ready_after].emplace_back(static_cast<int>(i), static_cast<int>(parts.size()));
+        parts.push_back(c);
+      }
+      s.ready_after[i] = ready;
+    }
+    // Free ends a buffer; Alloc only zero-fills it (lowering allocates
+    // accumulators lazily, after the backward): neither makes its content.
+    if (in.kind == PInstr::Free || in.kind == PInstr::Alloc) continue;
+    if (in.kind == PInstr::AddTo && in.a >= 0 && in.b >= 0) {
+      // Accumulating a finished contribution (b += a) is what a DDP hook does
+      // the moment the contribution exists: b is final when a was made
+      // (lowering batches these copies at the end of a micro-batch's backward).
+      auto src = last_touch.find(in.a);
+      int when = src != last_touch.end() ? src->second : static_cast<int>(i);
+      auto dst = last_touch.find(in.b);
+      last_touch[in.b] = dst != last_touch.end() ? std::max(dst->second, when) : when;
+      continue;
+    }
+    if (in.a >= 0) last_touch[in.a] = static_cast<int>(i);
+    if (in.b >= 0) last_touch[in.b] = static_cast<int>(i);
+    if (in.kind == PInstr::BucketAllReduce)
+      for (int b : reduction_buffers(prog, in)) last_touch[b] = static_cast<int>(i);
+  }
+}
+
+// The communication stream takes gradient reductions in the order their
+// gradients became final (a DDP bucket is reduced when it is ready, not in
+// parameter order): for the consecutive reductions from s.pc whose
+// gradients are final by now, chain them on the stream in ready order and
+// record when each would start. Members of a group are symmetric (or held
+// and replayed), so a collective starts at the latest of its members' own
+// starts.
+void plan_stream(const RankProgram& prog, RankState& s, const InstrCost& cost) {
+  struct Piece {
+    double ready, dur;
+    int instr;
+  };
+  std::vector<Piece> run;
+  std::map<int, double> op_cost, op_end;
+  for (size_t i = s.pc; i < prog.instrs.size() && gradient_reduction(prog.instrs[i]); ++i) {
+    if (s.ready_after[i] >= static_cast<int>(s.pc)) continue;  // not final yet: planned when reached
+    int x = static_cast<int>(i);
+    op_cost[x] = cost(prog, prog.instrs[i]);
+    op_end[x] = s.comm_free;
+    for (const RankState::Chunk& c : s.chunks[x]) run.push_back(Piece{c.ready_at, op_cost[x] * c.share, x});
+    if (s.chunks[x].empty()) run.push_back(Piece{s.clock, op_cost[x], x});
+  }
+  std::stable_sort(run.begin(), run.end(), [](const Piece& a, const Piece& b) { return a.ready < b.ready; });
+  double free_at = s.comm_free;
+  for (const Piece& p : run) {
+    double start = std::max(p.ready, free_at);
+    free_at = start + p.dur;
+    op_end[p.instr] = std::max(op_end[p.instr], free_at);
+  }
+  for (const auto& [x, c] : op_cost) s.local_start[x] = op_end[x] - c;
+  if (!s.local_start.count(static_cast<int>(s.pc))) s.local_start[static_cast<int>(s.pc)] = std::max(s.clock, s.comm_free);
+}
 
 }  // namespace
 
-bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& out, std::string& err) {
+bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& out, std::string& err,
+              const SimOptions& opts) {
   const size_t n = lp.programs.size();
   out = SimResult{};
   out.ranks.assign(n, RankTimes{});
   std::vector<RankState> st(n);
+  if (opts.overlap_grad_reduce)
+    for (size_t r = 0; r < n; ++r) find_ready_points(lp.programs[r], st[r]);
   std::map<MsgKey, Msg> sent;
   // Members waiting at the k-th collective of a group: (group, k) -> arrivals by rank.
   std::map<std::pair<int, int>, std::map<int, double>> meeting;
-  // Global rank -> index into lp.programs (a rank lowering may hold one program).
+  // Global rank -> index into lp.programs (a lowering may hold some ranks only).
   std::map<int, size_t> index_of;
   for (size_t i = 0; i < n; ++i) index_of[lp.programs[i].rank] = i;
+  auto record = [&](size_t r, size_t pc, double b, double e, uint8_t track) {
+    if (opts.record && e > b) out.events.push_back(SimEvent{static_cast<int>(r), static_cast<int>(pc), b, e, track});
+  };
 
   bool progress = true;
   while (progress) {
@@ -48,9 +168,11 @@ bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& 
       RankTimes& t = out.ranks[r];
       while (s.pc < prog.instrs.size()) {
         const PInstr& in = prog.instrs[s.pc];
+        const bool async = opts.overlap_grad_reduce && gradient_reduction(in);
         if (in.kind == PInstr::Send) {
           double c = cost(prog, in);
           sent[{prog.rank, in.peer, in.tag}] = Msg{s.clock, s.clock + c};
+          record(r, s.pc, s.clock, s.clock + c, 2);
         } else if (in.kind == PInstr::Recv) {
           s.posted[in.b] = MsgKey{in.peer, prog.rank, in.tag};
         } else if (in.kind == PInstr::Wait) {
@@ -73,10 +195,17 @@ bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& 
           auto key = std::make_pair(in.group, s.group_seq[in.group]);
           auto& arrivals = meeting[key];
           if (!s.arrived) {
-            arrivals[prog.rank] = s.clock;
+            // Async: the member is ready when its gradients are final and its
+            // communication stream is free.
+            double when = s.clock;
+            if (async) {
+              if (!s.local_start.count(static_cast<int>(s.pc))) plan_stream(prog, s, cost);
+              when = s.local_start[static_cast<int>(s.pc)];
+            }
+            arrivals[prog.rank] = when;
             s.arrived = true;
           }
-          // Members this simulation does not hold (a partial lowering) are taken as on time.
+          // Members this simulation does not hold (other, identical replicas) are taken as on time.
           bool all = true;
           double start = 0;
           for (int m : members) {
@@ -87,15 +216,35 @@ bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& 
           }
           if (!all) break;
           double c = cost(prog, in);
-          t.bubble += start - s.clock;
-          t.exposed_comm += c;
-          s.clock = start + c;
+          if (async) {
+            double done = start + c;
+            s.comm_free = std::max(s.comm_free, done);
+            double hidden = std::max(0.0, std::min(done, s.clock) - start);
+            t.overlapped_comm += hidden;
+            if (done > s.clock) {
+              t.exposed_comm += done - std::max(s.clock, start);
+              t.bubble += std::max(0.0, start - s.clock);
+              s.clock = done;
+            }
+            record(r, s.pc, start, done, 2);
+          } else {
+            t.bubble += start - s.clock;
+            t.exposed_comm += c;
+            s.clock = start + c;
+            record(r, s.pc, start, s.clock, 2);
+          }
           s.arrived = false;
           ++s.group_seq[in.group];
         } else {
           double c = cost(prog, in);
           t.busy += c;
+          record(r, s.pc, s.clock, s.clock + c, track_of(in));
           s.clock += c;
+        }
+        if (opts.overlap_grad_reduce) {
+          auto it = s.starts_after.find(static_cast<int>(s.pc));
+          if (it != s.starts_after.end())
+            for (const auto& [x, j] : it->second) s.chunks[x][static_cast<size_t>(j)].ready_at = s.clock;
         }
         ++s.pc;
         progress = true;
