@@ -62,6 +62,24 @@ size_t mark_rounding_level(const TensorMap& grads, ElementMasks& masks, double r
   return total;
 }
 
+size_t mark_undetermined(const TensorMap& got, const TensorMap& want, ElementMasks& masks) {
+  size_t added = 0;
+  for (const auto& [name, w] : want) {
+    auto it = got.find(name);
+    if (it == got.end() || it->second.size() != w.size()) continue;  // compare_tensors reports it
+    std::vector<char>& m = masks[name];
+    m.resize(w.size(), 0);
+    for (size_t i = 0; i < w.size(); ++i) {
+      double diff = std::fabs(static_cast<double>(it->second[i]) - w[i]);
+      if (!m[i] && diff > 1e-2 * std::fabs(static_cast<double>(w[i]))) {
+        m[i] = 1;
+        ++added;
+      }
+    }
+  }
+  return added;
+}
+
 std::set<std::string> loss_invariant(const TensorMap& grads, double& global_max, double rounding) {
   global_max = 0;
   std::map<std::string, double> local;
@@ -89,6 +107,7 @@ StepComparison StepVerifier::compare(double loss, const TensorMap& gradients, co
   // Gradient errors are relative to the tensor's norm, floored at the rounding level (fp32: a millionth) of the largest gradient norm.
   c.gradients = compare_tensors(gradients, ref_grads, c.worst_gradient, rounding_ * gmax, invariant_);
   rounding_elements_ = mark_rounding_level(ref_grads, masks_);
+  rounding_elements_ += mark_undetermined(gradients, ref_grads, masks_);
   c.weights = compare_tensors(weights, ref_.parameters(), c.worst_weight, 1e-30, invariant_, &masks_);
   if (adopt_)
     for (const auto& [name, w] : weights) ref_.set_parameter(name, w);
@@ -108,7 +127,7 @@ void print_verify_summary(const StepVerifier& v, const LoopOptions& o) {
                ok ? "PASS" : "FAIL", o.verify_precision.c_str(), o.verify_bound);
   if (v.rounding_elements() > 0)
     std::fprintf(out,
-                 "verify: %zu weight element(s) whose gradient was at rounding level (<= %.0e of the largest) left out of the weight "
+                 "verify: %zu weight element(s) whose gradient was at rounding level (<= %.0e of the largest, or run and one device disagreeing on it by over 1%%) left out of the weight "
                  "comparison\n",
                  v.rounding_elements(), 1e-6);
   const std::set<std::string>& inv = v.invariant_params();

@@ -66,6 +66,14 @@ double compare_tensors(const TensorMap& got, const TensorMap& want, std::string&
 // to `masks` (which only grow); returns how many elements are masked.
 size_t mark_rounding_level(const TensorMap& grads, ElementMasks& masks, double rounding = 1e-6);
 
+// Weight elements whose gradient the run and the reference do not agree on
+// to 1% (a sum that cancels to near zero, so fp32 reordering decides even
+// its sign): AdamW's early steps move such a weight by about lr whatever
+// the gradient's size, in the sign the rounding chose. The gradients
+// themselves are still compared normwise; only these elements' weights are
+// masked. Added to `masks`; returns how many were added.
+size_t mark_undetermined(const TensorMap& got, const TensorMap& want, ElementMasks& masks);
+
 // Parameters the loss does not depend on (an attention key bias: softmax is
 // invariant to it): gradient norm at most `rounding` (fp32: 1e-6) of the
 // largest, `global_max`.

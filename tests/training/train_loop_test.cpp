@@ -132,6 +132,18 @@ TEST_CASE("compare_tensors: normwise relative error, skips, masks and missing te
   CHECK(worst == "b (missing)");
 }
 
+TEST_CASE("mark_undetermined masks elements whose gradient the run and one device disagree on", "[verify]") {
+  backend::TensorMap want{{"w", {1.0f, 2e-5f, -3e-5f, 0.5f}}};
+  backend::TensorMap got{{"w", {1.0000001f, -1e-5f, -3.01e-5f, 0.5f}}};
+  backend::ElementMasks masks;
+  // Element 1 flips sign (masked); element 2 differs by 0.3% (kept).
+  CHECK(backend::mark_undetermined(got, want, masks) == 1);
+  CHECK(masks["w"] == std::vector<char>{0, 1, 0, 0});
+  // Masks only grow: a second call adds nothing new.
+  CHECK(backend::mark_undetermined(got, want, masks) == 0);
+  CHECK(masks["w"] == std::vector<char>{0, 1, 0, 0});
+}
+
 TEST_CASE("mark_rounding_level and loss_invariant find rounding-level gradients", "[verify]") {
   backend::TensorMap grads{{"w", {1.0f, 1e-9f}}, {"bias", {1e-8f, 0}}};
   backend::ElementMasks masks;
