@@ -31,17 +31,19 @@ const uint16_t* to_bf16(const float* p, int64_t n, int slot) {
   std::vector<uint16_t>& buf = scratch[slot];
   if (buf.size() < static_cast<size_t>(n)) buf.resize(static_cast<size_t>(n));
   uint16_t* out = buf.data();
+  // round_to_bf16 without branches, so the loop vectorises: a NaN keeps its
+  // top half with the quiet bit set (still a NaN), every other value rounds
+  // to nearest even.
   for (int64_t i = 0; i < n; ++i) {
-    float r = round_to_bf16(p[i]);
     uint32_t bits;
-    std::memcpy(&bits, &r, sizeof bits);
-    out[i] = static_cast<uint16_t>(bits >> 16);
+    std::memcpy(&bits, p + i, sizeof bits);
+    uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+    uint32_t nan = ((bits & 0x7fffffffu) > 0x7f800000u) ? ((bits >> 16) | 0x40u) : rounded;
+    out[i] = static_cast<uint16_t>(nan);
   }
   return out;
 }
 
-// c = op(a) op(b) + beta c where either operand may have batch 1 and is then
-// shared by every batch entry.
 // bf16: the operands are rounded to bfloat16 copies and multiplied by
 // oneDNN's bf16 matmul (AVX-512 BF16 dot products), fp32 accumulation and
 // output.
