@@ -24,7 +24,9 @@ struct Args {
   std::string config, emit, shapes;
   std::string plan, gpus, plan_gpus, output, seed_bug;
   std::string device_memory, check_timeout, eval_budget;
-  std::string device;  // simulate: a shipped profile's name or a profile .json
+  std::string device;  // simulate, plan: a shipped profile's name or a profile .json
+  std::string nodes, top;  // plan: --nodes K (devices over K nodes), --top K (runners-up)
+  bool no_check = false;   // plan: --no-check (print the plan without proving it)
   std::string steps, seed = "0", threads, init, data, save, save_every, resume, dump_grads, trace, metrics;
   bool reference = false, verify = false, eval = false;
 };

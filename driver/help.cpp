@@ -44,6 +44,19 @@ commands:
       alpha-beta model over the slowest link their group crosses; prints
       the step time and each rank's busy, exposed-communication and bubble
       time. Not yet: --trace, nns profile (measuring this machine).
+  plan FILE --gpus N --device D [--config C] [--nodes K] [--plan CONSTRAINTS]
+       [--out OUT.nns] [--top K] [--no-check]
+      search a plan for N devices of profile D (K nodes; default the
+      profile's devices per node): data-parallel degree, per-op splits from
+      each op's transform space (coshard included), pipeline stages under
+      1F1B, micro-batch count, recompute and zero1, under the device's
+      memory and the constraint tables of plan CONSTRAINTS (the space size
+      is reported with and without them). Prints the best plan as a plan
+      block, its predicted step time and memory, the runners-up and the
+      best Megatron-style (TP x PP x DP) plan; writes FILE plus the plan
+      (and a config with the chosen micro-batches) to OUT.nns, proved by
+      the checker unless --no-check: nns run OUT.nns --config C_plan
+      --plan searched --gpus N. docs/planner.md.
   ckpt merge DIR -o FILE
       assemble the last complete save a partitioned run made (nns run --plan
       P --save DIR: DIR/latest, its manifest, every shard's size and
