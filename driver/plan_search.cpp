@@ -21,11 +21,7 @@ namespace nns::driver {
 
 namespace {
 
-std::string gib(double bytes) {
-  char b[64];
-  std::snprintf(b, sizeof b, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
-  return b;
-}
+std::string gib(double bytes) { return sema::format_bytes(static_cast<int64_t>(bytes)); }
 
 void print_candidate(const char* label, const planner::Candidate& c) {
   std::printf("  %-10s %-58s step %10.3f ms  %9.2f samples/s  memory %s  bubble %.1f%%\n", label, c.describe().c_str(), c.step_time * 1e3,
