@@ -177,12 +177,28 @@ int cmd_plan(const Args& a) {
     co.check.device_memory = cap;
     co.check.memory_label = cap_label;
     co.check.total_timeout_ms = 0;
-    co.last = Stage::Check;
+    // The plan stage (evaluation, order = "auto"), then the Z3 checker as
+    // `nns check` runs it; program verification and the run are left to
+    // `nns check` / `nns run` (lowering 1024 ranks' programs here would
+    // cost minutes and gigabytes).
+    co.last = Stage::Plan;
     co.eval_budget_s = o.eval_budget_s;
     Pipeline cp;
     std::printf("checking %s (plan %s, config %s):\n", c.describe().c_str(), plan_name.c_str(), cfg.c_str());
     std::fflush(stdout);
     rc = run_pipeline(co, cp);
+    if (rc == kExitOk) {
+      sema::check::CheckOptions opts = co.check;
+      const sema::TrainSpec& t = *cp.interp->train();
+      opts.optimizer = t.optimizer.kind;
+      opts.momentum = t.optimizer.momentum;
+      opts.micro_batches = t.micro_batches;
+      opts.sources = &cp.sources;
+      sema::check::Verdict verdict;
+      sema::check::check_plan(cp.graph(), cp.plan, opts, cp.diags, std::cout, &verdict);
+      cp.diags.print(std::cerr, front::want_colour());
+      rc = sema::check::exit_code(verdict);
+    }
     if (rc == kExitOk) {
       if (i > 0) std::printf("\n(the best plans did not pass the checker; this is runner-up %zu)\n%s\n", i, extra.str().c_str());
       written = true;

@@ -143,6 +143,19 @@ double edge_time(const Env& e, int po, const OpDecision& pd, int pk, int ci, con
   return t;
 }
 
+// Activation bytes the consumer's read adds to what the producer wrote: the
+// checker keeps, per tensor and device, the union of the slices written
+// and read (a replicated consumer of a split tensor holds all of it).
+double edge_mem(const Env& e, int po, const OpDecision& pd, int pk, int ci, const OpDecision& cd, int ck) {
+  if (e.rc) return 0;  // made again by the block's recompute
+  const SearchOp& P = e.m.ops[po];
+  const SearchOp& C = e.m.ops[ci];
+  double bytes = static_cast<double>(P.out_bytes[pk]) * scale_of(e, P, P.out_batch[pk]);
+  double wrote = pd.rc ? 0.0 : (out_layout(P, pd, pk) >= 0 ? 1.0 / e.tp : 1.0);
+  double read = in_need(C, cd, ck) >= 0 ? 1.0 / e.tp : 1.0;
+  return std::max(0.0, read - wrote) * bytes;
+}
+
 // Costs of an op that involve ops outside its unit: inputs arrive
 // replicated, outputs read outside leave replicated. Activation bytes a
 // recomputed block keeps (its inputs from outside) are added here too.
@@ -164,7 +177,11 @@ double boundary_time(const Env& e, int opi, const OpDecision& d, double* kept) {
     if (tt < 0) continue;
     bool outside = false;
     for (const auto& [c, ck] : e.m.consumers[tt]) outside = outside || e.m.unit_of_op[c] != unit;
-    if (outside) t += reshard(e, out_layout(op, d, k), kR, static_cast<double>(op.out_bytes[k]) * scale_of(e, op, op.out_batch[k])) * (e.rc ? 2 : 1);
+    if (!outside) continue;
+    double bytes = static_cast<double>(op.out_bytes[k]) * scale_of(e, op, op.out_batch[k]);
+    t += reshard(e, out_layout(op, d, k), kR, bytes) * (e.rc ? 2 : 1);
+    // It leaves the unit whole on every device of the group.
+    if (!e.rc && kept) *kept += bytes * (1.0 - (d.rc ? 0.0 : (out_layout(op, d, k) >= 0 ? 1.0 / e.tp : 1.0)));
   }
   return t;
 }
@@ -304,7 +321,8 @@ double unit_objective_env(const Env& e, int unit, const std::vector<OpDecision>&
       int p = e.m.producer[tt];
       if (p < 0 || e.m.unit_of_op[p] != unit) continue;
       size_t pos = static_cast<size_t>(std::find(u.ops.begin(), u.ops.end(), p) - u.ops.begin());
-      total += edge_time(e, p, d[pos], e.m.producer_out[tt], opi, d[i], static_cast<int>(k));
+      total += edge_time(e, p, d[pos], e.m.producer_out[tt], opi, d[i], static_cast<int>(k)) +
+               w.act * edge_mem(e, p, d[pos], e.m.producer_out[tt], opi, d[i], static_cast<int>(k));
     }
   }
   return total;
@@ -380,7 +398,8 @@ double solve_unit_env(const Env& e, int unit, const Weights& w, bool exhaustive,
         double c = prev[si].cost + node_obj[o];
         for (const auto& [pp, pk, k] : in_edges[i]) {
           int pc = choice_at(pp);
-          c += edge_time(e, u.ops[pp], options[pp][pc], pk, u.ops[i], options[i][o], k);
+          c += edge_time(e, u.ops[pp], options[pp][pc], pk, u.ops[i], options[i][o], k) +
+               w.act * edge_mem(e, u.ops[pp], options[pp][pc], pk, u.ops[i], options[i][o], k);
         }
         std::vector<int> ns;
         for (int p : live_after) ns.push_back(p == static_cast<int>(i) ? static_cast<int>(o) : choice_at(p));
@@ -429,6 +448,15 @@ UnitStats unit_stats(const Env& e, int unit, const std::vector<OpDecision>& d) {
     if (e.rc) s.transient += c.transient;
     else s.transient = std::max(s.transient, c.transient);
     s.param += c.param;
+    const SearchOp& op = e.m.ops[u.ops[i]];
+    for (size_t k = 0; k < op.in_tensor.size(); ++k) {
+      int tt = op.in_tensor[k];
+      if (tt < 0 || op.in_param[k]) continue;
+      int p = e.m.producer[tt];
+      if (p < 0 || e.m.unit_of_op[p] != unit) continue;
+      size_t pos = static_cast<size_t>(std::find(u.ops.begin(), u.ops.end(), p) - u.ops.begin());
+      s.kept += edge_mem(e, p, d[pos], e.m.producer_out[tt], u.ops[i], d[i], static_cast<int>(k));
+    }
     s.sync_dp += c.sync_dp;
     s.sync_tp += c.sync_tp;
   }
