@@ -20,9 +20,10 @@ bool glob(const char* p, const char* s) {
   return false;
 }
 
-// The layer indices of `name` replaced by '*': all of them (last_only =
-// false) or the last one.
-std::string generalise(const std::string& name, bool last_only) {
+// The layer indices of `name` replaced by '*' (or by one '?' per digit,
+// which cannot reach across a dot): all of them (last_only = false) or the
+// last one.
+std::string generalise(const std::string& name, bool last_only, bool star) {
   std::vector<std::pair<size_t, size_t>> runs;  // digit runs between dots
   for (size_t i = 0; i + 1 < name.size(); ++i) {
     if (name[i] != '.' || !std::isdigit(static_cast<unsigned char>(name[i + 1]))) continue;
@@ -34,7 +35,7 @@ std::string generalise(const std::string& name, bool last_only) {
   std::string out = name;
   for (size_t r = runs.size(); r-- > 0;) {
     if (last_only && r + 1 != runs.size()) break;
-    out.replace(runs[r].first, runs[r].second - runs[r].first, "*");
+    out.replace(runs[r].first, runs[r].second - runs[r].first, star ? std::string("*") : std::string(runs[r].second - runs[r].first, '?'));
   }
   return out;
 }
@@ -65,8 +66,8 @@ std::string plan_text(const SearchModel& m, const Candidate& c, const std::strin
   for (size_t i = 0; i < m.ops.size(); ++i) {
     if (covered[i] || c.ops[i].choice < 0) continue;
     std::string pat;
-    for (int level = 0; level < 3 && pat.empty(); ++level) {
-      std::string p = level == 2 ? m.ops[i].name : generalise(m.ops[i].name, level == 1);
+    for (int level = 0; level < 5 && pat.empty(); ++level) {
+      std::string p = level == 4 ? m.ops[i].name : generalise(m.ops[i].name, level >= 2, level % 2 == 0);
       bool ok = true;
       std::vector<size_t> hits;
       for (size_t j = 0; j < m.ops.size() && ok; ++j)
