@@ -114,15 +114,21 @@ int cmd_plan(const Args& a) {
     std::printf("; under the constraint tables of plan %s: %s (pruned by 10^%.1f)", a.plan.c_str(), space_text(r.log10_space_constrained).c_str(),
                 r.log10_space - r.log10_space_constrained);
   std::printf("\n");
-  if (r.megatron_found) print_candidate("megatron", r.megatron);
-  else std::printf("  megatron   no Megatron-style plan fits\n");
+  if (r.megatron_found) {
+    print_candidate("megatron", r.megatron);
+    if (!r.megatron.fits)
+      std::printf("             (no Megatron-style plan fits %s per device: the one above needs the least memory)\n", gib(static_cast<double>(cap)).c_str());
+  } else {
+    std::printf("  megatron   no Megatron-style plan in the grid\n");
+  }
   if (r.best.empty()) {
     std::printf("no plan found: %s\n", r.note.c_str());
     return kExitBadInput;
   }
   for (size_t i = 0; i < r.best.size(); ++i) print_candidate(i == 0 ? "best" : "runner-up", r.best[i]);
   if (r.megatron_found)
-    std::printf("best vs Megatron-style: %.3fx throughput\n", r.best[0].throughput() / r.megatron.throughput());
+    std::printf("best vs Megatron-style: %.3fx throughput%s\n", r.best[0].throughput() / r.megatron.throughput(),
+                r.megatron.fits ? "" : " (the Megatron-style plan does not fit)");
 
   // The output file: the model as written, a config with the chosen
   // micro-batches, the plan.

@@ -741,7 +741,8 @@ SearchResult search_plans(const SearchModel& m, const SearchOptions& o) {
               c.step_time = static_cast<double>(mcount - 1) * tmax + tsum + sync;
               c.bubble = c.step_time > 0 ? (tsum - tmax) / c.step_time : 0;
               c.memory = mem;
-              if (mem > cap) c.step_time = 0;  // does not fit
+              c.fits = mem <= cap;
+              if (!c.fits && !megatron) c.step_time = 0;  // does not fit
               return c;
             };
             Candidate best;
@@ -750,7 +751,7 @@ SearchResult search_plans(const SearchModel& m, const SearchOptions& o) {
               std::function<void(int, int)> rec = [&](int st, int from) {
                 if (st == gr.pp) {
                   Candidate c = evaluate(starts);
-                  if (c.step_time > 0 && (best.step_time == 0 || c.step_time < best.step_time)) best = c;
+                  if (c.step_time > 0 && c.fits && (best.step_time == 0 || c.step_time < best.step_time)) best = c;
                   return;
                 }
                 for (int a = from; a <= U - (gr.pp - st); ++a) {
@@ -807,6 +808,13 @@ SearchResult search_plans(const SearchModel& m, const SearchOptions& o) {
                 best = evaluate(good);
               }
             }
+            // A Megatron-style plan that fits nowhere is still reported (the
+            // one needing the least memory, equal stages), for the comparison.
+            if (megatron && best.step_time <= 0) {
+              std::vector<int> starts;
+              for (int st = 0; st < gr.pp; ++st) starts.push_back(static_cast<int>(static_cast<int64_t>(st) * U / gr.pp));
+              best = evaluate(starts);
+            }
             if (std::getenv("NNS_SEARCH_DEBUG") && best.step_time <= 0)
               std::fprintf(stderr, "pp %d tp %d dp %d m %lld rc %d l%d: no partition (whole %.4g ms, mem %.4g)\n", gr.pp, gr.tp, gr.dp,
                            static_cast<long long>(mcount), rc, li, stage_time(0, U - 1) * 1e3, stage_mem(0, U - 1, 0));
@@ -830,7 +838,11 @@ SearchResult search_plans(const SearchModel& m, const SearchOptions& o) {
             for (int u = 0; u < U; ++u)
               for (size_t i = 0; i < m.units[u].ops.size(); ++i) best.ops[m.units[u].ops[i]] = sol[u]->first[i];
             if (megatron) {
-              if (!meg_found || best.step_time < best_meg.step_time) {
+              auto better = [&](const Candidate& a, const Candidate& b) {
+                if (a.fits != b.fits) return a.fits;
+                return a.fits ? a.step_time < b.step_time : a.memory < b.memory;
+              };
+              if (!meg_found || better(best, best_meg)) {
                 best_meg = best;
                 meg_found = true;
               }

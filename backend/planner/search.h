@@ -113,6 +113,7 @@ struct Candidate {
   std::vector<OpDecision> ops;                 // per op
   double step_time = 0, stage_time = 0, sync_time = 0, bubble = 0;
   double memory = 0;                           // peak predicted bytes per device
+  bool fits = true;                            // memory within the search's bound (false only for a reported Megatron-style plan)
   double throughput() const { return step_time > 0 ? static_cast<double>(micro_batches * micro_batch * dp) / step_time : 0; }
   std::string describe() const;                // "pp 8 x tp 8 x dp 16, 96 micro-batches of 1, recompute, zero1"
 };
@@ -135,7 +136,7 @@ struct SearchOptions {
 
 struct SearchResult {
   std::vector<Candidate> best;        // ascending step time, feasible ones
-  Candidate megatron;                 // best Megatron-style (step_time 0: none fits)
+  Candidate megatron;                 // best Megatron-style that fits, else the one needing the least memory (fits = false)
   bool megatron_found = false;
   double log10_space = 0;             // the space without constraint tables
   double log10_space_constrained = 0; // with them (== log10_space without --plan)
