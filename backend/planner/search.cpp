@@ -866,7 +866,12 @@ SearchResult search_plans(const SearchModel& m, const SearchOptions& o) {
   res.megatron_found = meg_found;
   res.log10_space = space;
   res.log10_space_constrained = constrained ? space_c : space;
-  if (res.best.empty()) res.note = "no plan of the space fits " + std::to_string(static_cast<long long>(cap / (1 << 20))) + " MiB per device";
+  if (res.best.empty()) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "no plan of the space fits %.2f MiB per device (%.0f%% of the capacity, the search's margin)", cap / (1 << 20),
+                  o.memory_margin * 100);
+    res.note = buf;
+  }
   res.search_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }
