@@ -555,6 +555,7 @@ SearchResult search_plans(const SearchModel& m, const SearchOptions& o) {
     std::vector<int64_t> all;
     for (int64_t mcount = 1; mcount <= per; ++mcount)
       if (per % mcount == 0) all.push_back(mcount);
+    if (o.fixed_micro_batches > 0) return per % o.fixed_micro_batches == 0 ? std::vector<int64_t>{o.fixed_micro_batches} : std::vector<int64_t>{};
     if (o.exhaustive || static_cast<int>(all.size()) <= o.max_micro_batch_options) return all;
     // The largest counts (smallest bubble) and the first at or above pp
     // (the least activation memory in flight for its bubble).

@@ -132,6 +132,9 @@ struct SearchOptions {
   const sema::Plan* constraint_plan = nullptr;  // to map the constraints' sub-ops to nodes
   bool exhaustive = false;        // tests: enumerate every op combination and stage partition instead of the DPs
   int max_micro_batch_options = 6;
+  // > 0: only this micro-batch count (the REPL keeps its session's config,
+  // whose inputs are one micro-batch of global_batch / fixed_micro_batches).
+  int64_t fixed_micro_batches = 0;
 };
 
 struct SearchResult {

@@ -39,6 +39,14 @@ plan examples/01_mlp.nns small 4 h100 --plan dp
 plan examples/swin.nns tiny 2 v100
 plan examples/swin.nns tiny 4 v100 --device-memory 6MiB
 
+# The REPL's plan search: the best plan becomes the session plan, proved legal.
+printf 'gpus 4\nplan search a100\nquit\n' | "$NNS" repl examples/gpt.nns --config tiny > "$TMP/repl.log" 2>&1
+if grep -q "plan searched_1 for 4 device(s)" "$TMP/repl.log" && grep -q "verdict legal and complete" "$TMP/repl.log"; then
+  echo "ok: repl plan search"
+else
+  echo "FAIL: repl plan search"; cat "$TMP/repl.log"; fail=1
+fi
+
 # Usage errors (64) and bad input (65).
 expect() {
   local code=$1
