@@ -46,6 +46,7 @@ bool parse_args(int argc, char** argv, Args& a, std::string& err) {
       if (s == "--verify") { a.verify = true; continue; }
       if (s == "--eval") { a.eval = true; continue; }
       if (s == "--no-check") { a.no_check = true; continue; }
+      if (s == "--simulate") { a.simulate = true; continue; }
       err = "unknown option '" + s + "'";
       return false;
     }

@@ -4,6 +4,7 @@
 // graph, searches, prints the best plan, its runners-up and the best
 // Megatron-style plan, writes FILE + a config + the plan block to OUT.nns
 // and proves it there with the checker (the same stages as `nns check`).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -12,7 +13,10 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "backend/lowering/lower_plan.h"
 #include "backend/planner/cost_model.h"
+#include "backend/planner/program_cost.h"
+#include "backend/planner/simulator.h"
 #include "backend/planner/search.h"
 #include "driver/commands.h"
 #include "driver/pipeline.h"
@@ -143,6 +147,11 @@ int cmd_plan(const Args& a) {
     plan_name = "searched" + std::to_string(k);
   }
   std::string base_cfg = p.interp->config_name();
+  std::string cfg = base_cfg + "_plan";
+  {
+    std::vector<std::string> names = p.interp->config_names();
+    for (int k = 2; std::find(names.begin(), names.end(), cfg) != names.end(); ++k) cfg = base_cfg + "_plan" + std::to_string(k);
+  }
   std::string out_dir = o.path.find('/') == std::string::npos ? "." : o.path.substr(0, o.path.rfind('/'));
   std::string out = a.output;
   bool temp = out.empty();
@@ -152,7 +161,6 @@ int cmd_plan(const Args& a) {
   bool written = false;
   for (size_t i = 0; i < r.best.size(); ++i) {
     const planner::Candidate& c = r.best[i];
-    std::string cfg = base_cfg + "_plan";
     std::ostringstream extra;
     extra << "\n# ---- written by nns plan " << o.path << " --gpus " << n << " --device " << prof.name << " ----\n";
     extra << "config " << cfg << " extends " << base_cfg << " {\n  batch = " << c.micro_batch * c.dp
@@ -212,8 +220,33 @@ int cmd_plan(const Args& a) {
     }
     std::printf("  the checker refused it (exit %d); trying the next\n", rc);
   }
+  if (written && a.simulate) {
+    // The plan lowered to its rank programs and replayed (what nns simulate does).
+    PipelineOptions so2;
+    so2.path = out;
+    so2.config = cfg;
+    so2.plan = plan_name;
+    so2.topo = Topology{n, n, 1};
+    so2.last = Stage::Comm;
+    so2.eval_budget_s = o.eval_budget_s;
+    Pipeline sp;
+    int src = run_pipeline(so2, sp);
+    if (src == kExitOk) {
+      try {
+        sp.spec = *sp.interp->train();
+        backend::LoweredPlan lp = lower_with_bodies(*sp.interp, sp.graph(), sp.plan, sp.comm, sp.spec, so2.topo, -1);
+        planner::SimResult sr;
+        if (planner::simulate(lp, planner::profile_cost(prof, lp), sr, err))
+          std::printf("simulated (nns simulate): step %.6f ms; predicted by the search: %.6f ms\n", sr.step_time * 1e3, r.best[0].step_time * 1e3);
+        else
+          std::printf("simulate: %s\n", err.c_str());
+      } catch (const backend::LoweringError& e) {
+        std::printf("simulate: %s\n", e.what());
+      }
+    }
+  }
   if (temp) std::remove(out.c_str());
-  else if (written) std::printf("wrote %s: nns run %s --config %s_plan --plan %s --gpus %lld\n", out.c_str(), out.c_str(), base_cfg.c_str(), plan_name.c_str(), n);
+  else if (written) std::printf("wrote %s: nns run %s --config %s --plan %s --gpus %lld\n", out.c_str(), out.c_str(), cfg.c_str(), plan_name.c_str(), n);
   return written ? kExitOk : (rc == kExitOk ? kExitRuntime : rc);
 }
 
