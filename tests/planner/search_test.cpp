@@ -53,6 +53,10 @@ train {
   steps = 2
   micro_batches = cfg.mb
 }
+plan table(ngpus) {
+  split_only(select("*linear#*"), ["batch", "n"], name = "linears: batch or output features")
+  replicate(unassigned(), 0..ngpus)
+}
 )";
 
 struct Loaded {
@@ -183,4 +187,37 @@ TEST_CASE("plan text: rules, stages and the directives of the candidate") {
   CHECK(text.find("let tp = " + std::to_string(c.tp)) != std::string::npos);
   CHECK((text.find("schedule(\"1f1b\", stages)") != std::string::npos) == (c.pp > 1));
   CHECK((text.find("zero1()") != std::string::npos) == c.zero1);
+}
+
+TEST_CASE("constraint tables prune the space and the decisions obey them") {
+  Loaded l;
+  load(l);
+  nns::sema::Plan table;
+  REQUIRE(l.interp->evaluate_plan("table", 4, table));
+  REQUIRE(table.constraints.size() == 1);
+  SearchOptions o;
+  o.gpus = 4;
+  o.profile = toy();
+  o.global_batch = 16;
+  o.memory_cap = 1e12;
+  SearchResult free = search_plans(l.model, o);
+  o.constraints = &table.constraints;
+  o.constraint_plan = &table;
+  SearchResult pruned = search_plans(l.model, o);
+  CHECK(free.log10_space == Approx(free.log10_space_constrained));
+  CHECK(pruned.log10_space == Approx(free.log10_space));
+  CHECK(pruned.log10_space_constrained < pruned.log10_space - 0.5);  // the contraction split of 6 linears gone
+  REQUIRE_FALSE(pruned.best.empty());
+  int linears = 0;
+  for (const Candidate& c : pruned.best)
+    for (size_t i = 0; i < l.model.ops.size(); ++i) {
+      const SearchOp& op = l.model.ops[i];
+      if (op.kind != "linear") continue;
+      ++linears;
+      if (c.ops[i].choice < 0) continue;
+      const std::string& id = op.choices[c.ops[i].choice].id;
+      CHECK((id == "n" || id == op.batch_id));
+    }
+  CHECK(linears > 0);
+  CHECK(pruned.best[0].step_time >= free.best[0].step_time);
 }
