@@ -42,10 +42,11 @@ std::string generalise(const std::string& name, bool last_only, bool star) {
 
 std::string quote(const std::string& s) { return "\"" + s + "\""; }
 
-std::string unit_ops(const SearchModel& m, const SearchUnit& u) {
-  if (!u.select.empty()) return "select(" + quote(u.select) + ")";
+// A unit's ops as select() patterns: its layer's pattern, or its ops' names.
+std::string unit_patterns(const SearchModel& m, const SearchUnit& u) {
+  if (!u.select.empty()) return quote(u.select);
   std::string s;
-  for (int i : u.ops) s += (s.empty() ? "" : " + ") + std::string("select(") + quote(m.ops[i].name) + ")";
+  for (int i : u.ops) s += (s.empty() ? "" : ", ") + quote(m.ops[i].name);
   return s;
 }
 
@@ -95,13 +96,21 @@ std::string plan_text(const SearchModel& m, const Candidate& c, const std::strin
   o << "  let rules = [";
   for (size_t i = 0; i < rules.size(); ++i) o << (i ? ",\n    " : "\n    ") << rules[i];
   o << (rules.empty() ? "]\n" : "\n  ]\n");
-  // Stages: the units of each, in order.
+  // Stages: the units of each, in order, as select() patterns (a list
+  // literal, not a chain of `+`, so a stage of thousands of ops evaluates).
+  o << "  fn ops_of(patterns) {\n"
+       "    let ops = []\n"
+       "    for p in patterns {\n"
+       "      ops = ops + select(p)\n"
+       "    }\n"
+       "    return ops\n"
+       "  }\n";
   o << "  let stages = [";
   for (int st = 0; st < c.pp; ++st) {
-    std::string ops;
+    std::string pats;
     for (size_t u = 0; u < m.units.size(); ++u)
-      if (c.unit_stage[u] == st) ops += (ops.empty() ? "" : " +\n      ") + unit_ops(m, m.units[u]);
-    o << (st ? ",\n    " : "\n    ") << ops;
+      if (c.unit_stage[u] == st) pats += (pats.empty() ? "" : ",\n      ") + unit_patterns(m, m.units[u]);
+    o << (st ? ",\n    " : "\n    ") << "ops_of([" << pats << "])";
   }
   o << "\n  ]\n";
   o << "  for s in 0..pp {\n"
@@ -143,7 +152,7 @@ std::string plan_text(const SearchModel& m, const Candidate& c, const std::strin
        "  }\n";
   if (c.recompute) {
     o << "  # Activation checkpointing: each unit (a layer, or the ops between layers)\n  # keeps only its inputs.\n";
-    for (const SearchUnit& u : m.units) o << "  recompute(" << unit_ops(m, u) << ")\n";
+    for (const SearchUnit& u : m.units) o << "  recompute(ops_of([" << unit_patterns(m, u) << "]))\n";
   }
   if (c.zero1) o << "  zero1()\n";
   if (c.pp > 1) o << "  schedule(\"1f1b\", stages)\n";
