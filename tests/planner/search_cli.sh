@@ -39,6 +39,14 @@ plan examples/01_mlp.nns small 4 h100 --plan dp
 plan examples/swin.nns tiny 2 v100
 plan examples/swin.nns tiny 4 v100 --device-memory 6MiB
 
+# --simulate: the plan lowered and replayed beside the prediction.
+if "$NNS" plan examples/gpt.nns --config tiny --gpus 4 --device a100 --device-memory 1500KiB --simulate > "$TMP/sim.log" 2>&1 &&
+   grep -qE "^simulated \(nns simulate\): step [0-9.]+ ms; predicted by the search: [0-9.]+ ms" "$TMP/sim.log"; then
+  echo "ok: --simulate: $(grep '^simulated' "$TMP/sim.log")"
+else
+  echo "FAIL: --simulate"; cat "$TMP/sim.log"; fail=1
+fi
+
 # The REPL's plan search: the best plan becomes the session plan, proved legal.
 printf 'gpus 4\nplan search a100\nquit\n' | "$NNS" repl examples/gpt.nns --config tiny > "$TMP/repl.log" 2>&1
 if grep -q "plan searched_1 for 4 device(s)" "$TMP/repl.log" && grep -q "verdict legal and complete" "$TMP/repl.log"; then
