@@ -32,7 +32,8 @@ bool parse_args(int argc, char** argv, Args& a, std::string& err) {
         value("--data", a.data) || value("--save", a.save) || value("--resume", a.resume) || value("--dump-grads", a.dump_grads) ||
         value("--trace", a.trace) || value("--device-memory", a.device_memory) || value("--check-timeout", a.check_timeout) ||
         value("--eval-budget", a.eval_budget) || value("--save-every", a.save_every) || value("--metrics", a.metrics) ||
-        value("--device", a.device) || value("--precision", a.precision)) {
+        value("--device", a.device) || value("--precision", a.precision) || value("--nodes", a.nodes) || value("--top", a.top) ||
+        value("--out", a.output)) {
       if (!err.empty()) return false;
       // --trace OUT: a file name, never empty or an option ("--trace --steps 2").
       if ((s == "--trace" || s.rfind("--trace=", 0) == 0) && (a.trace.empty() || a.trace[0] == '-')) {
@@ -49,6 +50,8 @@ bool parse_args(int argc, char** argv, Args& a, std::string& err) {
       if (s == "--eval") { a.eval = true; continue; }
       if (s == "--overlap-grad-reduce") { a.overlap_grad = true; continue; }
       if (s == "--all-ranks") { a.all_ranks = true; continue; }
+      if (s == "--no-check") { a.no_check = true; continue; }
+      if (s == "--simulate") { a.simulate = true; continue; }
       err = "unknown option '" + s + "'";
       return false;
     }

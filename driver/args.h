@@ -27,6 +27,9 @@ struct Args {
   std::string device;  // simulate: a shipped profile's name or a profile .json
   std::string precision;  // simulate: fp32 | bf16 | fp16 (what kernels and transfers are costed in)
   bool overlap_grad = false, all_ranks = false;  // simulate: --overlap-grad-reduce, --all-ranks
+  std::string nodes, top;  // plan: --nodes K (devices over K nodes), --top K (runners-up)
+  bool no_check = false;   // plan: --no-check (print the plan without proving it)
+  bool simulate = false;   // plan: --simulate (lower the plan found and replay it, beside the prediction)
   std::string steps, seed = "0", threads, init, data, save, save_every, resume, dump_grads, trace, metrics;
   bool reference = false, verify = false, eval = false;
 };

@@ -53,6 +53,19 @@ commands:
       each gradient allreduce when its gradients are final, on a
       communication stream beside the compute. --trace writes the simulated
       timeline as a Chrome trace (the format of run --trace).
+  plan FILE --gpus N --device D [--config C] [--nodes K] [--plan CONSTRAINTS]
+       [--out OUT.nns] [--top K] [--no-check]
+      search a plan for N devices of profile D (K nodes; default the
+      profile's devices per node): data-parallel degree, per-op splits from
+      each op's transform space (coshard included), pipeline stages under
+      1F1B, micro-batch count, recompute and zero1, under the device's
+      memory and the constraint tables of plan CONSTRAINTS (the space size
+      is reported with and without them). Prints the best plan as a plan
+      block, its predicted step time and memory, the runners-up and the
+      best Megatron-style (TP x PP x DP) plan; writes FILE plus the plan
+      (and a config with the chosen micro-batches) to OUT.nns, proved by
+      the checker unless --no-check: nns run OUT.nns --config C_plan
+      --plan searched --gpus N. docs/planner.md.
   ckpt merge DIR -o FILE
       assemble the last complete save a partitioned run made (nns run --plan
       P --save DIR: DIR/latest, its manifest, every shard's size and

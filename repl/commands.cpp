@@ -333,6 +333,7 @@ bool Session::cmd_schedule(const Command& c) {
 // ---- plan state -----------------------------------------------------------------------
 
 bool Session::cmd_plan(const Command& c) {
+  if (!c.args.empty() && c.args[0] == "search") return cmd_plan_search(c);
   if (c.args.size() > 1) return usage("plan");
   if (c.args.empty()) {
     out_ << plan_text("session");

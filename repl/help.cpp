@@ -36,11 +36,15 @@ const Topic kTopics[] = {
     {"schedule", "schedule", "The tasks each rank runs per step under the plan's schedule (schedule(...) or\n"
                              "order(task, task)), as a text timeline with unit task times (as nns check\n"
                              "--emit=schedule prints it).", "the plan's pipeline schedule as a timeline"},
-    {"plan", "plan [NAME]",
+    {"plan", "plan [NAME | search DEVICE [NODES]]",
      "Without NAME: prints the session plan as a .nns plan block; pasted into the model\n"
      "file (or written by save) it evaluates to the same plan. With NAME: evaluates plan\n"
      "NAME of the file (or one defined at the prompt) for the session's devices and makes\n"
-     "it the session plan, reporting what changed (undo goes back).", "print the plan as .nns; with NAME, use the file's plan NAME"},
+     "it the session plan, reporting what changed (undo goes back).\n"
+     "plan search DEVICE [NODES] runs nns plan's search for the session's device count on\n"
+     "profile DEVICE (a100, v100, h100, h200 or a .json; NODES nodes), keeping the config's\n"
+     "micro-batches, prints the best plan and the Megatron-style one, declares the best as\n"
+     "plan searched_N and makes it the session plan (undo goes back).", "print the plan as .nns; with NAME, use the file's plan NAME; search: find one"},
     {"undo", "undo [N]", "Takes back the last N (default 1) changes to the plan: directives, reset, gpus, plan NAME.", "take back the last change(s) to the plan"},
     {"reset", "reset", "Back to the unpartitioned model: every op whole and without a device. undo brings the plan back.", "back to the unpartitioned model"},
     {"gpus", "gpus [N]", "Shows the number of devices, or starts a new plan for N devices (binding ngpus = N). undo goes back.", "show or set the device count (starts a new plan)"},

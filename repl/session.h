@@ -91,6 +91,8 @@ class Session {
   bool cmd_comm(const Command& c);
   bool cmd_schedule(const Command& c);
   bool cmd_plan(const Command& c);
+  bool cmd_plan_search(const Command& c);  // plan search DEVICE [NODES] (repl/plan_search.cpp)
+  int searches_ = 0;
   bool cmd_undo(const Command& c);
   bool cmd_reset(const Command& c);
   bool cmd_gpus(const Command& c);

@@ -1,0 +1,167 @@
+// Plan search (issue 12, part 4): `nns plan` finds a plan for a model on N
+// devices of a profile without lowering a single candidate.
+//
+// The method (nnScaler's AutoDist and Alpa, made analytical):
+//  1. build_search_model reads the forward graph once: per top-level op its
+//     FLOPs (2 x the registry's macs), operand bytes, which operands carry
+//     the batch, its transform space (dimop choices, with the layout each
+//     choice gives every operand), and groups the ops into layer units
+//     (qualified names `blocks.N.*`, `layers.I.blocks.J.*`; the ops between
+//     them form units of their own). Units with the same signature (op
+//     kinds, annotations, sizes, internal edges) share one id: their
+//     solutions are memoised (symmetry).
+//  2. solve_unit: for a tensor-parallel degree t, the per-op layout choice
+//     (replicate, or split one identifier over the t devices, or coshard:
+//     k*t parts, k per device, recomputed) minimising time + lambda x memory
+//     by an exact dynamic program over the unit's ops in order, whose state
+//     is the choice of every op whose output is still to be read inside the
+//     unit (a frontier DP: a Transformer block keeps 2-3 such ops live).
+//     Costs: roofline compute per device, reshard between a producer's
+//     output layout and a consumer's input layout by collective_time (and
+//     its dual in backward), parameter and activation bytes per device.
+//  3. search_plans enumerates pp x tp x dp = N, micro-batch counts, block
+//     recompute and zero1, and a grid of lambda (the Lagrangian of the
+//     memory bound); per combination a bottleneck partition of the units
+//     into pp contiguous stages under per-device memory (1F1B keeps
+//     min(pp - s, m) micro-batches in flight on stage s), the step time
+//     (m + pp - 1) x slowest stage + gradient synchronisation + update.
+//     Megatron-style plans (attention by heads, MLP column/row parallel,
+//     the rest replicated, in the same TP x PP x DP grid) are costed by the
+//     same functions for the comparison.
+//  4. plan_text prints the chosen candidate as an ordinary `plan` block
+//     (trans / assign / replicate / recompute / zero1 / schedule).
+// Constraint tables of a user plan (split_only, split_counts, same_split,
+// place_on) prune the op choices and the candidates; the space size is
+// counted with and without them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/planner/cost_model.h"
+#include "semantics/dimop.h"
+#include "semantics/graph.h"
+#include "semantics/plan.h"
+
+namespace nns::planner {
+
+// One way to split an op inside its tensor-parallel group.
+struct SearchChoice {
+  int idx = -1, dim = -1;  // trans(op, idx = idx, dim = dim): input operand and its tensor dim
+  bool value = false;      // trans(op, dim = "value")
+  std::string id;          // the identifier it splits
+  int64_t size = 0;        // that identifier's size in the elaborated graph
+  bool is_batch = false;   // the op's batch identifier (its size scales with the batch)
+  bool reduce = false;     // '+': the outputs become partial sums
+  std::vector<sema::PartitionEffect> in, out;  // per operand
+};
+
+struct SearchOp {
+  int node = -1;
+  std::string name, kind, op_class;
+  double flops = 0;             // forward, whole op, at the graph's batch
+  bool batch_ok = false;        // trans(op, dim = "batch") exists
+  std::string batch_id;
+  std::vector<int> in_tensor, out_tensor;  // tensor ids per operand (-1: not a tensor)
+  std::vector<int64_t> in_bytes, out_bytes;
+  std::vector<bool> in_batch, out_batch;   // the operand carries the batch identifier
+  std::vector<bool> in_param;
+  int64_t inner_bytes = 0;      // a composite op's body tensors (what it keeps besides its outputs)
+  bool backward = true;         // a gradient flows through it
+  std::vector<SearchChoice> choices;
+};
+
+struct SearchUnit {
+  std::string key;        // "blocks.3." (its layer), or "" for ops outside layers
+  std::vector<int> ops;   // indices into SearchModel::ops, in graph order
+  int signature = -1;     // units with equal signatures are solved once
+  std::string select;     // a select() pattern matching exactly its ops, or "" (list them by name)
+};
+
+struct SearchModel {
+  std::vector<SearchOp> ops;       // top-level forward ops, graph order
+  std::vector<int> op_of_node;     // node id -> index in ops (-1)
+  std::vector<SearchUnit> units;
+  int signatures = 0;
+  int64_t graph_batch = 1;         // the batch the graph was elaborated with (one micro-batch)
+  int64_t param_bytes = 0;
+  // The data flow between ops: per tensor its readers (op, input operand),
+  // its producer (op, output operand; -1 for params and data inputs).
+  std::vector<std::vector<std::pair<int, int>>> consumers;
+  std::vector<int> producer, producer_out;
+  std::vector<bool> data_input;    // per tensor: a data input (ids, images)
+  std::vector<int> unit_of_op;
+};
+
+// Reads the forward graph (after evaluate(), before any training graph).
+SearchModel build_search_model(const sema::Graph& g, const sema::Plan& empty_plan);
+
+// One op's decision in a candidate.
+struct OpDecision {
+  int choice = -1;       // index into SearchOp::choices; -1: replicated in its TP group
+  int k = 1;             // coshard: parts per device (k * tp parts), recomputed when > 1 or rc
+  bool rc = false;       // recomputed alone (coshard)
+};
+
+struct Candidate {
+  int pp = 1, tp = 1, dp = 1;
+  int64_t micro_batches = 1, micro_batch = 1;  // per data-parallel group: m micro-batches of micro_batch samples
+  bool recompute = false, zero1 = false;
+  bool megatron = false;                       // a Megatron-style candidate
+  std::vector<int> unit_stage;                 // per unit
+  std::vector<OpDecision> ops;                 // per op
+  double step_time = 0, stage_time = 0, sync_time = 0, bubble = 0;
+  double memory = 0;                           // peak predicted bytes per device
+  bool fits = true;                            // memory within the search's bound (false only for a reported Megatron-style plan)
+  double throughput() const { return step_time > 0 ? static_cast<double>(micro_batches * micro_batch * dp) / step_time : 0; }
+  std::string describe() const;                // "pp 8 x tp 8 x dp 16, 96 micro-batches of 1, recompute, zero1"
+};
+
+struct SearchOptions {
+  int gpus = 1;
+  DeviceProfile profile;          // devices_per_node already set (--nodes)
+  int64_t global_batch = 1;       // samples per step
+  int optimizer_slots = 2;        // AdamW 2, SGD with momentum 1, SGD 0
+  double memory_cap = 0;          // bytes per device (the profile's memory when 0)
+  double memory_margin = 0.92;    // search within this fraction of the cap (the checker counts a bit more)
+  std::string dtype = "fp32";
+  int bytes_per_element = 4;
+  int top = 5;                    // runners-up kept
+  const std::vector<sema::PlanConstraint>* constraints = nullptr;
+  const sema::Plan* constraint_plan = nullptr;  // to map the constraints' sub-ops to nodes
+  bool exhaustive = false;        // tests: enumerate every op combination and stage partition instead of the DPs
+  int max_micro_batch_options = 6;
+  // > 0: only this micro-batch count (the REPL keeps its session's config,
+  // whose inputs are one micro-batch of global_batch / fixed_micro_batches).
+  int64_t fixed_micro_batches = 0;
+};
+
+struct SearchResult {
+  std::vector<Candidate> best;        // ascending step time, feasible ones
+  Candidate megatron;                 // best Megatron-style that fits, else the one needing the least memory (fits = false)
+  bool megatron_found = false;
+  double log10_space = 0;             // the space without constraint tables
+  double log10_space_constrained = 0; // with them (== log10_space without --plan)
+  int64_t evaluated = 0;              // candidates costed
+  int64_t unit_solves = 0;            // unit DPs run (after memoisation)
+  double search_ms = 0;
+  std::string note;                   // why nothing fits, when best is empty
+};
+
+SearchResult search_plans(const SearchModel& m, const SearchOptions& o);
+
+// Objective value of one unit under fixed decisions (time per micro-batch +
+// lambda x memory): the quantity solve_unit minimises (exposed for tests).
+double unit_objective(const SearchModel& m, int unit, const std::vector<OpDecision>& d, int tp, int dp, double batch_scale,
+                      bool recompute, double lambda_act, double lambda_param, const SearchOptions& o);
+// The unit DP's optimum (decisions into `out`); exhaustive: enumerate every
+// combination (tests).
+double solve_unit(const SearchModel& m, int unit, int tp, int dp, double batch_scale, bool recompute, double lambda_act,
+                  double lambda_param, const SearchOptions& o, bool exhaustive, std::vector<OpDecision>& out,
+                  const std::vector<std::vector<OpDecision>>* allowed = nullptr);
+
+// The plan block of a candidate (ordinary .nns plan text), named `name`.
+std::string plan_text(const SearchModel& m, const Candidate& c, const std::string& name);
+
+}  // namespace nns::planner

@@ -1,0 +1,215 @@
+// build_search_model: the forward graph read once into what the search
+// costs (backend/planner/search.h, step 1).
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <sstream>
+
+#include "backend/planner/program_cost.h"
+#include "backend/planner/search.h"
+
+namespace nns::planner {
+
+namespace {
+
+// The layer a qualified name belongs to: its prefix up to the last
+// ".<digits>." ("layers.0.blocks.1.attn.add#0" -> "layers.0.blocks.1."),
+// "" when it has none (embedding#0, ln_f.layer_norm#0).
+std::string layer_key(const std::string& name) {
+  std::string key;
+  for (size_t i = 0; i + 1 < name.size(); ++i) {
+    if (name[i] != '.' || !std::isdigit(static_cast<unsigned char>(name[i + 1]))) continue;
+    size_t j = i + 1;
+    while (j < name.size() && std::isdigit(static_cast<unsigned char>(name[j]))) ++j;
+    if (j < name.size() && name[j] == '.') key = name.substr(0, j + 1);
+  }
+  return key;
+}
+
+bool glob(const char* p, const char* s) {  // select()'s glob: '*' any run, '?' one character
+  if (!*p) return !*s;
+  if (*p == '*') return glob(p + 1, s) || (*s && glob(p, s + 1));
+  if (*s && (*p == '?' || *p == *s)) return glob(p + 1, s + 1);
+  return false;
+}
+
+int64_t internal_bytes(const sema::Graph& g, int node) {
+  const sema::OpNode& n = g.node(node);
+  int64_t total = 0;
+  std::vector<int> stack(n.children.begin(), n.children.end());
+  while (!stack.empty()) {
+    const sema::OpNode& c = g.node(stack.back());
+    stack.pop_back();
+    for (int ch : c.children) stack.push_back(ch);
+    if (c.composite) continue;
+    for (int t : c.outputs)
+      if (std::find(n.outputs.begin(), n.outputs.end(), t) == n.outputs.end()) total += g.tensor(t).bytes();
+  }
+  return total;
+}
+
+bool operand_has(const sema::OperandAnno& a, const std::string& id) {
+  for (const sema::DimAnno& d : a.dims)
+    for (const sema::DimId& x : d.ids)
+      if (x.name == id) return true;
+  return false;
+}
+
+}  // namespace
+
+SearchModel build_search_model(const sema::Graph& g, const sema::Plan& empty_plan) {
+  SearchModel m;
+  const sema::GradientFlow flow = sema::gradient_flow(g, empty_plan);
+  m.op_of_node.assign(g.nodes().size(), -1);
+  for (int node : g.top_level_nodes()) {
+    const sema::OpNode& n = g.node(node);
+    if (n.phase != sema::Phase::Forward) continue;
+    SearchOp op;
+    op.node = node;
+    op.name = n.name;
+    op.kind = n.kind;
+    op.op_class = op_class(n.kind);
+    op.flops = 2.0 * static_cast<double>(n.macs);
+    op.inner_bytes = n.composite ? internal_bytes(g, node) : 0;
+    op.backward = static_cast<size_t>(node) < flow.backward.size() && flow.backward[node];
+    const sema::OpAnno& an = n.anno.anno;
+    const bool aligned = an.inputs.size() == n.inputs.size() && an.outputs.size() == n.outputs.size();
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      int t = n.inputs[k];
+      op.in_tensor.push_back(t);
+      op.in_bytes.push_back(t >= 0 ? g.tensor(t).bytes() : 0);
+      op.in_param.push_back(t >= 0 && g.tensor(t).kind == sema::TensorKind::Param);
+    }
+    for (int t : n.outputs) {
+      op.out_tensor.push_back(t);
+      op.out_bytes.push_back(t >= 0 ? g.tensor(t).bytes() : 0);
+    }
+    op.in_batch.assign(op.in_tensor.size(), false);
+    op.out_batch.assign(op.out_tensor.size(), false);
+    if (aligned) {
+      // The batch: dim 0 of the first tensor input, as trans(op, dim = "batch") reads it.
+      for (size_t i = 0; i < an.inputs.size(); ++i) {
+        if (an.inputs[i].non_tensor || op.in_tensor[i] < 0) continue;
+        if (g.tensor(op.in_tensor[i]).kind == sema::TensorKind::Param) break;
+        if (auto c = sema::choice_for(n.anno, static_cast<int>(i), 0)) {
+          op.batch_ok = true;
+          op.batch_id = c->id;
+        }
+        break;
+      }
+      if (op.batch_ok) {
+        for (size_t i = 0; i < an.inputs.size(); ++i) op.in_batch[i] = operand_has(an.inputs[i], op.batch_id);
+        for (size_t i = 0; i < an.outputs.size(); ++i) op.out_batch[i] = operand_has(an.outputs[i], op.batch_id);
+      }
+      for (const sema::TransformChoice& tc : sema::transform_space(n.anno, false)) {
+        if (tc.kind != sema::TransformChoice::Dim) continue;
+        SearchChoice c;
+        c.id = tc.id;
+        c.size = tc.size;
+        c.reduce = tc.reduce == sema::Reduce::Sum;
+        c.in = tc.inputs;
+        c.out = tc.outputs;
+        c.is_batch = op.batch_ok && tc.id == op.batch_id;
+        for (size_t i = 0; i < tc.inputs.size(); ++i)
+          if (tc.inputs[i].kind == sema::PartitionEffect::Split && op.in_tensor[i] >= 0) {
+            c.idx = static_cast<int>(i);
+            c.dim = tc.inputs[i].dim;
+            break;
+          }
+        if (c.idx < 0) continue;  // an output-only identifier: trans() addresses a choice by an input dim
+        // trans(idx, dim) must name this very identifier.
+        auto back = sema::choice_for(n.anno, c.idx, c.dim);
+        if (!back || back->id != c.id) continue;
+        op.choices.push_back(std::move(c));
+      }
+    }
+    m.op_of_node[node] = static_cast<int>(m.ops.size());
+    m.ops.push_back(std::move(op));
+  }
+  for (int p : g.params()) m.param_bytes += g.tensor(p).bytes();
+  const size_t nt = g.tensors().size();
+  m.consumers.assign(nt, {});
+  m.producer.assign(nt, -1);
+  m.producer_out.assign(nt, -1);
+  m.data_input.assign(nt, false);
+  for (size_t t = 0; t < nt; ++t) m.data_input[t] = g.tensor(static_cast<int>(t)).kind == sema::TensorKind::Input;
+  for (size_t i = 0; i < m.ops.size(); ++i) {
+    const SearchOp& op = m.ops[i];
+    for (size_t k = 0; k < op.in_tensor.size(); ++k)
+      if (op.in_tensor[k] >= 0) m.consumers[op.in_tensor[k]].push_back({static_cast<int>(i), static_cast<int>(k)});
+    for (size_t k = 0; k < op.out_tensor.size(); ++k)
+      if (op.out_tensor[k] >= 0) {
+        m.producer[op.out_tensor[k]] = static_cast<int>(i);
+        m.producer_out[op.out_tensor[k]] = static_cast<int>(k);
+      }
+  }
+  for (const SearchOp& op : m.ops)
+    for (size_t i = 0; i < op.in_tensor.size(); ++i)
+      if (op.batch_ok && op.in_batch[i] && op.in_tensor[i] >= 0 && g.tensor(op.in_tensor[i]).kind == sema::TensorKind::Input) {
+        m.graph_batch = g.tensor(op.in_tensor[i]).shape.empty() ? 1 : g.tensor(op.in_tensor[i]).shape[0];
+        goto found;
+      }
+  for (const SearchOp& op : m.ops)
+    if (op.batch_ok) {
+      for (const SearchChoice& c : op.choices)
+        if (c.is_batch) { m.graph_batch = c.size; goto found; }
+    }
+found:
+  // Units: maximal runs of ops of one layer key.
+  for (size_t i = 0; i < m.ops.size(); ++i) {
+    std::string key = layer_key(m.ops[i].name);
+    if (m.units.empty() || m.units.back().key != key) m.units.push_back(SearchUnit{key, {}, -1, ""});
+    m.units.back().ops.push_back(static_cast<int>(i));
+  }
+  m.unit_of_op.assign(m.ops.size(), -1);
+  for (size_t u = 0; u < m.units.size(); ++u)
+    for (int i : m.units[u].ops) m.unit_of_op[i] = static_cast<int>(u);
+  // A select() pattern per unit when "KEY*" matches exactly its ops.
+  for (SearchUnit& u : m.units) {
+    if (u.key.empty()) continue;
+    std::string pat = u.key + "*";
+    size_t hits = 0;
+    bool exact = true;
+    for (size_t i = 0; i < m.ops.size() && exact; ++i)
+      if (glob(pat.c_str(), m.ops[i].name.c_str())) {
+        ++hits;
+        exact = std::find(u.ops.begin(), u.ops.end(), static_cast<int>(i)) != u.ops.end();
+      }
+    if (exact && hits == u.ops.size()) u.select = pat;
+  }
+  // Signatures: op kinds, bound annotations, operand shapes and where each
+  // input comes from (an op of the unit, by position, or outside).
+  std::map<std::string, int> sigs;
+  for (SearchUnit& u : m.units) {
+    std::ostringstream s;
+    std::map<int, std::pair<int, int>> made;  // tensor -> (position in unit, output)
+    for (size_t pos = 0; pos < u.ops.size(); ++pos) {
+      const SearchOp& op = m.ops[u.ops[pos]];
+      const sema::OpNode& n = g.node(op.node);
+      s << op.kind << "|" << n.anno.anno.to_string() << "|" << op.flops << "|" << op.inner_bytes << "|" << op.backward;
+      for (const auto& [id, size] : n.anno.sizes) s << id << "=" << size << ",";
+      for (size_t k = 0; k < op.in_tensor.size(); ++k) {
+        int t = op.in_tensor[k];
+        auto it = made.find(t);
+        if (t < 0) s << ";-";
+        else if (it != made.end()) s << ";p" << it->second.first << "." << it->second.second;
+        else s << ";x" << static_cast<int>(g.tensor(t).kind) << sema::shape_to_string(g.tensor(t).shape);
+      }
+      for (size_t k = 0; k < op.out_tensor.size(); ++k) {
+        made[op.out_tensor[k]] = {static_cast<int>(pos), static_cast<int>(k)};
+        bool outside = false;  // read by an op of another unit
+        if (op.out_tensor[k] >= 0)
+          for (const auto& [c, ck] : m.consumers[op.out_tensor[k]]) outside = outside || m.unit_of_op[c] != m.unit_of_op[u.ops[pos]];
+        s << ";o" << op.out_bytes[k] << (outside ? "x" : "");
+      }
+      s << "\n";
+    }
+    auto [it, fresh] = sigs.emplace(s.str(), static_cast<int>(sigs.size()));
+    (void)fresh;
+    u.signature = it->second;
+  }
+  m.signatures = static_cast<int>(sigs.size());
+  return m;
+}
+
+}  // namespace nns::planner

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# nns plan end to end: every plan it prints for a tiny config passes
+# `nns check --plan` and `nns run --plan ... --verify` on 2-4 CPU ranks
+# (the losses, gradients and weights of one device), and its usage and
+# input errors exit 64 and 65.
+#   bash tests/planner/search_cli.sh build/nns
+set -u
+NNS=${1:-build/nns}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail=0
+
+# plan FILE CONFIG GPUS DEVICE [extra args]: search, then check and run the plan written.
+plan() {
+  local file=$1 config=$2 gpus=$3 device=$4
+  shift 4
+  local out="$TMP/$(basename "$file" .nns)_${config}_$gpus.nns"
+  if ! "$NNS" plan "$file" --config "$config" --gpus "$gpus" --device "$device" --out "$out" "$@" > "$TMP/plan.log" 2>&1; then
+    echo "FAIL: nns plan $file --config $config --gpus $gpus $*"; cat "$TMP/plan.log"; fail=1; return
+  fi
+  grep -q "^check: plan searched on $gpus devices: legal" "$TMP/plan.log" || { echo "FAIL: no legal verdict"; cat "$TMP/plan.log"; fail=1; return; }
+  grep -E "^  (best|megatron) " "$TMP/plan.log"
+  if ! "$NNS" check "$out" --config "${config}_plan" --plan searched --gpus "$gpus" > "$TMP/check.log" 2>&1; then
+    echo "FAIL: nns check $out"; cat "$TMP/check.log"; fail=1; return
+  fi
+  if ! "$NNS" run "$out" --config "${config}_plan" --plan searched --gpus "$gpus" --steps 2 --verify > "$TMP/run.log" 2>&1; then
+    echo "FAIL: nns run $out --verify"; grep -E "verify|error" "$TMP/run.log"; fail=1; return
+  fi
+  grep -q "PASS" "$TMP/run.log" || { echo "FAIL: no verify PASS"; cat "$TMP/run.log"; fail=1; return; }
+  echo "ok: $file $config on $gpus ($*): $(grep -E '^# Found' "$out")"
+}
+
+plan examples/gpt.nns tiny 4 a100
+# A small memory bound forces coshard, recompute or pipeline stages.
+plan examples/gpt.nns tiny 4 a100 --device-memory 1MiB
+plan examples/gpt.nns tiny 4 a100 --device-memory 1500KiB
+plan examples/gpt.nns tiny_pipe 2 v100 --device-memory 2MiB
+plan examples/01_mlp.nns small 4 h100 --plan dp
+plan examples/swin.nns tiny 2 v100
+plan examples/swin.nns tiny 4 v100 --device-memory 6MiB
+
+# --simulate: the plan lowered and replayed beside the prediction.
+if "$NNS" plan examples/gpt.nns --config tiny --gpus 4 --device a100 --device-memory 1500KiB --simulate > "$TMP/sim.log" 2>&1 &&
+   grep -qE "^simulated \(nns simulate\): step [0-9.]+ ms; predicted by the search: [0-9.]+ ms" "$TMP/sim.log"; then
+  echo "ok: --simulate: $(grep '^simulated' "$TMP/sim.log")"
+else
+  echo "FAIL: --simulate"; cat "$TMP/sim.log"; fail=1
+fi
+
+# The REPL's plan search: the best plan becomes the session plan, proved legal.
+printf 'gpus 4\nplan search a100\nquit\n' | "$NNS" repl examples/gpt.nns --config tiny > "$TMP/repl.log" 2>&1
+if grep -q "plan searched_1 for 4 device(s)" "$TMP/repl.log" && grep -q "verdict legal and complete" "$TMP/repl.log"; then
+  echo "ok: repl plan search"
+else
+  echo "FAIL: repl plan search"; cat "$TMP/repl.log"; fail=1
+fi
+
+# Usage errors (64) and bad input (65).
+expect() {
+  local code=$1
+  shift
+  "$NNS" "$@" > "$TMP/err.log" 2>&1
+  local rc=$?
+  if [ "$rc" != "$code" ]; then echo "FAIL: nns $* exited $rc, expected $code"; cat "$TMP/err.log"; fail=1; fi
+}
+expect 64 plan examples/gpt.nns --config tiny --device a100
+expect 64 plan examples/gpt.nns --config tiny --gpus 4
+expect 64 plan examples/gpt.nns --config tiny --gpus 4 --device a100 --nodes 3
+expect 64 plan examples/gpt.nns --config tiny --gpus 4 --device nosuch
+expect 64 plan examples/gpt.nns --config tiny --gpus 4 --device a100 --plan nosuch
+expect 65 plan examples/gpt.nns --config tiny --gpus 4 --device a100 --plan dp --no-check
+expect 65 plan examples/gpt.nns --config tiny --gpus 4 --device a100 --device-memory 1KiB --no-check
+exit $fail

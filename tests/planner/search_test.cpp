@@ -1,0 +1,223 @@
+// The plan search against brute force (tests/planner, issue 12 part 4):
+// the unit DP against enumerating every combination of op decisions of a
+// unit, and the whole search against enumerating every combination per
+// unit and every stage partition, on a small model.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+#include "backend/planner/cost_model.h"
+#include "backend/planner/search.h"
+#include "frontend/diagnostics.h"
+#include "frontend/source.h"
+#include "semantics/interpreter.h"
+
+using namespace nns::planner;
+
+namespace {
+
+const char* kModel = R"(
+config c {
+  batch = 8
+  dim = 16
+  hidden = 32
+  layers = 3
+  mb = 2
+}
+model Block(d, h) {
+  param w1: [h, d] = normal(0.02)
+  param w2: [d, h] = normal(0.02)
+  fn forward(x) {
+    return x + linear(gelu(linear(x, w1)), w2)
+  }
+}
+model Net(d, h, n) {
+  blocks = [Block(d, h) for i in 0..n]
+  fn forward(x) {
+    for b in blocks {
+      x = b(x)
+    }
+    return x
+  }
+}
+train {
+  model = Net(cfg.dim, cfg.hidden, cfg.layers)
+  input x: [cfg.batch, cfg.dim] = randn()
+  input y: [cfg.batch, cfg.dim] = randn()
+  loss = mse(model(x), y)
+  optimizer = adamw(lr = 0.01)
+  data = synthetic(seed = 1)
+  steps = 2
+  micro_batches = cfg.mb
+}
+plan table(ngpus) {
+  split_only(select("*linear#*"), ["batch", "n"], name = "linears: batch or output features")
+  replicate(unassigned(), 0..ngpus)
+}
+)";
+
+struct Loaded {
+  nns::front::SourceManager sources;
+  nns::front::DiagnosticEngine diags{sources};
+  std::unique_ptr<nns::sema::Interpreter> interp;
+  SearchModel model;
+};
+
+void load(Loaded& l) {
+  std::string path = "/tmp/nns_search_test_" + std::to_string(::getpid()) + ".nns";
+  std::ofstream(path) << kModel;
+  nns::sema::EvalOptions eo;
+  eo.stdlib_dirs = {NNS_STDLIB_DIR};
+  l.interp = std::make_unique<nns::sema::Interpreter>(l.sources, l.diags, eo);
+  REQUIRE(l.interp->parse(path));
+  REQUIRE(l.interp->evaluate());
+  std::remove(path.c_str());
+  l.model = build_search_model(l.interp->graph(), l.interp->new_plan("t", 4));
+}
+
+DeviceProfile toy() {
+  DeviceProfile p;
+  std::string err;
+  // Slow links make the layouts matter: 1 TFLOP/s, 100 GB/s memory, 2 per node.
+  REQUIRE(parse_profile(R"({"name": "toy", "peak_flops": {"fp32": 1e9}, "memory_bytes": 1e9, "memory_bandwidth": 1e9,
+    "devices_per_node": 2, "intra_bandwidth": 1e9, "intra_latency": 1e-7, "inter_bandwidth": 1e8, "inter_latency": 1e-6})",
+                        p, err));
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("search model: units by layer, identical layers share a signature") {
+  Loaded l;
+  load(l);
+  const SearchModel& m = l.model;
+  // blocks.0, blocks.1, blocks.2, then the loss.
+  REQUIRE(m.units.size() == 4);
+  CHECK(m.units[0].key == "blocks.0.");
+  CHECK(m.units[0].select == "blocks.0.*");
+  // blocks.0 reads the data input (kept in memory), the others an activation.
+  CHECK(m.units[0].signature != m.units[1].signature);
+  CHECK(m.units[1].signature == m.units[2].signature);
+  CHECK(m.units[3].signature != m.units[0].signature);
+  CHECK(m.graph_batch == 8);
+  // linear#0 of a block: batch (*0), contraction k and output features n.
+  const SearchOp& fc1 = m.ops[m.units[0].ops[0]];
+  CHECK(fc1.kind == "linear");
+  CHECK(fc1.batch_ok);
+  CHECK(fc1.choices.size() == 3);
+}
+
+TEST_CASE("unit DP equals brute force over every combination of op decisions") {
+  Loaded l;
+  load(l);
+  SearchOptions o;
+  o.profile = toy();
+  o.global_batch = 16;
+  int compared = 0;
+  for (int unit : {0, 3})
+    for (int tp : {1, 2, 4})
+      for (bool rc : {false, true})
+        for (double lambda : {0.0, 1e-9, 1e-6}) {
+          std::vector<OpDecision> dp_out, bf_out;
+          double v_dp = solve_unit(l.model, unit, tp, 1, 0.25, rc, lambda, lambda, o, false, dp_out);
+          double v_bf = solve_unit(l.model, unit, tp, 1, 0.25, rc, lambda, lambda, o, true, bf_out);
+          INFO("unit " << unit << " tp " << tp << " rc " << rc << " lambda " << lambda);
+          REQUIRE(std::isfinite(v_bf));
+          CHECK(v_dp == Approx(v_bf).epsilon(1e-12));
+          // The DP's decisions cost what it says.
+          CHECK(unit_objective(l.model, unit, dp_out, tp, 1, 0.25, rc, lambda, lambda, o) == Approx(v_dp).epsilon(1e-12));
+          ++compared;
+        }
+  CHECK(compared == 36);
+}
+
+TEST_CASE("search equals brute force (every op combination, every stage partition) on 4 devices") {
+  Loaded l;
+  load(l);
+  SearchOptions o;
+  o.gpus = 4;
+  o.profile = toy();
+  o.global_batch = 16;
+  o.memory_cap = 1e12;
+  SearchOptions bf = o;
+  bf.exhaustive = true;
+  SearchResult fast = search_plans(l.model, o);
+  SearchResult brute = search_plans(l.model, bf);
+  REQUIRE_FALSE(fast.best.empty());
+  REQUIRE_FALSE(brute.best.empty());
+  INFO("fast " << fast.best[0].describe() << " " << fast.best[0].step_time << " brute " << brute.best[0].describe() << " "
+               << brute.best[0].step_time);
+  CHECK(fast.best[0].step_time == Approx(brute.best[0].step_time).epsilon(1e-9));
+  CHECK(brute.evaluated >= fast.evaluated / 8);
+}
+
+TEST_CASE("search under a memory bound: the plan found fits, and a tighter bound never speeds it up") {
+  Loaded l;
+  load(l);
+  SearchOptions o;
+  o.gpus = 4;
+  o.profile = toy();
+  o.global_batch = 16;
+  o.memory_cap = 1e12;
+  SearchResult loose = search_plans(l.model, o);
+  REQUIRE_FALSE(loose.best.empty());
+  o.memory_cap = loose.best[0].memory / o.memory_margin * 0.6;
+  SearchResult tight = search_plans(l.model, o);
+  REQUIRE_FALSE(tight.best.empty());
+  CHECK(tight.best[0].memory <= o.memory_cap * o.memory_margin);
+  CHECK(tight.best[0].step_time >= loose.best[0].step_time);
+}
+
+TEST_CASE("plan text: rules, stages and the directives of the candidate") {
+  Loaded l;
+  load(l);
+  SearchOptions o;
+  o.gpus = 4;
+  o.profile = toy();
+  o.global_batch = 16;
+  o.memory_cap = 1e12;
+  SearchResult r = search_plans(l.model, o);
+  REQUIRE_FALSE(r.best.empty());
+  Candidate c = r.best[0];
+  std::string text = plan_text(l.model, c, "found");
+  CHECK(text.find("plan found(ngpus) {") != std::string::npos);
+  CHECK(text.find("let tp = " + std::to_string(c.tp)) != std::string::npos);
+  CHECK((text.find("schedule(\"1f1b\", stages)") != std::string::npos) == (c.pp > 1));
+  CHECK((text.find("zero1()") != std::string::npos) == c.zero1);
+}
+
+TEST_CASE("constraint tables prune the space and the decisions obey them") {
+  Loaded l;
+  load(l);
+  nns::sema::Plan table;
+  REQUIRE(l.interp->evaluate_plan("table", 4, table));
+  REQUIRE(table.constraints.size() == 1);
+  SearchOptions o;
+  o.gpus = 4;
+  o.profile = toy();
+  o.global_batch = 16;
+  o.memory_cap = 1e12;
+  SearchResult free = search_plans(l.model, o);
+  o.constraints = &table.constraints;
+  o.constraint_plan = &table;
+  SearchResult pruned = search_plans(l.model, o);
+  CHECK(free.log10_space == Approx(free.log10_space_constrained));
+  CHECK(pruned.log10_space == Approx(free.log10_space));
+  CHECK(pruned.log10_space_constrained < pruned.log10_space - 0.5);  // the contraction split of 6 linears gone
+  REQUIRE_FALSE(pruned.best.empty());
+  int linears = 0;
+  for (const Candidate& c : pruned.best)
+    for (size_t i = 0; i < l.model.ops.size(); ++i) {
+      const SearchOp& op = l.model.ops[i];
+      if (op.kind != "linear") continue;
+      ++linears;
+      if (c.ops[i].choice < 0) continue;
+      const std::string& id = op.choices[c.ops[i].choice].id;
+      CHECK((id == "n" || id == op.batch_id));
+    }
+  CHECK(linears > 0);
+  CHECK(pruned.best[0].step_time >= free.best[0].step_time);
+}
