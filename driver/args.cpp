@@ -30,7 +30,7 @@ bool parse_args(int argc, char** argv, Args& a, std::string& err) {
         value("--data", a.data) || value("--save", a.save) || value("--resume", a.resume) || value("--dump-grads", a.dump_grads) ||
         value("--trace", a.trace) || value("--device-memory", a.device_memory) || value("--check-timeout", a.check_timeout) ||
         value("--eval-budget", a.eval_budget) || value("--save-every", a.save_every) || value("--metrics", a.metrics) ||
-        value("--device", a.device)) {
+        value("--device", a.device) || value("--out", a.output) || value("--ranks", a.ranks)) {
       if (!err.empty()) return false;
       // --trace OUT: a file name, never empty or an option ("--trace --steps 2").
       if ((s == "--trace" || s.rfind("--trace=", 0) == 0) && (a.trace.empty() || a.trace[0] == '-')) {
@@ -45,6 +45,7 @@ bool parse_args(int argc, char** argv, Args& a, std::string& err) {
       if (s == "--reference") { a.reference = true; continue; }
       if (s == "--verify") { a.verify = true; continue; }
       if (s == "--eval") { a.eval = true; continue; }
+      if (s == "--quick") { a.quick = true; continue; }
       err = "unknown option '" + s + "'";
       return false;
     }

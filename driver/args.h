@@ -25,6 +25,8 @@ struct Args {
   std::string plan, gpus, plan_gpus, output, seed_bug;
   std::string device_memory, check_timeout, eval_budget;
   std::string device;  // simulate: a shipped profile's name or a profile .json
+  std::string ranks;   // profile: --ranks R
+  bool quick = false;  // profile: --quick (fewer sizes and repetitions)
   std::string steps, seed = "0", threads, init, data, save, save_every, resume, dump_grads, trace, metrics;
   bool reference = false, verify = false, eval = false;
 };

@@ -43,7 +43,18 @@ commands:
       by roofline from their multiply-adds and bytes, collectives by an
       alpha-beta model over the slowest link their group crosses; prints
       the step time and each rank's busy, exposed-communication and bubble
-      time. Not yet: --trace, nns profile (measuring this machine).
+      time. Not yet: --trace. A measured profile (nns profile; shipped:
+      cpu, this machine's) adds per-kernel overhead, copies, updates and
+      per-collective links.
+  profile --out FILE [--ranks R] [--threads T] [--quick]
+      measure this machine's backend on R rank processes (default 2) with T
+      kernel threads each (default cores / R, what a rank of run --gpus R
+      gets): kernels per op class against size (linear, batched matmul,
+      softmax, layer norm, elementwise; forward and backward), region
+      copies, AdamW updates, and the collectives and send/recv over the
+      runtime's communicator; fit the cost model's parameters and write a
+      device profile for simulate --device FILE. --quick measures fewer
+      sizes (seconds; for tests).
   ckpt merge DIR -o FILE
       assemble the last complete save a partitioned run made (nns run --plan
       P --save DIR: DIR/latest, its manifest, every shard's size and

@@ -25,6 +25,22 @@ bool number(const Json& root, const char* key, double& out, std::string& err, bo
   return true;
 }
 
+// An optional {"overhead": s, "bandwidth": B/s} object.
+bool line(const Json& root, const char* key, LineCost& out, std::string& err) {
+  const Json* v = root.find(key);
+  if (!v) return true;
+  const Json* o = v->find("overhead");
+  const Json* b = v->find("bandwidth");
+  if (!o || !b || o->kind != Json::Number || b->kind != Json::Number || !(o->num >= 0) || !(b->num > 0) ||
+      !std::isfinite(o->num) || !std::isfinite(b->num)) {
+    err = std::string("field \"") + key + "\" must be {\"overhead\": seconds >= 0, \"bandwidth\": bytes/s > 0}";
+    return false;
+  }
+  out.overhead = o->num;
+  out.bandwidth = b->num;
+  return true;
+}
+
 }  // namespace
 
 bool parse_profile(const std::string& json_text, DeviceProfile& out, std::string& err) {
@@ -81,6 +97,27 @@ bool parse_profile(const std::string& json_text, DeviceProfile& out, std::string
       std::sort(curve.begin(), curve.end());
     }
   }
+  double threads = 0;
+  if (!number(root, "threads", threads, err, false) || !number(root, "kernel_overhead", out.kernel_overhead, err, false) ||
+      !line(root, "copy", out.copy, err) || !line(root, "accumulate", out.accumulate, err) || !line(root, "update", out.update, err))
+    return false;
+  out.threads = static_cast<int>(threads);
+  if (const Json* links = root.find("collectives")) {
+    if (links->kind != Json::Object) { err = "field \"collectives\" must be an object"; return false; }
+    for (const auto& [name, v] : links->obj) {
+      bool known = false;
+      for (Collective k : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter, Collective::AllToAll,
+                           Collective::SendRecv})
+        known = known || name == collective_name(k);
+      const Json* lat = v.find("latency");
+      const Json* bw = v.find("bandwidth");
+      if (!known || !lat || !bw || lat->kind != Json::Number || bw->kind != Json::Number || !(lat->num >= 0) || !(bw->num > 0)) {
+        err = "collectives." + name + " must be {\"latency\": s, \"bandwidth\": B/s} of allreduce, allgather, reduce_scatter, all_to_all or sendrecv";
+        return false;
+      }
+      out.collective_links[name] = LinkCost{bw->num, lat->num};
+    }
+  }
   return true;
 }
 
@@ -106,7 +143,13 @@ bool load_profile(const std::string& spec, const std::string& profiles_dir, Devi
 
 double efficiency(const DeviceProfile& p, const std::string& op, double flops) {
   auto it = p.efficiency.find(op);
-  if (it == p.efficiency.end() || it->second.empty()) return 1.0;
+  if (it == p.efficiency.end() || it->second.empty()) {
+    const std::string suffix = "_backward";
+    if (op.size() > suffix.size() && op.compare(op.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return efficiency(p, op.substr(0, op.size() - suffix.size()), flops);
+    if (op == "attention") return efficiency(p, "matmul", flops);
+    return 1.0;
+  }
   const auto& c = it->second;
   if (flops <= c.front().first) return c.front().second;
   if (flops >= c.back().first) return c.back().second;
@@ -142,7 +185,10 @@ double collective_time(const DeviceProfile& p, Collective kind, double bytes,
                        const std::vector<int>& devices) {
   const double n = static_cast<double>(devices.size());
   if (kind != Collective::SendRecv && n <= 1) return 0.0;
-  const LinkCost& l = group_link(p, devices);
+  const LinkCost* link = &group_link(p, devices);
+  if (link == &p.intra)
+    if (auto it = p.collective_links.find(collective_name(kind)); it != p.collective_links.end()) link = &it->second;
+  const LinkCost& l = *link;
   switch (kind) {
     case Collective::AllReduce:
       return 2 * (n - 1) * l.latency + 2 * (n - 1) / n * bytes / l.bandwidth;
@@ -154,6 +200,91 @@ double collective_time(const DeviceProfile& p, Collective kind, double bytes,
       return l.latency + bytes / l.bandwidth;
   }
   return 0.0;
+}
+
+const char* collective_name(Collective kind) {
+  switch (kind) {
+    case Collective::AllReduce: return "allreduce";
+    case Collective::AllGather: return "allgather";
+    case Collective::ReduceScatter: return "reduce_scatter";
+    case Collective::AllToAll: return "all_to_all";
+    case Collective::SendRecv: return "sendrecv";
+  }
+  return "?";
+}
+
+namespace {
+
+// Weighted least squares of t = a + c x (weights w); false when degenerate.
+bool weighted_line(const std::vector<std::pair<double, double>>& pts, bool with_intercept, double& a, double& c) {
+  double sw = 0, sx = 0, st = 0, sxx = 0, sxt = 0;
+  for (const auto& [x, t] : pts) {
+    double w = 1.0 / (t * t);
+    sw += w; sx += w * x; st += w * t; sxx += w * x * x; sxt += w * x * t;
+  }
+  if (!with_intercept) {
+    if (sxx <= 0) return false;
+    a = 0;
+    c = sxt / sxx;
+    return true;
+  }
+  double det = sw * sxx - sx * sx;
+  if (!(det > 0)) return false;
+  c = (sw * sxt - sx * st) / det;
+  a = (st - c * sx) / sw;
+  return true;
+}
+
+}  // namespace
+
+bool fit_line(const std::vector<std::pair<double, double>>& points, LineCost& out) {
+  std::vector<std::pair<double, double>> pts;
+  for (const auto& pt : points)
+    if (pt.first >= 0 && pt.second > 0 && std::isfinite(pt.first) && std::isfinite(pt.second)) pts.push_back(pt);
+  double a = 0, c = 0;
+  if (pts.size() < 2 || !weighted_line(pts, true, a, c)) return false;
+  if (a < 0 && !weighted_line(pts, false, a, c)) return false;
+  if (c < 0 && a > 0) {  // time does not grow with size: all overhead
+    double sw = 0, st = 0;
+    for (const auto& [x, t] : pts) { sw += 1 / (t * t); st += 1 / t; }
+    a = st / sw;
+    c = 0;
+  }
+  out.overhead = a;
+  out.bandwidth = c > 0 ? 1.0 / c : 1e30;
+  return true;
+}
+
+bool fit_collective(Collective kind, int n, const std::vector<std::pair<double, double>>& points, LinkCost& out) {
+  LineCost l;
+  if (n < 2 || !fit_line(points, l)) return false;
+  // collective_time = messages * latency + volume * bytes / bandwidth.
+  double messages = 1, volume = 1, dn = n;
+  switch (kind) {
+    case Collective::AllReduce: messages = 2 * (dn - 1); volume = 2 * (dn - 1) / dn; break;
+    case Collective::AllGather:
+    case Collective::ReduceScatter:
+    case Collective::AllToAll: messages = dn - 1; volume = (dn - 1) / dn; break;
+    case Collective::SendRecv: break;
+  }
+  out.latency = l.overhead / messages;
+  out.bandwidth = l.bandwidth >= 1e30 ? 1e30 : l.bandwidth * volume;
+  return true;
+}
+
+std::vector<std::pair<double, double>> fit_efficiency(const std::vector<std::pair<double, double>>& points, double peak,
+                                                      double kernel_overhead) {
+  std::map<double, std::pair<double, int>> by_flops;  // flops -> (sum of eff, count)
+  for (const auto& [flops, t] : points) {
+    if (!(flops > 0) || !(t > 0) || !(peak > 0)) continue;
+    double work = std::max(t - kernel_overhead, 0.1 * t);
+    auto& e = by_flops[flops];
+    e.first += flops / (peak * work);
+    e.second += 1;
+  }
+  std::vector<std::pair<double, double>> curve;
+  for (const auto& [flops, e] : by_flops) curve.emplace_back(flops, e.first / e.second);
+  return curve;
 }
 
 }  // namespace nns::planner

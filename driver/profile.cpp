@@ -1,0 +1,527 @@
+// nns profile --out FILE [--ranks R] [--threads T] [--quick]: measures the
+// local backend and writes a device profile (cost_model.h) that `nns
+// simulate --device FILE` reads.
+//
+// It starts R rank processes with the launcher `nns run --gpus R` uses
+// (backend/runtime/comm/launcher.h), each with T kernel threads (default
+// max(1, cores / R), what a rank of such a run gets), and on all of them at
+// once — so they contend for cores and memory as a run's ranks do —
+// measures:
+//   - collectives over the runtime's Communicator on all R ranks (allreduce,
+//     allgather, reduce-scatter, all-to-all) and send/recv between ranks 0
+//     and 1 (half a ping-pong), at sizes from 4 B to 4 MiB;
+//   - kernels through the Backend's run_node, each output allocated zeroed
+//     as the plan executor does (plan_executor.cpp: run_local), for the op
+//     classes of program_cost.h: linear (matmul), batched matmul (attention),
+//     softmax, layer norm, elementwise (add, gelu, mul_scalar), forward and
+//     backward, over a range of sizes;
+//   - region copies and accumulations (copy_region, as Extract / SliceIn /
+//     CollectGrad run them) and AdamW updates.
+// Rank 0 fits the cost model's parameters: alpha-beta per collective
+// (fit_collective), a line per copy kind (fit_line), the per-kernel
+// overhead (intercept of the elementwise kernels' line) and an efficiency
+// curve per class against the fp32 peak (the fastest linear measured).
+// Every figure gets a "<field>_source" saying how it was measured.
+//
+// The same command on a machine whose runtime has a CUDA backend would
+// measure that backend through the same Backend and Communicator
+// interfaces; this build's ranks run the CPU backend.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "backend/lowering/geometry.h"
+#include "backend/planner/cost_model.h"
+#include "backend/planner/program_cost.h"
+#include "backend/runtime/backend.h"
+#include "backend/runtime/comm/communicator.h"
+#include "backend/runtime/comm/launcher.h"
+#include "backend/runtime/plan_executor.h"
+#include "driver/args.h"
+#include "driver/commands.h"
+
+namespace nns::driver {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Points = std::vector<std::pair<double, double>>;  // (size, seconds)
+
+struct Settings {
+  bool quick = false;
+  int threads = 1, ranks = 2;
+};
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Median seconds of one call of `f`: batches long enough to read the clock
+// well (about `batch_s`), `reps` of them.
+double time_median(const std::function<void()>& f, const Settings& s) {
+  const double batch_s = s.quick ? 3e-4 : 2e-3;
+  const int reps = s.quick ? 3 : 9;
+  f();  // warm up (first-touch pages, oneDNN primitive creation)
+  auto t0 = Clock::now();
+  f();
+  double one = std::max(seconds_since(t0), 1e-7);
+  int inner = std::max(1, static_cast<int>(batch_s / one));
+  std::vector<double> ts;
+  for (int r = 0; r < reps; ++r) {
+    t0 = Clock::now();
+    for (int i = 0; i < inner; ++i) f();
+    ts.push_back(seconds_since(t0) / inner);
+  }
+  std::sort(ts.begin(), ts.end());
+  return ts[ts.size() / 2];
+}
+
+// ---- collectives ----
+
+struct CommPoints {
+  std::map<std::string, Points> by_name;  // collective_name -> (bytes as collective_time takes them, seconds)
+};
+
+// Every rank calls it; each collective is timed on every rank, rank 0's
+// median kept. Sizes are floats per member.
+CommPoints measure_collectives(backend::Communicator& comm, const Settings& s) {
+  CommPoints out;
+  const int n = comm.size(), me = comm.rank();
+  std::vector<size_t> sizes = s.quick ? std::vector<size_t>{1, 256, 16384, 262144}
+                                      : std::vector<size_t>{1, 16, 256, 2048, 16384, 65536, 262144, 1048576};
+  const int reps = s.quick ? 5 : 15;
+  auto timed = [&](const std::function<void()>& f) {
+    std::vector<double> ts;
+    f();
+    for (int r = 0; r < reps; ++r) {
+      comm.barrier();
+      auto t0 = Clock::now();
+      f();
+      ts.push_back(seconds_since(t0));
+    }
+    std::sort(ts.begin(), ts.end());
+    return ts[ts.size() / 2];
+  };
+  uint32_t tag = 1;
+  for (size_t count : sizes) {
+    std::vector<float> a(count * n, 1.f), b(count * n, 0.f);
+    double bytes = static_cast<double>(count) * 4;
+    out.by_name["allreduce"].emplace_back(bytes, timed([&] { comm.allreduce(a.data(), count); }));
+    // allgather / reduce-scatter / all-to-all: collective_time takes the
+    // gathered result, the input, one member's whole send buffer.
+    out.by_name["allgather"].emplace_back(bytes * n, timed([&] { comm.allgather(a.data(), b.data(), count); }));
+    out.by_name["reduce_scatter"].emplace_back(bytes * n, timed([&] { comm.reduce_scatter(a.data(), b.data(), count); }));
+    out.by_name["all_to_all"].emplace_back(bytes * n, timed([&] { comm.all_to_all(a.data(), b.data(), count); }));
+    // Send/recv between ranks 0 and 1: half a round trip.
+    double rtt = timed([&] {
+      if (me == 0) {
+        comm.isend(a.data(), count, 1, tag)->wait();
+        comm.irecv(b.data(), count, 1, tag + 1)->wait();
+      } else if (me == 1) {
+        comm.irecv(b.data(), count, 0, tag)->wait();
+        comm.isend(a.data(), count, 0, tag + 1)->wait();
+      }
+    });
+    tag += 2;
+    out.by_name["sendrecv"].emplace_back(bytes, rtt / 2);
+  }
+  return out;
+}
+
+// ---- kernels ----
+
+struct KernelBench {
+  sema::Graph g;
+  std::vector<std::vector<float>> data;  // by tensor id
+  int node = -1;
+
+  int tensor(sema::Shape shape) {
+    sema::TensorInfo t;
+    t.shape = std::move(shape);
+    int id = g.add_tensor(t);
+    data.resize(g.tensors().size());
+    data[static_cast<size_t>(id)].assign(static_cast<size_t>(sema::numel(g.tensor(id).shape)), 0.5f);
+    return id;
+  }
+  int add(const std::string& kind, std::vector<int> in, std::vector<int> out, std::map<std::string, sema::Attr> attrs = {},
+          int64_t macs = 0, int forward_of = -1) {
+    sema::OpNode n;
+    n.kind = kind;
+    n.name = kind;
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    n.attrs = std::move(attrs);
+    n.macs = macs;
+    n.forward_of = forward_of;
+    if (forward_of >= 0) n.phase = sema::Phase::Backward;
+    return node = g.add_node(n);
+  }
+  // The forward node `f` and its backward (every input differentiated):
+  // inputs = forward inputs, outputs, output gradients.
+  int add_backward(int f, std::map<std::string, sema::Attr> attrs = {}) {
+    const sema::OpNode fwd = g.node(f);
+    std::vector<int> in = fwd.inputs, out;
+    for (int y : fwd.outputs) in.push_back(y);
+    for (int y : fwd.outputs) in.push_back(tensor(g.tensor(y).shape));
+    for (int x : fwd.inputs) out.push_back(tensor(g.tensor(x).shape));
+    attrs["grad_mask"] = std::vector<int64_t>(fwd.inputs.size(), 1);
+    return add(fwd.kind + "_backward", in, out, attrs, 0, f);
+  }
+  // Runs node `id` as the executor does: fresh zeroed outputs, then the kernel.
+  void run(backend::Backend& be, int id) {
+    const sema::OpNode& n = g.node(id);
+    std::vector<backend::TensorView> ins, outs;
+    for (int t : n.inputs) ins.push_back(backend::TensorView{data[static_cast<size_t>(t)].data(), sema::DType::F32, g.tensor(t).shape});
+    for (int t : n.outputs) {
+      data[static_cast<size_t>(t)] = std::vector<float>(static_cast<size_t>(sema::numel(g.tensor(t).shape)), 0.f);
+      outs.push_back(backend::TensorView{data[static_cast<size_t>(t)].data(), sema::DType::F32, g.tensor(t).shape});
+    }
+    be.run_node(g, n, ins, outs);
+  }
+};
+
+// One measured kernel: its class and work (program_cost's node_work, so the
+// fit and the cost model count the same FLOPs) and its median time.
+struct KernelPoint {
+  planner::NodeWork work;
+  double seconds = 0;
+};
+
+void bench_node(backend::Backend& be, KernelBench& kb, int id, const Settings& s, std::vector<KernelPoint>& out) {
+  KernelPoint p;
+  p.work = planner::node_work(kb.g, kb.g.node(id));
+  p.seconds = time_median([&] { kb.run(be, id); }, s);
+  out.push_back(p);
+}
+
+std::vector<KernelPoint> measure_kernels(backend::Backend& be, const Settings& s) {
+  std::vector<KernelPoint> out;
+  std::vector<int64_t> dims = s.quick ? std::vector<int64_t>{8, 64, 256} : std::vector<int64_t>{8, 16, 32, 64, 128, 256, 512};
+  for (int64_t d : dims) {
+    // Linear: x [4d, d] times w [d, d]^T (the tokens x hidden shapes of a layer).
+    KernelBench kb;
+    int x = kb.tensor({4 * d, d}), w = kb.tensor({d, d}), y = kb.tensor({4 * d, d});
+    int f = kb.add("linear", {x, w}, {y}, {}, 4 * d * d * d);
+    bench_node(be, kb, f, s, out);
+    bench_node(be, kb, kb.add_backward(f), s, out);
+  }
+  for (int64_t t : dims) {
+    if (t > 256) continue;
+    // Attention scores: [8, t, 32] x [8, 32, t] (heads x sequence x head dim).
+    KernelBench kb;
+    int a = kb.tensor({8, t, 32}), b = kb.tensor({8, 32, t}), y = kb.tensor({8, t, t});
+    int f = kb.add("matmul", {a, b}, {y}, {}, 8 * t * 32 * t);
+    bench_node(be, kb, f, s, out);
+    bench_node(be, kb, kb.add_backward(f), s, out);
+  }
+  std::vector<int64_t> elems = s.quick ? std::vector<int64_t>{64, 16384, 1 << 20}
+                                       : std::vector<int64_t>{64, 1024, 8192, 65536, 262144, 1 << 20, 1 << 22};
+  for (int64_t e : elems) {
+    int64_t cols = std::min<int64_t>(e, 128), rows = e / cols;
+    {
+      KernelBench kb;
+      int x = kb.tensor({rows, cols}), y = kb.tensor({rows, cols});
+      int f = kb.add("softmax", {x}, {y}, {{"dim", int64_t{-1}}});
+      bench_node(be, kb, f, s, out);
+      bench_node(be, kb, kb.add_backward(f, {{"dim", int64_t{-1}}}), s, out);
+    }
+    {
+      KernelBench kb;
+      int x = kb.tensor({rows, cols}), w = kb.tensor({cols}), b = kb.tensor({cols}), y = kb.tensor({rows, cols});
+      int f = kb.add("layer_norm", {x, w, b}, {y}, {{"eps", 1e-5}});
+      bench_node(be, kb, f, s, out);
+      bench_node(be, kb, kb.add_backward(f, {{"eps", 1e-5}}), s, out);
+    }
+    {
+      KernelBench kb;
+      int a = kb.tensor({rows, cols}), b = kb.tensor({rows, cols}), y = kb.tensor({rows, cols});
+      int f = kb.add("add", {a, b}, {y});
+      bench_node(be, kb, f, s, out);
+      bench_node(be, kb, kb.add_backward(f), s, out);
+      int y2 = kb.tensor({rows, cols});
+      int gl = kb.add("gelu", {a}, {y2});
+      bench_node(be, kb, gl, s, out);
+      bench_node(be, kb, kb.add_backward(gl), s, out);
+      int y3 = kb.tensor({rows, cols});
+      int ms = kb.add("mul_scalar", {a}, {y3}, {{"s", 0.5}});
+      bench_node(be, kb, ms, s, out);
+      bench_node(be, kb, kb.add_backward(ms, {{"s", 0.5}}), s, out);
+    }
+  }
+  return out;
+}
+
+// ---- copies and updates ----
+
+struct CopyPoints {
+  Points copy, accumulate, update;  // (bytes of the region / parameter piece, seconds)
+};
+
+CopyPoints measure_copies(backend::Backend& be, const Settings& s) {
+  CopyPoints out;
+  std::vector<int64_t> elems = s.quick ? std::vector<int64_t>{64, 16384, 1 << 20}
+                                       : std::vector<int64_t>{16, 256, 4096, 32768, 262144, 1 << 20, 1 << 22};
+  for (int64_t e : elems) {
+    int64_t cols = std::min<int64_t>(e, 256), rows = e / cols;
+    // Source: a buffer twice as wide; the region its left half (a slice
+    // along the last dim, the strided case) or, for the contiguous case,
+    // a buffer of the region's size.
+    backend::Piece wide, half;
+    wide.start = {0, 0};
+    wide.length = {rows, 2 * cols};
+    half.start = {0, 0};
+    half.length = {rows, cols};
+    std::vector<float> src(static_cast<size_t>(2 * e), 1.f), acc(static_cast<size_t>(e), 0.f);
+    double bytes = static_cast<double>(e) * 4;
+    // Extract: a new zeroed buffer, then the region copied in.
+    out.copy.emplace_back(bytes, time_median([&] {
+      std::vector<float> dst(static_cast<size_t>(e));
+      backend::copy_region(src.data(), wide, dst.data(), half, half.start, half.length, false, 1.f);
+    }, s));
+    out.copy.emplace_back(bytes, time_median([&] {
+      std::vector<float> dst(static_cast<size_t>(e));
+      backend::copy_region(src.data(), half, dst.data(), half, half.start, half.length, false, 1.f);
+    }, s));
+    out.accumulate.emplace_back(bytes, time_median([&] {
+      backend::copy_region(src.data(), wide, acc.data(), half, half.start, half.length, true, 1.f);
+    }, s));
+    std::vector<float> param(static_cast<size_t>(e), 0.1f), grad(static_cast<size_t>(e), 0.01f), m(static_cast<size_t>(e)),
+        v(static_cast<size_t>(e));
+    sema::Shape shape{e};
+    backend::TensorView pv{param.data(), sema::DType::F32, shape}, gv{grad.data(), sema::DType::F32, shape};
+    backend::OptimizerState st;
+    st.buffers = {backend::TensorView{m.data(), sema::DType::F32, shape}, backend::TensorView{v.data(), sema::DType::F32, shape}};
+    int64_t step = 1;
+    out.update.emplace_back(bytes, time_median([&] { be.adamw_update(pv, gv, st, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step++); }, s));
+  }
+  return out;
+}
+
+// ---- the profile ----
+
+std::string num(double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.6g", v);
+  return b;
+}
+std::string quote(const std::string& s) { return "\"" + s + "\""; }
+
+std::string today() {
+  std::time_t t = std::time(nullptr);
+  char b[32];
+  std::strftime(b, sizeof b, "%Y-%m-%d %H:%M UTC", std::gmtime(&t));
+  return b;
+}
+
+double mem_total_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  while (in >> key >> kb) {
+    if (key == "MemTotal:") return kb * 1024;
+    in.ignore(1 << 10, '\n');
+  }
+  return 0;
+}
+
+std::string build_profile(const Settings& s, const CommPoints& comm, const std::vector<KernelPoint>& kernels,
+                          const CopyPoints& copies, std::string& err) {
+  const std::string who = "measured by nns profile on " + today() + ", " + std::to_string(s.ranks) + " ranks x " +
+                          std::to_string(s.threads) + " thread(s), " + std::to_string(std::thread::hardware_concurrency()) +
+                          " cores";
+  std::ostringstream j;
+  auto field = [&](const std::string& k, const std::string& v, const std::string& source) {
+    j << "  " << quote(k) << ": " << v << ",\n";
+    if (!source.empty()) j << "  " << quote(k + "_source") << ": " << quote(source) << ",\n";
+  };
+  // Peak: the fastest linear (forward) measured.
+  double peak = 0;
+  for (const KernelPoint& k : kernels)
+    if (k.work.op == "matmul") peak = std::max(peak, k.work.flops / k.seconds);
+  // Per-kernel overhead: the intercept of time against bytes over the
+  // forward elementwise kernels (their time is overhead plus streaming).
+  Points ew;
+  for (const KernelPoint& k : kernels)
+    if (k.work.op == "elementwise") ew.emplace_back(k.work.bytes, k.seconds);
+  planner::LineCost ew_line;
+  if (!(peak > 0) || !planner::fit_line(ew, ew_line)) {
+    err = "kernel measurements gave no fit";
+    return "";
+  }
+  planner::LineCost cp, acc, up;
+  if (!planner::fit_line(copies.copy, cp) || !planner::fit_line(copies.accumulate, acc) || !planner::fit_line(copies.update, up)) {
+    err = "copy measurements gave no fit";
+    return "";
+  }
+  std::map<std::string, planner::LinkCost> links;
+  for (planner::Collective c : {planner::Collective::AllReduce, planner::Collective::AllGather, planner::Collective::ReduceScatter,
+                                planner::Collective::AllToAll, planner::Collective::SendRecv}) {
+    auto it = comm.by_name.find(planner::collective_name(c));
+    if (it == comm.by_name.end() || !planner::fit_collective(c, c == planner::Collective::SendRecv ? 2 : s.ranks, it->second,
+                                                             links[it->first])) {
+      err = std::string("no fit for ") + planner::collective_name(c);
+      return "";
+    }
+  }
+  j << "{\n";
+  field("name", quote("cpu"), "");
+  field("kind", quote("cpu"), "");
+  field("device", quote("this host's CPU backend (oneDNN kernels, nns Communicator)"), who);
+  field("threads", std::to_string(s.threads), who + ": kernel threads per rank; the efficiency curves and overhead hold for this count");
+  field("ranks", std::to_string(s.ranks), who);
+  j << "  \"peak_flops\": {\"fp32\": " << num(peak) << "},\n";
+  j << "  \"peak_flops_source\": " << quote(who + ": fastest linear forward (x [4d,d] w [d,d], d up to 512)") << ",\n";
+  double mem = mem_total_bytes() / s.ranks;
+  field("memory_bytes", num(mem), "/proc/meminfo MemTotal / " + std::to_string(s.ranks) + " ranks");
+  // A copy reads and writes its region: the memory stream is twice the copy's rate.
+  field("memory_bandwidth", num(2 * cp.bandwidth), who + ": 2 x the region-copy bandwidth (read + write)");
+  field("devices_per_node", std::to_string(s.ranks), "all ranks on this host");
+  const planner::LinkCost& sr = links["sendrecv"];
+  field("intra_bandwidth", num(sr.bandwidth), who + ": send/recv between ranks 0 and 1 (half a ping-pong), alpha-beta fit");
+  field("intra_latency", num(sr.latency), who + ": as intra_bandwidth");
+  field("kernel_overhead", num(ew_line.overhead),
+        who + ": intercept of the elementwise kernels' time against bytes (outputs allocated zeroed as the plan executor does)");
+  j << "  \"copy\": {\"overhead\": " << num(cp.overhead) << ", \"bandwidth\": " << num(cp.bandwidth) << "},\n";
+  j << "  \"copy_source\": " << quote(who + ": copy_region into a new buffer (contiguous and strided), line fit in region bytes") << ",\n";
+  j << "  \"accumulate\": {\"overhead\": " << num(acc.overhead) << ", \"bandwidth\": " << num(acc.bandwidth) << "},\n";
+  j << "  \"accumulate_source\": " << quote(who + ": copy_region with add (strided), line fit in region bytes") << ",\n";
+  j << "  \"update\": {\"overhead\": " << num(up.overhead) << ", \"bandwidth\": " << num(up.bandwidth) << "},\n";
+  j << "  \"update_source\": " << quote(who + ": Backend::adamw_update, line fit in parameter bytes") << ",\n";
+  j << "  \"collectives\": {";
+  bool first = true;
+  for (const auto& [name, l] : links) {
+    j << (first ? "\n" : ",\n") << "    " << quote(name) << ": {\"latency\": " << num(l.latency) << ", \"bandwidth\": " << num(l.bandwidth) << "}";
+    first = false;
+  }
+  j << "\n  },\n";
+  j << "  \"collectives_source\": "
+    << quote(who + ": Communicator collectives on all ranks (sendrecv: ranks 0-1), 4 B to 4 MiB per member, alpha-beta fit per algorithm") << ",\n";
+  // Efficiency curves per class, against the peak, above the overhead.
+  std::map<std::string, Points> by_class;
+  for (const KernelPoint& k : kernels) by_class[k.work.op].emplace_back(k.work.flops, k.seconds);
+  j << "  \"efficiency\": {";
+  first = true;
+  for (const auto& [cls, pts] : by_class) {
+    j << (first ? "\n" : ",\n") << "    " << quote(cls) << ": [";
+    bool f2 = true;
+    for (const auto& [flops, eff] : planner::fit_efficiency(pts, peak, ew_line.overhead)) {
+      j << (f2 ? "" : ", ") << "[" << num(flops) << ", " << num(eff) << "]";
+      f2 = false;
+    }
+    j << "]";
+    first = false;
+  }
+  j << "\n  },\n";
+  j << "  \"efficiency_source\": "
+    << quote(who + ": run_node per class (linear, batched matmul, softmax, layer_norm, add/gelu/mul_scalar; forward and backward), "
+                   "eff = flops / (peak * (t - kernel_overhead))")
+    << "\n}\n";
+  return j.str();
+}
+
+std::string summary(const CommPoints& comm, const std::vector<KernelPoint>& kernels) {
+  std::ostringstream o;
+  for (const auto& [name, pts] : comm.by_name) {
+    o << "  " << name << ":";
+    for (const auto& [b, t] : pts) o << " " << num(b) << "B=" << num(t * 1e6) << "us";
+    o << "\n";
+  }
+  std::map<std::string, int> n;
+  for (const KernelPoint& k : kernels) ++n[k.work.op];
+  o << "  kernels:";
+  for (const auto& [cls, c] : n) o << " " << cls << " x" << c;
+  o << "\n";
+  return o.str();
+}
+
+}  // namespace
+
+int cmd_profile(const Args& a) {
+  if (!a.positional.empty()) return usage_error("profile takes no FILE (nns profile --out FILE [--ranks R] [--threads T] [--quick])");
+  if (a.output.empty()) return usage_error("profile needs --out FILE");
+  if (!a.plan.empty() || !a.gpus.empty() || !a.config.empty() || !a.device.empty() || !a.steps.empty())
+    return usage_error("profile takes only --out, --ranks, --threads and --quick");
+  Settings s;
+  s.quick = a.quick;
+  long long v = 0;
+  if (!a.ranks.empty()) {
+    if (!parse_int(a.ranks, v) || v < 2 || v > 64) return usage_error("--ranks must be an integer from 2 to 64 (collectives need two ranks)");
+    s.ranks = static_cast<int>(v);
+  }
+  int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  s.threads = std::max(1, cores / s.ranks);
+  if (!a.threads.empty()) {
+    if (!parse_int(a.threads, v) || v < 1 || v > 1024) return usage_error("--threads must be a positive integer");
+    s.threads = static_cast<int>(v);
+  }
+  const std::string tmp = a.output + ".tmp";
+  {
+    std::ofstream probe(tmp);  // a path we cannot write is the user's to fix: before minutes of measuring
+    if (!probe) {
+      std::cerr << "nns: error: cannot write '" << a.output << "'\n";
+      return kExitUsage;
+    }
+  }
+  std::remove(tmp.c_str());
+  std::printf("nns profile: %d rank(s) x %d thread(s)%s, writing %s\n", s.ranks, s.threads, s.quick ? ", quick" : "", a.output.c_str());
+  std::fflush(stdout);
+  int rc = backend::launch_local_ranks(s.ranks, [&](int rank) -> int {
+    backend::Communicator comm(backend::CommConfig::from_env());
+    auto be = backend::make_cpu_backend();
+    be->set_threads(s.threads);
+    CommPoints cp = measure_collectives(comm, s);
+    comm.barrier();
+    std::vector<KernelPoint> kp = measure_kernels(*be, s);
+    comm.barrier();
+    CopyPoints copies = measure_copies(*be, s);
+    comm.barrier();
+    if (rank != 0) return 0;
+    std::string err;
+    std::string json = build_profile(s, cp, kp, copies, err);
+    if (json.empty()) {
+      std::cerr << "nns: error: " << err << "\n";
+      return kExitRuntime;
+    }
+    std::ofstream out(tmp);
+    out << json;
+    if (!out.flush()) {
+      std::cerr << "nns: error: cannot write '" << tmp << "'\n";
+      return kExitRuntime;
+    }
+    std::cout << summary(cp, kp);
+    std::cout.flush();
+    return 0;
+  });
+  if (rc != 0) {
+    std::remove(tmp.c_str());
+    return rc;
+  }
+  // What was written must be a profile simulate reads.
+  planner::DeviceProfile prof;
+  std::string err;
+  std::ifstream written(tmp);
+  std::stringstream text;
+  text << written.rdbuf();
+  if (!planner::parse_profile(text.str(), prof, err)) {
+    std::cerr << "nns: internal error: the measured profile does not load: " << err << "\n";
+    return kExitRuntime;
+  }
+  if (std::rename(tmp.c_str(), a.output.c_str()) != 0) {
+    std::cerr << "nns: error: cannot write '" << a.output << "'\n";
+    return kExitRuntime;
+  }
+  std::printf("wrote %s: fp32 peak %.3g GFLOP/s, kernel overhead %.3g us, copy %.3g GB/s, send/recv %.3g us + %.3g GB/s\n",
+              a.output.c_str(), prof.peak_flops["fp32"] / 1e9, prof.kernel_overhead * 1e6, prof.copy.bandwidth / 1e9,
+              prof.intra.latency * 1e6, prof.intra.bandwidth / 1e9);
+  return kExitOk;
+}
+
+}  // namespace nns::driver
