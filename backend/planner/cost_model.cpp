@@ -215,24 +215,10 @@ const char* collective_name(Collective kind) {
 
 namespace {
 
-// Weighted least squares of t = a + c x (weights w); false when degenerate.
-bool weighted_line(const std::vector<std::pair<double, double>>& pts, bool with_intercept, double& a, double& c) {
-  double sw = 0, sx = 0, st = 0, sxx = 0, sxt = 0;
-  for (const auto& [x, t] : pts) {
-    double w = 1.0 / (t * t);
-    sw += w; sx += w * x; st += w * t; sxx += w * x * x; sxt += w * x * t;
-  }
-  if (!with_intercept) {
-    if (sxx <= 0) return false;
-    a = 0;
-    c = sxt / sxx;
-    return true;
-  }
-  double det = sw * sxx - sx * sx;
-  if (!(det > 0)) return false;
-  c = (sw * sxt - sx * st) / det;
-  a = (st - c * sx) / sw;
-  return true;
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace
@@ -241,14 +227,25 @@ bool fit_line(const std::vector<std::pair<double, double>>& points, LineCost& ou
   std::vector<std::pair<double, double>> pts;
   for (const auto& pt : points)
     if (pt.first >= 0 && pt.second > 0 && std::isfinite(pt.first) && std::isfinite(pt.second)) pts.push_back(pt);
-  double a = 0, c = 0;
-  if (pts.size() < 2 || !weighted_line(pts, true, a, c)) return false;
-  if (a < 0 && !weighted_line(pts, false, a, c)) return false;
-  if (c < 0 && a > 0) {  // time does not grow with size: all overhead
-    double sw = 0, st = 0;
-    for (const auto& [x, t] : pts) { sw += 1 / (t * t); st += 1 / t; }
-    a = st / sw;
-    c = 0;
+  // Theil-Sen: the median of the pairwise slopes, then the median
+  // intercept. Timings on a shared machine are bimodal (a transfer that
+  // finds its peer asleep takes milliseconds more); a least-squares line
+  // follows the outliers, the medians do not.
+  std::vector<double> slopes;
+  for (size_t i = 0; i < pts.size(); ++i)
+    for (size_t k = i + 1; k < pts.size(); ++k)
+      if (pts[k].first != pts[i].first) slopes.push_back((pts[k].second - pts[i].second) / (pts[k].first - pts[i].first));
+  if (slopes.empty()) return false;
+  double c = std::max(0.0, median_of(slopes));
+  std::vector<double> intercepts;
+  for (const auto& [x, t] : pts) intercepts.push_back(t - c * x);
+  double a = median_of(intercepts);
+  if (a < 0) {  // through the origin: the median of t / x
+    std::vector<double> ratios;
+    for (const auto& [x, t] : pts)
+      if (x > 0) ratios.push_back(t / x);
+    a = 0;
+    c = ratios.empty() ? c : median_of(ratios);
   }
   out.overhead = a;
   out.bandwidth = c > 0 ? 1.0 / c : 1e30;

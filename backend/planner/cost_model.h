@@ -99,11 +99,12 @@ const char* collective_name(Collective kind);  // "allreduce", ..., "sendrecv"
 
 // ---- fitting measurements (nns profile) ----
 
-// Least-squares line t = overhead + bytes / bandwidth through (bytes, seconds)
-// points, weighted by 1/t^2 (relative error, so small messages count as much
-// as large ones). A negative intercept is clamped to 0 (and the slope
-// refitted); a non-positive slope gives bandwidth = +inf (1e30). Needs at
-// least two points of distinct size; false otherwise.
+// A robust line t = overhead + bytes / bandwidth through (bytes, seconds)
+// points (Theil-Sen: the median pairwise slope, then the median intercept;
+// exact for points on a line, unmoved by a minority of outliers). A
+// negative slope is taken as 0 (bandwidth 1e30: all overhead), a negative
+// intercept as 0 (the line through the origin). Needs two points of
+// distinct size; false otherwise.
 bool fit_line(const std::vector<std::pair<double, double>>& points, LineCost& out);
 
 // The alpha-beta link of `kind` on a group of n devices from measured
