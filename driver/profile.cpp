@@ -15,8 +15,11 @@
 //     classes of program_cost.h: linear (matmul), batched matmul (attention),
 //     softmax, layer norm, elementwise (add, gelu, mul_scalar), forward and
 //     backward, over a range of sizes;
-//   - region copies and accumulations (copy_region, as Extract / SliceIn /
-//     CollectGrad run them) and AdamW updates.
+//   - instructions through the real PlanExecutor (one rank, a synthetic
+//     program): a bookkeeping instruction (Free), Extract (a new buffer
+//     with a strided region: what SliceIn, SliceGrad, LoadInput and Alloc
+//     also do) and AddTo (what CollectOut and CollectGrad also do) against
+//     size; and AdamW updates.
 // Rank 0 fits the cost model's parameters: alpha-beta per collective
 // (fit_collective), a line per copy kind (fit_line), the per-kernel
 // overhead (intercept of the elementwise kernels' line) and an efficiency
@@ -259,40 +262,67 @@ std::vector<KernelPoint> measure_kernels(backend::Backend& be, const Settings& s
   return out;
 }
 
-// ---- copies and updates ----
+// ---- instructions of the plan executor ----
 
 struct CopyPoints {
   Points copy, accumulate, update;  // (bytes of the region / parameter piece, seconds)
+  double instr = 0;                 // seconds per bookkeeping instruction (a Free)
 };
 
-CopyPoints measure_copies(backend::Backend& be, const Settings& s) {
+// Seconds per repetition of `body` run `reps` times as one program through
+// the real PlanExecutor (one rank, no communicator): what an instruction
+// costs there, dispatch, buffer allocation and bookkeeping included.
+// Buffers: b0 the source [rows, 2 cols], b1 [rows, cols] (the left half of
+// b0's box), b2 [rows, cols] (the same box as b1).
+double executor_time(backend::Backend& be, int64_t rows, int64_t cols, const std::vector<backend::PInstr>& body, const Settings& s) {
+  backend::LoweredPlan lp;
+  lp.plan = "profile";
+  backend::RankProgram prog;
+  backend::BufferDecl b0, b1;
+  b0.piece.start = {0, 0};
+  b0.piece.length = {rows, 2 * cols};
+  b1.piece.start = {0, 0};
+  b1.piece.length = {rows, cols};
+  prog.buffers = {b0, b1, b1};
+  auto instr = [](backend::PInstr::Kind k, int a, int b) {
+    backend::PInstr in;
+    in.kind = k;
+    in.a = a;
+    in.b = b;
+    return in;
+  };
+  prog.instrs = {instr(backend::PInstr::Alloc, -1, 0), instr(backend::PInstr::Alloc, -1, 1), instr(backend::PInstr::Alloc, -1, 2)};
+  const int reps = 64;
+  for (int r = 0; r < reps; ++r) prog.instrs.insert(prog.instrs.end(), body.begin(), body.end());
+  lp.programs.push_back(std::move(prog));
+  sema::Graph g;
+  sema::TrainSpec spec;
+  backend::PlanExecutor ex(g, std::move(lp), spec, be, nullptr, 0);
+  int64_t step = 1;
+  return time_median([&] { ex.run_step(step++); }, s) / reps;
+}
+
+CopyPoints measure_instructions(backend::Backend& be, const Settings& s) {
+  using K = backend::PInstr;
+  auto in = [](K::Kind k, int a, int b) {
+    K i;
+    i.kind = k;
+    i.a = a;
+    i.b = b;
+    return i;
+  };
   CopyPoints out;
+  // A Free of a buffer already freed: dispatch and bookkeeping only.
+  out.instr = executor_time(be, 1, 1, {in(K::Free, 2, -1)}, s);
   std::vector<int64_t> elems = s.quick ? std::vector<int64_t>{64, 16384, 1 << 20}
                                        : std::vector<int64_t>{16, 256, 4096, 32768, 262144, 1 << 20, 1 << 22};
   for (int64_t e : elems) {
     int64_t cols = std::min<int64_t>(e, 256), rows = e / cols;
-    // Source: a buffer twice as wide; the region its left half (a slice
-    // along the last dim, the strided case) or, for the contiguous case,
-    // a buffer of the region's size.
-    backend::Piece wide, half;
-    wide.start = {0, 0};
-    wide.length = {rows, 2 * cols};
-    half.start = {0, 0};
-    half.length = {rows, cols};
-    std::vector<float> src(static_cast<size_t>(2 * e), 1.f), acc(static_cast<size_t>(e), 0.f);
     double bytes = static_cast<double>(e) * 4;
-    // Extract: a new zeroed buffer, then the region copied in.
-    out.copy.emplace_back(bytes, time_median([&] {
-      std::vector<float> dst(static_cast<size_t>(e));
-      backend::copy_region(src.data(), wide, dst.data(), half, half.start, half.length, false, 1.f);
-    }, s));
-    out.copy.emplace_back(bytes, time_median([&] {
-      std::vector<float> dst(static_cast<size_t>(e));
-      backend::copy_region(src.data(), half, dst.data(), half, half.start, half.length, false, 1.f);
-    }, s));
-    out.accumulate.emplace_back(bytes, time_median([&] {
-      backend::copy_region(src.data(), wide, acc.data(), half, half.start, half.length, true, 1.f);
-    }, s));
+    // Extract: a new buffer with the region (strided: half of b0's rows), replacing the old.
+    out.copy.emplace_back(bytes, executor_time(be, rows, cols, {in(K::Extract, 0, 1)}, s));
+    // AddTo: b2 += b1, same box.
+    out.accumulate.emplace_back(bytes, executor_time(be, rows, cols, {in(K::AddTo, 1, 2)}, s));
     std::vector<float> param(static_cast<size_t>(e), 0.1f), grad(static_cast<size_t>(e), 0.01f), m(static_cast<size_t>(e)),
         v(static_cast<size_t>(e));
     sema::Shape shape{e};
@@ -387,12 +417,13 @@ std::string build_profile(const Settings& s, const CommPoints& comm, const std::
   const planner::LinkCost& sr = links["sendrecv"];
   field("intra_bandwidth", num(sr.bandwidth), who + ": send/recv between ranks 0 and 1 (half a ping-pong), alpha-beta fit");
   field("intra_latency", num(sr.latency), who + ": as intra_bandwidth");
+  field("instr_overhead", num(copies.instr), who + ": a bookkeeping instruction (Free) through the plan executor");
   field("kernel_overhead", num(ew_line.overhead),
         who + ": intercept of the elementwise kernels' time against bytes (outputs allocated zeroed as the plan executor does)");
   j << "  \"copy\": {\"overhead\": " << num(cp.overhead) << ", \"bandwidth\": " << num(cp.bandwidth) << "},\n";
-  j << "  \"copy_source\": " << quote(who + ": copy_region into a new buffer (contiguous and strided), line fit in region bytes") << ",\n";
+  j << "  \"copy_source\": " << quote(who + ": Extract instructions through the plan executor (a new buffer, a strided region), line fit in region bytes") << ",\n";
   j << "  \"accumulate\": {\"overhead\": " << num(acc.overhead) << ", \"bandwidth\": " << num(acc.bandwidth) << "},\n";
-  j << "  \"accumulate_source\": " << quote(who + ": copy_region with add (strided), line fit in region bytes") << ",\n";
+  j << "  \"accumulate_source\": " << quote(who + ": AddTo instructions through the plan executor, line fit in region bytes") << ",\n";
   j << "  \"update\": {\"overhead\": " << num(up.overhead) << ", \"bandwidth\": " << num(up.bandwidth) << "},\n";
   j << "  \"update_source\": " << quote(who + ": Backend::adamw_update, line fit in parameter bytes") << ",\n";
   j << "  \"collectives\": {";
@@ -427,8 +458,15 @@ std::string build_profile(const Settings& s, const CommPoints& comm, const std::
   return j.str();
 }
 
-std::string summary(const CommPoints& comm, const std::vector<KernelPoint>& kernels) {
+std::string summary(const CommPoints& comm, const std::vector<KernelPoint>& kernels, const CopyPoints& copies) {
   std::ostringstream o;
+  for (const auto& [name, pts] : {std::make_pair("copy", &copies.copy), std::make_pair("accumulate", &copies.accumulate),
+                                  std::make_pair("update", &copies.update)}) {
+    o << "  " << name << ":";
+    for (const auto& [b, t] : *pts) o << " " << num(b) << "B=" << num(t * 1e6) << "us";
+    o << "\n";
+  }
+  o << "  instruction: " << num(copies.instr * 1e6) << "us\n";
   for (const auto& [name, pts] : comm.by_name) {
     o << "  " << name << ":";
     for (const auto& [b, t] : pts) o << " " << num(b) << "B=" << num(t * 1e6) << "us";
@@ -481,7 +519,7 @@ int cmd_profile(const Args& a) {
     comm.barrier();
     std::vector<KernelPoint> kp = measure_kernels(*be, s);
     comm.barrier();
-    CopyPoints copies = measure_copies(*be, s);
+    CopyPoints copies = measure_instructions(*be, s);
     comm.barrier();
     if (rank != 0) return 0;
     std::string err;
@@ -496,7 +534,7 @@ int cmd_profile(const Args& a) {
       std::cerr << "nns: error: cannot write '" << tmp << "'\n";
       return kExitRuntime;
     }
-    std::cout << summary(cp, kp);
+    std::cout << summary(cp, kp, copies);
     std::cout.flush();
     return 0;
   });

@@ -99,6 +99,7 @@ bool parse_profile(const std::string& json_text, DeviceProfile& out, std::string
   }
   double threads = 0;
   if (!number(root, "threads", threads, err, false) || !number(root, "kernel_overhead", out.kernel_overhead, err, false) ||
+      !number(root, "instr_overhead", out.instr_overhead, err, false) ||
       !line(root, "copy", out.copy, err) || !line(root, "accumulate", out.accumulate, err) || !line(root, "update", out.update, err))
     return false;
   out.threads = static_cast<int>(threads);

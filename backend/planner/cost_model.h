@@ -52,6 +52,7 @@ struct DeviceProfile {
   std::map<std::string, std::vector<std::pair<double, double>>> efficiency;
   // Measured-profile fields (all optional; see the header comment).
   int threads = 0;             // kernel threads per rank the profile was measured with (0: not said)
+  double instr_overhead = 0;   // seconds per instruction the runtime dispatches (copies: in their line)
   double kernel_overhead = 0;  // seconds per kernel node, on top of its roofline
   LineCost copy;               // a region copy (slice, extract, insert, zero fill): bytes = the region's
   LineCost accumulate;         // a region accumulation (b += a): bytes = the region's

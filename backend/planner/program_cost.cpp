@@ -126,8 +126,10 @@ double comm_local_time(const DeviceProfile& p, const backend::RankProgram& prog,
 
 }  // namespace
 
-double instr_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const backend::RankProgram& prog,
-                  const PInstr& in, int bytes_per_element) {
+namespace {
+
+double work_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const backend::RankProgram& prog, const PInstr& in,
+                 int bytes_per_element) {
   const backend::SubOpKernel* k = nullptr;
   if (in.kernel >= 0 && static_cast<size_t>(in.kernel) < prog.kernels.size())
     k = &prog.kernels[static_cast<size_t>(in.kernel)];
@@ -169,6 +171,18 @@ double instr_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const 
     default:
       return comm_local_time(p, prog, in, bytes_per_element) + comm_time(p, lp, prog, in, bytes_per_element);
   }
+}
+
+}  // namespace
+
+double instr_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const backend::RankProgram& prog,
+                  const PInstr& in, int bytes_per_element) {
+  double t = work_time(p, lp, prog, in, bytes_per_element);
+  // A measured copy line holds the instruction's dispatch already.
+  bool copy_line = p.copy.present() && (in.kind == PInstr::Extract || in.kind == PInstr::AddTo || in.kind == PInstr::Insert ||
+                                        in.kind == PInstr::SliceIn || in.kind == PInstr::SliceGrad || in.kind == PInstr::CollectOut ||
+                                        in.kind == PInstr::CollectGrad || in.kind == PInstr::LoadInput || in.kind == PInstr::Alloc);
+  return copy_line ? t : t + p.instr_overhead;
 }
 
 InstrCost profile_cost(const DeviceProfile& p, const backend::LoweredPlan& lp, int bytes_per_element) {

@@ -8,8 +8,8 @@
 // memory bandwidth; communication costs comm_time.
 //
 // A measured profile (cost_model.h) adds what the CPU runtime
-// (backend/runtime/plan_executor.cpp) spends beyond that: kernel_overhead
-// per node; its copy / accumulate lines for the region an instruction
+// (backend/runtime/plan_executor.cpp) spends beyond that: instr_overhead
+// per instruction, kernel_overhead per node; its copy / accumulate lines for the region an instruction
 // moves (a kernel's input or output slice, a buffer's box), its update
 // line for Update; the local copies around AllGather, ReduceScatter,
 // AllToAll and BucketAllReduce; and the gradient norm's pass over the
