@@ -100,7 +100,7 @@ CommPoints measure_collectives(backend::Communicator& comm, const Settings& s) {
   const int n = comm.size(), me = comm.rank();
   std::vector<size_t> sizes = s.quick ? std::vector<size_t>{1, 256, 16384, 262144}
                                       : std::vector<size_t>{1, 16, 256, 2048, 16384, 65536, 262144, 1048576};
-  const int reps = s.quick ? 5 : 15;
+  const int reps = s.quick ? 5 : 21;
   auto timed = [&](const std::function<void()>& f) {
     std::vector<double> ts;
     f();
@@ -136,6 +136,7 @@ CommPoints measure_collectives(backend::Communicator& comm, const Settings& s) {
     tag += 2;
     out.by_name["sendrecv"].emplace_back(bytes, rtt / 2);
   }
+  for (auto& [name, pts] : out.by_name) pts = planner::lower_envelope(pts);
   return out;
 }
 
@@ -194,12 +195,14 @@ struct KernelBench {
 // One measured kernel: its class and work (program_cost's node_work, so the
 // fit and the cost model count the same FLOPs) and its median time.
 struct KernelPoint {
+  std::string kind;  // the node's kind (linear, gelu_backward, ...)
   planner::NodeWork work;
   double seconds = 0;
 };
 
 void bench_node(backend::Backend& be, KernelBench& kb, int id, const Settings& s, std::vector<KernelPoint>& out) {
   KernelPoint p;
+  p.kind = kb.g.node(id).kind;
   p.work = planner::node_work(kb.g, kb.g.node(id));
   p.seconds = time_median([&] { kb.run(be, id); }, s);
   out.push_back(p);
@@ -259,6 +262,13 @@ std::vector<KernelPoint> measure_kernels(backend::Backend& be, const Settings& s
       bench_node(be, kb, kb.add_backward(ms, {{"s", 0.5}}), s, out);
     }
   }
+  // Per kind, time does not fall as the work grows (lower_envelope).
+  std::map<std::string, Points> by_kind;
+  for (const KernelPoint& k : out) by_kind[k.kind].emplace_back(k.work.flops, k.seconds);
+  for (auto& [kind, pts] : by_kind) pts = planner::lower_envelope(pts);
+  for (KernelPoint& k : out)
+    for (const auto& [flops, t] : by_kind[k.kind])
+      if (flops == k.work.flops) k.seconds = t;
   return out;
 }
 
@@ -315,7 +325,7 @@ CopyPoints measure_instructions(backend::Backend& be, const Settings& s) {
   // A Free of a buffer already freed: dispatch and bookkeeping only.
   out.instr = executor_time(be, 1, 1, {in(K::Free, 2, -1)}, s);
   std::vector<int64_t> elems = s.quick ? std::vector<int64_t>{64, 16384, 1 << 20}
-                                       : std::vector<int64_t>{16, 256, 4096, 32768, 262144, 1 << 20, 1 << 22};
+                                       : std::vector<int64_t>{16, 256, 1024, 4096, 16384, 65536, 262144, 1 << 20, 1 << 22};
   for (int64_t e : elems) {
     int64_t cols = std::min<int64_t>(e, 256), rows = e / cols;
     double bytes = static_cast<double>(e) * 4;
@@ -332,6 +342,7 @@ CopyPoints measure_instructions(backend::Backend& be, const Settings& s) {
     int64_t step = 1;
     out.update.emplace_back(bytes, time_median([&] { be.adamw_update(pv, gv, st, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step++); }, s));
   }
+  for (Points* pts : {&out.copy, &out.accumulate, &out.update}) *pts = planner::lower_envelope(*pts);
   return out;
 }
 
@@ -420,21 +431,30 @@ std::string build_profile(const Settings& s, const CommPoints& comm, const std::
   field("instr_overhead", num(copies.instr), who + ": a bookkeeping instruction (Free) through the plan executor");
   field("kernel_overhead", num(ew_line.overhead),
         who + ": intercept of the elementwise kernels' time against bytes (outputs allocated zeroed as the plan executor does)");
-  j << "  \"copy\": {\"overhead\": " << num(cp.overhead) << ", \"bandwidth\": " << num(cp.bandwidth) << "},\n";
-  j << "  \"copy_source\": " << quote(who + ": Extract instructions through the plan executor (a new buffer, a strided region), line fit in region bytes") << ",\n";
-  j << "  \"accumulate\": {\"overhead\": " << num(acc.overhead) << ", \"bandwidth\": " << num(acc.bandwidth) << "},\n";
-  j << "  \"accumulate_source\": " << quote(who + ": AddTo instructions through the plan executor, line fit in region bytes") << ",\n";
-  j << "  \"update\": {\"overhead\": " << num(up.overhead) << ", \"bandwidth\": " << num(up.bandwidth) << "},\n";
-  j << "  \"update_source\": " << quote(who + ": Backend::adamw_update, line fit in parameter bytes") << ",\n";
-  j << "  \"collectives\": {";
+  auto line = [&](const char* key, const planner::LineCost& l, const Points& pts) {
+    j << "  " << quote(key) << ": {\"overhead\": " << num(l.overhead) << ", \"bandwidth\": " << num(l.bandwidth) << ", \"points\": [";
+    for (size_t i = 0; i < pts.size(); ++i) j << (i ? ", " : "") << "[" << num(pts[i].first) << ", " << num(pts[i].second) << "]";
+    j << "]},\n";
+  };
+  line("copy", cp, copies.copy);
+  j << "  \"copy_source\": " << quote(who + ": Extract instructions through the plan executor (a new buffer, a strided region), points (bytes, seconds) and a Theil-Sen line") << ",\n";
+  line("accumulate", acc, copies.accumulate);
+  j << "  \"accumulate_source\": " << quote(who + ": AddTo instructions through the plan executor, points (bytes, seconds) and a Theil-Sen line") << ",\n";
+  line("update", up, copies.update);
+  j << "  \"update_source\": " << quote(who + ": Backend::adamw_update, points (bytes, seconds) and a Theil-Sen line") << ",\n";
+  j << "  \"collectives\": {\n    \"ranks\": " << s.ranks;
   bool first = true;
   for (const auto& [name, l] : links) {
-    j << (first ? "\n" : ",\n") << "    " << quote(name) << ": {\"latency\": " << num(l.latency) << ", \"bandwidth\": " << num(l.bandwidth) << "}";
-    first = false;
+    j << ",\n    " << quote(name) << ": {\"latency\": " << num(l.latency) << ", \"bandwidth\": " << num(l.bandwidth);
+    // The measured points too, for groups of the measured size (send/recv: any pair).
+    const Points& pts = comm.by_name.at(name);
+    j << ", \"points\": [";
+    for (size_t i = 0; i < pts.size(); ++i) j << (i ? ", " : "") << "[" << num(pts[i].first) << ", " << num(pts[i].second) << "]";
+    j << "]}";
   }
   j << "\n  },\n";
   j << "  \"collectives_source\": "
-    << quote(who + ": Communicator collectives on all ranks (sendrecv: ranks 0-1), 4 B to 4 MiB per member, alpha-beta fit per algorithm") << ",\n";
+    << quote(who + ": Communicator collectives on all ranks (sendrecv: ranks 0-1), 4 B to 4 MiB per member, medians per size (points, used for groups of `ranks` devices) and a Theil-Sen alpha-beta fit per algorithm (other group sizes)") << ",\n";
   // Efficiency curves per class, against the peak, above the overhead.
   std::map<std::string, Points> by_class;
   for (const KernelPoint& k : kernels) by_class[k.work.op].emplace_back(k.work.flops, k.seconds);

@@ -38,6 +38,20 @@ bool line(const Json& root, const char* key, LineCost& out, std::string& err) {
   }
   out.overhead = o->num;
   out.bandwidth = b->num;
+  if (const Json* pts = v->find("points")) {
+    bool ok = pts->kind == Json::Array && pts->arr.size() >= 2;
+    for (const Json& pt : pts->arr) {
+      ok = ok && pt.kind == Json::Array && pt.arr.size() == 2 && pt.arr[0].kind == Json::Number && pt.arr[1].kind == Json::Number &&
+           pt.arr[0].num >= 0 && pt.arr[1].num > 0;
+      if (!ok) break;
+      out.points.emplace_back(pt.arr[0].num, pt.arr[1].num);
+    }
+    if (!ok) {
+      err = std::string(key) + ".points must be a list of at least two [bytes, seconds] pairs";
+      return false;
+    }
+    std::sort(out.points.begin(), out.points.end());
+  }
   return true;
 }
 
@@ -106,6 +120,7 @@ bool parse_profile(const std::string& json_text, DeviceProfile& out, std::string
   if (const Json* links = root.find("collectives")) {
     if (links->kind != Json::Object) { err = "field \"collectives\" must be an object"; return false; }
     for (const auto& [name, v] : links->obj) {
+      if (name == "ranks") continue;  // the group size the points were measured on
       bool known = false;
       for (Collective k : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter, Collective::AllToAll,
                            Collective::SendRecv})
@@ -117,7 +132,25 @@ bool parse_profile(const std::string& json_text, DeviceProfile& out, std::string
         return false;
       }
       out.collective_links[name] = LinkCost{bw->num, lat->num};
+      if (v.find("points")) {
+        LineCost curve;
+        Json wrapped;
+        wrapped.kind = Json::Object;
+        wrapped.obj["c"].kind = Json::Object;
+        wrapped.obj["c"].obj["overhead"].kind = Json::Number;
+        wrapped.obj["c"].obj["bandwidth"] = *bw;
+        wrapped.obj["c"].obj["points"] = *v.find("points");
+        if (!line(wrapped, "c", curve, err)) {
+          err = "collectives." + name + ".points must be a list of at least two [bytes, seconds] pairs";
+          return false;
+        }
+        out.collective_curves[name] = curve;
+      }
     }
+    double ranks = 0;
+    if (!number(*links, "ranks", ranks, err, false)) return false;
+    out.collective_ranks = static_cast<int>(ranks);
+    out.collective_links.erase("ranks");
   }
   return true;
 }
@@ -187,6 +220,8 @@ double collective_time(const DeviceProfile& p, Collective kind, double bytes,
   const double n = static_cast<double>(devices.size());
   if (kind != Collective::SendRecv && n <= 1) return 0.0;
   const LinkCost* link = &group_link(p, devices);
+  if (link == &p.intra && (kind == Collective::SendRecv || static_cast<int>(n) == p.collective_ranks))
+    if (auto it = p.collective_curves.find(collective_name(kind)); it != p.collective_curves.end()) return it->second.time(bytes);
   if (link == &p.intra)
     if (auto it = p.collective_links.find(collective_name(kind)); it != p.collective_links.end()) link = &it->second;
   const LinkCost& l = *link;
@@ -201,6 +236,17 @@ double collective_time(const DeviceProfile& p, Collective kind, double bytes,
       return l.latency + bytes / l.bandwidth;
   }
   return 0.0;
+}
+
+double LineCost::time(double bytes) const {
+  if (points.size() < 2) return overhead + bytes / bandwidth;
+  if (bytes <= points.front().first) return points.front().second;
+  size_t i = 1;
+  while (i + 1 < points.size() && bytes > points[i].first) ++i;
+  const auto& [x0, t0] = points[i - 1];
+  const auto& [x1, t1] = points[i];
+  double t = x1 > x0 ? t0 + (bytes - x0) * (t1 - t0) / (x1 - x0) : t1;
+  return std::max(t, 0.0);
 }
 
 const char* collective_name(Collective kind) {
@@ -268,6 +314,12 @@ bool fit_collective(Collective kind, int n, const std::vector<std::pair<double, 
   out.latency = l.overhead / messages;
   out.bandwidth = l.bandwidth >= 1e30 ? 1e30 : l.bandwidth * volume;
   return true;
+}
+
+std::vector<std::pair<double, double>> lower_envelope(std::vector<std::pair<double, double>> points) {
+  std::sort(points.begin(), points.end());
+  for (size_t i = points.size(); i-- > 1;) points[i - 1].second = std::min(points[i - 1].second, points[i].second);
+  return points;
 }
 
 std::vector<std::pair<double, double>> fit_efficiency(const std::vector<std::pair<double, double>>& points, double peak,

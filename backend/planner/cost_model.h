@@ -30,13 +30,18 @@ struct LinkCost {
   double latency = 0;    // seconds per message
 };
 
-// A cost linear in the bytes moved: overhead + bytes / bandwidth. Absent
-// (bandwidth 0) unless the profile has it.
+// A cost of the bytes moved: overhead + bytes / bandwidth, or, when the
+// profile lists measured (bytes, seconds) points, those points joined by
+// straight lines (below the first: the first's time; past the last: the
+// last segment extended). Caches and the allocator make a CPU copy's cost
+// piecewise: a line fitted through it misses the small sizes by 2-5x.
+// Absent (bandwidth 0) unless the profile has it.
 struct LineCost {
   double overhead = 0;   // seconds per call
   double bandwidth = 0;  // bytes per second
+  std::vector<std::pair<double, double>> points;  // (bytes, seconds), ascending; optional
   bool present() const { return bandwidth > 0; }
-  double time(double bytes) const { return overhead + bytes / bandwidth; }
+  double time(double bytes) const;
 };
 
 struct DeviceProfile {
@@ -61,6 +66,11 @@ struct DeviceProfile {
   // "sendrecv"): the link its algorithm behaves as within a node; replaces
   // `intra` for that collective.
   std::map<std::string, LinkCost> collective_links;
+  // Per collective, optionally: measured (bytes, seconds) points on a group
+  // of `collective_ranks` devices in a node (bytes as collective_time takes
+  // them), used instead of the link for groups of that size.
+  std::map<std::string, LineCost> collective_curves;
+  int collective_ranks = 0;
 };
 
 // Reads a profile from JSON text; on error returns false with err set
@@ -113,6 +123,12 @@ bool fit_line(const std::vector<std::pair<double, double>>& points, LineCost& ou
 // line's intercept and slope divided by the algorithm's message count and
 // volume factor.
 bool fit_collective(Collective kind, int n, const std::vector<std::pair<double, double>>& points, LinkCost& out);
+
+// Measured (size, seconds) points sorted by size with each time lowered to
+// the least time at any larger size: a cost does not fall as the size
+// grows, so a time above a larger size's is noise (the process was
+// preempted, a page was faulted in) and only ever adds.
+std::vector<std::pair<double, double>> lower_envelope(std::vector<std::pair<double, double>> points);
 
 // Efficiency points of one op class from measured (flops, seconds) kernels:
 // eff = flops / (peak * (t - kernel_overhead)), the time above the overhead

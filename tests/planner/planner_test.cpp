@@ -532,3 +532,33 @@ TEST_CASE("program cost: a measured profile's overhead terms, by hand") {
   // Send to rank 1: the sendrecv link.
   CHECK(instr_time(p, lp, prog, instr(PInstr::Send, 0, -1, 1, 1)) == Approx(1e-7 + 5e-5 + 4e4 / 1e9));
 }
+
+TEST_CASE("fits: the lower envelope sorts and lowers a time above a larger size's") {
+  auto e = lower_envelope({{100, 5.0}, {1, 2.0}, {10, 9.0}, {1000, 7.0}});
+  REQUIRE(e.size() == 4);
+  CHECK(e[0] == std::make_pair(1.0, 2.0));
+  CHECK(e[1] == std::make_pair(10.0, 5.0));  // 9 > the 5 at size 100: noise
+  CHECK(e[2] == std::make_pair(100.0, 5.0));
+  CHECK(e[3] == std::make_pair(1000.0, 7.0));
+}
+
+TEST_CASE("profiles: measured points replace the line for copies and for collectives on the measured group size") {
+  DeviceProfile p;
+  std::string err;
+  REQUIRE(parse_profile(R"({"peak_flops": {"fp32": 1e11}, "memory_bytes": 1, "memory_bandwidth": 1e10,
+      "devices_per_node": 4, "intra_bandwidth": 1e9, "intra_latency": 1e-4,
+      "copy": {"overhead": 0, "bandwidth": 1e9, "points": [[1000, 1e-6], [100, 5e-7], [10000, 1e-5]]},
+      "collectives": {"ranks": 2, "allreduce": {"latency": 1e-5, "bandwidth": 1e9, "points": [[8, 2e-5], [8000, 4e-5]]}}})",
+                        p, err));
+  CHECK(p.copy.time(10) == Approx(5e-7));        // below the first point: its time
+  CHECK(p.copy.time(550) == Approx(7.5e-7));     // halfway between 100 and 1000
+  CHECK(p.copy.time(20000) == Approx(2e-5));     // the last segment extended: 1e-5 + 1e4 * 1e-9
+  CHECK(p.collective_ranks == 2);
+  CHECK(collective_time(p, Collective::AllReduce, 4004, {0, 1}) == Approx(3e-5));
+  // Three devices: the alpha-beta link (2*2*10us + 2*2/3*3000/1e9).
+  CHECK(collective_time(p, Collective::AllReduce, 3000, {0, 1, 2}) == Approx(4e-5 + 4e-6));
+  CHECK_FALSE(parse_profile(R"({"peak_flops": {"fp32": 1e11}, "memory_bytes": 1, "memory_bandwidth": 1e10,
+      "devices_per_node": 4, "intra_bandwidth": 1e9, "intra_latency": 1e-4,
+      "update": {"overhead": 0, "bandwidth": 1e9, "points": [[1000, 1e-6]]}})", p, err));
+  CHECK(err.find("update.points") != std::string::npos);
+}
