@@ -112,7 +112,8 @@ double comm_local_time(const DeviceProfile& p, const backend::RankProgram& prog,
         for (int b : prog.buckets[static_cast<size_t>(in.index)]) elems += numel(prog, b);
       return 2 * p.copy.time(elems * bpe);  // flattened, then copied back
     }
-    case PInstr::LossAllReduce: {
+    case PInstr::LossAllReduce:
+    case PInstr::Clip: {
       double elems = 0;
       for (const backend::ParamSlot& s : prog.params) elems += numel(prog, s.accum);
       return p.copy.time(elems * bpe);
@@ -168,6 +169,8 @@ double work_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const b
       if (p.update.present()) return p.update.time(numel(prog, in.a) * bytes_per_element);
       // AdamW reads parameter, gradient and two moments and writes three.
       return 7 * numel(prog, in.a) * bytes_per_element / p.memory_bandwidth;
+    case PInstr::Clip:
+      return comm_local_time(p, prog, in, bytes_per_element);
     default:
       return comm_local_time(p, prog, in, bytes_per_element) + comm_time(p, lp, prog, in, bytes_per_element);
   }
