@@ -414,6 +414,14 @@ std::string num(double v) {
 }
 std::string quote(const std::string& s) { return "\"" + s + "\""; }
 
+// The 1-minute load average: a profile measured on a loaded machine says so.
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string first;
+  in >> first;
+  return first.empty() ? "unknown" : first;
+}
+
 std::string today() {
   std::time_t t = std::time(nullptr);
   char b[32];
@@ -436,7 +444,7 @@ std::string build_profile(const Settings& s, const CommPoints& comm, const std::
                           const CopyPoints& copies, std::string& err) {
   const std::string who = "measured by nns profile on " + today() + ", " + std::to_string(s.ranks) + " ranks x " +
                           std::to_string(s.threads) + " thread(s), " + std::to_string(std::thread::hardware_concurrency()) +
-                          " cores";
+                          " cores, load " + load_average();
   std::ostringstream j;
   auto field = [&](const std::string& k, const std::string& v, const std::string& source) {
     j << "  " << quote(k) << ": " << v << ",\n";
@@ -477,10 +485,10 @@ std::string build_profile(const Settings& s, const CommPoints& comm, const std::
   j << "  \"peak_flops\": {\"fp32\": " << num(peak) << "},\n";
   j << "  \"peak_flops_source\": " << quote(who + ": fastest linear forward (x [4d,d] w [d,d], d up to 512)") << ",\n";
   double mem = mem_total_bytes() / s.ranks;
-  field("memory_bytes", num(mem), "/proc/meminfo MemTotal / " + std::to_string(s.ranks) + " ranks");
+  field("memory_bytes", num(mem), who + ": /proc/meminfo MemTotal / " + std::to_string(s.ranks) + " ranks");
   // A copy reads and writes its region: the memory stream is twice the copy's rate.
   field("memory_bandwidth", num(2 * cp.bandwidth), who + ": 2 x the region-copy bandwidth (read + write)");
-  field("devices_per_node", std::to_string(s.ranks), "all ranks on this host");
+  field("devices_per_node", std::to_string(s.ranks), who + ": all ranks on this host");
   const planner::LinkCost& sr = links["sendrecv"];
   field("intra_bandwidth", num(sr.bandwidth), who + ": send/recv between ranks 0 and 1 (half a ping-pong), alpha-beta fit");
   field("intra_latency", num(sr.latency), who + ": as intra_bandwidth");

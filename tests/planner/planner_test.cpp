@@ -562,3 +562,32 @@ TEST_CASE("profiles: measured points replace the line for copies and for collect
       "update": {"overhead": 0, "bandwidth": 1e9, "points": [[1000, 1e-6]]}})", p, err));
   CHECK(err.find("update.points") != std::string::npos);
 }
+
+TEST_CASE("profiles: the shipped cpu profile (measured by nns profile) loads, with a source for every figure") {
+  DeviceProfile p;
+  std::string err;
+  REQUIRE(load_profile("cpu", "stdlib/profiles", p, err));
+  CHECK(p.name == "cpu");
+  CHECK(p.threads >= 1);
+  CHECK(p.kernel_overhead > 0);
+  CHECK(p.copy.points.size() >= 2);
+  CHECK(p.collective_ranks >= 2);
+  for (const char* c : {"allreduce", "allgather", "reduce_scatter", "all_to_all", "sendrecv"}) {
+    INFO(c);
+    CHECK(p.collective_links.count(c) == 1);
+    CHECK(p.collective_curves.count(c) == 1);
+  }
+  for (const char* cls : {"matmul", "matmul_backward", "attention", "softmax", "layer_norm", "elementwise"}) CHECK(p.efficiency.count(cls) == 1);
+  std::ifstream in("stdlib/profiles/cpu.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  Json root;
+  REQUIRE(parse_json(ss.str(), root, err));
+  for (const auto& [key, v] : root.obj) {
+    if (v.kind != Json::Number && v.kind != Json::Object) continue;
+    INFO(key);
+    const Json* src = root.find(key + "_source");
+    REQUIRE(src != nullptr);
+    CHECK(src->str.find("nns profile") != std::string::npos);
+  }
+}
