@@ -5,9 +5,10 @@
 # simulated one (`nns simulate --device PROFILE`), with the error. A
 # benchmark, not a test: timings depend on the machine and its load.
 #   bench/simulate_cpu.sh [--profile FILE|measure] [--steps S] [--skip K] [--runs R] [--gpus N]
-# --profile measure (the default when stdlib/profiles/cpu.json is absent)
-# runs `nns profile --ranks N` first into a temporary file; the default
-# profile is the shipped stdlib/profiles/cpu.json. Prints one line per plan
+# --profile measure (the default) runs `nns profile --ranks N` first, into
+# a temporary file, so that the prediction and the runs see the same
+# machine in the same state; --profile FILE uses FILE (the shipped one:
+# --profile stdlib/profiles/cpu.json). Prints one line per plan
 # and a summary: how many predictions are within +-20% of the measured
 # median. "fastest" is the quickest later step of all runs: on a machine
 # other processes load, the median includes the time the ranks wait for a
@@ -19,7 +20,7 @@ STEPS=20
 SKIP=4  # warm-up steps left out of the median
 RUNS=3
 GPUS=2
-PROFILE="$ROOT/stdlib/profiles/cpu.json"
+PROFILE=measure
 while [ $# -gt 0 ]; do
   case "$1" in
     --profile) PROFILE="$2"; shift 2 ;;
@@ -36,6 +37,7 @@ trap 'rm -rf "$TMP"' EXIT
 if [ "$PROFILE" = measure ] || [ ! -f "$PROFILE" ]; then
   echo "measuring the profile: nns profile --ranks $GPUS (load $(cut -d' ' -f1-3 /proc/loadavg))"
   "$NNS" profile --out "$TMP/cpu.json" --ranks "$GPUS" | tail -1
+  grep -o '"device_source": "[^"]*"' "$TMP/cpu.json" || true
   PROFILE="$TMP/cpu.json"
 fi
 

@@ -14,17 +14,25 @@
 //     as the plan executor does (plan_executor.cpp: run_local), for the op
 //     classes of program_cost.h: linear (matmul), batched matmul (attention),
 //     softmax, layer norm, elementwise (add, gelu, mul_scalar), forward and
-//     backward, over a range of sizes;
+//     backward, over a range of sizes; and a chain of 176 small nodes of 11
+//     kinds run in turn (a kernel's fixed cost when the one before it was
+//     another kernel, as in a program);
 //   - instructions through the real PlanExecutor (one rank, a synthetic
-//     program): a bookkeeping instruction (Free), Extract (a new buffer
-//     with a strided region: what SliceIn, SliceGrad, LoadInput and Alloc
-//     also do) and AddTo (what CollectOut and CollectGrad also do) against
-//     size; and AdamW updates.
-// Rank 0 fits the cost model's parameters: alpha-beta per collective
-// (fit_collective), a line per copy kind (fit_line), the per-kernel
-// overhead (intercept of the elementwise kernels' line) and an efficiency
-// curve per class against the fp32 peak (the fastest linear measured).
-// Every figure gets a "<field>_source" saying how it was measured.
+//     program on distinct buffers, 8 MiB in all): a bookkeeping instruction
+//     (Free of an empty buffer), Extract (a new buffer with a strided
+//     region: what SliceIn, SliceGrad, LoadInput and Alloc also do) and
+//     AddTo (what CollectOut and CollectGrad also do) against size; and
+//     AdamW updates.
+// Local timings keep the fastest of several batches (other processes only
+// add time); collectives the median of their repetitions (waking a peer is
+// part of their cost). Each series is lowered to its envelope (time does
+// not fall as size grows). Rank 0 fits the cost model's parameters: per
+// collective the measured points (used for groups of R) and an alpha-beta
+// link (fit_collective, other sizes); per copy kind the points and a
+// Theil-Sen line (fit_line); kernel_overhead from the chain; an efficiency
+// curve per class against the fp32 peak (the fastest linear measured,
+// fit_efficiency). Every figure gets a "<field>_source" saying how, when,
+// with how many ranks and threads, and at what load it was measured.
 //
 // The same command on a machine whose runtime has a CUDA backend would
 // measure that backend through the same Backend and Communicator
