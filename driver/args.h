@@ -30,6 +30,8 @@ struct Args {
   std::string nodes, top;  // plan: --nodes K (devices over K nodes), --top K (runners-up)
   bool no_check = false;   // plan: --no-check (print the plan without proving it)
   bool simulate = false;   // plan: --simulate (lower the plan found and replay it, beside the prediction)
+  std::string ranks;   // profile: --ranks R
+  bool quick = false;  // profile: --quick (fewer sizes and repetitions)
   std::string steps, seed = "0", threads, init, data, save, save_every, resume, dump_grads, trace, metrics;
   bool reference = false, verify = false, eval = false;
 };

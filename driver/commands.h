@@ -14,6 +14,7 @@ int pipeline_options(const Args& a, bool check, Stage last, PipelineOptions& o);
 
 int cmd_check(const Args& a);  // nns check FILE ...: up to the check stage, then a summary
 int cmd_run(const Args& a);    // nns run FILE ...: up to the run stage
+int cmd_profile(const Args& a);   // nns profile --out FILE: measures this backend into a device profile (driver/profile.cpp)
 int cmd_simulate(const Args& a);  // nns simulate FILE --plan P --device D: the planner's replay of the rank programs
 int cmd_plan(const Args& a);      // nns plan FILE --gpus N --device D: the plan search (driver/plan_search.cpp)
 int cmd_ckpt(const Args& a);   // nns ckpt merge DIR -o FILE

@@ -52,7 +52,9 @@ commands:
       CPU runtime computes fp32; default fp32). --overlap-grad-reduce starts
       each gradient allreduce when its gradients are final, on a
       communication stream beside the compute. --trace writes the simulated
-      timeline as a Chrome trace (the format of run --trace).
+      timeline as a Chrome trace (the format of run --trace). A measured
+      profile (nns profile; shipped: cpu, this machine's) adds per-kernel
+      overhead, copies, updates and per-collective links.
   plan FILE --gpus N --device D [--config C] [--nodes K] [--plan CONSTRAINTS]
        [--out OUT.nns] [--top K] [--no-check]
       search a plan for N devices of profile D (K nodes; default the
@@ -66,6 +68,15 @@ commands:
       (and a config with the chosen micro-batches) to OUT.nns, proved by
       the checker unless --no-check: nns run OUT.nns --config C_plan
       --plan searched --gpus N. docs/planner.md.
+  profile --out FILE [--ranks R] [--threads T] [--quick]
+      measure this machine's backend on R rank processes (default 2) with T
+      kernel threads each (default cores / R, what a rank of run --gpus R
+      gets): kernels per op class against size (linear, batched matmul,
+      softmax, layer norm, elementwise; forward and backward), region
+      copies, AdamW updates, and the collectives and send/recv over the
+      runtime's communicator; fit the cost model's parameters and write a
+      device profile for simulate --device FILE. --quick measures fewer
+      sizes (seconds; for tests).
   ckpt merge DIR -o FILE
       assemble the last complete save a partitioned run made (nns run --plan
       P --save DIR: DIR/latest, its manifest, every shard's size and

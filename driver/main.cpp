@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
     if (a.command == "run") return cmd_run(a);
     if (a.command == "simulate") return cmd_simulate(a);
     if (a.command == "plan") return cmd_plan(a);
+    if (a.command == "profile") return cmd_profile(a);
     if (a.command == "repl") return cmd_repl(a);
     return usage_error("unknown command '" + a.command + "'");
   } catch (const std::exception& e) {

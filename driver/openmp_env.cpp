@@ -40,11 +40,13 @@ bool shares_cores(char** argv) {
   backend::LaunchEnv launch;
   std::string err;
   if (backend::detect_launch_env(backend::process_env(), launch, err) && launch.local_world_size > 1) return true;
+  if (argv[0] && argv[1] && std::string(argv[1]) == "profile") return true;  // nns profile runs 2 or more ranks
   for (int i = 1; argv[i]; ++i) {
     std::string a = argv[i];
     const char* value = nullptr;
-    if (a == "--gpus" && argv[i + 1]) value = argv[i + 1];
+    if ((a == "--gpus" || a == "--ranks") && argv[i + 1]) value = argv[i + 1];
     else if (a.rfind("--gpus=", 0) == 0) value = argv[i] + 7;
+    else if (a.rfind("--ranks=", 0) == 0) value = argv[i] + 8;  // nns profile's ranks
     if (value && std::atoll(value) > 1) return true;
   }
   return false;

@@ -25,6 +25,36 @@ bool number(const Json& root, const char* key, double& out, std::string& err, bo
   return true;
 }
 
+// An optional {"overhead": s, "bandwidth": B/s} object.
+bool line(const Json& root, const char* key, LineCost& out, std::string& err) {
+  const Json* v = root.find(key);
+  if (!v) return true;
+  const Json* o = v->find("overhead");
+  const Json* b = v->find("bandwidth");
+  if (!o || !b || o->kind != Json::Number || b->kind != Json::Number || !(o->num >= 0) || !(b->num > 0) ||
+      !std::isfinite(o->num) || !std::isfinite(b->num)) {
+    err = std::string("field \"") + key + "\" must be {\"overhead\": seconds >= 0, \"bandwidth\": bytes/s > 0}";
+    return false;
+  }
+  out.overhead = o->num;
+  out.bandwidth = b->num;
+  if (const Json* pts = v->find("points")) {
+    bool ok = pts->kind == Json::Array && pts->arr.size() >= 2;
+    for (const Json& pt : pts->arr) {
+      ok = ok && pt.kind == Json::Array && pt.arr.size() == 2 && pt.arr[0].kind == Json::Number && pt.arr[1].kind == Json::Number &&
+           pt.arr[0].num >= 0 && pt.arr[1].num > 0;
+      if (!ok) break;
+      out.points.emplace_back(pt.arr[0].num, pt.arr[1].num);
+    }
+    if (!ok) {
+      err = std::string(key) + ".points must be a list of at least two [bytes, seconds] pairs";
+      return false;
+    }
+    std::sort(out.points.begin(), out.points.end());
+  }
+  return true;
+}
+
 }  // namespace
 
 bool parse_profile(const std::string& json_text, DeviceProfile& out, std::string& err) {
@@ -81,6 +111,47 @@ bool parse_profile(const std::string& json_text, DeviceProfile& out, std::string
       std::sort(curve.begin(), curve.end());
     }
   }
+  double threads = 0;
+  if (!number(root, "threads", threads, err, false) || !number(root, "kernel_overhead", out.kernel_overhead, err, false) ||
+      !number(root, "instr_overhead", out.instr_overhead, err, false) ||
+      !line(root, "copy", out.copy, err) || !line(root, "accumulate", out.accumulate, err) || !line(root, "update", out.update, err))
+    return false;
+  out.threads = static_cast<int>(threads);
+  if (const Json* links = root.find("collectives")) {
+    if (links->kind != Json::Object) { err = "field \"collectives\" must be an object"; return false; }
+    for (const auto& [name, v] : links->obj) {
+      if (name == "ranks") continue;  // the group size the points were measured on
+      bool known = false;
+      for (Collective k : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter, Collective::AllToAll,
+                           Collective::SendRecv})
+        known = known || name == collective_name(k);
+      const Json* lat = v.find("latency");
+      const Json* bw = v.find("bandwidth");
+      if (!known || !lat || !bw || lat->kind != Json::Number || bw->kind != Json::Number || !(lat->num >= 0) || !(bw->num > 0)) {
+        err = "collectives." + name + " must be {\"latency\": s, \"bandwidth\": B/s} of allreduce, allgather, reduce_scatter, all_to_all or sendrecv";
+        return false;
+      }
+      out.collective_links[name] = LinkCost{bw->num, lat->num};
+      if (v.find("points")) {
+        LineCost curve;
+        Json wrapped;
+        wrapped.kind = Json::Object;
+        wrapped.obj["c"].kind = Json::Object;
+        wrapped.obj["c"].obj["overhead"].kind = Json::Number;
+        wrapped.obj["c"].obj["bandwidth"] = *bw;
+        wrapped.obj["c"].obj["points"] = *v.find("points");
+        if (!line(wrapped, "c", curve, err)) {
+          err = "collectives." + name + ".points must be a list of at least two [bytes, seconds] pairs";
+          return false;
+        }
+        out.collective_curves[name] = curve;
+      }
+    }
+    double ranks = 0;
+    if (!number(*links, "ranks", ranks, err, false)) return false;
+    out.collective_ranks = static_cast<int>(ranks);
+    out.collective_links.erase("ranks");
+  }
   return true;
 }
 
@@ -106,7 +177,13 @@ bool load_profile(const std::string& spec, const std::string& profiles_dir, Devi
 
 double efficiency(const DeviceProfile& p, const std::string& op, double flops) {
   auto it = p.efficiency.find(op);
-  if (it == p.efficiency.end() || it->second.empty()) return 1.0;
+  if (it == p.efficiency.end() || it->second.empty()) {
+    const std::string suffix = "_backward";
+    if (op.size() > suffix.size() && op.compare(op.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return efficiency(p, op.substr(0, op.size() - suffix.size()), flops);
+    if (op == "attention") return efficiency(p, "matmul", flops);
+    return 1.0;
+  }
   const auto& c = it->second;
   if (flops <= c.front().first) return c.front().second;
   if (flops >= c.back().first) return c.back().second;
@@ -142,7 +219,12 @@ double collective_time(const DeviceProfile& p, Collective kind, double bytes,
                        const std::vector<int>& devices) {
   const double n = static_cast<double>(devices.size());
   if (kind != Collective::SendRecv && n <= 1) return 0.0;
-  const LinkCost& l = group_link(p, devices);
+  const LinkCost* link = &group_link(p, devices);
+  if (link == &p.intra && (kind == Collective::SendRecv || static_cast<int>(n) == p.collective_ranks))
+    if (auto it = p.collective_curves.find(collective_name(kind)); it != p.collective_curves.end()) return it->second.time(bytes);
+  if (link == &p.intra)
+    if (auto it = p.collective_links.find(collective_name(kind)); it != p.collective_links.end()) link = &it->second;
+  const LinkCost& l = *link;
   switch (kind) {
     case Collective::AllReduce:
       return 2 * (n - 1) * l.latency + 2 * (n - 1) / n * bytes / l.bandwidth;
@@ -154,6 +236,105 @@ double collective_time(const DeviceProfile& p, Collective kind, double bytes,
       return l.latency + bytes / l.bandwidth;
   }
   return 0.0;
+}
+
+double LineCost::time(double bytes) const {
+  if (points.size() < 2) return overhead + bytes / bandwidth;
+  if (bytes <= points.front().first) return points.front().second;
+  size_t i = 1;
+  while (i + 1 < points.size() && bytes > points[i].first) ++i;
+  const auto& [x0, t0] = points[i - 1];
+  const auto& [x1, t1] = points[i];
+  double t = x1 > x0 ? t0 + (bytes - x0) * (t1 - t0) / (x1 - x0) : t1;
+  return std::max(t, 0.0);
+}
+
+const char* collective_name(Collective kind) {
+  switch (kind) {
+    case Collective::AllReduce: return "allreduce";
+    case Collective::AllGather: return "allgather";
+    case Collective::ReduceScatter: return "reduce_scatter";
+    case Collective::AllToAll: return "all_to_all";
+    case Collective::SendRecv: return "sendrecv";
+  }
+  return "?";
+}
+
+namespace {
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+bool fit_line(const std::vector<std::pair<double, double>>& points, LineCost& out) {
+  std::vector<std::pair<double, double>> pts;
+  for (const auto& pt : points)
+    if (pt.first >= 0 && pt.second > 0 && std::isfinite(pt.first) && std::isfinite(pt.second)) pts.push_back(pt);
+  // Theil-Sen: the median of the pairwise slopes, then the median
+  // intercept. Timings on a shared machine are bimodal (a transfer that
+  // finds its peer asleep takes milliseconds more); a least-squares line
+  // follows the outliers, the medians do not.
+  std::vector<double> slopes;
+  for (size_t i = 0; i < pts.size(); ++i)
+    for (size_t k = i + 1; k < pts.size(); ++k)
+      if (pts[k].first != pts[i].first) slopes.push_back((pts[k].second - pts[i].second) / (pts[k].first - pts[i].first));
+  if (slopes.empty()) return false;
+  double c = std::max(0.0, median_of(slopes));
+  std::vector<double> intercepts;
+  for (const auto& [x, t] : pts) intercepts.push_back(t - c * x);
+  double a = median_of(intercepts);
+  if (a < 0) {  // through the origin: the median of t / x
+    std::vector<double> ratios;
+    for (const auto& [x, t] : pts)
+      if (x > 0) ratios.push_back(t / x);
+    a = 0;
+    c = ratios.empty() ? c : median_of(ratios);
+  }
+  out.overhead = a;
+  out.bandwidth = c > 0 ? 1.0 / c : 1e30;
+  return true;
+}
+
+bool fit_collective(Collective kind, int n, const std::vector<std::pair<double, double>>& points, LinkCost& out) {
+  LineCost l;
+  if (n < 2 || !fit_line(points, l)) return false;
+  // collective_time = messages * latency + volume * bytes / bandwidth.
+  double messages = 1, volume = 1, dn = n;
+  switch (kind) {
+    case Collective::AllReduce: messages = 2 * (dn - 1); volume = 2 * (dn - 1) / dn; break;
+    case Collective::AllGather:
+    case Collective::ReduceScatter:
+    case Collective::AllToAll: messages = dn - 1; volume = (dn - 1) / dn; break;
+    case Collective::SendRecv: break;
+  }
+  out.latency = l.overhead / messages;
+  out.bandwidth = l.bandwidth >= 1e30 ? 1e30 : l.bandwidth * volume;
+  return true;
+}
+
+std::vector<std::pair<double, double>> lower_envelope(std::vector<std::pair<double, double>> points) {
+  std::sort(points.begin(), points.end());
+  for (size_t i = points.size(); i-- > 1;) points[i - 1].second = std::min(points[i - 1].second, points[i].second);
+  return points;
+}
+
+std::vector<std::pair<double, double>> fit_efficiency(const std::vector<std::pair<double, double>>& points, double peak,
+                                                      double kernel_overhead) {
+  std::map<double, std::pair<double, int>> by_flops;  // flops -> (sum of eff, count)
+  for (const auto& [flops, t] : points) {
+    if (!(flops > 0) || !(t > 0) || !(peak > 0)) continue;
+    double work = std::max(t - kernel_overhead, 0.1 * t);
+    auto& e = by_flops[flops];
+    e.first += flops / (peak * work);
+    e.second += 1;
+  }
+  std::vector<std::pair<double, double>> curve;
+  for (const auto& [flops, e] : by_flops) curve.emplace_back(flops, e.first / e.second);
+  return curve;
 }
 
 }  // namespace nns::planner

@@ -8,6 +8,14 @@
 // from a measured profile; 1 when the profile has none), and a collective's
 // bytes into time with the alpha-beta model of its algorithm over the
 // slowest link its group crosses.
+//
+// A measured profile (`nns profile`, driver/profile.cpp: the CPU one in
+// stdlib/profiles/cpu.json) adds what a runtime costs beyond the roofline:
+// a fixed time per kernel launch, lines (overhead + bytes / bandwidth) for
+// region copies, accumulations and optimizer updates, one alpha-beta link
+// per collective algorithm, and efficiency curves per op class and for the
+// backward kernels ("matmul_backward"). Each is optional: a profile without
+// it (the GPU datasheet profiles) is costed as before.
 #pragma once
 
 #include <map>
@@ -22,6 +30,20 @@ struct LinkCost {
   double latency = 0;    // seconds per message
 };
 
+// A cost of the bytes moved: overhead + bytes / bandwidth, or, when the
+// profile lists measured (bytes, seconds) points, those points joined by
+// straight lines (below the first: the first's time; past the last: the
+// last segment extended). Caches and the allocator make a CPU copy's cost
+// piecewise: a line fitted through it misses the small sizes by 2-5x.
+// Absent (bandwidth 0) unless the profile has it.
+struct LineCost {
+  double overhead = 0;   // seconds per call
+  double bandwidth = 0;  // bytes per second
+  std::vector<std::pair<double, double>> points;  // (bytes, seconds), ascending; optional
+  bool present() const { return bandwidth > 0; }
+  double time(double bytes) const;
+};
+
 struct DeviceProfile {
   std::string name;
   std::map<std::string, double> peak_flops;  // dtype -> FLOP/s (dense)
@@ -33,6 +55,22 @@ struct DeviceProfile {
   // (flops, efficiency) points, ascending in flops. Interpolated in log(flops),
   // clamped at both ends. A class without a curve runs at efficiency 1.
   std::map<std::string, std::vector<std::pair<double, double>>> efficiency;
+  // Measured-profile fields (all optional; see the header comment).
+  int threads = 0;             // kernel threads per rank the profile was measured with (0: not said)
+  double instr_overhead = 0;   // seconds per instruction the runtime dispatches (copies: in their line)
+  double kernel_overhead = 0;  // seconds per kernel node, on top of its roofline
+  LineCost copy;               // a region copy (slice, extract, insert, zero fill): bytes = the region's
+  LineCost accumulate;         // a region accumulation (b += a): bytes = the region's
+  LineCost update;             // an optimizer update (AdamW): bytes = the parameter piece's
+  // Per collective ("allreduce", "allgather", "reduce_scatter", "all_to_all",
+  // "sendrecv"): the link its algorithm behaves as within a node; replaces
+  // `intra` for that collective.
+  std::map<std::string, LinkCost> collective_links;
+  // Per collective, optionally: measured (bytes, seconds) points on a group
+  // of `collective_ranks` devices in a node (bytes as collective_time takes
+  // them), used instead of the link for groups of that size.
+  std::map<std::string, LineCost> collective_curves;
+  int collective_ranks = 0;
 };
 
 // Reads a profile from JSON text; on error returns false with err set
@@ -43,7 +81,9 @@ bool parse_profile(const std::string& json_text, DeviceProfile& out, std::string
 bool load_profile(const std::string& spec, const std::string& profiles_dir, DeviceProfile& out,
                   std::string& err);
 
-// The efficiency of op class `op` at `flops` (1 without a curve).
+// The efficiency of op class `op` at `flops` (1 without a curve). A class
+// the profile has no curve for falls back: "X_backward" to "X", "attention"
+// (batched matmul) to "matmul".
 double efficiency(const DeviceProfile& p, const std::string& op, double flops);
 
 // Roofline time of one kernel: max(flops / (peak(dtype) * efficiency),
@@ -63,7 +103,37 @@ const LinkCost& group_link(const DeviceProfile& p, const std::vector<int>& devic
 // Ring allreduce: 2(n-1) messages of S/n: 2(n-1)a + 2(n-1)/n S/b.
 // Allgather, reducescatter, all-to-all (pairwise): (n-1)a + (n-1)/n S/b.
 // Send/recv: a + S/b. A group of one device costs nothing.
+// A collective with an entry in p.collective_links uses that link inside a node.
 double collective_time(const DeviceProfile& p, Collective kind, double bytes,
                        const std::vector<int>& devices);
+const char* collective_name(Collective kind);  // "allreduce", ..., "sendrecv"
+
+// ---- fitting measurements (nns profile) ----
+
+// A robust line t = overhead + bytes / bandwidth through (bytes, seconds)
+// points (Theil-Sen: the median pairwise slope, then the median intercept;
+// exact for points on a line, unmoved by a minority of outliers). A
+// negative slope is taken as 0 (bandwidth 1e30: all overhead), a negative
+// intercept as 0 (the line through the origin). Needs two points of
+// distinct size; false otherwise.
+bool fit_line(const std::vector<std::pair<double, double>>& points, LineCost& out);
+
+// The alpha-beta link of `kind` on a group of n devices from measured
+// (bytes, seconds) points, bytes as collective_time takes them: the fitted
+// line's intercept and slope divided by the algorithm's message count and
+// volume factor.
+bool fit_collective(Collective kind, int n, const std::vector<std::pair<double, double>>& points, LinkCost& out);
+
+// Measured (size, seconds) points sorted by size with each time lowered to
+// the least time at any larger size: a cost does not fall as the size
+// grows, so a time above a larger size's is noise (the process was
+// preempted, a page was faulted in) and only ever adds.
+std::vector<std::pair<double, double>> lower_envelope(std::vector<std::pair<double, double>> points);
+
+// Efficiency points of one op class from measured (flops, seconds) kernels:
+// eff = flops / (peak * (t - kernel_overhead)), the time above the overhead
+// floored at a tenth of t; sorted by flops, repeated flops averaged.
+std::vector<std::pair<double, double>> fit_efficiency(const std::vector<std::pair<double, double>>& points, double peak,
+                                                      double kernel_overhead);
 
 }  // namespace nns::planner

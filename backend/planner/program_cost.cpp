@@ -8,7 +8,20 @@ namespace nns::planner {
 
 using backend::PInstr;
 
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool is_matrix_product(const std::string& cls) { return cls == "matmul" || cls == "attention"; }
+
+}  // namespace
+
 std::string op_class(const std::string& kind) {
+  const std::string suffix = "_backward";
+  if (ends_with(kind, suffix)) return op_class(kind.substr(0, kind.size() - suffix.size())) + suffix;
+  if (kind == "matmul" || kind == "bmm") return "attention";
   for (const char* m : {"linear", "matmul", "bmm", "einsum", "conv"})
     if (kind.find(m) != std::string::npos) return "matmul";
   if (kind.find("softmax") != std::string::npos) return "softmax";
@@ -16,53 +29,116 @@ std::string op_class(const std::string& kind) {
   return "elementwise";
 }
 
+NodeWork node_work(const sema::Graph& g, const sema::OpNode& n) {
+  NodeWork w;
+  w.op = op_class(n.kind);
+  double out_elems = 0;
+  for (int tid : n.inputs) w.bytes += static_cast<double>(g.tensor(tid).bytes());
+  for (int tid : n.outputs) {
+    w.bytes += static_cast<double>(g.tensor(tid).bytes());
+    out_elems += static_cast<double>(sema::numel(g.tensor(tid).shape));
+    sema::DType dt = g.tensor(tid).dtype;
+    if (dt == sema::DType::F16) w.dtype = "fp16";
+    if (dt == sema::DType::BF16) w.dtype = "bf16";
+  }
+  double macs = static_cast<double>(n.macs);
+  // A matrix product's backward node has no macs of its own: each gradient
+  // it computes (dx = dy w, dw = dy^T x) is one forward's worth.
+  if (macs == 0 && ends_with(w.op, "_backward") && n.forward_of >= 0 && static_cast<size_t>(n.forward_of) < g.nodes().size()) {
+    const sema::OpNode& f = g.node(n.forward_of);
+    if (is_matrix_product(op_class(f.kind))) macs = static_cast<double>(f.macs) * static_cast<double>(n.outputs.size());
+  }
+  // Ops without a macs rule do about one operation per output element.
+  w.flops = std::max(2.0 * macs, out_elems);
+  return w;
+}
+
+double node_time(const DeviceProfile& p, const NodeWork& w) {
+  return p.kernel_overhead + compute_time(p, w.op, w.dtype, w.flops, w.bytes);
+}
+
 namespace {
 
-// `as` (--precision) recosts fp32 nodes in that dtype: its peak, `bpe` bytes an element.
-double nodes_time(const DeviceProfile& p, const sema::Graph& g, const std::vector<int>& nodes, const std::string& as = "",
-                  int bpe = 4) {
+// `as` (nns simulate --precision; empty: each tensor's own dtype) costs
+// every fp32 node at that dtype's peak with `bpe` bytes per element.
+double nodes_time(const DeviceProfile& p, const sema::Graph& g, const std::vector<int>& nodes, const std::string& as,
+                  int bpe) {
   double t = 0;
   for (int id : nodes) {
     if (id < 0 || static_cast<size_t>(id) >= g.nodes().size()) continue;
     const sema::OpNode& n = g.node(id);
     if (n.composite) continue;  // its children are listed on their own
-    double bytes = 0, out_elems = 0;
-    std::string dtype = "fp32";
-    for (int tid : n.inputs) bytes += static_cast<double>(g.tensor(tid).bytes());
-    for (int tid : n.outputs) {
-      bytes += static_cast<double>(g.tensor(tid).bytes());
-      out_elems += static_cast<double>(sema::numel(g.tensor(tid).shape));
-      sema::DType dt = g.tensor(tid).dtype;
-      if (dt == sema::DType::F16) dtype = "fp16";
-      if (dt == sema::DType::BF16) dtype = "bf16";
+    NodeWork w = node_work(g, n);
+    if (!as.empty() && w.dtype == "fp32") {
+      w.dtype = as;
+      w.bytes = w.bytes * bpe / 4.0;
     }
-    double macs = static_cast<double>(n.macs);
-    // (helper-megatron) A backward node ("linear_backward") has no macs rule
-    // of its own: each input gradient it computes for a matmul-class op is a
-    // product of the forward's size (dX = dY W, dW = dY^T X).
-    if (macs == 0 && n.forward_of >= 0 && static_cast<size_t>(n.forward_of) < g.nodes().size() &&
-        op_class(n.kind) == "matmul")
-      macs = static_cast<double>(g.node(n.forward_of).macs) * static_cast<double>(n.outputs.size());
-    // Ops without a macs rule do about one operation per output element.
-    double flops = std::max(2.0 * macs, out_elems);
-    if (!as.empty() && dtype == "fp32") {
-      dtype = as;
-      bytes = bytes * bpe / 4.0;
-    }
-    t += compute_time(p, op_class(n.kind), dtype, flops, bytes);
+    t += node_time(p, w);
   }
   return t;
 }
 
-double buffer_bytes(const backend::RankProgram& prog, int buf, int bpe) {
+double numel(const backend::RankProgram& prog, int buf) {
   if (buf < 0 || static_cast<size_t>(buf) >= prog.buffers.size()) return 0;
-  return static_cast<double>(prog.buffers[static_cast<size_t>(buf)].piece.numel()) * bpe;
+  return static_cast<double>(prog.buffers[static_cast<size_t>(buf)].piece.numel());
+}
+
+double slice_numel(const std::vector<backend::Piece>& slices, int index) {
+  if (index < 0 || static_cast<size_t>(index) >= slices.size()) return 0;
+  return static_cast<double>(slices[static_cast<size_t>(index)].numel());
+}
+
+// The elements a copy-type instruction moves (the region it reads and
+// writes) and whether it accumulates.
+double moved_elements(const backend::RankProgram& prog, const backend::SubOpKernel* k, const PInstr& in, bool& add) {
+  add = false;
+  switch (in.kind) {
+    case PInstr::SliceIn: return k ? slice_numel(k->in_slices, in.index) : numel(prog, in.a);
+    case PInstr::SliceGrad: return k ? slice_numel(k->out_slices, in.index) : numel(prog, in.a);
+    case PInstr::CollectOut: add = true; return k ? slice_numel(k->out_slices, in.index) : numel(prog, in.b);
+    case PInstr::CollectGrad: add = true; return k ? slice_numel(k->in_slices, in.index) : numel(prog, in.b);
+    case PInstr::AddTo: add = true; return numel(prog, in.b);
+    case PInstr::Insert: return std::min(numel(prog, in.a), numel(prog, in.b));
+    default: return numel(prog, in.b);  // Extract, LoadInput, Alloc, Recv: the new buffer
+  }
+}
+
+// Local work of a communication instruction on a measured profile: the
+// executor's staging copies around the transfer (bytes of the buffers it
+// packs and unpacks), and the gradient norm's read of every accumulated
+// gradient before the loss allreduce.
+double comm_local_time(const DeviceProfile& p, const backend::RankProgram& prog, const PInstr& in, int bpe) {
+  if (!p.copy.present()) return 0.0;
+  switch (in.kind) {
+    case PInstr::AllGather:
+    case PInstr::ReduceScatter:
+    case PInstr::AllToAll:
+      return p.copy.time(numel(prog, in.b) * bpe);  // staged into / out of one flat buffer
+    case PInstr::BucketAllReduce: {
+      double elems = 0;
+      if (in.index >= 0 && static_cast<size_t>(in.index) < prog.buckets.size())
+        for (int b : prog.buckets[static_cast<size_t>(in.index)]) elems += numel(prog, b);
+      return 2 * p.copy.time(elems * bpe);  // flattened, then copied back
+    }
+    case PInstr::LossAllReduce:
+    case PInstr::Clip: {
+      double elems = 0;
+      for (const backend::ParamSlot& s : prog.params) elems += numel(prog, s.accum);
+      return p.copy.time(elems * bpe);
+    }
+    case PInstr::Recv:
+      return p.copy.time(numel(prog, in.b) * bpe);  // the zero-filled receive buffer
+    default:
+      return 0.0;
+  }
 }
 
 }  // namespace
 
-double instr_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const backend::RankProgram& prog,
-                  const PInstr& in, int bytes_per_element, const std::string& dtype) {
+namespace {
+
+double work_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const backend::RankProgram& prog, const PInstr& in,
+                 int bytes_per_element, const std::string& dtype) {
   const backend::SubOpKernel* k = nullptr;
   if (in.kernel >= 0 && static_cast<size_t>(in.kernel) < prog.kernels.size())
     k = &prog.kernels[static_cast<size_t>(in.kernel)];
@@ -86,16 +162,38 @@ double instr_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const 
     case PInstr::CollectOut:
     case PInstr::CollectGrad:
     case PInstr::LoadInput: {
+      if (p.copy.present()) {
+        bool add = false;
+        double bytes = moved_elements(prog, k, in, add) * bytes_per_element;
+        return add && p.accumulate.present() ? p.accumulate.time(bytes) : p.copy.time(bytes);
+      }
       // Read one side, write the other: twice the larger buffer involved.
-      double bytes = 2 * std::max(buffer_bytes(prog, in.a, bytes_per_element), buffer_bytes(prog, in.b, bytes_per_element));
+      double bytes = 2 * std::max(numel(prog, in.a), numel(prog, in.b)) * bytes_per_element;
       return bytes / p.memory_bandwidth;
     }
+    case PInstr::Alloc:
+      return p.copy.present() ? p.copy.time(numel(prog, in.b) * bytes_per_element) : 0.0;
     case PInstr::Update:
+      if (p.update.present()) return p.update.time(numel(prog, in.a) * bytes_per_element);
       // AdamW reads parameter, gradient and two moments and writes three.
-      return 7 * buffer_bytes(prog, in.a, bytes_per_element) / p.memory_bandwidth;
+      return 7 * numel(prog, in.a) * bytes_per_element / p.memory_bandwidth;
+    case PInstr::Clip:
+      return comm_local_time(p, prog, in, bytes_per_element);
     default:
-      return comm_time(p, lp, prog, in, bytes_per_element);
+      return comm_local_time(p, prog, in, bytes_per_element) + comm_time(p, lp, prog, in, bytes_per_element);
   }
+}
+
+}  // namespace
+
+double instr_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const backend::RankProgram& prog,
+                  const PInstr& in, int bytes_per_element, const std::string& dtype) {
+  double t = work_time(p, lp, prog, in, bytes_per_element, dtype);
+  // A measured copy line holds the instruction's dispatch already.
+  bool copy_line = p.copy.present() && (in.kind == PInstr::Extract || in.kind == PInstr::AddTo || in.kind == PInstr::Insert ||
+                                        in.kind == PInstr::SliceIn || in.kind == PInstr::SliceGrad || in.kind == PInstr::CollectOut ||
+                                        in.kind == PInstr::CollectGrad || in.kind == PInstr::LoadInput || in.kind == PInstr::Alloc);
+  return copy_line ? t : t + p.instr_overhead;
 }
 
 InstrCost profile_cost(const DeviceProfile& p, const backend::LoweredPlan& lp, int bytes_per_element,

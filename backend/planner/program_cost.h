@@ -1,10 +1,20 @@
 // The cost of one RankProgram instruction on a device profile: what the
 // simulator charges when it replays the program. Kernels (Forward,
 // Backward, BackwardW) cost the roofline of each primitive node they run,
-// with FLOPs = 2 x the node's multiply-adds (the registry's macs rule) and
-// bytes = its operands and results in the local graph; copies (slicing,
-// extracting, accumulating) cost their bytes at memory bandwidth;
-// communication costs comm_time.
+// with FLOPs = 2 x the node's multiply-adds (the registry's macs rule; a
+// matrix product's backward node: 2 x its forward's multiply-adds per
+// gradient it computes) and bytes = its operands and results in the local
+// graph; copies (slicing, extracting, accumulating) cost their bytes at
+// memory bandwidth; communication costs comm_time.
+//
+// A measured profile (cost_model.h) adds what the CPU runtime
+// (backend/runtime/plan_executor.cpp) spends beyond that: instr_overhead
+// per instruction, kernel_overhead per node; its copy / accumulate lines for the region an instruction
+// moves (a kernel's input or output slice, a buffer's box), its update
+// line for Update; the local copies around AllGather, ReduceScatter,
+// AllToAll and BucketAllReduce; and the gradient norm's pass over the
+// accumulated gradients at LossAllReduce. Without those fields the costs
+// are the plain roofline and bandwidth terms above.
 #pragma once
 
 #include <string>
@@ -16,8 +26,20 @@
 namespace nns::planner {
 
 // The efficiency-curve class of a primitive op kind: "matmul" (linear,
-// matmul, bmm, conv), "softmax", "layer_norm", else "elementwise".
+// einsum, conv), "attention" (matmul and bmm: the batched products of
+// attention, which fall back to the matmul curve), "softmax", "layer_norm",
+// else "elementwise"; a "<kind>_backward" node gets "<class>_backward".
 std::string op_class(const std::string& kind);
+
+// What one primitive node of a graph costs: its class, FLOPs and bytes.
+struct NodeWork {
+  std::string op;  // op_class of its kind
+  std::string dtype = "fp32";
+  double flops = 0, bytes = 0;
+};
+NodeWork node_work(const sema::Graph& g, const sema::OpNode& n);
+// kernel_overhead + compute_time of the node's work.
+double node_time(const DeviceProfile& p, const NodeWork& w);
 
 // Time of one instruction of `prog` (bytes_per_element: what a buffer
 // element costs to move; the CPU runtime computes in fp32). `dtype`

@@ -347,3 +347,247 @@ TEST_CASE("program cost: kernels by the roofline of their nodes' macs and bytes;
   CHECK(r.step_time == Approx(2.08e-3 + 8e-5 + 2e-3 + 2.8e-4));
   CHECK(r.ranks[0].busy == Approx(r.step_time));
 }
+
+// ---- measured profiles (nns profile): fits, fields, overhead terms ----
+
+TEST_CASE("fits: a line through exact points, and unmoved by a minority of outliers") {
+  // t = 20 us + bytes / 2 GB/s.
+  std::vector<std::pair<double, double>> pts;
+  for (double b : {4.0, 1e3, 1e4, 1e5, 1e6, 1e7}) pts.emplace_back(b, 2e-5 + b / 2e9);
+  LineCost l;
+  REQUIRE(fit_line(pts, l));
+  CHECK(l.overhead == Approx(2e-5));
+  CHECK(l.bandwidth == Approx(2e9));
+  // Two of eight points take 4 ms more (a peer that was asleep): the fit stays.
+  pts.emplace_back(3e3, 4e-3);
+  pts.emplace_back(3e5, 4e-3);
+  REQUIRE(fit_line(pts, l));
+  CHECK(l.overhead == Approx(2e-5).epsilon(0.05));
+  CHECK(l.bandwidth == Approx(2e9).epsilon(0.05));
+  // Time that does not grow with size: all overhead, infinite bandwidth.
+  REQUIRE(fit_line({{1, 3e-6}, {1e6, 2e-6}, {1e3, 3e-6}}, l));
+  CHECK(l.overhead == Approx(3e-6));
+  CHECK(l.bandwidth >= 1e30);
+  CHECK_FALSE(fit_line({{5, 1e-6}}, l));
+  CHECK_FALSE(fit_line({{5, 1e-6}, {5, 2e-6}}, l));
+}
+
+TEST_CASE("fits: collective links divide out the algorithm's messages and volume") {
+  // On 4 devices a link of 10 us + 1 GB/s gives, per collective_time, an
+  // allreduce of 6 * 10us + 1.5 * S / 1e9; the fit recovers the link.
+  DeviceProfile p;
+  p.intra = LinkCost{1e9, 1e-5};
+  p.inter = p.intra;
+  p.devices_per_node = 4;
+  p.memory_bandwidth = 1;
+  std::vector<int> four = {0, 1, 2, 3};
+  for (Collective k : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter, Collective::AllToAll,
+                       Collective::SendRecv}) {
+    INFO(collective_name(k));
+    std::vector<std::pair<double, double>> pts;
+    for (double b : {8.0, 1e4, 1e6, 1e8}) pts.emplace_back(b, collective_time(p, k, b, four));
+    LinkCost l;
+    REQUIRE(fit_collective(k, 4, pts, l));
+    CHECK(l.latency == Approx(1e-5));
+    CHECK(l.bandwidth == Approx(1e9));
+  }
+}
+
+TEST_CASE("fits: efficiency points above the kernel overhead, repeated sizes averaged") {
+  // peak 1e11, overhead 1 us: 1e6 FLOPs in 1 us + 1e6/(1e11*0.25) = 41 us; twice, at 0.25 and 0.5.
+  auto curve = fit_efficiency({{1e6, 1e-6 + 4e-5}, {1e6, 1e-6 + 2e-5}, {1e3, 1e-6 + 1e-6}}, 1e11, 1e-6);
+  REQUIRE(curve.size() == 2);
+  CHECK(curve[0].first == 1e3);
+  CHECK(curve[0].second == Approx(0.01));  // 1e3 / (1e11 * 1e-6)
+  CHECK(curve[1].second == Approx((0.25 + 0.5) / 2));
+  // Time at or under the overhead is floored at a tenth of the time, never divided by zero.
+  auto floor = fit_efficiency({{1e3, 5e-7}}, 1e11, 1e-6);
+  CHECK(floor[0].second == Approx(1e3 / (1e11 * 5e-8)));
+}
+
+namespace {
+
+const char* kMeasured = R"({
+  "name": "m", "peak_flops": {"fp32": 1e11}, "memory_bytes": 1e9, "memory_bandwidth": 1e10,
+  "devices_per_node": 2, "intra_bandwidth": 1e9, "intra_latency": 1e-4,
+  "threads": 1, "instr_overhead": 1e-7, "kernel_overhead": 2e-6,
+  "copy": {"overhead": 5e-7, "bandwidth": 4e9}, "accumulate": {"overhead": 1e-6, "bandwidth": 2e9},
+  "update": {"overhead": 3e-6, "bandwidth": 1e9},
+  "collectives": {"allreduce": {"latency": 1e-5, "bandwidth": 2e9}, "sendrecv": {"latency": 5e-5, "bandwidth": 1e9}},
+  "efficiency": {"matmul": [[1e6, 0.5]], "matmul_backward": [[1e6, 0.25]], "elementwise": [[1, 0.01]]}
+})";
+
+}  // namespace
+
+TEST_CASE("profiles: the measured-profile fields round-trip; GPU-style profiles leave them off") {
+  DeviceProfile p;
+  std::string err;
+  REQUIRE(parse_profile(kMeasured, p, err));
+  CHECK(p.threads == 1);
+  CHECK(p.instr_overhead == 1e-7);
+  CHECK(p.kernel_overhead == 2e-6);
+  CHECK(p.copy.overhead == 5e-7);
+  CHECK(p.copy.bandwidth == 4e9);
+  CHECK(p.accumulate.time(2e6) == Approx(1e-6 + 1e-3));
+  CHECK(p.update.present());
+  CHECK(p.collective_links.at("allreduce").latency == 1e-5);
+  // The per-collective link replaces intra for that collective only.
+  CHECK(collective_time(p, Collective::AllReduce, 2e6, {0, 1}) == Approx(2e-5 + 1e-3));
+  CHECK(collective_time(p, Collective::AllGather, 2e6, {0, 1}) == Approx(1e-4 + 1e-3));
+  // Curves fall back: attention -> matmul, X_backward -> X.
+  CHECK(efficiency(p, "attention", 1e6) == Approx(0.5));
+  CHECK(efficiency(p, "attention_backward", 1e6) == Approx(0.5));
+  CHECK(efficiency(p, "matmul_backward", 1e6) == Approx(0.25));
+  CHECK(efficiency(p, "softmax_backward", 1e6) == 1.0);
+  // A GPU profile has none of them.
+  DeviceProfile g;
+  REQUIRE(load_profile("h100", "stdlib/profiles", g, err));
+  CHECK(g.kernel_overhead == 0);
+  CHECK(g.instr_overhead == 0);
+  CHECK_FALSE(g.copy.present());
+  CHECK(g.collective_links.empty());
+  // Malformed fields are named.
+  std::string bad = kMeasured;
+  bad.replace(bad.find("\"bandwidth\": 4e9"), 16, "\"bandwidth\": 0");
+  CHECK_FALSE(parse_profile(bad, p, err));
+  CHECK(err.find("copy") != std::string::npos);
+  bad = kMeasured;
+  bad.replace(bad.find("\"sendrecv\""), 10, "\"broadcast\"");
+  CHECK_FALSE(parse_profile(bad, p, err));
+  CHECK(err.find("collectives.broadcast") != std::string::npos);
+}
+
+TEST_CASE("program cost: a measured profile's overhead terms, by hand") {
+  DeviceProfile p;
+  std::string err;
+  REQUIRE(parse_profile(kMeasured, p, err));
+  LoweredPlan lp;
+  lp.groups = {{0, 1}};
+  RankProgram prog;
+  auto tensor = [&](nns::sema::Shape s) {
+    nns::sema::TensorInfo t;
+    t.shape = std::move(s);
+    return prog.local.add_tensor(t);
+  };
+  // linear x [100, 50] w [100, 50] -> y [100, 100]: 500,000 macs; its backward computes dx and dw.
+  int x = tensor({100, 50}), w = tensor({100, 50}), y = tensor({100, 100});
+  int dy = tensor({100, 100}), dx = tensor({100, 50}), dw = tensor({100, 50});
+  nns::sema::OpNode f;
+  f.kind = "linear";
+  f.inputs = {x, w};
+  f.outputs = {y};
+  f.macs = 500000;
+  int f_id = prog.local.add_node(f);
+  nns::sema::OpNode b;
+  b.kind = "linear_backward";
+  b.inputs = {x, w, y, dy};
+  b.outputs = {dx, dw};
+  b.forward_of = f_id;
+  int b_id = prog.local.add_node(b);
+  nns::backend::SubOpKernel k;
+  k.inst.nodes = {f_id};
+  k.bwd.nodes = {b_id};
+  nns::backend::Piece slice;
+  slice.start = {0, 0};
+  slice.length = {100, 50};  // 5,000 elements = 20,000 B
+  k.in_slices = {slice, slice};
+  k.out_slices = {slice};
+  prog.kernels = {k};
+  nns::backend::BufferDecl buf;
+  buf.piece.start = {0, 0};
+  buf.piece.length = {100, 100};  // 10,000 elements = 40,000 B
+  prog.buffers = {buf, buf};
+  prog.params = {nns::backend::ParamSlot{}};
+  prog.params[0].accum = 1;
+  CHECK(node_work(prog.local, prog.local.node(b_id)).flops == 2e6);  // 2 x 500,000 macs x 2 gradients
+  CHECK(node_work(prog.local, prog.local.node(b_id)).op == "matmul_backward");
+  PInstr fwd = instr(PInstr::Forward), bwd = instr(PInstr::Backward);
+  fwd.kernel = bwd.kernel = 0;
+  // Forward: 0.1 us dispatch + 2 us kernel + 1e6 / (1e11 * 0.5) = 20 us (its 100 KB at 1e10: 10 us).
+  CHECK(instr_time(p, lp, prog, fwd) == Approx(1e-7 + 2e-6 + 2e-5));
+  // Backward: 2e6 FLOPs at 0.25: 80 us.
+  CHECK(instr_time(p, lp, prog, bwd) == Approx(1e-7 + 2e-6 + 8e-5));
+  // SliceIn of input 1: its slice (20,000 B) on the copy line, dispatch included.
+  PInstr slice_in = instr(PInstr::SliceIn, 0);
+  slice_in.kernel = 0;
+  slice_in.index = 1;
+  CHECK(instr_time(p, lp, prog, slice_in) == Approx(5e-7 + 2e4 / 4e9));
+  // CollectGrad accumulates its input slice; AddTo the whole buffer.
+  PInstr cg = instr(PInstr::CollectGrad, -1, 1);
+  cg.kernel = 0;
+  cg.index = 0;
+  CHECK(instr_time(p, lp, prog, cg) == Approx(1e-6 + 2e4 / 2e9));
+  CHECK(instr_time(p, lp, prog, instr(PInstr::AddTo, 0, 1)) == Approx(1e-6 + 4e4 / 2e9));
+  // Update: its line plus dispatch; a Free: dispatch only.
+  CHECK(instr_time(p, lp, prog, instr(PInstr::Update, 0, 1)) == Approx(1e-7 + 3e-6 + 4e4 / 1e9));
+  CHECK(instr_time(p, lp, prog, instr(PInstr::Free, 0)) == Approx(1e-7));
+  // AllReduce of buffer 0 on {0,1}: its own link (2 x 10 us + 40,000 / 2e9), dispatch.
+  PInstr ar = instr(PInstr::AllReduce, 0);
+  ar.group = 0;
+  CHECK(instr_time(p, lp, prog, ar) == Approx(1e-7 + 2e-5 + 2e-5));
+  // LossAllReduce: the gradient norm reads every Accum buffer (copy line), then 8 B.
+  PInstr loss = instr(PInstr::LossAllReduce);
+  loss.group = 0;
+  CHECK(instr_time(p, lp, prog, loss) == Approx(1e-7 + (5e-7 + 4e4 / 4e9) + (2e-5 + 8 / 2e9)));
+  // Send to rank 1: the sendrecv link.
+  CHECK(instr_time(p, lp, prog, instr(PInstr::Send, 0, -1, 1, 1)) == Approx(1e-7 + 5e-5 + 4e4 / 1e9));
+}
+
+TEST_CASE("fits: the lower envelope sorts and lowers a time above a larger size's") {
+  auto e = lower_envelope({{100, 5.0}, {1, 2.0}, {10, 9.0}, {1000, 7.0}});
+  REQUIRE(e.size() == 4);
+  CHECK(e[0] == std::make_pair(1.0, 2.0));
+  CHECK(e[1] == std::make_pair(10.0, 5.0));  // 9 > the 5 at size 100: noise
+  CHECK(e[2] == std::make_pair(100.0, 5.0));
+  CHECK(e[3] == std::make_pair(1000.0, 7.0));
+}
+
+TEST_CASE("profiles: measured points replace the line for copies and for collectives on the measured group size") {
+  DeviceProfile p;
+  std::string err;
+  REQUIRE(parse_profile(R"({"peak_flops": {"fp32": 1e11}, "memory_bytes": 1, "memory_bandwidth": 1e10,
+      "devices_per_node": 4, "intra_bandwidth": 1e9, "intra_latency": 1e-4,
+      "copy": {"overhead": 0, "bandwidth": 1e9, "points": [[1000, 1e-6], [100, 5e-7], [10000, 1e-5]]},
+      "collectives": {"ranks": 2, "allreduce": {"latency": 1e-5, "bandwidth": 1e9, "points": [[8, 2e-5], [8000, 4e-5]]}}})",
+                        p, err));
+  CHECK(p.copy.time(10) == Approx(5e-7));        // below the first point: its time
+  CHECK(p.copy.time(550) == Approx(7.5e-7));     // halfway between 100 and 1000
+  CHECK(p.copy.time(20000) == Approx(2e-5));     // the last segment extended: 1e-5 + 1e4 * 1e-9
+  CHECK(p.collective_ranks == 2);
+  CHECK(collective_time(p, Collective::AllReduce, 4004, {0, 1}) == Approx(3e-5));
+  // Three devices: the alpha-beta link (2*2*10us + 2*2/3*3000/1e9).
+  CHECK(collective_time(p, Collective::AllReduce, 3000, {0, 1, 2}) == Approx(4e-5 + 4e-6));
+  CHECK_FALSE(parse_profile(R"({"peak_flops": {"fp32": 1e11}, "memory_bytes": 1, "memory_bandwidth": 1e10,
+      "devices_per_node": 4, "intra_bandwidth": 1e9, "intra_latency": 1e-4,
+      "update": {"overhead": 0, "bandwidth": 1e9, "points": [[1000, 1e-6]]}})", p, err));
+  CHECK(err.find("update.points") != std::string::npos);
+}
+
+TEST_CASE("profiles: the shipped cpu profile (measured by nns profile) loads, with a source for every figure") {
+  DeviceProfile p;
+  std::string err;
+  REQUIRE(load_profile("cpu", "stdlib/profiles", p, err));
+  CHECK(p.name == "cpu");
+  CHECK(p.threads >= 1);
+  CHECK(p.kernel_overhead > 0);
+  CHECK(p.copy.points.size() >= 2);
+  CHECK(p.collective_ranks >= 2);
+  for (const char* c : {"allreduce", "allgather", "reduce_scatter", "all_to_all", "sendrecv"}) {
+    INFO(c);
+    CHECK(p.collective_links.count(c) == 1);
+    CHECK(p.collective_curves.count(c) == 1);
+  }
+  for (const char* cls : {"matmul", "matmul_backward", "attention", "softmax", "layer_norm", "elementwise"}) CHECK(p.efficiency.count(cls) == 1);
+  std::ifstream in("stdlib/profiles/cpu.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  Json root;
+  REQUIRE(parse_json(ss.str(), root, err));
+  for (const auto& [key, v] : root.obj) {
+    if (v.kind != Json::Number && v.kind != Json::Object) continue;
+    INFO(key);
+    const Json* src = root.find(key + "_source");
+    REQUIRE(src != nullptr);
+    CHECK(src->str.find("nns profile") != std::string::npos);
+  }
+}
