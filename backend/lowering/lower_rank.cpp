@@ -1108,6 +1108,12 @@ class RankLowering {
     const int dim = A.zero1_dim.at(t);
     const int64_t k = static_cast<int64_t>(devs.size());
     const Piece whole = P.buffers[static_cast<size_t>(param_buf_.at(t))].piece;
+    // Each group sums its own copy of the gradient: where the data-parallel
+    // group is one of several (a weight also replicated inside a tensor-
+    // parallel group), every shard has as many copies as the bucket piece
+    // has replicas, and the gradient norm and the assembled gradients must
+    // count one of them.
+    const Piece& summed = P.buffers[static_cast<size_t>(buf)].piece;
     Zero1Shards z;
     z.group = group_of(devs);
     int me = -1;
@@ -1115,8 +1121,8 @@ class RankLowering {
       Piece sh = whole;
       sh.length[static_cast<size_t>(dim)] /= k;
       sh.start[static_cast<size_t>(dim)] += i * sh.length[static_cast<size_t>(dim)];
-      sh.replica_index = 0;
-      sh.replicas = 1;
+      sh.replica_index = summed.replica_index;
+      sh.replicas = summed.replicas;
       sh.value_index = 0;
       sh.value_parts = 1;
       z.shards.push_back(sh);

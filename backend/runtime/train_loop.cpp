@@ -69,9 +69,13 @@ size_t mark_undetermined(const TensorMap& got, const TensorMap& want, ElementMas
     if (it == got.end() || it->second.size() != w.size()) continue;  // compare_tensors reports it
     std::vector<char>& m = masks[name];
     m.resize(w.size(), 0);
+    double wmax = 0;
+    for (float v : w) wmax = std::max(wmax, static_cast<double>(std::fabs(v)));
     for (size_t i = 0; i < w.size(); ++i) {
       double diff = std::fabs(static_cast<double>(it->second[i]) - w[i]);
-      if (!m[i] && diff > 1e-2 * std::fabs(static_cast<double>(w[i]))) {
+      // Large against the element, yet at rounding level against its tensor
+      // (a wrong gradient is not masked: it is far above that level).
+      if (!m[i] && diff > 1e-2 * std::fabs(static_cast<double>(w[i])) && diff <= 1e-5 * wmax) {
         m[i] = 1;
         ++added;
       }

@@ -67,8 +67,9 @@ double compare_tensors(const TensorMap& got, const TensorMap& want, std::string&
 size_t mark_rounding_level(const TensorMap& grads, ElementMasks& masks, double rounding = 1e-6);
 
 // Weight elements whose gradient the run and the reference do not agree on
-// to 1% (a sum that cancels to near zero, so fp32 reordering decides even
-// its sign): AdamW's early steps move such a weight by about lr whatever
+// to 1% while the difference is at rounding level for its tensor (at most
+// 1e-5 of its largest element): a sum that cancels to near zero, so fp32
+// reordering decides even its sign: AdamW's early steps move such a weight by about lr whatever
 // the gradient's size, in the sign the rounding chose. The gradients
 // themselves are still compared normwise; only these elements' weights are
 // masked. Added to `masks`; returns how many were added.

@@ -36,6 +36,7 @@ verify --plan dp --gpus 4
 verify --plan dp_some --gpus 2
 verify --plan hybrid --gpus 4
 verify --plan dp --gpus 4 --plan-gpus 2
+verify --plan replicated_groups --gpus 4
 
 # Rank 0's program under dp on 4 devices: w1, b1, w2, w3 sharded (b3 has 3
 # elements), b3 alone in a bucketed allreduce.

@@ -133,8 +133,8 @@ TEST_CASE("compare_tensors: normwise relative error, skips, masks and missing te
 }
 
 TEST_CASE("mark_undetermined masks elements whose gradient the run and one device disagree on", "[verify]") {
-  backend::TensorMap want{{"w", {1.0f, 2e-5f, -3e-5f, 0.5f}}};
-  backend::TensorMap got{{"w", {1.0000001f, -1e-5f, -3.01e-5f, 0.5f}}};
+  backend::TensorMap want{{"w", {1.0f, 2e-6f, -3e-5f, 0.5f}}};
+  backend::TensorMap got{{"w", {1.0000001f, -1e-6f, -3.01e-5f, 0.5f}}};
   backend::ElementMasks masks;
   // Element 1 flips sign (masked); element 2 differs by 0.3% (kept).
   CHECK(backend::mark_undetermined(got, want, masks) == 1);
@@ -142,6 +142,10 @@ TEST_CASE("mark_undetermined masks elements whose gradient the run and one devic
   // Masks only grow: a second call adds nothing new.
   CHECK(backend::mark_undetermined(got, want, masks) == 0);
   CHECK(masks["w"] == std::vector<char>{0, 1, 0, 0});
+  // A wrong gradient (far above the tensor's rounding level) is never masked.
+  backend::TensorMap wrong{{"w", {1.0f, 0.3f, -3e-5f, 0.1f}}};
+  backend::ElementMasks fresh;
+  CHECK(backend::mark_undetermined(wrong, want, fresh) == 0);
 }
 
 TEST_CASE("mark_rounding_level and loss_invariant find rounding-level gradients", "[verify]") {
