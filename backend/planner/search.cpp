@@ -675,10 +675,9 @@ SearchResult search_plans(const SearchModel& m, const SearchOptions& o) {
           for (int u = 0; u < U && ok; ++u) ok = (sol[u] = unit_solution(u, e, li, megatron)) != nullptr;
           if (!ok) continue;
           for (bool z1 : {false, true}) {
-            // zero1 only without tensor parallelism: with a weight replicated
-            // inside a TP group, `nns run --verify` finds the sharded update
-            // wrong (a lowering issue, reported), so the search leaves it out.
-            if (z1 && (gr.dp == 1 || gr.tp > 1)) continue;
+            // zero1 shards over the data-parallel group: nothing to shard
+            // without one.
+            if (z1 && gr.dp == 1) continue;
             ++res.evaluated;
             const double zdiv = z1 ? gr.dp : 1;
             // Stage partition: the smallest bottleneck whose greedy packing
