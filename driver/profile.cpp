@@ -300,6 +300,20 @@ std::vector<KernelPoint> measure_kernels(backend::Backend& be, const Settings& s
       int ms = kb.add("mul_scalar", {a}, {y3}, {{"s", 0.5}});
       bench_node(be, kb, ms, s, out);
       bench_node(be, kb, kb.add_backward(ms, {{"s", 0.5}}), s, out);
+      // More of the elementwise kinds the shipped models run most; each gets
+      // a curve of its own (a sigmoid costs several adds per element).
+      for (const char* binary : {"mul", "sub"}) {
+        int yb = kb.tensor({rows, cols});
+        int f = kb.add(binary, {a, b}, {yb});
+        bench_node(be, kb, f, s, out);
+        bench_node(be, kb, kb.add_backward(f), s, out);
+      }
+      for (const char* unary : {"relu", "sigmoid"}) {
+        int yu = kb.tensor({rows, cols});
+        int f = kb.add(unary, {a}, {yu});
+        bench_node(be, kb, f, s, out);
+        bench_node(be, kb, kb.add_backward(f), s, out);
+      }
     }
   }
   // Per kind, time does not fall as the work grows (lower_envelope).
@@ -546,9 +560,22 @@ std::string build_profile(const Settings& s, const CommPoints& comm, const std::
     j << "]";
     first = false;
   }
+  // And per node kind measured (gelu, gelu_backward, linear, ...): the
+  // cost model prefers a node's own curve to its class's average.
+  std::map<std::string, Points> by_kind;
+  for (const KernelPoint& k : kernels) by_kind[k.kind].emplace_back(k.work.flops, k.seconds);
+  for (const auto& [kind, pts] : by_kind) {
+    j << ",\n    " << quote("op:" + kind) << ": [";
+    bool f2 = true;
+    for (const auto& [flops, eff] : planner::fit_efficiency(pts, peak, ew_line.overhead)) {
+      j << (f2 ? "" : ", ") << "[" << num(flops) << ", " << num(eff) << "]";
+      f2 = false;
+    }
+    j << "]";
+  }
   j << "\n  },\n";
   j << "  \"efficiency_source\": "
-    << quote(who + ": run_node per class (linear, batched matmul, softmax, layer_norm, add/gelu/mul_scalar; forward and backward), "
+    << quote(who + ": run_node per class (linear, batched matmul, softmax, layer_norm, add/gelu/mul_scalar/mul/sub/relu/sigmoid; forward and backward) and per measured kind, "
                    "eff = flops / (peak * (t - kernel_overhead))")
     << "\n}\n";
   return j.str();

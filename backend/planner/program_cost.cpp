@@ -32,6 +32,7 @@ std::string op_class(const std::string& kind) {
 NodeWork node_work(const sema::Graph& g, const sema::OpNode& n) {
   NodeWork w;
   w.op = op_class(n.kind);
+  w.kind = n.kind;
   double out_elems = 0;
   for (int tid : n.inputs) w.bytes += static_cast<double>(g.tensor(tid).bytes());
   for (int tid : n.outputs) {
@@ -54,7 +55,12 @@ NodeWork node_work(const sema::Graph& g, const sema::OpNode& n) {
 }
 
 double node_time(const DeviceProfile& p, const NodeWork& w) {
-  return p.kernel_overhead + compute_time(p, w.op, w.dtype, w.flops, w.bytes);
+  // A kind's own curve is stored as "op:<kind>" (kind and class names
+  // overlap: the kind "matmul" is of class "attention").
+  const std::string own = "op:" + w.kind;
+  auto it = p.efficiency.find(own);
+  const std::string& curve = it != p.efficiency.end() && !it->second.empty() ? own : w.op;
+  return p.kernel_overhead + compute_time(p, curve, w.dtype, w.flops, w.bytes);
 }
 
 namespace {

@@ -33,12 +33,15 @@ std::string op_class(const std::string& kind);
 
 // What one primitive node of a graph costs: its class, FLOPs and bytes.
 struct NodeWork {
-  std::string op;  // op_class of its kind
+  std::string op;    // op_class of its kind
+  std::string kind;  // the node's own kind: a measured profile's curve for it, if any, wins over the class's
   std::string dtype = "fp32";
   double flops = 0, bytes = 0;
 };
 NodeWork node_work(const sema::Graph& g, const sema::OpNode& n);
-// kernel_overhead + compute_time of the node's work.
+// kernel_overhead + compute_time of the node's work, with the profile's
+// efficiency curve of the node's kind where it has one (key "op:<kind>";
+// gelu costs several times add per element), else of its class.
 double node_time(const DeviceProfile& p, const NodeWork& w);
 
 // Time of one instruction of `prog` (bytes_per_element: what a buffer
