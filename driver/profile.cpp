@@ -328,8 +328,25 @@ std::vector<KernelPoint> measure_kernels(backend::Backend& be, const Settings& s
 
 // ---- instructions of the plan executor ----
 
+// The last-level cache of cpu0 (sysfs), 32 MiB when it cannot be read.
+int64_t l3_cache_bytes() {
+  int64_t best = 0;
+  for (int index = 0; index < 8; ++index) {
+    std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
+    std::string text;
+    if (!(f >> text) || text.empty()) continue;
+    int64_t v = std::atoll(text.c_str());
+    char unit = text.back();
+    if (unit == 'K') v <<= 10;
+    else if (unit == 'M') v <<= 20;
+    best = std::max(best, v);
+  }
+  return best > 0 ? best : int64_t(32) << 20;
+}
+
 struct CopyPoints {
   Points copy, accumulate, update;  // (bytes of the region / parameter piece, seconds)
+  Points copy_cold, accumulate_cold;  // the same over a working set 8 x the L3 (data from memory)
   double instr = 0;                 // seconds per bookkeeping instruction (a Free)
 };
 
@@ -338,7 +355,8 @@ struct CopyPoints {
 // costs there, dispatch, buffer allocation and bookkeeping included.
 // Buffers: b0 the source [rows, 2 cols], b1 [rows, cols] (the left half of
 // b0's box), b2 [rows, cols] (the same box as b1).
-double executor_time(backend::Backend& be, int64_t rows, int64_t cols, backend::PInstr::Kind kind, const Settings& s) {
+double executor_time(backend::Backend& be, int64_t rows, int64_t cols, backend::PInstr::Kind kind, const Settings& s,
+                     int64_t working_set = int64_t(8) << 20) {
   backend::LoweredPlan lp;
   lp.plan = "profile";
   backend::RankProgram prog;
@@ -347,11 +365,12 @@ double executor_time(backend::Backend& be, int64_t rows, int64_t cols, backend::
   wide.piece.length = {rows, 2 * cols};
   half.piece.start = {0, 0};
   half.piece.length = {rows, cols};
-  // Distinct buffers, about 8 MiB in all (more than a core's L2, as a
-  // program's activations are): sources b[3i], destinations b[3i+1], and
-  // b[3i+2] for AddTo's accumulator.
+  // Distinct buffers, `working_set` bytes in all: 8 MiB (more than a
+  // core's L2, inside the shared L3, as a small program's activations are)
+  // or far more than the L3 (a program whose buffers stream from memory).
+  // Sources b[3i], destinations b[3i+1], b[3i+2] for AddTo's accumulator.
   const int64_t bytes = rows * cols * 4;
-  const int sets = static_cast<int>(std::clamp<int64_t>((8 << 20) / (4 * bytes), 1, 64));
+  const int sets = static_cast<int>(std::clamp<int64_t>(working_set / (4 * bytes), 1, 4096));
   auto instr = [](backend::PInstr::Kind k, int a, int b) {
     backend::PInstr in;
     in.kind = k;
@@ -417,6 +436,10 @@ CopyPoints measure_instructions(backend::Backend& be, const Settings& s) {
     out.copy.emplace_back(bytes, executor_time(be, rows, cols, K::Extract, s));
     // AddTo: b += a, same box.
     out.accumulate.emplace_back(bytes, executor_time(be, rows, cols, K::AddTo, s));
+    // Both again with the buffers far larger than the last-level cache.
+    const int64_t cold_set = std::max<int64_t>(int64_t(64) << 20, 8 * l3_cache_bytes());
+    out.copy_cold.emplace_back(bytes, executor_time(be, rows, cols, K::Extract, s, cold_set));
+    out.accumulate_cold.emplace_back(bytes, executor_time(be, rows, cols, K::AddTo, s, cold_set));
     std::vector<float> param(static_cast<size_t>(e), 0.1f), grad(static_cast<size_t>(e), 0.01f), m(static_cast<size_t>(e)),
         v(static_cast<size_t>(e));
     sema::Shape shape{e};
@@ -427,7 +450,8 @@ CopyPoints measure_instructions(backend::Backend& be, const Settings& s) {
     out.update.emplace_back(bytes, time_fastest([&] { be.adamw_update(pv, gv, st, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step++); }, s));
   }
   out.instr = executor_dispatch(be, s);
-  for (Points* pts : {&out.copy, &out.accumulate, &out.update}) *pts = planner::lower_envelope(*pts);
+  for (Points* pts : {&out.copy, &out.accumulate, &out.update, &out.copy_cold, &out.accumulate_cold})
+    *pts = planner::lower_envelope(*pts);
   return out;
 }
 
@@ -487,8 +511,9 @@ std::string build_profile(const Settings& s, const CommPoints& comm, const std::
     err = "kernel measurements gave no fit";
     return "";
   }
-  planner::LineCost cp, acc, up;
-  if (!planner::fit_line(copies.copy, cp) || !planner::fit_line(copies.accumulate, acc) || !planner::fit_line(copies.update, up)) {
+  planner::LineCost cp, acc, up, cp_cold, acc_cold;
+  if (!planner::fit_line(copies.copy, cp) || !planner::fit_line(copies.accumulate, acc) || !planner::fit_line(copies.update, up) ||
+      !planner::fit_line(copies.copy_cold, cp_cold) || !planner::fit_line(copies.accumulate_cold, acc_cold)) {
     err = "copy measurements gave no fit";
     return "";
   }
@@ -530,6 +555,13 @@ std::string build_profile(const Settings& s, const CommPoints& comm, const std::
   j << "  \"copy_source\": " << quote(who + ": Extract instructions through the plan executor on distinct buffers (8 MiB in all; a new buffer, a strided region), points (bytes, seconds) and a Theil-Sen line") << ",\n";
   line("accumulate", acc, copies.accumulate);
   j << "  \"accumulate_source\": " << quote(who + ": AddTo instructions through the plan executor, points (bytes, seconds) and a Theil-Sen line") << ",\n";
+  line("copy_cold", cp_cold, copies.copy_cold);
+  j << "  \"copy_cold_source\": " << quote(who + ": as copy, over buffers 8 x the last-level cache in all (data from memory)") << ",\n";
+  line("accumulate_cold", acc_cold, copies.accumulate_cold);
+  j << "  \"accumulate_cold_source\": " << quote(who + ": as accumulate, over buffers 8 x the last-level cache in all") << ",\n";
+  field("memory_bandwidth_cold", num(2 * cp_cold.bandwidth), who + ": 2 x the cold region-copy bandwidth (read + write)");
+  field("cache_bytes", num(static_cast<double>(l3_cache_bytes()) / s.ranks),
+        who + ": the last-level cache (sysfs) shared by " + std::to_string(s.ranks) + " ranks; a program whose buffers exceed it is costed with the cold lines");
   line("update", up, copies.update);
   j << "  \"update_source\": " << quote(who + ": Backend::adamw_update, points (bytes, seconds) and a Theil-Sen line") << ",\n";
   j << "  \"collectives\": {\n    \"ranks\": " << s.ranks;

@@ -114,7 +114,10 @@ bool parse_profile(const std::string& json_text, DeviceProfile& out, std::string
   double threads = 0;
   if (!number(root, "threads", threads, err, false) || !number(root, "kernel_overhead", out.kernel_overhead, err, false) ||
       !number(root, "instr_overhead", out.instr_overhead, err, false) ||
-      !line(root, "copy", out.copy, err) || !line(root, "accumulate", out.accumulate, err) || !line(root, "update", out.update, err))
+      !line(root, "copy", out.copy, err) || !line(root, "accumulate", out.accumulate, err) || !line(root, "update", out.update, err) ||
+      !line(root, "copy_cold", out.copy_cold, err) || !line(root, "accumulate_cold", out.accumulate_cold, err) ||
+      !number(root, "memory_bandwidth_cold", out.memory_bandwidth_cold, err, false) ||
+      !number(root, "cache_bytes", out.cache_bytes, err, false))
     return false;
   out.threads = static_cast<int>(threads);
   if (const Json* links = root.find("collectives")) {

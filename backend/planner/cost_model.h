@@ -62,6 +62,13 @@ struct DeviceProfile {
   LineCost copy;               // a region copy (slice, extract, insert, zero fill): bytes = the region's
   LineCost accumulate;         // a region accumulation (b += a): bytes = the region's
   LineCost update;             // an optimizer update (AdamW): bytes = the parameter piece's
+  // A program whose buffers together exceed `cache_bytes` (its share of the
+  // last-level cache) streams them from memory: its copies and
+  // accumulations follow these lines, and its kernels take at least their
+  // bytes at memory_bandwidth_cold (absent: the lines above for every program).
+  LineCost copy_cold, accumulate_cold;
+  double memory_bandwidth_cold = 0;
+  double cache_bytes = 0;
   // Per collective ("allreduce", "allgather", "reduce_scatter", "all_to_all",
   // "sendrecv"): the link its algorithm behaves as within a node; replaces
   // `intra` for that collective.

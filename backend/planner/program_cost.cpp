@@ -1,5 +1,9 @@
 #include "backend/planner/program_cost.h"
 
+#include <unordered_map>
+
+#include <memory>
+
 #include <algorithm>
 
 #include "backend/planner/comm_cost.h"
@@ -68,7 +72,7 @@ namespace {
 // `as` (nns simulate --precision; empty: each tensor's own dtype) costs
 // every fp32 node at that dtype's peak with `bpe` bytes per element.
 double nodes_time(const DeviceProfile& p, const sema::Graph& g, const std::vector<int>& nodes, const std::string& as,
-                  int bpe) {
+                  int bpe, bool cold) {
   double t = 0;
   for (int id : nodes) {
     if (id < 0 || static_cast<size_t>(id) >= g.nodes().size()) continue;
@@ -79,7 +83,10 @@ double nodes_time(const DeviceProfile& p, const sema::Graph& g, const std::vecto
       w.dtype = as;
       w.bytes = w.bytes * bpe / 4.0;
     }
-    t += node_time(p, w);
+    double nt = node_time(p, w);
+    // Out of cache, a kernel moves its operands and results from memory.
+    if (cold && p.memory_bandwidth_cold > 0) nt = std::max(nt, p.kernel_overhead + w.bytes / p.memory_bandwidth_cold);
+    t += nt;
   }
   return t;
 }
@@ -144,22 +151,24 @@ double comm_local_time(const DeviceProfile& p, const backend::RankProgram& prog,
 namespace {
 
 double work_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const backend::RankProgram& prog, const PInstr& in,
-                 int bytes_per_element, const std::string& dtype) {
+                 int bytes_per_element, const std::string& dtype, bool cold) {
+  const LineCost& copy = cold ? p.copy_cold : p.copy;
+  const LineCost& accumulate = cold ? p.accumulate_cold : p.accumulate;
   const backend::SubOpKernel* k = nullptr;
   if (in.kernel >= 0 && static_cast<size_t>(in.kernel) < prog.kernels.size())
     k = &prog.kernels[static_cast<size_t>(in.kernel)];
   switch (in.kind) {
     case PInstr::Forward:
-      return k ? nodes_time(p, prog.local, k->inst.nodes, dtype, bytes_per_element) : 0.0;
+      return k ? nodes_time(p, prog.local, k->inst.nodes, dtype, bytes_per_element, cold) : 0.0;
     case PInstr::Backward: {
       if (!k) return 0.0;
       std::vector<int> b;
       for (int id : k->bwd.nodes)
         if (std::find(k->wgrad_nodes.begin(), k->wgrad_nodes.end(), id) == k->wgrad_nodes.end()) b.push_back(id);
-      return nodes_time(p, prog.local, b, dtype, bytes_per_element);
+      return nodes_time(p, prog.local, b, dtype, bytes_per_element, cold);
     }
     case PInstr::BackwardW:
-      return k ? nodes_time(p, prog.local, k->wgrad_nodes, dtype, bytes_per_element) : 0.0;
+      return k ? nodes_time(p, prog.local, k->wgrad_nodes, dtype, bytes_per_element, cold) : 0.0;
     case PInstr::Extract:
     case PInstr::AddTo:
     case PInstr::Insert:
@@ -168,10 +177,10 @@ double work_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const b
     case PInstr::CollectOut:
     case PInstr::CollectGrad:
     case PInstr::LoadInput: {
-      if (p.copy.present()) {
+      if (copy.present()) {
         bool add = false;
         double bytes = moved_elements(prog, k, in, add) * bytes_per_element;
-        return add && p.accumulate.present() ? p.accumulate.time(bytes) : p.copy.time(bytes);
+        return add && accumulate.present() ? accumulate.time(bytes) : copy.time(bytes);
       }
       // Read one side, write the other: twice the larger buffer involved.
       double bytes = 2 * std::max(numel(prog, in.a), numel(prog, in.b)) * bytes_per_element;
@@ -192,20 +201,41 @@ double work_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const b
 
 }  // namespace
 
-double instr_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const backend::RankProgram& prog,
-                  const PInstr& in, int bytes_per_element, const std::string& dtype) {
-  double t = work_time(p, lp, prog, in, bytes_per_element, dtype);
+bool out_of_cache(const DeviceProfile& p, const backend::RankProgram& prog, int bytes_per_element) {
+  if (!(p.cache_bytes > 0) || !p.copy_cold.present()) return false;
+  double bytes = 0;
+  for (const backend::BufferDecl& b : prog.buffers) bytes += static_cast<double>(b.piece.numel()) * bytes_per_element;
+  for (const sema::TensorInfo& t : prog.local.tensors()) bytes += static_cast<double>(t.bytes());
+  return bytes > p.cache_bytes;
+}
+
+namespace {
+
+double instr_time_in(const DeviceProfile& p, const backend::LoweredPlan& lp, const backend::RankProgram& prog, const PInstr& in,
+                     int bytes_per_element, const std::string& dtype, bool cold) {
+  double t = work_time(p, lp, prog, in, bytes_per_element, dtype, cold);
   // A measured copy line holds the instruction's dispatch already.
-  bool copy_line = p.copy.present() && (in.kind == PInstr::Extract || in.kind == PInstr::AddTo || in.kind == PInstr::Insert ||
+  bool copy_line = (cold ? p.copy_cold : p.copy).present() && (in.kind == PInstr::Extract || in.kind == PInstr::AddTo || in.kind == PInstr::Insert ||
                                         in.kind == PInstr::SliceIn || in.kind == PInstr::SliceGrad || in.kind == PInstr::CollectOut ||
                                         in.kind == PInstr::CollectGrad || in.kind == PInstr::LoadInput || in.kind == PInstr::Alloc);
   return copy_line ? t : t + p.instr_overhead;
 }
 
+}  // namespace
+
+double instr_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const backend::RankProgram& prog,
+                  const PInstr& in, int bytes_per_element, const std::string& dtype) {
+  return instr_time_in(p, lp, prog, in, bytes_per_element, dtype, out_of_cache(p, prog, bytes_per_element));
+}
+
 InstrCost profile_cost(const DeviceProfile& p, const backend::LoweredPlan& lp, int bytes_per_element,
                        const std::string& dtype) {
-  return [&p, &lp, bytes_per_element, dtype](const backend::RankProgram& prog, const PInstr& in) {
-    return instr_time(p, lp, prog, in, bytes_per_element, dtype);
+  // Whether each program is out of cache, decided once per program.
+  auto regime = std::make_shared<std::unordered_map<const backend::RankProgram*, bool>>();
+  return [&p, &lp, bytes_per_element, dtype, regime](const backend::RankProgram& prog, const PInstr& in) {
+    auto it = regime->find(&prog);
+    if (it == regime->end()) it = regime->emplace(&prog, out_of_cache(p, prog, bytes_per_element)).first;
+    return instr_time_in(p, lp, prog, in, bytes_per_element, dtype, it->second);
   };
 }
 

@@ -52,6 +52,11 @@ double instr_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const 
                   const backend::PInstr& in, int bytes_per_element = 4, const std::string& dtype = "");
 
 // instr_time bound to a profile and plan, for simulate().
+// Whether a program's buffers and kernel tensors together exceed the
+// profile's cache share (cache_bytes): it is then costed with the profile's
+// cold lines. Always false for a profile without them (the GPU profiles).
+bool out_of_cache(const DeviceProfile& p, const backend::RankProgram& prog, int bytes_per_element = 4);
+
 InstrCost profile_cost(const DeviceProfile& p, const backend::LoweredPlan& lp, int bytes_per_element = 4,
                        const std::string& dtype = "");
 
