@@ -531,6 +531,24 @@ TEST_CASE("program cost: a measured profile's overhead terms, by hand") {
   CHECK(instr_time(p, lp, prog, loss) == Approx(1e-7 + (5e-7 + 4e4 / 4e9) + (2e-5 + 8 / 2e9)));
   // Send to rank 1: the sendrecv link.
   CHECK(instr_time(p, lp, prog, instr(PInstr::Send, 0, -1, 1, 1)) == Approx(1e-7 + 5e-5 + 4e4 / 1e9));
+
+  // Out of cache: the program holds 2 x 40,000 B of buffers and 6 local
+  // tensors (5,000 x 4 + 10,000 x 2 + 5,000 x 2 = 50,000 elements = 200,000 B):
+  // 280,000 B. A cache share of 100,000 B puts it out of cache.
+  CHECK_FALSE(out_of_cache(p, prog));  // no cold lines in the profile: never
+  p.copy_cold = LineCost{2e-6, 1e9, {}};
+  p.accumulate_cold = LineCost{3e-6, 5e8, {}};
+  p.memory_bandwidth_cold = 1e9;
+  p.cache_bytes = 3e5;
+  CHECK_FALSE(out_of_cache(p, prog));  // 280,000 B fit
+  p.cache_bytes = 1e5;
+  REQUIRE(out_of_cache(p, prog));
+  // SliceIn and CollectGrad on the cold lines.
+  CHECK(instr_time(p, lp, prog, slice_in) == Approx(2e-6 + 2e4 / 1e9));
+  CHECK(instr_time(p, lp, prog, cg) == Approx(3e-6 + 2e4 / 5e8));
+  // Forward: its 80,000 B (x 20,000, w 20,000, y 40,000) at the cold 1e9
+  // B/s take 80 us, more than its 20 us of compute.
+  CHECK(instr_time(p, lp, prog, fwd) == Approx(1e-7 + 2e-6 + 8e-5));
 }
 
 TEST_CASE("fits: the lower envelope sorts and lowers a time above a larger size's") {
