@@ -22,6 +22,7 @@
 
 #include "backend/runtime/comm/reduce_scatter.h"
 #include "backend/runtime/comm/mesh_collectives.h"
+#include "backend/runtime/comm/p2p_channel.h"
 #include "backend/runtime/comm/socket_mesh.h"
 #include "backend/runtime/comm/tcp_store.h"
 
@@ -32,7 +33,6 @@ using Ms = std::chrono::milliseconds;
 
 // Gloo's collectives name their slots with prefixes 0x01..0x08; 0x20 keeps
 // user point-to-point tags clear of them on any context.
-constexpr uint8_t kP2pSlotPrefix = 0x20;
 
 bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr == "::1" || addr.rfind("127.", 0) == 0;
@@ -87,7 +87,8 @@ struct Communicator::GroupState {
   std::string broken_cause;
   uint32_t next_tag = 0;  // same op sequence on all members => same tags
   std::vector<float> scratch;  // reduce_scatter's work blocks, kept for reuse
-  std::unique_ptr<SocketMesh> mesh;  // the collectives' sockets (mesh_collectives.h); null for p2p pairs
+  std::unique_ptr<SocketMesh> mesh;  // the collectives' sockets (mesh_collectives.h); a pair's p2p socket
+  std::unique_ptr<P2pChannel> p2p;   // p2p pairs: send/recv over the mesh's socket (destroyed before it)
   std::vector<float> copies;         // the members' values an allreduce sums, kept for reuse
   int size() const { return static_cast<int>(members.size()); }
   int index_of(int global) const {
@@ -263,10 +264,11 @@ Communicator::GroupState& Communicator::group_state(const Group& requested, cons
       barrier.setTimeout(t);
       gloo::barrier(barrier);
       gs->ctx = ctx;
-      // Collectives' groups also get the socket mesh of their small
-      // allreduces and barriers, made here so that it obeys the same
-      // creation order; point-to-point pairs never use one.
-      if (kind != "p2p") gs->mesh = std::make_unique<SocketMesh>(prefixed, gs->index, gs->size(), host_, t);
+      // Every group also gets a socket mesh, made here so that it obeys
+      // the same creation order: collectives' groups for their small
+      // allreduces and barriers, point-to-point pairs for their messages.
+      gs->mesh = std::make_unique<SocketMesh>(prefixed, gs->index, gs->size(), host_, t);
+      if (kind == "p2p") gs->p2p = std::make_unique<P2pChannel>(gs->mesh->fd(1 - gs->index));
     } catch (const std::exception& e) {
       auto took = std::chrono::duration_cast<Ms>(std::chrono::steady_clock::now() - start);
       throw CommError("nns comm: creating group " + gs->name + " failed on rank " + std::to_string(rank_) +
@@ -383,11 +385,7 @@ void Communicator::send(const float* buf, size_t count, int dst, uint32_t tag) {
                                 std::to_string(rank_));
   if (count == 0) return;
   GroupState& gs = group_state({std::min(rank_, dst), std::max(rank_, dst)}, "p2p");
-  run("send", gs, [&](Ms t, uint32_t) {
-    auto ub = gs.ctx->createUnboundBuffer(const_cast<float*>(buf), count * sizeof(float));
-    ub->send(1 - gs.index, gloo::Slot::build(kP2pSlotPrefix, tag));
-    if (!ub->waitSend(t)) throw CommError("send aborted");
-  });
+  run("send", gs, [&](Ms t, uint32_t) { gs.p2p->wait(gs.p2p->post_send(buf, count * sizeof(float), tag), t); });
 }
 
 void Communicator::recv(float* buf, size_t count, int src, uint32_t tag) {
@@ -396,17 +394,13 @@ void Communicator::recv(float* buf, size_t count, int src, uint32_t tag) {
     throw std::invalid_argument("recv: bad source rank " + std::to_string(src) + " on rank " + std::to_string(rank_));
   if (count == 0) return;
   GroupState& gs = group_state({std::min(rank_, src), std::max(rank_, src)}, "p2p");
-  run("recv", gs, [&](Ms t, uint32_t) {
-    auto ub = gs.ctx->createUnboundBuffer(buf, count * sizeof(float));
-    ub->recv(1 - gs.index, gloo::Slot::build(kP2pSlotPrefix, tag));
-    if (!ub->waitRecv(t)) throw CommError("recv aborted");
-  });
+  run("recv", gs, [&](Ms t, uint32_t) { gs.p2p->wait(gs.p2p->post_recv(buf, count * sizeof(float), tag), t); });
 }
 
 struct Communicator::Request::Impl {
   Communicator* comm = nullptr;
   GroupState* gs = nullptr;
-  std::unique_ptr<gloo::transport::UnboundBuffer> ub;
+  P2pChannel::Id id = 0;
   bool send = true;
 };
 
@@ -430,8 +424,8 @@ void Communicator::Request::wait() {
   bool ok = false;
   std::string cause;
   try {
-    ok = r.send ? r.ub->waitSend(t) : r.ub->waitRecv(t);
-    if (!ok) cause = "aborted";
+    r.gs->p2p->wait(r.id, t);
+    ok = true;
   } catch (const std::exception& e) {
     cause = strip_location(e.what());
   }
@@ -462,9 +456,7 @@ std::unique_ptr<Communicator::Request> Communicator::post_p2p(bool send, float* 
   impl->gs = &gs;
   impl->send = send;
   run(what, gs, [&](Ms, uint32_t) {
-    impl->ub = gs.ctx->createUnboundBuffer(buf, count * sizeof(float));
-    if (send) impl->ub->send(1 - gs.index, gloo::Slot::build(kP2pSlotPrefix, tag));
-    else impl->ub->recv(1 - gs.index, gloo::Slot::build(kP2pSlotPrefix, tag));
+    impl->id = send ? gs.p2p->post_send(buf, count * sizeof(float), tag) : gs.p2p->post_recv(buf, count * sizeof(float), tag);
   });
   req->impl_ = std::move(impl);
   return req;

@@ -51,8 +51,8 @@
 // calling thread (socket_mesh.h, mesh_collectives.h): Gloo's ring takes
 // 2(n-1) dependent steps, each a round trip through both processes' Gloo
 // event-loop threads. Allreduce sums bit for bit as Gloo's ring allreduce
-// does. Larger broadcasts use Gloo's binomial tree, send/recv Gloo's
-// unbound buffers. reduce_scatter is our own (reduce_scatter.h: recursive
+// does. Send/recv go over the pair's mesh socket (p2p_channel.h). Larger
+// broadcasts use Gloo's binomial tree. reduce_scatter is our own (reduce_scatter.h: recursive
 // halving for power-of-two groups, a ring otherwise) over Gloo's
 // transport, because Gloo's ReduceScatterHalvingDoubling reuses buffers
 // with sends still in flight (wrong sums with 3 ranks in our tests).

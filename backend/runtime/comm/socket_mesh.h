@@ -64,6 +64,8 @@ class SocketMesh {
 
   int index() const { return index_; }
   int size() const { return n_; }
+  // The (non-blocking) socket to member p, for a P2pChannel of a pair.
+  int fd(int p) const { return fds_[static_cast<size_t>(p)]; }
 
  private:
   struct Header {
