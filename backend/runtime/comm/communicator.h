@@ -52,10 +52,8 @@
 // 2(n-1) dependent steps, each a round trip through both processes' Gloo
 // event-loop threads. Allreduce sums bit for bit as Gloo's ring allreduce
 // does. Send/recv go over the pair's mesh socket (p2p_channel.h). Larger
-// broadcasts use Gloo's binomial tree. reduce_scatter is our own (reduce_scatter.h: recursive
-// halving for power-of-two groups, a ring otherwise) over Gloo's
-// transport, because Gloo's ReduceScatterHalvingDoubling reuses buffers
-// with sends still in flight (wrong sums with 3 ranks in our tests).
+// broadcasts use Gloo's binomial tree. reduce_scatter is one all-to-all
+// over the mesh and a sum of this member's blocks in member order.
 //
 // Lifetime: rank 0's Communicator serves the rendezvous store, so it must
 // stay alive while other ranks may still create groups.
