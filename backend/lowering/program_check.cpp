@@ -1,4 +1,6 @@
 #include "backend/lowering/program_check.h"
+
+#include <cstdio>
 #include "semantics/check_deadline.h"
 
 #include <algorithm>
@@ -21,7 +23,8 @@ const std::vector<std::pair<const char*, SeededBug>> kBugs = {
     {"missing-allreduce", SeededBug::MissingAllreduce}, {"allgather-for-allreduce", SeededBug::AllgatherForAllreduce},
     {"wrong-group", SeededBug::WrongGroup},             {"wrong-stage-device", SeededBug::WrongStageDevice},
     {"replica-scale", SeededBug::ReplicaScale},         {"early-update", SeededBug::EarlyUpdate},
-    {"double-count", SeededBug::DoubleCount},           {"collective-order", SeededBug::CollectiveOrder}};
+    {"double-count", SeededBug::DoubleCount},           {"collective-order", SeededBug::CollectiveOrder},
+    {"gradient-copies", SeededBug::GradientCopies}};
 
 // Per value label of the producer's partial sums, how many times a piece
 // counts it; sorted by label. Immutable and shared: after a reduction every
@@ -375,6 +378,38 @@ using detail::check_order;
 using detail::seed_comm_bug;
 using detail::simulate_edge;
 
+namespace {
+
+// Each parameter's gradient counted once over the world: the gradient norm
+// (LossAllReduce) and the assembled gradients take every accumulated
+// gradient piece of replica 0's ranks divided by its copies (the piece's
+// replica count), so those shares must add up to the parameter's size.
+// A piece whose copies are not labelled as copies (zero1 shards of a weight
+// also replicated inside a tensor-parallel group once were) counts twice.
+void check_gradient_counts(const sema::Graph& g, const LoweredPlan& lp, ProgramCheck& out) {
+  std::map<int, double> counted;
+  for (const RankProgram& prog : lp.programs) {
+    if (prog.replica != 0) continue;
+    for (const ParamSlot& s : prog.params) {
+      if (s.accum < 0) continue;
+      const Piece& pc = prog.buffers[static_cast<size_t>(s.accum)].piece;
+      counted[s.tensor] += static_cast<double>(pc.numel()) / std::max<int64_t>(1, pc.replicas);
+    }
+  }
+  for (const auto& [t, n] : counted) {
+    const double want = static_cast<double>(sema::numel(g.tensor(t).shape));
+    if (std::fabs(n - want) > 1e-6 * want) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.6g", n / want);
+      out.errors.push_back("the gradient of " + g.tensor(t).name + " is counted " + buf +
+                           " times over the ranks (its accumulated pieces divided by their copies); the gradient norm and the "
+                           "assembled gradients would be wrong");
+    }
+  }
+}
+
+}  // namespace
+
 ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int replicas, SeededBug bug, const sema::TrainSpec* spec,
                              const CommPlan* comm) {
   auto t0 = std::chrono::steady_clock::now();
@@ -424,6 +459,7 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int r
   }
   // Order and grouping: the ranks' instruction lists.
   check_order(g, lp, bug, out);
+  check_gradient_counts(g, lp, out);
   return finish();
 }
 

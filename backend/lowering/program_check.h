@@ -41,6 +41,7 @@ enum class SeededBug {
   EarlyUpdate,            // a weight update issued before its gradient is reduced
   DoubleCount,            // a partial sum counted twice (the allreduce runs twice)
   CollectiveOrder,        // two collectives swapped on one rank (deadlock)
+  GradientCopies,         // a replicated gradient piece not labelled as a copy (counted twice)
 };
 bool seeded_bug_from_name(const std::string& name, SeededBug& out);
 std::string seeded_bug_names();  // "missing-allreduce, allgather-for-allreduce, ..."

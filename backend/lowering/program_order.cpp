@@ -149,8 +149,22 @@ class OrderCheck {
 
   // Seeded bugs in the lowered programs themselves.
   bool seed(SeededBug bug) {
-    if (bug != SeededBug::ReplicaScale && bug != SeededBug::EarlyUpdate && bug != SeededBug::CollectiveOrder) return true;
+    if (bug != SeededBug::ReplicaScale && bug != SeededBug::EarlyUpdate && bug != SeededBug::CollectiveOrder &&
+        bug != SeededBug::GradientCopies)
+      return true;
     bool done = false;
+    if (bug == SeededBug::GradientCopies) {
+      RankProgram& p0 = lp_.programs[0];
+      for (const ParamSlot& s : p0.params) {
+        if (s.accum < 0 || done) continue;
+        Piece& pc = p0.buffers[static_cast<size_t>(s.accum)].piece;
+        if (pc.replicas <= 1) continue;
+        pc.replicas = 1;
+        pc.replica_index = 0;
+        out_.applied = "rank 0's accumulated gradient of " + g_.tensor(s.tensor).name + " is not labelled as one of its copies";
+        done = true;
+      }
+    }
     if (bug == SeededBug::ReplicaScale && lp_.replicas > 1)
       for (PInstr& in : lp_.programs[static_cast<size_t>(lp_.devices)].instrs)  // rank k: device 0 of replica 1
         if (in.kind == PInstr::ReplicaAverage && !done) {
@@ -184,7 +198,8 @@ class OrderCheck {
         }
     }
     if (!done) {
-      out_.errors.push_back("seeded bug: nothing to corrupt in this plan (needs " + std::string(bug == SeededBug::ReplicaScale ? "replicas" : "collectives") + ")");
+      out_.errors.push_back("seeded bug: nothing to corrupt in this plan (needs " +
+                            std::string(bug == SeededBug::ReplicaScale ? "replicas" : bug == SeededBug::GradientCopies ? "a replicated gradient" : "collectives") + ")");
       return false;
     }
     return true;
