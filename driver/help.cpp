@@ -27,12 +27,13 @@ commands:
       without it each Z3 call has 10000 ms); running out exits 70 and says
       which stage ran out. Then the lowered per-rank programs
       are verified against one device (every edge's collectives on every
-      device, collective order across ranks, updates after reductions);
+      device, collective order across ranks, updates after reductions, each
+      gradient counted once);
       exit 70 if wrong. --plan-gpus K checks P for K devices run as N/K
       replicas; --seed-bug KIND (a test hook) corrupts the programs first:
       missing-allreduce, allgather-for-allreduce, wrong-group,
       wrong-stage-device, replica-scale, early-update, double-count,
-      collective-order. --gpus, --plan-gpus, --device-memory and
+      collective-order, gradient-copies. --gpus, --plan-gpus, --device-memory and
       --check-timeout describe a plan: without --plan they are refused.
       --eval-budget SECONDS (check and run) bounds the wall time of
       evaluating the file and of evaluating the plan, each (default 60; 0:
