@@ -259,6 +259,19 @@ std::vector<KernelPoint> measure_kernels(backend::Backend& be, const Settings& s
     bench_node(be, kb, f, s, out);
     bench_node(be, kb, kb.add_backward(f), s, out);
   }
+  // Convolutions (3x3, stride 1, same padding) of the channel counts and
+  // resolutions of small CNN blocks: conv2d has its own curve ("op:conv2d")
+  // instead of borrowing the matmul one.
+  std::vector<std::pair<int64_t, int64_t>> convs = s.quick ? std::vector<std::pair<int64_t, int64_t>>{{8, 8}, {32, 16}}
+                                                           : std::vector<std::pair<int64_t, int64_t>>{{8, 8}, {16, 16}, {32, 16}, {64, 16}, {64, 32}};
+  for (const auto& [ch, hw] : convs) {
+    KernelBench kb;
+    int x = kb.tensor({4, ch, hw, hw}), w = kb.tensor({ch, ch, 3, 3}), y = kb.tensor({4, ch, hw, hw});
+    std::map<std::string, sema::Attr> attrs = {{"stride", int64_t{1}}, {"padding", int64_t{1}}};
+    int f = kb.add("conv2d", {x, w}, {y}, attrs, 4 * ch * hw * hw * ch * 9);
+    bench_node(be, kb, f, s, out);
+    bench_node(be, kb, kb.add_backward(f, attrs), s, out);
+  }
   for (int64_t t : dims) {
     if (t > 256) continue;
     // Attention scores: [8, t, 32] x [8, 32, t] (heads x sequence x head dim).
