@@ -1,7 +1,5 @@
 #include "driver/args.h"
 
-#include "backend/runtime/comm/launch_env.h"
-
 #include <cstdlib>
 #include <cerrno>
 #include <cctype>
@@ -85,9 +83,9 @@ bool parse_topology(const Args& a, bool plan_flags_only, Topology& t, std::strin
     usage = "--gpus must be an integer from 1 to 65536";
     return false;
   }
+  backend::LaunchEnv launch;
   if (!plan_flags_only) {
     // Ranks that torchrun, srun or mpirun started: the world is theirs.
-    backend::LaunchEnv launch;
     std::string err;
     if (!backend::detect_launch_env(backend::process_env(), launch, err)) {
       usage = err;
@@ -108,7 +106,7 @@ bool parse_topology(const Args& a, bool plan_flags_only, Topology& t, std::strin
       usage = plan_flags_only ? "--gpus and --plan-gpus need --plan NAME" : "--plan-gpus needs --plan NAME";
       return false;
     }
-    t = Topology{n, 1, n};  // every rank a data-parallel replica of the whole model
+    t = Topology{n, 1, n, launch};  // every rank a data-parallel replica of the whole model
     return true;
   }
   long long k = n;
@@ -116,7 +114,7 @@ bool parse_topology(const Args& a, bool plan_flags_only, Topology& t, std::strin
     usage = "--plan-gpus must be a positive divisor of --gpus";
     return false;
   }
-  t = Topology{n, k, n / k};
+  t = Topology{n, k, n / k, launch};
   return true;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/runtime/comm/launch_env.h"
 #include "semantics/checker/checker.h"
 
 namespace nns::driver {
@@ -53,11 +54,18 @@ struct Topology {
   int64_t ranks = 1;     // --gpus N: the rank processes `run` starts, the world `check` verifies the programs for
   int64_t devices = 1;   // devices of one plan replica: --plan-gpus K, default N; 1 without --plan
   int64_t replicas = 1;  // ranks / devices: data-parallel copies of the plan (without one, of the model)
+  // run: the launcher that started this process as one of several ranks
+  // (torchrun, srun, mpirun, or NNS_* by hand); world_size 1 when nns
+  // launches its own ranks.
+  backend::LaunchEnv launch;
+  bool external() const { return launch.world_size > 1; }
 };
 
 // False with the usage message when N or K is not a positive integer, K does
 // not divide N, --plan-gpus is given without --plan, or (`plan_flags_only`:
 // check, where they describe nothing else) --gpus is given without --plan.
+// Otherwise (run, the REPL) the launcher's variables are read into
+// t.launch: --gpus defaults to their world and must agree with it.
 bool parse_topology(const Args& a, bool plan_flags_only, Topology& t, std::string& usage);
 
 // --eval-budget SECONDS (a positive number; 0 = none) into `seconds`; false

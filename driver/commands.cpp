@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "backend/runtime/backend.h"
-#include "backend/runtime/comm/launch_env.h"
 #include "backend/runtime/plan_runtime.h"
 #include "backend/runtime/safetensors.h"
 #include "driver/pipeline.h"
@@ -135,20 +134,16 @@ int cmd_run(const Args& a) {
   }
   PipelineOptions o;
   if (int rc = pipeline_options(a, /*check=*/false, Stage::Run, o); rc != kExitOk) return rc;
-  {
-    // Ranks started by torchrun, srun or mpirun (pipeline_options has
-    // refused malformed variables): only rank 0 prints, as under nns's own
-    // launcher; --trace needs that launcher, which merges the ranks' parts.
-    backend::LaunchEnv launch;
-    std::string err;
-    if (backend::detect_launch_env(backend::process_env(), launch, err) && launch.world_size > 1) {
-      if (!a.trace.empty())
-        return usage_error("--trace needs ranks launched by nns run --gpus N (these were started by " + launch.source +
-                           ": " + launch.described + ")");
-      const char* verbose = std::getenv("NNS_VERBOSE_RANKS");
-      if (launch.rank > 0 && !(verbose && std::string(verbose) == "1") && !std::freopen("/dev/null", "w", stdout))
-        std::cerr << "nns: warning: rank " << launch.rank << " could not silence its stdout\n";
-    }
+  if (const backend::LaunchEnv& launch = o.topo.launch; o.topo.external()) {
+    // Ranks started by torchrun, srun or mpirun: only rank 0 prints, as
+    // under nns's own launcher; --trace needs that launcher, which merges
+    // the ranks' parts.
+    if (!a.trace.empty())
+      return usage_error("--trace needs ranks launched by nns run --gpus N (these were started by " + launch.source + ": " +
+                         launch.described + ")");
+    const char* verbose = std::getenv("NNS_VERBOSE_RANKS");
+    if (launch.rank > 0 && !(verbose && std::string(verbose) == "1") && !std::freopen("/dev/null", "w", stdout))
+      std::cerr << "nns: warning: rank " << launch.rank << " could not silence its stdout\n";
   }
   o.steps = steps;
   o.run.seed = static_cast<uint64_t>(seed);

@@ -187,7 +187,7 @@ int cmd_plan(const Args& a) {
     co.path = out;
     co.config = cfg;
     co.plan = plan_name;
-    co.topo = Topology{n, n, 1};
+    co.topo = Topology{n, n, 1, {}};
     co.check.device_memory = cap;
     co.check.memory_label = cap_label;
     co.check.total_timeout_ms = 0;
@@ -226,7 +226,7 @@ int cmd_plan(const Args& a) {
     so2.path = out;
     so2.config = cfg;
     so2.plan = plan_name;
-    so2.topo = Topology{n, n, 1};
+    so2.topo = Topology{n, n, 1, {}};
     so2.last = Stage::Comm;
     so2.eval_budget_s = o.eval_budget_s;
     Pipeline sp;

@@ -3,7 +3,6 @@
 #include "driver/pipeline.h"
 
 #include <cstdio>
-#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -13,7 +12,6 @@
 #include "backend/lowering/lower_plan.h"
 #include "backend/runtime/backend.h"
 #include "backend/runtime/comm/communicator.h"
-#include "backend/runtime/comm/launch_env.h"
 #include "backend/runtime/comm/launcher.h"
 #include "backend/runtime/cpu/kernels.h"
 #include "backend/runtime/cpu/thread_policy.h"
@@ -43,7 +41,6 @@ std::unique_ptr<backend::PlanTrainer> make_plan_trainer(Pipeline& p, const Pipel
                                                 backend, comm, o.run.seed, backend::data_file(o.run.data, p.spec));
 }
 
-// What a one-device trainer reads: seed and files of the run.
 // The train block's precision, as the backend takes it (the interpreter
 // accepted only these names).
 backend::Precision precision_of(const sema::TrainSpec& s) {
@@ -52,6 +49,7 @@ backend::Precision precision_of(const sema::TrainSpec& s) {
   return p;
 }
 
+// What a one-device trainer reads: seed and files of the run.
 backend::TrainOptions train_options(const RunOptions& r, backend::Communicator* comm) {
   backend::TrainOptions opts;
   opts.comm = comm;
@@ -193,7 +191,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
 
 }  // namespace
 
-int run_on_ranks(int64_t ranks, const std::function<int(backend::Communicator*)>& rank_main) {
+int run_on_ranks(const Topology& topo, const std::function<int(backend::Communicator*)>& rank_main) {
   auto guarded = [&](backend::Communicator* comm) -> int {
     try {
       return rank_main(comm);
@@ -208,31 +206,26 @@ int run_on_ranks(int64_t ranks, const std::function<int(backend::Communicator*)>
     }
     return kExitRuntime;
   };
-  if (ranks == 1) return guarded(nullptr);
+  if (topo.ranks == 1) return guarded(nullptr);
   std::fflush(stdout);
-  backend::LaunchEnv launch;
-  std::string err;
-  if (backend::detect_launch_env(backend::process_env(), launch, err) && launch.world_size > 1) {
-    // Started by torchrun, srun, mpirun (or NNS_* by hand): this process is
-    // one rank; parse_topology made --gpus equal the launcher's world and
-    // cmd_run silenced the stdout of ranks other than 0.
+  // One rank of several: its communicator from the environment, which the
+  // local launcher sets for each child and an outside launcher for us.
+  auto as_rank = [&]() -> int {
     try {
       backend::Communicator comm(backend::CommConfig::from_env());
       return guarded(&comm);
     } catch (const backend::RuntimeError& e) {
-      std::cerr << "nns: error: rank " << launch.rank << ": " << e.what() << "\n";
+      // Under an outside launcher no "[rank R]" prefix says which rank failed.
+      std::string who = topo.external() ? "rank " + std::to_string(topo.launch.rank) + ": " : "";
+      std::cerr << "nns: error: " << who << e.what() << "\n";
       return kExitRuntime;
     }
-  }
-  return backend::launch_local_ranks(static_cast<int>(ranks), [&](int) -> int {
-    try {
-      backend::Communicator comm(backend::CommConfig::from_env());
-      return guarded(&comm);
-    } catch (const backend::RuntimeError& e) {
-      std::cerr << "nns: error: " << e.what() << "\n";
-      return kExitRuntime;
-    }
-  });
+  };
+  // Started by torchrun, srun, mpirun (or NNS_* by hand): this process is
+  // one rank; parse_topology made --gpus equal the launcher's world and
+  // cmd_run silenced the stdout of ranks other than 0.
+  if (topo.external()) return as_rank();
+  return backend::launch_local_ranks(static_cast<int>(topo.ranks), [&](int) { return as_rank(); });
 }
 
 void prepare_eval(sema::Graph& g) {
@@ -246,7 +239,7 @@ void prepare_eval(sema::Graph& g) {
 int run_eval(Pipeline& p, const PipelineOptions& o) {
   const RunOptions& r = o.run;
   const int64_t steps = p.spec.steps;
-  return run_on_ranks(o.topo.ranks, [&](backend::Communicator* comm) -> int {
+  return run_on_ranks(o.topo, [&](backend::Communicator* comm) -> int {
     const int rank = comm ? comm->rank() : 0;
     auto be = backend::make_cpu_backend(r.reference);
     be->set_precision(precision_of(p.spec));
@@ -281,7 +274,7 @@ int run_eval(Pipeline& p, const PipelineOptions& o) {
 }
 
 int run_training(Pipeline& p, const PipelineOptions& o) {
-  int rc = run_on_ranks(o.topo.ranks, [&](backend::Communicator* comm) { return train_rank(p, o, comm); });
+  int rc = run_on_ranks(o.topo, [&](backend::Communicator* comm) { return train_rank(p, o, comm); });
   const std::string& trace = o.run.trace;
   if (trace.empty()) return rc;
   // --trace: the launching process merges the ranks' parts (they have all

@@ -31,9 +31,10 @@ void prepare_eval(sema::Graph& g);
 // prints each step's loss and their mean. Returns 0, or 70 for a runtime error.
 int run_eval(Pipeline& p, const PipelineOptions& o);
 
-// Runs `rank_main` once in this process (ranks == 1, communicator null) or
-// in `ranks` forked rank processes joined by a Communicator; a runtime or
-// checkpoint error becomes "nns: error: ..." and exit 70.
-int run_on_ranks(int64_t ranks, const std::function<int(backend::Communicator*)>& rank_main);
+// Runs `rank_main` once in this process (topo.ranks == 1, communicator
+// null), as the one rank an outside launcher started (topo.external()), or
+// in topo.ranks forked rank processes, joined by a Communicator; a runtime
+// or checkpoint error becomes "nns: error: ..." and exit 70.
+int run_on_ranks(const Topology& topo, const std::function<int(backend::Communicator*)>& rank_main);
 
 }  // namespace nns::driver
