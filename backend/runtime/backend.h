@@ -40,7 +40,6 @@ struct OptimizerState {
 // to bfloat16, products accumulated and returned in fp32. Weights (the
 // master copy), gradients, optimizer state and every other op stay fp32.
 enum class Precision { F32, BF16 };
-const char* precision_name(Precision p);
 // "fp32" / "bf16"; false for anything else.
 bool parse_precision(const std::string& text, Precision& out);
 

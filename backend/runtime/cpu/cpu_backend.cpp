@@ -776,8 +776,6 @@ class CpuBackend : public Backend {
 
 }  // namespace
 
-const char* precision_name(Precision p) { return p == Precision::BF16 ? "bf16" : "fp32"; }
-
 bool parse_precision(const std::string& text, Precision& out) {
   if (text == "fp32") out = Precision::F32;
   else if (text == "bf16") out = Precision::BF16;

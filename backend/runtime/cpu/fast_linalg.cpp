@@ -23,24 +23,14 @@ memory::desc matrix_md(int64_t batch, int64_t rows, int64_t cols, bool trans,
   return memory::desc({batch, rows, cols}, type, strides);
 }
 
-// bf16 copies of operands (round to nearest even, as round_to_bf16), in
-// per-thread scratch reused across calls: slot 0 and 1 are a gemm's two
-// operands.
+// bf16 copies of operands (bf16_bits), in per-thread scratch reused across
+// calls: slot 0 and 1 are a gemm's two operands.
 const uint16_t* to_bf16(const float* p, int64_t n, int slot) {
   thread_local std::vector<uint16_t> scratch[2];
   std::vector<uint16_t>& buf = scratch[slot];
   if (buf.size() < static_cast<size_t>(n)) buf.resize(static_cast<size_t>(n));
   uint16_t* out = buf.data();
-  // round_to_bf16 without branches, so the loop vectorises: a NaN keeps its
-  // top half with the quiet bit set (still a NaN), every other value rounds
-  // to nearest even.
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, p + i, sizeof bits);
-    uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-    uint32_t nan = ((bits & 0x7fffffffu) > 0x7f800000u) ? ((bits >> 16) | 0x40u) : rounded;
-    out[i] = static_cast<uint16_t>(nan);
-  }
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_bits(p[i]);
   return out;
 }
 

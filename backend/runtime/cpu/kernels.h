@@ -35,16 +35,20 @@
 
 namespace nns::backend::cpu {
 
-// bfloat16 rounding (round to nearest, ties to even; NaN stays NaN): the
-// float whose low 16 bits are zero nearest to x. The bf16 kernels below
-// compute on operands rounded this way, so ref and fast agree on what a
-// bf16 product is.
-inline float round_to_bf16(float x) {
+// bfloat16 rounding (round to nearest, ties to even; a NaN stays a NaN,
+// quieted): the top 16 bits of the float nearest to x whose low 16 bits are
+// zero. Without branches, so a loop over it vectorises. The bf16 kernels
+// below compute on operands rounded this way, so ref and fast agree on what
+// a bf16 product is.
+inline uint16_t bf16_bits(float x) {
   uint32_t bits;
   std::memcpy(&bits, &x, sizeof bits);
-  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu)) return x;  // NaN: keep it
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  bits &= 0xffff0000u;
+  uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+  return static_cast<uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? (bits >> 16) | 0x40u : rounded);
+}
+// bf16_bits as a float (the low 16 bits zero).
+inline float round_to_bf16(float x) {
+  uint32_t bits = static_cast<uint32_t>(bf16_bits(x)) << 16;
   float r;
   std::memcpy(&r, &bits, sizeof r);
   return r;
