@@ -46,7 +46,7 @@ double compare_tensors(const TensorMap& got, const TensorMap& want, std::string&
   return max_err;
 }
 
-size_t mark_rounding_level(const TensorMap& grads, ElementMasks& masks, double rounding) {
+size_t mark_rounding_level(const TensorMap& grads, ElementMasks& masks) {
   double gmax = 0;
   for (const auto& [name, g] : grads)
     for (float v : g) gmax = std::max(gmax, static_cast<double>(std::fabs(v)));
@@ -55,7 +55,7 @@ size_t mark_rounding_level(const TensorMap& grads, ElementMasks& masks, double r
     std::vector<char>& m = masks[name];
     m.resize(g.size(), 0);
     for (size_t i = 0; i < g.size(); ++i) {
-      if (std::fabs(static_cast<double>(g[i])) <= rounding * gmax) m[i] = 1;
+      if (std::fabs(static_cast<double>(g[i])) <= 1e-6 * gmax) m[i] = 1;
       total += m[i] ? 1 : 0;
     }
   }
@@ -131,9 +131,9 @@ void print_verify_summary(const StepVerifier& v, const LoopOptions& o) {
                ok ? "PASS" : "FAIL", o.verify_precision.c_str(), o.verify_bound);
   if (v.rounding_elements() > 0)
     std::fprintf(out,
-                 "verify: %zu weight element(s) whose gradient was at rounding level (<= %.0e of the largest, or run and one device disagreeing on it by over 1%%) left out of the weight "
+                 "verify: %zu weight element(s) whose gradient was at rounding level (<= 1e-6 of the largest, or run and one device disagreeing on it by over 1%%) left out of the weight "
                  "comparison\n",
-                 v.rounding_elements(), 1e-6);
+                 v.rounding_elements());
   const std::set<std::string>& inv = v.invariant_params();
   if (o.report_invariant_params && !inv.empty()) {
     std::fprintf(out, "verify: %zu parameter(s) do not affect the loss (gradient norm below %.0e of the largest) and were not compared:",

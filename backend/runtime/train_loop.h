@@ -60,11 +60,11 @@ class TrainSession {
 double compare_tensors(const TensorMap& got, const TensorMap& want, std::string& worst, double floor = 1e-30,
                        const std::set<std::string>& skip = {}, const ElementMasks* masks = nullptr);
 
-// Weight elements whose gradient is at rounding level (|g| at most
-// `rounding`, 1e-6 for fp32, of the largest gradient element): AdamW divides such a gradient by its own
+// Weight elements whose gradient is at rounding level (|g| at most 1e-6 of
+// the largest gradient element): AdamW divides such a gradient by its own
 // magnitude, so rounding noise becomes an update of up to lr. They are added
 // to `masks` (which only grow); returns how many elements are masked.
-size_t mark_rounding_level(const TensorMap& grads, ElementMasks& masks, double rounding = 1e-6);
+size_t mark_rounding_level(const TensorMap& grads, ElementMasks& masks);
 
 // Weight elements whose gradient the run and the reference do not agree on
 // to 1% while the difference is at rounding level for its tensor (at most

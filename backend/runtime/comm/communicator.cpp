@@ -30,9 +30,6 @@ namespace {
 
 using Ms = std::chrono::milliseconds;
 
-// Gloo's collectives name their slots with prefixes 0x01..0x08; 0x20 keeps
-// user point-to-point tags clear of them on any context.
-
 bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr == "::1" || addr.rfind("127.", 0) == 0;
 }
@@ -80,7 +77,7 @@ struct Communicator::GroupState {
   int index = 0;  // this rank's member index
   std::string name;
   std::string key;  // kind + name: the group's prefix in the rendezvous store
-  std::shared_ptr<gloo::Context> ctx;  // null for a one-member group
+  std::shared_ptr<gloo::Context> ctx;  // null for a one-member group and for a point-to-point pair
   std::mutex op_mu;
   bool broken = false;
   std::string broken_cause;
@@ -249,23 +246,26 @@ Communicator::GroupState& Communicator::group_state(const Group& requested, cons
     Ms t = timeout();
     auto start = std::chrono::steady_clock::now();
     try {
-      auto ctx = std::make_shared<gloo::rendezvous::Context>(gs->index, gs->size());
-      ctx->setTimeout(t);
       // Each group's rendezvous keys live under their own prefix.
       gloo::rendezvous::PrefixStore prefixed("nns/" + key, *store_);
-      ctx->connectFullMesh(prefixed, device_);
-      // A member returns from connectFullMesh once its own side of every
-      // connection is up; a peer may still be accepting one. Without this
-      // barrier a member that finished and exited at once made such a
-      // peer's creation fail with "connection closed" (seen in our tests).
-      gloo::BarrierOptions barrier(ctx);
-      barrier.setTag(gs->next_tag++);
-      barrier.setTimeout(t);
-      gloo::barrier(barrier);
-      gs->ctx = ctx;
-      // Every group also gets a socket mesh, made here so that it obeys
-      // the same creation order: collectives' groups for their small
-      // allreduces and barriers, point-to-point pairs for their messages.
+      if (kind != "p2p") {
+        // Collectives' groups: a Gloo context (large broadcasts, gloo_context()).
+        auto ctx = std::make_shared<gloo::rendezvous::Context>(gs->index, gs->size());
+        ctx->setTimeout(t);
+        ctx->connectFullMesh(prefixed, device_);
+        // A member returns from connectFullMesh once its own side of every
+        // connection is up; a peer may still be accepting one. Without this
+        // barrier a member that finished and exited at once made such a
+        // peer's creation fail with "connection closed" (seen in our tests).
+        gloo::BarrierOptions barrier(ctx);
+        barrier.setTag(gs->next_tag++);
+        barrier.setTimeout(t);
+        gloo::barrier(barrier);
+        gs->ctx = ctx;
+      }
+      // Every group gets a socket mesh, made here so that it obeys the same
+      // creation order: collectives' groups for their small allreduces and
+      // barriers, point-to-point pairs for their messages (no Gloo context).
       gs->mesh = std::make_unique<SocketMesh>(prefixed, gs->index, gs->size(), host_, t);
       if (kind == "p2p") gs->p2p = std::make_unique<P2pChannel>(gs->mesh->fd(1 - gs->index));
     } catch (const std::exception& e) {

@@ -23,13 +23,12 @@
 // list of distinct global ranks that includes this rank ({} or world() means
 // all ranks). The first use of a group creates a Gloo context for it (a full
 // mesh of TCP connections among its members) and a second mesh of plain
-// sockets for its collectives (none for a point-to-point pair), cached for
-// the Communicator's lifetime. Creation is collective: every member must create the group, and
+// sockets for its collectives, cached for the Communicator's lifetime. Creation is collective: every member must create the group, and
 // all members must create their new groups in the same order (otherwise
 // two ranks can each wait for the other inside different groups). Call
 // create_group() up front to make that order explicit. Point-to-point
-// send/recv use a private two-member context per pair of ranks, created on
-// the first exchange between them, with the same rule.
+// send/recv use a private socket per pair of ranks (no Gloo context),
+// created on the first exchange between them, with the same rule.
 //
 // Ordering and threads: within a group, members must issue the same
 // collectives in the same order. Different groups may be used from
