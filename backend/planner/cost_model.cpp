@@ -25,6 +25,23 @@ bool number(const Json& root, const char* key, double& out, std::string& err, bo
   return true;
 }
 
+// Measured [bytes, seconds] points, at least two, sorted by bytes.
+bool points(const Json& pts, const std::string& what, std::vector<std::pair<double, double>>& out, std::string& err) {
+  bool ok = pts.kind == Json::Array && pts.arr.size() >= 2;
+  for (const Json& pt : pts.arr) {
+    ok = ok && pt.kind == Json::Array && pt.arr.size() == 2 && pt.arr[0].kind == Json::Number && pt.arr[1].kind == Json::Number &&
+         pt.arr[0].num >= 0 && pt.arr[1].num > 0;
+    if (!ok) break;
+    out.emplace_back(pt.arr[0].num, pt.arr[1].num);
+  }
+  if (!ok) {
+    err = what + ".points must be a list of at least two [bytes, seconds] pairs";
+    return false;
+  }
+  std::sort(out.begin(), out.end());
+  return true;
+}
+
 // An optional {"overhead": s, "bandwidth": B/s} object.
 bool line(const Json& root, const char* key, LineCost& out, std::string& err) {
   const Json* v = root.find(key);
@@ -38,20 +55,7 @@ bool line(const Json& root, const char* key, LineCost& out, std::string& err) {
   }
   out.overhead = o->num;
   out.bandwidth = b->num;
-  if (const Json* pts = v->find("points")) {
-    bool ok = pts->kind == Json::Array && pts->arr.size() >= 2;
-    for (const Json& pt : pts->arr) {
-      ok = ok && pt.kind == Json::Array && pt.arr.size() == 2 && pt.arr[0].kind == Json::Number && pt.arr[1].kind == Json::Number &&
-           pt.arr[0].num >= 0 && pt.arr[1].num > 0;
-      if (!ok) break;
-      out.points.emplace_back(pt.arr[0].num, pt.arr[1].num);
-    }
-    if (!ok) {
-      err = std::string(key) + ".points must be a list of at least two [bytes, seconds] pairs";
-      return false;
-    }
-    std::sort(out.points.begin(), out.points.end());
-  }
+  if (const Json* pts = v->find("points")) return points(*pts, key, out.points, err);
   return true;
 }
 
@@ -135,18 +139,10 @@ bool parse_profile(const std::string& json_text, DeviceProfile& out, std::string
         return false;
       }
       out.collective_links[name] = LinkCost{bw->num, lat->num};
-      if (v.find("points")) {
+      if (const Json* pts = v.find("points")) {
         LineCost curve;
-        Json wrapped;
-        wrapped.kind = Json::Object;
-        wrapped.obj["c"].kind = Json::Object;
-        wrapped.obj["c"].obj["overhead"].kind = Json::Number;
-        wrapped.obj["c"].obj["bandwidth"] = *bw;
-        wrapped.obj["c"].obj["points"] = *v.find("points");
-        if (!line(wrapped, "c", curve, err)) {
-          err = "collectives." + name + ".points must be a list of at least two [bytes, seconds] pairs";
-          return false;
-        }
+        curve.bandwidth = bw->num;
+        if (!points(*pts, "collectives." + name, curve.points, err)) return false;
         out.collective_curves[name] = curve;
       }
     }
