@@ -150,8 +150,11 @@ double comm_local_time(const DeviceProfile& p, const backend::RankProgram& prog,
 
 namespace {
 
+// `on_line`: set when a measured copy line priced the instruction (the
+// line holds its dispatch already).
 double work_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const backend::RankProgram& prog, const PInstr& in,
-                 int bytes_per_element, const std::string& dtype, bool cold) {
+                 int bytes_per_element, const std::string& dtype, bool cold, bool& on_line) {
+  on_line = false;
   const LineCost& copy = cold ? p.copy_cold : p.copy;
   const LineCost& accumulate = cold ? p.accumulate_cold : p.accumulate;
   const backend::SubOpKernel* k = nullptr;
@@ -178,6 +181,7 @@ double work_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const b
     case PInstr::CollectGrad:
     case PInstr::LoadInput: {
       if (copy.present()) {
+        on_line = true;
         bool add = false;
         double bytes = moved_elements(prog, k, in, add) * bytes_per_element;
         return add && accumulate.present() ? accumulate.time(bytes) : copy.time(bytes);
@@ -187,7 +191,8 @@ double work_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const b
       return bytes / p.memory_bandwidth;
     }
     case PInstr::Alloc:
-      return p.copy.present() ? p.copy.time(numel(prog, in.b) * bytes_per_element) : 0.0;
+      on_line = p.copy.present();
+      return on_line ? p.copy.time(numel(prog, in.b) * bytes_per_element) : 0.0;
     case PInstr::Update:
       if (p.update.present()) return p.update.time(numel(prog, in.a) * bytes_per_element);
       // AdamW reads parameter, gradient and two moments and writes three.
@@ -213,12 +218,9 @@ namespace {
 
 double instr_time_in(const DeviceProfile& p, const backend::LoweredPlan& lp, const backend::RankProgram& prog, const PInstr& in,
                      int bytes_per_element, const std::string& dtype, bool cold) {
-  double t = work_time(p, lp, prog, in, bytes_per_element, dtype, cold);
-  // A measured copy line holds the instruction's dispatch already.
-  bool copy_line = (cold ? p.copy_cold : p.copy).present() && (in.kind == PInstr::Extract || in.kind == PInstr::AddTo || in.kind == PInstr::Insert ||
-                                        in.kind == PInstr::SliceIn || in.kind == PInstr::SliceGrad || in.kind == PInstr::CollectOut ||
-                                        in.kind == PInstr::CollectGrad || in.kind == PInstr::LoadInput || in.kind == PInstr::Alloc);
-  return copy_line ? t : t + p.instr_overhead;
+  bool on_line = false;
+  double t = work_time(p, lp, prog, in, bytes_per_element, dtype, cold, on_line);
+  return on_line ? t : t + p.instr_overhead;
 }
 
 }  // namespace
