@@ -49,12 +49,13 @@ bool P2pChannel::write_some(Outgoing& o) {
   return true;
 }
 
+P2pChannel::Id P2pChannel::new_id() {
+  std::lock_guard<std::mutex> lock(id_mu_);
+  return next_id_++;
+}
+
 P2pChannel::Id P2pChannel::post_send(const void* data, size_t bytes, uint32_t tag) {
-  Id id;
-  {
-    std::lock_guard<std::mutex> lock(id_mu_);
-    id = next_id_++;
-  }
+  const Id id = new_id();
   Outgoing o{id, Header{tag, 0, bytes}, static_cast<const char*>(data), 0};
   std::unique_lock<std::mutex> lock(send_mu_);
   if (!send_error_.empty()) throw std::runtime_error(send_error_);
@@ -108,11 +109,7 @@ void P2pChannel::fail_recv(const std::string& why) {
 }
 
 P2pChannel::Id P2pChannel::post_recv(void* data, size_t bytes, uint32_t tag) {
-  Id id;
-  {
-    std::lock_guard<std::mutex> lock(id_mu_);
-    id = next_id_++;
-  }
+  const Id id = new_id();
   std::lock_guard<std::mutex> lock(recv_mu_);
   if (!recv_error_.empty()) throw std::runtime_error(recv_error_);
   if (posted_by_tag_.count(tag)) fail_recv("two receives posted with tag " + std::to_string(tag));

@@ -60,13 +60,14 @@ class P2pChannel {
     const char* data;
     size_t done;  // bytes of [header, payload] written
   };
+  Id new_id();
   bool write_some(Outgoing& o);  // true when all of it is written
   void writer_loop();
   void read_available();  // under recv_mu_
   void fail_recv(const std::string& why);
 
   int fd_;
-  Id next_id_ = 1;  // under both mutexes' owners: posts are counted under their own lock
+  Id next_id_ = 1;  // sends and receives share one count (under id_mu_)
   std::mutex id_mu_;
 
   // Sends.
