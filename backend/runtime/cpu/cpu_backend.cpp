@@ -9,6 +9,7 @@
 
 #include "backend/runtime/backend.h"
 #include "backend/runtime/cpu/kernels.h"
+#include "backend/runtime/node_call.h"
 
 namespace nns::backend {
 namespace {
@@ -19,54 +20,12 @@ using sema::Shape;
 namespace ref = cpu::ref;
 namespace fast = cpu::fast;
 
-// Everything a node's kernel wrapper needs.
-struct Call {
-  const OpNode& node;
-  const std::vector<TensorView>& in;
-  const std::vector<TensorView>& out;
+// Everything a node's kernel wrapper needs: the node (node_call.h) and how
+// this backend runs it.
+struct Call : NodeCall {
   bool reference;
   int64_t step;
   bool bf16;  // Precision::BF16: the matrix products' operands in bfloat16
-
-  int64_t attr_int(const std::string& k) const {
-    auto it = node.attrs.find(k);
-    if (it == node.attrs.end()) throw RuntimeError("node " + node.name + ": missing attribute '" + k + "'");
-    if (auto* i = std::get_if<int64_t>(&it->second)) return *i;
-    if (auto* b = std::get_if<bool>(&it->second)) return *b;
-    throw RuntimeError("node " + node.name + ": attribute '" + k + "' is not an int");
-  }
-  int64_t attr_int_or(const std::string& k, int64_t fallback) const {
-    auto it = node.attrs.find(k);
-    return it != node.attrs.end() && std::holds_alternative<int64_t>(it->second) ? std::get<int64_t>(it->second) : fallback;
-  }
-  double attr_float(const std::string& k, double fallback) const {
-    auto it = node.attrs.find(k);
-    if (it == node.attrs.end()) return fallback;
-    if (auto* d = std::get_if<double>(&it->second)) return *d;
-    if (auto* i = std::get_if<int64_t>(&it->second)) return static_cast<double>(*i);
-    return fallback;
-  }
-  std::vector<int64_t> attr_ints(const std::string& k) const {
-    auto it = node.attrs.find(k);
-    if (it == node.attrs.end()) throw RuntimeError("node " + node.name + ": missing attribute '" + k + "'");
-    if (auto* v = std::get_if<std::vector<int64_t>>(&it->second)) return *v;
-    if (auto* i = std::get_if<int64_t>(&it->second)) return {*i};
-    throw RuntimeError("node " + node.name + ": attribute '" + k + "' is not a list of ints");
-  }
-  // Backward nodes: inputs = fwd inputs (k), fwd outputs (m), output grads (m).
-  size_t fwd_inputs() const { return attr_ints("grad_mask").size(); }
-  size_t fwd_outputs() const { return (in.size() - fwd_inputs()) / 2; }
-  const TensorView& x(size_t i) const { return in[i]; }
-  const TensorView& y(size_t j) const { return in[fwd_inputs() + j]; }
-  const TensorView& dy(size_t j) const { return in[fwd_inputs() + fwd_outputs() + j]; }
-  // Gradient output of forward input i, or null when it is not wanted.
-  float* dx(size_t i) const {
-    std::vector<int64_t> mask = attr_ints("grad_mask");
-    if (!mask[i]) return nullptr;
-    size_t slot = 0;
-    for (size_t j = 0; j < i; ++j) slot += mask[j] ? 1 : 0;
-    return out[slot].f32();
-  }
 };
 
 #define KERNEL(name) (c.reference ? &ref::name : &fast::name)
@@ -737,7 +696,7 @@ class CpuBackend : public Backend {
   void run_node(const sema::Graph&, const OpNode& n, const std::vector<TensorView>& in, const std::vector<TensorView>& out) override {
     auto it = table().find(n.kind);
     if (it == table().end()) throw RuntimeError("the CPU backend has no kernel for '" + n.kind + "' (node " + n.name + ")");
-    it->second(Call{n, in, out, reference_, step(), precision() == Precision::BF16});
+    it->second(Call{{n, in, out}, reference_, step(), precision() == Precision::BF16});
   }
 
   double sum_of_squares(const std::vector<TensorView>& grads) override {

@@ -11,6 +11,7 @@
 #include "backend/runtime/cuda/caching_allocator.h"
 #include "backend/runtime/cuda/cuda_check.h"
 #include "backend/runtime/cuda/cuda_kernels.h"
+#include "backend/runtime/node_call.h"
 
 namespace nns::backend {
 
@@ -112,30 +113,10 @@ class Gemm {
   cudaStream_t stream_;
 };
 
-struct Call {
-  const sema::OpNode& node;
-  const std::vector<TensorView>& in;
-  const std::vector<TensorView>& out;
+// A node (node_call.h) and the stream and matmul state that run it.
+struct Call : NodeCall {
   Gemm& gemm;
   cudaStream_t stream;
-
-  std::vector<int64_t> grad_mask() const {
-    auto it = node.attrs.find("grad_mask");
-    if (it == node.attrs.end()) throw RuntimeError("node " + node.name + ": missing attribute 'grad_mask'");
-    if (auto* v = std::get_if<std::vector<int64_t>>(&it->second)) return *v;
-    throw RuntimeError("node " + node.name + ": attribute 'grad_mask' is not a list of ints");
-  }
-  // Backward nodes: inputs = forward inputs (k), outputs (m), output grads (m).
-  size_t fwd_inputs() const { return grad_mask().size(); }
-  const TensorView& x(size_t i) const { return in[i]; }
-  const TensorView& dy(size_t j) const { return in[fwd_inputs() + (in.size() - fwd_inputs()) / 2 + j]; }
-  float* dx(size_t i) const {
-    std::vector<int64_t> mask = grad_mask();
-    if (!mask[i]) return nullptr;
-    size_t slot = 0;
-    for (size_t j = 0; j < i; ++j) slot += mask[j] ? 1 : 0;
-    return out[slot].f32();
-  }
 };
 
 void matmul_fwd(const Call& c) {
@@ -169,13 +150,7 @@ void linear_bwd(const Call& c) {
 }
 
 void fill_fwd(const Call& c) {
-  auto it = c.node.attrs.find("value");
-  double v = 0;
-  if (it != c.node.attrs.end()) {
-    if (auto* d = std::get_if<double>(&it->second)) v = *d;
-    else if (auto* i = std::get_if<int64_t>(&it->second)) v = static_cast<double>(*i);
-  }
-  cuda::kernels::fill(c.out[0].f32(), c.out[0].numel(), static_cast<float>(v), c.stream);
+  cuda::kernels::fill(c.out[0].f32(), c.out[0].numel(), static_cast<float>(c.attr_float("value", 0)), c.stream);
 }
 
 void add_n_fwd(const Call& c) {
@@ -237,7 +212,7 @@ class CudaBackend : public Backend {
     auto it = table().find(n.kind);
     if (it == table().end()) throw RuntimeError("the CUDA backend has no kernel for '" + n.kind + "' yet (node " + n.name + ")");
     if (precision() != Precision::F32) throw RuntimeError("the CUDA backend runs fp32 only so far");
-    it->second(Call{n, in, out, *gemm_, stream_});
+    it->second(Call{{n, in, out}, *gemm_, stream_});
     check(cudaGetLastError(), ("kernel launch for " + n.kind).c_str());
   }
 

@@ -1,0 +1,62 @@
+// What a backend's kernel wrapper reads of one graph node: its attributes
+// and, for a backward node, its operands as autograd lays them out
+// (inputs = forward inputs (k), forward outputs (m), output gradients (m);
+// outputs = the gradients of the forward inputs whose grad_mask entry is 1).
+// The CPU and CUDA backends both build on it.
+#pragma once
+
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "backend/runtime/backend.h"
+
+namespace nns::backend {
+
+struct NodeCall {
+  const sema::OpNode& node;
+  const std::vector<TensorView>& in;
+  const std::vector<TensorView>& out;
+
+  int64_t attr_int(const std::string& k) const {
+    auto it = node.attrs.find(k);
+    if (it == node.attrs.end()) throw RuntimeError("node " + node.name + ": missing attribute '" + k + "'");
+    if (auto* i = std::get_if<int64_t>(&it->second)) return *i;
+    if (auto* b = std::get_if<bool>(&it->second)) return *b;
+    throw RuntimeError("node " + node.name + ": attribute '" + k + "' is not an int");
+  }
+  int64_t attr_int_or(const std::string& k, int64_t fallback) const {
+    auto it = node.attrs.find(k);
+    return it != node.attrs.end() && std::holds_alternative<int64_t>(it->second) ? std::get<int64_t>(it->second) : fallback;
+  }
+  double attr_float(const std::string& k, double fallback) const {
+    auto it = node.attrs.find(k);
+    if (it == node.attrs.end()) return fallback;
+    if (auto* d = std::get_if<double>(&it->second)) return *d;
+    if (auto* i = std::get_if<int64_t>(&it->second)) return static_cast<double>(*i);
+    return fallback;
+  }
+  std::vector<int64_t> attr_ints(const std::string& k) const {
+    auto it = node.attrs.find(k);
+    if (it == node.attrs.end()) throw RuntimeError("node " + node.name + ": missing attribute '" + k + "'");
+    if (auto* v = std::get_if<std::vector<int64_t>>(&it->second)) return *v;
+    if (auto* i = std::get_if<int64_t>(&it->second)) return {*i};
+    throw RuntimeError("node " + node.name + ": attribute '" + k + "' is not a list of ints");
+  }
+  // Backward nodes.
+  size_t fwd_inputs() const { return attr_ints("grad_mask").size(); }
+  size_t fwd_outputs() const { return (in.size() - fwd_inputs()) / 2; }
+  const TensorView& x(size_t i) const { return in[i]; }
+  const TensorView& y(size_t j) const { return in[fwd_inputs() + j]; }
+  const TensorView& dy(size_t j) const { return in[fwd_inputs() + fwd_outputs() + j]; }
+  // Gradient output of forward input i, or null when it is not wanted.
+  float* dx(size_t i) const {
+    std::vector<int64_t> mask = attr_ints("grad_mask");
+    if (!mask[i]) return nullptr;
+    size_t slot = 0;
+    for (size_t j = 0; j < i; ++j) slot += mask[j] ? 1 : 0;
+    return out[slot].f32();
+  }
+};
+
+}  // namespace nns::backend
