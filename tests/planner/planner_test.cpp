@@ -32,6 +32,25 @@ DeviceProfile toy() {
   return p;
 }
 
+// The "<field>_source" of every figure of a shipped profile (numbers and
+// objects at the top level), checked by `cites`.
+template <typename Check>
+void each_source(const std::string& profile, Check cites) {
+  std::ifstream in("stdlib/profiles/" + profile + ".json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  Json root;
+  std::string err;
+  REQUIRE(parse_json(ss.str(), root, err));
+  for (const auto& [key, v] : root.obj) {
+    if (v.kind != Json::Number && v.kind != Json::Object) continue;
+    INFO(key);
+    const Json* src = root.find(key + "_source");
+    REQUIRE(src != nullptr);
+    cites(src->str);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("json reader: values, nesting and errors with offsets") {
@@ -125,18 +144,7 @@ TEST_CASE("profiles: the shipped GPU profiles load, and every figure cites its s
     CHECK(p.devices_per_node == 8);
     CHECK(p.inter.bandwidth < p.intra.bandwidth);
     // Each figure has a sibling "<field>_source".
-    std::ifstream in(std::string("stdlib/profiles/") + e.name + ".json");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    Json root;
-    REQUIRE(parse_json(ss.str(), root, err));
-    for (const auto& [key, v] : root.obj) {
-      if (v.kind != Json::Number && v.kind != Json::Object) continue;
-      INFO(key);
-      const Json* src = root.find(key + "_source");
-      REQUIRE(src != nullptr);
-      CHECK(src->str.size() > 10);
-    }
+    each_source(e.name, [](const std::string& src) { CHECK(src.size() > 10); });
   }
 }
 
@@ -596,16 +604,5 @@ TEST_CASE("profiles: the shipped cpu profile (measured by nns profile) loads, wi
     CHECK(p.collective_curves.count(c) == 1);
   }
   for (const char* cls : {"matmul", "matmul_backward", "attention", "softmax", "layer_norm", "elementwise"}) CHECK(p.efficiency.count(cls) == 1);
-  std::ifstream in("stdlib/profiles/cpu.json");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  Json root;
-  REQUIRE(parse_json(ss.str(), root, err));
-  for (const auto& [key, v] : root.obj) {
-    if (v.kind != Json::Number && v.kind != Json::Object) continue;
-    INFO(key);
-    const Json* src = root.find(key + "_source");
-    REQUIRE(src != nullptr);
-    CHECK(src->str.find("nns profile") != std::string::npos);
-  }
+  each_source("cpu", [](const std::string& src) { CHECK(src.find("nns profile") != std::string::npos); });
 }
