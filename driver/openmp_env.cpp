@@ -44,9 +44,8 @@ bool shares_cores(char** argv) {
   for (int i = 1; argv[i]; ++i) {
     std::string a = argv[i];
     const char* value = nullptr;
-    if ((a == "--gpus" || a == "--ranks") && argv[i + 1]) value = argv[i + 1];
+    if (a == "--gpus" && argv[i + 1]) value = argv[i + 1];
     else if (a.rfind("--gpus=", 0) == 0) value = argv[i] + 7;
-    else if (a.rfind("--ranks=", 0) == 0) value = argv[i] + 8;  // nns profile's ranks
     if (value && std::atoll(value) > 1) return true;
   }
   return false;
