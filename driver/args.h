@@ -25,7 +25,7 @@ struct Args {
   std::string config, emit, shapes;
   std::string plan, gpus, plan_gpus, output, seed_bug;
   std::string device_memory, check_timeout, eval_budget;
-  std::string device;  // simulate: a shipped profile's name or a profile .json
+  std::string device;  // simulate, plan: a shipped profile's name or a profile .json; run: cpu | cuda
   std::string precision;  // simulate: fp32 | bf16 | fp16 (what kernels and transfers are costed in)
   bool overlap_grad = false, all_ranks = false;  // simulate: --overlap-grad-reduce, --all-ranks
   std::string nodes, top;  // plan: --nodes K (devices over K nodes), --top K (runners-up)
@@ -35,6 +35,7 @@ struct Args {
   bool quick = false;  // profile: --quick (fewer sizes and repetitions)
   std::string steps, seed = "0", threads, init, data, save, save_every, resume, dump_grads, trace, metrics;
   bool reference = false, verify = false, eval = false;
+  bool stats = false;  // run: --stats (each step's host<->device bytes)
 };
 
 // "--flag VALUE" and "--flag=VALUE"; false with `err` for an unknown option

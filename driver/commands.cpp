@@ -13,6 +13,7 @@
 #include "backend/runtime/plan_runtime.h"
 #include "backend/runtime/safetensors.h"
 #include "driver/pipeline.h"
+#include "driver/run_device.h"
 #include "frontend/diagnostics.h"
 #include "repl/repl.h"
 #include "semantics/dimop.h"
@@ -126,10 +127,21 @@ int cmd_run(const Args& a) {
   if (!a.save_every.empty() && (!parse_int(a.save_every, save_every) || save_every < 1))
     return usage_error("--save-every must be a positive number of steps");
   if (!a.save_every.empty() && a.save.empty()) return usage_error("--save-every needs --save (where to save)");
+  // The device first, before anything starts threads: finding the GPUs
+  // forks a probe (run_device.h).
+  std::string device, device_err;
+  bool device_usage = false;
+  if (!resolve_run_device(a.device, device, device_err, device_usage)) {
+    if (device_usage) return usage_error(device_err);
+    std::cerr << "nns: error: " << device_err << "\n";
+    return kExitRuntime;
+  }
+  if (device == "cuda" && a.reference)
+    return usage_error("--reference runs the CPU reference kernels; it does not take --device cuda (use --device cpu)");
   if (a.eval) {
     // Evaluation is forward passes: no gradients to verify or dump, no state to save.
     const char* clash = a.verify ? "--verify" : !a.save.empty() ? "--save" : !a.dump_grads.empty() ? "--dump-grads"
-                        : !a.trace.empty() ? "--trace" : !a.metrics.empty() ? "--metrics" : nullptr;
+                        : !a.trace.empty() ? "--trace" : !a.metrics.empty() ? "--metrics" : a.stats ? "--stats" : nullptr;
     if (clash) return usage_error(std::string("--eval runs forward passes only; it does not take ") + clash);
   }
   PipelineOptions o;
@@ -159,6 +171,10 @@ int cmd_run(const Args& a) {
   o.run.reference = a.reference;
   o.run.verify = a.verify;
   o.run.eval = a.eval;
+  o.run.device = device;
+  o.run.stats = a.stats;
+  if (device == "cuda" && o.topo.ranks > 1 && o.plan.empty())
+    return usage_error("--device cuda runs one device or a --plan; data-parallel replicas without a plan run on CPU ranks (--device cpu)");
   Pipeline p;
   return run_pipeline(o, p);
 }

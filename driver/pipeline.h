@@ -44,6 +44,8 @@ struct RunOptions {
   std::string trace;  // --trace OUT.json: a Chrome trace of every rank's steps (backend/runtime/trace.h)
   bool reference = false, verify = false;
   bool eval = false;  // --eval: forward passes only (driver/train.h, run_eval)
+  std::string device = "cpu";  // --device, resolved (run_device.h): cpu | cuda
+  bool stats = false;          // --stats: each step's host<->device bytes (rank 0's)
 };
 
 struct PipelineOptions {

@@ -20,6 +20,7 @@
 #include "backend/runtime/trace.h"
 #include "backend/runtime/train_loop.h"
 #include "backend/runtime/trainer.h"
+#include "driver/run_device.h"
 
 namespace nns::driver {
 
@@ -39,6 +40,13 @@ std::unique_ptr<backend::PlanTrainer> make_plan_trainer(Pipeline& p, const Pipel
   int rank = comm ? comm->rank() : 0;
   return std::make_unique<backend::PlanTrainer>(p.graph(), lower_with_bodies(*p.interp, p.graph(), p.plan, p.comm, p.spec, o.topo, rank), p.spec,
                                                 backend, comm, o.run.seed, backend::data_file(o.run.data, p.spec));
+}
+
+// This rank's index among the ranks on its host (which GPU it takes): nns's
+// own launcher starts every rank here; torchrun, srun and mpirun say.
+int local_rank(const PipelineOptions& o, backend::Communicator* comm) {
+  if (o.topo.external()) return o.topo.launch.local_rank;
+  return comm ? comm->rank() : 0;
 }
 
 // The train block's precision, as the backend takes it (the interpreter
@@ -65,24 +73,27 @@ std::string banner(const Pipeline& p, const PipelineOptions& o, int threads, boo
   const Topology& t = o.topo;
   const sema::TrainSpec& s = p.spec;
   const char* config = p.interp->config_name().empty() ? "-" : p.interp->config_name().c_str();
-  std::string kernels_text = o.run.reference ? "reference" : "oneDNN";
+  const bool cuda = o.run.device == "cuda";
+  std::string kernels_text = cuda ? "CUDA" : o.run.reference ? "reference" : "oneDNN";
   if (s.precision == "bf16") kernels_text += " (bf16 matrix products, fp32 accumulation and weights)";
   const char* kernels = kernels_text.c_str();
   int shown_threads = threads > 0 ? threads : std::max(1, backend::cpu::get_threads());
   std::string per_rank = std::to_string(shown_threads) + " thread(s) per rank";
   if (adaptive) per_rank = "up to " + std::to_string(shown_threads) + " thread(s) (fewer while other processes keep cores busy)";
+  if (cuda) per_rank = "each rank on GPU (local rank mod GPUs visible)";
   char line[1024];
   if (!o.plan.empty())
     std::snprintf(line, sizeof line,
-                  "nns: training %s (config %s) with plan %s on %lld CPU rank(s) (%lld device(s) per plan replica, %lld replica(s); no CUDA "
-                  "device in use), %s kernels, %s; %lld steps, %s %g\n",
-                  o.path.c_str(), config, p.plan.name.c_str(), static_cast<long long>(t.ranks), static_cast<long long>(t.devices),
-                  static_cast<long long>(t.replicas), kernels, per_rank.c_str(), static_cast<long long>(s.steps), s.optimizer.kind.c_str(),
-                  s.optimizer.lr);
+                  "nns: training %s (config %s) with plan %s on %lld %s rank(s) (%lld device(s) per plan replica, %lld replica(s)%s), %s "
+                  "kernels, %s; %lld steps, %s %g\n",
+                  o.path.c_str(), config, p.plan.name.c_str(), static_cast<long long>(t.ranks), cuda ? "CUDA" : "CPU",
+                  static_cast<long long>(t.devices), static_cast<long long>(t.replicas), cuda ? "" : "; no CUDA device in use", kernels,
+                  per_rank.c_str(), static_cast<long long>(s.steps), s.optimizer.kind.c_str(), s.optimizer.lr);
   else
-    std::snprintf(line, sizeof line, "nns: training %s (config %s) on %lld CPU rank(s)%s, %s kernels, %s; %lld steps, %s %g\n",
-                  o.path.c_str(), config, static_cast<long long>(t.ranks), t.ranks > 1 ? " as data-parallel replicas (no CUDA device in use)" : "",
-                  kernels, per_rank.c_str(), static_cast<long long>(s.steps), s.optimizer.kind.c_str(), s.optimizer.lr);
+    std::snprintf(line, sizeof line, "nns: training %s (config %s) on %lld %s rank(s)%s, %s kernels, %s; %lld steps, %s %g\n",
+                  o.path.c_str(), config, static_cast<long long>(t.ranks), cuda ? "CUDA" : "CPU",
+                  t.ranks > 1 ? " as data-parallel replicas (no CUDA device in use)" : "", kernels, per_rank.c_str(),
+                  static_cast<long long>(s.steps), s.optimizer.kind.c_str(), s.optimizer.lr);
   return line;
 }
 
@@ -91,7 +102,7 @@ std::string banner(const Pipeline& p, const PipelineOptions& o, int threads, boo
 int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* comm) {
   const RunOptions& r = o.run;
   const int rank = comm ? comm->rank() : 0;
-  auto be = backend::make_cpu_backend(r.reference);
+  auto be = make_run_backend(r.device, r.reference, local_rank(o, comm));
   be->set_precision(precision_of(p.spec));
   int threads = r.threads > 0 ? r.threads : (comm ? backend::rank_threads() : 0);
   // One device without --threads: as many threads as the work can use and
@@ -116,6 +127,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
   }
   lo.save_every = r.save_every;
   lo.metrics = r.metrics;
+  lo.stats = r.stats;
   std::unique_ptr<backend::TrainSession> session;
   std::unique_ptr<backend::TraceRecorder> tracer;  // --trace
   if (!o.plan.empty()) {
@@ -241,7 +253,7 @@ int run_eval(Pipeline& p, const PipelineOptions& o) {
   const int64_t steps = p.spec.steps;
   return run_on_ranks(o.topo, [&](backend::Communicator* comm) -> int {
     const int rank = comm ? comm->rank() : 0;
-    auto be = backend::make_cpu_backend(r.reference);
+    auto be = make_run_backend(r.device, r.reference, local_rank(o, comm));
     be->set_precision(precision_of(p.spec));
     int threads = r.threads > 0 ? r.threads : (comm ? backend::rank_threads() : 0);
     if (threads > 0) be->set_threads(threads);

@@ -31,6 +31,20 @@ struct RuntimeError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A box of 4-byte elements moved between two row-major buffers (the plan
+// executor's pieces): `length` elements per dimension; the source buffer's
+// extents are src_dims and the box starts at src_at in it, likewise for the
+// destination. Rank 0 is one element.
+struct BoxCopy {
+  std::vector<int64_t> length, src_dims, src_at, dst_dims, dst_at;
+};
+
+// The box copy on host memory: dst box (+)= scale * src box; with !add and
+// scale == 1 a raw 4-byte copy (i32 bit patterns survive). The CPU
+// backend's copy_box, and the host-side assembly of checkpoints and
+// --verify's full tensors.
+void host_copy_box(void* dst, const void* src, const BoxCopy& box, bool add, float scale);
+
 struct OptimizerState {
   std::vector<TensorView> buffers;  // SGD: momentum; AdamW: m, v
 };
@@ -52,8 +66,39 @@ class Backend {
   // peak bytes for the progress line.
   virtual void* allocate(size_t bytes) = 0;
   virtual void release(void* p, size_t bytes) = 0;
-  virtual void copy_from_host(void* dst, const void* host, size_t bytes) = 0;
-  virtual void copy_to_host(void* host, const void* src, size_t bytes) = 0;
+  // Whether allocate()'s memory is host memory the host may read and write
+  // (the CPU backend): the plan executor then hands it to the Communicator
+  // as it is, instead of staging it through host copies.
+  virtual bool host_memory() const = 0;
+  // Transfers between host and backend memory, counted (host_traffic(): the
+  // bytes each way since the backend was made, so that `nns run --stats`
+  // shows a step that goes back to the host). Every backend counts the
+  // same, the CPU backend's memcpy included.
+  void copy_from_host(void* dst, const void* host, size_t bytes) {
+    traffic_.to_device += static_cast<int64_t>(bytes);
+    upload(dst, host, bytes);
+  }
+  void copy_to_host(void* host, const void* src, size_t bytes) {
+    traffic_.to_host += static_cast<int64_t>(bytes);
+    download(host, src, bytes);
+  }
+  struct HostTraffic {
+    int64_t to_device = 0, to_host = 0;
+  };
+  HostTraffic host_traffic() const { return traffic_; }
+
+  // Data movement within backend memory (the plan executor's buffers: a
+  // piece sliced, concatenated, chunked, zeroed or copied). Pointers come
+  // from allocate(), or point inside such a block; no caller dereferences
+  // them. Elements are 4 bytes (f32, or i32 bit patterns).
+  // dst box (+)= scale * src box (BoxCopy above); !add with scale == 1 is a
+  // raw copy, so i32 data survives it.
+  virtual void copy_box(void* dst, const void* src, const BoxCopy& box, bool add, float scale) = 0;
+  // dst[0..count) = value (f32).
+  virtual void fill(void* dst, int64_t count, float value) = 0;
+  // bytes from src to dst; the ranges do not overlap.
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+
   int64_t current_bytes() const { return current_; }
   int64_t peak_bytes() const { return peak_; }
   void reset_peak() { peak_ = current_; }
@@ -83,6 +128,9 @@ class Backend {
   Precision precision() const { return precision_; }
 
  protected:
+  // What copy_from_host / copy_to_host do, after counting.
+  virtual void upload(void* dst, const void* host, size_t bytes) = 0;
+  virtual void download(void* host, const void* src, size_t bytes) = 0;
   void track_alloc(int64_t bytes) {
     current_ += bytes;
     if (current_ > peak_) peak_ = current_;
@@ -91,6 +139,7 @@ class Backend {
 
  private:
   int64_t current_ = 0, peak_ = 0, step_ = 0;
+  HostTraffic traffic_;
   Precision precision_ = Precision::F32;
 };
 

@@ -76,7 +76,7 @@ void PlanTrainer::save_shards(const std::string& dir) {
       const Piece& pc = m.piece(slot.param);
       const sema::TensorInfo& t = m.g.tensor(slot.tensor);
       if (pc.replica_index == 0) {
-        const std::vector<float>& data = m.bufs[static_cast<size_t>(slot.param)];
+        const std::vector<float> data = m.download(m.bufs[static_cast<size_t>(slot.param)]);
         tensors.push_back(f32_tensor(t.name, pc.length, data.data(), data.size()));
         meta["piece:" + t.name] = "full=" + ints_text(t.shape) + ";start=" + ints_text(pc.start);
       }
@@ -86,7 +86,8 @@ void PlanTrainer::save_shards(const std::string& dir) {
       if (st.replica_index != 0) continue;
       for (size_t s = 0; s < m.opt[i].size(); ++s) {
         std::string name = std::string("optimizer.") + optimizer_slot_name(m.spec.optimizer.kind, s) + "." + t.name;
-        tensors.push_back(f32_tensor(name, st.length, m.opt[i][s].data(), m.opt[i][s].size()));
+        const std::vector<float> state = m.download(m.opt[i][s]);
+        tensors.push_back(f32_tensor(name, st.length, state.data(), state.size()));
         meta["piece:" + name] = "full=" + ints_text(t.shape) + ";start=" + ints_text(st.start);
       }
     }
@@ -126,9 +127,9 @@ void PlanTrainer::load(const std::string& path, bool checkpoint) {
       throw SafetensorsError(path + ": checkpoint optimizer '" + (opt == f.metadata.end() ? "?" : opt->second) + "' differs from the train block's '" +
                          m.spec.optimizer.kind + "'");
   }
-  auto slice_into = [&](const std::string& name, const Shape& shape, const Piece& pc, std::vector<float>& dst) {
+  auto slice_into = [&](const std::string& name, const Shape& shape, const Piece& pc, DeviceBuffer& dst) {
     std::vector<float> full = read_f32(f, name, shape, path);
-    dst = m.extract(full, full_piece(shape), pc, 1.f);
+    m.upload(dst, m.extract(full, full_piece(shape), pc, 1.f));
   };
   for (size_t i = 0; i < m.P.params.size(); ++i) {
     const ParamSlot& slot = m.P.params[i];

@@ -1,9 +1,13 @@
 // The plan executor (internal to the runtime): runs one rank's RankProgram
 // (backend/lowering/rank_program.h) instruction by instruction on a Backend
-// and a Communicator. Buffers are host vectors of 4-byte elements (f32, or
-// i32 bit patterns); the kernels' local tensors live beside them. Used by
-// PlanTrainer (plan_runtime.h), which adds the step statistics, full-tensor
-// assembly and checkpoints.
+// and a Communicator. Buffers, the kernels' local tensors and the optimizer
+// state are Backend memory (DeviceBuffer) of 4-byte elements (f32, or i32
+// bit patterns), and every data movement between them is a Backend call:
+// after the first step a step goes back to the host only for the loss
+// scalars (and, on a backend whose memory is not the host's, for the
+// collectives' host staging, counted in staged_*). Used by PlanTrainer
+// (plan_runtime.h), which adds the step statistics, full-tensor assembly
+// and checkpoints.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +18,7 @@
 
 #include "backend/lowering/rank_program.h"
 #include "backend/runtime/backend.h"
+#include "backend/runtime/device_buffer.h"
 #include "semantics/train_spec.h"
 
 namespace nns::backend {
@@ -21,11 +26,13 @@ namespace nns::backend {
 class Communicator;
 class TraceRecorder;
 
-// Copies region (start, length) — full-tensor coordinates — from a buffer
-// laid out as piece `sp` into one laid out as `dp`; `add` accumulates,
-// `scale` multiplies (floats only; raw 4-byte copies otherwise).
+// Copies region (start, length) — full-tensor coordinates — from a host
+// buffer laid out as piece `sp` into one laid out as `dp`; `add`
+// accumulates, `scale` multiplies (floats only; raw 4-byte copies otherwise).
 void copy_region(const float* src, const Piece& sp, float* dst, const Piece& dp, const std::vector<int64_t>& start,
                  const std::vector<int64_t>& length, bool add, float scale);
+// The same region as a Backend box copy's geometry.
+BoxCopy region_box(const Piece& sp, const Piece& dp, const std::vector<int64_t>& start, const std::vector<int64_t>& length);
 
 struct PlanExecutor {
   const sema::Graph& g;
@@ -36,11 +43,15 @@ struct PlanExecutor {
   Communicator* comm;
   uint64_t seed;
   int world = 1;
-  std::vector<std::vector<float>> bufs;              // by buffer id
-  std::vector<std::vector<std::vector<float>>> lbuf_mb;  // per micro-batch, by local tensor id
-  std::vector<std::vector<float>>* lbuf_cur = nullptr;  // the running instruction's micro-batch
-  std::vector<std::vector<std::vector<float>>> opt;  // per ParamSlot: optimizer slots
+  std::vector<DeviceBuffer> bufs;                        // by buffer id
+  std::vector<std::vector<DeviceBuffer>> lbuf_mb;        // per micro-batch, by local tensor id
+  std::vector<DeviceBuffer>* lbuf_cur = nullptr;         // the running instruction's micro-batch
+  std::vector<std::vector<DeviceBuffer>> opt;            // per ParamSlot: optimizer slots
   int64_t cur_bytes = 0, peak_bytes = 0;
+  // Bytes the collectives staged through host memory (a backend whose
+  // memory is not the host's), since construction; part of the backend's
+  // host_traffic().
+  int64_t staged_to_device = 0, staged_to_host = 0;
   bool fault_skip_allreduce = false;  // NNS_TEST_FAULT=skip-allreduce (test hook)
   TraceRecorder* tracer = nullptr;    // --trace (trace.h): keyed by instruction index; null = off
 
@@ -55,33 +66,43 @@ struct PlanExecutor {
 
   const std::vector<int>& group(const PInstr& in) const { return lowered.groups[static_cast<size_t>(in.group)]; }
   const Piece& piece(int b) const { return P.buffers[static_cast<size_t>(b)].piece; }
+  // Host side: the box of `want` read out of a host buffer laid out as
+  // `have`, times `scale` (initial values, checkpoints).
   std::vector<float> extract(const std::vector<float>& from, const Piece& have, const Piece& want, float scale) const;
+  // Host copies of backend memory and back (checkpoints, --verify's
+  // assembly; counted as host traffic, outside the step).
+  std::vector<float> download(const DeviceBuffer& b) const;
+  void upload(DeviceBuffer& b, const std::vector<float>& host) const;
 
  private:
   void exec(const PInstr& in);
   void exec_compute(const PInstr& in);
   void exec_collective(const PInstr& in);
   void exec_step(const PInstr& in);
-  void set_buf(int b, std::vector<float> v);
+  DeviceBuffer alloc(int64_t numel) { return DeviceBuffer(be, static_cast<size_t>(numel) * 4); }
+  // A new buffer laid out as `want` holding that box of `from` (laid out as `have`), times scale.
+  DeviceBuffer extract_box(const DeviceBuffer& from, const Piece& have, const Piece& want, float scale);
+  void set_buf(int b, DeviceBuffer v);
   void free_buf(int b);
-  void lset(int t, std::vector<float> v);
+  void lset(int t, DeviceBuffer v);
   void drop_local(int t);
   TensorView lview(int t);
+  TensorView fview(const DeviceBuffer& b) const { return TensorView{b.data(), sema::DType::F32, {b.numel()}}; }
   void run_local(int n);
   void track(int64_t delta);
   void finish_transfers();
   void load_input(const PInstr& in);
-  std::vector<float> file_input_piece(int t, int64_t index, const Piece& want) const;
+  struct HostSide;
 
+  std::map<std::pair<int, int64_t>, DeviceBuffer> input_cache_;  // (input buffer, data index) -> its piece
+  std::map<int, DeviceBuffer> data_;  // input tensor -> the data file, whole, uploaded once (empty: synthetic data)
   // Point-to-point transfers in flight (pipelined programs post them
   // early and wait late): receives until their Wait, sends until the
   // step ends (a freed buffer with a send in flight is kept until then).
-  std::map<std::pair<int, int64_t>, std::vector<float>> input_cache_;  // (input buffer, data index) -> its piece
-  std::map<int, std::vector<uint8_t>> data_;  // input tensor -> the data file's bytes (empty: synthetic data)
   struct InFlight;
   std::map<int, std::shared_ptr<InFlight>> recv_pending_;
   std::map<int, std::vector<std::shared_ptr<InFlight>>> send_pending_;
-  std::vector<std::pair<std::vector<float>, std::vector<std::shared_ptr<InFlight>>>> send_parked_;
+  std::vector<std::pair<DeviceBuffer, std::vector<std::shared_ptr<InFlight>>>> send_parked_;
 };
 
 }  // namespace nns::backend

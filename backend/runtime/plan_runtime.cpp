@@ -126,7 +126,13 @@ StepStats PlanTrainer::step() {
   // The learning rate follows the same schedule as one device.
   double lr = learning_rate(m.spec.schedule, m.spec.optimizer.lr, m.spec.schedule.steps, step_);
   m.lr = lr;
+  const Backend::HostTraffic traffic0 = m.be.host_traffic();
+  const int64_t staged_in0 = m.staged_to_device, staged_out0 = m.staged_to_host;
   m.run_step(step_);
+  st.to_device = m.be.host_traffic().to_device - traffic0.to_device;
+  st.to_host = m.be.host_traffic().to_host - traffic0.to_host;
+  st.staged_to_device = m.staged_to_device - staged_in0;
+  st.staged_to_host = m.staged_to_host - staged_out0;
   st.loss = m.loss;
   st.grad_norm = m.grad_norm;
   st.lr = lr;
@@ -147,7 +153,8 @@ std::map<std::string, std::vector<float>> PlanTrainer::assemble(bool grads) {
       int b = grads ? slot.accum : slot.param;
       if (slot.tensor != p || b < 0 || m.P.replica != 0 || m.piece(b).replica_index != 0) continue;
       const Piece& pc = m.piece(b);
-      copy_region(m.bufs[static_cast<size_t>(b)].data(), pc, full.data(), full_piece(t.shape), pc.start, pc.length, false, 1.f);
+      std::vector<float> host = m.download(m.bufs[static_cast<size_t>(b)]);
+      copy_region(host.data(), pc, full.data(), full_piece(t.shape), pc.start, pc.length, false, 1.f);
     }
     if (m.comm && m.world > 1) m.comm->allreduce(full.data(), full.size());
     out[t.name] = std::move(full);

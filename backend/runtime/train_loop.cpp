@@ -205,6 +205,10 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
     std::fprintf(out, "step %4lld/%lld  loss %.6f  lr %.3g  |g| %.3f  %8.2f ms  %10.0f %s/s  peak %s\n", static_cast<long long>(st.step),
                  static_cast<long long>(o.steps), st.loss, st.lr, st.grad_norm, st.seconds * 1e3, rate,
                  session.counts_tokens() ? "tokens" : "samples", sema::format_bytes(session.peak_bytes()).c_str());
+    if (o.stats)  // exact byte counts (no rounding), so that a test can hold a step to its few scalar reads
+      std::fprintf(out, "  stats (rank 0): host->device %lld B, device->host %lld B; of these, collective staging %lld B host->device, %lld B device->host\n",
+                   static_cast<long long>(st.to_device), static_cast<long long>(st.to_host), static_cast<long long>(st.staged_to_device),
+                   static_cast<long long>(st.staged_to_host));
     if (verifier) {
       StepComparison c = verifier->compare(st.loss, grads, weights);
       std::fprintf(out, "  verify vs 1 device x %lld micro-batches: loss %.2e, gradients %.2e%s, weights %.2e%s\n",

@@ -25,6 +25,12 @@ struct StepStats {
   double seconds = 0;
   double lr = 0;
   double grad_norm = 0;
+  // Bytes the step moved between host and backend memory
+  // (Backend::host_traffic), and the part of them that staged collectives
+  // through host memory (a plan on a backend whose memory is not the
+  // host's). --stats prints them.
+  int64_t to_device = 0, to_host = 0;
+  int64_t staged_to_device = 0, staged_to_host = 0;
 };
 
 using TensorMap = std::map<std::string, std::vector<float>>;  // host copies by qualified name
@@ -149,6 +155,7 @@ struct LoopOptions {
   int64_t save_every = 0;
   std::function<void()> before_step;     // e.g. the thread count for the next step (cpu/thread_policy.h)                // also after every save_every-th step (--save-every)
   std::string metrics;                   // rank 0 appends one JSON line per step to this file (--metrics)
+  bool stats = false;                    // --stats: rank 0 prints each step's host<->device bytes
   std::FILE* out = stdout;
 };
 

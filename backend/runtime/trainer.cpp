@@ -357,6 +357,7 @@ void Trainer::set_tracer(TraceRecorder* tracer, int64_t steps) {
 StepStats Trainer::step() {
   auto t0 = std::chrono::steady_clock::now();
   int64_t trace_s0 = tracer_ ? TraceRecorder::now_ns() : 0;
+  const Backend::HostTraffic traffic0 = be_.host_traffic();
   StepStats st;
   st.step = ++step_;
   be_.set_step(step_);
@@ -430,6 +431,8 @@ StepStats Trainer::step() {
     if (tracer_) tracer_->record_key(trace_base_ + 3 + 2 * static_cast<int>(i), b, TraceRecorder::now_ns(), -1, step_);
   }
   if (tracer_) tracer_->record_step(step_, trace_s0, TraceRecorder::now_ns());
+  st.to_device = be_.host_traffic().to_device - traffic0.to_device;
+  st.to_host = be_.host_traffic().to_host - traffic0.to_host;
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return st;
 }

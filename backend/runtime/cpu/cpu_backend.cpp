@@ -689,8 +689,15 @@ class CpuBackend : public Backend {
     for (auto& [size, blocks] : pool_)
       for (void* p : blocks) std::free(p);
   }
-  void copy_from_host(void* dst, const void* host, size_t bytes) override { std::memcpy(dst, host, bytes); }
-  void copy_to_host(void* host, const void* src, size_t bytes) override { std::memcpy(host, src, bytes); }
+  bool host_memory() const override { return true; }
+  void copy_box(void* dst, const void* src, const BoxCopy& box, bool add, float scale) override {
+    host_copy_box(dst, src, box, add, scale);
+  }
+  void fill(void* dst, int64_t count, float value) override {
+    float* d = static_cast<float*>(dst);
+    std::fill(d, d + count, value);
+  }
+  void copy(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
 
   bool has_kernel(const std::string& kind) const override { return table().count(kind) > 0; }
   void run_node(const sema::Graph&, const OpNode& n, const std::vector<TensorView>& in, const std::vector<TensorView>& out) override {
@@ -727,6 +734,10 @@ class CpuBackend : public Backend {
                             eps, weight_decay, step);
   }
   void set_threads(int n) override { cpu::set_threads(n); }
+
+ protected:
+  void upload(void* dst, const void* host, size_t bytes) override { std::memcpy(dst, host, bytes); }
+  void download(void* host, const void* src, size_t bytes) override { std::memcpy(host, src, bytes); }
 
  private:
   bool reference_;

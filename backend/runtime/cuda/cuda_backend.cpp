@@ -194,18 +194,49 @@ class CudaBackend : public Backend {
     alloc_.release(p, bytes);
     track_free(static_cast<int64_t>(bytes));
   }
-  void copy_from_host(void* dst, const void* host, size_t bytes) override {
+  bool host_memory() const override { return false; }
+  void copy_box(void* dst, const void* src, const BoxCopy& box, bool add, float scale) override {
+    const size_t rank = box.length.size();
+    if (rank > static_cast<size_t>(cuda::kernels::kMaxBoxRank))
+      throw RuntimeError("the CUDA backend copies boxes of at most " + std::to_string(cuda::kernels::kMaxBoxRank) + " dimensions");
+    cuda::kernels::BoxDims dims;
+    dims.rank = static_cast<int>(rank);
+    int64_t count = 1, sstride = 1, dstride = 1;
+    for (size_t k = rank; k-- > 0;) {
+      dims.length[k] = box.length[k];
+      dims.src_stride[k] = sstride;
+      dims.dst_stride[k] = dstride;
+      dims.src_offset += box.src_at[k] * sstride;
+      dims.dst_offset += box.dst_at[k] * dstride;
+      sstride *= box.src_dims[k];
+      dstride *= box.dst_dims[k];
+      count *= box.length[k];
+    }
+    cuda::kernels::copy_box(dst, src, dims, count, add, scale, stream_);
+    check(cudaGetLastError(), "copy_box launch");
+  }
+  void fill(void* dst, int64_t count, float value) override {
+    cuda::kernels::fill(static_cast<float*>(dst), count, value, stream_);
+    check(cudaGetLastError(), "fill launch");
+  }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes > 0) check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync (device to device)");
+  }
+
+ protected:
+  void upload(void* dst, const void* host, size_t bytes) override {
     if (bytes == 0) return;
     // The host buffer may be reused as soon as this returns: wait for the copy.
     check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (to device)");
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   }
-  void copy_to_host(void* host, const void* src, size_t bytes) override {
+  void download(void* host, const void* src, size_t bytes) override {
     if (bytes == 0) return;
     check(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (to host)");
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   }
 
+ public:
   bool has_kernel(const std::string& kind) const override { return table().count(kind) > 0; }
   void run_node(const sema::Graph&, const sema::OpNode& n, const std::vector<TensorView>& in,
                 const std::vector<TensorView>& out) override {
@@ -225,8 +256,7 @@ class CudaBackend : public Backend {
       double* partial = static_cast<double*>(alloc_.allocate(sizeof(double) * blocks));
       cuda::kernels::sum_of_squares(t.f32(), n, partial, stream_);
       std::vector<double> host(static_cast<size_t>(blocks));
-      check(cudaMemcpyAsync(host.data(), partial, sizeof(double) * blocks, cudaMemcpyDeviceToHost, stream_), "partials");
-      check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+      copy_to_host(host.data(), partial, sizeof(double) * blocks);  // counted: the gradient norm is a host round trip
       alloc_.release(partial, sizeof(double) * blocks);
       for (double p : host) total += p;  // in block order: the same sum every run
     }

@@ -18,6 +18,28 @@ __global__ void fill_kernel(float* y, int64_t n, float value) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x) y[i] = value;
 }
 
+// One thread per element of the box: its index split into coordinates
+// (innermost first) gives both offsets.
+__global__ void copy_box_kernel(void* dst, const void* src, BoxDims box, int64_t count, bool add, float scale) {
+  const bool raw = !add && scale == 1.f;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(blockDim.x) * gridDim.x) {
+    int64_t rest = i, so = box.src_offset, doff = box.dst_offset;
+    for (int k = box.rank - 1; k >= 0; --k) {
+      int64_t j = rest % box.length[k];
+      rest /= box.length[k];
+      so += j * box.src_stride[k];
+      doff += j * box.dst_stride[k];
+    }
+    if (raw) {
+      static_cast<uint32_t*>(dst)[doff] = static_cast<const uint32_t*>(src)[so];
+    } else {
+      float v = __fmul_rn(scale, static_cast<const float*>(src)[so]);
+      float* d = static_cast<float*>(dst) + doff;
+      *d = add ? __fadd_rn(*d, v) : v;
+    }
+  }
+}
+
 __global__ void add_into_kernel(float* y, const float* x, int64_t n, bool first) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x)
     y[i] = first ? x[i] : y[i] + x[i];
@@ -87,6 +109,10 @@ __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v
 
 void fill(float* y, int64_t n, float value, cudaStream_t stream) {
   if (n > 0) fill_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, n, value);
+}
+
+void copy_box(void* dst, const void* src, const BoxDims& box, int64_t count, bool add, float scale, cudaStream_t stream) {
+  if (count > 0) copy_box_kernel<<<blocks_for(count), kThreads, 0, stream>>>(dst, src, box, count, add, scale);
 }
 
 void add_n(float* y, const float* const* xs, int count, int64_t n, cudaStream_t stream) {

@@ -12,6 +12,20 @@
 namespace nns::backend::cuda::kernels {
 
 void fill(float* y, int64_t n, float value, cudaStream_t stream);
+
+// A box copy's geometry in elements (Backend::copy_box): the box's extents,
+// outermost first, each buffer's strides, and the element offset of the
+// box's first element in each buffer.
+constexpr int kMaxBoxRank = 8;
+struct BoxDims {
+  int rank = 0;
+  int64_t length[kMaxBoxRank] = {}, src_stride[kMaxBoxRank] = {}, dst_stride[kMaxBoxRank] = {};
+  int64_t src_offset = 0, dst_offset = 0;
+};
+// dst box (+)= scale * src box, `count` = the box's elements; !add with
+// scale == 1 copies raw 32-bit words (i32 data survives). The product is
+// rounded before the add (no FMA), as the CPU backend computes it.
+void copy_box(void* dst, const void* src, const BoxDims& box, int64_t count, bool add, float scale, cudaStream_t stream);
 // y = x0 + x1 + ... (count inputs, in order)
 void add_n(float* y, const float* const* xs, int count, int64_t n, cudaStream_t stream);
 void scale(float* y, const float* x, int64_t n, float alpha, cudaStream_t stream);
