@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# nns run --device: a value other than cpu|cuda is a usage error (64);
+# --device cuda where no GPU is visible (CUDA_VISIBLE_DEVICES hides them
+# all) is one clear line and exit 70, naming why: no device, or a build
+# without CUDA; with the GPUs hidden the default is the CPU.
+#   cli_device.sh NNS_BINARY CUDA_BUILT(ON|OFF)
+set -uo pipefail
+NNS="$1"
+BUILT="$2"
+cd "$(dirname "$0")/.."
+fail=0
+expect() {  # EXIT MESSAGE ARGS...
+  local want=$1 msg=$2
+  shift 2
+  local out rc
+  out=$(CUDA_VISIBLE_DEVICES= "$NNS" "$@" 2>&1); rc=$?
+  if [ "$rc" != "$want" ] || ! grep -qF -- "$msg" <<<"$out"; then
+    echo "FAIL: nns $*: exit $rc (want $want), output:"; echo "$out" | tail -3 | sed 's/^/    /'; fail=1
+  fi
+  last_out="$out"
+}
+expect 64 "--device for run is cpu or cuda (got 'gpu')" run examples/01_mlp.nns --device gpu
+if [ "$BUILT" = ON ]; then
+  expect 70 "nns: error: --device cuda: no CUDA device is visible" run examples/01_mlp.nns --device cuda
+  expect 70 "nns: error: --device cuda: no CUDA device is visible" run examples/01_mlp.nns --device cuda --plan dp --gpus 2
+else
+  expect 70 "nns: error: --device cuda: this nns was built without CUDA" run examples/01_mlp.nns --device cuda
+fi
+[ "$(wc -l <<<"$last_out")" = 1 ] || { echo "FAIL: the --device cuda error is not one line:"; echo "$last_out"; fail=1; }
+expect 0 "on 1 CPU rank(s)" run examples/01_mlp.nns --steps 1
+expect 0 "  stats (rank 0): host->device" run examples/01_mlp.nns --steps 1 --device cpu --stats
+expect 64 "--eval runs forward passes only; it does not take --stats" run examples/01_mlp.nns --eval --stats
+[ "$fail" = 0 ] && echo PASS
+exit $fail
