@@ -47,6 +47,8 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
   if (P.rank != (comm ? comm->rank() : 0)) throw RuntimeError("internal: rank " + std::to_string(P.rank) + "'s program on another rank");
   const char* f = std::getenv("NNS_TEST_FAULT");
   fault_skip_allreduce = f && std::string(f) == "skip-allreduce";
+  const char* staging = std::getenv("NNS_TEST_HOST_STAGING");
+  stage_collectives = !be.host_memory() || (staging && std::string(staging) == "1");
   bufs.resize(P.buffers.size());
   // Kernel-local tensors per micro-batch: a pipelined program interleaves
   // micro-batches, and each in-flight one keeps its own activations.
@@ -141,9 +143,9 @@ void PlanExecutor::load_input(const PInstr& in) {
 }
 
 // A buffer as a collective sees it: host floats. That is the buffer's own
-// memory when the backend's memory is the host's; otherwise a host copy,
-// staged in before the collective (`read`) and back after it (written()),
-// both counted in staged_*.
+// memory when the backend's memory is the host's; otherwise
+// (stage_collectives) a host copy, staged in before the collective
+// (`read`) and back after it (written()), both counted in staged_*.
 struct PlanExecutor::HostSide {
   PlanExecutor& x;
   void* dev;
@@ -151,7 +153,7 @@ struct PlanExecutor::HostSide {
   std::vector<float> stage;
   float* p;
   HostSide(PlanExecutor& ex, void* d, int64_t count, bool read) : x(ex), dev(d), n(static_cast<size_t>(count)) {
-    if (x.be.host_memory()) {
+    if (!x.stage_collectives) {
       p = static_cast<float*>(d);
       return;
     }
@@ -163,7 +165,7 @@ struct PlanExecutor::HostSide {
     }
   }
   void written() {
-    if (x.be.host_memory()) return;
+    if (!x.stage_collectives) return;
     x.be.copy_from_host(dev, p, n * 4);
     x.staged_to_device += static_cast<int64_t>(n * 4);
   }

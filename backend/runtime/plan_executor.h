@@ -53,6 +53,11 @@ struct PlanExecutor {
   // host_traffic().
   int64_t staged_to_device = 0, staged_to_host = 0;
   bool fault_skip_allreduce = false;  // NNS_TEST_FAULT=skip-allreduce (test hook)
+  // Collectives go through host copies of their buffers: a backend whose
+  // memory is not the host's, or NNS_TEST_HOST_STAGING=1 (a test hook: CPU
+  // ranks then take the path of CUDA ranks over Gloo, so it is tested
+  // without a GPU).
+  bool stage_collectives = false;
   TraceRecorder* tracer = nullptr;    // --trace (trace.h): keyed by instruction index; null = off
 
   // Per step.

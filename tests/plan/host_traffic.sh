@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# A training step of a plan stays in backend memory: from step 2 on, rank 0
-# moves nothing host->device and reads back exactly its loss scalars, 4
-# bytes per loss-share instruction of its program (counted from `nns check
-# --emit=program`, so a host round trip reintroduced anywhere in the
-# executor fails this), and a CPU backend stages no collective through host
-# copies. Step 1 uploads the synthetic inputs (counted: the counter is live).
+# A training step of a plan stays in backend memory (nns run --stats). From
+# step 2 on, rank 0 moves nothing host->device and reads back exactly its
+# loss scalars, 4 bytes per loss-share instruction of its program (counted
+# from `nns check --emit=program`, so a host round trip reintroduced
+# anywhere in the executor fails this), and the CPU backend stages no
+# collective through host copies. Step 1 uploads the synthetic inputs
+# (counted: the counter is live).
+# With NNS_TEST_HOST_STAGING=1 the CPU ranks take the path of CUDA ranks
+# over Gloo: every collective's buffers go through host copies. Then the
+# staged bytes of every step equal what rank 0's program's collectives move
+# (in and out, by kind), the totals are those plus the loss scalars, and
+# --verify still passes.
 #   host_traffic.sh NNS_BINARY
 set -uo pipefail
 NNS="$1"
@@ -14,15 +20,52 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 first_uploads=0
 
-case_() {  # FILE CONFIG PLAN GPUS PLAN_GPUS
+# Rank 0's loss-share count and the bytes its collectives stage per step:
+# "SHARES TO_HOST TO_DEVICE". Counts are elements per member block
+# (allgather, reduce-scatter, all-to-all) or per buffer; groups of one
+# rank communicate nothing; loss-allreduce sums host scalars.
+program_expectations() {
+  awk '
+    /^program rank / { r = $3; next }
+    r != "0" { next }
+    {
+      prim = $2; c = 0; g = ""
+      for (i = 1; i <= NF; i++) { if ($i == "count") c = $(i + 1); if ($i == "ranks") g = $(i + 1) }
+      if (prim == "loss-share") { shares++; next }
+      if (prim == "send") { th += 4 * c; next }
+      if (prim == "recv") { td += 4 * c; next }
+      if (prim !~ /^(allreduce|allgather|reduce-scatter|all-to-all|bucket-allreduce|replica-average)$/) next
+      n = split(g, members, ",")
+      if (n < 2) next
+      if (prim == "allgather") { th += 4 * c; td += 4 * n * c }
+      else if (prim == "reduce-scatter") { th += 4 * n * c; td += 4 * c }
+      else if (prim == "all-to-all") { th += 4 * n * c; td += 4 * n * c }
+      else { th += 4 * c; td += 4 * c }
+    }
+    END { print shares + 0, th + 0, td + 0 }'
+}
+
+case_() {  # direct|staged FILE CONFIG PLAN GPUS PLAN_GPUS
+  local mode=$1
+  shift
   local args=("$1" --config "$2" --plan "$3" --gpus "$4" --plan-gpus "$5")
   if ! "$NNS" check "${args[@]}" --emit=program > "$tmp/program.txt" 2> "$tmp/err.txt"; then
     echo "FAIL: check --emit=program for $1 $3:"; tail -3 "$tmp/err.txt"; fail=1; return
   fi
-  local shares
-  shares=$(awk '/^program rank / { r = $3 } r == "0" && $2 == "loss-share" { n++ } END { print n + 0 }' "$tmp/program.txt")
-  if ! "$NNS" run "${args[@]}" --device cpu --steps 3 --stats > "$tmp/run.txt" 2>&1; then
-    echo "FAIL: run of $1 $3:"; tail -3 "$tmp/run.txt"; fail=1; return
+  local shares st_host st_dev
+  read -r shares st_host st_dev < <(program_expectations < "$tmp/program.txt")
+  local run_env=() extra=()
+  if [ "$mode" = staged ]; then
+    run_env=(NNS_TEST_HOST_STAGING=1)
+    extra=(--verify)
+  else
+    st_host=0 st_dev=0
+  fi
+  if ! env "${run_env[@]}" "$NNS" run "${args[@]}" --device cpu --steps 3 --stats "${extra[@]}" > "$tmp/run.txt" 2>&1; then
+    echo "FAIL: $mode run of $1 $3:"; tail -3 "$tmp/run.txt"; fail=1; return
+  fi
+  if [ "$mode" = staged ] && ! grep -q "^verify: largest relative error .*: PASS" "$tmp/run.txt"; then
+    echo "FAIL: $1 $3 with host staging: no verify PASS"; fail=1
   fi
   local lines
   lines=$(grep -c '^  stats (rank 0): ' "$tmp/run.txt")
@@ -30,30 +73,33 @@ case_() {  # FILE CONFIG PLAN GPUS PLAN_GPUS
   local step=0 h2d d2h sin sout before=$fail
   while read -r h2d d2h sin sout; do
     step=$((step + 1))
-    if [ "$sin" != 0 ] || [ "$sout" != 0 ]; then
-      echo "FAIL: $1 $3 step $step: a CPU backend staged collectives through the host ($sin B in, $sout B out)"; fail=1
+    if [ "$sin" != "$st_dev" ] || [ "$sout" != "$st_host" ]; then
+      echo "FAIL: $1 $3 ($mode) step $step: staged $sin B in, $sout B out; want $st_dev B in, $st_host B out"; fail=1
     fi
-    if [ "$d2h" != $((4 * shares)) ]; then
-      echo "FAIL: $1 $3 step $step: $d2h B device->host, want $((4 * shares)) ($shares loss scalar(s))"; fail=1
+    if [ "$d2h" != $((4 * shares + st_host)) ]; then
+      echo "FAIL: $1 $3 ($mode) step $step: $d2h B device->host, want $((4 * shares + st_host)) ($shares loss scalar(s) + staging)"; fail=1
     fi
     if [ "$step" = 1 ]; then
-      first_uploads=$((first_uploads + h2d))
-    elif [ "$h2d" != 0 ]; then
-      echo "FAIL: $1 $3 step $step: $h2d B host->device after the first step"; fail=1
+      first_uploads=$((first_uploads + h2d - sin))
+    elif [ "$h2d" != "$st_dev" ]; then
+      echo "FAIL: $1 $3 ($mode) step $step: $h2d B host->device after the first step, want $st_dev (staging)"; fail=1
     fi
   done < <(sed -n 's/^  stats (rank 0): host->device \([0-9]*\) B, device->host \([0-9]*\) B; of these, collective staging \([0-9]*\) B host->device, \([0-9]*\) B device->host$/\1 \2 \3 \4/p' "$tmp/run.txt")
-  [ "$fail" = "$before" ] && echo "$1 $3 on $4 ranks: rank 0 reads $((4 * shares)) B per step ($shares loss scalar(s)), uploads nothing after step 1"
+  [ "$fail" = "$before" ] &&
+    echo "$1 $3 on $4 ranks ($mode): rank 0 reads $((4 * shares)) B of loss per step, stages $st_host B out and $st_dev B in"
 }
 
-case_ examples/01_mlp.nns small dp 2 2
-case_ examples/gpt.nns tiny megatron 2 2
-case_ examples/gpt.nns tiny megatron 4 2             # plan replicas: replica averaging
-case_ examples/gpt.nns tiny_pipe megatron 2 2        # micro-batches: one loss scalar each
-case_ examples/gpt.nns tiny_pipe pipeline 2 2        # send/recv; the loss is on rank 1
-case_ examples/gpt.nns tiny dp_zero1 4 4             # reduce-scatter and allgather of zero1
-case_ tests/plan/plans/pipeline.nns small onef1b 2 2
-case_ tests/plan/plans/collectives.nns small alltoall 4 4
-case_ tests/plan/plans/collectives.nns small allgather 2 2
+for mode in direct staged; do
+  case_ $mode examples/gpt.nns tiny megatron 2 2             # activation allreduces
+  case_ $mode examples/gpt.nns tiny megatron 4 2             # plan replicas: replica averaging
+  case_ $mode examples/gpt.nns tiny_pipe pipeline 2 2        # send/recv; the loss is on rank 1
+  case_ $mode examples/gpt.nns tiny dp_zero1 4 4             # bucketed allreduce, zero1's reduce-scatter and allgather
+  case_ $mode tests/plan/plans/collectives.nns small alltoall 4 4
+done
+case_ direct examples/01_mlp.nns small dp 2 2
+case_ direct examples/gpt.nns tiny_pipe megatron 2 2         # micro-batches: one loss scalar each
+case_ direct tests/plan/plans/pipeline.nns small onef1b 2 2
+case_ direct tests/plan/plans/collectives.nns small allgather 2 2
 [ "$first_uploads" -gt 0 ] || { echo "FAIL: no run counted its first step's input uploads: the counter counts nothing"; fail=1; }
 [ "$fail" = 0 ] && echo PASS
 exit $fail
