@@ -267,11 +267,13 @@ int run_eval(Pipeline& p, const PipelineOptions& o) {
       session = std::make_unique<backend::Trainer>(p.graph(), p.info, p.spec, *be, train_options(r, comm));
     }
     const char* config = p.interp->config_name().empty() ? "-" : p.interp->config_name().c_str();
-    std::string where = o.plan.empty() ? std::to_string(o.topo.ranks) + " CPU rank(s)" + (o.topo.ranks > 1 ? " as data-parallel replicas" : "")
-                                       : "plan " + o.plan + " on " + std::to_string(o.topo.ranks) + " CPU rank(s)";
+    const std::string kind = r.device == "cuda" ? " CUDA rank(s)" : " CPU rank(s)";
+    std::string where = o.plan.empty() ? std::to_string(o.topo.ranks) + kind + (o.topo.ranks > 1 ? " as data-parallel replicas" : "")
+                                       : "plan " + o.plan + " on " + std::to_string(o.topo.ranks) + kind;
+    const char* kernels = r.device == "cuda" ? "CUDA" : r.reference ? "reference" : "oneDNN";
     if (rank == 0)
       std::printf("nns: evaluating %s (config %s) with %s, %s kernels; %lld step(s) of data, forward only (dropout off, no update)\n",
-                  o.path.c_str(), config, where.c_str(), r.reference ? "reference" : "oneDNN", static_cast<long long>(steps));
+                  o.path.c_str(), config, where.c_str(), kernels, static_cast<long long>(steps));
     double sum = 0;
     for (int64_t s = 1; s <= steps; ++s) {
       // The graph trains nothing (prepare_eval): a step is the forward and the loss.
