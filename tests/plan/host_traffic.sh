@@ -5,7 +5,8 @@
 # from `nns check --emit=program`, so a host round trip reintroduced
 # anywhere in the executor fails this), and the CPU backend stages no
 # collective through host copies. Step 1 uploads the synthetic inputs
-# (counted: the counter is live).
+# (counted: the counter is live); with --data not even step 1 uploads (the
+# file went up whole when the run started).
 # With NNS_TEST_HOST_STAGING=1 the CPU ranks take the path of CUDA ranks
 # over Gloo: every collective's buffers go through host copies. Then the
 # staged bytes of every step equal what rank 0's program's collectives move
@@ -45,7 +46,7 @@ program_expectations() {
     END { print shares + 0, th + 0, td + 0 }'
 }
 
-case_() {  # direct|staged FILE CONFIG PLAN GPUS PLAN_GPUS
+case_() {  # direct|staged|data FILE CONFIG PLAN GPUS PLAN_GPUS
   local mode=$1
   shift
   local args=("$1" --config "$2" --plan "$3" --gpus "$4" --plan-gpus "$5")
@@ -58,6 +59,9 @@ case_() {  # direct|staged FILE CONFIG PLAN GPUS PLAN_GPUS
   if [ "$mode" = staged ]; then
     run_env=(NNS_TEST_HOST_STAGING=1)
     extra=(--verify)
+  elif [ "$mode" = data ]; then
+    extra=(--data "$tmp/data.safetensors")
+    st_host=0 st_dev=0
   else
     st_host=0 st_dev=0
   fi
@@ -79,7 +83,7 @@ case_() {  # direct|staged FILE CONFIG PLAN GPUS PLAN_GPUS
     if [ "$d2h" != $((4 * shares + st_host)) ]; then
       echo "FAIL: $1 $3 ($mode) step $step: $d2h B device->host, want $((4 * shares + st_host)) ($shares loss scalar(s) + staging)"; fail=1
     fi
-    if [ "$step" = 1 ]; then
+    if [ "$step" = 1 ] && [ "$mode" != data ]; then
       first_uploads=$((first_uploads + h2d - sin))
     elif [ "$h2d" != "$st_dev" ]; then
       echo "FAIL: $1 $3 ($mode) step $step: $h2d B host->device after the first step, want $st_dev (staging)"; fail=1
@@ -100,6 +104,22 @@ case_ direct examples/01_mlp.nns small dp 2 2
 case_ direct examples/gpt.nns tiny_pipe megatron 2 2         # micro-batches: one loss scalar each
 case_ direct tests/plan/plans/pipeline.nns small onef1b 2 2
 case_ direct tests/plan/plans/collectives.nns small allgather 2 2
+# A data file is uploaded whole when the run starts: not even step 1
+# uploads (12 micro-batches of gpt tiny's ids and targets, [4, 32] i32).
+python3 - "$tmp/data.safetensors" <<'PY'
+import json, random, struct, sys
+rows, seq, rng = 12 * 4, 32, random.Random(3)
+header, blob = {}, b""
+for name in ("ids", "targets"):
+    b = struct.pack("<%di" % (rows * seq), *[rng.randrange(256) for _ in range(rows * seq)])
+    header[name] = {"dtype": "I32", "shape": [rows, seq], "data_offsets": [len(blob), len(blob) + len(b)]}
+    blob += b
+h = json.dumps(header, separators=(",", ":")).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + blob)
+PY
+case_ data examples/gpt.nns tiny megatron 2 2
+case_ data examples/gpt.nns tiny_pipe pipeline 2 2
 [ "$first_uploads" -gt 0 ] || { echo "FAIL: no run counted its first step's input uploads: the counter counts nothing"; fail=1; }
 [ "$fail" = 0 ] && echo PASS
 exit $fail
