@@ -1,0 +1,34 @@
+// Gemm in the host emulation: cuBLASLt's column-major semantics as a plain
+// loop (double accumulation), so that plan()'s mapping from row-major
+// operands is what the tests check.
+#include "backend/runtime/cuda/gemm.h"
+
+namespace nns::backend::NNS_DEV {
+
+struct Gemm::Impl {};
+
+Gemm::Gemm(Stream stream) : impl_(std::make_unique<Impl>()), stream_(stream) {}
+Gemm::~Gemm() = default;
+
+void Gemm::run_column_major(const ColMajorProduct& p) {
+  for (int64_t t = 0; t < p.batch; ++t) {
+    const float* a = p.a + t * p.stride_a;
+    const float* b = p.b + t * p.stride_b;
+    float* d = p.d + t * p.stride_d;
+    for (int64_t j = 0; j < p.cols; ++j)
+      for (int64_t i = 0; i < p.rows; ++i) {
+        double acc = 0;
+        for (int64_t l = 0; l < p.inner; ++l) {
+          double av = p.trans_a ? a[l + i * p.ld_a] : a[i + l * p.ld_a];
+          double bv = p.trans_b ? b[j + l * p.ld_b] : b[l + j * p.ld_b];
+          acc += av * bv;
+        }
+        float& out = d[i + j * p.ld_d];
+        double v = double(p.alpha) * acc + (p.beta != 0.f ? double(p.beta) * out : 0.0);
+        if (p.bias) v += p.bias[i];
+        out = static_cast<float>(v);
+      }
+  }
+}
+
+}  // namespace nns::backend::NNS_DEV
