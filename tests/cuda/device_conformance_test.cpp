@@ -57,6 +57,53 @@ TEST_CASE("device: linear and linear_bias forward and backward", "[cuda]") {
   }
 }
 
+TEST_CASE("device: bf16 autocast of the products against the reference's", "[cuda][bf16]") {
+  // Both sides round every operand to bf16 and accumulate in fp32 (the
+  // reference in double): the bound is the fp32 products' (their rounding
+  // is the same bits); the fp32 result must differ (the rounding happened).
+  std::unique_ptr<Backend> ref = make_cpu_backend(true);
+  ref->set_precision(Precision::BF16);
+  struct Restore {
+    ~Restore() {
+      for (Backend* b : tested_backends()) b->set_precision(Precision::F32);
+    }
+  } restore;
+  for (Backend* b : tested_backends()) b->set_precision(Precision::BF16);
+  uint32_t seed = 700;
+  for (bool batched : {false, true}) {
+    int64_t batch = batched ? 3 : 1, m = 33, k = 70, n = 21;
+    auto shape = [&](int64_t r, int64_t c) { return batched ? sema::Shape{batch, r, c} : sema::Shape{r, c}; };
+    Buf a = random_buf(batch * m * k, ++seed), bm = random_buf(batch * k * n, ++seed), dc = random_buf(batch * m * n, ++seed);
+    std::string kind = batched ? "bmm" : "matmul";
+    NodeCase fwd{kind, {}, {f32(shape(m, k), a), f32(shape(k, n), bm)}, {f32_zeros(shape(m, n))}};
+    std::vector<HostTensor> want = run_case(*ref, fwd);
+    std::vector<HostTensor> want32 = run_case(reference_backend(), fwd);
+    NodeCase bwd = backward_case(fwd, want, {f32(shape(m, n), dc)}, {1, 1});
+    std::vector<HostTensor> want_b = run_case(*ref, bwd);
+    for (Backend* b : tested_backends()) {
+      std::vector<HostTensor> got = run_case(*b, fwd);
+      expect_close(b->name() + " " + kind + " bf16", "m33 k70 n21", "c", got[0].f, want[0].f, kProductTol);
+      CHECK(got[0].f != want32[0].f);
+      std::vector<HostTensor> got_b = run_case(*b, bwd);
+      expect_close(b->name() + " " + kind + "_backward bf16", "m33 k70 n21", "da", got_b[0].f, want_b[0].f, kProductTol);
+      expect_close(b->name() + " " + kind + "_backward bf16", "m33 k70 n21", "db", got_b[1].f, want_b[1].f, kProductTol);
+    }
+  }
+  int64_t rows = 40, k = 64, n = 24;
+  Buf x = random_buf(rows * k, ++seed), w = random_buf(n * k, ++seed), bias = random_buf(n, ++seed), dy = random_buf(rows * n, ++seed);
+  NodeCase fwd{"linear_bias", {}, {f32({rows, k}, x), f32({n, k}, w), f32({n}, bias)}, {f32_zeros({rows, n})}};
+  std::vector<HostTensor> want = run_case(*ref, fwd);
+  NodeCase bwd = backward_case(fwd, want, {f32({rows, n}, dy)}, {1, 1, 1});
+  std::vector<HostTensor> want_b = run_case(*ref, bwd);
+  for (Backend* b : tested_backends()) {
+    expect_close(b->name() + " linear_bias bf16", "rows40 k64 n24", "y", run_case(*b, fwd)[0].f, want[0].f, kProductTol);
+    std::vector<HostTensor> got_b = run_case(*b, bwd);
+    for (size_t i = 0; i < 3; ++i)
+      expect_close(b->name() + " linear_bias_backward bf16", "rows40 k64 n24", i == 0 ? "dx" : i == 1 ? "dw" : "dbias", got_b[i].f,
+                   want_b[i].f, kProductTol);
+  }
+}
+
 TEST_CASE("device: fill and add_n", "[cuda]") {
   NodeCase fill{"fill", {{"value", 2.5}}, {}, {f32_zeros({3, 5})}};
   expect_node("fill", "3x5", fill, {"y"}, 0);

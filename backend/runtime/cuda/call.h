@@ -43,6 +43,7 @@ struct Call : NodeCall {
   Gemm& gemm;
   Stream stream;
   Scratch& scratch;
+  bool bf16 = false;  // Precision::BF16: the matrix products round their operands to bfloat16
 };
 
 using KernelFn = void (*)(const Call&);

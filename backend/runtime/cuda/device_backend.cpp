@@ -47,9 +47,10 @@ class DeviceBackend : public Backend {
                 const std::vector<TensorView>& out) override {
     auto it = table().find(n.kind);
     if (it == table().end()) throw RuntimeError("the CUDA backend has no kernel for '" + n.kind + "' yet (node " + n.name + ")");
-    if (precision() != Precision::F32) throw RuntimeError("the CUDA backend runs fp32 only so far");
+    if (precision() != Precision::F32 && precision() != Precision::BF16)
+      throw RuntimeError("the CUDA backend runs fp32 and bf16 autocast only so far");
     Scratch scratch(alloc_);
-    it->second(Call{{n, in, out}, *gemm_, stream_, scratch});
+    it->second(Call{{n, in, out}, *gemm_, stream_, scratch, precision() == Precision::BF16});
     check_launch(n.kind.c_str());
   }
 

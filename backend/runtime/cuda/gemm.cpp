@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backend/runtime/backend.h"
+#include "backend/runtime/cuda/call.h"
 #include "backend/runtime/cuda/kernels.h"
 
 namespace nns::backend::NNS_DEV {
@@ -32,7 +33,7 @@ ColMajorProduct plan(const RowMajorProduct& p) {
   return q;
 }
 
-void Gemm::run(const RowMajorProduct& p) {
+void Gemm::run(const RowMajorProduct& p, Scratch& scratch) {
   int64_t batch = std::max(p.a_batch, p.b_batch);
   if (batch == 0 || p.m == 0 || p.n == 0) return;
   if (p.k == 0) {
@@ -42,7 +43,18 @@ void Gemm::run(const RowMajorProduct& p) {
     else kernels::scale(p.c, p.c, batch * p.m * p.n, p.beta, stream_);
     return;
   }
-  run_column_major(plan(p));
+  ColMajorProduct q = plan(p);
+  if (p.input == ProductInput::BF16) {
+    int64_t na = (p.a_batch == 1 ? 1 : batch) * p.m * p.k, nb = (p.b_batch == 1 ? 1 : batch) * p.k * p.n;
+    uint16_t* a16 = scratch.get<uint16_t>(na);
+    uint16_t* b16 = scratch.get<uint16_t>(nb);
+    kernels::to_bf16(p.a, a16, na, stream_);
+    kernels::to_bf16(p.b, b16, nb, stream_);
+    q.input = ProductInput::BF16;
+    q.a = b16;  // plan() swapped the operands: cuBLASLt's A is our b
+    q.b = a16;
+  }
+  run_column_major(q);
 }
 
 }  // namespace nns::backend::NNS_DEV

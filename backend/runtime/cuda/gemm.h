@@ -17,12 +17,17 @@ namespace nns::backend::NNS_DEV {
 // op(A) is rows x inner, op(B) inner x cols, D rows x cols with leading
 // dimension ld_d; A is stored rows x inner (ld_a) or, when trans_a, inner x
 // rows; B likewise. A batch stride of 0 shares that operand across the batch.
+// The element type of A and B (D and the bias are always fp32, and the
+// products accumulate in fp32): bf16 is stored as 16-bit patterns.
+enum class ProductInput { F32, BF16 };
+
 struct ColMajorProduct {
   int64_t rows = 0, cols = 0, inner = 0, batch = 1;
-  const float* a = nullptr;
+  ProductInput input = ProductInput::F32;
+  const void* a = nullptr;
   int64_t ld_a = 0, stride_a = 0;
   bool trans_a = false;
-  const float* b = nullptr;
+  const void* b = nullptr;
   int64_t ld_b = 0, stride_b = 0;
   bool trans_b = false;
   float* d = nullptr;
@@ -34,7 +39,10 @@ struct ColMajorProduct {
 // c[i] = op(a[i]) op(b[i or 0]) (+ bias[n] broadcast over rows) + beta c[i],
 // row-major: op(a) [m, k] (a stored [k, m] when trans_a), op(b) [k, n] (b
 // stored [n, k] when trans_b); a_batch or b_batch may be 1 (shared).
+// Under bf16 autocast (input BF16) a and b are fp32 and are rounded to
+// bf16 copies first (as the CPU backend's matmul_bf16 rounds them).
 struct RowMajorProduct {
+  ProductInput input = ProductInput::F32;
   const float* a = nullptr;
   const float* b = nullptr;
   float* c = nullptr;
@@ -49,6 +57,8 @@ struct RowMajorProduct {
 // its stored layout.
 ColMajorProduct plan(const RowMajorProduct& p);
 
+class Scratch;
+
 class Gemm {
  public:
   explicit Gemm(Stream stream);
@@ -56,7 +66,8 @@ class Gemm {
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
 
-  void run(const RowMajorProduct& p);
+  // `scratch` holds the bf16 copies of the operands until the product is enqueued.
+  void run(const RowMajorProduct& p, Scratch& scratch);
   void run_column_major(const ColMajorProduct& p);
 
  private:

@@ -1,5 +1,6 @@
-// Gemm on cuBLASLt (library nns_cuda only): fp32 inputs with
-// CUBLAS_COMPUTE_32F (no TF32 rounding), the bias as an epilogue.
+// Gemm on cuBLASLt (library nns_cuda only): fp32 or bf16 inputs, fp32
+// outputs, CUBLAS_COMPUTE_32F (no TF32 rounding of fp32 inputs; bf16
+// inputs use the tensor cores), the bias as an epilogue.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -41,8 +42,9 @@ void Gemm::run_column_major(const ColMajorProduct& p) {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
   cublasLtMatmulPreference_t pref = nullptr;
-  auto layout = [](cublasLtMatrixLayout_t& l, int64_t rows, int64_t cols, int64_t ldim, int64_t stride, int64_t batch) {
-    check(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ldim),
+  auto layout = [](cublasLtMatrixLayout_t& l, cudaDataType_t type, int64_t rows, int64_t cols, int64_t ldim, int64_t stride,
+                   int64_t batch) {
+    check(cublasLtMatrixLayoutCreate(&l, type, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ldim),
           "cublasLtMatrixLayoutCreate");
     int32_t count = static_cast<int32_t>(batch);
     check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count), "BATCH_COUNT");
@@ -59,9 +61,10 @@ void Gemm::run_column_major(const ColMajorProduct& p) {
     check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof p.bias), "BIAS_POINTER");
   }
   // Stored shapes: A is rows x inner, or inner x rows when transposed; B likewise.
-  layout(la, p.trans_a ? p.inner : p.rows, p.trans_a ? p.rows : p.inner, p.ld_a, p.stride_a, p.batch);
-  layout(lb, p.trans_b ? p.cols : p.inner, p.trans_b ? p.inner : p.cols, p.ld_b, p.stride_b, p.batch);
-  layout(ld, p.rows, p.cols, p.ld_d, p.stride_d, p.batch);
+  const cudaDataType_t in_type = p.input == ProductInput::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  layout(la, in_type, p.trans_a ? p.inner : p.rows, p.trans_a ? p.rows : p.inner, p.ld_a, p.stride_a, p.batch);
+  layout(lb, in_type, p.trans_b ? p.cols : p.inner, p.trans_b ? p.inner : p.cols, p.ld_b, p.stride_b, p.batch);
+  layout(ld, CUDA_R_32F, p.rows, p.cols, p.ld_d, p.stride_d, p.batch);
   check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
   size_t ws = kWorkspace;
   check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws), "MAX_WORKSPACE");

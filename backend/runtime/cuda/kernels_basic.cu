@@ -4,6 +4,7 @@
 
 #include "backend/runtime/cuda/kernels.h"
 #include "backend/runtime/cuda/launch.h"
+#include "backend/runtime/cuda/numeric.h"
 
 namespace nns::backend::NNS_DEV::kernels {
 
@@ -16,6 +17,10 @@ int64_t lanes_for(int64_t n) { return n < kLanes ? (n > 0 ? n : 1) : kLanes; }
 
 void fill(float* y, int64_t n, float value, Stream s) {
   for_each(n, s, NNS_KERNEL(int64_t i) { y[i] = value; });
+}
+
+void to_bf16(const float* x, uint16_t* y, int64_t n, Stream s) {
+  for_each(n, s, NNS_KERNEL(int64_t i) { y[i] = to_bf16_bits(x[i]); });
 }
 
 void add_n(float* y, const float* const* xs, int count, int64_t n, Stream s) {
