@@ -51,5 +51,7 @@ using KernelTable = std::unordered_map<std::string, KernelFn>;
 
 // One per kernel file: adds that file's node kinds.
 void register_core_kernels(KernelTable& table);  // ops_core.cpp: products, fill, add_n
+void register_elementwise_kernels(KernelTable& table);  // kernels_elementwise.cu: unary, binary, comparisons, where, casts
+void register_reduce_kernels(KernelTable& table);  // kernels_reduce.cu: reductions, constructors
 
 }  // namespace nns::backend::NNS_DEV

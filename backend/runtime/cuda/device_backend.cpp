@@ -13,6 +13,8 @@ const KernelTable& table() {
   static const KernelTable t = [] {
     KernelTable k;
     register_core_kernels(k);
+    register_elementwise_kernels(k);
+    register_reduce_kernels(k);
     return k;
   }();
   return t;
