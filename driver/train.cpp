@@ -2,6 +2,7 @@
 
 #include "driver/pipeline.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -31,6 +32,30 @@ constexpr double kBf16VerifyBound = 1e-2;
 // bf16 keeps 8 significant bits: a gradient below 2^-8 of the largest is at
 // its rounding level (fp32's verifier uses 1e-6 for the same purpose).
 constexpr double kBf16Rounding = 1.0 / 256;
+// fp16 autocast and the bf16 gradient reduction: docs/language.md (train
+// block) gives the measurements behind these bounds.
+constexpr double kFp16VerifyBound = 1e-2;
+constexpr double kFp16Rounding = 1.0 / 2048;  // 11 significant bits
+constexpr double kBf16ReduceVerifyBound = 1e-2;
+
+// The --verify bound, rounding level and name for the run's precision and
+// gradient reduction: the looser of the two governs.
+void set_verify_bound(const sema::TrainSpec& s, backend::LoopOptions& lo) {
+  if (s.precision == "bf16") {
+    lo.verify_precision = "bf16";
+    lo.verify_bound = kBf16VerifyBound;
+    lo.verify_rounding = kBf16Rounding;
+  } else if (s.precision == "fp16") {
+    lo.verify_precision = "fp16";
+    lo.verify_bound = kFp16VerifyBound;
+    lo.verify_rounding = kFp16Rounding;
+  }
+  if (s.grad_reduce == "bf16") {
+    lo.verify_precision += ", bf16 gradient reduction,";
+    lo.verify_bound = std::max(lo.verify_bound, kBf16ReduceVerifyBound);
+    lo.verify_rounding = std::max(lo.verify_rounding, kBf16Rounding);
+  }
+}
 
 // The one place a rank's plan executor is built: the rank's program
 // lowered (with its sub-op bodies) and handed to the runtime.
@@ -60,6 +85,12 @@ backend::TrainOptions train_options(const RunOptions& r, backend::Communicator* 
   return opts;
 }
 
+std::string format_scale(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", v);
+  return text;
+}
+
 // Rank 0's first line: what trains where.
 std::string banner(const Pipeline& p, const PipelineOptions& o, int threads, bool adaptive) {
   const Topology& t = o.topo;
@@ -67,6 +98,9 @@ std::string banner(const Pipeline& p, const PipelineOptions& o, int threads, boo
   const char* config = p.interp->config_name().empty() ? "-" : p.interp->config_name().c_str();
   std::string kernels_text = o.run.reference ? "reference" : "oneDNN";
   if (s.precision == "bf16") kernels_text += " (bf16 matrix products, fp32 accumulation and weights)";
+  if (s.precision == "fp16")
+    kernels_text += " (fp16 matrix products, fp32 accumulation and weights, dynamic loss scaling from " + format_scale(s.loss_scale.init) + ")";
+  if (s.grad_reduce == "bf16") kernels_text += " (gradients reduced in bf16)";
   const char* kernels = kernels_text.c_str();
   int shown_threads = threads > 0 ? threads : std::max(1, backend::cpu::get_threads());
   std::string per_rank = std::to_string(shown_threads) + " thread(s) per rank";
@@ -109,11 +143,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
   lo.rank = rank;
   lo.steps = p.spec.steps;
   lo.verify = r.verify;
-  if (p.spec.precision == "bf16") {
-    lo.verify_precision = "bf16";
-    lo.verify_bound = kBf16VerifyBound;
-    lo.verify_rounding = kBf16Rounding;
-  }
+  set_verify_bound(p.spec, lo);
   lo.save_every = r.save_every;
   lo.metrics = r.metrics;
   std::unique_ptr<backend::TrainSession> session;

@@ -36,11 +36,13 @@ struct OptimizerState {
 };
 
 // The compute precision of the matrix products (linear, matmul, bmm): fp32,
-// or bf16 autocast, the train setting precision = "bf16": operands rounded
-// to bfloat16, products accumulated and returned in fp32. Weights (the
-// master copy), gradients, optimizer state and every other op stay fp32.
-enum class Precision { F32, BF16 };
-// "fp32" / "bf16"; false for anything else.
+// or bf16 / fp16 autocast, the train setting precision = "bf16" / "fp16":
+// operands rounded to bfloat16 / IEEE binary16, products accumulated and
+// returned in fp32. Weights (the master copy), gradients, optimizer state
+// and every other op stay fp32. fp16's narrow range is why its training
+// scales the loss (loss_scale.h); the backend only rounds.
+enum class Precision { F32, BF16, F16 };
+// "fp32" / "bf16" / "fp16"; false for anything else.
 bool parse_precision(const std::string& text, Precision& out);
 
 class Backend {

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backend/runtime/comm/communicator.h"
+#include "backend/runtime/cpu/kernels.h"  // round_to_bf16 (grad_reduce = "bf16")
 #include "backend/runtime/optimizer.h"
 #include "backend/runtime/trace.h"
 #include "backend/runtime/trainer.h"
@@ -55,7 +56,7 @@ void copy_region(const float* src, const Piece& sp, float* dst, const Piece& dp,
 
 PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema::TrainSpec& s, Backend& b, Communicator* c, uint64_t sd,
                            const std::string& data_path)
-    : g(graph), lowered(std::move(lp)), P(lowered.programs.at(0)), spec(s), be(b), comm(c), seed(sd) {
+    : g(graph), lowered(std::move(lp)), P(lowered.programs.at(0)), spec(s), be(b), comm(c), seed(sd), scaler(s.loss_scale, s.precision == "fp16") {
   world = comm ? comm->size() : 1;
   if (world != lowered.ranks())
     throw RuntimeError("plan " + lowered.plan + " lowered for " + std::to_string(lowered.ranks()) + " rank(s) runs on " + std::to_string(world));
@@ -264,9 +265,9 @@ void PlanExecutor::exec(const PInstr& in) {
       recv_pending_.erase(it);
       return;
     }
-    case PInstr::SeedGrad: {
+    case PInstr::SeedGrad: {  // the loss gradient: 1, times the fp16 loss scale
       std::vector<float>& b = bufs[static_cast<size_t>(in.b)];
-      std::fill(b.begin(), b.end(), 1.f);
+      std::fill(b.begin(), b.end(), scaler.scale());
       return;
     }
     case PInstr::LoadInput:
@@ -388,6 +389,7 @@ void PlanExecutor::exec_collective(const PInstr& in) {
       std::vector<float> tmp(n * chunk), out(chunk, 0.f);
       for (size_t i = 0; i < n; ++i)
         copy_region(bufs[static_cast<size_t>(in.a)].data(), piece(in.a), tmp.data() + i * chunk, geo.send[i], geo.send[i].start, geo.send[i].length, false, 1.f);
+      if (talk && in.index >= 0) round_for_reduction(tmp);  // zero1's gradient reduce-scatter (index: its ParamSlot)
       if (talk) comm->reduce_scatter(tmp.data(), out.data(), chunk, *grp);
       else std::copy(tmp.begin(), tmp.begin() + static_cast<long>(chunk), out.begin());
       return set_buf(in.b, std::move(out));
@@ -426,7 +428,10 @@ void PlanExecutor::exec_collective(const PInstr& in) {
       const std::vector<int>& members = P.buckets[static_cast<size_t>(in.index)];
       std::vector<float> flat;
       for (int b : members) flat.insert(flat.end(), bufs[static_cast<size_t>(b)].begin(), bufs[static_cast<size_t>(b)].end());
-      if (talk) comm->allreduce(flat.data(), flat.size(), *grp);
+      if (talk) {
+        round_for_reduction(flat);
+        comm->allreduce(flat.data(), flat.size(), *grp);
+      }
       size_t off = 0;
       for (int b : members) {
         std::vector<float>& v = bufs[static_cast<size_t>(b)];
@@ -437,7 +442,10 @@ void PlanExecutor::exec_collective(const PInstr& in) {
     }
     case PInstr::ReplicaAverage: {
       std::vector<float>& b = bufs[static_cast<size_t>(in.a)];
-      if (talk) comm->allreduce(b.data(), b.size(), *grp);
+      if (talk) {
+        round_for_reduction(b);
+        comm->allreduce(b.data(), b.size(), *grp);
+      }
       for (float& x : b) x *= in.scale;
       return;
     }
@@ -455,7 +463,16 @@ void PlanExecutor::exec_collective(const PInstr& in) {
       float lv[2] = {static_cast<float>(loss), static_cast<float>(ss)};
       if (talk) comm->allreduce(lv, 2, *grp);
       loss = lv[0] / static_cast<double>(lowered.replicas);
-      grad_norm = std::sqrt(static_cast<double>(lv[1]));
+      // The gradients carry the loss scale (1 without fp16). An inf or NaN
+      // anywhere makes the all-reduced sum inf or NaN on every rank, so all
+      // skip the same step; otherwise this rank's pieces are unscaled here.
+      const float scale = scaler.scale();
+      grad_norm = std::sqrt(static_cast<double>(lv[1])) / scale;
+      skip_update = !scaler.finish_step(static_cast<double>(lv[1]));
+      if (scale != 1.f && !skip_update)
+        for (const ParamSlot& s : P.params)
+          if (s.accum >= 0)
+            for (float& x : bufs[static_cast<size_t>(s.accum)]) x /= scale;
       return;
     }
     default:
@@ -469,24 +486,34 @@ void PlanExecutor::exec_step(const PInstr& in) {
       loss += bufs[static_cast<size_t>(in.a)][0] / static_cast<double>(spec.micro_batches);
       return;
     case PInstr::Clip:
+      if (skip_update) return;
       if (float factor = clip_factor(spec.clip, grad_norm); factor != 1.f)
         for (const ParamSlot& s : P.params)
           if (s.accum >= 0)
             for (float& x : bufs[static_cast<size_t>(s.accum)]) x *= factor;
       return;
     case PInstr::Update: {
+      if (skip_update) return;  // fp16: inf/NaN gradients, this step changes nothing
       size_t slot = static_cast<size_t>(in.index);
       const sema::TensorInfo& t = g.tensor(P.params[slot].tensor);
       const Piece& pc = piece(in.a);
       TensorView pv{bufs[static_cast<size_t>(in.a)].data(), t.dtype, pc.length}, gv{bufs[static_cast<size_t>(in.b)].data(), t.dtype, pc.length};
       OptimizerState state;
       for (auto& v : opt[slot]) state.buffers.push_back(TensorView{v.data(), t.dtype, pc.length});
-      apply_update(be, spec.optimizer, pv, gv, state, static_cast<float>(lr), step);
+      apply_update(be, spec.optimizer, pv, gv, state, static_cast<float>(lr), step - scaler.skipped());  // the optimizer's own step count
       return;
     }
     default:
       throw RuntimeError(std::string("internal: unexpected instruction ") + instr_name(in.kind));
   }
+}
+
+// grad_reduce = "bf16": a gradient about to be summed over ranks is rounded
+// to bfloat16 first, the numerics of a bf16 reduction. There is no bf16 wire
+// format yet: the rounded values travel and add up in fp32.
+void PlanExecutor::round_for_reduction(std::vector<float>& grad) const {
+  if (spec.grad_reduce != "bf16") return;
+  for (float& x : grad) x = cpu::round_to_bf16(x);
 }
 
 }  // namespace nns::backend

@@ -14,6 +14,7 @@
 
 #include "backend/lowering/rank_program.h"
 #include "backend/runtime/backend.h"
+#include "backend/runtime/loss_scale.h"
 #include "semantics/train_spec.h"
 
 namespace nns::backend {
@@ -47,6 +48,11 @@ struct PlanExecutor {
   // Per step.
   int64_t step = 0;
   double loss = 0, grad_norm = 0, lr = 0;
+  // fp16 dynamic loss scaling: SeedGrad seeds the scale; LossAllReduce
+  // decides the step from the all-reduced squared norm (the same on every
+  // rank) and unscales; Clip and Update skip a step it skipped.
+  LossScaler scaler;
+  bool skip_update = false;
 
   // `data_path`: the data file (trainer.h's data_file), "" for synthetic inputs.
   PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema::TrainSpec& s, Backend& b, Communicator* c, uint64_t sd,
@@ -62,6 +68,7 @@ struct PlanExecutor {
   void exec_compute(const PInstr& in);
   void exec_collective(const PInstr& in);
   void exec_step(const PInstr& in);
+  void round_for_reduction(std::vector<float>& grad) const;
   void set_buf(int b, std::vector<float> v);
   void free_buf(int b);
   void lset(int t, std::vector<float> v);

@@ -126,10 +126,16 @@ StepStats PlanTrainer::step() {
   // The learning rate follows the same schedule as one device.
   double lr = learning_rate(m.spec.schedule, m.spec.optimizer.lr, m.spec.schedule.steps, step_);
   m.lr = lr;
+  const float scale = m.scaler.scale();  // what this step seeds its backward with
   m.run_step(step_);
   st.loss = m.loss;
   st.grad_norm = m.grad_norm;
   st.lr = lr;
+  if (m.scaler.enabled()) {
+    st.loss_scale = scale;
+    st.skipped = m.skip_update;
+    st.skipped_total = m.scaler.skipped();
+  }
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return st;
 }

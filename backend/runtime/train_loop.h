@@ -24,7 +24,13 @@ struct StepStats {
   double loss = 0;
   double seconds = 0;
   double lr = 0;
-  double grad_norm = 0;
+  double grad_norm = 0;  // of the unscaled gradients
+  // fp16 loss scaling (loss_scale.h): the scale this step's backward was
+  // seeded with (0: no scaling), whether its update was skipped (inf/NaN
+  // gradients) and how many steps have been skipped so far.
+  double loss_scale = 0;
+  bool skipped = false;
+  int64_t skipped_total = 0;
 };
 
 using TensorMap = std::map<std::string, std::vector<float>>;  // host copies by qualified name
@@ -86,6 +92,7 @@ std::set<std::string> loss_invariant(const TensorMap& grads, double& global_max,
 struct StepComparison {
   double loss = 0, gradients = 0, weights = 0;  // relative errors
   std::string worst_gradient, worst_weight;     // tensor names, empty if none
+  bool skip_mismatch = false;                   // one side skipped the update, the other did not
 };
 
 // Steps a reference Trainer (one device running every replica's
@@ -102,7 +109,10 @@ class StepVerifier {
   // bf16 autocast 2^-8); the element masks stay at fp32's 1e-6.
   StepVerifier(Trainer& reference, bool adopt_weights, double rounding = 1e-6)
       : ref_(reference), adopt_(adopt_weights), rounding_(rounding) {}
-  StepComparison compare(double loss, const TensorMap& gradients, const TensorMap& weights);
+  // skipped: the run skipped this step's update (fp16 loss scaling); the
+  // reference must have skipped it too (else the error is 1e30), and the
+  // gradients of a skipped step (inf/NaN on both sides) are not compared.
+  StepComparison compare(double loss, const TensorMap& gradients, const TensorMap& weights, bool skipped = false);
   double worst() const { return worst_; }  // over every step so far
   size_t rounding_elements() const { return rounding_elements_; }
   const std::set<std::string>& invariant_params() const { return invariant_; }

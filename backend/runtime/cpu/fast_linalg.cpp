@@ -195,4 +195,46 @@ void linear_backward_bf16(const float* x, const float* w, const float* dy, float
   if (dbias) linear_backward(x, w, dy, nullptr, nullptr, dbias, rows, k, n);
 }
 
+// ---- fp16 autocast ----------------------------------------------------------------
+// oneDNN 2.6 has no f16 matmul on a CPU without AVX512-FP16 (primitive
+// creation fails here), so the operands are rounded to fp16 values held in
+// fp32 copies and multiplied by the fp32 matmul: two halves multiply exactly
+// in fp32, so this is an fp16 product with fp32 accumulation.
+
+namespace {
+// Rounded copies in per-thread scratch reused across calls (3 slots: a
+// backward's two operands and the output gradient).
+const float* to_fp16(const float* p, int64_t n, int slot) {
+  thread_local std::vector<float> scratch[3];
+  std::vector<float>& buf = scratch[slot];
+  if (buf.size() < static_cast<size_t>(n)) buf.resize(static_cast<size_t>(n));
+  float* out = buf.data();
+  for (int64_t i = 0; i < n; ++i) out[i] = round_to_fp16(p[i]);
+  return out;
+}
+}  // namespace
+
+void matmul_fp16(const float* a, const float* b, float* c, int64_t batch, int64_t b_batch, int64_t m,
+                 int64_t k, int64_t n, bool trans_a, bool trans_b, float beta) {
+  gemm(to_fp16(a, batch * m * k, 0), to_fp16(b, b_batch * k * n, 1), c, batch, b_batch, m, k, n, trans_a, trans_b, beta);
+}
+
+void matmul_backward_fp16(const float* a, const float* b, const float* dc, float* da, float* db,
+                          int64_t batch, int64_t b_batch, int64_t m, int64_t k, int64_t n, bool trans_a,
+                          bool trans_b) {
+  matmul_backward_in(to_fp16(a, batch * m * k, 0), to_fp16(b, b_batch * k * n, 1), to_fp16(dc, batch * m * n, 2), da, db, batch,
+                     b_batch, m, k, n, trans_a, trans_b, false);
+}
+
+void linear_fp16(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t k,
+                 int64_t n) {
+  linear(to_fp16(x, rows * k, 0), to_fp16(w, n * k, 1), bias, y, rows, k, n);
+}
+
+void linear_backward_fp16(const float* x, const float* w, const float* dy, float* dx, float* dw,
+                          float* dbias, int64_t rows, int64_t k, int64_t n) {
+  linear_backward(to_fp16(x, rows * k, 0), to_fp16(w, n * k, 1), to_fp16(dy, rows * n, 2), dx, dw, nullptr, rows, k, n);
+  if (dbias) linear_backward(x, w, dy, nullptr, nullptr, dbias, rows, k, n);  // of the fp32 gradient, as bf16
+}
+
 }  // namespace nns::backend::cpu::fast
