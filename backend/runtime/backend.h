@@ -70,6 +70,8 @@ class Backend {
 
   // Optimizer arithmetic on device buffers.
   virtual double sum_of_squares(const std::vector<TensorView>& grads) = 0;
+  // t *= alpha; alpha 0 zero-fills t, so that an inf or NaN in it (the
+  // gradients of a skipped fp16 step) does not survive as 0 * inf = NaN.
   virtual void scale(const TensorView& t, float alpha) = 0;
   virtual void axpy(const TensorView& y, const TensorView& x, float alpha) = 0;  // y += alpha x
   virtual void sgd_update(const TensorView& param, const TensorView& grad, OptimizerState& state, float lr,

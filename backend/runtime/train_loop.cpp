@@ -62,7 +62,7 @@ size_t mark_rounding_level(const TensorMap& grads, ElementMasks& masks) {
   return total;
 }
 
-size_t mark_undetermined(const TensorMap& got, const TensorMap& want, ElementMasks& masks) {
+size_t mark_undetermined(const TensorMap& got, const TensorMap& want, ElementMasks& masks, double level) {
   size_t added = 0;
   for (const auto& [name, w] : want) {
     auto it = got.find(name);
@@ -75,7 +75,7 @@ size_t mark_undetermined(const TensorMap& got, const TensorMap& want, ElementMas
       double diff = std::fabs(static_cast<double>(it->second[i]) - w[i]);
       // Large against the element, yet at rounding level against its tensor
       // (a wrong gradient is not masked: it is far above that level).
-      if (!m[i] && diff > 1e-2 * std::fabs(static_cast<double>(w[i])) && diff <= 1e-5 * wmax) {
+      if (!m[i] && diff > 1e-2 * std::fabs(static_cast<double>(w[i])) && diff <= level * wmax) {
         m[i] = 1;
         ++added;
       }
@@ -123,7 +123,7 @@ StepComparison StepVerifier::compare(double loss, const TensorMap& gradients, co
   // Gradient errors are relative to the tensor's norm, floored at the rounding level (fp32: a millionth) of the largest gradient norm.
   c.gradients = compare_tensors(gradients, ref_grads, c.worst_gradient, rounding_ * gmax, invariant_);
   rounding_elements_ = mark_rounding_level(ref_grads, masks_);
-  rounding_elements_ += mark_undetermined(gradients, ref_grads, masks_);
+  rounding_elements_ += mark_undetermined(gradients, ref_grads, masks_, undetermined_level_);
   c.weights = compare_tensors(weights, ref_.parameters(), c.worst_weight, 1e-30, invariant_, &masks_);
   if (adopt_)
     for (const auto& [name, w] : weights) ref_.set_parameter(name, w);
@@ -169,7 +169,7 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
   }
   if (rank0) std::fprintf(out, "%s", o.banner.c_str());
   std::unique_ptr<StepVerifier> verifier;
-  if (rank0 && o.verify && o.reference) verifier = std::make_unique<StepVerifier>(*o.reference, o.reference_adopts_weights, o.verify_rounding);
+  if (rank0 && o.verify && o.reference) verifier = std::make_unique<StepVerifier>(*o.reference, o.reference_adopts_weights, o.verify_rounding, o.verify_undetermined);
   double total = 0, first_loss = 0, last_loss = 0, last_scale = 0;
   int64_t skipped_total = 0;
   std::FILE* metrics = nullptr;

@@ -78,8 +78,11 @@ size_t mark_rounding_level(const TensorMap& grads, ElementMasks& masks);
 // reordering decides even its sign: AdamW's early steps move such a weight by about lr whatever
 // the gradient's size, in the sign the rounding chose. The gradients
 // themselves are still compared normwise; only these elements' weights are
-// masked. Added to `masks`; returns how many were added.
-size_t mark_undetermined(const TensorMap& got, const TensorMap& want, ElementMasks& masks);
+// masked. Added to `masks`; returns how many were added. `level` is that
+// rounding level (1e-5 of the tensor's largest element for fp32 sums); a
+// gradient reduced in bf16 (grad_reduce = "bf16") rounds each rank's share
+// to 8 bits before the sum, so its level is 2^-8.
+size_t mark_undetermined(const TensorMap& got, const TensorMap& want, ElementMasks& masks, double level = 1e-5);
 
 // Parameters the loss does not depend on (an attention key bias: softmax is
 // invariant to it): gradient norm at most `rounding` (fp32: 1e-6) of the
@@ -107,8 +110,9 @@ class StepVerifier {
   // rounding: the share of the largest gradient norm below which a whole
   // tensor's gradient is rounding noise of the precision (1e-6 for fp32;
   // bf16 autocast 2^-8); the element masks stay at fp32's 1e-6.
-  StepVerifier(Trainer& reference, bool adopt_weights, double rounding = 1e-6)
-      : ref_(reference), adopt_(adopt_weights), rounding_(rounding) {}
+  // undetermined_level: mark_undetermined's level.
+  StepVerifier(Trainer& reference, bool adopt_weights, double rounding = 1e-6, double undetermined_level = 1e-5)
+      : ref_(reference), adopt_(adopt_weights), rounding_(rounding), undetermined_level_(undetermined_level) {}
   // skipped: the run skipped this step's update (fp16 loss scaling); the
   // reference must have skipped it too (else the error is 1e30), and the
   // gradients of a skipped step (inf/NaN on both sides) are not compared.
@@ -120,7 +124,7 @@ class StepVerifier {
  private:
   Trainer& ref_;
   bool adopt_;
-  double rounding_;
+  double rounding_, undetermined_level_;
   double worst_ = 0;
   std::set<std::string> invariant_;
   ElementMasks masks_;
@@ -149,6 +153,7 @@ struct LoopOptions {
   // the ranks' slices and one device can flip a rounding (see README).
   double verify_bound = 1e-5;
   double verify_rounding = 1e-6;  // StepVerifier's rounding level
+  double verify_undetermined = 1e-5;  // StepVerifier's undetermined_level
   std::string verify_precision = "fp32";
   bool report_invariant_params = false;   // a summary line naming them
   // The summary's memory figure: "<peak_label> 12.0 MiB", " (rank 0)" added when peak_of_rank0.

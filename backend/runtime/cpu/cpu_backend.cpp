@@ -706,7 +706,13 @@ class CpuBackend : public Backend {
     for (const TensorView& t : grads) { ptrs.push_back(t.f32()); sizes.push_back(t.numel()); }
     return cpu::ref::sum_of_squares(ptrs.data(), sizes.data(), static_cast<int>(ptrs.size()));
   }
-  void scale(const TensorView& t, float alpha) override { cpu::fast::scale(t.f32(), t.f32(), t.numel(), alpha); }
+  void scale(const TensorView& t, float alpha) override {
+    if (alpha == 0.f) {  // zero-fill (backend.h): an inf left by a skipped fp16 step must not become NaN
+      std::memset(t.data, 0, static_cast<size_t>(t.numel()) * sizeof(float));
+      return;
+    }
+    cpu::fast::scale(t.f32(), t.f32(), t.numel(), alpha);
+  }
   void axpy(const TensorView& y, const TensorView& x, float alpha) override {
     float* py = y.f32();
     const float* px = x.f32();

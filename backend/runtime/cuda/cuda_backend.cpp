@@ -232,7 +232,13 @@ class CudaBackend : public Backend {
     }
     return total;
   }
-  void scale(const TensorView& t, float alpha) override { cuda::kernels::scale(t.f32(), t.f32(), t.numel(), alpha, stream_); }
+  void scale(const TensorView& t, float alpha) override {
+    if (alpha == 0.f) {  // zero-fill, as the interface promises (an inf must not become 0 * inf = NaN)
+      check(cudaMemsetAsync(t.data, 0, static_cast<size_t>(t.numel()) * sizeof(float), stream_), "cudaMemsetAsync");
+      return;
+    }
+    cuda::kernels::scale(t.f32(), t.f32(), t.numel(), alpha, stream_);
+  }
   void axpy(const TensorView& y, const TensorView& x, float alpha) override {
     cuda::kernels::axpy(y.f32(), x.f32(), y.numel(), alpha, stream_);
   }
