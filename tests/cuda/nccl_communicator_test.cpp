@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <stdexcept>
@@ -92,6 +93,9 @@ int main() {
     std::printf("SKIPPED: no CUDA device visible; the NCCL communicator test needs a GPU\n");
     return 77;
   }
+  // NCCL checks buffer pointers only when asked (NCCL_CHECK_POINTERS, read
+  // when it initialises): the error-path check below relies on it.
+  ::setenv("NCCL_CHECK_POINTERS", "1", 1);
   try {
     Communicator host(CommConfig{});  // rank 0 of 1: the id exchange is local
     NcclCommunicator nc(host, 0, std::chrono::seconds(30));
