@@ -212,8 +212,11 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
     if (!rank0) continue;
     if (metrics) {
       // %.17g: the exact double, so runs can be compared bit for bit.
-      std::fprintf(metrics, "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.17g, \"grad_norm\": %.17g, \"ms\": %.3f", static_cast<long long>(st.step),
-                   st.loss, st.lr, st.grad_norm, st.seconds * 1e3);
+      // A skipped fp16 step's norm is inf or NaN, which JSON cannot spell: null.
+      char norm[32] = "null";
+      if (std::isfinite(st.grad_norm)) std::snprintf(norm, sizeof norm, "%.17g", st.grad_norm);
+      std::fprintf(metrics, "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.17g, \"grad_norm\": %s, \"ms\": %.3f", static_cast<long long>(st.step),
+                   st.loss, st.lr, norm, st.seconds * 1e3);
       if (st.loss_scale > 0) std::fprintf(metrics, ", \"loss_scale\": %.17g, \"skipped\": %s", st.loss_scale, st.skipped ? "true" : "false");
       std::fprintf(metrics, "}\n");
       std::fflush(metrics);

@@ -315,7 +315,12 @@ double Trainer::run_micro_batch(int64_t k, bool backward, const std::function<vo
 
 double Trainer::forward_loss() { return run_micro_batch(0, false); }
 
-void Trainer::compute_gradients() { run_micro_batch(0, true); }
+void Trainer::compute_gradients() {
+  run_micro_batch(0, true);
+  // fp16: the backward ran from the scaled loss gradient; report the true one.
+  if (scaler_.enabled())
+    for (const auto& [p, grad] : info_.param_grads) be_.scale(view(grad), 1.0f / scaler_.scale());
+}
 
 void Trainer::set_parameter(const std::string& name, const std::vector<float>& values) {
   for (int p : g_.params()) {

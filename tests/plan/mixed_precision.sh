@@ -79,3 +79,20 @@ for p in dp megatron; do
   grep -q 'did not (loss scaling decided differently)' "$tmp/v.out" && fail "fp16 overflow $p: the ranks and one device skipped different steps"
   echo "ok: fp16 overflow $p: $skipped step(s) skipped, $(grep -o 'loss scale [^,]*' "$tmp/v.out" | tail -1)"
 done
+
+# A checkpoint carries the loss scale and the skipped-step count: a run
+# stopped at step 6 and resumed continues exactly as the unbroken one (one
+# device: the same losses and scales; plan dp: the same scale and count).
+"$NNS" run "$tmp/fp16_overflow.nns" --config tiny --steps 12 > "$tmp/whole.out" 2>&1 || fail "fp16 overflow 12 steps: $(tail -2 "$tmp/whole.out")"
+"$NNS" run "$tmp/fp16_overflow.nns" --config tiny --steps 6 --save "$tmp/ck.safetensors" > "$tmp/first.out" 2>&1 || fail "save: $(tail -2 "$tmp/first.out")"
+"$NNS" run "$tmp/fp16_overflow.nns" --config tiny --steps 12 --resume "$tmp/ck.safetensors" > "$tmp/rest.out" 2>&1 || fail "resume: $(tail -2 "$tmp/rest.out")"
+steps_after6() { grep -E '^step +([7-9]|1[0-2])/' "$1" | awk '{print $2, $4, $(NF-1), $NF}'; }
+summary() { grep -o 'loss scale [^,]*, [0-9]* step(s) skipped' "$1"; }
+[ "$(steps_after6 "$tmp/whole.out")" = "$(steps_after6 "$tmp/rest.out")" ] || fail "resumed steps differ from the unbroken run"
+[ -n "$(summary "$tmp/whole.out")" ] && [ "$(summary "$tmp/whole.out")" = "$(summary "$tmp/rest.out")" ] ||
+  fail "resumed summary '$(summary "$tmp/rest.out")' vs '$(summary "$tmp/whole.out")'"
+grep -q 'update skipped' "$tmp/first.out" || fail "the first 6 steps skipped nothing: the resume test tests nothing"
+"$NNS" run "$tmp/fp16_overflow.nns" --config tiny --steps 6 --plan dp --gpus 2 --save "$tmp/ckd" > "$tmp/pfirst.out" 2>&1 || fail "plan save: $(tail -2 "$tmp/pfirst.out")"
+"$NNS" run "$tmp/fp16_overflow.nns" --config tiny --steps 12 --plan dp --gpus 2 --resume "$tmp/ckd" > "$tmp/prest.out" 2>&1 || fail "plan resume: $(tail -2 "$tmp/prest.out")"
+[ "$(summary "$tmp/whole.out")" = "$(summary "$tmp/prest.out")" ] || fail "plan dp resumed summary '$(summary "$tmp/prest.out")' vs '$(summary "$tmp/whole.out")'"
+echo "ok: resume keeps the loss scale: $(summary "$tmp/rest.out")"

@@ -169,3 +169,21 @@ TEST_CASE("fp16 Trainer: an overflowing step is skipped, the scale backs off and
   CHECK(s6.loss_scale == 32768.0);
   CHECK_FALSE(s6.skipped);
 }
+
+TEST_CASE("fp16 Trainer: compute_gradients reports unscaled gradients", "[loss_scale]") {
+  // A scale that does not overflow (2^15): the gradients of the sum are the
+  // column sums of x, whatever the scale, as in fp32 up to fp16 rounding.
+  Model m(kOverflow);
+  m.spec.loss_scale.init = 32768;
+  auto be16 = backend::make_cpu_backend(false), be32 = backend::make_cpu_backend(false);
+  be16->set_precision(backend::Precision::F16);
+  sema::TrainSpec spec32 = m.spec;
+  spec32.precision = "fp32";
+  backend::Trainer t16(m.interp->graph(), m.info, m.spec, *be16, backend::TrainOptions{});
+  backend::Trainer t32(m.interp->graph(), m.info, spec32, *be32, backend::TrainOptions{});
+  t16.compute_gradients();
+  t32.compute_gradients();
+  const std::vector<float> g16 = t16.last_gradients().at("l.weight"), g32 = t32.last_gradients().at("l.weight");
+  REQUIRE(g16.size() == g32.size());
+  for (size_t i = 0; i < g16.size(); ++i) CHECK(g16[i] == Approx(g32[i]).epsilon(2e-3).margin(1e-3));
+}
