@@ -1,10 +1,10 @@
 #include "backend/runtime/cuda/caching_allocator.h"
 
-#include <cuda_runtime.h>
+#include <string>
 
-#include "backend/runtime/cuda/cuda_check.h"
+#include "backend/runtime/backend.h"
 
-namespace nns::backend::cuda {
+namespace nns::backend::NNS_DEV {
 
 size_t CachingAllocator::rounded(size_t bytes) {
   const size_t small = 512, large = size_t(2) << 20;
@@ -22,15 +22,15 @@ void* CachingAllocator::allocate(size_t bytes) {
     cached_ -= size;
     return p;
   }
-  void* p = nullptr;
-  cudaError_t e = cudaMalloc(&p, size);
-  if (e == cudaErrorMemoryAllocation && cached_ > 0) {
+  void* p = device_malloc(size);
+  if (!p && cached_ > 0) {
     // Out of memory with blocks of other sizes cached: give them back, retry.
-    cudaGetLastError();
     empty_cache();
-    e = cudaMalloc(&p, size);
+    p = device_malloc(size);
   }
-  check(e, ("cudaMalloc of " + std::to_string(size) + " bytes").c_str());
+  if (!p)
+    throw RuntimeError("out of device memory: " + std::to_string(size) + " bytes requested, " + std::to_string(reserved_) +
+                       " reserved");
   reserved_ += size;
   return p;
 }
@@ -45,7 +45,7 @@ void CachingAllocator::release(void* p, size_t bytes) {
 void CachingAllocator::empty_cache() {
   for (auto& [size, blocks] : free_) {
     for (void* p : blocks) {
-      cudaFree(p);
+      device_free(p);
       reserved_ -= size;
     }
     blocks.clear();
@@ -55,4 +55,4 @@ void CachingAllocator::empty_cache() {
 
 CachingAllocator::~CachingAllocator() { empty_cache(); }
 
-}  // namespace nns::backend::cuda
+}  // namespace nns::backend::NNS_DEV

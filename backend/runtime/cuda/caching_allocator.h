@@ -3,8 +3,8 @@
 // free list of its size for the next allocation of that size. Every use is
 // ordered on the backend's single compute stream, so a block released there
 // may be reused by the next kernel on the same stream without waiting: the
-// stream serialises the old reader before the new writer. cudaMalloc (which
-// synchronises the device) is paid once per size; empty_cache() returns
+// stream serialises the old reader before the new writer. device_malloc (cudaMalloc,
+// which synchronises the device) is paid once per size; empty_cache() returns
 // the cached blocks to the driver.
 #pragma once
 
@@ -12,7 +12,9 @@
 #include <unordered_map>
 #include <vector>
 
-namespace nns::backend::cuda {
+#include "backend/runtime/cuda/device.h"
+
+namespace nns::backend::NNS_DEV {
 
 class CachingAllocator {
  public:
@@ -34,4 +36,4 @@ class CachingAllocator {
   size_t cached_ = 0, reserved_ = 0;
 };
 
-}  // namespace nns::backend::cuda
+}  // namespace nns::backend::NNS_DEV

@@ -1,5 +1,7 @@
 // The CUDA Backend (issue 11): the same interface as the CPU backend
-// (backend/runtime/backend.h), one device per process.
+// (backend/runtime/backend.h), one device per process; and its host
+// emulation, the same code with every kernel run as a loop on the host
+// (device.h), which is how it is tested without a GPU.
 //
 // What it runs today: memory through a caching allocator on one compute
 // stream, host copies, the matrix products on cuBLASLt (matmul, bmm,
@@ -8,10 +10,8 @@
 // epilogue), fill and add_n, and the optimizer arithmetic (sum of squares,
 // scale, axpy, SGD, a fused AdamW) as kernels of our own. Every other node
 // kind is refused by has_kernel() and by run_node() with a RuntimeError
-// that names it: the registry's elementwise, normalisation, attention
-// (cuDNN), embedding and loss kernels are not written yet, nor bf16 inputs,
-// NCCL or the driver's --device cuda. No GPU has run this code yet: the
-// conformance test (tests/cuda) is the first thing to run where one is.
+// that names it. No GPU has run this code yet: the conformance test
+// (tests/cuda) is the first thing to run where one is.
 #pragma once
 
 #include <memory>
@@ -21,11 +21,17 @@
 
 namespace nns::backend {
 
-// CUDA devices visible to this process (0 without a driver or device).
+// CUDA devices visible to this process (0 without a driver or device, and
+// in a build without CUDA).
 int cuda_device_count();
 
 // A backend on `device`, or null with `why_not` set (no device, a driver
-// error).
+// error, a build without CUDA).
 std::unique_ptr<Backend> make_cuda_backend(int device, std::string& why_not);
+
+// The CUDA backend's code emulated on the host: kernels' index spaces run
+// forwards, or backwards when `reversed` (a kernel whose result depends on
+// the order is racy on a GPU). For tests; always built.
+std::unique_ptr<Backend> make_cuda_emulation_backend(bool reversed);
 
 }  // namespace nns::backend

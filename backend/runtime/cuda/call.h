@@ -1,0 +1,57 @@
+// What a kernel wrapper of the CUDA backend gets for one node: the node and
+// its operands (node_call.h), the matrix-product engine, the stream, and
+// scratch memory that lives until the node's work is enqueued (the stream
+// orders its reuse). Kernel files register their wrappers by node kind.
+#pragma once
+
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "backend/runtime/cuda/caching_allocator.h"
+#include "backend/runtime/cuda/device.h"
+#include "backend/runtime/cuda/gemm.h"
+#include "backend/runtime/node_call.h"
+
+namespace nns::backend::NNS_DEV {
+
+// Device memory for one node's temporaries, given back when the node is
+// enqueued: later work on the same stream runs after this node's.
+class Scratch {
+ public:
+  explicit Scratch(CachingAllocator& alloc) : alloc_(alloc) {}
+  ~Scratch() {
+    for (auto& [p, bytes] : held_) alloc_.release(p, bytes);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  template <class T>
+  T* get(int64_t count) {
+    size_t bytes = sizeof(T) * static_cast<size_t>(count > 0 ? count : 1);
+    void* p = alloc_.allocate(bytes);
+    held_.emplace_back(p, bytes);
+    return static_cast<T*>(p);
+  }
+
+ private:
+  CachingAllocator& alloc_;
+  std::vector<std::pair<void*, size_t>> held_;
+};
+
+struct Call : NodeCall {
+  Gemm& gemm;
+  Stream stream;
+  Scratch& scratch;
+  bool bf16 = false;  // Precision::BF16: the matrix products round their operands to bfloat16
+};
+
+using KernelFn = void (*)(const Call&);
+using KernelTable = std::unordered_map<std::string, KernelFn>;
+
+// One per kernel file: adds that file's node kinds.
+void register_core_kernels(KernelTable& table);  // ops_core.cpp: products, fill, add_n
+void register_elementwise_kernels(KernelTable& table);  // kernels_elementwise.cu: unary, binary, comparisons, where, casts
+void register_reduce_kernels(KernelTable& table);  // kernels_reduce.cu: reductions, constructors
+
+}  // namespace nns::backend::NNS_DEV

@@ -1,0 +1,109 @@
+#include "backend/runtime/cuda/device_backend.h"
+
+#include <vector>
+
+#include "backend/runtime/cuda/call.h"
+#include "backend/runtime/cuda/kernels.h"
+
+namespace nns::backend::NNS_DEV {
+
+namespace {
+
+const KernelTable& table() {
+  static const KernelTable t = [] {
+    KernelTable k;
+    register_core_kernels(k);
+    register_elementwise_kernels(k);
+    register_reduce_kernels(k);
+    return k;
+  }();
+  return t;
+}
+
+class DeviceBackend : public Backend {
+ public:
+  DeviceBackend(Stream stream, std::string name) : stream_(stream), name_(std::move(name)), gemm_(std::make_unique<Gemm>(stream)) {}
+  ~DeviceBackend() override {
+    synchronize(stream_);
+    gemm_.reset();
+    alloc_.empty_cache();
+    destroy_stream(stream_);
+  }
+  std::string name() const override { return name_; }
+
+  void* allocate(size_t bytes) override {
+    void* p = alloc_.allocate(bytes);
+    memset_async(p, 0, bytes, stream_);  // the interface promises zeroed memory
+    track_alloc(static_cast<int64_t>(bytes));
+    return p;
+  }
+  void release(void* p, size_t bytes) override {
+    alloc_.release(p, bytes);
+    track_free(static_cast<int64_t>(bytes));
+  }
+  void copy_from_host(void* dst, const void* host, size_t bytes) override { copy_to_device(dst, host, bytes, stream_); }
+  void copy_to_host(void* host, const void* src, size_t bytes) override { NNS_DEV::copy_to_host(host, src, bytes, stream_); }
+
+  bool has_kernel(const std::string& kind) const override { return table().count(kind) > 0; }
+  void run_node(const sema::Graph&, const sema::OpNode& n, const std::vector<TensorView>& in,
+                const std::vector<TensorView>& out) override {
+    auto it = table().find(n.kind);
+    if (it == table().end()) throw RuntimeError("the CUDA backend has no kernel for '" + n.kind + "' yet (node " + n.name + ")");
+    if (precision() != Precision::F32 && precision() != Precision::BF16)
+      throw RuntimeError("the CUDA backend runs fp32 and bf16 autocast only so far");
+    Scratch scratch(alloc_);
+    it->second(Call{{n, in, out}, *gemm_, stream_, scratch, precision() == Precision::BF16});
+    check_launch(n.kind.c_str());
+  }
+
+  double sum_of_squares(const std::vector<TensorView>& grads) override {
+    double total = 0;
+    for (const TensorView& t : grads) {
+      int64_t n = t.numel();
+      if (n == 0) continue;
+      Scratch scratch(alloc_);
+      double* work = scratch.get<double>(kernels::sum_of_squares_scratch(n));
+      kernels::sum_of_squares(t.f32(), n, work, stream_);
+      int64_t parts = kernels::sum_of_squares_partials(n);
+      std::vector<double> host(static_cast<size_t>(parts));
+      NNS_DEV::copy_to_host(host.data(), work + (kernels::sum_of_squares_scratch(n) - parts), sizeof(double) * host.size(), stream_);
+      for (double p : host) total += p;  // in order: the same sum every run
+    }
+    return total;
+  }
+  void scale(const TensorView& t, float alpha) override {
+    if (alpha == 0.f) {  // zero-fill, as backend.h promises (an inf must not become 0 * inf = NaN)
+      NNS_DEV::memset_async(t.data, 0, static_cast<size_t>(t.numel()) * sizeof(float), stream_);
+      return;
+    }
+    kernels::scale(t.f32(), t.f32(), t.numel(), alpha, stream_);
+  }
+  void axpy(const TensorView& y, const TensorView& x, float alpha) override {
+    kernels::axpy(y.f32(), x.f32(), y.numel(), alpha, stream_);
+  }
+  void sgd_update(const TensorView& param, const TensorView& grad, OptimizerState& state, float lr, float momentum,
+                  float weight_decay) override {
+    float* buf = state.buffers.empty() ? nullptr : state.buffers[0].f32();
+    kernels::sgd_step(param.f32(), grad.f32(), buf, param.numel(), lr, momentum, weight_decay, stream_);
+  }
+  void adamw_update(const TensorView& param, const TensorView& grad, OptimizerState& state, float lr, float beta1,
+                    float beta2, float eps, float weight_decay, int64_t step) override {
+    kernels::adamw_step(param.f32(), grad.f32(), state.buffers[0].f32(), state.buffers[1].f32(), param.numel(), lr, beta1,
+                        beta2, eps, weight_decay, step, stream_);
+  }
+  void set_threads(int) override {}  // host threads do not matter to the device
+
+ private:
+  Stream stream_;
+  std::string name_;
+  CachingAllocator alloc_;
+  std::unique_ptr<Gemm> gemm_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_device_backend(Stream stream, std::string name) {
+  return std::make_unique<DeviceBackend>(stream, std::move(name));
+}
+
+}  // namespace nns::backend::NNS_DEV

@@ -1,0 +1,37 @@
+// Kernels of our own for the CUDA backend (everything cuBLASLt does not
+// do), enqueued on `stream`. Same contracts as the CPU kernels of
+// backend/runtime/cpu/kernels.h; the arithmetic follows cpu::ref (double
+// where ref accumulates in double), so results agree with the reference
+// within the conformance bounds. Defined in the kernel files (*.cu), which
+// both the GPU build and the host emulation compile (device.h).
+#pragma once
+
+#include <cstdint>
+
+#include "backend/runtime/cuda/device.h"
+
+namespace nns::backend::NNS_DEV::kernels {
+
+void fill(float* y, int64_t n, float value, Stream stream);
+// y[i] = x[i] rounded to bfloat16 (numeric.h), as 16-bit patterns: the
+// operands of a bf16 product.
+void to_bf16(const float* x, uint16_t* y, int64_t n, Stream stream);
+// y = x0 + x1 + ... (count inputs, in order)
+void add_n(float* y, const float* const* xs, int count, int64_t n, Stream stream);
+void scale(float* y, const float* x, int64_t n, float alpha, Stream stream);
+void axpy(float* y, const float* x, int64_t n, float alpha, Stream stream);
+// dbias[c] = sum over rows of dy[r, c], summed in double, in row order.
+void column_sums(const float* dy, float* dbias, int64_t rows, int64_t cols, Stream stream);
+// Sum of squares of x in a fixed order (the same value every run): lanes
+// of a strided partition, then groups of lanes; `scratch` holds
+// sum_of_squares_scratch(n) doubles and the caller adds the last
+// sum_of_squares_partials(n) of them, in order, on the host.
+int64_t sum_of_squares_scratch(int64_t n);
+int64_t sum_of_squares_partials(int64_t n);
+void sum_of_squares(const float* x, int64_t n, double* scratch, Stream stream);
+void sgd_step(float* param, const float* grad, float* momentum_buf, int64_t n, float lr, float momentum,
+              float weight_decay, Stream stream);
+void adamw_step(float* param, const float* grad, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
+                float eps, float weight_decay, int64_t step, Stream stream);
+
+}  // namespace nns::backend::NNS_DEV::kernels
