@@ -48,7 +48,10 @@ NcclCommunicator::NcclCommunicator(Communicator& host, int device, std::chrono::
   host.broadcast_bytes(&id, sizeof id, 0);
   ncclConfig_t config = nonblocking_config();
   world_.members = host.world();
-  check(ncclCommInitRankConfig(&world_.comm, size_, id, rank_, &config), world_.comm, "ncclCommInitRankConfig", {});
+  // The handle exists once the call returns (its setup may go on in the
+  // background): read it only then.
+  ncclResult_t r = ncclCommInitRankConfig(&world_.comm, size_, id, rank_, &config);
+  check(r, world_.comm, "ncclCommInitRankConfig", {});
 }
 
 NcclCommunicator::~NcclCommunicator() {
