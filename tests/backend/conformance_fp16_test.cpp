@@ -87,6 +87,38 @@ TEST_CASE("round_to_fp16: the float value of the nearest half", "[backend][fp16]
   }
 }
 
+TEST_CASE("conformance fp16: the fast kernels round operands exactly as round_to_fp16", "[backend][fp16][conformance]") {
+  // c = a I: every output is one operand of a, rounded (x * 1 and + 0 are
+  // exact), so the fast path's rounding (F16C where the CPU has it) must
+  // give round_to_fp16's value bit for bit. The operands sweep the normal
+  // range, ties, the subnormals and the edge below overflow (an operand
+  // that overflows would make inf * 0 = NaN in the other columns; the
+  // overflow test below covers it).
+  std::vector<float> vals;
+  for (uint32_t bits = 0x00000000u; bits < 0x477ff000u; bits += 4093) vals.push_back(from_bits(bits));  // 0 .. just below 65520
+  for (uint32_t h = 0; h < 0x7c00; h += 7) {  // every 7th half, and the ties above and below it
+    float f = cpu::fp16_to_float(static_cast<uint16_t>(h)), next = cpu::fp16_to_float(static_cast<uint16_t>(h + 1));
+    vals.push_back(f);
+    if (h + 1 < 0x7c00) vals.push_back(f + (next - f) / 2);
+  }
+  vals.push_back(65519.0f);
+  const int64_t k = 16, rows = (static_cast<int64_t>(vals.size()) + k - 1) / k;
+  Buf a(static_cast<size_t>(rows * k), 0.f), eye(static_cast<size_t>(k * k), 0.f), c(static_cast<size_t>(rows * k));
+  for (size_t i = 0; i < vals.size(); ++i) a[i] = (i % 2 ? -1.f : 1.f) * vals[i];
+  for (int64_t i = 0; i < k; ++i) eye[static_cast<size_t>(i * k + i)] = 1.f;
+  cpu::fast::matmul_fp16(a.data(), eye.data(), c.data(), 1, 1, rows, k, k, false, false, 0.f);
+  size_t differ = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    float want = cpu::round_to_fp16(a[i]);
+    if (std::memcmp(&want, &c[i], sizeof want) != 0 && !(want == 0.f && c[i] == 0.f)) {
+      if (differ < 5) WARN("operand " << a[i] << ": fast " << c[i] << ", round_to_fp16 " << want);
+      ++differ;
+    }
+  }
+  INFO(a.size() << " operands");
+  CHECK(differ == 0);
+}
+
 TEST_CASE("conformance fp16: matmul / bmm, fast vs reference", "[backend][fp16][conformance]") {
   struct Case {
     int64_t batch, b_batch, m, k, n;

@@ -201,8 +201,9 @@ void linear_backward_bf16(const float* x, const float* w, const float* dy, float
 // becomes inf, as a half would); products and sums in fp32 (ref: double),
 // fp32 outputs. Biases and bias gradients stay fp32. Two halves multiply
 // exactly in fp32 (11 + 11 significant bits), so the fast path is oneDNN's
-// fp32 matmul on rounded copies: oneDNN 2.6 has no f16 matmul for a CPU
-// without AVX512-FP16 (this one has AVX512-BF16 only).
+// fp32 matmul on rounded copies (made with F16C's conversions where the CPU
+// has them): oneDNN 2.6 has no f16 matmul for a CPU without AVX512-FP16
+// (this one has AVX512-BF16 only).
 void matmul_fp16(const float* a, const float* b, float* c, int64_t batch, int64_t b_batch, int64_t m,
                  int64_t k, int64_t n, bool trans_a, bool trans_b, float beta);
 void matmul_backward_fp16(const float* a, const float* b, const float* dc, float* da, float* db,
