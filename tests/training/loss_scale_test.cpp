@@ -187,3 +187,50 @@ TEST_CASE("fp16 Trainer: compute_gradients reports unscaled gradients", "[loss_s
   REQUIRE(g16.size() == g32.size());
   for (size_t i = 0; i < g16.size(); ++i) CHECK(g16[i] == Approx(g32[i]).epsilon(2e-3).margin(1e-3));
 }
+
+namespace {
+std::string read_all(std::FILE* f) {
+  std::fflush(f);
+  std::rewind(f);
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+  return text;
+}
+}  // namespace
+
+TEST_CASE("--verify compares the skip decisions of fp16 loss scaling", "[loss_scale][verify]") {
+  Model m(kOverflow);
+  auto run_be = backend::make_cpu_backend(false), ref_be = backend::make_cpu_backend(false);
+  run_be->set_precision(backend::Precision::F16);
+  ref_be->set_precision(backend::Precision::F16);
+  auto loop = [&](const sema::TrainSpec& ref_spec, std::string& text) {
+    backend::Trainer run(m.interp->graph(), m.info, m.spec, *run_be, backend::TrainOptions{});
+    backend::Trainer ref(m.interp->graph(), m.info, ref_spec, *ref_be, backend::TrainOptions{});
+    std::FILE* out = std::tmpfile();
+    REQUIRE(out);
+    backend::LoopOptions o;
+    o.steps = 4;
+    o.verify = true;
+    o.reference = &ref;
+    o.reference_micro_batches = 1;
+    o.verify_bound = 1e-2;
+    o.out = out;
+    backend::LoopResult r = backend::run_train_loop(run, o);
+    text = read_all(out);
+    std::fclose(out);
+    return r;
+  };
+  // The same policy on both sides: the same steps skipped, and a skipped
+  // step (inf/NaN gradients on both sides) compares its weights only.
+  std::string text;
+  CHECK(loop(m.spec, text) == backend::LoopResult::Ok);
+  CHECK(text.find("update skipped") != std::string::npos);
+  CHECK(text.find("decided differently") == std::string::npos);
+  // A reference that starts at a scale that does not overflow applies the
+  // first step the run skips: the comparison fails and says why.
+  sema::TrainSpec other = m.spec;
+  other.loss_scale.init = 32768;
+  CHECK(loop(other, text) == backend::LoopResult::VerifyFailed);
+  CHECK(text.find("the run skipped this step's update and one device did not (loss scaling decided differently)") != std::string::npos);
+}
