@@ -2,6 +2,7 @@
 
 #include "driver/pipeline.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -32,6 +33,31 @@ constexpr double kBf16VerifyBound = 1e-2;
 // bf16 keeps 8 significant bits: a gradient below 2^-8 of the largest is at
 // its rounding level (fp32's verifier uses 1e-6 for the same purpose).
 constexpr double kBf16Rounding = 1.0 / 256;
+// fp16 autocast and the bf16 gradient reduction: docs/language.md (train
+// block) gives the measurements behind these bounds.
+constexpr double kFp16VerifyBound = 1e-2;
+constexpr double kFp16Rounding = 1.0 / 2048;  // 11 significant bits
+constexpr double kBf16ReduceVerifyBound = 1e-2;
+
+// The --verify bound, rounding level and name for the run's precision and
+// gradient reduction: the looser of the two governs.
+void set_verify_bound(const sema::TrainSpec& s, backend::LoopOptions& lo) {
+  if (s.precision == "bf16") {
+    lo.verify_precision = "bf16";
+    lo.verify_bound = kBf16VerifyBound;
+    lo.verify_rounding = kBf16Rounding;
+  } else if (s.precision == "fp16") {
+    lo.verify_precision = "fp16";
+    lo.verify_bound = kFp16VerifyBound;
+    lo.verify_rounding = kFp16Rounding;
+  }
+  if (s.grad_reduce == "bf16") {
+    lo.verify_precision += ", bf16 gradient reduction,";
+    lo.verify_bound = std::max(lo.verify_bound, kBf16ReduceVerifyBound);
+    lo.verify_rounding = std::max(lo.verify_rounding, kBf16Rounding);
+    lo.verify_undetermined = kBf16Rounding;
+  }
+}
 
 // The one place a rank's plan executor is built: the rank's program
 // lowered (with its sub-op bodies) and handed to the runtime.
@@ -68,6 +94,12 @@ backend::TrainOptions train_options(const RunOptions& r, backend::Communicator* 
   return opts;
 }
 
+std::string format_scale(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", v);
+  return text;
+}
+
 // Rank 0's first line: what trains where.
 std::string banner(const Pipeline& p, const PipelineOptions& o, int threads, bool adaptive) {
   const Topology& t = o.topo;
@@ -76,6 +108,9 @@ std::string banner(const Pipeline& p, const PipelineOptions& o, int threads, boo
   const bool cuda = o.run.device == "cuda";
   std::string kernels_text = cuda ? "CUDA" : o.run.reference ? "reference" : "oneDNN";
   if (s.precision == "bf16") kernels_text += " (bf16 matrix products, fp32 accumulation and weights)";
+  if (s.precision == "fp16")
+    kernels_text += " (fp16 matrix products, fp32 accumulation and weights, dynamic loss scaling from " + format_scale(s.loss_scale.init) + ")";
+  if (s.grad_reduce == "bf16") kernels_text += " (gradients reduced in bf16)";
   const char* kernels = kernels_text.c_str();
   int shown_threads = threads > 0 ? threads : std::max(1, backend::cpu::get_threads());
   std::string per_rank = std::to_string(shown_threads) + " thread(s) per rank";
@@ -120,11 +155,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
   lo.rank = rank;
   lo.steps = p.spec.steps;
   lo.verify = r.verify;
-  if (p.spec.precision == "bf16") {
-    lo.verify_precision = "bf16";
-    lo.verify_bound = kBf16VerifyBound;
-    lo.verify_rounding = kBf16Rounding;
-  }
+  set_verify_bound(p.spec, lo);
   lo.save_every = r.save_every;
   lo.metrics = r.metrics;
   lo.stats = r.stats;
@@ -165,6 +196,11 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
     }
     lo.report_invariant_params = true;
     lo.peak_of_rank0 = o.topo.ranks > 1;
+    // A bf16 gradient reduction differs from one device's fp32 sum by
+    // design, every step: the reference takes the run's weights after each
+    // comparison (as for plans) so that each step is checked on its own
+    // instead of the drift compounding over the run.
+    if (p.spec.grad_reduce == "bf16") lo.reference_adopts_weights = true;
     backend::Trainer* t = trainer.get();
     if (!r.dump_grads.empty()) lo.dump_gradients = [t, &r] { t->save_gradients(r.dump_grads); };
     if (!r.save.empty())

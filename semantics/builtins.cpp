@@ -296,6 +296,17 @@ Value b_linear_lr(Interpreter& in, CallArgs& a) {
                              {"min_lr", Value(num(in, a, 99, "min_lr", 0.0))},
                              {"steps", Value(integer(in, a, 99, "steps", 0))}});
 }
+// Dynamic loss scaling (precision = "fp16"): PyTorch GradScaler's defaults (train_spec.h).
+Value b_dynamic_loss_scale(Interpreter& in, CallArgs& a) {
+  check_arity(in, a, "dynamic_loss_scale", 0, {"init", "growth", "backoff", "interval"});
+  double init = num(in, a, 99, "init", 65536.0), growth = num(in, a, 99, "growth", 2.0), backoff = num(in, a, 99, "backoff", 0.5);
+  int64_t interval = integer(in, a, 99, "interval", 2000);
+  if (!(init > 0) || !std::isfinite(init)) in.fail(a.loc, "dynamic_loss_scale(): init must be a positive finite number");
+  if (!(growth >= 1) || !std::isfinite(growth)) in.fail(a.loc, "dynamic_loss_scale(): growth must be at least 1");
+  if (!(backoff > 0 && backoff < 1)) in.fail(a.loc, "dynamic_loss_scale(): backoff must be in (0, 1)");
+  if (interval <= 0) in.fail(a.loc, "dynamic_loss_scale(): interval must be a positive number of steps");
+  return record("loss_scale", {{"init", Value(init)}, {"growth", Value(growth)}, {"backoff", Value(backoff)}, {"interval", Value(interval)}});
+}
 Value b_synthetic(Interpreter& in, CallArgs& a) {
   check_arity(in, a, "synthetic", 1, {"seed"});
   return record("data", {{"kind", Value(std::string("synthetic"))}, {"seed", Value(integer(in, a, 0, "seed", 0))}});
@@ -319,6 +330,7 @@ void install_builtins(Env& env) {
       {"uniform", b_uniform}, {"rotary", b_rotary}, {"randn", b_randn}, {"tokens", b_tokens}, {"labels", b_labels},
       {"sgd", b_sgd}, {"adamw", b_adamw}, {"constant_lr", b_constant_lr}, {"cosine_lr", b_cosine_lr},
       {"linear_lr", b_linear_lr}, {"synthetic", b_synthetic}, {"safetensors", b_safetensors},
+      {"dynamic_loss_scale", b_dynamic_loss_scale},
   };
   for (const auto& [name, fn] : table) env.define(name, Value(std::make_shared<Builtin>(Builtin{name, fn})));
 }
@@ -326,7 +338,8 @@ void install_builtins(Env& env) {
 // ---- the train block ------------------------------------------------------------------
 
 namespace {
-const char* const kSettings[] = {"model", "loss", "optimizer", "schedule", "data", "steps", "micro_batches", "clip", "precision"};
+const char* const kSettings[] = {"model", "loss", "optimizer", "schedule", "data", "steps", "micro_batches", "clip", "precision",
+                                 "loss_scale", "grad_reduce"};
 
 bool is_setting(const std::string& n) {
   for (const char* s : kSettings)
@@ -420,16 +433,28 @@ void Interpreter::run_train(const front::TrainDecl& t, const std::shared_ptr<Env
       spec.clip = to_float(v, vl, "clip");
       if (spec.clip < 0) fail(vl, "'clip' must be non-negative (0 disables clipping)");
     } else if (key == "precision") {
-      if (!v.is<std::string>()) fail(vl, "'precision' must be a string (\"fp32\" or \"bf16\"), got " + type_name(v));
+      if (!v.is<std::string>()) fail(vl, "'precision' must be a string (\"fp32\", \"bf16\" or \"fp16\"), got " + type_name(v));
       const std::string& p = v.as<std::string>();
-      if (p == "fp16")
-        fail(vl, "precision \"fp16\" is not supported yet (it needs dynamic loss scaling); \"bf16\" keeps fp32's range");
-      if (p != "fp32" && p != "bf16") fail(vl, "unknown precision \"" + p + "\" (\"fp32\" or \"bf16\")");
+      if (p != "fp32" && p != "bf16" && p != "fp16") fail(vl, "unknown precision \"" + p + "\" (\"fp32\", \"bf16\" or \"fp16\")");
       spec.precision = p;
+    } else if (key == "loss_scale") {
+      const Record& r = need_record("loss_scale", "dynamic_loss_scale(...)");
+      spec.loss_scale.init = r.get("init")->as<double>();
+      spec.loss_scale.growth = r.get("growth")->as<double>();
+      spec.loss_scale.backoff = r.get("backoff")->as<double>();
+      spec.loss_scale.interval = r.get("interval")->as<int64_t>();
+    } else if (key == "grad_reduce") {
+      if (!v.is<std::string>()) fail(vl, "'grad_reduce' must be a string (\"fp32\" or \"bf16\"), got " + type_name(v));
+      const std::string& r = v.as<std::string>();
+      if (r != "fp32" && r != "bf16") fail(vl, "unknown gradient reduction dtype \"" + r + "\" (\"fp32\" or \"bf16\")");
+      spec.grad_reduce = r;
     }
     env->define(key, std::move(v));
   }
   if (spec.loss < 0) fail(loc, "the train block does not set 'loss'");
+  // Loss scaling exists for fp16's range; bf16 and fp32 have fp32's.
+  if (auto ls = set_at.find("loss_scale"); ls != set_at.end() && spec.precision != "fp16")
+    fail(ls->second, "'loss_scale' applies to precision \"fp16\" only (this block trains in " + spec.precision + ")");
   if (spec.schedule.steps == 0) spec.schedule.steps = spec.steps;
   graph_.loss = spec.loss;
   train_ = spec;

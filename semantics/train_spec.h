@@ -29,6 +29,16 @@ struct DataSpec {
   int64_t seed = 0;
   std::string path;
 };
+// Dynamic loss scaling for precision = "fp16" (setting loss_scale =
+// dynamic_loss_scale(...)). The defaults are PyTorch's GradScaler's
+// (torch.amp.GradScaler: init_scale 2^16, growth_factor 2, backoff_factor
+// 0.5, growth_interval 2000): the loss gradient starts at `init`; a step
+// whose gradients hold an inf or NaN is skipped and the scale multiplied by
+// `backoff`; after `interval` finite steps in a row it is multiplied by `growth`.
+struct LossScaleSpec {
+  double init = 65536, growth = 2, backoff = 0.5;
+  int64_t interval = 2000;
+};
 struct TrainSpec {
   int loss = -1;
   OptimizerSpec optimizer;
@@ -39,10 +49,16 @@ struct TrainSpec {
   // and accumulates their gradients (global batch = micro_batches x input batch).
   int64_t micro_batches = 1;
   double clip = 0;  // global-norm gradient clipping; 0 = off
-  // "fp32", or "bf16": the matrix products (linear, matmul, bmm) take
-  // bfloat16 operands with fp32 accumulation; weights, gradients and the
-  // other ops stay fp32 (the runtime's Precision).
+  // "fp32", "bf16" or "fp16": the matrix products (linear, matmul, bmm)
+  // take bfloat16 / binary16 operands with fp32 accumulation; weights,
+  // gradients and the other ops stay fp32 (the runtime's Precision). fp16
+  // trains with dynamic loss scaling (loss_scale).
   std::string precision = "fp32";
+  LossScaleSpec loss_scale;  // read under precision "fp16" only
+  // The data-parallel gradient reduction: "fp32", or "bf16" (each gradient
+  // rounded to bfloat16 before it is summed over the replicas, as a bf16
+  // allreduce does; the sum itself is still carried in fp32).
+  std::string grad_reduce = "fp32";
   front::SourceLoc loc;
 };
 

@@ -50,11 +50,13 @@ struct OptimizerState {
 };
 
 // The compute precision of the matrix products (linear, matmul, bmm): fp32,
-// or bf16 autocast, the train setting precision = "bf16": operands rounded
-// to bfloat16, products accumulated and returned in fp32. Weights (the
-// master copy), gradients, optimizer state and every other op stay fp32.
-enum class Precision { F32, BF16 };
-// "fp32" / "bf16"; false for anything else.
+// or bf16 / fp16 autocast, the train setting precision = "bf16" / "fp16":
+// operands rounded to bfloat16 / IEEE binary16, products accumulated and
+// returned in fp32. Weights (the master copy), gradients, optimizer state
+// and every other op stay fp32. fp16's narrow range is why its training
+// scales the loss (loss_scale.h); the backend only rounds.
+enum class Precision { F32, BF16, F16 };
+// "fp32" / "bf16" / "fp16"; false for anything else.
 bool parse_precision(const std::string& text, Precision& out);
 
 class Backend {
@@ -113,6 +115,8 @@ class Backend {
 
   // Optimizer arithmetic on device buffers.
   virtual double sum_of_squares(const std::vector<TensorView>& grads) = 0;
+  // t *= alpha; alpha 0 zero-fills t, so that an inf or NaN in it (the
+  // gradients of a skipped fp16 step) does not survive as 0 * inf = NaN.
   virtual void scale(const TensorView& t, float alpha) = 0;
   virtual void axpy(const TensorView& y, const TensorView& x, float alpha) = 0;  // y += alpha x
   virtual void sgd_update(const TensorView& param, const TensorView& grad, OptimizerState& state, float lr,

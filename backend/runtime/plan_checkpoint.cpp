@@ -69,6 +69,7 @@ void PlanTrainer::save_shards(const std::string& dir) {
                                           {"rank", std::to_string(m.P.rank)},
                                           {"world", std::to_string(m.world)},
                                           {"plan", m.lowered.plan}};
+  add_loss_scale_metadata(m.scaler, meta);  // fp16: the same on every rank
   // One owner per element: replica 0, first copy of a replicated piece.
   if (m.P.replica == 0)
     for (size_t i = 0; i < m.P.params.size(); ++i) {
@@ -154,6 +155,7 @@ void PlanTrainer::load(const std::string& path, bool checkpoint) {
       throw SafetensorsError(path + ": tensor '" + t.name + "' is not " + (checkpoint ? "a parameter or optimizer state" : "a parameter") + " of this model");
   if (!checkpoint) return;
   step_ = metadata_count(f, "step", path);
+  read_loss_scale_metadata(f.metadata, path, m.scaler);
 }
 
 SafetensorsFile assemble_shards(const std::string& dir) {
@@ -226,6 +228,8 @@ SafetensorsFile assemble_shards(const std::string& dir) {
     out.tensors.push_back(f32_tensor(name, fl.shape, fl.data.data(), fl.data.size()));
   }
   out.metadata = {{"format", "nns-checkpoint-1"}, {"step", meta0.at("step")}, {"optimizer", meta0.at("optimizer")}};
+  for (const char* key : {"loss_scale", "loss_scale_good_steps", "skipped_steps"})  // fp16 loss scaling's state, when saved
+    if (auto it = meta0.find(key); it != meta0.end()) out.metadata[key] = it->second;
   return out;
 }
 

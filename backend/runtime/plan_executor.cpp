@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backend/runtime/comm/communicator.h"
+#include "backend/runtime/cpu/kernels.h"  // round_to_bf16 (grad_reduce = "bf16")
 #include "backend/runtime/optimizer.h"
 #include "backend/runtime/trace.h"
 #include "backend/runtime/trainer.h"
@@ -40,7 +41,7 @@ void copy_region(const float* src, const Piece& sp, float* dst, const Piece& dp,
 
 PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema::TrainSpec& s, Backend& b, Communicator* c, uint64_t sd,
                            const std::string& data_path)
-    : g(graph), lowered(std::move(lp)), P(lowered.programs.at(0)), spec(s), be(b), comm(c), seed(sd) {
+    : g(graph), lowered(std::move(lp)), P(lowered.programs.at(0)), spec(s), be(b), comm(c), seed(sd), scaler(s.loss_scale, s.precision == "fp16") {
   world = comm ? comm->size() : 1;
   if (world != lowered.ranks())
     throw RuntimeError("plan " + lowered.plan + " lowered for " + std::to_string(lowered.ranks()) + " rank(s) runs on " + std::to_string(world));
@@ -310,9 +311,9 @@ void PlanExecutor::exec(const PInstr& in) {
       recv_pending_.erase(it);
       return;
     }
-    case PInstr::SeedGrad: {
+    case PInstr::SeedGrad: {  // the loss gradient: 1, times the fp16 loss scale
       DeviceBuffer& b = bufs[static_cast<size_t>(in.b)];
-      be.fill(b.data(), b.numel(), 1.f);
+      be.fill(b.data(), b.numel(), scaler.scale());
       return;
     }
     case PInstr::LoadInput:
@@ -449,6 +450,7 @@ void PlanExecutor::exec_collective(const PInstr& in) {
       }
       if (talk) {
         HostSide hin(*this, tmp.data(), n * chunk, true), hout(*this, out.data(), chunk, false);
+        if (in.index >= 0) round_for_reduction(hin.p, hin.n);  // zero1's gradient reduce-scatter (index: its ParamSlot)
         comm->reduce_scatter(hin.p, hout.p, static_cast<size_t>(chunk), *grp);
         hout.written();
       } else {
@@ -513,6 +515,7 @@ void PlanExecutor::exec_collective(const PInstr& in) {
         off += v.numel();
       }
       HostSide h(*this, flat.data(), total, true);
+      round_for_reduction(h.p, h.n);
       comm->allreduce(h.p, h.n, *grp);
       h.written();
       off = 0;
@@ -527,6 +530,7 @@ void PlanExecutor::exec_collective(const PInstr& in) {
       DeviceBuffer& b = bufs[static_cast<size_t>(in.a)];
       if (talk) {
         HostSide h(*this, b.data(), b.numel(), true);
+        round_for_reduction(h.p, h.n);
         comm->allreduce(h.p, h.n, *grp);
         h.written();
       }
@@ -545,7 +549,18 @@ void PlanExecutor::exec_collective(const PInstr& in) {
       float lv[2] = {static_cast<float>(loss), static_cast<float>(ss)};
       if (talk) comm->allreduce(lv, 2, *grp);
       loss = lv[0] / static_cast<double>(lowered.replicas);
-      grad_norm = std::sqrt(static_cast<double>(lv[1]));
+      // The gradients carry the loss scale (1 without fp16). An inf or NaN
+      // anywhere makes the all-reduced sum inf or NaN on every rank, so all
+      // skip the same step; otherwise this rank's pieces are unscaled here.
+      const float scale = scaler.scale();
+      grad_norm = std::sqrt(static_cast<double>(lv[1])) / scale;
+      skip_update = !scaler.finish_step(static_cast<double>(lv[1]));
+      // Unscaled by multiplying with the reciprocal, as the single-device
+      // Trainer does (the same as dividing for power-of-two scales, the
+      // defaults; otherwise what one device computes).
+      if (scale != 1.f && !skip_update)
+        for (const ParamSlot& s : P.params)
+          if (s.accum >= 0) be.scale(fview(bufs[static_cast<size_t>(s.accum)]), 1.0f / scale);
       return;
     }
     default:
@@ -563,23 +578,35 @@ void PlanExecutor::exec_step(const PInstr& in) {
       return;
     }
     case PInstr::Clip:
+      if (skip_update) return;
       if (float factor = clip_factor(spec.clip, grad_norm); factor != 1.f)
         for (const ParamSlot& s : P.params)
           if (s.accum >= 0) be.scale(fview(bufs[static_cast<size_t>(s.accum)]), factor);
       return;
     case PInstr::Update: {
+      if (skip_update) return;  // fp16: inf/NaN gradients, this step changes nothing
       size_t slot = static_cast<size_t>(in.index);
       const sema::TensorInfo& t = g.tensor(P.params[slot].tensor);
       const Piece& pc = piece(in.a);
       TensorView pv = bufs[static_cast<size_t>(in.a)].view(t.dtype, pc.length), gv = bufs[static_cast<size_t>(in.b)].view(t.dtype, pc.length);
       OptimizerState state;
       for (const DeviceBuffer& v : opt[slot]) state.buffers.push_back(v.view(t.dtype, pc.length));
-      apply_update(be, spec.optimizer, pv, gv, state, static_cast<float>(lr), step);
+      apply_update(be, spec.optimizer, pv, gv, state, static_cast<float>(lr), step - scaler.skipped());  // the optimizer's own step count
       return;
     }
     default:
       throw RuntimeError(std::string("internal: unexpected instruction ") + instr_name(in.kind));
   }
+}
+
+// grad_reduce = "bf16": a gradient about to be summed over ranks is rounded
+// to bfloat16 first, the numerics of a bf16 reduction. There is no bf16 wire
+// format yet: the rounded values travel and add up in fp32. It rounds what
+// the Communicator is handed (host memory: the buffer itself on the CPU
+// backend, the staged copy otherwise).
+void PlanExecutor::round_for_reduction(float* grad, size_t n) const {
+  if (spec.grad_reduce != "bf16") return;
+  for (size_t i = 0; i < n; ++i) grad[i] = cpu::round_to_bf16(grad[i]);
 }
 
 }  // namespace nns::backend

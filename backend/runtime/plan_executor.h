@@ -19,6 +19,7 @@
 #include "backend/lowering/rank_program.h"
 #include "backend/runtime/backend.h"
 #include "backend/runtime/device_buffer.h"
+#include "backend/runtime/loss_scale.h"
 #include "semantics/train_spec.h"
 
 namespace nns::backend {
@@ -63,6 +64,11 @@ struct PlanExecutor {
   // Per step.
   int64_t step = 0;
   double loss = 0, grad_norm = 0, lr = 0;
+  // fp16 dynamic loss scaling: SeedGrad seeds the scale; LossAllReduce
+  // decides the step from the all-reduced squared norm (the same on every
+  // rank) and unscales; Clip and Update skip a step it skipped.
+  LossScaler scaler;
+  bool skip_update = false;
 
   // `data_path`: the data file (trainer.h's data_file), "" for synthetic inputs.
   PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema::TrainSpec& s, Backend& b, Communicator* c, uint64_t sd,
@@ -84,6 +90,8 @@ struct PlanExecutor {
   void exec_compute(const PInstr& in);
   void exec_collective(const PInstr& in);
   void exec_step(const PInstr& in);
+  // grad_reduce = "bf16": rounds the host floats a collective is about to sum.
+  void round_for_reduction(float* grad, size_t n) const;
   DeviceBuffer alloc(int64_t numel) { return DeviceBuffer(be, static_cast<size_t>(numel) * 4); }
   // A new buffer laid out as `want` holding that box of `from` (laid out as `have`), times scale.
   DeviceBuffer extract_box(const DeviceBuffer& from, const Piece& have, const Piece& want, float scale);

@@ -128,6 +128,7 @@ StepStats PlanTrainer::step() {
   m.lr = lr;
   const Backend::HostTraffic traffic0 = m.be.host_traffic();
   const int64_t staged_in0 = m.staged_to_device, staged_out0 = m.staged_to_host;
+  const float scale = m.scaler.scale();  // what this step seeds its backward with
   m.run_step(step_);
   st.to_device = m.be.host_traffic().to_device - traffic0.to_device;
   st.to_host = m.be.host_traffic().to_host - traffic0.to_host;
@@ -136,6 +137,11 @@ StepStats PlanTrainer::step() {
   st.loss = m.loss;
   st.grad_norm = m.grad_norm;
   st.lr = lr;
+  if (m.scaler.enabled()) {
+    st.loss_scale = scale;
+    st.skipped = m.skip_update;
+    st.skipped_total = m.scaler.skipped();
+  }
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return st;
 }

@@ -62,7 +62,7 @@ size_t mark_rounding_level(const TensorMap& grads, ElementMasks& masks) {
   return total;
 }
 
-size_t mark_undetermined(const TensorMap& got, const TensorMap& want, ElementMasks& masks) {
+size_t mark_undetermined(const TensorMap& got, const TensorMap& want, ElementMasks& masks, double level) {
   size_t added = 0;
   for (const auto& [name, w] : want) {
     auto it = got.find(name);
@@ -75,7 +75,7 @@ size_t mark_undetermined(const TensorMap& got, const TensorMap& want, ElementMas
       double diff = std::fabs(static_cast<double>(it->second[i]) - w[i]);
       // Large against the element, yet at rounding level against its tensor
       // (a wrong gradient is not masked: it is far above that level).
-      if (!m[i] && diff > 1e-2 * std::fabs(static_cast<double>(w[i])) && diff <= 1e-5 * wmax) {
+      if (!m[i] && diff > 1e-2 * std::fabs(static_cast<double>(w[i])) && diff <= level * wmax) {
         m[i] = 1;
         ++added;
       }
@@ -100,9 +100,21 @@ std::set<std::string> loss_invariant(const TensorMap& grads, double& global_max,
   return out;
 }
 
-StepComparison StepVerifier::compare(double loss, const TensorMap& gradients, const TensorMap& weights) {
+StepComparison StepVerifier::compare(double loss, const TensorMap& gradients, const TensorMap& weights, bool skipped) {
   StepComparison c;
   StepStats rs = ref_.step();
+  if (rs.skipped != skipped) {
+    c.skip_mismatch = true;
+    c.loss = 1e30;
+    worst_ = 1e30;
+    return c;
+  }
+  if (skipped) {  // nothing was updated on either side: the weights must still agree
+    c.loss = std::fabs(loss - rs.loss) / std::max(1e-30, std::fabs(rs.loss));
+    c.weights = compare_tensors(weights, ref_.parameters(), c.worst_weight, 1e-30, invariant_, &masks_);
+    worst_ = std::max({worst_, c.loss, c.weights});
+    return c;
+  }
   TensorMap ref_grads = ref_.last_gradients();
   double gmax = 0;
   // Kept across steps: std::max of two sets is the lexicographically larger one.
@@ -111,7 +123,7 @@ StepComparison StepVerifier::compare(double loss, const TensorMap& gradients, co
   // Gradient errors are relative to the tensor's norm, floored at the rounding level (fp32: a millionth) of the largest gradient norm.
   c.gradients = compare_tensors(gradients, ref_grads, c.worst_gradient, rounding_ * gmax, invariant_);
   rounding_elements_ = mark_rounding_level(ref_grads, masks_);
-  rounding_elements_ += mark_undetermined(gradients, ref_grads, masks_);
+  rounding_elements_ += mark_undetermined(gradients, ref_grads, masks_, undetermined_level_);
   c.weights = compare_tensors(weights, ref_.parameters(), c.worst_weight, 1e-30, invariant_, &masks_);
   if (adopt_)
     for (const auto& [name, w] : weights) ref_.set_parameter(name, w);
@@ -157,8 +169,9 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
   }
   if (rank0) std::fprintf(out, "%s", o.banner.c_str());
   std::unique_ptr<StepVerifier> verifier;
-  if (rank0 && o.verify && o.reference) verifier = std::make_unique<StepVerifier>(*o.reference, o.reference_adopts_weights, o.verify_rounding);
-  double total = 0, first_loss = 0, last_loss = 0;
+  if (rank0 && o.verify && o.reference) verifier = std::make_unique<StepVerifier>(*o.reference, o.reference_adopts_weights, o.verify_rounding, o.verify_undetermined);
+  double total = 0, first_loss = 0, last_loss = 0, last_scale = 0;
+  int64_t skipped_total = 0;
   std::FILE* metrics = nullptr;
   if (rank0 && !o.metrics.empty()) {
     metrics = std::fopen(o.metrics.c_str(), "w");
@@ -185,6 +198,8 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
     }
     if (s == start) first_loss = st.loss;
     last_loss = st.loss;
+    last_scale = st.loss_scale;
+    skipped_total = st.skipped_total;
     if (s > start) total += st.seconds;  // the first step includes one-off setup (primitive creation)
     if (st.step == 1 && (rank0 || o.collective) && o.dump_gradients) o.dump_gradients();
     TensorMap grads, weights;
@@ -197,20 +212,32 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
     if (!rank0) continue;
     if (metrics) {
       // %.17g: the exact double, so runs can be compared bit for bit.
-      std::fprintf(metrics, "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.17g, \"grad_norm\": %.17g, \"ms\": %.3f}\n", static_cast<long long>(st.step),
-                   st.loss, st.lr, st.grad_norm, st.seconds * 1e3);
+      // A skipped fp16 step's norm is inf or NaN, which JSON cannot spell: null.
+      char norm[32] = "null";
+      if (std::isfinite(st.grad_norm)) std::snprintf(norm, sizeof norm, "%.17g", st.grad_norm);
+      std::fprintf(metrics, "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.17g, \"grad_norm\": %s, \"ms\": %.3f", static_cast<long long>(st.step),
+                   st.loss, st.lr, norm, st.seconds * 1e3);
+      if (st.loss_scale > 0) std::fprintf(metrics, ", \"loss_scale\": %.17g, \"skipped\": %s", st.loss_scale, st.skipped ? "true" : "false");
+      std::fprintf(metrics, "}\n");
       std::fflush(metrics);
     }
     double rate = static_cast<double>(session.samples_per_step()) / st.seconds;
-    std::fprintf(out, "step %4lld/%lld  loss %.6f  lr %.3g  |g| %.3f  %8.2f ms  %10.0f %s/s  peak %s\n", static_cast<long long>(st.step),
+    // fp16: the loss scale the step ran with, and a skipped update said so.
+    char scaling[96] = "";
+    if (st.loss_scale > 0)
+      std::snprintf(scaling, sizeof scaling, "  scale %g%s", st.loss_scale, st.skipped ? " (inf/nan gradients: update skipped)" : "");
+    std::fprintf(out, "step %4lld/%lld  loss %.6f  lr %.3g  |g| %.3f  %8.2f ms  %10.0f %s/s  peak %s%s\n", static_cast<long long>(st.step),
                  static_cast<long long>(o.steps), st.loss, st.lr, st.grad_norm, st.seconds * 1e3, rate,
-                 session.counts_tokens() ? "tokens" : "samples", sema::format_bytes(session.peak_bytes()).c_str());
+                 session.counts_tokens() ? "tokens" : "samples", sema::format_bytes(session.peak_bytes()).c_str(), scaling);
     if (o.stats)  // exact byte counts (no rounding), so that a test can hold a step to its few scalar reads
       std::fprintf(out, "  stats (rank 0): host->device %lld B, device->host %lld B; of these, collective staging %lld B host->device, %lld B device->host\n",
                    static_cast<long long>(st.to_device), static_cast<long long>(st.to_host), static_cast<long long>(st.staged_to_device),
                    static_cast<long long>(st.staged_to_host));
     if (verifier) {
-      StepComparison c = verifier->compare(st.loss, grads, weights);
+      StepComparison c = verifier->compare(st.loss, grads, weights, st.skipped);
+      if (c.skip_mismatch)
+        std::fprintf(out, "  verify vs 1 device: the run %s this step's update and one device did not (loss scaling decided differently)\n",
+                     st.skipped ? "skipped" : "applied");
       std::fprintf(out, "  verify vs 1 device x %lld micro-batches: loss %.2e, gradients %.2e%s, weights %.2e%s\n",
                    static_cast<long long>(o.reference_micro_batches), c.loss, c.gradients, named(c.worst_gradient).c_str(), c.weights,
                    named(c.worst_weight).c_str());
@@ -221,7 +248,9 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
   if (rank0) {
     std::fprintf(out, "done: %lld steps, loss %.6f -> %.6f", static_cast<long long>(ran), first_loss, last_loss);
     if (ran > 1) std::fprintf(out, ", %.2f ms/step (steps after the first)", total / static_cast<double>(ran - 1) * 1e3);
-    std::fprintf(out, ", %s %s%s\n", o.peak_label.c_str(), sema::format_bytes(session.peak_bytes()).c_str(), o.peak_of_rank0 ? " (rank 0)" : "");
+    std::fprintf(out, ", %s %s%s", o.peak_label.c_str(), sema::format_bytes(session.peak_bytes()).c_str(), o.peak_of_rank0 ? " (rank 0)" : "");
+    if (last_scale > 0) std::fprintf(out, ", loss scale %g, %lld step(s) skipped", last_scale, static_cast<long long>(skipped_total));
+    std::fprintf(out, "\n");
   }
   if (o.save && (rank0 || o.collective)) save();
   if (!verifier) return LoopResult::Ok;

@@ -24,7 +24,13 @@ struct StepStats {
   double loss = 0;
   double seconds = 0;
   double lr = 0;
-  double grad_norm = 0;
+  double grad_norm = 0;  // of the unscaled gradients
+  // fp16 loss scaling (loss_scale.h): the scale this step's backward was
+  // seeded with (0: no scaling), whether its update was skipped (inf/NaN
+  // gradients) and how many steps have been skipped so far.
+  double loss_scale = 0;
+  bool skipped = false;
+  int64_t skipped_total = 0;
   // Bytes the step moved between host and backend memory
   // (Backend::host_traffic), and the part of them that staged collectives
   // through host memory (a plan on a backend whose memory is not the
@@ -78,8 +84,11 @@ size_t mark_rounding_level(const TensorMap& grads, ElementMasks& masks);
 // reordering decides even its sign: AdamW's early steps move such a weight by about lr whatever
 // the gradient's size, in the sign the rounding chose. The gradients
 // themselves are still compared normwise; only these elements' weights are
-// masked. Added to `masks`; returns how many were added.
-size_t mark_undetermined(const TensorMap& got, const TensorMap& want, ElementMasks& masks);
+// masked. Added to `masks`; returns how many were added. `level` is that
+// rounding level (1e-5 of the tensor's largest element for fp32 sums); a
+// gradient reduced in bf16 (grad_reduce = "bf16") rounds each rank's share
+// to 8 bits before the sum, so its level is 2^-8.
+size_t mark_undetermined(const TensorMap& got, const TensorMap& want, ElementMasks& masks, double level = 1e-5);
 
 // Parameters the loss does not depend on (an attention key bias: softmax is
 // invariant to it): gradient norm at most `rounding` (fp32: 1e-6) of the
@@ -92,6 +101,7 @@ std::set<std::string> loss_invariant(const TensorMap& grads, double& global_max,
 struct StepComparison {
   double loss = 0, gradients = 0, weights = 0;  // relative errors
   std::string worst_gradient, worst_weight;     // tensor names, empty if none
+  bool skip_mismatch = false;                   // one side skipped the update, the other did not
 };
 
 // Steps a reference Trainer (one device running every replica's
@@ -106,9 +116,13 @@ class StepVerifier {
   // rounding: the share of the largest gradient norm below which a whole
   // tensor's gradient is rounding noise of the precision (1e-6 for fp32;
   // bf16 autocast 2^-8); the element masks stay at fp32's 1e-6.
-  StepVerifier(Trainer& reference, bool adopt_weights, double rounding = 1e-6)
-      : ref_(reference), adopt_(adopt_weights), rounding_(rounding) {}
-  StepComparison compare(double loss, const TensorMap& gradients, const TensorMap& weights);
+  // undetermined_level: mark_undetermined's level.
+  StepVerifier(Trainer& reference, bool adopt_weights, double rounding = 1e-6, double undetermined_level = 1e-5)
+      : ref_(reference), adopt_(adopt_weights), rounding_(rounding), undetermined_level_(undetermined_level) {}
+  // skipped: the run skipped this step's update (fp16 loss scaling); the
+  // reference must have skipped it too (else the error is 1e30), and the
+  // gradients of a skipped step (inf/NaN on both sides) are not compared.
+  StepComparison compare(double loss, const TensorMap& gradients, const TensorMap& weights, bool skipped = false);
   double worst() const { return worst_; }  // over every step so far
   size_t rounding_elements() const { return rounding_elements_; }
   const std::set<std::string>& invariant_params() const { return invariant_; }
@@ -116,7 +130,7 @@ class StepVerifier {
  private:
   Trainer& ref_;
   bool adopt_;
-  double rounding_;
+  double rounding_, undetermined_level_;
   double worst_ = 0;
   std::set<std::string> invariant_;
   ElementMasks masks_;
@@ -145,6 +159,7 @@ struct LoopOptions {
   // the ranks' slices and one device can flip a rounding (see README).
   double verify_bound = 1e-5;
   double verify_rounding = 1e-6;  // StepVerifier's rounding level
+  double verify_undetermined = 1e-5;  // StepVerifier's undetermined_level
   std::string verify_precision = "fp32";
   bool report_invariant_params = false;   // a summary line naming them
   // The summary's memory figure: "<peak_label> 12.0 MiB", " (rank 0)" added when peak_of_rank0.

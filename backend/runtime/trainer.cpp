@@ -8,6 +8,7 @@
 
 #include "backend/runtime/checkpoint_store.h"
 #include "backend/runtime/comm/communicator.h"
+#include "backend/runtime/cpu/kernels.h"  // round_to_bf16 (grad_reduce = "bf16")
 #include "backend/runtime/optimizer.h"
 #include "backend/runtime/safetensors.h"
 #include "backend/runtime/trace.h"
@@ -97,7 +98,7 @@ const char* st_dtype(sema::DType t) {
 
 Trainer::Trainer(const sema::Graph& g, const sema::TrainingGraphInfo& info, const sema::TrainSpec& spec, Backend& backend,
                  TrainOptions opts)
-    : g_(g), info_(info), spec_(spec), be_(backend), opts_(std::move(opts)) {
+    : g_(g), info_(info), spec_(spec), be_(backend), opts_(std::move(opts)), scaler_(spec.loss_scale, spec.precision == "fp16") {
   if (opts_.comm) {
     rank_ = opts_.comm->rank();
     world_ = opts_.comm->size();
@@ -186,11 +187,12 @@ void Trainer::start_bucket(size_t b, const std::vector<TensorView>& grads) {
   }
   const float inv = 1.0f / static_cast<float>(world_);
   const size_t total = static_cast<size_t>(buckets_[b].elements);
+  const bool bf16 = spec_.grad_reduce == "bf16";
   Communicator* comm = opts_.comm;
   std::pair<int64_t, int64_t>* times = tracer_ ? &bucket_times_[b] : nullptr;
   // The gradients are final and nothing else touches them until the queue
   // is drained (the update waits for it).
-  comm_queue_->submit([parts, sizes, inv, total, comm, times] {
+  comm_queue_->submit([parts, sizes, inv, total, bf16, comm, times] {
     int64_t t0 = times ? TraceRecorder::now_ns() : 0;
     std::vector<float> flat(total);
     size_t off = 0;
@@ -198,6 +200,11 @@ void Trainer::start_bucket(size_t b, const std::vector<TensorView>& grads) {
       std::copy(parts[k], parts[k] + sizes[k], flat.begin() + static_cast<long>(off));
       off += sizes[k];
     }
+    // grad_reduce = "bf16": each rank's gradient rounded to bfloat16 before
+    // the sum, the numerics of a bf16 allreduce. There is no bf16 wire
+    // format yet, so the rounded values still travel and add up in fp32.
+    if (bf16)
+      for (float& x : flat) x = cpu::round_to_bf16(x);
     comm->allreduce(flat.data(), flat.size());
     off = 0;
     for (size_t k = 0; k < parts.size(); ++k) {
@@ -296,6 +303,9 @@ double Trainer::run_micro_batch(int64_t k, bool backward, const std::function<vo
     } else {
       be_.run_node(g_, n, ins, outs);
     }
+    // fp16 loss scaling: the backward starts from the loss gradient (the
+    // "fill" seed, 1) times the scale.
+    if (scaler_.enabled() && n.kind == "fill" && g_.tensor(n.outputs[0]).grad_of == g_.loss) be_.scale(outs[0], scaler_.scale());
     if (after_run) after_run(i);
   }
   float loss = 0;
@@ -305,7 +315,12 @@ double Trainer::run_micro_batch(int64_t k, bool backward, const std::function<vo
 
 double Trainer::forward_loss() { return run_micro_batch(0, false); }
 
-void Trainer::compute_gradients() { run_micro_batch(0, true); }
+void Trainer::compute_gradients() {
+  run_micro_batch(0, true);
+  // fp16: the backward ran from the scaled loss gradient; report the true one.
+  if (scaler_.enabled())
+    for (const auto& [p, grad] : info_.param_grads) be_.scale(view(grad), 1.0f / scaler_.scale());
+}
 
 void Trainer::set_parameter(const std::string& name, const std::vector<float>& values) {
   for (int p : g_.params()) {
@@ -420,15 +435,28 @@ StepStats Trainer::step() {
     if (tracer_) tracer_->record_key(trace_base_ + 1, b, TraceRecorder::now_ns(), -1, step_);
     st.loss = loss / static_cast<float>(world_);
   }
-  st.grad_norm = std::sqrt(be_.sum_of_squares(grads));
-  if (float factor = clip_factor(spec_.clip, st.grad_norm); factor != 1.0f)
-    for (TensorView& gv : grads) be_.scale(gv, factor);
+  // The gradients are scaled by the loss scale (1 without fp16): the norm
+  // is of the unscaled ones, and one pass divides by the scale and clips.
+  // With replicas every rank holds the same averaged gradients, so all
+  // decide the same about an inf or NaN.
+  const double sum_sq = be_.sum_of_squares(grads);
+  const float scale = scaler_.scale();
+  st.grad_norm = std::sqrt(sum_sq) / scale;
+  st.skipped = !scaler_.finish_step(sum_sq);
+  if (scaler_.enabled()) {
+    st.loss_scale = scale;
+    st.skipped_total = scaler_.skipped();
+  }
   st.lr = learning_rate(spec_.schedule, spec_.optimizer.lr, spec_.schedule.steps, step_);
-  for (size_t i = 0; i < info_.param_grads.size(); ++i) {
-    int p = info_.param_grads[i].first;
-    int64_t b = tracer_ ? TraceRecorder::now_ns() : 0;
-    apply_update(be_, spec_.optimizer, view(p), grads[i], state_.at(p), static_cast<float>(st.lr), step_);
-    if (tracer_) tracer_->record_key(trace_base_ + 3 + 2 * static_cast<int>(i), b, TraceRecorder::now_ns(), -1, step_);
+  if (!st.skipped) {
+    if (float factor = clip_factor(spec_.clip, st.grad_norm) / scale; factor != 1.0f)
+      for (TensorView& gv : grads) be_.scale(gv, factor);
+    for (size_t i = 0; i < info_.param_grads.size(); ++i) {
+      int p = info_.param_grads[i].first;
+      int64_t b = tracer_ ? TraceRecorder::now_ns() : 0;
+      apply_update(be_, spec_.optimizer, view(p), grads[i], state_.at(p), static_cast<float>(st.lr), step_ - scaler_.skipped());
+      if (tracer_) tracer_->record_key(trace_base_ + 3 + 2 * static_cast<int>(i), b, TraceRecorder::now_ns(), -1, step_);
+    }
   }
   if (tracer_) tracer_->record_step(step_, trace_s0, TraceRecorder::now_ns());
   st.to_device = be_.host_traffic().to_device - traffic0.to_device;
@@ -482,8 +510,9 @@ void Trainer::save_checkpoint(const std::string& path) const {
       tensors.push_back(to_st("optimizer." + slot + "." + g_.tensor(p).name, g_.tensor(p).shape, host));
     }
   }
-  write_safetensors_atomic(path, tensors,
-                           {{"format", "nns-checkpoint-1"}, {"step", std::to_string(step_)}, {"optimizer", spec_.optimizer.kind}});
+  std::map<std::string, std::string> meta = {{"format", "nns-checkpoint-1"}, {"step", std::to_string(step_)}, {"optimizer", spec_.optimizer.kind}};
+  add_loss_scale_metadata(scaler_, meta);  // fp16: the scale and skipped steps go on
+  write_safetensors_atomic(path, tensors, meta);
 }
 
 void Trainer::save_gradients(const std::string& path) const { write_gradients(path, g_, last_gradients(), step_); }
@@ -574,6 +603,7 @@ void Trainer::load_weights(const std::string& path, bool checkpoint) {
       load("optimizer." + slot + "." + g_.tensor(p).name, g_.tensor(p).shape, st.buffers[s].data);
     }
   step_ = metadata_count(f, "step", path);
+  read_loss_scale_metadata(f.metadata, path, scaler_);
 }
 
 }  // namespace nns::backend

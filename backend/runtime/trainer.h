@@ -13,6 +13,7 @@
 
 #include "backend/runtime/comm/comm_queue.h"
 #include "backend/runtime/backend.h"
+#include "backend/runtime/loss_scale.h"
 #include "backend/runtime/train_loop.h"
 #include "backend/lowering/program.h"
 #include "semantics/autograd.h"
@@ -125,6 +126,7 @@ class Trainer : public TrainSession {
   std::map<int, TensorView> accum_;               // accumulated gradients per param (micro-batches)
   std::vector<std::vector<uint8_t>> data_;        // safetensors data per input, if any
   int64_t step_ = 0;
+  LossScaler scaler_;  // fp16: dynamic loss scaling (off otherwise: scale 1, never skips)
   int rank_ = 0, world_ = 1;
   int64_t samples_per_step_ = 0;
   bool counts_tokens_ = false;

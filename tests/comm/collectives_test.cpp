@@ -256,6 +256,27 @@ TEST_CASE("rendezvous through a file store directory", "[comm]") {
   REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
 }
 
+TEST_CASE("broadcast_bytes moves any bytes unchanged", "[comm]") {
+  // 130 bytes (not a whole number of words) whose words include NaN and
+  // signalling-NaN patterns, as an opaque id (NCCL's unique id) may.
+  auto pattern = [](int salt) {
+    std::vector<unsigned char> b(130);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<unsigned char>(i * 37 + salt);
+    const unsigned char nan[4] = {0x01, 0x00, 0x80, 0x7f}, qnan[4] = {0x00, 0x00, 0xc0, 0xff};
+    std::memcpy(b.data() + 8, nan, 4);
+    std::memcpy(b.data() + 12, qnan, 4);
+    return b;
+  };
+  int rc = launch_local_ranks(3, [&](int) {
+    auto c = env_comm();
+    std::vector<unsigned char> b = c->rank() == 1 ? pattern(5) : std::vector<unsigned char>(130, 0xee);
+    c->broadcast_bytes(b.data(), b.size(), 1);
+    RANK_CHECK(b == pattern(5), "rank " << c->rank() << " received other bytes");
+    return 0;
+  });
+  REQUIRE(rc == 0);
+}
+
 TEST_CASE("a one-rank communicator runs every collective locally", "[comm]") {
   CommConfig cfg;  // rank 0 of 1: no store, no sockets
   Communicator c(cfg);

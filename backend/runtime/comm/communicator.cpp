@@ -375,6 +375,15 @@ void Communicator::broadcast(float* buf, size_t count, int root, const Group& gr
   });
 }
 
+void Communicator::broadcast_bytes(void* bytes, size_t n, int root, const Group& group) {
+  // Whole words, the tail zero-padded. broadcast() only copies: a word
+  // whose bits spell a NaN arrives as sent.
+  std::vector<float> words((n + sizeof(float) - 1) / sizeof(float), 0.0f);
+  std::memcpy(words.data(), bytes, n);
+  broadcast(words.data(), words.size(), root, group);
+  std::memcpy(bytes, words.data(), n);
+}
+
 void Communicator::barrier(const Group& group) {
   GroupState& gs = group_state(group);
   if (gs.size() == 1) return;

@@ -142,6 +142,10 @@ class Communicator {
   void all_to_all(const float* in, float* out, size_t chunk, const Group& group = {});
   // buf[0..count) := root's buf; root is a global rank in the group.
   void broadcast(float* buf, size_t count, int root, const Group& group = {});
+  // bytes[0..n) := root's bytes, moved unchanged (no arithmetic): how an
+  // opaque token such as NCCL's unique id reaches every member
+  // (nccl_communicator.h). Carried by broadcast() in 4-byte words.
+  void broadcast_bytes(void* bytes, size_t n, int root, const Group& group = {});
   // Returns when every member has entered the barrier.
   void barrier(const Group& group = {});
 

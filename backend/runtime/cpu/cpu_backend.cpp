@@ -25,12 +25,13 @@ namespace fast = cpu::fast;
 struct Call : NodeCall {
   bool reference;
   int64_t step;
-  bool bf16;  // Precision::BF16: the matrix products' operands in bfloat16
+  Precision precision;  // BF16 / F16: the matrix products' operands rounded to bfloat16 / binary16
 };
 
 #define KERNEL(name) (c.reference ? &ref::name : &fast::name)
 // The matrix products honour the backend's precision.
-#define MATMUL_KERNEL(name) (c.bf16 ? KERNEL(name##_bf16) : KERNEL(name))
+#define MATMUL_KERNEL(name) \
+  (c.precision == Precision::BF16 ? KERNEL(name##_bf16) : c.precision == Precision::F16 ? KERNEL(name##_fp16) : KERNEL(name))
 
 int64_t prod(const Shape& s, size_t from, size_t to) {
   int64_t p = 1;
@@ -703,7 +704,7 @@ class CpuBackend : public Backend {
   void run_node(const sema::Graph&, const OpNode& n, const std::vector<TensorView>& in, const std::vector<TensorView>& out) override {
     auto it = table().find(n.kind);
     if (it == table().end()) throw RuntimeError("the CPU backend has no kernel for '" + n.kind + "' (node " + n.name + ")");
-    it->second(Call{{n, in, out}, reference_, step(), precision() == Precision::BF16});
+    it->second(Call{{n, in, out}, reference_, step(), precision()});
   }
 
   double sum_of_squares(const std::vector<TensorView>& grads) override {
@@ -712,7 +713,13 @@ class CpuBackend : public Backend {
     for (const TensorView& t : grads) { ptrs.push_back(t.f32()); sizes.push_back(t.numel()); }
     return cpu::ref::sum_of_squares(ptrs.data(), sizes.data(), static_cast<int>(ptrs.size()));
   }
-  void scale(const TensorView& t, float alpha) override { cpu::fast::scale(t.f32(), t.f32(), t.numel(), alpha); }
+  void scale(const TensorView& t, float alpha) override {
+    if (alpha == 0.f) {  // zero-fill (backend.h): an inf left by a skipped fp16 step must not become NaN
+      std::memset(t.data, 0, static_cast<size_t>(t.numel()) * sizeof(float));
+      return;
+    }
+    cpu::fast::scale(t.f32(), t.f32(), t.numel(), alpha);
+  }
   void axpy(const TensorView& y, const TensorView& x, float alpha) override {
     float* py = y.f32();
     const float* px = x.f32();
@@ -749,6 +756,7 @@ class CpuBackend : public Backend {
 bool parse_precision(const std::string& text, Precision& out) {
   if (text == "fp32") out = Precision::F32;
   else if (text == "bf16") out = Precision::BF16;
+  else if (text == "fp16") out = Precision::F16;
   else return false;
   return true;
 }

@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "backend/runtime/cpu/dnnl_context.h"
 #include "backend/runtime/cpu/kernels.h"
 
@@ -193,6 +197,73 @@ void linear_backward_bf16(const float* x, const float* w, const float* dy, float
   if (dx) gemm(dy, w, dx, 1, 1, rows, n, k, false, false, 0.0f, true);
   if (dw) gemm(dy, x, dw, 1, 1, n, rows, k, true, false, 0.0f, true);
   if (dbias) linear_backward(x, w, dy, nullptr, nullptr, dbias, rows, k, n);
+}
+
+// ---- fp16 autocast ----------------------------------------------------------------
+// oneDNN 2.6 has no f16 matmul on a CPU without AVX512-FP16 (primitive
+// creation fails here), so the operands are rounded to fp16 values held in
+// fp32 copies and multiplied by the fp32 matmul: two halves multiply exactly
+// in fp32, so this is an fp16 product with fp32 accumulation.
+
+namespace {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// F16C's conversions round to nearest even with IEEE overflow and
+// subnormals, the same values as round_to_fp16 (checked against it in
+// tests/backend/conformance_fp16_test.cpp) at a tenth of its cost.
+__attribute__((target("avx,f16c"))) void round_fp16_f16c(const float* p, float* out, int64_t n) {
+  const int64_t vec = n - n % 8;
+  for (int64_t i = 0; i < vec; i += 8) {
+    __m128i half = _mm256_cvtps_ph(_mm256_loadu_ps(p + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(half));
+  }
+  for (int64_t i = vec; i < n; ++i) out[i] = round_to_fp16(p[i]);
+}
+bool have_f16c() {
+  static const bool yes = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  return yes;
+}
+#else
+void round_fp16_f16c(const float*, float*, int64_t) {}
+bool have_f16c() { return false; }
+#endif
+
+// Rounded copies in per-thread scratch reused across calls (3 slots: a
+// backward's two operands and the output gradient).
+const float* to_fp16(const float* p, int64_t n, int slot) {
+  thread_local std::vector<float> scratch[3];
+  std::vector<float>& buf = scratch[slot];
+  if (buf.size() < static_cast<size_t>(n)) buf.resize(static_cast<size_t>(n));
+  float* out = buf.data();
+  if (have_f16c()) {
+    round_fp16_f16c(p, out, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = round_to_fp16(p[i]);
+  }
+  return out;
+}
+}  // namespace
+
+void matmul_fp16(const float* a, const float* b, float* c, int64_t batch, int64_t b_batch, int64_t m,
+                 int64_t k, int64_t n, bool trans_a, bool trans_b, float beta) {
+  gemm(to_fp16(a, batch * m * k, 0), to_fp16(b, b_batch * k * n, 1), c, batch, b_batch, m, k, n, trans_a, trans_b, beta);
+}
+
+void matmul_backward_fp16(const float* a, const float* b, const float* dc, float* da, float* db,
+                          int64_t batch, int64_t b_batch, int64_t m, int64_t k, int64_t n, bool trans_a,
+                          bool trans_b) {
+  matmul_backward_in(to_fp16(a, batch * m * k, 0), to_fp16(b, b_batch * k * n, 1), to_fp16(dc, batch * m * n, 2), da, db, batch,
+                     b_batch, m, k, n, trans_a, trans_b, false);
+}
+
+void linear_fp16(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t k,
+                 int64_t n) {
+  linear(to_fp16(x, rows * k, 0), to_fp16(w, n * k, 1), bias, y, rows, k, n);
+}
+
+void linear_backward_fp16(const float* x, const float* w, const float* dy, float* dx, float* dw,
+                          float* dbias, int64_t rows, int64_t k, int64_t n) {
+  linear_backward(to_fp16(x, rows * k, 0), to_fp16(w, n * k, 1), to_fp16(dy, rows * n, 2), dx, dw, nullptr, rows, k, n);
+  if (dbias) linear_backward(x, w, dy, nullptr, nullptr, dbias, rows, k, n);  // of the fp32 gradient, as bf16
 }
 
 }  // namespace nns::backend::cpu::fast

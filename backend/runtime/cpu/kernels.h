@@ -54,6 +54,50 @@ inline float round_to_bf16(float x) {
   return r;
 }
 
+// IEEE binary16 (fp16) rounding, for fp16 autocast (precision = "fp16"):
+// round to nearest, ties to even; past the largest finite half (65504) to
+// infinity (from 65520 on, the halfway point to 2^16); below 2^-14 to the
+// subnormal grid of 2^-24 (gradual underflow); a NaN stays a NaN (quiet).
+// fp16_bits gives the 16-bit pattern, fp16_to_float reads one back, and
+// round_to_fp16 is the pair: the float nearest to x that a half can hold.
+// The fp16 kernels below compute on operands rounded this way.
+inline uint16_t fp16_bits(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const uint32_t a = bits & 0x7fffffffu;
+  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));  // NaN, quieted
+  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);                         // >= 65520: inf
+  if (a >= 0x38800000u) {  // >= 2^-14: a normal half; 13 mantissa bits go, ties to even
+    const uint32_t r = a + 0xfffu + ((a >> 13) & 1u);
+    return static_cast<uint16_t>(sign | ((r - (112u << 23)) >> 13));  // exponent bias 127 -> 15
+  }
+  // Subnormal (or zero): a multiple of 2^-24, |x| * 2^24 rounded to an
+  // integer (exact scaling; rounding by adding and removing 2^23 is ties to
+  // even in the default rounding mode, and 1024 becomes 2^-14, the smallest normal).
+  float mag;
+  std::memcpy(&mag, &a, sizeof mag);
+  const float units = (mag * 0x1p24f + 0x1p23f) - 0x1p23f;
+  return static_cast<uint16_t>(sign | static_cast<uint16_t>(units));
+}
+inline float fp16_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  uint32_t bits;
+  if (e == 0) {
+    float v = static_cast<float>(m) * 0x1p-24f;  // subnormal: exact
+    std::memcpy(&bits, &v, sizeof bits);
+    bits |= sign;
+  } else if (e == 31) {
+    bits = sign | 0x7f800000u | (m << 13);
+  } else {
+    bits = sign | ((e + 112u) << 23) | (m << 13);
+  }
+  float r;
+  std::memcpy(&r, &bits, sizeof r);
+  return r;
+}
+inline float round_to_fp16(float x) { return fp16_to_float(fp16_bits(x)); }
+
 constexpr int kMaxRank = 6;  // permute / roll / pad / binary broadcasting
 
 // Elementwise functions of one tensor (activations and math); pow takes
@@ -150,6 +194,24 @@ void matmul_backward_bf16(const float* a, const float* b, const float* dc, float
 void linear_bf16(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t k,
                  int64_t n);
 void linear_backward_bf16(const float* x, const float* w, const float* dy, float* dx, float* dw,
+                          float* dbias, int64_t rows, int64_t k, int64_t n);
+
+// fp16 autocast (precision = "fp16"): the same contracts with every float
+// operand rounded to IEEE binary16 (round_to_fp16: an operand past 65504
+// becomes inf, as a half would); products and sums in fp32 (ref: double),
+// fp32 outputs. Biases and bias gradients stay fp32. Two halves multiply
+// exactly in fp32 (11 + 11 significant bits), so the fast path is oneDNN's
+// fp32 matmul on rounded copies (made with F16C's conversions where the CPU
+// has them): oneDNN 2.6 has no f16 matmul for a CPU without AVX512-FP16
+// (this one has AVX512-BF16 only).
+void matmul_fp16(const float* a, const float* b, float* c, int64_t batch, int64_t b_batch, int64_t m,
+                 int64_t k, int64_t n, bool trans_a, bool trans_b, float beta);
+void matmul_backward_fp16(const float* a, const float* b, const float* dc, float* da, float* db,
+                          int64_t batch, int64_t b_batch, int64_t m, int64_t k, int64_t n, bool trans_a,
+                          bool trans_b);
+void linear_fp16(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t k,
+                 int64_t n);
+void linear_backward_fp16(const float* x, const float* w, const float* dy, float* dx, float* dw,
                           float* dbias, int64_t rows, int64_t k, int64_t n);
 
 // y = conv2d(x, w) + bias[o] (bias may be null); see Conv2dDims for layouts.
@@ -411,6 +473,15 @@ void matmul_backward_bf16(const float* a, const float* b, const float* dc, float
 void linear_bf16(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t k,
                  int64_t n);
 void linear_backward_bf16(const float* x, const float* w, const float* dy, float* dx, float* dw,
+                          float* dbias, int64_t rows, int64_t k, int64_t n);
+void matmul_fp16(const float* a, const float* b, float* c, int64_t batch, int64_t b_batch, int64_t m,
+                 int64_t k, int64_t n, bool trans_a, bool trans_b, float beta);
+void matmul_backward_fp16(const float* a, const float* b, const float* dc, float* da, float* db,
+                          int64_t batch, int64_t b_batch, int64_t m, int64_t k, int64_t n, bool trans_a,
+                          bool trans_b);
+void linear_fp16(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t k,
+                 int64_t n);
+void linear_backward_fp16(const float* x, const float* w, const float* dy, float* dx, float* dw,
                           float* dbias, int64_t rows, int64_t k, int64_t n);
 void conv2d(const float* x, const float* w, const float* bias, float* y, const Conv2dDims& d);
 void conv2d_backward_data(const float* dy, const float* w, float* dx, const Conv2dDims& d);

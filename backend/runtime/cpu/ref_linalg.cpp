@@ -193,41 +193,84 @@ void conv2d_backward_weights(const float* x, const float* dy, float* dw, float* 
     }
 }
 
-// ---- bf16 autocast: the fp32 reference on rounded copies of the operands ----
+// ---- bf16 / fp16 autocast: the fp32 reference on rounded copies of the operands ----
 
 namespace {
-std::vector<float> rounded(const float* p, int64_t n) {
+using Rounding = float (*)(float);
+
+std::vector<float> rounded(const float* p, int64_t n, Rounding round) {
   std::vector<float> r(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) r[static_cast<size_t>(i)] = round_to_bf16(p[i]);
+  for (int64_t i = 0; i < n; ++i) r[static_cast<size_t>(i)] = round(p[i]);
   return r;
+}
+
+void matmul_rounded(Rounding round, const float* a, const float* b, float* c, int64_t batch, int64_t b_batch, int64_t m, int64_t k,
+                    int64_t n, bool trans_a, bool trans_b, float beta) {
+  std::vector<float> ra = rounded(a, batch * m * k, round), rb = rounded(b, b_batch * k * n, round);
+  matmul(ra.data(), rb.data(), c, batch, b_batch, m, k, n, trans_a, trans_b, beta);
+}
+
+void matmul_backward_rounded(Rounding round, const float* a, const float* b, const float* dc, float* da, float* db, int64_t batch,
+                             int64_t b_batch, int64_t m, int64_t k, int64_t n, bool trans_a, bool trans_b) {
+  std::vector<float> ra = rounded(a, batch * m * k, round), rb = rounded(b, b_batch * k * n, round),
+                     rdc = rounded(dc, batch * m * n, round);
+  matmul_backward(ra.data(), rb.data(), rdc.data(), da, db, batch, b_batch, m, k, n, trans_a, trans_b);
+}
+
+void linear_rounded(Rounding round, const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t k, int64_t n) {
+  std::vector<float> rx = rounded(x, rows * k, round), rw = rounded(w, n * k, round);
+  linear(rx.data(), rw.data(), bias, y, rows, k, n);
+}
+
+void linear_backward_rounded(Rounding round, const float* x, const float* w, const float* dy, float* dx, float* dw, float* dbias,
+                             int64_t rows, int64_t k, int64_t n) {
+  std::vector<float> rx = rounded(x, rows * k, round), rw = rounded(w, n * k, round), rdy = rounded(dy, rows * n, round);
+  linear_backward(rx.data(), rw.data(), rdy.data(), dx, dw, nullptr, rows, k, n);
+  // The bias gradient is a sum, not a product: of the fp32 gradient.
+  if (dbias) linear_backward(x, w, dy, nullptr, nullptr, dbias, rows, k, n);
 }
 }  // namespace
 
 void matmul_bf16(const float* a, const float* b, float* c, int64_t batch, int64_t b_batch, int64_t m,
                  int64_t k, int64_t n, bool trans_a, bool trans_b, float beta) {
-  std::vector<float> ra = rounded(a, batch * m * k), rb = rounded(b, b_batch * k * n);
-  matmul(ra.data(), rb.data(), c, batch, b_batch, m, k, n, trans_a, trans_b, beta);
+  matmul_rounded(round_to_bf16, a, b, c, batch, b_batch, m, k, n, trans_a, trans_b, beta);
 }
 
 void matmul_backward_bf16(const float* a, const float* b, const float* dc, float* da, float* db,
                           int64_t batch, int64_t b_batch, int64_t m, int64_t k, int64_t n, bool trans_a,
                           bool trans_b) {
-  std::vector<float> ra = rounded(a, batch * m * k), rb = rounded(b, b_batch * k * n), rdc = rounded(dc, batch * m * n);
-  matmul_backward(ra.data(), rb.data(), rdc.data(), da, db, batch, b_batch, m, k, n, trans_a, trans_b);
+  matmul_backward_rounded(round_to_bf16, a, b, dc, da, db, batch, b_batch, m, k, n, trans_a, trans_b);
 }
 
 void linear_bf16(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t k,
                  int64_t n) {
-  std::vector<float> rx = rounded(x, rows * k), rw = rounded(w, n * k);
-  linear(rx.data(), rw.data(), bias, y, rows, k, n);
+  linear_rounded(round_to_bf16, x, w, bias, y, rows, k, n);
 }
 
 void linear_backward_bf16(const float* x, const float* w, const float* dy, float* dx, float* dw,
                           float* dbias, int64_t rows, int64_t k, int64_t n) {
-  std::vector<float> rx = rounded(x, rows * k), rw = rounded(w, n * k), rdy = rounded(dy, rows * n);
-  linear_backward(rx.data(), rw.data(), rdy.data(), dx, dw, nullptr, rows, k, n);
-  // The bias gradient is a sum, not a product: of the fp32 gradient.
-  if (dbias) linear_backward(x, w, dy, nullptr, nullptr, dbias, rows, k, n);
+  linear_backward_rounded(round_to_bf16, x, w, dy, dx, dw, dbias, rows, k, n);
+}
+
+void matmul_fp16(const float* a, const float* b, float* c, int64_t batch, int64_t b_batch, int64_t m,
+                 int64_t k, int64_t n, bool trans_a, bool trans_b, float beta) {
+  matmul_rounded(round_to_fp16, a, b, c, batch, b_batch, m, k, n, trans_a, trans_b, beta);
+}
+
+void matmul_backward_fp16(const float* a, const float* b, const float* dc, float* da, float* db,
+                          int64_t batch, int64_t b_batch, int64_t m, int64_t k, int64_t n, bool trans_a,
+                          bool trans_b) {
+  matmul_backward_rounded(round_to_fp16, a, b, dc, da, db, batch, b_batch, m, k, n, trans_a, trans_b);
+}
+
+void linear_fp16(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t k,
+                 int64_t n) {
+  linear_rounded(round_to_fp16, x, w, bias, y, rows, k, n);
+}
+
+void linear_backward_fp16(const float* x, const float* w, const float* dy, float* dx, float* dw,
+                          float* dbias, int64_t rows, int64_t k, int64_t n) {
+  linear_backward_rounded(round_to_fp16, x, w, dy, dx, dw, dbias, rows, k, n);
 }
 
 }  // namespace nns::backend::cpu::ref

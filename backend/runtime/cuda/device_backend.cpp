@@ -94,7 +94,13 @@ class DeviceBackend : public Backend {
     }
     return total;
   }
-  void scale(const TensorView& t, float alpha) override { kernels::scale(t.f32(), t.f32(), t.numel(), alpha, stream_); }
+  void scale(const TensorView& t, float alpha) override {
+    if (alpha == 0.f) {  // zero-fill, as backend.h promises (an inf must not become 0 * inf = NaN)
+      NNS_DEV::memset_async(t.data, 0, static_cast<size_t>(t.numel()) * sizeof(float), stream_);
+      return;
+    }
+    kernels::scale(t.f32(), t.f32(), t.numel(), alpha, stream_);
+  }
   void axpy(const TensorView& y, const TensorView& x, float alpha) override {
     kernels::axpy(y.f32(), x.f32(), y.numel(), alpha, stream_);
   }
