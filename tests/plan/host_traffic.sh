@@ -10,8 +10,9 @@
 # With NNS_TEST_HOST_STAGING=1 the CPU ranks take the path of CUDA ranks
 # over Gloo: every collective's buffers go through host copies. Then the
 # staged bytes of every step equal what rank 0's program's collectives move
-# (in and out, by kind), the totals are those plus the loss scalars, and
-# --verify still passes.
+# (in and out, by kind), the totals are those plus the loss scalars,
+# --verify still passes, and the losses and norms equal a direct run's bit
+# for bit (fp16 loss scaling and bf16 gradient reductions included).
 #   host_traffic.sh NNS_BINARY
 set -uo pipefail
 NNS="$1"
@@ -120,6 +121,28 @@ open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + blob)
 PY
 case_ data examples/gpt.nns tiny megatron 2 2
 case_ data examples/gpt.nns tiny_pipe pipeline 2 2
+# Staging changes where the bytes are, never the numbers: staged and direct
+# runs write the same losses and gradient norms, bit for bit, also with fp16
+# loss scaling and bf16-rounded gradient reductions (which round the staged
+# copy).
+sed 's/^  clip = 1.0$/  clip = 1.0\n  precision = "fp16"\n  grad_reduce = "bf16"/' examples/gpt.nns > "$tmp/gpt_fp16.nns"
+grep -q 'grad_reduce = "bf16"' "$tmp/gpt_fp16.nns" || { echo "FAIL: could not add fp16 settings to examples/gpt.nns"; fail=1; }
+same_numbers() {  # FILE CONFIG PLAN GPUS
+  local args=("$1" --config "$2" --plan "$3" --gpus "$4" --device cpu --steps 4)
+  if ! "$NNS" run "${args[@]}" --metrics "$tmp/direct.jsonl" > "$tmp/d.txt" 2>&1 ||
+     ! NNS_TEST_HOST_STAGING=1 "$NNS" run "${args[@]}" --metrics "$tmp/staged.jsonl" > "$tmp/s.txt" 2>&1; then
+    echo "FAIL: $1 $3: a run failed:"; tail -2 "$tmp/d.txt" "$tmp/s.txt"; fail=1; return
+  fi
+  if ! diff <(sed 's/, "ms".*//' "$tmp/direct.jsonl") <(sed 's/, "ms".*//' "$tmp/staged.jsonl") > /dev/null; then
+    echo "FAIL: $1 $3 on $4 ranks: staged collectives changed the losses or norms:"; diff "$tmp/direct.jsonl" "$tmp/staged.jsonl" | head -4; fail=1
+  else
+    echo "$1 $3 on $4 ranks: staged and direct runs agree bit for bit ($(wc -l < "$tmp/direct.jsonl") steps)"
+  fi
+}
+same_numbers "$tmp/gpt_fp16.nns" tiny dp 2
+same_numbers "$tmp/gpt_fp16.nns" tiny dp_zero1 4
+same_numbers "$tmp/gpt_fp16.nns" tiny megatron 2
+same_numbers examples/gpt.nns tiny_pipe pipeline 2
 [ "$first_uploads" -gt 0 ] || { echo "FAIL: no run counted its first step's input uploads: the counter counts nothing"; fail=1; }
 [ "$fail" = 0 ] && echo PASS
 exit $fail
