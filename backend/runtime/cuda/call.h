@@ -43,6 +43,7 @@ struct Call : NodeCall {
   Gemm& gemm;
   Stream stream;
   Scratch& scratch;
+  int64_t step = 0;  // the training step (Backend::step): dropout's stream is keyed by it
 };
 
 using KernelFn = void (*)(const Call&);
@@ -50,5 +51,9 @@ using KernelTable = std::unordered_map<std::string, KernelFn>;
 
 // One per kernel file: adds that file's node kinds.
 void register_core_kernels(KernelTable& table);  // ops_core.cpp: products, fill, add_n
+void register_layout_kernels(KernelTable& table);  // kernels_layout.cu: reshape, permute, roll, pad, concat, split
+void register_nn_kernels(KernelTable& table);      // kernels_nn.cu: softmax, layer_norm, embedding, losses, dropout
+void register_conv_kernels(KernelTable& table);    // kernels_conv.cu: conv2d, pooling
+void register_index_kernels(KernelTable& table);   // kernels_index.cu: gathers, scans, topk, constant tables
 
 }  // namespace nns::backend::NNS_DEV

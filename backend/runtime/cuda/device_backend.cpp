@@ -13,6 +13,10 @@ const KernelTable& table() {
   static const KernelTable t = [] {
     KernelTable k;
     register_core_kernels(k);
+    register_layout_kernels(k);
+    register_nn_kernels(k);
+    register_conv_kernels(k);
+    register_index_kernels(k);
     return k;
   }();
   return t;
@@ -49,7 +53,7 @@ class DeviceBackend : public Backend {
     if (it == table().end()) throw RuntimeError("the CUDA backend has no kernel for '" + n.kind + "' yet (node " + n.name + ")");
     if (precision() != Precision::F32) throw RuntimeError("the CUDA backend runs fp32 only so far");
     Scratch scratch(alloc_);
-    it->second(Call{{n, in, out}, *gemm_, stream_, scratch});
+    it->second(Call{{n, in, out}, *gemm_, stream_, scratch, step()});
     check_launch(n.kind.c_str());
   }
 
