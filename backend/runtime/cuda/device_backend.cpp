@@ -15,6 +15,10 @@ const KernelTable& table() {
     register_core_kernels(k);
     register_elementwise_kernels(k);
     register_reduce_kernels(k);
+    register_layout_kernels(k);
+    register_nn_kernels(k);
+    register_conv_kernels(k);
+    register_index_kernels(k);
     return k;
   }();
   return t;
@@ -52,7 +56,7 @@ class DeviceBackend : public Backend {
     if (precision() != Precision::F32 && precision() != Precision::BF16)
       throw RuntimeError("the CUDA backend runs fp32 and bf16 autocast only so far");
     Scratch scratch(alloc_);
-    it->second(Call{{n, in, out}, *gemm_, stream_, scratch, precision() == Precision::BF16});
+    it->second(Call{{n, in, out}, *gemm_, stream_, scratch, precision() == Precision::BF16, step()});
     check_launch(n.kind.c_str());
   }
 
