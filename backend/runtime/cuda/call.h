@@ -43,7 +43,7 @@ struct Call : NodeCall {
   Gemm& gemm;
   Stream stream;
   Scratch& scratch;
-  bool bf16 = false;  // Precision::BF16: the matrix products round their operands to bfloat16
+  ProductInput products = ProductInput::F32;  // autocast: the matrix products round their operands to bf16 / fp16
   int64_t step = 0;  // the training step (Backend::step): dropout's stream is keyed by it
 };
 
