@@ -57,18 +57,20 @@ TEST_CASE("device: linear and linear_bias forward and backward", "[cuda]") {
   }
 }
 
-TEST_CASE("device: bf16 autocast of the products against the reference's", "[cuda][bf16]") {
-  // Both sides round every operand to bf16 and accumulate in fp32 (the
+TEST_CASE("device: bf16 and fp16 autocast of the products against the reference's", "[cuda][bf16][fp16]") {
+  for (Precision precision : {Precision::BF16, Precision::F16}) {
+  const std::string label = precision == Precision::BF16 ? " bf16" : " fp16";
+  // Both sides round every operand to bf16 / fp16 and accumulate in fp32 (the
   // reference in double): the bound is the fp32 products' (their rounding
   // is the same bits); the fp32 result must differ (the rounding happened).
   std::unique_ptr<Backend> ref = make_cpu_backend(true);
-  ref->set_precision(Precision::BF16);
+  ref->set_precision(precision);
   struct Restore {
     ~Restore() {
       for (Backend* b : tested_backends()) b->set_precision(Precision::F32);
     }
   } restore;
-  for (Backend* b : tested_backends()) b->set_precision(Precision::BF16);
+  for (Backend* b : tested_backends()) b->set_precision(precision);
   uint32_t seed = 700;
   for (bool batched : {false, true}) {
     int64_t batch = batched ? 3 : 1, m = 33, k = 70, n = 21;
@@ -82,11 +84,11 @@ TEST_CASE("device: bf16 autocast of the products against the reference's", "[cud
     std::vector<HostTensor> want_b = run_case(*ref, bwd);
     for (Backend* b : tested_backends()) {
       std::vector<HostTensor> got = run_case(*b, fwd);
-      expect_close(b->name() + " " + kind + " bf16", "m33 k70 n21", "c", got[0].f, want[0].f, kProductTol);
+      expect_close(b->name() + " " + kind + label, "m33 k70 n21", "c", got[0].f, want[0].f, kProductTol);
       CHECK(got[0].f != want32[0].f);
       std::vector<HostTensor> got_b = run_case(*b, bwd);
-      expect_close(b->name() + " " + kind + "_backward bf16", "m33 k70 n21", "da", got_b[0].f, want_b[0].f, kProductTol);
-      expect_close(b->name() + " " + kind + "_backward bf16", "m33 k70 n21", "db", got_b[1].f, want_b[1].f, kProductTol);
+      expect_close(b->name() + " " + kind + "_backward" + label, "m33 k70 n21", "da", got_b[0].f, want_b[0].f, kProductTol);
+      expect_close(b->name() + " " + kind + "_backward" + label, "m33 k70 n21", "db", got_b[1].f, want_b[1].f, kProductTol);
     }
   }
   int64_t rows = 40, k = 64, n = 24;
@@ -96,12 +98,13 @@ TEST_CASE("device: bf16 autocast of the products against the reference's", "[cud
   NodeCase bwd = backward_case(fwd, want, {f32({rows, n}, dy)}, {1, 1, 1});
   std::vector<HostTensor> want_b = run_case(*ref, bwd);
   for (Backend* b : tested_backends()) {
-    expect_close(b->name() + " linear_bias bf16", "rows40 k64 n24", "y", run_case(*b, fwd)[0].f, want[0].f, kProductTol);
+    expect_close(b->name() + " linear_bias" + label, "rows40 k64 n24", "y", run_case(*b, fwd)[0].f, want[0].f, kProductTol);
     std::vector<HostTensor> got_b = run_case(*b, bwd);
     for (size_t i = 0; i < 3; ++i)
-      expect_close(b->name() + " linear_bias_backward bf16", "rows40 k64 n24", i == 0 ? "dx" : i == 1 ? "dw" : "dbias", got_b[i].f,
+      expect_close(b->name() + " linear_bias_backward" + label, "rows40 k64 n24", i == 0 ? "dx" : i == 1 ? "dw" : "dbias", got_b[i].f,
                    want_b[i].f, kProductTol);
   }
+}
 }
 
 TEST_CASE("device: fill and add_n", "[cuda]") {

@@ -60,9 +60,6 @@ int get_threads() {
 }
 #endif
 
-float dropout_uniform(uint64_t seed, uint64_t element_index) {
-  Philox4 r = philox4x32_10(element_index >> 2, seed);
-  return uniform_from_bits(r.v[element_index & 3]);
-}
+float dropout_uniform(uint64_t seed, uint64_t element_index) { return philox_uniform(seed, element_index); }
 
 }  // namespace nns::backend::cpu

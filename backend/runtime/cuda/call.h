@@ -43,7 +43,8 @@ struct Call : NodeCall {
   Gemm& gemm;
   Stream stream;
   Scratch& scratch;
-  bool bf16 = false;  // Precision::BF16: the matrix products round their operands to bfloat16
+  ProductInput products = ProductInput::F32;  // autocast: the matrix products round their operands to bf16 / fp16
+  int64_t step = 0;  // the training step (Backend::step): dropout's stream is keyed by it
 };
 
 using KernelFn = void (*)(const Call&);
@@ -53,5 +54,9 @@ using KernelTable = std::unordered_map<std::string, KernelFn>;
 void register_core_kernels(KernelTable& table);  // ops_core.cpp: products, fill, add_n
 void register_elementwise_kernels(KernelTable& table);  // kernels_elementwise.cu: unary, binary, comparisons, where, casts
 void register_reduce_kernels(KernelTable& table);  // kernels_reduce.cu: reductions, constructors
+void register_layout_kernels(KernelTable& table);  // kernels_layout.cu: reshape, permute, roll, pad, concat, split
+void register_nn_kernels(KernelTable& table);      // kernels_nn.cu: softmax, layer_norm, embedding, losses, dropout
+void register_conv_kernels(KernelTable& table);    // kernels_conv.cu: conv2d, pooling
+void register_index_kernels(KernelTable& table);   // kernels_index.cu: gathers, scans, topk, constant tables
 
 }  // namespace nns::backend::NNS_DEV

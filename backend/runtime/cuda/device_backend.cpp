@@ -15,6 +15,10 @@ const KernelTable& table() {
     register_core_kernels(k);
     register_elementwise_kernels(k);
     register_reduce_kernels(k);
+    register_layout_kernels(k);
+    register_nn_kernels(k);
+    register_conv_kernels(k);
+    register_index_kernels(k);
     return k;
   }();
   return t;
@@ -71,10 +75,11 @@ class DeviceBackend : public Backend {
                 const std::vector<TensorView>& out) override {
     auto it = table().find(n.kind);
     if (it == table().end()) throw RuntimeError("the CUDA backend has no kernel for '" + n.kind + "' yet (node " + n.name + ")");
-    if (precision() != Precision::F32 && precision() != Precision::BF16)
-      throw RuntimeError("the CUDA backend runs fp32 and bf16 autocast only so far");
+    const ProductInput products = precision() == Precision::BF16  ? ProductInput::BF16
+                                  : precision() == Precision::F16 ? ProductInput::F16
+                                                                  : ProductInput::F32;
     Scratch scratch(alloc_);
-    it->second(Call{{n, in, out}, *gemm_, stream_, scratch, precision() == Precision::BF16});
+    it->second(Call{{n, in, out}, *gemm_, stream_, scratch, products, step()});
     check_launch(n.kind.c_str());
   }
 

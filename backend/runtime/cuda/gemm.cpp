@@ -44,13 +44,14 @@ void Gemm::run(const RowMajorProduct& p, Scratch& scratch) {
     return;
   }
   ColMajorProduct q = plan(p);
-  if (p.input == ProductInput::BF16) {
+  if (p.input != ProductInput::F32) {
     int64_t na = (p.a_batch == 1 ? 1 : batch) * p.m * p.k, nb = (p.b_batch == 1 ? 1 : batch) * p.k * p.n;
     uint16_t* a16 = scratch.get<uint16_t>(na);
     uint16_t* b16 = scratch.get<uint16_t>(nb);
-    kernels::to_bf16(p.a, a16, na, stream_);
-    kernels::to_bf16(p.b, b16, nb, stream_);
-    q.input = ProductInput::BF16;
+    auto round = p.input == ProductInput::BF16 ? kernels::to_bf16 : kernels::to_fp16;
+    round(p.a, a16, na, stream_);
+    round(p.b, b16, nb, stream_);
+    q.input = p.input;
     q.a = b16;  // plan() swapped the operands: cuBLASLt's A is our b
     q.b = a16;
   }

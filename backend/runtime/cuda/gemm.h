@@ -18,8 +18,8 @@ namespace nns::backend::NNS_DEV {
 // dimension ld_d; A is stored rows x inner (ld_a) or, when trans_a, inner x
 // rows; B likewise. A batch stride of 0 shares that operand across the batch.
 // The element type of A and B (D and the bias are always fp32, and the
-// products accumulate in fp32): bf16 is stored as 16-bit patterns.
-enum class ProductInput { F32, BF16 };
+// products accumulate in fp32): bf16 and fp16 are stored as 16-bit patterns.
+enum class ProductInput { F32, BF16, F16 };
 
 struct ColMajorProduct {
   int64_t rows = 0, cols = 0, inner = 0, batch = 1;
@@ -39,8 +39,8 @@ struct ColMajorProduct {
 // c[i] = op(a[i]) op(b[i or 0]) (+ bias[n] broadcast over rows) + beta c[i],
 // row-major: op(a) [m, k] (a stored [k, m] when trans_a), op(b) [k, n] (b
 // stored [n, k] when trans_b); a_batch or b_batch may be 1 (shared).
-// Under bf16 autocast (input BF16) a and b are fp32 and are rounded to
-// bf16 copies first (as the CPU backend's matmul_bf16 rounds them).
+// Under autocast (input BF16 or F16) a and b are fp32 and are rounded to
+// 16-bit copies first (as the CPU backend's matmul_bf16 / _fp16 round them).
 struct RowMajorProduct {
   ProductInput input = ProductInput::F32;
   const float* a = nullptr;
@@ -66,7 +66,7 @@ class Gemm {
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
 
-  // `scratch` holds the bf16 copies of the operands until the product is enqueued.
+  // `scratch` holds the 16-bit copies of the operands until the product is enqueued.
   void run(const RowMajorProduct& p, Scratch& scratch);
   void run_column_major(const ColMajorProduct& p);
 

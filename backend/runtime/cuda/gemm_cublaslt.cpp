@@ -1,5 +1,5 @@
-// Gemm on cuBLASLt (library nns_cuda only): fp32 or bf16 inputs, fp32
-// outputs, CUBLAS_COMPUTE_32F (no TF32 rounding of fp32 inputs; bf16
+// Gemm on cuBLASLt (library nns_cuda only): fp32, bf16 or fp16 inputs, fp32
+// outputs, CUBLAS_COMPUTE_32F (no TF32 rounding of fp32 inputs; 16-bit
 // inputs use the tensor cores), the bias as an epilogue.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -61,7 +61,8 @@ void Gemm::run_column_major(const ColMajorProduct& p) {
     check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof p.bias), "BIAS_POINTER");
   }
   // Stored shapes: A is rows x inner, or inner x rows when transposed; B likewise.
-  const cudaDataType_t in_type = p.input == ProductInput::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cudaDataType_t in_type =
+      p.input == ProductInput::BF16 ? CUDA_R_16BF : p.input == ProductInput::F16 ? CUDA_R_16F : CUDA_R_32F;
   layout(la, in_type, p.trans_a ? p.inner : p.rows, p.trans_a ? p.rows : p.inner, p.ld_a, p.stride_a, p.batch);
   layout(lb, in_type, p.trans_b ? p.cols : p.inner, p.trans_b ? p.inner : p.cols, p.ld_b, p.stride_b, p.batch);
   layout(ld, CUDA_R_32F, p.rows, p.cols, p.ld_d, p.stride_d, p.batch);

@@ -16,6 +16,7 @@ namespace {
 // Element i of an operand of type `input`.
 double element(const void* base, int64_t i, ProductInput input) {
   if (input == ProductInput::BF16) return bf16_bits_float(static_cast<const uint16_t*>(base)[i]);
+  if (input == ProductInput::F16) return fp16_bits_float(static_cast<const uint16_t*>(base)[i]);
   return static_cast<const float*>(base)[i];
 }
 }  // namespace

@@ -31,6 +31,8 @@ void copy_box(void* dst, const void* src, const BoxDims& box, int64_t count, boo
 // y[i] = x[i] rounded to bfloat16 (numeric.h), as 16-bit patterns: the
 // operands of a bf16 product.
 void to_bf16(const float* x, uint16_t* y, int64_t n, Stream stream);
+// The same to IEEE binary16 (fp16 autocast).
+void to_fp16(const float* x, uint16_t* y, int64_t n, Stream stream);
 // y = x0 + x1 + ... (count inputs, in order)
 void add_n(float* y, const float* const* xs, int count, int64_t n, Stream stream);
 void scale(float* y, const float* x, int64_t n, float alpha, Stream stream);

@@ -62,6 +62,10 @@ void to_bf16(const float* x, uint16_t* y, int64_t n, Stream s) {
   for_each(n, s, NNS_KERNEL(int64_t i) { y[i] = to_bf16_bits(x[i]); });
 }
 
+void to_fp16(const float* x, uint16_t* y, int64_t n, Stream s) {
+  for_each(n, s, NNS_KERNEL(int64_t i) { y[i] = to_fp16_bits(x[i]); });
+}
+
 void add_n(float* y, const float* const* xs, int count, int64_t n, Stream s) {
   for (int k = 0; k < count; ++k) {
     const float* x = xs[k];

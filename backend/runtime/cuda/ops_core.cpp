@@ -15,7 +15,7 @@ int64_t prod(const sema::Shape& s, size_t from, size_t to) {
 RowMajorProduct product(const Call& call, const float* a, const float* b, float* c, int64_t batch, int64_t m, int64_t k, int64_t n, bool trans_a,
                         bool trans_b, const float* bias = nullptr) {
   RowMajorProduct p;
-  p.input = call.bf16 ? ProductInput::BF16 : ProductInput::F32;
+  p.input = call.products;
   p.a = a;
   p.b = b;
   p.c = c;
