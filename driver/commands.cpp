@@ -136,8 +136,8 @@ int cmd_run(const Args& a) {
     std::cerr << "nns: error: " << device_err << "\n";
     return kExitRuntime;
   }
-  if (device == "cuda" && a.reference)
-    return usage_error("--reference runs the CPU reference kernels; it does not take --device cuda (use --device cpu)");
+  if (cuda_code_device(device) && a.reference)
+    return usage_error("--reference runs the CPU reference kernels; it does not take --device " + device + " (use --device cpu)");
   if (a.eval) {
     // Evaluation is forward passes: no gradients to verify or dump, no state to save.
     const char* clash = a.verify ? "--verify" : !a.save.empty() ? "--save" : !a.dump_grads.empty() ? "--dump-grads"
@@ -173,8 +173,9 @@ int cmd_run(const Args& a) {
   o.run.eval = a.eval;
   o.run.device = device;
   o.run.stats = a.stats;
-  if (device == "cuda" && o.topo.ranks > 1 && o.plan.empty())
-    return usage_error("--device cuda runs one device or a --plan; data-parallel replicas without a plan run on CPU ranks (--device cpu)");
+  if (cuda_code_device(device) && o.topo.ranks > 1 && o.plan.empty())
+    return usage_error("--device " + device +
+                       " runs one device or a --plan; data-parallel replicas without a plan run on CPU ranks (--device cpu)");
   Pipeline p;
   return run_pipeline(o, p);
 }

@@ -99,7 +99,7 @@ commands:
   run FILE [--gpus N] [--plan P [--plan-gpus K]] [--verify] [--config C] [--steps N] [--seed S]
          [--threads T] [--init W.safetensors] [--data D.safetensors]
          [--save CKPT [--save-every K]] [--resume CKPT] [--dump-grads G.safetensors] [--metrics M.jsonl]
-         [--trace OUT.json] [--reference] [--eval] [--device cpu|cuda] [--stats] [--emit=STAGE]
+         [--trace OUT.json] [--reference] [--eval] [--device cpu|cuda|cuda-emulation] [--stats] [--emit=STAGE]
       train the model of FILE's train block: one progress line per step
       (step, loss, step time, throughput, peak memory) and a summary.
       --gpus 1 trains on one device (CPU: oneDNN kernels, T threads, default
@@ -134,7 +134,9 @@ commands:
       between instructions). --device cpu|cuda picks the backend (default
       cuda when this nns was built with CUDA and a GPU is visible, else cpu;
       --device cuda without a GPU exits 70); under a plan each rank takes
-      GPU (local rank mod GPUs visible). --stats prints under each step the
+      GPU (local rank mod GPUs visible). --device cuda-emulation runs the
+      CUDA backend's code with its kernels on the host (slow; device memory,
+      host-staged collectives and every CUDA kernel, where no GPU is). --stats prints under each step the
       bytes it moved host->device and device->host (rank 0's), and the part
       of them staged through host memory for collectives.
   repl [FILE] [--config C] [--gpus N]

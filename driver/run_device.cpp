@@ -5,9 +5,7 @@
 
 #include <algorithm>
 
-#if NNS_HAVE_CUDA
 #include "backend/runtime/cuda/cuda_backend.h"
-#endif
 
 namespace nns::driver {
 
@@ -32,15 +30,17 @@ int visible_cuda_devices() {
 #endif
 }
 
+bool cuda_code_device(const std::string& device) { return device == "cuda" || device == "cuda-emulation"; }
+
 bool resolve_run_device(const std::string& given, std::string& device, std::string& err, bool& usage) {
   usage = false;
   if (given.empty()) {
     device = visible_cuda_devices() > 0 ? "cuda" : "cpu";
     return true;
   }
-  if (given != "cpu" && given != "cuda") {
+  if (given != "cpu" && given != "cuda" && given != "cuda-emulation") {
     usage = true;
-    err = "--device for run is cpu or cuda (got '" + given + "')";
+    err = "--device for run is cpu, cuda or cuda-emulation (got '" + given + "')";
     return false;
   }
   if (given == "cuda" && !built_with_cuda()) {
@@ -56,6 +56,7 @@ bool resolve_run_device(const std::string& given, std::string& device, std::stri
 }
 
 std::unique_ptr<backend::Backend> make_run_backend(const std::string& device, bool reference, int local_rank) {
+  if (device == "cuda-emulation") return backend::make_cuda_emulation_backend(false);
   if (device != "cuda") return backend::make_cpu_backend(reference);
 #if NNS_HAVE_CUDA
   int n = backend::cuda_device_count();

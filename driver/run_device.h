@@ -1,6 +1,9 @@
-// `nns run --device cpu|cuda`: which backend the ranks train on. The
-// default is cuda where this nns was built with the CUDA backend and a GPU
-// is visible, else cpu.
+// `nns run --device cpu|cuda|cuda-emulation`: which backend the ranks train
+// on. The default is cuda where this nns was built with the CUDA backend and
+// a GPU is visible, else cpu. cuda-emulation is the CUDA backend's code with
+// every kernel run on the host (backend/runtime/cuda/device.h): slow, for
+// testing the device path (device memory, host staging of collectives, the
+// kernels) end to end where no GPU is.
 #pragma once
 
 #include <memory>
@@ -16,7 +19,10 @@ namespace nns::driver {
 int visible_cuda_devices();
 bool built_with_cuda();
 
-// The --device value of run, resolved: "cpu" or "cuda". False with a
+// Whether `device` runs the CUDA backend's code (cuda, or its emulation).
+bool cuda_code_device(const std::string& device);
+
+// The --device value of run, resolved: "cpu", "cuda" or "cuda-emulation". False with a
 // one-line message (`usage` true: a usage error, exit 64; false: the
 // machine cannot do it, exit 70) when the value is neither, or cuda cannot
 // run here.

@@ -106,7 +106,10 @@ std::string banner(const Pipeline& p, const PipelineOptions& o, int threads, boo
   const sema::TrainSpec& s = p.spec;
   const char* config = p.interp->config_name().empty() ? "-" : p.interp->config_name().c_str();
   const bool cuda = o.run.device == "cuda";
-  std::string kernels_text = cuda ? "CUDA" : o.run.reference ? "reference" : "oneDNN";
+  std::string kernels_text = cuda ? "CUDA"
+                             : o.run.device == "cuda-emulation" ? "CUDA-emulated (the CUDA backend's kernels run on the host)"
+                             : o.run.reference                  ? "reference"
+                                                                : "oneDNN";
   if (s.precision == "bf16") kernels_text += " (bf16 matrix products, fp32 accumulation and weights)";
   if (s.precision == "fp16")
     kernels_text += " (fp16 matrix products, fp32 accumulation and weights, dynamic loss scaling from " + format_scale(s.loss_scale.init) + ")";
@@ -223,8 +226,11 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
   if (r.verify && rank == 0 && session->steps_done() < p.spec.steps) {
     sema::TrainSpec ref_spec = p.spec;
     ref_spec.micro_batches = p.spec.micro_batches * o.topo.replicas;
-    ref_be = backend::make_cpu_backend(r.reference);
-    ref_be->set_precision(precision_of(p.spec));  // one device at the same precision
+    // One device of the same kind (the same kernels) at the same precision:
+    // --verify checks the plan's partitioning and communication; the
+    // kernels are checked against the CPU reference by the conformance tables.
+    ref_be = make_run_backend(r.device, r.reference, local_rank(o, comm));
+    ref_be->set_precision(precision_of(p.spec));
     if (threads > 0) ref_be->set_threads(threads);
     backend::TrainOptions ref_opts = opts;
     ref_opts.comm = nullptr;
@@ -306,7 +312,7 @@ int run_eval(Pipeline& p, const PipelineOptions& o) {
     const std::string kind = r.device == "cuda" ? " CUDA rank(s)" : " CPU rank(s)";
     std::string where = o.plan.empty() ? std::to_string(o.topo.ranks) + kind + (o.topo.ranks > 1 ? " as data-parallel replicas" : "")
                                        : "plan " + o.plan + " on " + std::to_string(o.topo.ranks) + kind;
-    const char* kernels = r.device == "cuda" ? "CUDA" : r.reference ? "reference" : "oneDNN";
+    const char* kernels = r.device == "cuda" ? "CUDA" : r.device == "cuda-emulation" ? "CUDA-emulated" : r.reference ? "reference" : "oneDNN";
     if (rank == 0)
       std::printf("nns: evaluating %s (config %s) with %s, %s kernels; %lld step(s) of data, forward only (dropout off, no update)\n",
                   o.path.c_str(), config, where.c_str(), kernels, static_cast<long long>(steps));

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# nns run --device: a value other than cpu|cuda is a usage error (64);
+# nns run --device: a value other than cpu|cuda|cuda-emulation is a usage error (64);
 # --device cuda where no GPU is visible (CUDA_VISIBLE_DEVICES hides them
 # all) is one clear line and exit 70, naming why: no device, or a build
 # without CUDA; with the GPUs hidden the default is the CPU.
@@ -19,7 +19,7 @@ expect() {  # EXIT MESSAGE ARGS...
   fi
   last_out="$out"
 }
-expect 64 "--device for run is cpu or cuda (got 'gpu')" run examples/01_mlp.nns --device gpu
+expect 64 "--device for run is cpu, cuda or cuda-emulation (got 'gpu')" run examples/01_mlp.nns --device gpu
 if [ "$BUILT" = ON ]; then
   expect 70 "nns: error: --device cuda: no CUDA device is visible" run examples/01_mlp.nns --device cuda
   expect 70 "nns: error: --device cuda: no CUDA device is visible" run examples/01_mlp.nns --device cuda --plan dp --gpus 2
@@ -30,5 +30,8 @@ fi
 expect 0 "on 1 CPU rank(s)" run examples/01_mlp.nns --steps 1
 expect 0 "  stats (rank 0): host->device" run examples/01_mlp.nns --steps 1 --device cpu --stats
 expect 64 "--eval runs forward passes only; it does not take --stats" run examples/01_mlp.nns --eval --stats
+# The emulation runs anywhere; like cuda it is not the CPU reference.
+expect 0 "CUDA-emulated" run examples/01_mlp.nns --steps 1 --device cuda-emulation
+expect 64 "it does not take --device cuda-emulation" run examples/01_mlp.nns --steps 1 --device cuda-emulation --reference
 [ "$fail" = 0 ] && echo PASS
 exit $fail

@@ -399,11 +399,18 @@ def main():
     ap.add_argument("--warmup-steps", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--config", default="tiny")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (bench/gpu/gpt_step.sh)")
+    ap.add_argument("--bf16", action="store_true",
+                    help="bf16 autocast of the matrix products (nns's precision = \"bf16\"): fp32 weights and optimizer")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the loss function")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model, inputs, loss_fn, o, warm, clip, cfg = make_case(args.case, args.config)
+    dev = torch.device(args.device)
+    model.to(dev)
+    inputs = {k: v.to(dev) for k, v in inputs.items()}
     params = list(model.parameters())
     nparams = sum(p.numel() for p in params)
 
@@ -415,9 +422,16 @@ def main():
     macs = _MACS[0]
 
     opt, sched = make_optimizer(params, o, warm, args.steps + args.warmup_steps)
+    compute = torch.compile(loss_fn) if args.compile else loss_fn
+
+    def forward():
+        if args.bf16:
+            with torch.autocast(device_type=dev.type, dtype=torch.bfloat16):
+                return compute(inputs).float()
+        return compute(inputs)
 
     def step():
-        loss = loss_fn(inputs)
+        loss = forward()
         loss.backward()
         gn = grad_norm_and_clip(params, clip)
         opt.step()
@@ -425,6 +439,8 @@ def main():
         opt.zero_grad(set_to_none=True)
         return loss.item(), float(gn)
 
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
     first = last = None
     for i in range(args.warmup_steps):
         loss, _ = step()
@@ -436,7 +452,9 @@ def main():
         times.append(time.perf_counter() - t0)
     ms = 1000.0 * sum(times) / len(times)
     times.sort()
-    print(f"case={args.case} params={nparams} fwd_macs={macs} threads={torch.get_num_threads()} "
+    peak = torch.cuda.max_memory_allocated() if dev.type == "cuda" else 0
+    print(f"case={args.case} device={args.device} bf16={int(args.bf16)} compile={int(args.compile)} peak_bytes={peak} "
+          f"params={nparams} fwd_macs={macs} threads={torch.get_num_threads()} "
           f"steps={args.steps} ms_per_step={ms:.3f} median_ms={1000 * times[len(times) // 2]:.3f} "
           f"min_ms={1000 * times[0]:.3f} loss_first={first:.6f} loss_last={last:.6f} torch={torch.__version__} blas={loaded_blas()}")
     print("config " + " ".join(f"{k}={v}".replace(" ", "") for k, v in cfg.items())
