@@ -131,6 +131,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
     lo.peak_label = "peak piece memory";
     lo.peak_of_rank0 = true;
     backend::PlanTrainer* t = ps.get();
+    lo.rank_peaks = [t] { return t->piece_bytes_peaks(); };
     // The full gradients are assembled from every rank's pieces (the
     // loop calls this on every rank: lo.collective); rank 0 writes them.
     if (!r.dump_grads.empty())

@@ -154,7 +154,10 @@ class RankLowering {
       fail("plan " + plan.name + ": " + e.what());
     }
     kn.elaborated = true;
-    if (!backward) return kn;
+    if (!backward) {
+      plan_releases(P.local, kn);
+      return kn;
+    }
     std::map<int, int> seeds;
     for (int out : kn.inst.outputs) {
       const sema::TensorInfo& t = P.local.tensor(out);
@@ -174,6 +177,7 @@ class RankLowering {
     kn.bwd = sema::differentiate(P.local, kn.inst.nodes, seeds, kn.inst.inputs);
     int seg = segment_of(s.node);
     if (seg >= 0 && plan.segments[static_cast<size_t>(seg)].split_w) split_weight_gradient(kn, node);
+    plan_releases(P.local, kn);
     return kn;
   }
 

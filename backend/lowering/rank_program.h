@@ -60,7 +60,18 @@ struct SubOpKernel {
   std::vector<int> wgrad_nodes;
   float scale = 1.f;     // share of a mean-type loss this slice computes (registry fact)
   bool recompute = false;
+  // When the executor drops a local tensor before FreeKernel, so that a
+  // kernel's working set is what its remaining nodes still read, not every
+  // tensor it made (plan_releases): per position in inst.nodes (resp.
+  // bwd.nodes), the tensors whose last reader that node is. Never the
+  // kernel's inputs and outputs, what the backward (B or W) reads, or the
+  // gradients CollectGrad copies out.
+  std::vector<std::vector<int>> fwd_release, bwd_release;
 };
+
+// Fills kn.fwd_release and kn.bwd_release from its nodes (after its
+// backward, and any B/W split, are final).
+void plan_releases(const sema::Graph& local, SubOpKernel& kn);
 
 struct PInstr {
   enum Kind : uint8_t {

@@ -312,7 +312,11 @@ void PlanExecutor::exec_compute(const PInstr& in) {
            extract(bufs[static_cast<size_t>(in.a)], piece(in.a), kn.in_slices[static_cast<size_t>(in.index)], in.scale));
       return;
     case PInstr::Forward:
-      for (int ln : kn.inst.nodes) run_local(ln);
+      for (size_t i = 0; i < kn.inst.nodes.size(); ++i) {
+        run_local(kn.inst.nodes[i]);
+        if (i < kn.fwd_release.size())
+          for (int t : kn.fwd_release[i]) drop_local(t);
+      }
       return;
     case PInstr::CollectOut: {
       const Piece& sl = kn.out_slices[static_cast<size_t>(in.index)];
@@ -333,7 +337,11 @@ void PlanExecutor::exec_compute(const PInstr& in) {
       return;
     }
     case PInstr::Backward:
-      for (int bn : kn.bwd.nodes) run_local(bn);
+      for (size_t i = 0; i < kn.bwd.nodes.size(); ++i) {
+        run_local(kn.bwd.nodes[i]);
+        if (i < kn.bwd_release.size())
+          for (int t : kn.bwd_release[i]) drop_local(t);
+      }
       return;
     case PInstr::BackwardW:
       for (int bn : kn.wgrad_nodes) run_local(bn);

@@ -219,6 +219,14 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
     if (ran > 1) std::fprintf(out, ", %.2f ms/step (steps after the first)", total / static_cast<double>(ran - 1) * 1e3);
     std::fprintf(out, ", %s %s%s\n", o.peak_label.c_str(), sema::format_bytes(session.peak_bytes()).c_str(), o.peak_of_rank0 ? " (rank 0)" : "");
   }
+  if (o.rank_peaks) {
+    std::vector<int64_t> peaks = o.rank_peaks();
+    if (rank0) {
+      std::fprintf(out, "memory peak by rank (bytes):");
+      for (int64_t b : peaks) std::fprintf(out, " %lld", static_cast<long long>(b));
+      std::fprintf(out, "\n");
+    }
+  }
   if (o.save && (rank0 || o.collective)) save();
   if (!verifier) return LoopResult::Ok;
   print_verify_summary(*verifier, o);

@@ -267,7 +267,7 @@ bool check_plan(const Graph& g, const Plan& plan, const CheckOptions& opts, fron
     for (size_t d = 1; d < r.memory.size(); ++d)
       if (r.memory[d].total() > r.memory[worst].total()) worst = d;
     const DeviceMemory& m = r.memory[worst];
-    out << "  memory: at most " << format_bytes(m.total()) << " on a device (device " << worst << ": weights " << format_bytes(m.weights)
+    out << "  memory: at most " << format_bytes(m.total()) << " (" << m.total() << " bytes) on a device (device " << worst << ": weights " << format_bytes(m.weights)
         << ", gradients " << format_bytes(m.gradients) << ", optimizer " << format_bytes(m.optimizer) << ", activations "
         << format_bytes(m.activations) << ")";
     if (opts.device_memory >= 0) out << " of " << (opts.memory_label.empty() ? format_bytes(opts.device_memory) : opts.memory_label);

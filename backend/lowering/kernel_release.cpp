@@ -1,0 +1,66 @@
+// plan_releases (rank_program.h): when a kernel's local tensors can go.
+//
+// Without release lists a kernel keeps every tensor it made until its
+// FreeKernel (after its backward): the attention scores, the softmax and
+// every intermediate gradient of a window-attention body all at once, for
+// every micro-batch in flight. A tensor is only needed until its last
+// reader, unless something after the node list reads it: CollectOut (the
+// kernel's outputs), the backward (what it reads of the forward), BackwardW
+// run later (what the weight-gradient nodes read) and CollectGrad (the
+// gradients of the kernel's inputs).
+#include <algorithm>
+#include <set>
+#include <unordered_map>
+
+#include "backend/lowering/rank_program.h"
+
+namespace nns::backend {
+
+namespace {
+
+// For nodes[i] in order: the tensors in `candidates` whose last reader
+// among `nodes` is nodes[i], minus `keep`. A candidate no node reads goes
+// right after the node that makes it.
+std::vector<std::vector<int>> last_readers(const sema::Graph& L, const std::vector<int>& nodes, const std::set<int>& keep) {
+  std::unordered_map<int, size_t> last;  // tensor -> position of its last reader (or maker)
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const sema::OpNode& n = L.node(nodes[i]);
+    for (int t : n.outputs) last.emplace(t, i);  // made here: at least until here
+    for (int t : n.inputs) last[t] = i;
+  }
+  std::vector<std::vector<int>> out(nodes.size());
+  std::set<int> seen;
+  for (const auto& [t, i] : last)
+    if (!keep.count(t) && seen.insert(t).second) out[i].push_back(t);
+  for (auto& v : out) std::sort(v.begin(), v.end());
+  return out;
+}
+
+}  // namespace
+
+void plan_releases(const sema::Graph& L, SubOpKernel& kn) {
+  std::set<int> keep(kn.inst.inputs.begin(), kn.inst.inputs.end());
+  keep.insert(kn.inst.outputs.begin(), kn.inst.outputs.end());
+  for (const auto& [input, grad] : kn.bwd.grads)
+    if (grad >= 0) keep.insert(grad);
+  // What W reads stays until FreeKernel (BackwardW runs later, after other kernels).
+  for (int w : kn.wgrad_nodes) {
+    const sema::OpNode& n = L.node(w);
+    keep.insert(n.inputs.begin(), n.inputs.end());
+    keep.insert(n.outputs.begin(), n.outputs.end());
+  }
+  // The forward: what the backward reads stays too.
+  std::set<int> fkeep = keep;
+  for (int b : kn.bwd.nodes) {
+    const sema::OpNode& n = L.node(b);
+    fkeep.insert(n.inputs.begin(), n.inputs.end());
+  }
+  // Only tensors the forward makes are the forward's to release (an input
+  // of a forward node made elsewhere is a kernel input, kept above).
+  kn.fwd_release = last_readers(L, kn.inst.nodes, fkeep);
+  // The backward releases what it reads or makes after its last reader:
+  // forward tensors, output gradients (dy) and intermediate gradients.
+  kn.bwd_release = last_readers(L, kn.bwd.nodes, keep);
+}
+
+}  // namespace nns::backend
