@@ -39,8 +39,9 @@ std::vector<std::vector<int>> last_readers(const sema::Graph& L, const std::vect
 }  // namespace
 
 void plan_releases(const sema::Graph& L, SubOpKernel& kn) {
-  std::set<int> keep(kn.inst.inputs.begin(), kn.inst.inputs.end());
-  keep.insert(kn.inst.outputs.begin(), kn.inst.outputs.end());
+  std::set<int> keep(kn.inst.outputs.begin(), kn.inst.outputs.end());
+  std::set<int> inputs(kn.inst.inputs.begin(), kn.inst.inputs.end());
+  keep.insert(inputs.begin(), inputs.end());
   for (const auto& [input, grad] : kn.bwd.grads)
     if (grad >= 0) keep.insert(grad);
   // What W reads stays until FreeKernel (BackwardW runs later, after other kernels).
@@ -55,12 +56,48 @@ void plan_releases(const sema::Graph& L, SubOpKernel& kn) {
     const sema::OpNode& n = L.node(b);
     fkeep.insert(n.inputs.begin(), n.inputs.end());
   }
-  // Only tensors the forward makes are the forward's to release (an input
-  // of a forward node made elsewhere is a kernel input, kept above).
+  // What the backward reads of the kernel's outputs stays; the rest goes
+  // once CollectOut has copied it into its buffer.
+  kn.drop_after_collect.assign(kn.inst.outputs.size(), 0);
+  for (size_t o = 0; o < kn.inst.outputs.size(); ++o) {
+    int t = kn.inst.outputs[o];
+    bool needed = inputs.count(t) > 0 || kn.bwd.grads.count(t) > 0;
+    for (int b : kn.bwd.nodes)
+      for (int x : L.node(b).inputs) needed = needed || x == t;
+    for (int w : kn.wgrad_nodes)
+      for (int x : L.node(w).inputs) needed = needed || x == t;
+    kn.drop_after_collect[o] = !needed;
+  }
+  // A recomputed kernel keeps its inputs for the forward that runs again;
+  // any other kernel keeps only the input copies its backward reads.
+  if (!kn.recompute)
+    for (int t : kn.inst.inputs) {
+      bool read_back = false;
+      for (int b : kn.bwd.nodes)
+        for (int x : L.node(b).inputs) read_back = read_back || x == t;
+      for (int w : kn.wgrad_nodes)
+        for (int x : L.node(w).inputs) read_back = read_back || x == t;
+      if (!read_back && !kn.bwd.grads.count(t) && !std::count(kn.inst.outputs.begin(), kn.inst.outputs.end(), t)) fkeep.erase(t);
+    }
+  // Only tensors the forward makes or the kernel's inputs are the
+  // forward's to release.
   kn.fwd_release = last_readers(L, kn.inst.nodes, fkeep);
   // The backward releases what it reads or makes after its last reader:
   // forward tensors, output gradients (dy) and intermediate gradients.
   kn.bwd_release = last_readers(L, kn.bwd.nodes, keep);
+}
+
+}  // namespace nns::backend
+
+namespace nns::backend {
+
+bool slice_in_place(const RankProgram& prog, const PInstr& in) {
+  if (in.kind != PInstr::SliceIn || in.scale != 1.f || in.a < 0 || static_cast<size_t>(in.a) >= prog.buffers.size()) return false;
+  if (in.kernel < 0 || static_cast<size_t>(in.kernel) >= prog.kernels.size()) return false;
+  const SubOpKernel& k = prog.kernels[static_cast<size_t>(in.kernel)];
+  if (in.index < 0 || static_cast<size_t>(in.index) >= k.in_slices.size()) return false;
+  const BufferDecl& b = prog.buffers[static_cast<size_t>(in.a)];
+  return b.role == BufferDecl::Param && b.piece.same_box(k.in_slices[static_cast<size_t>(in.index)]);
 }
 
 }  // namespace nns::backend

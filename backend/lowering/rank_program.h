@@ -66,12 +66,24 @@ struct SubOpKernel {
   // bwd.nodes), the tensors whose last reader that node is. Never the
   // kernel's inputs and outputs, what the backward (B or W) reads, or the
   // gradients CollectGrad copies out.
+  // A kernel that is not recomputed also drops, after its forward, the
+  // input copies its backward does not read.
   std::vector<std::vector<int>> fwd_release, bwd_release;
+  // Per output: dropped right after its CollectOut (the backward does not
+  // read it; the buffer it was collected into holds the value).
+  std::vector<char> drop_after_collect;
 };
 
-// Fills kn.fwd_release and kn.bwd_release from its nodes (after its
-// backward, and any B/W split, are final).
+// Fills kn's release lists from its nodes (after its backward, and any
+// B/W split, are final).
 void plan_releases(const sema::Graph& local, SubOpKernel& kn);
+
+struct RankProgram;
+struct PInstr;
+// Whether a SliceIn reads its source in place instead of copying it: a
+// parameter's whole piece, unscaled (parameters do not change during the
+// step's kernels), so a kernel holds no second copy of its weights.
+bool slice_in_place(const RankProgram& prog, const PInstr& in);
 
 struct PInstr {
   enum Kind : uint8_t {

@@ -101,7 +101,15 @@ MemoryPeak peak_memory(const backend::RankProgram& prog, int bpe, int optimizer_
         make(in.b);
         break;
       case PInstr::SliceIn:
-        if (k && in.index >= 0 && static_cast<size_t>(in.index) < k->inst.inputs.size()) lset(in.mb, k->inst.inputs[static_cast<size_t>(in.index)]);
+        if (k && in.index >= 0 && static_cast<size_t>(in.index) < k->inst.inputs.size()) {
+          int t = k->inst.inputs[static_cast<size_t>(in.index)];
+          if (backend::slice_in_place(prog, in)) ldrop(in.mb, t);  // read where the weight lives
+          else lset(in.mb, t);
+        }
+        break;
+      case PInstr::CollectOut:
+        if (k && in.index >= 0 && static_cast<size_t>(in.index) < k->drop_after_collect.size() && k->drop_after_collect[static_cast<size_t>(in.index)])
+          ldrop(in.mb, k->inst.outputs[static_cast<size_t>(in.index)]);
         break;
       case PInstr::SliceGrad:
         if (k && in.index >= 0 && static_cast<size_t>(in.index) < k->dy.size()) lset(in.mb, k->dy[static_cast<size_t>(in.index)]);

@@ -12,10 +12,12 @@
 //     still being sent when freed stays until the step's end, as the
 //     executor parks it until its send completes;
 //   - the kernels' local tensors, per micro-batch: SliceIn makes an
-//     input, Forward its nodes' outputs, SliceGrad an output gradient,
-//     Backward / BackwardW their nodes' outputs; the kernel's release lists
-//     (SubOpKernel::fwd_release / bwd_release) drop a tensor after its last
-//     reader, DropForward (recompute) the forward part, FreeKernel the rest.
+//     input (none for a weight read in place, slice_in_place), Forward its
+//     nodes' outputs, SliceGrad an output gradient, Backward / BackwardW
+//     their nodes' outputs; the kernel's release lists (SubOpKernel::
+//     fwd_release / bwd_release / drop_after_collect) drop a tensor after
+//     its last reader, DropForward (recompute) the forward part,
+//     FreeKernel the rest.
 // Elements cost `bytes_per_element` (optimizer state: 4 bytes).
 #pragma once
 

@@ -68,6 +68,8 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
   lbuf_mb.assign(static_cast<size_t>(std::max<int64_t>(spec.micro_batches, 1)), {});
   for (auto& l : lbuf_mb) l.resize(P.local.tensors().size());
   lbuf_cur = &lbuf_mb[0];
+  alias_mb.assign(lbuf_mb.size(), std::vector<int>(P.local.tensors().size(), -1));
+  alias_cur = &alias_mb[0];
   // Point-to-point contexts, created up front in ascending order of the
   // pair on every rank (creation is collective between the two; a common
   // order means no two ranks wait on each other's creation).
@@ -171,17 +173,20 @@ void PlanExecutor::free_buf(int b) {
 }
 
 void PlanExecutor::lset(int t, std::vector<float> v) {
+  (*alias_cur)[static_cast<size_t>(t)] = -1;
   track((static_cast<int64_t>(v.size()) - static_cast<int64_t>((*lbuf_cur)[t].size())) * 4);
   (*lbuf_cur)[t] = std::move(v);
 }
 
 void PlanExecutor::drop_local(int t) {
+  (*alias_cur)[static_cast<size_t>(t)] = -1;
   track(-static_cast<int64_t>((*lbuf_cur)[t].size()) * 4);
   std::vector<float>().swap((*lbuf_cur)[t]);
 }
 
 TensorView PlanExecutor::lview(int t) {
   const sema::TensorInfo& info = P.local.tensor(t);
+  if (int b = (*alias_cur)[static_cast<size_t>(t)]; b >= 0) return TensorView{bufs[static_cast<size_t>(b)].data(), info.dtype, info.shape};
   if ((*lbuf_cur)[t].empty() && sema::numel(info.shape) > 0) throw RuntimeError("internal: local tensor %" + std::to_string(t) + " not computed");
   return TensorView{(*lbuf_cur)[t].data(), info.dtype, info.shape};
 }
@@ -305,12 +310,19 @@ void PlanExecutor::exec_compute(const PInstr& in) {
   const SubOpKernel& kn = P.kernels[static_cast<size_t>(in.kernel)];
   if (in.mb < 0 || in.mb >= static_cast<int>(lbuf_mb.size())) throw RuntimeError("internal: kernel instruction outside a micro-batch");
   lbuf_cur = &lbuf_mb[static_cast<size_t>(in.mb)];
+  alias_cur = &alias_mb[static_cast<size_t>(in.mb)];
   if (!kn.elaborated) throw RuntimeError("internal: kernel k" + std::to_string(in.kernel) + " was lowered without its body");
   switch (in.kind) {
-    case PInstr::SliceIn:
-      lset(kn.inst.inputs[static_cast<size_t>(in.index)],
-           extract(bufs[static_cast<size_t>(in.a)], piece(in.a), kn.in_slices[static_cast<size_t>(in.index)], in.scale));
+    case PInstr::SliceIn: {
+      int t = kn.inst.inputs[static_cast<size_t>(in.index)];
+      if (slice_in_place(P, in)) {  // a weight read where it lives, no copy
+        drop_local(t);
+        (*alias_cur)[static_cast<size_t>(t)] = in.a;
+        return;
+      }
+      lset(t, extract(bufs[static_cast<size_t>(in.a)], piece(in.a), kn.in_slices[static_cast<size_t>(in.index)], in.scale));
       return;
+    }
     case PInstr::Forward:
       for (size_t i = 0; i < kn.inst.nodes.size(); ++i) {
         run_local(kn.inst.nodes[i]);
@@ -322,6 +334,8 @@ void PlanExecutor::exec_compute(const PInstr& in) {
       const Piece& sl = kn.out_slices[static_cast<size_t>(in.index)];
       copy_region((*lbuf_cur)[kn.inst.outputs[static_cast<size_t>(in.index)]].data(), sl, bufs[static_cast<size_t>(in.b)].data(), piece(in.b), sl.start,
                   sl.length, true, in.scale);
+      if (static_cast<size_t>(in.index) < kn.drop_after_collect.size() && kn.drop_after_collect[static_cast<size_t>(in.index)])
+        drop_local(kn.inst.outputs[static_cast<size_t>(in.index)]);
       return;
     }
     case PInstr::DropForward:

@@ -39,6 +39,10 @@ struct PlanExecutor {
   std::vector<std::vector<float>> bufs;              // by buffer id
   std::vector<std::vector<std::vector<float>>> lbuf_mb;  // per micro-batch, by local tensor id
   std::vector<std::vector<float>>* lbuf_cur = nullptr;  // the running instruction's micro-batch
+  // Per micro-batch, by local tensor id: the buffer a kernel input reads in
+  // place (slice_in_place), -1 when it has its own copy in lbuf_mb.
+  std::vector<std::vector<int>> alias_mb;
+  std::vector<int>* alias_cur = nullptr;
   std::vector<std::vector<std::vector<float>>> opt;  // per ParamSlot: optimizer slots
   int64_t cur_bytes = 0, peak_bytes = 0;
   bool fault_skip_allreduce = false;  // NNS_TEST_FAULT=skip-allreduce (test hook)
