@@ -97,7 +97,8 @@ bool slice_in_place(const RankProgram& prog, const PInstr& in) {
   const SubOpKernel& k = prog.kernels[static_cast<size_t>(in.kernel)];
   if (in.index < 0 || static_cast<size_t>(in.index) >= k.in_slices.size()) return false;
   const BufferDecl& b = prog.buffers[static_cast<size_t>(in.a)];
-  return b.role == BufferDecl::Param && b.piece.same_box(k.in_slices[static_cast<size_t>(in.index)]);
+  const bool read_only = b.role == BufferDecl::Param || b.role == BufferDecl::Input || b.role == BufferDecl::Value || b.role == BufferDecl::Transit;
+  return read_only && b.piece.same_box(k.in_slices[static_cast<size_t>(in.index)]);
 }
 
 }  // namespace nns::backend

@@ -80,9 +80,12 @@ void plan_releases(const sema::Graph& local, SubOpKernel& kn);
 
 struct RankProgram;
 struct PInstr;
-// Whether a SliceIn reads its source in place instead of copying it: a
-// parameter's whole piece, unscaled (parameters do not change during the
-// step's kernels), so a kernel holds no second copy of its weights.
+// Whether a SliceIn reads its source in place instead of copying it: the
+// buffer's whole piece, unscaled, from a buffer nothing writes once kernels
+// read it (a parameter, a data input, an op's value, an adapter's result).
+// The kernel then holds no copy of its weights, and co-located kernels
+// reading one activation (coshard pieces) share it: the buffer lives
+// until its Free and the last kernel reading it has dropped it.
 bool slice_in_place(const RankProgram& prog, const PInstr& in);
 
 struct PInstr {

@@ -54,13 +54,35 @@ MemoryPeak peak_memory(const backend::RankProgram& prog, int bpe, int optimizer_
     live[static_cast<size_t>(buf)] = 1;
     cur += bytes(buf);
   };
+  // Kernel inputs read in place: (micro-batch, local tensor) -> buffer, the
+  // readers of each buffer, and the buffers freed while still read.
+  std::map<std::pair<int, int>, int> alias;
+  std::vector<int> refs(nb, 0);
+  std::vector<char> free_later(nb, 0);
+  auto release = [&](int buf) {
+    if (!live[static_cast<size_t>(buf)] || sending.count(buf)) return;
+    live[static_cast<size_t>(buf)] = 0;
+    cur -= bytes(buf);
+  };
+  auto unalias = [&](int mb, int t) {
+    auto it = alias.find({mb, t});
+    if (it == alias.end()) return;
+    int b = it->second;
+    alias.erase(it);
+    if (--refs[static_cast<size_t>(b)] == 0 && free_later[static_cast<size_t>(b)]) {
+      free_later[static_cast<size_t>(b)] = 0;
+      release(b);
+    }
+  };
   auto lset = [&](int mb, int t) {
     if (t < 0 || static_cast<size_t>(t) >= L.tensors().size()) return;
+    unalias(mb, t);
     double& held = local[{mb, t}];
     kern += tbytes(t) - held;
     held = tbytes(t);
   };
   auto ldrop = [&](int mb, int t) {
+    unalias(mb, t);
     auto it = local.find({mb, t});
     if (it == local.end()) return;
     kern -= it->second;
@@ -83,10 +105,9 @@ MemoryPeak peak_memory(const backend::RankProgram& prog, int bpe, int optimizer_
         in.kernel >= 0 && static_cast<size_t>(in.kernel) < prog.kernels.size() ? &prog.kernels[static_cast<size_t>(in.kernel)] : nullptr;
     switch (in.kind) {
       case PInstr::Free:
-        if (in.a >= 0 && static_cast<size_t>(in.a) < nb && live[static_cast<size_t>(in.a)] && !sending.count(in.a)) {
-          live[static_cast<size_t>(in.a)] = 0;
-          cur -= bytes(in.a);
-        }
+        if (in.a < 0 || static_cast<size_t>(in.a) >= nb) break;
+        if (refs[static_cast<size_t>(in.a)] > 0) free_later[static_cast<size_t>(in.a)] = 1;
+        else release(in.a);
         break;
       case PInstr::Send:
         sending.insert(in.a);
@@ -103,8 +124,13 @@ MemoryPeak peak_memory(const backend::RankProgram& prog, int bpe, int optimizer_
       case PInstr::SliceIn:
         if (k && in.index >= 0 && static_cast<size_t>(in.index) < k->inst.inputs.size()) {
           int t = k->inst.inputs[static_cast<size_t>(in.index)];
-          if (backend::slice_in_place(prog, in)) ldrop(in.mb, t);  // read where the weight lives
-          else lset(in.mb, t);
+          if (backend::slice_in_place(prog, in)) {  // read where it lives
+            ldrop(in.mb, t);
+            alias[{in.mb, t}] = in.a;
+            ++refs[static_cast<size_t>(in.a)];
+          } else {
+            lset(in.mb, t);
+          }
         }
         break;
       case PInstr::CollectOut:

@@ -8,11 +8,12 @@
 //     updated buffer (`optimizer_slots` fp32 copies: AdamW 2, SGD with
 //     momentum 1, plain SGD 0) and, below fp32, an fp32 master copy;
 //   - every other buffer from the instruction that creates it (LoadInput,
-//     Alloc, Extract, Recv, a collective's result) to its Free; a buffer
-//     still being sent when freed stays until the step's end, as the
-//     executor parks it until its send completes;
+//     Alloc, Extract, Recv, a collective's result) to its Free, or later:
+//     while a kernel input still reads it in place (slice_in_place), and,
+//     for a buffer still being sent, until the step's end (the executor
+//     parks it until its send completes);
 //   - the kernels' local tensors, per micro-batch: SliceIn makes an
-//     input (none for a weight read in place, slice_in_place), Forward its
+//     input (none when read in place), Forward its
 //     nodes' outputs, SliceGrad an output gradient, Backward / BackwardW
 //     their nodes' outputs; the kernel's release lists (SubOpKernel::
 //     fwd_release / bwd_release / drop_after_collect) drop a tensor after

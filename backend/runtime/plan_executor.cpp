@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "backend/runtime/comm/communicator.h"
 #include "backend/runtime/optimizer.h"
@@ -70,6 +71,8 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
   lbuf_cur = &lbuf_mb[0];
   alias_mb.assign(lbuf_mb.size(), std::vector<int>(P.local.tensors().size(), -1));
   alias_cur = &alias_mb[0];
+  buf_refs_.assign(P.buffers.size(), 0);
+  free_later_.assign(P.buffers.size(), 0);
   // Point-to-point contexts, created up front in ascending order of the
   // pair on every rank (creation is collective between the two; a common
   // order means no two ranks wait on each other's creation).
@@ -173,13 +176,13 @@ void PlanExecutor::free_buf(int b) {
 }
 
 void PlanExecutor::lset(int t, std::vector<float> v) {
-  (*alias_cur)[static_cast<size_t>(t)] = -1;
+  if (int& b = (*alias_cur)[static_cast<size_t>(t)]; b >= 0) unref(std::exchange(b, -1));
   track((static_cast<int64_t>(v.size()) - static_cast<int64_t>((*lbuf_cur)[t].size())) * 4);
   (*lbuf_cur)[t] = std::move(v);
 }
 
 void PlanExecutor::drop_local(int t) {
-  (*alias_cur)[static_cast<size_t>(t)] = -1;
+  if (int& b = (*alias_cur)[static_cast<size_t>(t)]; b >= 0) unref(std::exchange(b, -1));
   track(-static_cast<int64_t>((*lbuf_cur)[t].size()) * 4);
   std::vector<float>().swap((*lbuf_cur)[t]);
 }
@@ -243,6 +246,25 @@ void PlanExecutor::finish_transfers() {
   if (!recv_pending_.empty()) throw RuntimeError("internal: a receive of the step was never waited for");
 }
 
+void PlanExecutor::release_buf(int b) {
+  if (auto it = send_pending_.find(b); it != send_pending_.end()) {
+    // Still being sent: keep the data (and its memory) until the send completes.
+    send_parked_.emplace_back(std::move(bufs[static_cast<size_t>(b)]), std::move(it->second));
+    bufs[static_cast<size_t>(b)] = std::vector<float>();
+    send_pending_.erase(it);
+    return;
+  }
+  free_buf(b);
+}
+
+// A kernel input read in place no longer reads buffer b.
+void PlanExecutor::unref(int b) {
+  if (--buf_refs_[static_cast<size_t>(b)] == 0 && free_later_[static_cast<size_t>(b)]) {
+    free_later_[static_cast<size_t>(b)] = 0;
+    release_buf(b);
+  }
+}
+
 void PlanExecutor::exec(const PInstr& in) {
   if (in.is_collective()) return exec_collective(in);
   switch (in.kind) {
@@ -250,14 +272,11 @@ void PlanExecutor::exec(const PInstr& in) {
       set_buf(in.b, std::vector<float>(static_cast<size_t>(piece(in.b).numel()), 0.f));
       return;
     case PInstr::Free:
-      if (auto it = send_pending_.find(in.a); it != send_pending_.end()) {
-        // Still being sent: keep the data (and its memory) until the send completes.
-        send_parked_.emplace_back(std::move(bufs[static_cast<size_t>(in.a)]), std::move(it->second));
-        bufs[static_cast<size_t>(in.a)] = std::vector<float>();
-        send_pending_.erase(it);
+      if (buf_refs_[static_cast<size_t>(in.a)] > 0) {  // kernels still read it in place: it goes when the last drops it
+        free_later_[static_cast<size_t>(in.a)] = 1;
         return;
       }
-      free_buf(in.a);
+      release_buf(in.a);
       return;
     case PInstr::Wait: {
       auto it = recv_pending_.find(in.a);
@@ -318,6 +337,7 @@ void PlanExecutor::exec_compute(const PInstr& in) {
       if (slice_in_place(P, in)) {  // a weight read where it lives, no copy
         drop_local(t);
         (*alias_cur)[static_cast<size_t>(t)] = in.a;
+        ++buf_refs_[static_cast<size_t>(in.a)];
         return;
       }
       lset(t, extract(bufs[static_cast<size_t>(in.a)], piece(in.a), kn.in_slices[static_cast<size_t>(in.index)], in.scale));

@@ -70,6 +70,10 @@ struct PlanExecutor {
   void free_buf(int b);
   void lset(int t, std::vector<float> v);
   void drop_local(int t);
+  void release_buf(int b);  // Free: now, or parked while a send of it is in flight
+  void unref(int b);
+  std::vector<int> buf_refs_;     // kernel inputs reading each buffer in place
+  std::vector<char> free_later_;  // freed by the program while still read in place
   TensorView lview(int t);
   void run_local(int n);
   void track(int64_t delta);
