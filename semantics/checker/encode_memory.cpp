@@ -1,21 +1,30 @@
 // Memory: what each device holds during a training step must fit.
 //
-// The model (per device d, one training step):
+// The model (per device d, one training step) bounds what the plan
+// executor allocates (nns run --plan's "peak piece memory", which
+// `nns simulate` replays exactly, planner/memory.h):
 //  - weights: the union of the parameter slices that sub-ops on d read
 //    (a slice read by several ops, e.g. a tied embedding, counts once);
-//  - gradients: the same bytes again (one gradient per weight element);
+//    kernels read them in place; zero1 adds the shard d updates;
+//  - gradients: the accumulated gradient (zero1: of the shard) and one
+//    micro-batch's contributions (lowering adds them in at the end of each
+//    micro-batch's backward, so all of them are live at once then);
 //  - optimizer state: AdamW 2 more copies, SGD with momentum 1, plain SGD 0;
 //  - activations: every slice of a data input or activation that a
-//    sub-op on d reads or writes in forward is kept until its backward —
-//    except the outputs of recomputed sub-ops, whose inputs are kept
-//    instead and whose outputs come back for a moment in backward (the
-//    largest such moment is added); a composite op (attention) also keeps
-//    the tensors its body makes, scaled by the part of the op a sub-op
-//    computes. Pipelines (orders spanning micro-batches) keep up to
+//    sub-op on d reads or writes in forward is kept until its backward (the
+//    buffers), and each sub-op's kernel keeps its own copy of its outputs
+//    and, for a composite op (attention), the tensors its body makes,
+//    scaled by the part of the op it computes — except for recomputed
+//    sub-ops, whose inputs are kept instead and whose outputs come back
+//    for a moment in backward (the largest such moment is added: a
+//    recompute region's values all at once, kernel copies and buffers);
+//    plus the largest backward working set of one kernel (gradients of its
+//    outputs, body and inputs, the last twice: in the kernel and collected
+//    into a buffer): the transient peak is a max over instructions, not a
+//    sum. Pipelines (orders spanning micro-batches) keep up to
 //    min(micro-batches, devices) micro-batches in flight.
-// Not modeled: transient buffers of kernels and collectives, allocator
-// fragmentation, gradients of activations (freed as backward proceeds).
-//
+// Not modeled: collectives' scratch (the executor does not count it
+// either), allocator fragmentation.
 // Each byte is attributed to the directive that placed the first sub-op
 // touching it, and the capacity check is, per device d,
 //     sum over directives s of ite(l_s, bytes(s, d), 0) <= capacity,
@@ -149,8 +158,8 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
   // What each device touches, then per (tensor, device) the union.
   std::vector<std::vector<Touch>> params(ndev), acts(ndev);
   std::vector<std::map<int, int64_t>> by_directive(ndev);  // directive -> bytes
-  std::vector<int64_t> transient(ndev, 0);
-  std::vector<int> transient_dir(ndev, -1);
+  std::vector<int64_t> transient(ndev, 0), working(ndev, 0);
+  std::vector<int> transient_dir(ndev, -1), working_dir(ndev, -1);
   // Activation bytes of device d kept over a step, attributed to the
   // directive that placed them; a task schedule's extra micro-batches in
   // flight go to the schedule (so that an overflow names it).
@@ -177,7 +186,7 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
     const OpNode& n = g.node(s.node);
     const int region = regions.region_of_node[static_cast<size_t>(s.node)];
     int64_t inner = n.composite ? static_cast<int64_t>(static_cast<double>(internal_bytes(s.node)) * share(leaf)) : 0;
-    int64_t out_bytes = 0;
+    int64_t out_bytes = 0, in_bytes = 0;
     for (size_t k = 0; k < s.outputs.size() && k < n.outputs.size(); ++k) {
       const OperandSlice& sl = s.outputs[k];
       if (!sl.tensor) continue;
@@ -185,8 +194,24 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
       for (int64_t l : sl.length) v *= l;
       out_bytes += v;
     }
+    for (size_t k = 0; k < s.inputs.size() && k < n.inputs.size(); ++k) {
+      const OperandSlice& sl = s.inputs[k];
+      // A weight is read in place, and its gradient is counted with the gradients.
+      if (!sl.tensor || g.tensor(n.inputs[k]).kind == TensorKind::Param) continue;
+      int64_t v = dtype_bytes(g.tensor(n.inputs[k]).dtype);
+      for (int64_t l : sl.length) v *= l;
+      in_bytes += v;
+    }
+    // The working set of the kernel's backward beyond what is kept for it:
+    // its output gradients, its body's gradients, and its input gradients
+    // twice (in the kernel, and collected into a buffer).
+    const int64_t work = 2 * in_bytes + out_bytes + inner;
     for (int d : s.devices) {
       if (d < 0 || d >= ndev) continue;  // reported by the split pass
+      if (work > working[d]) {
+        working[d] = work;
+        working_dir[d] = e.place_of(leaf);
+      }
       for (size_t k = 0; k < s.inputs.size() && k < n.inputs.size(); ++k) {
         if (!s.inputs[k].tensor) continue;
         const TensorInfo& t = g.tensor(n.inputs[k]);
@@ -198,19 +223,21 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
         auto& rb = region_bytes[static_cast<size_t>(d)];
         auto it = rb.find(region);
         if (it == rb.end()) it = rb.emplace(region, std::make_pair(int64_t{0}, e.place_of(leaf))).first;
-        it->second.first += out_bytes + inner;
+        it->second.first += 2 * out_bytes + inner;  // the kernel's outputs and the buffers they go to
         continue;
       }
       if (s.recompute) {
-        if (out_bytes + inner > transient[d]) {
-          transient[d] = out_bytes + inner;
+        if (2 * out_bytes + inner > transient[d]) {
+          transient[d] = 2 * out_bytes + inner;
           transient_dir[d] = e.place_of(leaf);
         }
         continue;
       }
       for (size_t k = 0; k < s.outputs.size() && k < n.outputs.size(); ++k)
         if (s.outputs[k].tensor) acts[d].push_back({n.outputs[k], leaf, &s.outputs[k]});
-      if (inner > 0) keep(d, e.place_of(leaf), inner);
+      // The kernel keeps its own copy of its outputs (and its body's values)
+      // for its backward, beside the buffer its consumers read.
+      if (out_bytes + inner > 0) keep(d, e.place_of(leaf), out_bytes + inner);
     }
   }
   // zero1: a parameter box held by c devices keeps 1/c of its optimizer
@@ -243,12 +270,19 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
         per_device[d].weights += bytes;  // a buffer (or any weight under --eval) has no gradient and no optimizer state
         by_directive[d][dir] += bytes;
       } else if (is_param) {
+        // The accumulated gradient (zero1: of the shard this device
+        // updates) and a micro-batch's contribution to it (lowering adds
+        // the contributions in at the end of each micro-batch's backward,
+        // so all of them are live at once then); zero1 keeps the shard it
+        // updates beside the piece.
         DeviceMemory& m = per_device[d];
-        m.weights += bytes;
-        m.gradients += bytes;
-        int64_t state = slots * bytes / zero1_copies(t.id, boxes);
+        const int64_t copies = zero1_copies(t.id, boxes);
+        const int64_t shard = copies > 1 ? bytes / copies : 0;
+        m.weights += bytes + shard;
+        m.gradients += bytes + bytes / copies;
+        int64_t state = slots * bytes / copies;
         m.optimizer += state;
-        by_directive[d][dir] += 2 * bytes + state;
+        by_directive[d][dir] += 2 * bytes + shard + bytes / copies + state;
       } else {
         keep(d, dir, bytes);
       }
@@ -269,6 +303,10 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
     if (transient_dir[d] >= 0) {
       per_device[d].activations += transient[d];
       by_directive[d][transient_dir[d]] += transient[d];
+    }
+    if (working_dir[d] >= 0) {
+      per_device[d].activations += working[d];
+      by_directive[d][working_dir[d]] += working[d];
     }
   }
 
