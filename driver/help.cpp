@@ -8,7 +8,7 @@ const char* help_text() {
 usage: nns <command> [options]
 
 commands:
-  check FILE [--config NAME] [--plan P [--gpus N] [--plan-gpus K] [--device-memory SIZE] [--check-timeout MS] [--seed-bug KIND]]
+  check FILE [--config NAME] [--plan P [--gpus N] [--plan-gpus K] [--device-memory SIZE] [--precision fp16|bf16] [--check-timeout MS] [--seed-bug KIND]]
         [--emit=STAGE]
       parse and elaborate FILE with a config preset (default: the first one in
       the file) and print a summary: ops, parameters and their bytes,
@@ -22,7 +22,11 @@ commands:
       error at the first directive of the unsat core and a note at each
       other. --device-memory is a capacity per device (80GiB, 512MiB) or a
       preset (v100, a100-40g, a100, h100, h200); without it memory is
-      reported, not checked. --check-timeout MS bounds the whole check (plan
+      reported, not checked. The memory model bounds what nns run
+      allocates (kernel copies, gradient contributions, the largest kernel
+      working set included); --precision fp16|bf16 counts mixed-precision
+      training instead (2-byte weights, gradients and activations, fp32
+      optimizer state and master weights), as nns simulate --precision. --check-timeout MS bounds the whole check (plan
       evaluation, device orders, Z3, communication, program verification;
       without it each Z3 call has 10000 ms); running out exits 70 and says
       which stage ran out. Then the lowered per-rank programs

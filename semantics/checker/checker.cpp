@@ -273,6 +273,7 @@ bool check_plan(const Graph& g, const Plan& plan, const CheckOptions& opts, fron
     if (opts.device_memory >= 0) out << " of " << (opts.memory_label.empty() ? format_bytes(opts.device_memory) : opts.memory_label);
     else out << "; no capacity assumed (--device-memory SIZE or v100/a100/h100/h200 checks it)";
     if (r.symbolic) out << " at the witness sizes";
+    if (opts.bytes_per_element > 0) out << "; mixed precision: 2-byte weights, gradients and activations, fp32 optimizer state and master weights";
     out << "\n";
   }
   return r.verdict == Verdict::Legal;

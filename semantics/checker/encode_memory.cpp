@@ -128,6 +128,10 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
   per_device.assign(static_cast<size_t>(std::max<int64_t>(ndev, 0)), {});
   if (ndev <= 0 || ndev > (int64_t{1} << 20)) return;
 
+  // Bytes per element: the tensor's dtype, or under mixed precision
+  // (--precision fp16/bf16) 2 for every weight, gradient and activation.
+  const int64_t mixed = e.opts.bytes_per_element;
+  auto elem = [&](const TensorInfo& t) -> int64_t { return mixed > 0 ? mixed : dtype_bytes(t.dtype); };
   // Bytes a composite op's body makes (its own outputs excluded).
   std::unordered_map<int, int64_t> internal;
   auto internal_bytes = [&](int node) -> int64_t {
@@ -142,7 +146,7 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
       for (int ch : c.children) stack.push_back(ch);
       if (c.composite) continue;
       for (int t : c.outputs)
-        if (std::find(n.outputs.begin(), n.outputs.end(), t) == n.outputs.end()) total += g.tensor(t).bytes();
+        if (std::find(n.outputs.begin(), n.outputs.end(), t) == n.outputs.end()) total += numel(g.tensor(t).shape) * elem(g.tensor(t));
     }
     internal[node] = total;
     return total;
@@ -179,7 +183,40 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
   // a region keeps only the inputs it reads from outside itself; its
   // values all come back at once before the backward of its last op.
   const RecomputeRegions regions = recompute_regions(g, p, gradient_flow(g, p));
-  std::vector<std::map<int, std::pair<int64_t, int>>> region_bytes(ndev);  // region -> (bytes again, directive)
+  // Per device, the leaves of recompute regions: their values made again
+  // by the region's replay and the moment of their own backward.
+  // An op's backward on a device: every piece's backward runs before
+  // their input gradients are collected, so the pieces' working sets add
+  // up; a piece recomputed on its own frees its values after its backward,
+  // so only the largest of those is live at once.
+  struct Moment {
+    int64_t input_grads = 0;  // every piece's, until they are collected
+    int64_t piece = 0;        // the largest piece's own working set
+    int64_t collected = 0;    // the buffer they are collected into
+    int64_t grad_in = 0;      // the output gradient's buffer the pieces read
+    int dir = -1;
+    void add(const Moment& m) {
+      input_grads += m.input_grads;
+      piece = std::max(piece, m.piece);
+      collected = std::max(collected, m.collected);
+      grad_in = std::max(grad_in, m.grad_in);
+      dir = m.dir;
+    }
+    int64_t total() const { return input_grads + piece + collected + grad_in; }
+  };
+  struct RegionOp {
+    int region, node;
+    int64_t values;
+    Moment moment;
+  };
+  std::vector<std::vector<RegionOp>> region_ops(ndev);
+  std::map<std::pair<int, int>, Moment> moments;  // (node, device), outside regions
+  // Pieces of one op on one device (coshard): lowering recomputes each
+  // such recomputed piece on its own, right before its backward, even
+  // inside a region (lower_rank.cpp, own_recompute).
+  std::map<std::pair<int, int>, int> pieces;  // (node, device) -> leaves
+  for (int leaf : p.leaves())
+    for (int d : p.subops[leaf].devices) ++pieces[{p.subops[leaf].node, d}];
   for (int leaf : p.leaves()) {
     CheckDeadline::poll();
     const SubOp& s = p.subops[leaf];
@@ -190,7 +227,7 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
     for (size_t k = 0; k < s.outputs.size() && k < n.outputs.size(); ++k) {
       const OperandSlice& sl = s.outputs[k];
       if (!sl.tensor) continue;
-      int64_t v = dtype_bytes(g.tensor(n.outputs[k]).dtype);
+      int64_t v = elem(g.tensor(n.outputs[k]));
       for (int64_t l : sl.length) v *= l;
       out_bytes += v;
     }
@@ -198,19 +235,41 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
       const OperandSlice& sl = s.inputs[k];
       // A weight is read in place, and its gradient is counted with the gradients.
       if (!sl.tensor || g.tensor(n.inputs[k]).kind == TensorKind::Param) continue;
-      int64_t v = dtype_bytes(g.tensor(n.inputs[k]).dtype);
+      int64_t v = elem(g.tensor(n.inputs[k]));
       for (int64_t l : sl.length) v *= l;
       in_bytes += v;
     }
     // The working set of the kernel's backward beyond what is kept for it:
-    // its output gradients, its body's gradients, and its input gradients
-    // twice (in the kernel, and collected into a buffer).
-    const int64_t work = 2 * in_bytes + out_bytes + inner;
+    // its output gradients and its body's (freed after their last reader),
+    // and its input gradients (kept until every piece of the op on the
+    // device has run its backward, then collected into one buffer); a
+    // sub-op recomputed on its own has its values back then too (its
+    // outputs, in the kernel and a buffer, and its body's).
+    const int64_t work = out_bytes + inner;
+    // A piece reading part of an activation that the op's other pieces on
+    // its device read too holds a copy of its part (a kernel reads in place
+    // only a buffer's whole piece; backend/lowering slice_in_place).
+    int64_t part_copies = 0;
+    for (size_t k = 0; k < s.inputs.size() && k < n.inputs.size(); ++k) {
+      const OperandSlice& sl = s.inputs[k];
+      if (!sl.tensor || g.tensor(n.inputs[k]).kind == TensorKind::Param) continue;
+      int64_t v = 1;
+      for (int64_t l : sl.length) v *= l;
+      if (v < numel(g.tensor(n.inputs[k]).shape)) part_copies += v * elem(g.tensor(n.inputs[k]));
+    }
     for (int d : s.devices) {
       if (d < 0 || d >= ndev) continue;  // reported by the split pass
-      if (work > working[d]) {
-        working[d] = work;
-        working_dir[d] = e.place_of(leaf);
+      const bool several = pieces[{s.node, d}] > 1;
+      const bool own = s.recompute && (region < 0 || several);
+      const int64_t again = own ? 2 * out_bytes + inner : 0;
+      const int64_t copies = several ? part_copies : 0;
+      if (region >= 0) {
+        // The kernel's outputs and the buffers they go to, its body's
+        // values; a piece recomputed on its own leaves only the buffer.
+        region_ops[static_cast<size_t>(d)].push_back(
+            {region, s.node, (own ? out_bytes : 2 * out_bytes + inner) + copies, Moment{in_bytes, work + again, in_bytes, out_bytes, e.place_of(leaf)}});
+      } else {
+        moments[{s.node, d}].add(Moment{in_bytes, work + again, in_bytes, out_bytes, e.place_of(leaf)});
       }
       for (size_t k = 0; k < s.inputs.size() && k < n.inputs.size(); ++k) {
         if (!s.inputs[k].tensor) continue;
@@ -219,20 +278,9 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
           continue;  // made again by the region's recompute
         (t.kind == TensorKind::Param ? params : acts)[d].push_back({t.id, leaf, &s.inputs[k]});
       }
-      if (region >= 0) {
-        auto& rb = region_bytes[static_cast<size_t>(d)];
-        auto it = rb.find(region);
-        if (it == rb.end()) it = rb.emplace(region, std::make_pair(int64_t{0}, e.place_of(leaf))).first;
-        it->second.first += 2 * out_bytes + inner;  // the kernel's outputs and the buffers they go to
-        continue;
-      }
-      if (s.recompute) {
-        if (2 * out_bytes + inner > transient[d]) {
-          transient[d] = 2 * out_bytes + inner;
-          transient_dir[d] = e.place_of(leaf);
-        }
-        continue;
-      }
+      if (region >= 0) continue;
+      if (copies > 0) keep(d, e.place_of(leaf), copies);
+      if (s.recompute) continue;  // its moment is in `working`
       for (size_t k = 0; k < s.outputs.size() && k < n.outputs.size(); ++k)
         if (s.outputs[k].tensor) acts[d].push_back({n.outputs[k], leaf, &s.outputs[k]});
       // The kernel keeps its own copy of its outputs (and its body's values)
@@ -264,7 +312,8 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
       std::vector<const OperandSlice*> boxes;
       while (j < touches.size() && touches[j].tensor == touches[i].tensor) boxes.push_back(touches[j++].slice);
       const TensorInfo& t = g.tensor(touches[i].tensor);
-      int64_t bytes = union_volume(boxes) * dtype_bytes(t.dtype);
+      const int64_t elems = union_volume(boxes);
+      int64_t bytes = elems * elem(t);
       int dir = e.place_of(touches[i].leaf);  // the first leaf touching it
       if (is_param && (t.buffer || g.inference)) {
         per_device[d].weights += bytes;  // a buffer (or any weight under --eval) has no gradient and no optimizer state
@@ -280,7 +329,8 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
         const int64_t shard = copies > 1 ? bytes / copies : 0;
         m.weights += bytes + shard;
         m.gradients += bytes + bytes / copies;
-        int64_t state = slots * bytes / copies;
+        // fp32 moments; under mixed precision an fp32 master copy too.
+        int64_t state = (slots + (mixed > 0 && mixed < 4 ? 1 : 0)) * elems * 4 / copies;
         m.optimizer += state;
         by_directive[d][dir] += 2 * bytes + shard + bytes / copies + state;
       } else {
@@ -289,24 +339,53 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
       i = j;
     }
   };
-  for (int64_t d = 0; d < ndev; ++d)
-    for (const auto& [region, bytes_dir] : region_bytes[static_cast<size_t>(d)])
-      if (bytes_dir.first > transient[d]) {
-        transient[d] = bytes_dir.first;
-        transient_dir[d] = bytes_dir.second;
+  for (const auto& [key, m] : moments) {
+    const int64_t d = key.second;
+    if (d < 0 || d >= ndev) continue;
+    if (m.total() > working[d]) {
+      working[d] = m.total();
+      working_dir[d] = m.dir;
+    }
+  }
+  // A region's backward runs its ops in reverse, each freeing its kernels
+  // after its backward: while op i's backward runs, the values of the ops
+  // up to i are live beside i's moment. The peak is the largest such sum.
+  for (int64_t d = 0; d < ndev; ++d) {
+    std::vector<RegionOp>& ops = region_ops[static_cast<size_t>(d)];
+    std::stable_sort(ops.begin(), ops.end(), [](const RegionOp& a, const RegionOp& b) { return std::tie(a.region, a.node) < std::tie(b.region, b.node); });
+    for (size_t i = 0; i < ops.size();) {
+      int64_t prefix = 0;
+      size_t j = i;
+      for (; j < ops.size() && ops[j].region == ops[i].region;) {
+        size_t k = j;
+        Moment op;
+        for (; k < ops.size() && ops[k].region == ops[i].region && ops[k].node == ops[j].node; ++k) {
+          prefix += ops[k].values;
+          op.add(ops[k].moment);
+        }
+        const int64_t moment = op.total();
+        const int dir = op.dir;
+        if (prefix + moment > transient[d]) {
+          transient[d] = prefix + moment;
+          transient_dir[d] = dir;
+        }
+        j = k;
       }
+      i = j;
+    }
+  }
   for (int64_t d = 0; d < ndev; ++d) {
     add_unions(params[d], static_cast<int>(d), true);
     add_unions(acts[d], static_cast<int>(d), false);
     std::vector<Touch>().swap(params[d]);
     std::vector<Touch>().swap(acts[d]);
-    if (transient_dir[d] >= 0) {
-      per_device[d].activations += transient[d];
-      by_directive[d][transient_dir[d]] += transient[d];
-    }
-    if (working_dir[d] >= 0) {
+    // One moment at a time: a region's backward, or another kernel's.
+    if (working_dir[d] >= 0 && working[d] > transient[d]) {
       per_device[d].activations += working[d];
       by_directive[d][working_dir[d]] += working[d];
+    } else if (transient_dir[d] >= 0) {
+      per_device[d].activations += transient[d];
+      by_directive[d][transient_dir[d]] += transient[d];
     }
   }
 
