@@ -91,14 +91,32 @@ void plan_releases(const sema::Graph& L, SubOpKernel& kn) {
 
 namespace nns::backend {
 
-bool slice_in_place(const RankProgram& prog, const PInstr& in) {
-  if (in.kind != PInstr::SliceIn || in.scale != 1.f || in.a < 0 || static_cast<size_t>(in.a) >= prog.buffers.size()) return false;
-  if (in.kernel < 0 || static_cast<size_t>(in.kernel) >= prog.kernels.size()) return false;
+int64_t slice_in_place(const RankProgram& prog, const PInstr& in) {
+  if (in.kind != PInstr::SliceIn || in.scale != 1.f || in.a < 0 || static_cast<size_t>(in.a) >= prog.buffers.size()) return -1;
+  if (in.kernel < 0 || static_cast<size_t>(in.kernel) >= prog.kernels.size()) return -1;
   const SubOpKernel& k = prog.kernels[static_cast<size_t>(in.kernel)];
-  if (in.index < 0 || static_cast<size_t>(in.index) >= k.in_slices.size()) return false;
+  if (in.index < 0 || static_cast<size_t>(in.index) >= k.in_slices.size()) return -1;
   const BufferDecl& b = prog.buffers[static_cast<size_t>(in.a)];
   const bool read_only = b.role == BufferDecl::Param || b.role == BufferDecl::Input || b.role == BufferDecl::Value || b.role == BufferDecl::Transit;
-  return read_only && b.piece.same_box(k.in_slices[static_cast<size_t>(in.index)]);
+  if (!read_only) return -1;
+  const Piece& have = b.piece;
+  const Piece& want = k.in_slices[static_cast<size_t>(in.index)];
+  const size_t rank = have.length.size();
+  if (want.length.size() != rank || want.start.size() != rank || have.start.size() != rank) return -1;
+  // Contiguous in the buffer's row-major layout: ones, then one partial
+  // dimension, then full dimensions.
+  size_t d = 0;
+  while (d < rank && want.length[d] == 1) ++d;
+  for (size_t x = d + 1; x < rank; ++x)
+    if (want.length[x] != have.length[x]) return -1;
+  int64_t offset = 0, stride = 1;
+  for (size_t x = rank; x-- > 0;) {
+    const int64_t rel = want.start[x] - have.start[x];
+    if (rel < 0 || rel + want.length[x] > have.length[x]) return -1;
+    offset += rel * stride;
+    stride *= have.length[x];
+  }
+  return offset;
 }
 
 }  // namespace nns::backend

@@ -117,13 +117,13 @@ class RankLowering {
       if (mine != op.leaves_on.end() && (!opts_.communication_only || !plan.task_orders.empty()))
         for (int leaf : mine->second) {
           ks.push_back(static_cast<int>(P.kernels.size()));
-          P.kernels.push_back(make_kernel(leaf, op.backward));
+          P.kernels.push_back(make_kernel(leaf, op.backward, &op));
         }
       op_kernels_.push_back(std::move(ks));
     }
   }
 
-  SubOpKernel make_kernel(int leaf, bool backward) {
+  SubOpKernel make_kernel(int leaf, bool backward, const PlanAnalysis::Op* op = nullptr) {
     const sema::SubOp& s = plan.subops[leaf];
     const sema::OpNode& node = g.node(s.node);
     SubOpKernel kn;
@@ -174,7 +174,12 @@ class RankLowering {
       kn.dy.push_back(id);
       seeds[out] = id;
     }
-    kn.bwd = sema::differentiate(P.local, kn.inst.nodes, seeds, kn.inst.inputs);
+    // Gradients only of the inputs that need one (a gradient edge): the
+    // kernel computes and holds no gradient of a constant input (a mask).
+    std::vector<int> wrt;
+    for (size_t k = 0; k < kn.inst.inputs.size(); ++k)
+      if (!op || k >= op->grad_edge.size() || op->grad_edge[k]) wrt.push_back(kn.inst.inputs[k]);
+    kn.bwd = sema::differentiate(P.local, kn.inst.nodes, seeds, wrt);
     int seg = segment_of(s.node);
     if (seg >= 0 && plan.segments[static_cast<size_t>(seg)].split_w) split_weight_gradient(kn, node);
     plan_releases(P.local, kn);

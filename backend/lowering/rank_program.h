@@ -80,13 +80,15 @@ void plan_releases(const sema::Graph& local, SubOpKernel& kn);
 
 struct RankProgram;
 struct PInstr;
-// Whether a SliceIn reads its source in place instead of copying it: the
-// buffer's whole piece, unscaled, from a buffer nothing writes once kernels
-// read it (a parameter, a data input, an op's value, an adapter's result).
-// The kernel then holds no copy of its weights, and co-located kernels
-// reading one activation (coshard pieces) share it: the buffer lives
-// until its Free and the last kernel reading it has dropped it.
-bool slice_in_place(const RankProgram& prog, const PInstr& in);
+// Whether a SliceIn reads its source in place instead of copying it, and
+// where (the element offset of the slice in the buffer; -1: a copy): an
+// unscaled slice that is contiguous in the buffer (its whole piece, or
+// rows of it: a head group of a weight), from a buffer nothing writes once
+// kernels read it (a parameter, a data input, an op's value, an adapter's
+// result). The kernel then holds no copy of its weights, and co-located
+// kernels reading one activation (coshard pieces) share it: the buffer
+// lives until its Free and the last kernel reading it has dropped it.
+int64_t slice_in_place(const RankProgram& prog, const PInstr& in);
 
 struct PInstr {
   enum Kind : uint8_t {

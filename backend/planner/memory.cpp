@@ -1,7 +1,3 @@
-#include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <string>
 #include "backend/planner/memory.h"
 
 #include <map>
@@ -40,7 +36,6 @@ MemoryPeak peak_memory(const backend::RankProgram& prog, int bpe, int optimizer_
   std::set<int> sending;  // buffers with a Send posted this step: a Free parks them until the step ends
   // Per (micro-batch, local tensor): its bytes while it is held.
   std::map<std::pair<int, int>, double> local;
-  std::map<std::string, double> dbg;
   double cur = out.persistent, kern = 0;
   out.peak = cur;
   int at = -1;
@@ -51,11 +46,6 @@ MemoryPeak peak_memory(const backend::RankProgram& prog, int bpe, int optimizer_
     out.buffers_at_peak = cur - out.persistent;
     out.kernels_at_peak = kern;
     out.roles_at_peak.clear();
-    if (std::getenv("NNS_MEM_DEBUG")) {
-      dbg.clear();
-      for (auto& [k, v] : local) if (v > 0) { const auto& ti = L.tensor(k.second); std::string nm = ti.name; if (ti.producer >= 0) nm += " <" + L.node(ti.producer).name + ":" + L.node(ti.producer).kind + ">"; dbg[nm + " mb" + std::to_string(k.first)] += v; }
-      for (size_t b = 0; b < nb; ++b) if (live[b]) dbg["buf " + std::string(backend::role_name(prog.buffers[b].role)) + " b" + std::to_string(b)] += bytes(static_cast<int>(b));
-    }
     for (size_t b = 0; b < nb; ++b)
       if (live[b]) out.roles_at_peak[prog.buffers[b].role] += bytes(static_cast<int>(b));
   };
@@ -134,7 +124,7 @@ MemoryPeak peak_memory(const backend::RankProgram& prog, int bpe, int optimizer_
       case PInstr::SliceIn:
         if (k && in.index >= 0 && static_cast<size_t>(in.index) < k->inst.inputs.size()) {
           int t = k->inst.inputs[static_cast<size_t>(in.index)];
-          if (backend::slice_in_place(prog, in)) {  // read where it lives
+          if (backend::slice_in_place(prog, in) >= 0) {  // read where it lives
             ldrop(in.mb, t);
             alias[{in.mb, t}] = in.a;
             ++refs[static_cast<size_t>(in.a)];
@@ -177,13 +167,6 @@ MemoryPeak peak_memory(const backend::RankProgram& prog, int bpe, int optimizer_
         break;
     }
     note();
-  }
-  if (std::getenv("NNS_MEM_DEBUG") && prog.rank == (std::getenv("NNS_MEM_RANK") ? atoi(std::getenv("NNS_MEM_RANK")) : 0)) {
-    std::vector<std::pair<double, std::string>> v;
-    for (auto& [n, b] : dbg) v.push_back({b, n});
-    std::sort(v.rbegin(), v.rend());
-    fprintf(stderr, "rank %d peak %.0f at %d persistent %.0f\n", prog.rank, out.peak, out.at_instr, out.persistent);
-    for (size_t i = 0; i < v.size() && i < 60; ++i) fprintf(stderr, "  %10.0f %s\n", v[i].first, v[i].second.c_str());
   }
   return out;
 }

@@ -71,6 +71,8 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
   lbuf_cur = &lbuf_mb[0];
   alias_mb.assign(lbuf_mb.size(), std::vector<int>(P.local.tensors().size(), -1));
   alias_cur = &alias_mb[0];
+  alias_at_mb.assign(lbuf_mb.size(), std::vector<int64_t>(P.local.tensors().size(), 0));
+  alias_at_cur = &alias_at_mb[0];
   buf_refs_.assign(P.buffers.size(), 0);
   free_later_.assign(P.buffers.size(), 0);
   // Point-to-point contexts, created up front in ascending order of the
@@ -189,7 +191,8 @@ void PlanExecutor::drop_local(int t) {
 
 TensorView PlanExecutor::lview(int t) {
   const sema::TensorInfo& info = P.local.tensor(t);
-  if (int b = (*alias_cur)[static_cast<size_t>(t)]; b >= 0) return TensorView{bufs[static_cast<size_t>(b)].data(), info.dtype, info.shape};
+  if (int b = (*alias_cur)[static_cast<size_t>(t)]; b >= 0)
+    return TensorView{bufs[static_cast<size_t>(b)].data() + (*alias_at_cur)[static_cast<size_t>(t)], info.dtype, info.shape};
   if ((*lbuf_cur)[t].empty() && sema::numel(info.shape) > 0) throw RuntimeError("internal: local tensor %" + std::to_string(t) + " not computed");
   return TensorView{(*lbuf_cur)[t].data(), info.dtype, info.shape};
 }
@@ -330,13 +333,15 @@ void PlanExecutor::exec_compute(const PInstr& in) {
   if (in.mb < 0 || in.mb >= static_cast<int>(lbuf_mb.size())) throw RuntimeError("internal: kernel instruction outside a micro-batch");
   lbuf_cur = &lbuf_mb[static_cast<size_t>(in.mb)];
   alias_cur = &alias_mb[static_cast<size_t>(in.mb)];
+  alias_at_cur = &alias_at_mb[static_cast<size_t>(in.mb)];
   if (!kn.elaborated) throw RuntimeError("internal: kernel k" + std::to_string(in.kernel) + " was lowered without its body");
   switch (in.kind) {
     case PInstr::SliceIn: {
       int t = kn.inst.inputs[static_cast<size_t>(in.index)];
-      if (slice_in_place(P, in)) {  // a weight read where it lives, no copy
+      if (int64_t at = slice_in_place(P, in); at >= 0) {  // read where it lives, no copy
         drop_local(t);
         (*alias_cur)[static_cast<size_t>(t)] = in.a;
+        (*alias_at_cur)[static_cast<size_t>(t)] = at;
         ++buf_refs_[static_cast<size_t>(in.a)];
         return;
       }

@@ -43,6 +43,8 @@ struct PlanExecutor {
   // place (slice_in_place), -1 when it has its own copy in lbuf_mb.
   std::vector<std::vector<int>> alias_mb;
   std::vector<int>* alias_cur = nullptr;
+  std::vector<std::vector<int64_t>> alias_at_mb;  // the slice's element offset in that buffer
+  std::vector<int64_t>* alias_at_cur = nullptr;
   std::vector<std::vector<std::vector<float>>> opt;  // per ParamSlot: optimizer slots
   int64_t cur_bytes = 0, peak_bytes = 0;
   bool fault_skip_allreduce = false;  // NNS_TEST_FAULT=skip-allreduce (test hook)

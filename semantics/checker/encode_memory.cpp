@@ -182,7 +182,8 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
   // Recompute regions (sema::recompute_regions, as lowering makes them):
   // a region keeps only the inputs it reads from outside itself; its
   // values all come back at once before the backward of its last op.
-  const RecomputeRegions regions = recompute_regions(g, p, gradient_flow(g, p));
+  const GradientFlow flow = gradient_flow(g, p);
+  const RecomputeRegions regions = recompute_regions(g, p, flow);
   // Per device, the leaves of recompute regions: their values made again
   // by the region's replay and the moment of their own backward.
   // An op's backward on a device: every piece's backward runs before
@@ -192,22 +193,25 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
   struct Moment {
     int64_t input_grads = 0;  // every piece's, until they are collected
     int64_t piece = 0;        // the largest piece's own working set
-    int64_t collected = 0;    // the buffer they are collected into
+    int64_t collected = 0;    // the buffers they are collected into: the pieces' parts,
+    int64_t whole = 0;        // at most the whole inputs
     int64_t grad_in = 0;      // the output gradient's buffer the pieces read
     int dir = -1;
     void add(const Moment& m) {
       input_grads += m.input_grads;
       piece = std::max(piece, m.piece);
-      collected = std::max(collected, m.collected);
+      collected += m.collected;
+      whole = std::max(whole, m.whole);
       grad_in = std::max(grad_in, m.grad_in);
       dir = m.dir;
     }
-    int64_t total() const { return input_grads + piece + collected + grad_in; }
+    int64_t total() const { return input_grads + piece + std::min(collected, whole) + grad_in; }
   };
   struct RegionOp {
     int region, node;
     int64_t values;
     Moment moment;
+    std::vector<std::pair<int, int64_t>> inputs;  // activations it reads: (tensor, bytes of its slice)
   };
   std::vector<std::vector<RegionOp>> region_ops(ndev);
   std::map<std::pair<int, int>, Moment> moments;  // (node, device), outside regions
@@ -223,7 +227,7 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
     const OpNode& n = g.node(s.node);
     const int region = regions.region_of_node[static_cast<size_t>(s.node)];
     int64_t inner = n.composite ? static_cast<int64_t>(static_cast<double>(internal_bytes(s.node)) * share(leaf)) : 0;
-    int64_t out_bytes = 0, in_bytes = 0;
+    int64_t out_bytes = 0, in_bytes = 0, in_whole = 0, in_grads = 0;
     for (size_t k = 0; k < s.outputs.size() && k < n.outputs.size(); ++k) {
       const OperandSlice& sl = s.outputs[k];
       if (!sl.tensor) continue;
@@ -238,6 +242,11 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
       int64_t v = elem(g.tensor(n.inputs[k]));
       for (int64_t l : sl.length) v *= l;
       in_bytes += v;
+      // Only an input that needs a gradient gets one (lowering differentiates for those).
+      if (g.tensor(n.inputs[k]).kind == TensorKind::Activation && flow.requires_grad[static_cast<size_t>(n.inputs[k])]) {
+        in_grads += v;
+        in_whole += numel(g.tensor(n.inputs[k]).shape) * elem(g.tensor(n.inputs[k]));
+      }
     }
     // The working set of the kernel's backward beyond what is kept for it:
     // its output gradients and its body's (freed after their last reader),
@@ -266,10 +275,18 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
       if (region >= 0) {
         // The kernel's outputs and the buffers they go to, its body's
         // values; a piece recomputed on its own leaves only the buffer.
-        region_ops[static_cast<size_t>(d)].push_back(
-            {region, s.node, (own ? out_bytes : 2 * out_bytes + inner) + copies, Moment{in_bytes, work + again, in_bytes, out_bytes, e.place_of(leaf)}});
+        std::vector<std::pair<int, int64_t>> reads;
+        for (size_t k = 0; k < s.inputs.size() && k < n.inputs.size(); ++k) {
+          const OperandSlice& sl = s.inputs[k];
+          if (!sl.tensor || g.tensor(n.inputs[k]).kind != TensorKind::Activation) continue;
+          int64_t v = elem(g.tensor(n.inputs[k]));
+          for (int64_t l : sl.length) v *= l;
+          reads.emplace_back(n.inputs[k], v);
+        }
+        region_ops[static_cast<size_t>(d)].push_back({region, s.node, (own ? out_bytes : 2 * out_bytes + inner) + copies,
+                                                      Moment{in_grads, work + again, in_grads, in_whole, out_bytes, e.place_of(leaf)}, std::move(reads)});
       } else {
-        moments[{s.node, d}].add(Moment{in_bytes, work + again, in_bytes, out_bytes, e.place_of(leaf)});
+        moments[{s.node, d}].add(Moment{in_grads, work + again, in_grads, in_whole, out_bytes, e.place_of(leaf)});
       }
       for (size_t k = 0; k < s.inputs.size() && k < n.inputs.size(); ++k) {
         if (!s.inputs[k].tensor) continue;
@@ -349,11 +366,34 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
   }
   // A region's backward runs its ops in reverse, each freeing its kernels
   // after its backward: while op i's backward runs, the values of the ops
-  // up to i are live beside i's moment. The peak is the largest such sum.
+  // up to i are live beside i's moment, and so are the gradients of
+  // tensors made before i and read after it (a residual's gradient waits
+  // for the op that made the residual). The peak is the largest such sum.
   for (int64_t d = 0; d < ndev; ++d) {
     std::vector<RegionOp>& ops = region_ops[static_cast<size_t>(d)];
     std::stable_sort(ops.begin(), ops.end(), [](const RegionOp& a, const RegionOp& b) { return std::tie(a.region, a.node) < std::tie(b.region, b.node); });
     for (size_t i = 0; i < ops.size();) {
+      // The region's ops in order, and each activation's gradient span.
+      std::map<int, int> pos;  // node -> position
+      size_t end = i;
+      for (; end < ops.size() && ops[end].region == ops[i].region; ++end) pos.emplace(ops[end].node, static_cast<int>(pos.size()));
+      std::map<int, std::pair<int, int64_t>> last;  // tensor -> (its last reader's position, gradient bytes)
+      for (size_t x = i; x < end; ++x)
+        for (const auto& [t, bytes] : ops[x].inputs) {
+          auto& l = last[t];
+          l.first = std::max(l.first, pos[ops[x].node]);
+          l.second = std::max(l.second, bytes);
+        }
+      auto frontier = [&](int q) {
+        int64_t live = 0;
+        for (const auto& [t, l] : last) {
+          int producer = g.tensor(t).producer;
+          auto it = producer >= 0 ? pos.find(producer) : pos.end();
+          int made = it == pos.end() ? -1 : it->second;
+          if (made < q && q < l.first) live += l.second;
+        }
+        return live;
+      };
       int64_t prefix = 0;
       size_t j = i;
       for (; j < ops.size() && ops[j].region == ops[i].region;) {
@@ -363,7 +403,7 @@ void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device) {
           prefix += ops[k].values;
           op.add(ops[k].moment);
         }
-        const int64_t moment = op.total();
+        const int64_t moment = op.total() + frontier(pos[ops[j].node]);
         const int dir = op.dir;
         if (prefix + moment > transient[d]) {
           transient[d] = prefix + moment;
