@@ -61,7 +61,7 @@ commands:
       profile (nns profile; shipped: cpu, this machine's) adds per-kernel
       overhead, copies, updates and per-collective links.
   plan FILE --gpus N --device D [--config C] [--nodes K] [--plan CONSTRAINTS]
-       [--out OUT.nns] [--top K] [--no-check]
+       [--precision fp16|bf16] [--out OUT.nns] [--top K] [--no-check]
       search a plan for N devices of profile D (K nodes; default the
       profile's devices per node): data-parallel degree, per-op splits from
       each op's transform space (coshard included), pipeline stages under
@@ -72,7 +72,10 @@ commands:
       best Megatron-style (TP x PP x DP) plan; writes FILE plus the plan
       (and a config with the chosen micro-batches) to OUT.nns, proved by
       the checker unless --no-check: nns run OUT.nns --config C_plan
-      --plan searched --gpus N. docs/planner.md.
+      --plan searched --gpus N. --precision fp16|bf16 searches, costs and
+      checks mixed-precision training (2-byte weights, gradients and
+      activations; fp32 optimizer state and master weights).
+      docs/planner.md.
   profile --out FILE [--ranks R] [--threads T] [--quick]
       measure this machine's backend on R rank processes (default 2) with T
       kernel threads each (default cores / R, what a rank of run --gpus R

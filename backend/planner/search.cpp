@@ -118,19 +118,22 @@ OpCost op_cost(const Env& e, int opi, const OpDecision& d) {
   double inner = static_cast<double>(op.inner_bytes) * (op.batch_ok ? e.s : 1.0) / (d.choice >= 0 ? e.tp : 1);
   double flops = op.flops * (op.batch_ok ? e.s : 1.0) / (d.choice >= 0 ? e.tp : 1);
   const int k = std::max(1, d.k);
-  c.fwd_time = k * compute_time(e.o.profile, op.op_class, e.o.dtype, flops / k, (bytes + inner) / k);
+  c.fwd_time = k * compute_time(e.o.profile, op.op_class, e.o.dtype, flops / k, (bytes + inner) * (e.o.bytes_per_element / 4.0) / k);
   c.time = c.fwd_time * (op.backward ? 3.0 : 1.0);
   if (op.backward && (e.rc || d.rc)) c.time += c.fwd_time;
   // As the checker counts them (semantics/checker/encode_memory.cpp): a
-  // kernel keeps its own copy of its outputs beside the buffer they go to.
-  if (e.rc) {
-    c.transient = 2 * outs + inner;
-  } else if (d.rc) {
-    c.transient = (2 * outs + inner) / k;
-  } else {
-    c.kept += 2 * outs + inner;
-  }
-  c.work = (2 * act_in + outs + inner) / k;
+  // kernel keeps its own copy of its outputs beside the buffer they go to;
+  // a block's recompute makes its values again at once (`transient`,
+  // summed over the unit), except coshard pieces, recomputed one at a time
+  // before their own backward, which leave only their output buffer; an
+  // op's backward moment (`work`, the largest counts): its input
+  // gradients and their buffer, the output gradient's buffer, one piece's
+  // gradients and, recomputed on its own, that piece's values.
+  const bool own = d.rc && (!e.rc || k > 1);
+  const double again = own ? (2 * outs + inner) / k : 0.0;
+  if (e.rc) c.transient = own ? outs : 2 * outs + inner;
+  else if (!d.rc) c.kept += 2 * outs + inner;
+  c.work = 2 * act_in + outs + (outs + inner) / k + again;
   return c;
 }
 
@@ -704,9 +707,13 @@ SearchResult search_plans(const SearchModel& m, const SearchOptions& o) {
               }
               double inflight = gr.pp > 1 ? static_cast<double>(std::min<int64_t>(gr.pp - stage, mcount)) : 1.0;
               // Weights (+ a zero1 shard), the accumulated gradient (of the
-              // shard) and one micro-batch's contributions, optimizer state.
-              double per_param = 2.0 + (1.0 + slots) / zdiv + (zdiv > 1 ? 1.0 / zdiv : 0.0);
-              return param * per_param + kept * inflight + tr + work;
+              // shard) and one micro-batch's contributions at the element
+              // size; fp32 optimizer state (+ fp32 master weights below fp32).
+              // The model's bytes are fp32 bytes.
+              const double sb = o.bytes_per_element / 4.0;
+              const double state = (slots + (o.bytes_per_element < 4 ? 1.0 : 0.0)) / zdiv;
+              double per_param = sb * (2.0 + 1.0 / zdiv + (zdiv > 1 ? 1.0 / zdiv : 0.0)) + state;
+              return param * per_param + sb * (kept * inflight + tr + work);
             };
             auto stage_time = [&](int a, int b) {
               double t = cut_time(a - 1) + cut_time(b);
@@ -742,7 +749,7 @@ SearchResult search_plans(const SearchModel& m, const SearchOptions& o) {
                 }
                 double ts = collective_time(o.profile, Collective::AllReduce, sdp, e.dp_group) +
                             collective_time(o.profile, Collective::AllReduce, stp, e.tp_group);
-                double elems = par / o.bytes_per_element / zdiv;
+                double elems = par / 4.0 / zdiv;  // the model's parameter bytes are fp32
                 ts += compute_time(o.profile, "elementwise", o.dtype, 12 * elems, 4.0 * o.bytes_per_element * elems);
                 sync = std::max(sync, ts);
               }
