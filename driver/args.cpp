@@ -45,6 +45,7 @@ bool parse_args(int argc, char** argv, Args& a, std::string& err) {
       if (s == "--help" || s == "-h") { a.command = "help"; continue; }
       if (s == "--reference") { a.reference = true; continue; }
       if (s == "--verify") { a.verify = true; continue; }
+      if (s == "--peak-by-rank") { a.peak_by_rank = true; continue; }
       if (s == "--eval") { a.eval = true; continue; }
       if (s == "--overlap-grad-reduce") { a.overlap_grad = true; continue; }
       if (s == "--all-ranks") { a.all_ranks = true; continue; }

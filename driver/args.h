@@ -35,6 +35,7 @@ struct Args {
   bool quick = false;  // profile: --quick (fewer sizes and repetitions)
   std::string steps, seed = "0", threads, init, data, save, save_every, resume, dump_grads, trace, metrics;
   bool reference = false, verify = false, eval = false;
+  bool peak_by_rank = false;  // run --plan: every rank's exact peak piece memory
 };
 
 // "--flag VALUE" and "--flag=VALUE"; false with `err` for an unknown option

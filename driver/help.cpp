@@ -106,7 +106,7 @@ commands:
   run FILE [--gpus N] [--plan P [--plan-gpus K]] [--verify] [--config C] [--steps N] [--seed S]
          [--threads T] [--init W.safetensors] [--data D.safetensors]
          [--save CKPT [--save-every K]] [--resume CKPT] [--dump-grads G.safetensors] [--metrics M.jsonl]
-         [--trace OUT.json] [--reference] [--eval] [--emit=STAGE]
+         [--trace OUT.json] [--reference] [--eval] [--peak-by-rank] [--emit=STAGE]
       train the model of FILE's train block: one progress line per step
       (step, loss, step time, throughput, peak memory) and a summary.
       --gpus 1 trains on one device (CPU: oneDNN kernels, T threads, default
@@ -122,7 +122,9 @@ commands:
       into DIR/step-S/ and publishes them with a manifest and DIR/latest
       (a save cut short never costs the last complete one; see ckpt merge),
       --resume reads such a folder or a single-device file, --init a
-      single-device file, and --data and --dump-grads work as on one device.
+      single-device file, and --data and --dump-grads work as on one device;
+      --peak-by-rank prints every rank's exact peak piece memory in bytes
+      after the last step (what nns simulate --device cpu predicts).
       --reference uses the plain reference kernels; --save writes
       a checkpoint (weights, optimizer state, step) atomically after the last
       step, and after every K-th with --save-every K; --resume continues one

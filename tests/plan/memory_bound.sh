@@ -17,7 +17,7 @@ measure() {  # FILE CONFIG PLAN GPUS
   chk=$("$NNS" check "$f" "${cargs[@]}" --plan "$p" --gpus "$n" 2>&1 | sed -n 's/.*memory: at most [^(]*(\([0-9]*\) bytes).*/\1/p')
   sim=$("$NNS" simulate "$f" "${cargs[@]}" --plan "$p" --gpus "$n" --device cpu 2>&1 | sed -n 's/.*peak memory: rank [0-9]* [0-9.]* GiB (\([0-9]*\) bytes).*/\1/p')
   # Two steps: the accumulated gradients exist from the first on.
-  run=$("$NNS" run "$f" "${cargs[@]}" --plan "$p" --gpus "$n" --steps 2 2>&1 | sed -n 's/^memory peak by rank (bytes)://p' | tr ' ' '\n' | sort -n | tail -1)
+  run=$("$NNS" run "$f" "${cargs[@]}" --plan "$p" --gpus "$n" --steps 2 --peak-by-rank 2>&1 | sed -n 's/^memory peak by rank (bytes)://p' | tr ' ' '\n' | sort -n | tail -1)
   if [ -z "$chk" ] || [ -z "$sim" ] || [ -z "$run" ]; then
     echo "FAIL: $f $c $p $n: missing figure (check '$chk', simulate '$sim', run '$run')"
     fail=1
