@@ -3,7 +3,12 @@
 #   GPT-3 175B on 1024 simulated A100s (128 nodes of 8), with and without
 #   the constraint table of plan search_table (the pruning ratio, and the
 #   same best plan found both ways);
-#   Swin (swin_32gpu, ~27B) on 32 simulated V100s (4 nodes of 8).
+#   Swin (swin_32gpu, ~27B) on 32 simulated V100s (4 nodes of 8), in fp32
+#   and in mixed precision (nnScaler trained it in fp16); where no plan of
+#   the search space fits a V100's 32 GB the search says so, and
+#   nnScaler's own plan (pipeline_coshard, 4 stages x coshard over 8,
+#   micro-batches of one image, recompute) is checked under the V100's
+#   memory and simulated.
 # Each line: wall time of the whole command (elaborating the model, the
 # search, writing and Z3-checking the plan) and the search's own time.
 #   bash bench/search.sh [build/nns]
@@ -13,15 +18,18 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
 run() {
-  local label=$1
+  local label=$1 rc=0
   shift
   local t0 t1
   t0=$(date +%s.%N)
-  "$NNS" plan "$@" --out "$TMP/out.nns" > "$TMP/log" 2>&1 || { cat "$TMP/log"; exit 1; }
+  "$NNS" plan "$@" --out "$TMP/out.nns" > "$TMP/log" 2>&1 || rc=$?
   t1=$(date +%s.%N)
+  # 65 with "no plan found": nothing in the space fits (reported, not a failure).
+  if [ $rc != 0 ] && ! { [ $rc = 65 ] && grep -q "^no plan found" "$TMP/log"; }; then cat "$TMP/log"; exit 1; fi
   echo "== $label: nns plan $* ($(echo "$t1 - $t0" | bc) s wall)"
-  grep -E "^(model|search|space)|^  (best|megatron|runner)|^  +\(no Mega|vs Megatron|^check:|^  memory:" "$TMP/log"
-  sed -n '/^plan searched/,/^}/p' "$TMP/out.nns" > "$TMP/$label.plan"
+  grep -E "^(model|search|space)|^  (best|megatron|runner)|^  +\(no Mega|vs Megatron|^check:|^  memory:|^no plan found" "$TMP/log"
+  [ $rc = 0 ] && sed -n '/^plan searched/,/^}/p' "$TMP/out.nns" > "$TMP/$label.plan"
+  return 0
 }
 
 run gpt3_175b examples/gpt.nns --config gpt3_175b --gpus 1024 --device a100
@@ -32,3 +40,15 @@ else
   echo "== the constraint table changed the best plan"
 fi
 run swin_32gpu examples/swin.nns --config swin_32gpu --gpus 32 --device v100
+run swin_32gpu_fp16 examples/swin.nns --config swin_32gpu --gpus 32 --device v100 --precision fp16
+# nnScaler's plan, fp32 then fp16: the checker's bound under the V100's
+# memory, and the simulator's step, throughput and peak.
+for prec in fp32 fp16; do
+  args=(examples/swin.nns --config swin_32gpu_mb1_g4 --plan pipeline_coshard --gpus 32)
+  echo "== nnScaler's pipeline_coshard, swin_32gpu_mb1_g4, $prec:"
+  "$NNS" check "${args[@]}" --device-memory v100 --precision $prec 2>&1 | grep -E "^check:|^  memory:" | cut -c1-200
+  "$NNS" simulate "${args[@]}" --device v100 --precision $prec > "$TMP/sim.log" 2>&1 || { cat "$TMP/sim.log"; exit 1; }
+  step=$(sed -n 's/^simulated .*: step \([0-9.]*\) ms/\1/p' "$TMP/sim.log")
+  echo "simulated: step $step ms, $(echo "32 * 1000 / $step" | bc -l | cut -c1-6) images/s"
+  grep "peak memory:" "$TMP/sim.log"
+done

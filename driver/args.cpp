@@ -46,6 +46,7 @@ bool parse_args(int argc, char** argv, Args& a, std::string& err) {
       if (s == "--reference") { a.reference = true; continue; }
       if (s == "--verify") { a.verify = true; continue; }
       if (s == "--stats") { a.stats = true; continue; }
+      if (s == "--peak-by-rank") { a.peak_by_rank = true; continue; }
       if (s == "--eval") { a.eval = true; continue; }
       if (s == "--overlap-grad-reduce") { a.overlap_grad = true; continue; }
       if (s == "--all-ranks") { a.all_ranks = true; continue; }
@@ -140,6 +141,11 @@ bool parse_check_limits(const Args& a, sema::check::CheckOptions& opts, std::str
       return false;
     }
     opts.timeout_ms = opts.total_timeout_ms = static_cast<unsigned>(ms);
+  }
+  if (a.precision == "fp16" || a.precision == "bf16") opts.bytes_per_element = 2;
+  else if (!a.precision.empty() && a.precision != "fp32") {
+    usage = "--precision must be fp32, bf16 or fp16";
+    return false;
   }
   if ((!a.device_memory.empty() || !a.check_timeout.empty()) && a.plan.empty()) {
     usage = "--device-memory and --check-timeout need --plan NAME";

@@ -36,6 +36,7 @@ struct Args {
   std::string steps, seed = "0", threads, init, data, save, save_every, resume, dump_grads, trace, metrics;
   bool reference = false, verify = false, eval = false;
   bool stats = false;  // run: --stats (each step's host<->device bytes)
+  bool peak_by_rank = false;  // run --plan: every rank's exact peak piece memory
 };
 
 // "--flag VALUE" and "--flag=VALUE"; false with `err` for an unknown option

@@ -170,6 +170,8 @@ int cmd_run(const Args& a) {
   o.run.trace = a.trace;
   o.run.reference = a.reference;
   o.run.verify = a.verify;
+  o.run.peak_by_rank = a.peak_by_rank;
+  if (a.peak_by_rank && a.plan.empty()) return usage_error("--peak-by-rank needs --plan NAME (a partitioned run's ranks)");
   o.run.eval = a.eval;
   o.run.device = device;
   o.run.stats = a.stats;

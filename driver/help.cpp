@@ -8,7 +8,7 @@ const char* help_text() {
 usage: nns <command> [options]
 
 commands:
-  check FILE [--config NAME] [--plan P [--gpus N] [--plan-gpus K] [--device-memory SIZE] [--check-timeout MS] [--seed-bug KIND]]
+  check FILE [--config NAME] [--plan P [--gpus N] [--plan-gpus K] [--device-memory SIZE] [--precision fp16|bf16] [--check-timeout MS] [--seed-bug KIND]]
         [--emit=STAGE]
       parse and elaborate FILE with a config preset (default: the first one in
       the file) and print a summary: ops, parameters and their bytes,
@@ -22,7 +22,11 @@ commands:
       error at the first directive of the unsat core and a note at each
       other. --device-memory is a capacity per device (80GiB, 512MiB) or a
       preset (v100, a100-40g, a100, h100, h200); without it memory is
-      reported, not checked. --check-timeout MS bounds the whole check (plan
+      reported, not checked. The memory model bounds what nns run
+      allocates (kernel copies, gradient contributions, the largest kernel
+      working set included); --precision fp16|bf16 counts mixed-precision
+      training instead (2-byte weights, gradients and activations, fp32
+      optimizer state and master weights), as nns simulate --precision. --check-timeout MS bounds the whole check (plan
       evaluation, device orders, Z3, communication, program verification;
       without it each Z3 call has 10000 ms); running out exits 70 and says
       which stage ran out. Then the lowered per-rank programs
@@ -57,7 +61,7 @@ commands:
       profile (nns profile; shipped: cpu, this machine's) adds per-kernel
       overhead, copies, updates and per-collective links.
   plan FILE --gpus N --device D [--config C] [--nodes K] [--plan CONSTRAINTS]
-       [--out OUT.nns] [--top K] [--no-check]
+       [--precision fp16|bf16] [--out OUT.nns] [--top K] [--no-check]
       search a plan for N devices of profile D (K nodes; default the
       profile's devices per node): data-parallel degree, per-op splits from
       each op's transform space (coshard included), pipeline stages under
@@ -68,7 +72,10 @@ commands:
       best Megatron-style (TP x PP x DP) plan; writes FILE plus the plan
       (and a config with the chosen micro-batches) to OUT.nns, proved by
       the checker unless --no-check: nns run OUT.nns --config C_plan
-      --plan searched --gpus N. docs/planner.md.
+      --plan searched --gpus N. --precision fp16|bf16 searches, costs and
+      checks mixed-precision training (2-byte weights, gradients and
+      activations; fp32 optimizer state and master weights).
+      docs/planner.md.
   profile --out FILE [--ranks R] [--threads T] [--quick]
       measure this machine's backend on R rank processes (default 2) with T
       kernel threads each (default cores / R, what a rank of run --gpus R
@@ -99,7 +106,8 @@ commands:
   run FILE [--gpus N] [--plan P [--plan-gpus K]] [--verify] [--config C] [--steps N] [--seed S]
          [--threads T] [--init W.safetensors] [--data D.safetensors]
          [--save CKPT [--save-every K]] [--resume CKPT] [--dump-grads G.safetensors] [--metrics M.jsonl]
-         [--trace OUT.json] [--reference] [--eval] [--device cpu|cuda|cuda-emulation] [--stats] [--emit=STAGE]
+         [--trace OUT.json] [--reference] [--eval] [--device cpu|cuda|cuda-emulation] [--stats] [--peak-by-rank]
+         [--emit=STAGE]
       train the model of FILE's train block: one progress line per step
       (step, loss, step time, throughput, peak memory) and a summary.
       --gpus 1 trains on one device (CPU: oneDNN kernels, T threads, default
@@ -115,7 +123,9 @@ commands:
       into DIR/step-S/ and publishes them with a manifest and DIR/latest
       (a save cut short never costs the last complete one; see ckpt merge),
       --resume reads such a folder or a single-device file, --init a
-      single-device file, and --data and --dump-grads work as on one device.
+      single-device file, and --data and --dump-grads work as on one device;
+      --peak-by-rank prints every rank's exact peak piece memory in bytes
+      after the last step (what nns simulate --device cpu predicts).
       --reference uses the plain reference kernels; --save writes
       a checkpoint (weights, optimizer state, step) atomically after the last
       step, and after every K-th with --save-every K; --resume continues one

@@ -43,6 +43,7 @@ struct RunOptions {
   std::string metrics;     // --metrics OUT.jsonl: one JSON line per step, losses exact (%.17g)
   std::string trace;  // --trace OUT.json: a Chrome trace of every rank's steps (backend/runtime/trace.h)
   bool reference = false, verify = false;
+  bool peak_by_rank = false;  // --peak-by-rank: every rank's exact peak, gathered after the last step
   bool eval = false;  // --eval: forward passes only (driver/train.h, run_eval)
   std::string device = "cpu";  // --device, resolved (run_device.h): cpu | cuda
   bool stats = false;          // --stats: each step's host<->device bytes (rank 0's)

@@ -100,6 +100,15 @@ int cmd_plan(const Args& a) {
   so.global_batch = model.graph_batch * spec.micro_batches;
   so.optimizer_slots = spec.optimizer.kind == "adamw" ? 2 : (spec.optimizer.momentum > 0 ? 1 : 0);
   so.memory_cap = static_cast<double>(cap);
+  // --precision fp16|bf16: mixed-precision training (2-byte weights,
+  // gradients and activations, fp32 optimizer state and master weights),
+  // searched, costed and checked as such.
+  if (a.precision == "fp16" || a.precision == "bf16") {
+    so.dtype = a.precision;
+    so.bytes_per_element = 2;
+  } else if (!a.precision.empty() && a.precision != "fp32") {
+    return usage_error("--precision must be fp32, bf16 or fp16");
+  }
   so.top = static_cast<int>(top);
   if (!a.plan.empty()) {
     so.constraints = &constraints.constraints;
@@ -189,6 +198,7 @@ int cmd_plan(const Args& a) {
     co.plan = plan_name;
     co.topo = Topology{n, n, 1, {}};
     co.check.device_memory = cap;
+    co.check.bytes_per_element = so.bytes_per_element < 4 ? so.bytes_per_element : 0;
     co.check.memory_label = cap_label;
     co.check.total_timeout_ms = 0;
     // The plan stage (evaluation, order = "auto"), then the Z3 checker as
@@ -236,7 +246,7 @@ int cmd_plan(const Args& a) {
         sp.spec = *sp.interp->train();
         backend::LoweredPlan lp = lower_with_bodies(*sp.interp, sp.graph(), sp.plan, sp.comm, sp.spec, so2.topo, -1);
         planner::SimResult sr;
-        if (planner::simulate(lp, planner::profile_cost(prof, lp), sr, err))
+        if (planner::simulate(lp, planner::profile_cost(prof, lp, so.bytes_per_element, so.bytes_per_element < 4 ? so.dtype : ""), sr, err))
           std::printf("simulated (nns simulate): step %.6f ms; predicted by the search: %.6f ms\n", sr.step_time * 1e3, r.best[0].step_time * 1e3);
         else
           std::printf("simulate: %s\n", err.c_str());

@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "backend/lowering/lower_plan.h"
+#include "backend/runtime/optimizer.h"
 #include "backend/planner/cost_model.h"
 #include "backend/planner/memory.h"
 #include "backend/planner/program_cost.h"
@@ -93,7 +94,7 @@ int cmd_simulate(const Args& a) {
   planner::MemoryPeak top;
   int top_rank = -1;
   for (size_t i = 0; i < r.ranks.size(); ++i) {
-    planner::MemoryPeak m = planner::peak_memory(lp.programs[i], bpe);
+    planner::MemoryPeak m = planner::peak_memory(lp.programs[i], bpe, static_cast<int>(backend::optimizer_slots(p.spec.optimizer)));
     if (m.peak > top.peak) {
       top = m;
       top_rank = lp.programs[i].rank;
@@ -103,7 +104,7 @@ int cmd_simulate(const Args& a) {
   }
   if (top_rank >= 0) {
     const double gib = 1024.0 * 1024.0 * 1024.0;
-    std::printf("  peak memory: rank %d %.3f GiB: weights, gradients and optimizer state %.3f, buffers %.3f (", top_rank, top.peak / gib,
+    std::printf("  peak memory: rank %d %.3f GiB (%.0f bytes): weights, gradients and optimizer state %.3f, buffers %.3f (", top_rank, top.peak / gib, top.peak,
                 top.persistent / gib, top.buffers_at_peak / gib);
     bool first = true;
     for (const auto& [role, b] : top.roles_at_peak) {

@@ -177,6 +177,9 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
     lo.peak_label = "peak piece memory";
     lo.peak_of_rank0 = true;
     backend::PlanTrainer* t = ps.get();
+    // A collective after the last step (so not among a step's collectives
+    // that NNS_COMM_TRACE checks): only when asked for.
+    if (r.peak_by_rank) lo.rank_peaks = [t] { return t->piece_bytes_peaks(); };
     // The full gradients are assembled from every rank's pieces (the
     // loop calls this on every rank: lo.collective); rank 0 writes them.
     if (!r.dump_grads.empty())

@@ -117,13 +117,13 @@ class RankLowering {
       if (mine != op.leaves_on.end() && (!opts_.communication_only || !plan.task_orders.empty()))
         for (int leaf : mine->second) {
           ks.push_back(static_cast<int>(P.kernels.size()));
-          P.kernels.push_back(make_kernel(leaf, op.backward));
+          P.kernels.push_back(make_kernel(leaf, op.backward, &op));
         }
       op_kernels_.push_back(std::move(ks));
     }
   }
 
-  SubOpKernel make_kernel(int leaf, bool backward) {
+  SubOpKernel make_kernel(int leaf, bool backward, const PlanAnalysis::Op* op = nullptr) {
     const sema::SubOp& s = plan.subops[leaf];
     const sema::OpNode& node = g.node(s.node);
     SubOpKernel kn;
@@ -154,7 +154,10 @@ class RankLowering {
       fail("plan " + plan.name + ": " + e.what());
     }
     kn.elaborated = true;
-    if (!backward) return kn;
+    if (!backward) {
+      plan_releases(P.local, kn);
+      return kn;
+    }
     std::map<int, int> seeds;
     for (int out : kn.inst.outputs) {
       const sema::TensorInfo& t = P.local.tensor(out);
@@ -171,9 +174,15 @@ class RankLowering {
       kn.dy.push_back(id);
       seeds[out] = id;
     }
-    kn.bwd = sema::differentiate(P.local, kn.inst.nodes, seeds, kn.inst.inputs);
+    // Gradients only of the inputs that need one (a gradient edge): the
+    // kernel computes and holds no gradient of a constant input (a mask).
+    std::vector<int> wrt;
+    for (size_t k = 0; k < kn.inst.inputs.size(); ++k)
+      if (!op || k >= op->grad_edge.size() || op->grad_edge[k]) wrt.push_back(kn.inst.inputs[k]);
+    kn.bwd = sema::differentiate(P.local, kn.inst.nodes, seeds, wrt);
     int seg = segment_of(s.node);
     if (seg >= 0 && plan.segments[static_cast<size_t>(seg)].split_w) split_weight_gradient(kn, node);
+    plan_releases(P.local, kn);
     return kn;
   }
 
@@ -574,31 +583,47 @@ class RankLowering {
       if (region >= 0 && outside && !again) region_inputs_[{mb, op.node, static_cast<int>(kk)}] = in;
       slice_in(n, ks, kk, in, mb);
     }
-    for (int k : ks) emit(PInstr::Forward, mb).kernel = k;
+    // The output buffers, then each kernel in turn: its forward, its
+    // outputs collected and, for a recomputed piece, its forward values
+    // dropped before the next piece runs (co-located coshard pieces hold
+    // one working set at a time).
+    std::vector<int> out_buf(n.outputs.size(), -1);
     for (size_t o = 0; o < n.outputs.size(); ++o) {
       if (!holds(op.out_layout[o], device())) continue;
-      int b = new_buffer(BufferDecl::Value, n.outputs[o], mb, piece_of(op.out_layout[o], device(), g.tensor(n.outputs[o]).shape));
-      emit(PInstr::Alloc, mb).b = b;
-      for (int k : ks) {
+      out_buf[o] = new_buffer(BufferDecl::Value, n.outputs[o], mb, piece_of(op.out_layout[o], device(), g.tensor(n.outputs[o]).shape));
+      emit(PInstr::Alloc, mb).b = out_buf[o];
+      value[n.outputs[o]] = out_buf[o];
+    }
+    for (int k : ks) {
+      emit(PInstr::Forward, mb).kernel = k;
+      for (size_t o = 0; o < n.outputs.size(); ++o) {
+        if (out_buf[o] < 0) continue;
         PInstr& c = emit(PInstr::CollectOut, mb);
-        c.b = b;
+        c.b = out_buf[o];
         c.kernel = k;
         c.index = static_cast<int>(o);
         c.scale = P.kernels[k].scale;
       }
-      value[n.outputs[o]] = b;
+      // What stays of the kernel, decided before the next piece runs. An op
+      // without backward needs nothing of it any more; in a region nothing
+      // stays either (the region's recompute reads the inputs again), but
+      // in the region's replay the backward that follows needs it;
+      // recompute(...): the sub-op keeps only its inputs until its
+      // backward runs its forward again (dropout masks are counter-based,
+      // so the recomputed values are the same).
+      if (!op.backward || (region >= 0 && !again)) emit(PInstr::FreeKernel, mb).kernel = k;
+      else if (own_recompute(k, region, ks)) emit(PInstr::DropForward, mb).kernel = k;
     }
-    if (again) return;  // the backward that follows needs the kernels
-    // recompute(...): the sub-op keeps only its inputs until backward, which
-    // runs its forward again (dropout masks are counter-based, so the
-    // recomputed values are the same). In a region nothing of the kernel
-    // stays: the region's recompute reads the inputs again.
-    for (int k : ks)
-      if (region >= 0 && op.backward) emit(PInstr::FreeKernel, mb).kernel = k;
-      else if (P.kernels[k].recompute && op.backward) emit(PInstr::DropForward, mb).kernel = k;
-    // An op without backward needs nothing of its kernels any more.
-    if (!op.backward)
-      for (int k : ks) emit(PInstr::FreeKernel, mb).kernel = k;
+  }
+
+  // Whether kernel k runs its forward again right before its own backward
+  // (and keeps only its inputs until then): a recomputed sub-op outside a
+  // recompute region, or inside one a piece co-located with other pieces of
+  // its op (coshard), so that the region's replay holds one piece's working
+  // set at a time, not every piece's. Any other kernel of a region is made
+  // again by the region's replay only.
+  bool own_recompute(int k, int region, const std::vector<int>& ks) const {
+    return P.kernels[k].recompute && (region < 0 || ks.size() > 1);
   }
 
   void slice_in(const sema::OpNode& n, const std::vector<int>& ks, size_t kk, int in, int mb) {
@@ -618,9 +643,9 @@ class RankLowering {
     std::unordered_map<int, int> again = *fwd_value_;  // outside values stay as the forward left them
     for (int node : A.regions.ops[static_cast<size_t>(region)]) {
       int i = A.op_of_node[static_cast<size_t>(node)];
+      // (an op without backward is made again only for the ops after it:
+      // forward_op frees its kernels at once)
       forward_op(A.ops[static_cast<size_t>(i)], op_kernels_[static_cast<size_t>(i)], mb, again, true);
-      if (!A.ops[static_cast<size_t>(i)].backward)  // made again only for the ops after it
-        for (int k : op_kernels_[static_cast<size_t>(i)]) emit(PInstr::FreeKernel, mb).kernel = k;
     }
   }
 
@@ -655,9 +680,10 @@ class RankLowering {
     open_block(mb, i, sema::PipeTask::B);
     const int region = A.regions.region_of_node[static_cast<size_t>(op.node)];
     if (region >= 0 && A.regions.ops[static_cast<size_t>(region)].back() == op.node) region_forward(region, mb);
-    for (int k : ks)
-      if (P.kernels[k].recompute && region < 0) emit(PInstr::Forward, mb).kernel = k;
+    // A recomputed piece runs its forward right before its own backward,
+    // so that co-located pieces (coshard) hold one working set at a time.
     for (int k : ks) {
+      if (own_recompute(k, region, ks)) emit(PInstr::Forward, mb).kernel = k;
       for (size_t o = 0; o < n.outputs.size(); ++o) {
         auto gi = grad.find(n.outputs[o]);
         PInstr& in = emit(PInstr::SliceGrad, mb);

@@ -60,7 +60,35 @@ struct SubOpKernel {
   std::vector<int> wgrad_nodes;
   float scale = 1.f;     // share of a mean-type loss this slice computes (registry fact)
   bool recompute = false;
+  // When the executor drops a local tensor before FreeKernel, so that a
+  // kernel's working set is what its remaining nodes still read, not every
+  // tensor it made (plan_releases): per position in inst.nodes (resp.
+  // bwd.nodes), the tensors whose last reader that node is. Never the
+  // kernel's inputs and outputs, what the backward (B or W) reads, or the
+  // gradients CollectGrad copies out.
+  // A kernel that is not recomputed also drops, after its forward, the
+  // input copies its backward does not read.
+  std::vector<std::vector<int>> fwd_release, bwd_release;
+  // Per output: dropped right after its CollectOut (the backward does not
+  // read it; the buffer it was collected into holds the value).
+  std::vector<char> drop_after_collect;
 };
+
+// Fills kn's release lists from its nodes (after its backward, and any
+// B/W split, are final).
+void plan_releases(const sema::Graph& local, SubOpKernel& kn);
+
+struct RankProgram;
+struct PInstr;
+// Whether a SliceIn reads its source in place instead of copying it, and
+// where (the element offset of the slice in the buffer; -1: a copy): an
+// unscaled slice that is contiguous in the buffer (its whole piece, or
+// rows of it: a head group of a weight), from a buffer nothing writes once
+// kernels read it (a parameter, a data input, an op's value, an adapter's
+// result). The kernel then holds no copy of its weights, and co-located
+// kernels reading one activation (coshard pieces) share it: the buffer
+// lives until its Free and the last kernel reading it has dropped it.
+int64_t slice_in_place(const RankProgram& prog, const PInstr& in);
 
 struct PInstr {
   enum Kind : uint8_t {

@@ -1,14 +1,24 @@
-// Peak memory of one rank (helper-megatron, issue 12): walks a RankProgram's
-// instructions in order and adds up what is live at each point, from the
-// program's own data (no second description of what a rank does):
-//   - persistent buffers (parameters, accumulated gradients, zero1 shards)
-//     for the whole step, plus the optimizer state: AdamW's two fp32
-//     moments of each updated buffer and, below fp32, an fp32 master copy;
-//   - every other buffer from the first instruction that names it to its
-//     Free;
-//   - the kernels' local tensors: a Forward makes its nodes' outputs, a
-//     Backward its backward nodes' outputs; DropForward (recompute) frees the
-//     forward part, FreeKernel all of them.
+// Peak memory of one rank: replays a RankProgram's instructions in order
+// and adds up what the plan executor (backend/runtime/plan_executor.cpp)
+// allocates at each point, from the program's own data (no second
+// description of what a rank does), so that on CPU ranks it is the peak
+// `nns run --plan` reports ("peak piece memory"):
+//   - persistent state: parameter pieces, zero1 shards and accumulated
+//     gradients for the whole step, plus the optimizer state of each
+//     updated buffer (`optimizer_slots` fp32 copies: AdamW 2, SGD with
+//     momentum 1, plain SGD 0) and, below fp32, an fp32 master copy;
+//   - every other buffer from the instruction that creates it (LoadInput,
+//     Alloc, Extract, Recv, a collective's result) to its Free, or later:
+//     while a kernel input still reads it in place (slice_in_place), and,
+//     for a buffer still being sent, until the step's end (the executor
+//     parks it until its send completes);
+//   - the kernels' local tensors, per micro-batch: SliceIn makes an
+//     input (none when read in place), Forward its
+//     nodes' outputs, SliceGrad an output gradient, Backward / BackwardW
+//     their nodes' outputs; the kernel's release lists (SubOpKernel::
+//     fwd_release / bwd_release / drop_after_collect) drop a tensor after
+//     its last reader, DropForward (recompute) the forward part,
+//     FreeKernel the rest.
 // Elements cost `bytes_per_element` (optimizer state: 4 bytes).
 #pragma once
 
@@ -27,6 +37,6 @@ struct MemoryPeak {
   std::map<int, double> roles_at_peak;  // BufferDecl::Role -> bytes of its live buffers at the peak
 };
 
-MemoryPeak peak_memory(const backend::RankProgram& prog, int bytes_per_element = 4);
+MemoryPeak peak_memory(const backend::RankProgram& prog, int bytes_per_element = 4, int optimizer_slots = 2);
 
 }  // namespace nns::planner

@@ -79,6 +79,7 @@ struct OpCost {
   double fwd_time = 0;
   double kept = 0;       // activation bytes kept per micro-batch until the backward
   double transient = 0;  // bytes that come back at once for a recompute
+  double work = 0;       // the backward working set of one kernel (the checker's: gradients of outputs, body, inputs twice)
   double param = 0;      // parameter bytes per device (weights; gradients and state are multiples)
   double sync_dp = 0;    // gradient bytes allreduced over the DP group per step
   double sync_tp = 0;    // gradient bytes allreduced over the TP group per step (a replicated weight of a split op)
@@ -94,11 +95,12 @@ OpCost op_cost(const Env& e, int opi, const OpDecision& d) {
   auto out_frac = [&](size_t k) {
     return d.choice >= 0 && op.choices[d.choice].out[k].kind == sema::PartitionEffect::Split ? frac_split : 1.0;
   };
-  double bytes = 0, outs = 0;
+  double bytes = 0, outs = 0, act_in = 0;
   for (size_t k = 0; k < op.in_tensor.size(); ++k) {
     if (op.in_tensor[k] < 0) continue;
     double b = static_cast<double>(op.in_bytes[k]) * scale_of(e, op, op.in_batch[k]) * in_frac(k);
     bytes += b;
+    if (!op.in_param[k]) act_in += b;
     if (op.in_param[k]) {
       c.param += b;
       c.sync_dp += b;
@@ -116,16 +118,22 @@ OpCost op_cost(const Env& e, int opi, const OpDecision& d) {
   double inner = static_cast<double>(op.inner_bytes) * (op.batch_ok ? e.s : 1.0) / (d.choice >= 0 ? e.tp : 1);
   double flops = op.flops * (op.batch_ok ? e.s : 1.0) / (d.choice >= 0 ? e.tp : 1);
   const int k = std::max(1, d.k);
-  c.fwd_time = k * compute_time(e.o.profile, op.op_class, e.o.dtype, flops / k, (bytes + inner) / k);
+  c.fwd_time = k * compute_time(e.o.profile, op.op_class, e.o.dtype, flops / k, (bytes + inner) * (e.o.bytes_per_element / 4.0) / k);
   c.time = c.fwd_time * (op.backward ? 3.0 : 1.0);
   if (op.backward && (e.rc || d.rc)) c.time += c.fwd_time;
-  if (e.rc) {
-    c.transient = outs + inner;
-  } else if (d.rc) {
-    c.transient = (outs + inner) / k;
-  } else {
-    c.kept += outs + inner;
-  }
+  // As the checker counts them (semantics/checker/encode_memory.cpp): a
+  // kernel keeps its own copy of its outputs beside the buffer they go to;
+  // a block's recompute makes its values again at once (`transient`,
+  // summed over the unit), except coshard pieces, recomputed one at a time
+  // before their own backward, which leave only their output buffer; an
+  // op's backward moment (`work`, the largest counts): its input
+  // gradients and their buffer, the output gradient's buffer, one piece's
+  // gradients and, recomputed on its own, that piece's values.
+  const bool own = d.rc && (!e.rc || k > 1);
+  const double again = own ? (2 * outs + inner) / k : 0.0;
+  if (e.rc) c.transient = own ? outs : 2 * outs + inner;
+  else if (!d.rc) c.kept += 2 * outs + inner;
+  c.work = 2 * act_in + outs + (outs + inner) / k + again;
   return c;
 }
 
@@ -431,7 +439,7 @@ double solve_unit_env(const Env& e, int unit, const Weights& w, bool exhaustive,
 }
 
 struct UnitStats {
-  double time = 0, kept = 0, transient = 0, param = 0, sync_dp = 0, sync_tp = 0;
+  double time = 0, kept = 0, transient = 0, work = 0, param = 0, sync_dp = 0, sync_tp = 0;
 };
 
 UnitStats unit_stats(const Env& e, int unit, const std::vector<OpDecision>& d) {
@@ -447,6 +455,7 @@ UnitStats unit_stats(const Env& e, int unit, const std::vector<OpDecision>& d) {
     s.kept += kept;
     if (e.rc) s.transient += c.transient;
     else s.transient = std::max(s.transient, c.transient);
+    s.work = std::max(s.work, c.work);
     s.param += c.param;
     const SearchOp& op = e.m.ops[u.ops[i]];
     for (size_t k = 0; k < op.in_tensor.size(); ++k) {
@@ -624,7 +633,7 @@ SearchResult search_plans(const SearchModel& m, const SearchOptions& o) {
     }
     std::vector<OpDecision> d;
     ++res.unit_solves;
-    Weights w{lambdas[li], lambdas[li], lambdas[li] * (2.0 + slots)};
+    Weights w{lambdas[li], lambdas[li], lambdas[li] * (3.0 + slots)};
     double v = solve_unit_env(e, unit, w, o.exhaustive, d, options);
     auto& slot = memo[key];
     if (std::getenv("NNS_SEARCH_DEBUG") && !(v < kInf)) std::fprintf(stderr, "unit %d tp %d rc %d l%d: no solution (%g)\n", unit, e.tp, e.rc, li, v);
@@ -689,14 +698,22 @@ SearchResult search_plans(const SearchModel& m, const SearchOptions& o) {
               return 2 * collective_time(o.profile, Collective::SendRecv, bytes, pair);
             };
             auto stage_mem = [&](int a, int b, int stage) {  // units a..b on stage `stage`
-              double param = 0, kept = 0, tr = 0;
+              double param = 0, kept = 0, tr = 0, work = 0;
               for (int u = a; u <= b; ++u) {
                 param += sol[u]->second.param;
                 kept += sol[u]->second.kept;
                 tr = std::max(tr, sol[u]->second.transient);
+                work = std::max(work, sol[u]->second.work);
               }
               double inflight = gr.pp > 1 ? static_cast<double>(std::min<int64_t>(gr.pp - stage, mcount)) : 1.0;
-              return param * (2.0 + slots / zdiv) + kept * inflight + tr;
+              // Weights (+ a zero1 shard), the accumulated gradient (of the
+              // shard) and one micro-batch's contributions at the element
+              // size; fp32 optimizer state (+ fp32 master weights below fp32).
+              // The model's bytes are fp32 bytes.
+              const double sb = o.bytes_per_element / 4.0;
+              const double state = (slots + (o.bytes_per_element < 4 ? 1.0 : 0.0)) / zdiv;
+              double per_param = sb * (2.0 + 1.0 / zdiv + (zdiv > 1 ? 1.0 / zdiv : 0.0)) + state;
+              return param * per_param + sb * (kept * inflight + tr + work);
             };
             auto stage_time = [&](int a, int b) {
               double t = cut_time(a - 1) + cut_time(b);
@@ -732,7 +749,7 @@ SearchResult search_plans(const SearchModel& m, const SearchOptions& o) {
                 }
                 double ts = collective_time(o.profile, Collective::AllReduce, sdp, e.dp_group) +
                             collective_time(o.profile, Collective::AllReduce, stp, e.tp_group);
-                double elems = par / o.bytes_per_element / zdiv;
+                double elems = par / 4.0 / zdiv;  // the model's parameter bytes are fp32
                 ts += compute_time(o.profile, "elementwise", o.dtype, 12 * elems, 4.0 * o.bytes_per_element * elems);
                 sync = std::max(sync, ts);
               }

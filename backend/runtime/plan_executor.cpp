@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "backend/runtime/comm/communicator.h"
 #include "backend/runtime/cpu/kernels.h"  // round_to_bf16 (grad_reduce = "bf16")
@@ -56,6 +57,12 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
   lbuf_mb.resize(static_cast<size_t>(std::max<int64_t>(spec.micro_batches, 1)));
   for (auto& l : lbuf_mb) l.resize(P.local.tensors().size());
   lbuf_cur = &lbuf_mb[0];
+  alias_mb.assign(lbuf_mb.size(), std::vector<int>(P.local.tensors().size(), -1));
+  alias_cur = &alias_mb[0];
+  alias_at_mb.assign(lbuf_mb.size(), std::vector<int64_t>(P.local.tensors().size(), 0));
+  alias_at_cur = &alias_at_mb[0];
+  buf_refs_.assign(P.buffers.size(), 0);
+  free_later_.assign(P.buffers.size(), 0);
   // Point-to-point contexts, created up front in ascending order of the
   // pair on every rank (creation is collective between the two; a common
   // order means no two ranks wait on each other's creation).
@@ -195,12 +202,14 @@ void PlanExecutor::free_buf(int b) {
 }
 
 void PlanExecutor::lset(int t, DeviceBuffer v) {
+  if (int& b = (*alias_cur)[static_cast<size_t>(t)]; b >= 0) unref(std::exchange(b, -1));
   DeviceBuffer& slot = (*lbuf_cur)[static_cast<size_t>(t)];
   track((v.numel() - slot.numel()) * 4);
   slot = std::move(v);
 }
 
 void PlanExecutor::drop_local(int t) {
+  if (int& b = (*alias_cur)[static_cast<size_t>(t)]; b >= 0) unref(std::exchange(b, -1));
   DeviceBuffer& slot = (*lbuf_cur)[static_cast<size_t>(t)];
   track(-slot.numel() * 4);
   slot.reset();
@@ -208,6 +217,9 @@ void PlanExecutor::drop_local(int t) {
 
 TensorView PlanExecutor::lview(int t) {
   const sema::TensorInfo& info = P.local.tensor(t);
+  if (int b = (*alias_cur)[static_cast<size_t>(t)]; b >= 0)  // read in place: the slice's address in buffer b
+    return TensorView{static_cast<char*>(bufs[static_cast<size_t>(b)].data()) + 4 * (*alias_at_cur)[static_cast<size_t>(t)], info.dtype,
+                      info.shape};
   const DeviceBuffer& b = (*lbuf_cur)[static_cast<size_t>(t)];
   if (b.empty() && sema::numel(info.shape) > 0) throw RuntimeError("internal: local tensor %" + std::to_string(t) + " not computed");
   return b.view(info.dtype, info.shape);
@@ -282,6 +294,24 @@ void PlanExecutor::finish_transfers() {
   if (!recv_pending_.empty()) throw RuntimeError("internal: a receive of the step was never waited for");
 }
 
+void PlanExecutor::release_buf(int b) {
+  if (auto it = send_pending_.find(b); it != send_pending_.end()) {
+    // Still being sent: keep the data (and its memory) until the send completes.
+    send_parked_.emplace_back(std::move(bufs[static_cast<size_t>(b)]), std::move(it->second));
+    send_pending_.erase(it);
+    return;
+  }
+  free_buf(b);
+}
+
+// A kernel input read in place no longer reads buffer b.
+void PlanExecutor::unref(int b) {
+  if (--buf_refs_[static_cast<size_t>(b)] == 0 && free_later_[static_cast<size_t>(b)]) {
+    free_later_[static_cast<size_t>(b)] = 0;
+    release_buf(b);
+  }
+}
+
 void PlanExecutor::exec(const PInstr& in) {
   if (in.is_collective()) return exec_collective(in);
   switch (in.kind) {
@@ -292,13 +322,11 @@ void PlanExecutor::exec(const PInstr& in) {
       return set_buf(in.b, alloc(n));
     }
     case PInstr::Free:
-      if (auto it = send_pending_.find(in.a); it != send_pending_.end()) {
-        // Still being sent: keep the data (and its memory) until the send completes.
-        send_parked_.emplace_back(std::move(bufs[static_cast<size_t>(in.a)]), std::move(it->second));
-        send_pending_.erase(it);
+      if (buf_refs_[static_cast<size_t>(in.a)] > 0) {  // kernels still read it in place: it goes when the last drops it
+        free_later_[static_cast<size_t>(in.a)] = 1;
         return;
       }
-      free_buf(in.a);
+      release_buf(in.a);
       return;
     case PInstr::Wait: {
       auto it = recv_pending_.find(in.a);
@@ -350,19 +378,35 @@ void PlanExecutor::exec_compute(const PInstr& in) {
   const SubOpKernel& kn = P.kernels[static_cast<size_t>(in.kernel)];
   if (in.mb < 0 || in.mb >= static_cast<int>(lbuf_mb.size())) throw RuntimeError("internal: kernel instruction outside a micro-batch");
   lbuf_cur = &lbuf_mb[static_cast<size_t>(in.mb)];
+  alias_cur = &alias_mb[static_cast<size_t>(in.mb)];
+  alias_at_cur = &alias_at_mb[static_cast<size_t>(in.mb)];
   if (!kn.elaborated) throw RuntimeError("internal: kernel k" + std::to_string(in.kernel) + " was lowered without its body");
   switch (in.kind) {
-    case PInstr::SliceIn:
-      lset(kn.inst.inputs[static_cast<size_t>(in.index)],
-           extract_box(bufs[static_cast<size_t>(in.a)], piece(in.a), kn.in_slices[static_cast<size_t>(in.index)], in.scale));
+    case PInstr::SliceIn: {
+      int t = kn.inst.inputs[static_cast<size_t>(in.index)];
+      if (int64_t at = slice_in_place(P, in); at >= 0) {  // read where it lives, no copy
+        drop_local(t);
+        (*alias_cur)[static_cast<size_t>(t)] = in.a;
+        (*alias_at_cur)[static_cast<size_t>(t)] = at;
+        ++buf_refs_[static_cast<size_t>(in.a)];
+        return;
+      }
+      lset(t, extract_box(bufs[static_cast<size_t>(in.a)], piece(in.a), kn.in_slices[static_cast<size_t>(in.index)], in.scale));
       return;
+    }
     case PInstr::Forward:
-      for (int ln : kn.inst.nodes) run_local(ln);
+      for (size_t i = 0; i < kn.inst.nodes.size(); ++i) {
+        run_local(kn.inst.nodes[i]);
+        if (i < kn.fwd_release.size())
+          for (int t : kn.fwd_release[i]) drop_local(t);
+      }
       return;
     case PInstr::CollectOut: {
       const Piece& sl = kn.out_slices[static_cast<size_t>(in.index)];
       be.copy_box(bufs[static_cast<size_t>(in.b)].data(), (*lbuf_cur)[static_cast<size_t>(kn.inst.outputs[static_cast<size_t>(in.index)])].data(),
                   region_box(sl, piece(in.b), sl.start, sl.length), true, in.scale);
+      if (static_cast<size_t>(in.index) < kn.drop_after_collect.size() && kn.drop_after_collect[static_cast<size_t>(in.index)])
+        drop_local(kn.inst.outputs[static_cast<size_t>(in.index)]);
       return;
     }
     case PInstr::DropForward:
@@ -378,7 +422,11 @@ void PlanExecutor::exec_compute(const PInstr& in) {
       return;
     }
     case PInstr::Backward:
-      for (int bn : kn.bwd.nodes) run_local(bn);
+      for (size_t i = 0; i < kn.bwd.nodes.size(); ++i) {
+        run_local(kn.bwd.nodes[i]);
+        if (i < kn.bwd_release.size())
+          for (int t : kn.bwd_release[i]) drop_local(t);
+      }
       return;
     case PInstr::BackwardW:
       for (int bn : kn.wgrad_nodes) run_local(bn);

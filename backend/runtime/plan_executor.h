@@ -47,6 +47,12 @@ struct PlanExecutor {
   std::vector<DeviceBuffer> bufs;                        // by buffer id
   std::vector<std::vector<DeviceBuffer>> lbuf_mb;        // per micro-batch, by local tensor id
   std::vector<DeviceBuffer>* lbuf_cur = nullptr;         // the running instruction's micro-batch
+  // Per micro-batch, by local tensor id: the buffer a kernel input reads in
+  // place (slice_in_place), -1 when it has its own copy in lbuf_mb.
+  std::vector<std::vector<int>> alias_mb;
+  std::vector<int>* alias_cur = nullptr;
+  std::vector<std::vector<int64_t>> alias_at_mb;  // the slice's element offset in that buffer
+  std::vector<int64_t>* alias_at_cur = nullptr;
   std::vector<std::vector<DeviceBuffer>> opt;            // per ParamSlot: optimizer slots
   int64_t cur_bytes = 0, peak_bytes = 0;
   // Bytes the collectives staged through host memory (a backend whose
@@ -99,6 +105,10 @@ struct PlanExecutor {
   void free_buf(int b);
   void lset(int t, DeviceBuffer v);
   void drop_local(int t);
+  void release_buf(int b);  // Free: now, or parked while a send of it is in flight
+  void unref(int b);
+  std::vector<int> buf_refs_;     // kernel inputs reading each buffer in place
+  std::vector<char> free_later_;  // freed by the program while still read in place
   TensorView lview(int t);
   TensorView fview(const DeviceBuffer& b) const { return TensorView{b.data(), sema::DType::F32, {b.numel()}}; }
   void run_local(int n);

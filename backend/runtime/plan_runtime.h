@@ -47,6 +47,8 @@ class PlanTrainer : public TrainSession {
   bool counts_tokens() const override { return counts_tokens_; }
   int64_t peak_bytes() const override { return piece_bytes_peak(); }
   int64_t piece_bytes_peak() const;
+  // Every rank's piece_bytes_peak(), by rank (collective).
+  std::vector<int64_t> piece_bytes_peaks();
   const RankProgram& program() const;
   // --trace: records every instruction of the next `steps` steps into
   // `tracer` (trace.h), named after the full graph's ops; null stops it.

@@ -252,6 +252,14 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
     if (last_scale > 0) std::fprintf(out, ", loss scale %g, %lld step(s) skipped", last_scale, static_cast<long long>(skipped_total));
     std::fprintf(out, "\n");
   }
+  if (o.rank_peaks) {
+    std::vector<int64_t> peaks = o.rank_peaks();
+    if (rank0) {
+      std::fprintf(out, "memory peak by rank (bytes):");
+      for (int64_t b : peaks) std::fprintf(out, " %lld", static_cast<long long>(b));
+      std::fprintf(out, "\n");
+    }
+  }
   if (o.save && (rank0 || o.collective)) save();
   if (!verifier) return LoopResult::Ok;
   print_verify_summary(*verifier, o);

@@ -165,6 +165,10 @@ struct LoopOptions {
   // The summary's memory figure: "<peak_label> 12.0 MiB", " (rank 0)" added when peak_of_rank0.
   std::string peak_label = "peak memory";
   bool peak_of_rank0 = false;
+  // Every rank's peak (collective, called on every rank after the last
+  // step); rank 0 prints them exactly, in bytes, for tests that compare
+  // a memory model with what ran.
+  std::function<std::vector<int64_t>()> rank_peaks;
   std::function<void()> dump_gradients;  // after step 1, on rank 0 or, when collective, every rank (--dump-grads)
   std::function<std::string()> save;     // after the last step (--save); returns the line rank 0 prints
   int64_t save_every = 0;

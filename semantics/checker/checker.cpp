@@ -267,12 +267,13 @@ bool check_plan(const Graph& g, const Plan& plan, const CheckOptions& opts, fron
     for (size_t d = 1; d < r.memory.size(); ++d)
       if (r.memory[d].total() > r.memory[worst].total()) worst = d;
     const DeviceMemory& m = r.memory[worst];
-    out << "  memory: at most " << format_bytes(m.total()) << " on a device (device " << worst << ": weights " << format_bytes(m.weights)
+    out << "  memory: at most " << format_bytes(m.total()) << " (" << m.total() << " bytes) on a device (device " << worst << ": weights " << format_bytes(m.weights)
         << ", gradients " << format_bytes(m.gradients) << ", optimizer " << format_bytes(m.optimizer) << ", activations "
         << format_bytes(m.activations) << ")";
     if (opts.device_memory >= 0) out << " of " << (opts.memory_label.empty() ? format_bytes(opts.device_memory) : opts.memory_label);
     else out << "; no capacity assumed (--device-memory SIZE or v100/a100/h100/h200 checks it)";
     if (r.symbolic) out << " at the witness sizes";
+    if (opts.bytes_per_element > 0) out << "; mixed precision: 2-byte weights, gradients and activations, fp32 optimizer state and master weights";
     out << "\n";
   }
   return r.verdict == Verdict::Legal;

@@ -48,6 +48,11 @@ struct CheckOptions {
   std::string optimizer = "sgd";
   double momentum = 0;
   int64_t micro_batches = 1;
+  // --precision fp16|bf16: mixed-precision training as the simulator costs
+  // it (nns simulate --precision): 2-byte weights, gradients and
+  // activations, fp32 optimizer state plus an fp32 master copy of each
+  // weight. 0: every tensor at its own dtype (what the CPU runtime runs).
+  int64_t bytes_per_element = 0;
   const front::SourceManager* sources = nullptr;  // for directive labels in notes (optional)
 };
 

@@ -125,11 +125,25 @@ TEST_CASE("tensor parallel MLP: legal, with per-device memory", "[checker][memor
   Checked e(model_path(), "", "tp", 2);
   auto r = e.run();
   REQUIRE(r.verdict == Verdict::Legal);
-  // Device 0 holds half of w1 and of w2 (64 floats each = 512 B) and AdamW's two moments.
+  // Device 0 holds half of w1 and of w2 (64 floats each = 512 B) and AdamW's two moments;
+  // gradients: the accumulated one and a micro-batch's contribution.
   CHECK(r.memory[0].weights == 512);
-  CHECK(r.memory[0].gradients == 512);
+  CHECK(r.memory[0].gradients == 1024);
   CHECK(r.memory[0].optimizer == 1024);
   CHECK(r.stats.directives == 5);
+}
+
+TEST_CASE("memory under mixed precision: 2-byte weights and gradients, fp32 moments and master weights", "[checker][memory]") {
+  Checked e(model_path(), "", "tp", 2);
+  auto fp32 = e.run();
+  REQUIRE(fp32.verdict == Verdict::Legal);
+  e.opts.bytes_per_element = 2;
+  auto mixed = e.run();
+  REQUIRE(mixed.verdict == Verdict::Legal);
+  CHECK(mixed.memory[0].weights == 256);
+  CHECK(mixed.memory[0].gradients == 512);
+  CHECK(mixed.memory[0].optimizer == 64 * 2 * 4 * 3);  // 128 elements x (2 moments + master) x 4 B
+  CHECK(mixed.memory[0].activations * 2 == fp32.memory[0].activations);
 }
 
 TEST_CASE("coverage: parts that overlap", "[checker][coverage]") {

@@ -350,6 +350,84 @@ TEST_CASE("peak memory: a kernel's forward tensors live until DropForward or Fre
   CHECK(peak_memory(prog, 2).peak == Approx(5000));
 }
 
+TEST_CASE("peak memory: kernel inputs read in place, release lists, deferred and parked frees (as the executor allocates)") {
+  RankProgram prog;
+  auto buffer = [&](BufferDecl::Role role, int64_t n) {
+    BufferDecl b;
+    b.role = role;
+    b.piece.start = {0};
+    b.piece.length = {n};
+    prog.buffers.push_back(b);
+    return static_cast<int>(prog.buffers.size()) - 1;
+  };
+  auto tensor = [&](int64_t n) {
+    nns::sema::TensorInfo t;
+    t.shape = {n};
+    return prog.local.add_tensor(t);
+  };
+  // A forward-only kernel y = f(g(x)) over 100 floats: x is released after
+  // g reads it (no backward reads it), h after f, y after its CollectOut;
+  // x reads the value buffer in place.
+  int x = tensor(100), h = tensor(100), y = tensor(100);
+  nns::sema::OpNode g;
+  g.kind = "gelu";
+  g.inputs = {x};
+  g.outputs = {h};
+  int gid = prog.local.add_node(g);
+  nns::sema::OpNode f;
+  f.kind = "gelu";
+  f.inputs = {h};
+  f.outputs = {y};
+  int fid = prog.local.add_node(f);
+  nns::backend::SubOpKernel k;
+  k.inst.inputs = {x};
+  k.inst.outputs = {y};
+  k.inst.nodes = {gid, fid};
+  nns::backend::Piece whole;
+  whole.start = {0};
+  whole.length = {100};
+  k.in_slices = {whole};
+  k.out_slices = {whole};
+  nns::backend::plan_releases(prog.local, k);
+  REQUIRE(k.fwd_release.size() == 2);
+  CHECK(k.fwd_release[0] == std::vector<int>{x});
+  CHECK(k.fwd_release[1] == std::vector<int>{h});
+  CHECK(k.drop_after_collect == std::vector<char>{1});
+  prog.kernels = {k};
+  int v = buffer(BufferDecl::Value, 100), out = buffer(BufferDecl::Value, 100);
+  auto kop = [](PInstr::Kind kind, int a = -1, int b = -1) {
+    PInstr in = op(kind, a, b);
+    in.kernel = 0;
+    in.mb = 0;
+    in.index = 0;
+    return in;
+  };
+  prog.instrs = {op(PInstr::LoadInput, -1, v), kop(PInstr::SliceIn, v), op(PInstr::Free, v), kop(PInstr::Forward),
+                 op(PInstr::Alloc, -1, out), kop(PInstr::CollectOut, -1, out), kop(PInstr::FreeKernel), op(PInstr::Free, out)};
+  CHECK(nns::backend::slice_in_place(prog, prog.instrs[1]) == 0);
+  // v stays while x reads it (its Free deferred until g has read x): v + h
+  // in the forward; then h + y, y + out (each 800 B), never three at once.
+  MemoryPeak m = peak_memory(prog, 4, 0);
+  CHECK(m.peak == Approx(800));
+  CHECK(m.at_instr == 3);
+  CHECK(m.buffers_at_peak == Approx(400));
+  CHECK(m.kernels_at_peak == Approx(400));
+  // A scaled slice is a copy: x holds its own 400 B beside v, at the SliceIn.
+  prog.instrs[1].scale = 0.5f;
+  CHECK(nns::backend::slice_in_place(prog, prog.instrs[1]) == -1);
+  MemoryPeak c = peak_memory(prog, 4, 0);
+  CHECK(c.peak == Approx(800));
+  CHECK(c.at_instr == 1);
+  CHECK(c.kernels_at_peak == Approx(400));
+  // A buffer freed while its Send is in flight stays until the step ends.
+  RankProgram sends;
+  sends.buffers = {prog.buffers[0], prog.buffers[1]};
+  PInstr send = op(PInstr::Send, 0);
+  send.peer = 1;
+  sends.instrs = {op(PInstr::LoadInput, -1, 0), send, op(PInstr::Free, 0), op(PInstr::LoadInput, -1, 1)};
+  CHECK(peak_memory(sends, 4, 0).peak == Approx(800));
+}
+
 TEST_CASE("topology: an inter-node ring runs over the NICs of the group's devices on each node") {
   DeviceProfile p = toy16();  // 4 devices per node; intra 1e10 B/s, inter 1e9 B/s per device
   std::vector<int> one_per_node = {0, 4}, two_per_node = {0, 1, 4, 5}, node = {0, 1, 2, 3};

@@ -32,9 +32,9 @@ plan() {
 
 plan examples/gpt.nns tiny 4 a100
 # A small memory bound forces coshard, recompute or pipeline stages.
-plan examples/gpt.nns tiny 4 a100 --device-memory 1MiB
+plan examples/gpt.nns tiny 4 a100 --device-memory 1400KiB
 plan examples/gpt.nns tiny 4 a100 --device-memory 1500KiB
-plan examples/gpt.nns tiny_pipe 2 v100 --device-memory 2MiB
+plan examples/gpt.nns tiny_pipe 2 v100 --device-memory 2600KiB
 plan examples/01_mlp.nns small 4 h100 --plan dp
 plan examples/swin.nns tiny 2 v100
 plan examples/swin.nns tiny 4 v100 --device-memory 6MiB

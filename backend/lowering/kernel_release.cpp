@@ -1,0 +1,122 @@
+// plan_releases (rank_program.h): when a kernel's local tensors can go.
+//
+// Without release lists a kernel keeps every tensor it made until its
+// FreeKernel (after its backward): the attention scores, the softmax and
+// every intermediate gradient of a window-attention body all at once, for
+// every micro-batch in flight. A tensor is only needed until its last
+// reader, unless something after the node list reads it: CollectOut (the
+// kernel's outputs), the backward (what it reads of the forward), BackwardW
+// run later (what the weight-gradient nodes read) and CollectGrad (the
+// gradients of the kernel's inputs).
+#include <algorithm>
+#include <set>
+#include <unordered_map>
+
+#include "backend/lowering/rank_program.h"
+
+namespace nns::backend {
+
+namespace {
+
+// For nodes[i] in order: the tensors in `candidates` whose last reader
+// among `nodes` is nodes[i], minus `keep`. A candidate no node reads goes
+// right after the node that makes it.
+std::vector<std::vector<int>> last_readers(const sema::Graph& L, const std::vector<int>& nodes, const std::set<int>& keep) {
+  std::unordered_map<int, size_t> last;  // tensor -> position of its last reader (or maker)
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const sema::OpNode& n = L.node(nodes[i]);
+    for (int t : n.outputs) last.emplace(t, i);  // made here: at least until here
+    for (int t : n.inputs) last[t] = i;
+  }
+  std::vector<std::vector<int>> out(nodes.size());
+  std::set<int> seen;
+  for (const auto& [t, i] : last)
+    if (!keep.count(t) && seen.insert(t).second) out[i].push_back(t);
+  for (auto& v : out) std::sort(v.begin(), v.end());
+  return out;
+}
+
+}  // namespace
+
+void plan_releases(const sema::Graph& L, SubOpKernel& kn) {
+  std::set<int> keep(kn.inst.outputs.begin(), kn.inst.outputs.end());
+  std::set<int> inputs(kn.inst.inputs.begin(), kn.inst.inputs.end());
+  keep.insert(inputs.begin(), inputs.end());
+  for (const auto& [input, grad] : kn.bwd.grads)
+    if (grad >= 0) keep.insert(grad);
+  // What W reads stays until FreeKernel (BackwardW runs later, after other kernels).
+  for (int w : kn.wgrad_nodes) {
+    const sema::OpNode& n = L.node(w);
+    keep.insert(n.inputs.begin(), n.inputs.end());
+    keep.insert(n.outputs.begin(), n.outputs.end());
+  }
+  // The forward: what the backward reads stays too.
+  std::set<int> fkeep = keep;
+  for (int b : kn.bwd.nodes) {
+    const sema::OpNode& n = L.node(b);
+    fkeep.insert(n.inputs.begin(), n.inputs.end());
+  }
+  // What the backward reads of the kernel's outputs stays; the rest goes
+  // once CollectOut has copied it into its buffer.
+  kn.drop_after_collect.assign(kn.inst.outputs.size(), 0);
+  for (size_t o = 0; o < kn.inst.outputs.size(); ++o) {
+    int t = kn.inst.outputs[o];
+    bool needed = inputs.count(t) > 0 || kn.bwd.grads.count(t) > 0;
+    for (int b : kn.bwd.nodes)
+      for (int x : L.node(b).inputs) needed = needed || x == t;
+    for (int w : kn.wgrad_nodes)
+      for (int x : L.node(w).inputs) needed = needed || x == t;
+    kn.drop_after_collect[o] = !needed;
+  }
+  // A recomputed kernel keeps its inputs for the forward that runs again;
+  // any other kernel keeps only the input copies its backward reads.
+  if (!kn.recompute)
+    for (int t : kn.inst.inputs) {
+      bool read_back = false;
+      for (int b : kn.bwd.nodes)
+        for (int x : L.node(b).inputs) read_back = read_back || x == t;
+      for (int w : kn.wgrad_nodes)
+        for (int x : L.node(w).inputs) read_back = read_back || x == t;
+      if (!read_back && !kn.bwd.grads.count(t) && !std::count(kn.inst.outputs.begin(), kn.inst.outputs.end(), t)) fkeep.erase(t);
+    }
+  // Only tensors the forward makes or the kernel's inputs are the
+  // forward's to release.
+  kn.fwd_release = last_readers(L, kn.inst.nodes, fkeep);
+  // The backward releases what it reads or makes after its last reader:
+  // forward tensors, output gradients (dy) and intermediate gradients.
+  kn.bwd_release = last_readers(L, kn.bwd.nodes, keep);
+}
+
+}  // namespace nns::backend
+
+namespace nns::backend {
+
+int64_t slice_in_place(const RankProgram& prog, const PInstr& in) {
+  if (in.kind != PInstr::SliceIn || in.scale != 1.f || in.a < 0 || static_cast<size_t>(in.a) >= prog.buffers.size()) return -1;
+  if (in.kernel < 0 || static_cast<size_t>(in.kernel) >= prog.kernels.size()) return -1;
+  const SubOpKernel& k = prog.kernels[static_cast<size_t>(in.kernel)];
+  if (in.index < 0 || static_cast<size_t>(in.index) >= k.in_slices.size()) return -1;
+  const BufferDecl& b = prog.buffers[static_cast<size_t>(in.a)];
+  const bool read_only = b.role == BufferDecl::Param || b.role == BufferDecl::Input || b.role == BufferDecl::Value || b.role == BufferDecl::Transit;
+  if (!read_only) return -1;
+  const Piece& have = b.piece;
+  const Piece& want = k.in_slices[static_cast<size_t>(in.index)];
+  const size_t rank = have.length.size();
+  if (want.length.size() != rank || want.start.size() != rank || have.start.size() != rank) return -1;
+  // Contiguous in the buffer's row-major layout: ones, then one partial
+  // dimension, then full dimensions.
+  size_t d = 0;
+  while (d < rank && want.length[d] == 1) ++d;
+  for (size_t x = d + 1; x < rank; ++x)
+    if (want.length[x] != have.length[x]) return -1;
+  int64_t offset = 0, stride = 1;
+  for (size_t x = rank; x-- > 0;) {
+    const int64_t rel = want.start[x] - have.start[x];
+    if (rel < 0 || rel + want.length[x] > have.length[x]) return -1;
+    offset += rel * stride;
+    stride *= have.length[x];
+  }
+  return offset;
+}
+
+}  // namespace nns::backend
