@@ -172,10 +172,14 @@ double work_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const b
     }
     case PInstr::BackwardW:
       return k ? nodes_time(p, prog.local, k->wgrad_nodes, dtype, bytes_per_element, cold) : 0.0;
+    case PInstr::SliceIn:
+      // A whole, unscaled piece (or a contiguous part of one) the kernel
+      // reads where it lives: the executor copies nothing.
+      if (backend::slice_in_place(prog, in) >= 0) return 0.0;
+      [[fallthrough]];
     case PInstr::Extract:
     case PInstr::AddTo:
     case PInstr::Insert:
-    case PInstr::SliceIn:
     case PInstr::SliceGrad:
     case PInstr::CollectOut:
     case PInstr::CollectGrad:
