@@ -277,7 +277,7 @@ std::vector<OpDecision> op_options(const SearchModel& m, int opi, int tp, double
     if (std::fabs(eff - static_cast<double>(size)) > 1e-9 || size <= 0) continue;
     for (int k : {1, 2, 4}) {
       if (k == 1 && tp == 1) continue;  // one part: not a split
-      if (k > 1 && (rc || !coshardable(op))) continue;
+      if (k > 1 && !coshardable(op)) continue;
       if (size % (static_cast<int64_t>(tp) * k) != 0) continue;
       v.push_back(OpDecision{static_cast<int>(i), k, k > 1});
     }
@@ -640,6 +640,18 @@ SearchResult search_plans(const SearchModel& m, const SearchOptions& o) {
     if (!(v < kInf)) return nullptr;
     slot.first = d;
     slot.second = unit_stats(e, unit, d);
+    if (std::getenv("NNS_SEARCH_DEBUG") && std::atoi(std::getenv("NNS_SEARCH_DEBUG")) >= 2) {
+      const UnitStats& us = slot.second;
+      std::fprintf(stderr, "unit %d (%s) tp %d dp %d s %g rc %d l%d: time %.4g ms kept %.4g MB transient %.4g MB work %.4g MB param %.4g MB:", unit,
+                   u.key.c_str(), e.tp, e.dp, e.s, e.rc, li, us.time * 1e3, us.kept / 1e6, us.transient / 1e6, us.work / 1e6, us.param / 1e6);
+      for (size_t i = 0; i < u.ops.size(); ++i) {
+        const SearchOp& op = m.ops[u.ops[i]];
+        const OpDecision& dd = d[i];
+        std::fprintf(stderr, " %s=%s%s", op.name.substr(op.name.rfind('.') + 1).c_str(), dd.choice < 0 ? "R" : op.choices[dd.choice].id.c_str(),
+                     dd.k > 1 ? ("/" + std::to_string(dd.k)).c_str() : "");
+      }
+      std::fprintf(stderr, "\n");
+    }
     return &slot;
   };
 
