@@ -275,7 +275,7 @@ std::vector<OpDecision> op_options(const SearchModel& m, int opi, int tp, double
     double eff = static_cast<double>(c.size) * (c.is_batch ? s : 1.0);
     int64_t size = static_cast<int64_t>(std::llround(eff));
     if (std::fabs(eff - static_cast<double>(size)) > 1e-9 || size <= 0) continue;
-    for (int k : {1, 2, 4}) {
+    for (int k : {1, 2, 4, 8}) {
       if (k == 1 && tp == 1) continue;  // one part: not a split
       if (k > 1 && !coshardable(op)) continue;
       if (size % (static_cast<int64_t>(tp) * k) != 0) continue;
@@ -753,6 +753,9 @@ SearchResult search_plans(const SearchModel& m, const SearchOptions& o) {
                 tmax = std::max(tmax, t);
                 tsum += t;
                 mem = std::max(mem, stage_mem(a, b, st));
+                if (std::getenv("NNS_SEARCH_DEBUG") && std::atoi(std::getenv("NNS_SEARCH_DEBUG")) >= 3)
+                  std::fprintf(stderr, "  pp %d tp %d m %lld rc %d l%d stage %d: units %d..%d, %.4g ms, %.4g GiB\n", gr.pp, gr.tp,
+                               static_cast<long long>(mcount), rc, li, st, a, b, t * 1e3, stage_mem(a, b, st) / (1 << 30));
                 double sdp = 0, stp = 0, par = 0;
                 for (int u = a; u <= b; ++u) {
                   sdp += sol[u]->second.sync_dp;
@@ -883,7 +886,12 @@ SearchResult search_plans(const SearchModel& m, const SearchOptions& o) {
       }
     }
   }
-  std::sort(found.begin(), found.end(), [](const Candidate& a, const Candidate& b) { return a.step_time < b.step_time; });
+  // Equal step times (coshard inside a recomputed block costs no extra time
+  // in the model): the leaner plan first, so the result does not depend on
+  // which lambda or which constraint table reached it first.
+  std::stable_sort(found.begin(), found.end(), [](const Candidate& a, const Candidate& b) {
+    return a.step_time != b.step_time ? a.step_time < b.step_time : a.memory < b.memory;
+  });
   // Distinct runners-up: one per (pp, tp, dp, m, rc, zero1).
   std::set<std::tuple<int, int, int, int64_t, bool, bool>> seen;
   for (Candidate& c : found) {
