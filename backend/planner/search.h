@@ -19,6 +19,9 @@
 //     Costs: roofline compute per device, reshard between a producer's
 //     output layout and a consumer's input layout by collective_time (and
 //     its dual in backward), parameter and activation bytes per device.
+//     Tensors between units cross in one boundary layout: replicated in the
+//     TP group, or (sequence parallel, with block recompute) split along
+//     their tokens; coshard is searched inside recomputed blocks too.
 //  3. search_plans enumerates pp x tp x dp = N, micro-batch counts, block
 //     recompute and zero1, and a grid of lambda (the Lagrangian of the
 //     memory bound); per combination a bottleneck partition of the units
