@@ -5,10 +5,11 @@
 #   same best plan found both ways);
 #   Swin (swin_32gpu, ~27B) on 32 simulated V100s (4 nodes of 8), in fp32
 #   and in mixed precision (nnScaler trained it in fp16); where no plan of
-#   the search space fits a V100's 32 GB the search says so, and
-#   nnScaler's own plan (pipeline_coshard, 4 stages x coshard over 8,
-#   micro-batches of one image, recompute) is checked under the V100's
-#   memory and simulated.
+#   the search space fits a V100's 32 GB the search says so. The plan it
+#   finds is checked under the V100's memory and simulated (step,
+#   images/s, peak), and so is nnScaler's own plan (pipeline_coshard,
+#   4 stages x coshard over 8, micro-batches of one image, recompute,
+#   config swin_32gpu_mb1_g4), and the two throughputs are compared.
 # Each line: wall time of the whole command (elaborating the model, the
 # search, writing and Z3-checking the plan) and the search's own time.
 #   bash bench/search.sh [build/nns]
@@ -28,8 +29,21 @@ run() {
   if [ $rc != 0 ] && ! { [ $rc = 65 ] && grep -q "^no plan found" "$TMP/log"; }; then cat "$TMP/log"; exit 1; fi
   echo "== $label: nns plan $* ($(echo "$t1 - $t0" | bc) s wall)"
   grep -E "^(model|search|space)|^  (best|megatron|runner)|^  +\(no Mega|vs Megatron|^check:|^  memory:|^no plan found" "$TMP/log"
-  [ $rc = 0 ] && sed -n '/^plan searched/,/^}/p' "$TMP/out.nns" > "$TMP/$label.plan"
+  [ $rc = 0 ] && sed -n '/^plan searched/,/^}/p' "$TMP/out.nns" > "$TMP/$label.plan" && cp "$TMP/out.nns" "$TMP/$label.nns"
   return 0
+}
+
+# simulate LABEL FILE ARGS...: nns simulate's step, images/s (batch 32) and peak;
+# sets $ips to the images/s.
+simulate() {
+  local label=$1
+  shift
+  "$NNS" simulate "$@" > "$TMP/sim.log" 2>&1 || { cat "$TMP/sim.log"; exit 1; }
+  local step
+  step=$(sed -n 's/^simulated .*: step \([0-9.]*\) ms/\1/p' "$TMP/sim.log")
+  ips=$(echo "32 * 1000 / $step" | bc -l | cut -c1-6)
+  echo "simulated $label: step $step ms, $ips images/s"
+  grep "peak memory:" "$TMP/sim.log"
 }
 
 run gpt3_175b examples/gpt.nns --config gpt3_175b --gpus 1024 --device a100
@@ -41,14 +55,24 @@ else
 fi
 run swin_32gpu examples/swin.nns --config swin_32gpu --gpus 32 --device v100
 run swin_32gpu_fp16 examples/swin.nns --config swin_32gpu --gpus 32 --device v100 --precision fp16
-# nnScaler's plan, fp32 then fp16: the checker's bound under the V100's
-# memory, and the simulator's step, throughput and peak.
+# Per precision: the plan the search found (when one fits), checked under
+# the V100's memory and simulated; nnScaler's plan likewise; the ratio.
 for prec in fp32 fp16; do
+  label=swin_32gpu; [ $prec = fp16 ] && label=swin_32gpu_fp16
+  found=""
+  if [ -f "$TMP/$label.nns" ]; then
+    found=1
+    args=("$TMP/$label.nns" --config swin_32gpu_plan --plan searched --gpus 32)
+    echo "== the plan nns plan found, swin_32gpu, $prec:"
+    "$NNS" check "${args[@]}" --device-memory v100 --precision $prec 2>&1 | grep -E "^check:|^  memory:|^program:" | cut -c1-200
+    simulate searched "${args[@]}" --device v100 --precision $prec
+    found_ips=$ips
+  else
+    echo "== swin_32gpu, $prec: nns plan found no plan that fits"
+  fi
   args=(examples/swin.nns --config swin_32gpu_mb1_g4 --plan pipeline_coshard --gpus 32)
   echo "== nnScaler's pipeline_coshard, swin_32gpu_mb1_g4, $prec:"
   "$NNS" check "${args[@]}" --device-memory v100 --precision $prec 2>&1 | grep -E "^check:|^  memory:" | cut -c1-200
-  "$NNS" simulate "${args[@]}" --device v100 --precision $prec > "$TMP/sim.log" 2>&1 || { cat "$TMP/sim.log"; exit 1; }
-  step=$(sed -n 's/^simulated .*: step \([0-9.]*\) ms/\1/p' "$TMP/sim.log")
-  echo "simulated: step $step ms, $(echo "32 * 1000 / $step" | bc -l | cut -c1-6) images/s"
-  grep "peak memory:" "$TMP/sim.log"
+  simulate pipeline_coshard "${args[@]}" --device v100 --precision $prec
+  [ -n "$found" ] && echo "searched vs pipeline_coshard (simulated, $prec): $(echo "$found_ips / $ips" | bc -l | cut -c1-5)x images/s"
 done

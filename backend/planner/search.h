@@ -19,6 +19,9 @@
 //     Costs: roofline compute per device, reshard between a producer's
 //     output layout and a consumer's input layout by collective_time (and
 //     its dual in backward), parameter and activation bytes per device.
+//     Tensors between units cross in one boundary layout: replicated in the
+//     TP group, or (sequence parallel, with block recompute) split along
+//     their tokens; coshard is searched inside recomputed blocks too.
 //  3. search_plans enumerates pp x tp x dp = N, micro-batch counts, block
 //     recompute and zero1, and a grid of lambda (the Lagrangian of the
 //     memory bound); per combination a bottleneck partition of the units
@@ -91,6 +94,10 @@ struct SearchModel {
   std::vector<std::vector<std::pair<int, int>>> consumers;
   std::vector<int> producer, producer_out;
   std::vector<bool> data_input;    // per tensor: a data input (ids, images)
+  // Per tensor: the size of its dim 1 (tokens of a [batch, tokens, features]
+  // activation) when it has 3 dims or more, else 0. A sequence-parallel
+  // residual stream crosses unit boundaries split along it.
+  std::vector<int64_t> seq_len;
   std::vector<int> unit_of_op;
 };
 
@@ -108,6 +115,9 @@ struct Candidate {
   int pp = 1, tp = 1, dp = 1;
   int64_t micro_batches = 1, micro_batch = 1;  // per data-parallel group: m micro-batches of micro_batch samples
   bool recompute = false, zero1 = false;
+  // Tensors crossing unit boundaries split along their tokens (dim 1) over
+  // the TP group (sequence parallel) instead of replicated in it.
+  bool seq = false;
   bool megatron = false;                       // a Megatron-style candidate
   std::vector<int> unit_stage;                 // per unit
   std::vector<OpDecision> ops;                 // per op
@@ -153,13 +163,14 @@ SearchResult search_plans(const SearchModel& m, const SearchOptions& o);
 
 // Objective value of one unit under fixed decisions (time per micro-batch +
 // lambda x memory): the quantity solve_unit minimises (exposed for tests).
+// seq: the unit's boundary tensors are sequence parallel (Candidate::seq).
 double unit_objective(const SearchModel& m, int unit, const std::vector<OpDecision>& d, int tp, int dp, double batch_scale,
-                      bool recompute, double lambda_act, double lambda_param, const SearchOptions& o);
+                      bool recompute, double lambda_act, double lambda_param, const SearchOptions& o, bool seq = false);
 // The unit DP's optimum (decisions into `out`); exhaustive: enumerate every
 // combination (tests).
 double solve_unit(const SearchModel& m, int unit, int tp, int dp, double batch_scale, bool recompute, double lambda_act,
                   double lambda_param, const SearchOptions& o, bool exhaustive, std::vector<OpDecision>& out,
-                  const std::vector<std::vector<OpDecision>>* allowed = nullptr);
+                  const std::vector<std::vector<OpDecision>>* allowed = nullptr, bool seq = false);
 
 // The plan block of a candidate (ordinary .nns plan text), named `name`.
 std::string plan_text(const SearchModel& m, const Candidate& c, const std::string& name);

@@ -133,6 +133,11 @@ SearchModel build_search_model(const sema::Graph& g, const sema::Plan& empty_pla
   m.producer_out.assign(nt, -1);
   m.data_input.assign(nt, false);
   for (size_t t = 0; t < nt; ++t) m.data_input[t] = g.tensor(static_cast<int>(t)).kind == sema::TensorKind::Input;
+  m.seq_len.assign(nt, 0);
+  for (size_t t = 0; t < nt; ++t) {
+    const auto& shape = g.tensor(static_cast<int>(t)).shape;
+    if (shape.size() >= 3) m.seq_len[t] = shape[1];
+  }
   for (size_t i = 0; i < m.ops.size(); ++i) {
     const SearchOp& op = m.ops[i];
     for (size_t k = 0; k < op.in_tensor.size(); ++k)

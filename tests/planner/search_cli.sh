@@ -38,6 +38,20 @@ plan examples/gpt.nns tiny_pipe 2 v100 --device-memory 2600KiB
 plan examples/01_mlp.nns small 4 h100 --plan dp
 plan examples/swin.nns tiny 2 v100
 plan examples/swin.nns tiny 4 v100 --device-memory 6MiB
+# nnScaler's pipeline_coshard shape: a bound that only pipeline stages with
+# micro-batches of one image, block recompute and coshard inside the
+# recomputed blocks (pieces recomputed one at a time) meet; the plan found
+# must have those features, with the residual stream sequence parallel
+# between blocks (and, above, check and verify).
+plan examples/swin.nns tiny_pipe 4 v100 --device-memory 1600KiB
+swin_pipe="$TMP/swin_tiny_pipe_4.nns"
+if grep -qE '^# Found by `nns plan`: pp [2-9][0-9]* x tp [2-9][0-9]* x dp [0-9]+, [0-9]+ micro-batch\(es\) of 1, recompute(, zero1)?, sequence parallel' "$swin_pipe" &&
+   grep -qE '^    \["[^"]*window_attention[^"]*", [0-9]+, [0-9]+, [2-9], true\]' "$swin_pipe" &&
+   grep -qE '^    \["[^"]*layer_norm[^"]*", 0, 1, 1, false\]' "$swin_pipe"; then
+  echo "ok: swin tiny_pipe: pipeline stages, micro-batches of one, recompute, coshard attention, sequence-parallel norms and boundaries"
+else
+  echo "FAIL: swin tiny_pipe under 1600KiB: not a pipelined coshard plan"; grep -E '^# Found|^    \["' "$swin_pipe"; fail=1
+fi
 
 # --simulate: the plan lowered and replayed beside the prediction.
 if "$NNS" plan examples/gpt.nns --config tiny --gpus 4 --device a100 --device-memory 1500KiB --simulate > "$TMP/sim.log" 2>&1 &&

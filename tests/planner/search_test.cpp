@@ -66,9 +66,19 @@ struct Loaded {
   SearchModel model;
 };
 
-void load(Loaded& l) {
+// The same blocks on [batch, tokens, features] activations: their dim 1
+// can carry a sequence-parallel residual stream between the units.
+std::string tokens_model() {
+  std::string s = kModel;
+  const std::string from = "input x: [cfg.batch, cfg.dim]", y = "input y: [cfg.batch, cfg.dim]";
+  s.replace(s.find(from), from.size(), "input x: [cfg.batch, 4, cfg.dim]");
+  s.replace(s.find(y), y.size(), "input y: [cfg.batch, 4, cfg.dim]");
+  return s;
+}
+
+void load(Loaded& l, const std::string& text = kModel) {
   std::string path = "/tmp/nns_search_test_" + std::to_string(::getpid()) + ".nns";
-  std::ofstream(path) << kModel;
+  std::ofstream(path) << text;
   nns::sema::EvalOptions eo;
   eo.stdlib_dirs = {NNS_STDLIB_DIR};
   l.interp = std::make_unique<nns::sema::Interpreter>(l.sources, l.diags, eo);
@@ -132,6 +142,51 @@ TEST_CASE("unit DP equals brute force over every combination of op decisions") {
           ++compared;
         }
   CHECK(compared == 36);
+}
+
+TEST_CASE("sequence-parallel boundaries: the unit DP equals brute force, and a replicated unit pays to gather its input") {
+  Loaded l;
+  load(l, tokens_model());
+  const SearchModel& m = l.model;
+  // The block's input (the previous block's output) has 4 tokens in dim 1.
+  const SearchOp& fc1 = m.ops[m.units[1].ops[0]];
+  REQUIRE(m.seq_len[fc1.in_tensor[0]] == 4);
+  SearchOptions o;
+  o.profile = toy();
+  o.global_batch = 16;
+  int compared = 0;
+  for (int tp : {2, 4})
+    for (bool rc : {false, true})
+      for (double lambda : {0.0, 1e-9, 1e-6}) {
+        std::vector<OpDecision> dp_out, bf_out;
+        double v_dp = solve_unit(l.model, 1, tp, 1, 0.25, rc, lambda, lambda, o, false, dp_out, nullptr, true);
+        double v_bf = solve_unit(l.model, 1, tp, 1, 0.25, rc, lambda, lambda, o, true, bf_out, nullptr, true);
+        INFO("tp " << tp << " rc " << rc << " lambda " << lambda);
+        REQUIRE(std::isfinite(v_bf));
+        CHECK(v_dp == Approx(v_bf).epsilon(1e-12));
+        CHECK(unit_objective(l.model, 1, dp_out, tp, 1, 0.25, rc, lambda, lambda, o, true) == Approx(v_dp).epsilon(1e-12));
+        // Every op replicated: under a sequence-parallel boundary the unit
+        // gathers its input and scatters its output, which it does not
+        // under a replicated one.
+        std::vector<OpDecision> repl(m.units[1].ops.size());
+        CHECK(unit_objective(l.model, 1, repl, tp, 1, 0.25, rc, lambda, lambda, o, true) >
+              unit_objective(l.model, 1, repl, tp, 1, 0.25, rc, lambda, lambda, o, false));
+        ++compared;
+      }
+  CHECK(compared == 12);
+  // The whole search against brute force on this model too (sequence
+  // parallel candidates included).
+  SearchOptions s = o;
+  s.gpus = 4;
+  s.memory_cap = 1e12;
+  SearchOptions bf = s;
+  bf.exhaustive = true;
+  SearchResult fast = search_plans(l.model, s);
+  SearchResult brute = search_plans(l.model, bf);
+  REQUIRE_FALSE(fast.best.empty());
+  REQUIRE_FALSE(brute.best.empty());
+  INFO("fast " << fast.best[0].describe() << " brute " << brute.best[0].describe());
+  CHECK(fast.best[0].step_time == Approx(brute.best[0].step_time).epsilon(1e-9));
 }
 
 TEST_CASE("search equals brute force (every op combination, every stage partition) on 4 devices") {
