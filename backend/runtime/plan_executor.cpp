@@ -240,6 +240,7 @@ void PlanExecutor::run_step(int64_t step_number) {
       tracer->record_key(static_cast<int>(i), t0, t1, P.instrs[i].mb, step);
       t0 = t1;
     }
+    finish_transfers();  // the step's posted operations end with it, traced or not
     return tracer->record_step(step, s0, t0);
   }
   for (const PInstr& in : P.instrs) exec(in);
