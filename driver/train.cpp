@@ -83,10 +83,11 @@ std::string plan_collectives(const Pipeline& p, const PipelineOptions& o, std::s
 // lowered (with its sub-op bodies) and handed to the runtime, with its
 // collectives on the host (Gloo) or on NCCL. `solo`: a one-rank run's host
 // Communicator, which NCCL's setup needs (the caller keeps it alive).
+// `why`: why the collectives run where they do (the banner's).
 std::unique_ptr<backend::PlanTrainer> make_plan_trainer(Pipeline& p, const PipelineOptions& o, backend::Backend& backend,
-                                                        backend::Communicator* comm, std::unique_ptr<backend::Communicator>& solo) {
+                                                        backend::Communicator* comm, std::unique_ptr<backend::Communicator>& solo,
+                                                        std::string& why) {
   int rank = comm ? comm->rank() : 0;
-  std::string why;
   backend::CollectivesFactory collectives;
   if (plan_collectives(p, o, why) == "nccl") {
 #if NNS_HAVE_NCCL
@@ -94,8 +95,10 @@ std::unique_ptr<backend::PlanTrainer> make_plan_trainer(Pipeline& p, const Pipel
     backend::Communicator* host = comm ? comm : solo.get();
     // The backend's GPU (make_run_backend): local rank mod GPUs visible.
     const int device = local_rank(o, comm) % std::max(1, backend::cuda_device_count());
-    collectives = [host, &backend, device](const backend::LoweredPlan& lp) {
-      return backend::make_nccl_collectives(*host, backend, device, lp, host->timeout());
+    // auto falls back to Gloo for a plan NCCL cannot match in order; a forced nccl is refused.
+    const bool fallback = o.run.comm_why != "--comm nccl";
+    collectives = [host, &backend, device, fallback, &why](const backend::LoweredPlan& lp) {
+      return backend::make_nccl_collectives(*host, backend, device, lp, host->timeout(), fallback, &why);
     };
 #else
     (void)solo;
@@ -139,7 +142,8 @@ std::string format_scale(double v) {
 }
 
 // Rank 0's first line: what trains where.
-std::string banner(const Pipeline& p, const PipelineOptions& o, int threads, bool adaptive) {
+// `collectives`, `why`: where a plan's collectives run (PlanTrainer::collectives_name) and why.
+std::string banner(const Pipeline& p, const PipelineOptions& o, int threads, bool adaptive, const std::string& collectives, const std::string& why) {
   const Topology& t = o.topo;
   const sema::TrainSpec& s = p.spec;
   const char* config = p.interp->config_name().empty() ? "-" : p.interp->config_name().c_str();
@@ -173,9 +177,7 @@ std::string banner(const Pipeline& p, const PipelineOptions& o, int threads, boo
   std::string text = line;
   // A plan on several ranks: where its collectives run, and why.
   if (!o.plan.empty() && t.ranks > 1) {
-    std::string why;
-    const std::string which = plan_collectives(p, o, why);
-    if (which == "nccl")
+    if (collectives == "nccl")
       text += "nns: collectives: NCCL on each rank's GPU, on their own stream (gradient buckets overlap the backward); " + why + "\n";
     else
       text += std::string("nns: collectives: Gloo") + (cuda_code_device(o.run.device) ? ", staged through host memory" : "") + "; " + why + "\n";
@@ -191,6 +193,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
   auto be = make_run_backend(r.device, r.reference, local_rank(o, comm));
   be->set_precision(precision_of(p.spec));
   std::unique_ptr<backend::Communicator> solo_comm;  // --comm nccl on one rank (make_plan_trainer)
+  std::string comm_used, comm_why;                    // where a plan's collectives run, and why (the banner)
   int threads = r.threads > 0 ? r.threads : (comm ? backend::rank_threads() : 0);
   // One device without --threads: as many threads as the work can use and
   // the idle cores allow, re-decided as the machine's load changes.
@@ -214,7 +217,8 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
   std::unique_ptr<backend::TrainSession> session;
   std::unique_ptr<backend::TraceRecorder> tracer;  // --trace
   if (!o.plan.empty()) {
-    std::unique_ptr<backend::PlanTrainer> ps = make_plan_trainer(p, o, *be, comm, solo_comm);
+    std::unique_ptr<backend::PlanTrainer> ps = make_plan_trainer(p, o, *be, comm, solo_comm, comm_why);
+    comm_used = ps->collectives_name();
     if (!r.trace.empty()) {
       tracer = std::make_unique<backend::TraceRecorder>(rank, ps->program().device);
       ps->set_tracer(tracer.get(), p.spec.steps);
@@ -265,7 +269,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
       };
     session = std::move(trainer);
   }
-  lo.banner = banner(p, o, threads, governor != nullptr);
+  lo.banner = banner(p, o, threads, governor != nullptr, comm_used, comm_why);
   backend::Backend* backend_ptr = be.get();
   if (governor)
     lo.before_step = [&governor, backend_ptr] {
@@ -350,11 +354,12 @@ int run_eval(Pipeline& p, const PipelineOptions& o) {
     auto be = make_run_backend(r.device, r.reference, local_rank(o, comm));
     be->set_precision(precision_of(p.spec));
     std::unique_ptr<backend::Communicator> solo_comm;  // --comm nccl on one rank (make_plan_trainer)
+    std::string comm_why;
     int threads = r.threads > 0 ? r.threads : (comm ? backend::rank_threads() : 0);
     if (threads > 0) be->set_threads(threads);
     std::unique_ptr<backend::TrainSession> session;
     if (!o.plan.empty()) {
-      std::unique_ptr<backend::PlanTrainer> ps = make_plan_trainer(p, o, *be, comm, solo_comm);
+      std::unique_ptr<backend::PlanTrainer> ps = make_plan_trainer(p, o, *be, comm, solo_comm, comm_why);
       if (!r.init.empty()) ps->load(r.init, false);
       if (!r.resume.empty()) ps->load(r.resume, true);
       session = std::move(ps);

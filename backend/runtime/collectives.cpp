@@ -206,6 +206,19 @@ int PendingTable::finish() {
   return n;
 }
 
+std::string transfers_out_of_tag_order(const RankProgram& prog) {
+  std::map<std::pair<int, bool>, uint32_t> last;
+  for (const PInstr& in : prog.instrs) {
+    if (in.kind != PInstr::Send && in.kind != PInstr::Recv) continue;
+    const bool send = in.kind == PInstr::Send;
+    auto key = std::make_pair(in.peer, send);
+    auto it = last.find(key);
+    if (it != last.end() && in.tag <= it->second) return std::string(send ? "sends to" : "receives from") + " rank " + std::to_string(in.peer);
+    last[key] = in.tag;
+  }
+  return "";
+}
+
 bool choose_collectives(const std::string& requested, const CommFacts& f, std::string& out, std::string& why, std::string& err, bool& usage) {
   usage = false;
   if (requested != "auto" && requested != "gloo" && requested != "nccl") {

@@ -125,6 +125,13 @@ class PendingTable {
   std::vector<int> scratch_;
 };
 
+// NCCL matches a pair's transfers in the order they are queued, the host
+// path by tag. Both ends queue them in the same order when every rank posts
+// the transfers of each (peer, direction) in ascending tag order (a send
+// and its receive share the tag). Empty when `prog` does; else which
+// transfers break it ("sends to rank 2").
+std::string transfers_out_of_tag_order(const RankProgram& prog);
+
 // Which Collectives a run uses (`nns run --comm auto|gloo|nccl`).
 struct CommFacts {
   std::string device;       // the resolved --device: cpu, cuda, cuda-emulation

@@ -331,3 +331,48 @@ TEST_CASE("seeded bug: consumers that do not wait read unreduced, poisoned gradi
   CHECK(early.waits == early.posts);  // completed at the step end, too late
   CHECK(early.params != eager.params);
 }
+
+// ---- NCCL's in-order matching -----------------------------------------------------------------
+
+// Which shipped pipelined plans NCCL can carry (each channel's transfers
+// posted in tag order on every rank). The interleaved schedules cannot:
+// their chunks' transfers cross (auto then keeps them on Gloo; --comm nccl
+// refuses them), and the check names the channel.
+TEST_CASE("1F1B and zero-bubble schedules post every channel's transfers in tag order; interleaved ones do not", "[collectives]") {
+  struct Case { const char* file; const char* config; const char* plan; int64_t devices; bool in_order; };
+  for (Case c : {Case{"tests/plan/plans/pipeline.nns", "small", "onef1b", 2, true}, Case{"tests/plan/plans/pipeline.nns", "small", "zbh1", 2, true},
+                 Case{"examples/01_mlp.nns", "small", "pipeline", 2, true}, Case{"tests/plan/plans/collectives.nns", "small", "stages", 4, true},
+                 Case{"tests/plan/plans/pipeline.nns", "small", "interleaved", 2, false}, Case{"examples/t5.nns", "tiny", "interlaced", 2, false}}) {
+    INFO(c.file << " plan " << c.plan);
+    front::SourceManager sources;
+    front::DiagnosticEngine diags{sources};
+    sema::Interpreter interp(sources, diags, sema::EvalOptions{c.config, {}});
+    REQUIRE(interp.parse(std::string(NNS_SOURCE_DIR) + "/" + c.file));
+    REQUIRE(interp.evaluate());
+    sema::Plan plan;
+    REQUIRE(interp.evaluate_plan(c.plan, c.devices, plan));
+    LowerOptions o;
+    o.communication_only = true;  // the same communication, in the same order, as the full lowering
+    LoweredPlan lp = lower_plan(interp.graph(), plan, *interp.train(), o);
+    size_t transfers = 0, out_of_order = 0;
+    for (const RankProgram& p : lp.programs) {
+      out_of_order += transfers_out_of_tag_order(p).empty() ? 0 : 1;
+      for (const PInstr& in : p.instrs) transfers += in.kind == PInstr::Send ? 1 : 0;
+    }
+    CHECK(transfers > 0);
+    CHECK((out_of_order == 0) == c.in_order);
+  }
+}
+
+TEST_CASE("a program posting a channel's transfers out of tag order is named", "[collectives]") {
+  RankProgram p;
+  PInstr a = instr(PInstr::Send, 1, -1), b = instr(PInstr::Send, 2, -1), r = instr(PInstr::Recv, -1, 3);
+  a.peer = b.peer = r.peer = 1;
+  a.tag = 4;
+  b.tag = 2;
+  r.tag = 3;
+  p.instrs = {r, a};
+  CHECK(transfers_out_of_tag_order(p) == "");  // each direction on its own: in order
+  p.instrs = {a, r, b};
+  CHECK(transfers_out_of_tag_order(p) == "sends to rank 1");
+}

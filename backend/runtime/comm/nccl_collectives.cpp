@@ -130,29 +130,24 @@ class NcclCollectives : public Collectives {
 }  // namespace
 
 std::unique_ptr<Collectives> make_nccl_collectives(Communicator& host, Backend& be, int device, const LoweredPlan& plan,
-                                                   std::chrono::milliseconds timeout) {
+                                                   std::chrono::milliseconds timeout, bool host_fallback, std::string* note) {
   if (!be.native_stream()) throw RuntimeError("--comm nccl: the " + be.name() + " backend has no CUDA stream (NCCL needs --device cuda)");
   const RankProgram& P = plan.programs.at(0);
   // NCCL matches a channel's transfers in queue order: this rank must post
   // the transfers of each (peer, direction) in ascending tag order, as the
   // peer then does too. Every rank learns whether all can, before anything
   // waits on another.
-  std::map<std::pair<int, bool>, uint32_t> last_tag;
-  std::string disorder;
-  for (const PInstr& in : P.instrs) {
-    if (in.kind != PInstr::Send && in.kind != PInstr::Recv) continue;
-    auto key = std::make_pair(in.peer, in.kind == PInstr::Send);
-    auto it = last_tag.find(key);
-    if (it != last_tag.end() && in.tag <= it->second && disorder.empty())
-      disorder = std::string(in.kind == PInstr::Send ? "sends to" : "receives from") + " rank " + std::to_string(in.peer);
-    last_tag[key] = in.tag;
-  }
+  const std::string disorder = transfers_out_of_tag_order(P);
   float bad = disorder.empty() ? 0.f : 1.f;
   host.allreduce(&bad, 1);
-  if (bad > 0)
-    throw RuntimeError("--comm nccl: plan " + plan.plan + (disorder.empty() ? ": another rank" : ": rank " + std::to_string(P.rank)) +
-                       " posts its pipeline transfers out of tag order" + (disorder.empty() ? "" : " (" + disorder + ")") +
-                       "; NCCL matches them in the order they are queued (use --comm gloo)");
+  if (bad > 0) {
+    const std::string why = "plan " + plan.plan + " posts its pipeline transfers out of tag order" +
+                            (disorder.empty() ? " on another rank" : " (rank " + std::to_string(P.rank) + " " + disorder + ")") +
+                            "; NCCL matches them in the order they are queued";
+    if (!host_fallback) throw RuntimeError("--comm nccl: " + why + " (use --comm gloo)");
+    if (note) *note = why;
+    return make_host_collectives(&host, be, true);
+  }
 
   // The run's groups and channels: the union of every rank's, sorted, so
   // that every rank splits them in the same order.

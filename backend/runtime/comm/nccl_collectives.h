@@ -17,8 +17,9 @@
 // a stream per directed pair). NCCL matches a channel's transfers in the
 // order they are queued, where the host path matches by tag: the factory
 // checks that this rank posts each channel's transfers in ascending tag
-// order (then both ends queue them in the same order) and refuses the plan
-// otherwise.
+// order (then both ends queue them in the same order); interleaved
+// pipeline schedules do not (their chunks' transfers cross), and then the
+// run takes the host path or is refused (make_nccl_collectives).
 #pragma once
 
 #include <chrono>
@@ -34,9 +35,12 @@ struct LoweredPlan;
 // Collective over every rank of `host`: joins NCCL on CUDA device `device`
 // (the backend's), creates every group of the run (the union of all ranks'
 // groups, gathered through `host`) and the pipeline channels. `be` must be
-// the CUDA backend (a native stream). Throws RuntimeError (or CommError)
-// saying why NCCL cannot carry the plan.
+// the CUDA backend (a native stream). Where some rank posts a channel's
+// transfers out of tag order, every rank learns it before anything waits:
+// with `host_fallback` all take the host path (Gloo, staged) and `note`
+// says why; without it RuntimeError says why NCCL cannot carry the plan.
 std::unique_ptr<Collectives> make_nccl_collectives(Communicator& host, Backend& be, int device, const LoweredPlan& plan,
-                                                   std::chrono::milliseconds timeout);
+                                                   std::chrono::milliseconds timeout, bool host_fallback = false,
+                                                   std::string* note = nullptr);
 
 }  // namespace nns::backend
