@@ -252,6 +252,7 @@ void PlanExecutor::run_step(int64_t step_number) {
 void PlanExecutor::finish_transfers() {
   // The step end consumes what is still posted (a bucket whose gradients
   // nothing read after it, or everything under the consume-before-wait hook).
+  if (!recv_open_.empty()) throw RuntimeError("internal: a receive of the step was never waited for (b" + std::to_string(*recv_open_.begin()) + ")");
   pending_.finish();
   late_.finish();
   for (auto& [b, reqs] : send_pending_)
@@ -303,6 +304,7 @@ void PlanExecutor::exec(const PInstr& in) {
       release_buf(in.a);
       return;
     case PInstr::Wait:
+      recv_open_.erase(in.a);
       if (pending_.complete(in.a) == 0 && world > 1) throw RuntimeError("internal: wait for b" + std::to_string(in.a) + " without its recv");
       return;
     case PInstr::SeedGrad: {  // the loss gradient: 1, times the fp16 loss scale
@@ -491,6 +493,7 @@ void PlanExecutor::exec_collective(const PInstr& in) {
         e.buffers = {in.b};
         e.op = coll->post_recv(b.data(), b.numel(), in.peer, in.tag + static_cast<uint32_t>(step - 1) * P.tags);
         pending_.post(std::move(e));
+        recv_open_.insert(in.b);
       }
       return;
     }

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -132,7 +133,8 @@ struct PlanExecutor {
   // consumer) and bucketed gradient allreduces (the first instruction
   // touching a bucket's gradients: Update, the norm, the step end).
   PendingTable pending_;
-  PendingTable late_;  // the consume-before-wait hook's buckets: completed at the step end only
+  PendingTable late_;
+  std::set<int> recv_open_;  // receives posted and not yet reached by their Wait (a lowering bug at the step end)  // the consume-before-wait hook's buckets: completed at the step end only
   // Sends in flight until the step ends (a freed buffer with a send in
   // flight is kept until then).
   using Sends = std::vector<std::unique_ptr<PendingCollective>>;
