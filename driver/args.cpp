@@ -31,7 +31,7 @@ bool parse_args(int argc, char** argv, Args& a, std::string& err) {
         value("--trace", a.trace) || value("--device-memory", a.device_memory) || value("--check-timeout", a.check_timeout) ||
         value("--eval-budget", a.eval_budget) || value("--save-every", a.save_every) || value("--metrics", a.metrics) ||
         value("--device", a.device) || value("--precision", a.precision) || value("--nodes", a.nodes) || value("--top", a.top) ||
-        value("--out", a.output) || value("--ranks", a.ranks)) {
+        value("--out", a.output) || value("--ranks", a.ranks) || value("--comm", a.comm)) {
       if (!err.empty()) return false;
       // --trace OUT: a file name, never empty or an option ("--trace --steps 2").
       if ((s == "--trace" || s.rfind("--trace=", 0) == 0) && (a.trace.empty() || a.trace[0] == '-')) {

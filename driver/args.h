@@ -26,6 +26,7 @@ struct Args {
   std::string plan, gpus, plan_gpus, output, seed_bug;
   std::string device_memory, check_timeout, eval_budget;
   std::string device;  // simulate, plan: a shipped profile's name or a profile .json; run: cpu | cuda
+  std::string comm;    // run: --comm auto | gloo | nccl (where a plan's collectives run)
   std::string precision;  // simulate: fp32 | bf16 | fp16 (what kernels and transfers are costed in)
   bool overlap_grad = false, all_ranks = false;  // simulate: --overlap-grad-reduce, --all-ranks
   std::string nodes, top;  // plan: --nodes K (devices over K nodes), --top K (runners-up)

@@ -136,6 +136,8 @@ int cmd_run(const Args& a) {
     std::cerr << "nns: error: " << device_err << "\n";
     return kExitRuntime;
   }
+  // Counted now, before anything starts threads (the count forks a probe).
+  const int gpus_visible = device == "cuda" ? visible_cuda_devices() : 0;
   if (cuda_code_device(device) && a.reference)
     return usage_error("--reference runs the CPU reference kernels; it does not take --device " + device + " (use --device cpu)");
   if (a.eval) {
@@ -178,6 +180,25 @@ int cmd_run(const Args& a) {
   if (cuda_code_device(device) && o.topo.ranks > 1 && o.plan.empty())
     return usage_error("--device " + device +
                        " runs one device or a --plan; data-parallel replicas without a plan run on CPU ranks (--device cpu)");
+  // Where a plan's collectives run (backend/runtime/collectives.h).
+  if (!a.comm.empty() && o.plan.empty()) return usage_error("--comm picks where a plan's collectives run; it needs --plan NAME");
+  {
+    backend::CommFacts facts;
+    facts.device = device;
+    facts.nccl_built = built_with_nccl();
+    facts.ranks = static_cast<int>(o.topo.ranks);
+    // nns's own launcher starts every rank on this host; an outside one says how many it put here.
+    facts.local_ranks = o.topo.external() ? o.topo.launch.local_world_size : static_cast<int>(o.topo.ranks);
+    facts.visible_gpus = gpus_visible;
+    std::string comm_err;
+    bool comm_usage = false;
+    // grad_reduce is a train setting, known once the file is read: the run checks it again (train.cpp).
+    if (!backend::choose_collectives(a.comm.empty() ? "auto" : a.comm, facts, o.run.comm, o.run.comm_why, comm_err, comm_usage)) {
+      if (comm_usage) return usage_error(comm_err);
+      std::cerr << "nns: error: " << comm_err << "\n";
+      return kExitRuntime;
+    }
+  }
   Pipeline p;
   return run_pipeline(o, p);
 }

@@ -107,7 +107,7 @@ commands:
          [--threads T] [--init W.safetensors] [--data D.safetensors]
          [--save CKPT [--save-every K]] [--resume CKPT] [--dump-grads G.safetensors] [--metrics M.jsonl]
          [--trace OUT.json] [--reference] [--eval] [--device cpu|cuda|cuda-emulation] [--stats] [--peak-by-rank]
-         [--emit=STAGE]
+         [--comm auto|gloo|nccl] [--emit=STAGE]
       train the model of FILE's train block: one progress line per step
       (step, loss, step time, throughput, peak memory) and a summary.
       --gpus 1 trains on one device (CPU: oneDNN kernels, T threads, default
@@ -148,7 +148,13 @@ commands:
       CUDA backend's code with its kernels on the host (slow; device memory,
       host-staged collectives and every CUDA kernel, where no GPU is). --stats prints under each step the
       bytes it moved host->device and device->host (rank 0's), and the part
-      of them staged through host memory for collectives.
+      of them staged through host memory for collectives. --comm picks where
+      a plan's collectives run: nccl (on the GPUs' memory, on their own
+      stream, the gradient buckets overlapping the backward) or gloo (over
+      host memory, staged through host copies on CUDA ranks); auto (the
+      default) takes nccl for --device cuda in a build with NCCL when every
+      rank on the host has a GPU of its own, else gloo. The banner's second
+      line says which and why; --comm nccl where it cannot run exits 70.
   repl [FILE] [--config C] [--gpus N]
       an interactive session over FILE's model (or the stdlib alone): any
       .nns statement or expression; plan directives (trans, assign,

@@ -46,6 +46,8 @@ struct RunOptions {
   bool peak_by_rank = false;  // --peak-by-rank: every rank's exact peak, gathered after the last step
   bool eval = false;  // --eval: forward passes only (driver/train.h, run_eval)
   std::string device = "cpu";  // --device, resolved (run_device.h): cpu | cuda
+  std::string comm = "gloo";   // --comm, resolved (run_device.h): gloo | nccl
+  std::string comm_why;        // why (the banner's second line)
   bool stats = false;          // --stats: each step's host<->device bytes (rank 0's)
 };
 

@@ -17,6 +17,14 @@ bool built_with_cuda() {
 #endif
 }
 
+bool built_with_nccl() {
+#if NNS_HAVE_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
 int visible_cuda_devices() {
 #if NNS_HAVE_CUDA
   pid_t pid = fork();

@@ -18,6 +18,7 @@ namespace nns::driver {
 // cannot hand it to the rank processes it forks). 0 in a build without CUDA.
 int visible_cuda_devices();
 bool built_with_cuda();
+bool built_with_nccl();  // the NCCL collectives (nns_nccl) are linked in
 
 // Whether `device` runs the CUDA backend's code (cuda, or its emulation).
 bool cuda_code_device(const std::string& device);

@@ -22,6 +22,10 @@
 #include "backend/runtime/train_loop.h"
 #include "backend/runtime/trainer.h"
 #include "driver/run_device.h"
+#if NNS_HAVE_NCCL
+#include "backend/runtime/comm/nccl_collectives.h"
+#include "backend/runtime/cuda/cuda_backend.h"
+#endif
 
 namespace nns::driver {
 
@@ -61,11 +65,48 @@ void set_verify_bound(const sema::TrainSpec& s, backend::LoopOptions& lo) {
 
 // The one place a rank's plan executor is built: the rank's program
 // lowered (with its sub-op bodies) and handed to the runtime.
+int local_rank(const PipelineOptions& o, backend::Communicator* comm);
+
+// Where the plan's collectives run: --comm as cmd_run resolved it, less
+// what only the train block says (grad_reduce = "bf16" rounds on the host:
+// auto falls back to Gloo, a forced NCCL is refused). `why` for the banner.
+std::string plan_collectives(const Pipeline& p, const PipelineOptions& o, std::string& why) {
+  why = o.run.comm_why;
+  if (o.run.comm != "nccl" || p.spec.grad_reduce != "bf16") return o.run.comm;
+  const std::string reason = "grad_reduce = \"bf16\" rounds the gradients on the host; there is no device path for it yet";
+  if (o.run.comm_why == "--comm nccl") throw backend::RuntimeError("--comm nccl: " + reason);
+  why = reason;
+  return "gloo";
+}
+
+// The one place a rank's plan executor is built: the rank's program
+// lowered (with its sub-op bodies) and handed to the runtime, with its
+// collectives on the host (Gloo) or on NCCL. `solo`: a one-rank run's host
+// Communicator, which NCCL's setup needs (the caller keeps it alive).
+// `why`: why the collectives run where they do (the banner's).
 std::unique_ptr<backend::PlanTrainer> make_plan_trainer(Pipeline& p, const PipelineOptions& o, backend::Backend& backend,
-                                                        backend::Communicator* comm) {
+                                                        backend::Communicator* comm, std::unique_ptr<backend::Communicator>& solo,
+                                                        std::string& why) {
   int rank = comm ? comm->rank() : 0;
+  backend::CollectivesFactory collectives;
+  if (plan_collectives(p, o, why) == "nccl") {
+#if NNS_HAVE_NCCL
+    if (!comm) solo = std::make_unique<backend::Communicator>(backend::CommConfig{});
+    backend::Communicator* host = comm ? comm : solo.get();
+    // The backend's GPU (make_run_backend): local rank mod GPUs visible.
+    const int device = local_rank(o, comm) % std::max(1, backend::cuda_device_count());
+    // auto falls back to Gloo for a plan NCCL cannot match in order; a forced nccl is refused.
+    const bool fallback = o.run.comm_why != "--comm nccl";
+    collectives = [host, &backend, device, fallback, &why](const backend::LoweredPlan& lp) {
+      return backend::make_nccl_collectives(*host, backend, device, lp, host->timeout(), fallback, &why);
+    };
+#else
+    (void)solo;
+    throw backend::RuntimeError("internal: NCCL collectives chosen in a build without NCCL");
+#endif
+  }
   return std::make_unique<backend::PlanTrainer>(p.graph(), lower_with_bodies(*p.interp, p.graph(), p.plan, p.comm, p.spec, o.topo, rank), p.spec,
-                                                backend, comm, o.run.seed, backend::data_file(o.run.data, p.spec));
+                                                backend, comm, o.run.seed, backend::data_file(o.run.data, p.spec), collectives);
 }
 
 // This rank's index among the ranks on its host (which GPU it takes): nns's
@@ -101,7 +142,8 @@ std::string format_scale(double v) {
 }
 
 // Rank 0's first line: what trains where.
-std::string banner(const Pipeline& p, const PipelineOptions& o, int threads, bool adaptive) {
+// `collectives`, `why`: where a plan's collectives run (PlanTrainer::collectives_name) and why.
+std::string banner(const Pipeline& p, const PipelineOptions& o, int threads, bool adaptive, const std::string& collectives, const std::string& why) {
   const Topology& t = o.topo;
   const sema::TrainSpec& s = p.spec;
   const char* config = p.interp->config_name().empty() ? "-" : p.interp->config_name().c_str();
@@ -132,7 +174,15 @@ std::string banner(const Pipeline& p, const PipelineOptions& o, int threads, boo
                   o.path.c_str(), config, static_cast<long long>(t.ranks), cuda ? "CUDA" : "CPU",
                   t.ranks > 1 ? " as data-parallel replicas (no CUDA device in use)" : "", kernels, per_rank.c_str(),
                   static_cast<long long>(s.steps), s.optimizer.kind.c_str(), s.optimizer.lr);
-  return line;
+  std::string text = line;
+  // A plan on several ranks: where its collectives run, and why.
+  if (!o.plan.empty() && t.ranks > 1) {
+    if (collectives == "nccl")
+      text += "nns: collectives: NCCL on each rank's GPU, on their own stream (gradient buckets overlap the backward); " + why + "\n";
+    else
+      text += std::string("nns: collectives: Gloo") + (cuda_code_device(o.run.device) ? ", staged through host memory" : "") + "; " + why + "\n";
+  }
+  return text;
 }
 
 // One rank's training. --verify: rank 0 steps a single-device Trainer beside
@@ -142,6 +192,8 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
   const int rank = comm ? comm->rank() : 0;
   auto be = make_run_backend(r.device, r.reference, local_rank(o, comm));
   be->set_precision(precision_of(p.spec));
+  std::unique_ptr<backend::Communicator> solo_comm;  // --comm nccl on one rank (make_plan_trainer)
+  std::string comm_used, comm_why;                    // where a plan's collectives run, and why (the banner)
   int threads = r.threads > 0 ? r.threads : (comm ? backend::rank_threads() : 0);
   // One device without --threads: as many threads as the work can use and
   // the idle cores allow, re-decided as the machine's load changes.
@@ -165,7 +217,8 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
   std::unique_ptr<backend::TrainSession> session;
   std::unique_ptr<backend::TraceRecorder> tracer;  // --trace
   if (!o.plan.empty()) {
-    std::unique_ptr<backend::PlanTrainer> ps = make_plan_trainer(p, o, *be, comm);
+    std::unique_ptr<backend::PlanTrainer> ps = make_plan_trainer(p, o, *be, comm, solo_comm, comm_why);
+    comm_used = ps->collectives_name();
     if (!r.trace.empty()) {
       tracer = std::make_unique<backend::TraceRecorder>(rank, ps->program().device);
       ps->set_tracer(tracer.get(), p.spec.steps);
@@ -216,7 +269,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
       };
     session = std::move(trainer);
   }
-  lo.banner = banner(p, o, threads, governor != nullptr);
+  lo.banner = banner(p, o, threads, governor != nullptr, comm_used, comm_why);
   backend::Backend* backend_ptr = be.get();
   if (governor)
     lo.before_step = [&governor, backend_ptr] {
@@ -300,11 +353,13 @@ int run_eval(Pipeline& p, const PipelineOptions& o) {
     const int rank = comm ? comm->rank() : 0;
     auto be = make_run_backend(r.device, r.reference, local_rank(o, comm));
     be->set_precision(precision_of(p.spec));
+    std::unique_ptr<backend::Communicator> solo_comm;  // --comm nccl on one rank (make_plan_trainer)
+    std::string comm_why;
     int threads = r.threads > 0 ? r.threads : (comm ? backend::rank_threads() : 0);
     if (threads > 0) be->set_threads(threads);
     std::unique_ptr<backend::TrainSession> session;
     if (!o.plan.empty()) {
-      std::unique_ptr<backend::PlanTrainer> ps = make_plan_trainer(p, o, *be, comm);
+      std::unique_ptr<backend::PlanTrainer> ps = make_plan_trainer(p, o, *be, comm, solo_comm, comm_why);
       if (!r.init.empty()) ps->load(r.init, false);
       if (!r.resume.empty()) ps->load(r.resume, true);
       session = std::move(ps);

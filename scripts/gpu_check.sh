@@ -3,7 +3,9 @@
 # Configures with the CUDA backend required, builds, and runs in order:
 #   1. the CUDA conformance table (every registry row, forward and backward,
 #      against the CPU reference kernels; tests/cuda);
-#   2. the NCCL communicator on a world of one rank;
+#   2. the NCCL communicator on a world of one rank, and the plan
+#      executor's NCCL path on it (stream ordering, posted allreduces; a
+#      plan with --comm nccl on one rank: NCCL's setup under the executor);
 #   3. training on the GPU with --verify: one device, and plans whose ranks
 #      share the one GPU with Gloo collectives staged through host memory
 #      (the same list tests/plan/cuda_emulation.sh runs on the emulation);
@@ -25,9 +27,13 @@ if [ $rc -eq 77 ]; then
   exit 77
 fi
 echo "gpu_check: conformance exit $rc"
-if cmake --build "$build" -j"$(nproc)" --target nns_nccl_tests > /dev/null 2>&1; then
+if cmake --build "$build" -j"$(nproc)" --target nns_nccl_tests nns_nccl_collectives_tests > /dev/null 2>&1; then
   "$build/tests/cuda/nns_nccl_tests"
   echo "gpu_check: nccl exit $?"
+  "$build/tests/cuda/nns_nccl_collectives_tests"
+  echo "gpu_check: nccl collectives exit $?"
+  "$build/nns" run examples/gpt.nns --config tiny --plan dp --gpus 1 --steps 3 --device cuda --comm nccl --verify 2>&1 |
+    grep -E "largest relative error|error" | head -1
 fi
 echo "== training on the GPU"
 "$build/nns" run examples/gpt.nns --config tiny --steps 30 --device cuda | tail -2

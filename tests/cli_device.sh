@@ -33,5 +33,13 @@ expect 64 "--eval runs forward passes only; it does not take --stats" run exampl
 # The emulation runs anywhere; like cuda it is not the CPU reference.
 expect 0 "CUDA-emulated" run examples/01_mlp.nns --steps 1 --device cuda-emulation
 expect 64 "it does not take --device cuda-emulation" run examples/01_mlp.nns --steps 1 --device cuda-emulation --reference
+# --comm: where a plan's collectives run (auto|gloo|nccl), in the banner.
+expect 64 "--comm is auto, gloo or nccl (got 'mpi')" run examples/01_mlp.nns --plan dp --gpus 2 --comm mpi
+expect 64 "--comm picks where a plan's collectives run; it needs --plan NAME" run examples/01_mlp.nns --comm gloo
+expect 70 "nns: error: --comm nccl: NCCL needs the CUDA backend (--device cuda); this run is on cpu" run examples/01_mlp.nns --plan dp --gpus 2 --comm nccl
+expect 70 "nns: error: --comm nccl: the CUDA emulation's memory is host memory" run examples/01_mlp.nns --plan dp --gpus 2 --device cuda-emulation --comm nccl
+expect 0 "nns: collectives: Gloo; NCCL needs the CUDA backend (--device cuda); this run is on cpu" run examples/01_mlp.nns --plan dp --gpus 2 --steps 1
+expect 0 "nns: collectives: Gloo; --comm gloo" run examples/01_mlp.nns --plan dp --gpus 2 --steps 1 --comm gloo
+expect 0 "nns: collectives: Gloo, staged through host memory; the CUDA emulation" run examples/01_mlp.nns --plan dp --gpus 2 --steps 1 --device cuda-emulation
 [ "$fail" = 0 ] && echo PASS
 exit $fail

@@ -101,6 +101,14 @@ class Backend {
   // bytes from src to dst; the ranges do not overlap.
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
 
+  // Ordering against work on another stream of the same device (the NCCL
+  // collectives of comm/nccl_collectives.h, on a stream of their own): the
+  // stream this backend queues all its work on, in order (a cudaStream_t on
+  // the CUDA backend), for that code to record events on and make wait for
+  // its own. Null where every call's work is done when it returns (the CPU
+  // backend, the CUDA emulation): there is nothing to order against then.
+  virtual void* native_stream() const { return nullptr; }
+
   int64_t current_bytes() const { return current_; }
   int64_t peak_bytes() const { return peak_; }
   void reset_peak() { peak_ = current_; }

@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "backend/runtime/comm/communicator.h"
-#include "backend/runtime/cpu/kernels.h"  // round_to_bf16 (grad_reduce = "bf16")
 #include "backend/runtime/optimizer.h"
 #include "backend/runtime/trace.h"
 #include "backend/runtime/trainer.h"
@@ -41,16 +40,17 @@ void copy_region(const float* src, const Piece& sp, float* dst, const Piece& dp,
 }
 
 PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema::TrainSpec& s, Backend& b, Communicator* c, uint64_t sd,
-                           const std::string& data_path)
+                           const std::string& data_path, const CollectivesFactory& collectives)
     : g(graph), lowered(std::move(lp)), P(lowered.programs.at(0)), spec(s), be(b), comm(c), seed(sd), scaler(s.loss_scale, s.precision == "fp16") {
-  world = comm ? comm->size() : 1;
+  const char* staging = std::getenv("NNS_TEST_HOST_STAGING");
+  coll = collectives ? collectives(lowered) : make_host_collectives(comm, be, !be.host_memory() || (staging && std::string(staging) == "1"));
+  world = coll->size();
   if (world != lowered.ranks())
     throw RuntimeError("plan " + lowered.plan + " lowered for " + std::to_string(lowered.ranks()) + " rank(s) runs on " + std::to_string(world));
-  if (P.rank != (comm ? comm->rank() : 0)) throw RuntimeError("internal: rank " + std::to_string(P.rank) + "'s program on another rank");
+  if (P.rank != coll->rank()) throw RuntimeError("internal: rank " + std::to_string(P.rank) + "'s program on another rank");
   const char* f = std::getenv("NNS_TEST_FAULT");
   fault_skip_allreduce = f && std::string(f) == "skip-allreduce";
-  const char* staging = std::getenv("NNS_TEST_HOST_STAGING");
-  stage_collectives = !be.host_memory() || (staging && std::string(staging) == "1");
+  fault_consume_before_wait = f && std::string(f) == "consume-before-wait";
   bufs.resize(P.buffers.size());
   // Kernel-local tensors per micro-batch: a pipelined program interleaves
   // micro-batches, and each in-flight one keeps its own activations.
@@ -66,7 +66,7 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
   // Point-to-point contexts, created up front in ascending order of the
   // pair on every rank (creation is collective between the two; a common
   // order means no two ranks wait on each other's creation).
-  if (comm) {
+  if (world > 1) {
     std::vector<int> peers;
     for (const PInstr& in : P.instrs)
       if (in.kind == PInstr::Send || in.kind == PInstr::Recv) peers.push_back(in.peer);
@@ -74,7 +74,7 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
       return std::make_pair(std::min(P.rank, x), std::max(P.rank, x)) < std::make_pair(std::min(P.rank, y), std::max(P.rank, y));
     });
     peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
-    for (int q : peers) comm->connect_peer(q);
+    for (int q : peers) coll->connect_peer(q);
   }
   // A data file is read whole by every rank, as one device reads it, and
   // uploaded once; each LoadInput then cuts this rank's piece out of its
@@ -149,40 +149,6 @@ void PlanExecutor::load_input(const PInstr& in) {
   be.copy(out.data(), hit->second.data(), out.bytes());
   set_buf(in.b, std::move(out));
 }
-
-// A buffer as a collective sees it: host floats. That is the buffer's own
-// memory when the backend's memory is the host's; otherwise
-// (stage_collectives) a host copy, staged in before the collective
-// (`read`) and back after it (written()), both counted in staged_*.
-struct PlanExecutor::HostSide {
-  PlanExecutor& x;
-  void* dev;
-  size_t n;
-  std::vector<float> stage;
-  float* p;
-  HostSide(PlanExecutor& ex, void* d, int64_t count, bool read) : x(ex), dev(d), n(static_cast<size_t>(count)) {
-    if (!x.stage_collectives) {
-      p = static_cast<float*>(d);
-      return;
-    }
-    stage.resize(n);
-    p = stage.data();
-    if (read) {
-      x.be.copy_to_host(p, d, n * 4);
-      x.staged_to_host += static_cast<int64_t>(n * 4);
-    }
-  }
-  void written() {
-    if (!x.stage_collectives) return;
-    x.be.copy_from_host(dev, p, n * 4);
-    x.staged_to_device += static_cast<int64_t>(n * 4);
-  }
-};
-
-struct PlanExecutor::InFlight {
-  std::unique_ptr<HostSide> host;  // declared first: the request (which waits when destroyed) goes before it
-  std::unique_ptr<Communicator::Request> req;
-};
 
 void PlanExecutor::track(int64_t delta) {
   cur_bytes += delta;
@@ -274,6 +240,7 @@ void PlanExecutor::run_step(int64_t step_number) {
       tracer->record_key(static_cast<int>(i), t0, t1, P.instrs[i].mb, step);
       t0 = t1;
     }
+    finish_transfers();  // the step's posted operations end with it, traced or not
     return tracer->record_step(step, s0, t0);
   }
   for (const PInstr& in : P.instrs) exec(in);
@@ -283,15 +250,19 @@ void PlanExecutor::run_step(int64_t step_number) {
 // Sends complete by the end of the step (the receivers' waits guarantee
 // they can); their parked buffers go then.
 void PlanExecutor::finish_transfers() {
+  // The step end consumes what is still posted (a bucket whose gradients
+  // nothing read after it, or everything under the consume-before-wait hook).
+  if (!recv_open_.empty()) throw RuntimeError("internal: a receive of the step was never waited for (b" + std::to_string(*recv_open_.begin()) + ")");
+  pending_.finish();
+  late_.finish();
   for (auto& [b, reqs] : send_pending_)
-    for (auto& r : reqs) r->req->wait();
+    for (auto& r : reqs) r->wait();
   send_pending_.clear();
   for (auto& [data, reqs] : send_parked_) {
-    for (auto& r : reqs) r->req->wait();
+    for (auto& r : reqs) r->wait();
     track(-data.numel() * 4);
   }
   send_parked_.clear();
-  if (!recv_pending_.empty()) throw RuntimeError("internal: a receive of the step was never waited for");
 }
 
 void PlanExecutor::release_buf(int b) {
@@ -313,6 +284,10 @@ void PlanExecutor::unref(int b) {
 }
 
 void PlanExecutor::exec(const PInstr& in) {
+  // "Post now, wait at first use": an instruction touching a buffer that a
+  // posted operation changes waits for it first (on a device: the compute
+  // stream waits for the collective stream's event).
+  if (!pending_.empty() && in.kind != PInstr::Wait) pending_.settle(P, in);
   if (in.is_collective()) return exec_collective(in);
   switch (in.kind) {
     case PInstr::Alloc: {
@@ -328,17 +303,10 @@ void PlanExecutor::exec(const PInstr& in) {
       }
       release_buf(in.a);
       return;
-    case PInstr::Wait: {
-      auto it = recv_pending_.find(in.a);
-      if (it == recv_pending_.end()) {
-        if (comm) throw RuntimeError("internal: wait for b" + std::to_string(in.a) + " without its recv");
-        return;
-      }
-      it->second->req->wait();
-      it->second->host->written();
-      recv_pending_.erase(it);
+    case PInstr::Wait:
+      recv_open_.erase(in.a);
+      if (pending_.complete(in.a) == 0 && world > 1) throw RuntimeError("internal: wait for b" + std::to_string(in.a) + " without its recv");
       return;
-    }
     case PInstr::SeedGrad: {  // the loss gradient: 1, times the fp16 loss scale
       DeviceBuffer& b = bufs[static_cast<size_t>(in.b)];
       be.fill(b.data(), b.numel(), scaler.scale());
@@ -457,17 +425,13 @@ void PlanExecutor::exec_compute(const PInstr& in) {
 
 void PlanExecutor::exec_collective(const PInstr& in) {
   const std::vector<int>* grp = in.group >= 0 ? &group(in) : nullptr;
-  bool talk = comm && grp && grp->size() > 1;
+  bool talk = world > 1 && grp && grp->size() > 1;
   switch (in.kind) {
     case PInstr::AllReduce: {
       DeviceBuffer& b = bufs[static_cast<size_t>(in.a)];
       // NNS_TEST_FAULT=skip-allreduce: a test-only seeded bug (the
       // activation allreduces are skipped), which --verify must catch.
-      if (talk && !fault_skip_allreduce) {
-        HostSide h(*this, b.data(), b.numel(), true);
-        comm->allreduce(h.p, h.n, *grp);
-        h.written();
-      }
+      if (talk && !fault_skip_allreduce) coll->allreduce(b.data(), b.numel(), *grp, false);
       return;
     }
     case PInstr::AllGather: {
@@ -475,13 +439,8 @@ void PlanExecutor::exec_collective(const PInstr& in) {
       const DeviceBuffer& src = bufs[static_cast<size_t>(in.a)];
       const int64_t n = static_cast<int64_t>(geo.recv.size()), chunk = src.numel();
       DeviceBuffer tmp = alloc(n * chunk), out = alloc(piece(in.b).numel());
-      if (talk) {
-        HostSide hin(*this, src.data(), chunk, true), hout(*this, tmp.data(), n * chunk, false);
-        comm->allgather(hin.p, hout.p, static_cast<size_t>(chunk), *grp);
-        hout.written();
-      } else {
-        be.copy(tmp.data(), src.data(), src.bytes());
-      }
+      if (talk) coll->allgather(src.data(), tmp.data(), chunk, *grp);
+      else be.copy(tmp.data(), src.data(), src.bytes());
       for (int64_t i = 0; i < n; ++i) {
         const Piece& r = geo.recv[static_cast<size_t>(i)];
         be.copy_box(out.data(), at(tmp, i * chunk), region_box(r, piece(in.b), r.start, r.length), false, 1.f);
@@ -496,14 +455,9 @@ void PlanExecutor::exec_collective(const PInstr& in) {
         const Piece& sd = geo.send[static_cast<size_t>(i)];
         be.copy_box(at(tmp, i * chunk), bufs[static_cast<size_t>(in.a)].data(), region_box(piece(in.a), sd, sd.start, sd.length), false, 1.f);
       }
-      if (talk) {
-        HostSide hin(*this, tmp.data(), n * chunk, true), hout(*this, out.data(), chunk, false);
-        if (in.index >= 0) round_for_reduction(hin.p, hin.n);  // zero1's gradient reduce-scatter (index: its ParamSlot)
-        comm->reduce_scatter(hin.p, hout.p, static_cast<size_t>(chunk), *grp);
-        hout.written();
-      } else {
-        be.copy(out.data(), tmp.data(), out.bytes());
-      }
+      // zero1's gradient reduce-scatter (index: its ParamSlot) reduces in bf16 under grad_reduce = "bf16".
+      if (talk) coll->reduce_scatter(tmp.data(), out.data(), chunk, *grp, in.index >= 0 && round_bf16());
+      else be.copy(out.data(), tmp.data(), out.bytes());
       return set_buf(in.b, std::move(out));
     }
     case PInstr::AllToAll: {
@@ -516,9 +470,7 @@ void PlanExecutor::exec_collective(const PInstr& in) {
       }
       if (talk) {
         recv = alloc(n * chunk);
-        HostSide hin(*this, tmp.data(), n * chunk, true), hout(*this, recv.data(), n * chunk, false);
-        comm->all_to_all(hin.p, hout.p, static_cast<size_t>(chunk), *grp);
-        hout.written();
+        coll->all_to_all(tmp.data(), recv.data(), chunk, *grp);
       } else {
         recv = std::move(tmp);  // a group of one: what it sends is what it receives
       }
@@ -530,58 +482,28 @@ void PlanExecutor::exec_collective(const PInstr& in) {
     }
     case PInstr::Send: {
       const DeviceBuffer& b = bufs[static_cast<size_t>(in.a)];
-      if (comm) {
-        auto f = std::make_shared<InFlight>();
-        f->host = std::make_unique<HostSide>(*this, b.data(), b.numel(), true);
-        f->req = comm->isend(f->host->p, f->host->n, in.peer, in.tag + static_cast<uint32_t>(step - 1) * P.tags);
-        send_pending_[in.a].push_back(std::move(f));
-      }
+      if (world > 1) send_pending_[in.a].push_back(coll->post_send(b.data(), b.numel(), in.peer, in.tag + static_cast<uint32_t>(step - 1) * P.tags));
       return;
     }
     case PInstr::Recv: {
       set_buf(in.b, alloc(piece(in.b).numel()));
-      if (comm) {
+      if (world > 1) {
         DeviceBuffer& b = bufs[static_cast<size_t>(in.b)];
-        auto f = std::make_shared<InFlight>();
-        f->host = std::make_unique<HostSide>(*this, b.data(), b.numel(), false);
-        f->req = comm->irecv(f->host->p, f->host->n, in.peer, in.tag + static_cast<uint32_t>(step - 1) * P.tags);
-        recv_pending_[in.b] = std::move(f);
+        PendingTable::Entry e;
+        e.buffers = {in.b};
+        e.op = coll->post_recv(b.data(), b.numel(), in.peer, in.tag + static_cast<uint32_t>(step - 1) * P.tags);
+        pending_.post(std::move(e));
+        recv_open_.insert(in.b);
       }
       return;
     }
-    case PInstr::BucketAllReduce: {
+    case PInstr::BucketAllReduce:
       // A group of one has nothing to sum: the gradients stay as they are.
-      if (!talk) return;
-      const std::vector<int>& members = P.buckets[static_cast<size_t>(in.index)];
-      int64_t total = 0;
-      for (int b : members) total += bufs[static_cast<size_t>(b)].numel();
-      DeviceBuffer flat = alloc(total);
-      int64_t off = 0;
-      for (int b : members) {
-        const DeviceBuffer& v = bufs[static_cast<size_t>(b)];
-        be.copy(at(flat, off), v.data(), v.bytes());
-        off += v.numel();
-      }
-      HostSide h(*this, flat.data(), total, true);
-      round_for_reduction(h.p, h.n);
-      comm->allreduce(h.p, h.n, *grp);
-      h.written();
-      off = 0;
-      for (int b : members) {
-        DeviceBuffer& v = bufs[static_cast<size_t>(b)];
-        be.copy(v.data(), at(flat, off), v.bytes());
-        off += v.numel();
-      }
+      if (talk) post_bucket(in);
       return;
-    }
     case PInstr::ReplicaAverage: {
       DeviceBuffer& b = bufs[static_cast<size_t>(in.a)];
-      if (talk) {
-        HostSide h(*this, b.data(), b.numel(), true);
-        round_for_reduction(h.p, h.n);
-        comm->allreduce(h.p, h.n, *grp);
-        h.written();
-      }
+      if (talk) coll->allreduce(b.data(), b.numel(), *grp, round_bf16());
       be.scale(fview(b), in.scale);
       return;
     }
@@ -595,7 +517,7 @@ void PlanExecutor::exec_collective(const PInstr& in) {
           ss += be.sum_of_squares({fview(bufs[static_cast<size_t>(s.accum)])}) / static_cast<double>(piece(s.accum).replicas);
         }
       float lv[2] = {static_cast<float>(loss), static_cast<float>(ss)};
-      if (talk) comm->allreduce(lv, 2, *grp);
+      if (talk) coll->allreduce_host(lv, 2, *grp);
       loss = lv[0] / static_cast<double>(lowered.replicas);
       // The gradients carry the loss scale (1 without fp16). An inf or NaN
       // anywhere makes the all-reduced sum inf or NaN on every rank, so all
@@ -614,6 +536,39 @@ void PlanExecutor::exec_collective(const PInstr& in) {
     default:
       throw RuntimeError(std::string("internal: unexpected instruction ") + instr_name(in.kind));
   }
+}
+
+// A bucket's gradients, flattened into one buffer and posted as one
+// allreduce; the reduced values go back into the gradients when the first
+// instruction touching one of them runs (pending_), so that on the device
+// path the allreduce overlaps the rest of the backward. Nothing writes the
+// bucket's gradients after its BucketAllReduce (lowering places it after
+// their last contribution), so the copy back overwrites nothing.
+void PlanExecutor::post_bucket(const PInstr& in) {
+  const std::vector<int>& members = P.buckets[static_cast<size_t>(in.index)];
+  int64_t total = 0;
+  for (int b : members) total += bufs[static_cast<size_t>(b)].numel();
+  auto flat = std::make_shared<DeviceBuffer>(alloc(total));
+  int64_t off = 0;
+  for (int b : members) {
+    const DeviceBuffer& v = bufs[static_cast<size_t>(b)];
+    be.copy(at(*flat, off), v.data(), v.bytes());
+    off += v.numel();
+  }
+  PendingTable::Entry e;
+  e.buffers = members;
+  e.op = coll->post_allreduce(flat->data(), total, group(in), round_bf16());
+  e.done = [this, flat, members] {
+    int64_t at_ = 0;
+    for (int b : members) {
+      DeviceBuffer& v = bufs[static_cast<size_t>(b)];
+      be.copy(v.data(), at(*flat, at_), v.bytes());
+      at_ += v.numel();
+    }
+  };
+  // NNS_TEST_FAULT=consume-before-wait: kept away from the first consumer
+  // (completed at the step end), the bug the bookkeeping exists to prevent.
+  (fault_consume_before_wait ? late_ : pending_).post(std::move(e));
 }
 
 void PlanExecutor::exec_step(const PInstr& in) {
@@ -645,16 +600,6 @@ void PlanExecutor::exec_step(const PInstr& in) {
     default:
       throw RuntimeError(std::string("internal: unexpected instruction ") + instr_name(in.kind));
   }
-}
-
-// grad_reduce = "bf16": a gradient about to be summed over ranks is rounded
-// to bfloat16 first, the numerics of a bf16 reduction. There is no bf16 wire
-// format yet: the rounded values travel and add up in fp32. It rounds what
-// the Communicator is handed (host memory: the buffer itself on the CPU
-// backend, the staged copy otherwise).
-void PlanExecutor::round_for_reduction(float* grad, size_t n) const {
-  if (spec.grad_reduce != "bf16") return;
-  for (size_t i = 0; i < n; ++i) grad[i] = cpu::round_to_bf16(grad[i]);
 }
 
 }  // namespace nns::backend

@@ -11,13 +11,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "backend/lowering/rank_program.h"
 #include "backend/runtime/backend.h"
+#include "backend/runtime/collectives.h"
 #include "backend/runtime/device_buffer.h"
 #include "backend/runtime/loss_scale.h"
 #include "semantics/train_spec.h"
@@ -26,6 +29,11 @@ namespace nns::backend {
 
 class Communicator;
 class TraceRecorder;
+
+// Makes the Collectives a run's executor uses (collectives.h) for its
+// lowered plan: the device path creates its NCCL groups from the plan's.
+// An empty factory means the host path.
+using CollectivesFactory = std::function<std::unique_ptr<Collectives>(const LoweredPlan&)>;
 
 // Copies region (start, length) — full-tensor coordinates — from a host
 // buffer laid out as piece `sp` into one laid out as `dp`; `add`
@@ -55,16 +63,18 @@ struct PlanExecutor {
   std::vector<int64_t>* alias_at_cur = nullptr;
   std::vector<std::vector<DeviceBuffer>> opt;            // per ParamSlot: optimizer slots
   int64_t cur_bytes = 0, peak_bytes = 0;
-  // Bytes the collectives staged through host memory (a backend whose
-  // memory is not the host's), since construction; part of the backend's
-  // host_traffic().
-  int64_t staged_to_device = 0, staged_to_host = 0;
   bool fault_skip_allreduce = false;  // NNS_TEST_FAULT=skip-allreduce (test hook)
-  // Collectives go through host copies of their buffers: a backend whose
-  // memory is not the host's, or NNS_TEST_HOST_STAGING=1 (a test hook: CPU
-  // ranks then take the path of CUDA ranks over Gloo, so it is tested
-  // without a GPU).
-  bool stage_collectives = false;
+  // NNS_TEST_FAULT=consume-before-wait (test hook): posted collectives are
+  // completed only at the step end, not before their first consumer, so
+  // that a test shows --verify catching a consumer that runs before its wait.
+  bool fault_consume_before_wait = false;
+  // Where the collectives run (collectives.h): the host path (Gloo, staged
+  // through host copies when the backend's memory is not the host's, or
+  // with NNS_TEST_HOST_STAGING=1, a test hook: CPU ranks then take the path
+  // of CUDA ranks over Gloo), or NCCL on device pointers. Its staged_*
+  // counters are the bytes staged through host memory, part of the
+  // backend's host_traffic().
+  std::unique_ptr<Collectives> coll;
   TraceRecorder* tracer = nullptr;    // --trace (trace.h): keyed by instruction index; null = off
 
   // Per step.
@@ -77,8 +87,9 @@ struct PlanExecutor {
   bool skip_update = false;
 
   // `data_path`: the data file (trainer.h's data_file), "" for synthetic inputs.
+  // `collectives`: where the collectives run (empty: the host path on `c`).
   PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema::TrainSpec& s, Backend& b, Communicator* c, uint64_t sd,
-               const std::string& data_path = "");
+               const std::string& data_path = "", const CollectivesFactory& collectives = {});
   void run_step(int64_t step_number);  // every instruction of the program, once
 
   const std::vector<int>& group(const PInstr& in) const { return lowered.groups[static_cast<size_t>(in.group)]; }
@@ -96,8 +107,7 @@ struct PlanExecutor {
   void exec_compute(const PInstr& in);
   void exec_collective(const PInstr& in);
   void exec_step(const PInstr& in);
-  // grad_reduce = "bf16": rounds the host floats a collective is about to sum.
-  void round_for_reduction(float* grad, size_t n) const;
+  bool round_bf16() const { return spec.grad_reduce == "bf16"; }  // grad_reduce = "bf16" (collectives.h)
   DeviceBuffer alloc(int64_t numel) { return DeviceBuffer(be, static_cast<size_t>(numel) * 4); }
   // A new buffer laid out as `want` holding that box of `from` (laid out as `have`), times scale.
   DeviceBuffer extract_box(const DeviceBuffer& from, const Piece& have, const Piece& want, float scale);
@@ -115,17 +125,22 @@ struct PlanExecutor {
   void track(int64_t delta);
   void finish_transfers();
   void load_input(const PInstr& in);
-  struct HostSide;
 
   std::map<std::pair<int, int64_t>, DeviceBuffer> input_cache_;  // (input buffer, data index) -> its piece
   std::map<int, DeviceBuffer> data_;  // input tensor -> the data file, whole, uploaded once (empty: synthetic data)
-  // Point-to-point transfers in flight (pipelined programs post them
-  // early and wait late): receives until their Wait, sends until the
-  // step ends (a freed buffer with a send in flight is kept until then).
-  struct InFlight;
-  std::map<int, std::shared_ptr<InFlight>> recv_pending_;
-  std::map<int, std::vector<std::shared_ptr<InFlight>>> send_pending_;
-  std::vector<std::pair<DeviceBuffer, std::vector<std::shared_ptr<InFlight>>>> send_parked_;
+  // Posted operations whose results have consumers: receives (pipelined
+  // programs post them early; the Wait on the buffer is their first
+  // consumer) and bucketed gradient allreduces (the first instruction
+  // touching a bucket's gradients: Update, the norm, the step end).
+  PendingTable pending_;
+  PendingTable late_;
+  std::set<int> recv_open_;  // receives posted and not yet reached by their Wait (a lowering bug at the step end)  // the consume-before-wait hook's buckets: completed at the step end only
+  // Sends in flight until the step ends (a freed buffer with a send in
+  // flight is kept until then).
+  using Sends = std::vector<std::unique_ptr<PendingCollective>>;
+  std::map<int, Sends> send_pending_;
+  std::vector<std::pair<DeviceBuffer, Sends>> send_parked_;
+  void post_bucket(const PInstr& in);
 };
 
 }  // namespace nns::backend

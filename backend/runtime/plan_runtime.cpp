@@ -12,8 +12,8 @@
 namespace nns::backend {
 
 PlanTrainer::PlanTrainer(const sema::Graph& g, LoweredPlan lowered, const sema::TrainSpec& spec, Backend& backend, Communicator* comm,
-                         uint64_t seed, const std::string& data_path)
-    : x_(std::make_unique<PlanExecutor>(g, std::move(lowered), spec, backend, comm, seed, data_path)) {
+                         uint64_t seed, const std::string& data_path, const CollectivesFactory& collectives)
+    : x_(std::make_unique<PlanExecutor>(g, std::move(lowered), spec, backend, comm, seed, data_path, collectives)) {
   std::vector<int> inputs = g.inputs();
   if (!inputs.empty()) {
     const sema::TensorInfo& first = g.tensor(inputs[0]);
@@ -23,6 +23,8 @@ PlanTrainer::PlanTrainer(const sema::Graph& g, LoweredPlan lowered, const sema::
 }
 
 PlanTrainer::~PlanTrainer() = default;
+
+std::string PlanTrainer::collectives_name() const { return x_->coll->name(); }
 
 int64_t PlanTrainer::piece_bytes_peak() const { return x_->peak_bytes; }
 
@@ -146,13 +148,13 @@ StepStats PlanTrainer::step() {
   double lr = learning_rate(m.spec.schedule, m.spec.optimizer.lr, m.spec.schedule.steps, step_);
   m.lr = lr;
   const Backend::HostTraffic traffic0 = m.be.host_traffic();
-  const int64_t staged_in0 = m.staged_to_device, staged_out0 = m.staged_to_host;
+  const int64_t staged_in0 = m.coll->staged_to_device, staged_out0 = m.coll->staged_to_host;
   const float scale = m.scaler.scale();  // what this step seeds its backward with
   m.run_step(step_);
   st.to_device = m.be.host_traffic().to_device - traffic0.to_device;
   st.to_host = m.be.host_traffic().to_host - traffic0.to_host;
-  st.staged_to_device = m.staged_to_device - staged_in0;
-  st.staged_to_host = m.staged_to_host - staged_out0;
+  st.staged_to_device = m.coll->staged_to_device - staged_in0;
+  st.staged_to_host = m.coll->staged_to_host - staged_out0;
   st.loss = m.loss;
   st.grad_norm = m.grad_norm;
   st.lr = lr;

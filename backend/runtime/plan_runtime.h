@@ -21,6 +21,7 @@
 
 #include "backend/lowering/rank_program.h"
 #include "backend/runtime/backend.h"
+#include "backend/runtime/plan_executor.h"
 #include "backend/runtime/train_loop.h"
 #include "backend/runtime/trainer.h"
 #include "semantics/train_spec.h"
@@ -36,9 +37,11 @@ class PlanTrainer : public TrainSession {
   // `g`: the forward graph the plan was lowered from; `lowered`: the plan
   // lowered for this rank (lower_plan with only_rank = the communicator's
   // rank, sub-ops elaborated); `comm`: the N ranks, null for one rank;
-  // `data_path`: the data file (trainer.h's data_file), "" for synthetic data.
+  // `data_path`: the data file (trainer.h's data_file), "" for synthetic data;
+  // `collectives`: where the collectives run (plan_executor.h; empty: the
+  // host path on `comm`).
   PlanTrainer(const sema::Graph& g, LoweredPlan lowered, const sema::TrainSpec& spec, Backend& backend, Communicator* comm, uint64_t seed,
-              const std::string& data_path = "");
+              const std::string& data_path = "", const CollectivesFactory& collectives = {});
   ~PlanTrainer() override;
 
   StepStats step() override;
@@ -50,6 +53,7 @@ class PlanTrainer : public TrainSession {
   // Every rank's piece_bytes_peak(), by rank (collective).
   std::vector<int64_t> piece_bytes_peaks();
   const RankProgram& program() const;
+  std::string collectives_name() const;  // "gloo" or "nccl" (collectives.h)
   // --trace: records every instruction of the next `steps` steps into
   // `tracer` (trace.h), named after the full graph's ops; null stops it.
   void set_tracer(TraceRecorder* tracer, int64_t steps);

@@ -66,9 +66,13 @@ NcclCommunicator::~NcclCommunicator() {
         else if (r != ncclSuccess) fail("ncclCommFinalize", {}, ncclGetErrorString(r));
       };
       for (auto& [g, s] : groups_) close(s.comm);
+      for (auto& [pr, c] : channels_) close(c.comm);
       close(world_.comm);
       for (auto& [g, s] : groups_)
         if (s.comm) ncclCommDestroy(s.comm);
+      for (auto& [pr, c] : channels_)
+        if (c.comm) ncclCommDestroy(c.comm);
+      channels_.clear();
       if (world_.comm) ncclCommDestroy(world_.comm);
       groups_.clear();
       world_.comm = nullptr;
@@ -76,6 +80,8 @@ NcclCommunicator::~NcclCommunicator() {
       // fail() aborted every communicator already.
     }
   }
+  for (auto& [pr, c] : channels_)
+    if (c.stream) cudaStreamDestroy(c.stream);
   if (ready_) cudaEventDestroy(ready_);
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -84,6 +90,11 @@ void NcclCommunicator::abort_all() {
   broken_ = true;
   for (auto& [g, s] : groups_)
     if (s.comm) ncclCommAbort(s.comm);
+  for (auto& [pr, c] : channels_)
+    if (c.comm) {
+      ncclCommAbort(c.comm);
+      c.comm = nullptr;  // the stream stays, destroyed with the communicator
+    }
   if (world_.comm) ncclCommAbort(world_.comm);
   groups_.clear();
   world_.comm = nullptr;
@@ -207,6 +218,61 @@ void NcclCommunicator::send_recv(const float* send_buf, size_t send_count, int d
   if (send_count > 0) check(ncclSend(send_buf, send_count, ncclFloat, dst, c, stream_), c, "ncclSend", {});
   if (recv_count > 0) check(ncclRecv(recv_buf, recv_count, ncclFloat, src, c, stream_), c, "ncclRecv", {});
   check(ncclGroupEnd(), c, "ncclGroupEnd (send/recv)", {});
+}
+
+void NcclCommunicator::create_channels(const std::vector<std::pair<int, int>>& pairs) {
+  usable("ncclCommSplit (channels)");
+  for (auto [src, dst] : pairs)
+    if (src < 0 || dst < 0 || src >= size_ || dst >= size_ || src == dst)
+      throw std::invalid_argument("NCCL channel " + std::to_string(src) + " -> " + std::to_string(dst) + ": two distinct ranks below " +
+                                  std::to_string(size_));
+  for (auto pr : pairs) {
+    if (channels_.count(pr)) continue;  // every rank holds the same channels, so every rank skips it
+    const bool member = pr.first == rank_ || pr.second == rank_;
+    const int color = next_color_++;
+    ncclConfig_t config = nonblocking_config();
+    Channel c;
+    // key: the sender is member 0, the receiver member 1.
+    ncclResult_t r = ncclCommSplit(world_.comm, member ? color : NCCL_SPLIT_NOCOLOR, pr.first == rank_ ? 0 : 1, &c.comm, &config);
+    const Group g{std::min(pr.first, pr.second), std::max(pr.first, pr.second)};
+    if (r != ncclSuccess && r != ncclInProgress) check(r, world_.comm, "ncclCommSplit (channel)", g);
+    wait_ready(member ? c.comm : world_.comm, "ncclCommSplit (channel)", g);
+    if (member) check_cuda(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags (channel)");
+    channels_.emplace(pr, c);
+  }
+}
+
+const NcclCommunicator::Channel& NcclCommunicator::channel(int src, int dst) const {
+  auto it = channels_.find({src, dst});
+  if (it == channels_.end() || !it->second.comm)
+    throw std::invalid_argument("NCCL channel " + std::to_string(src) + " -> " + std::to_string(dst) + " was not created on rank " +
+                                std::to_string(rank_) + ": create_channels() must list it up front");
+  return it->second;
+}
+
+cudaStream_t NcclCommunicator::channel_stream(int src, int dst) const { return channel(src, dst).stream; }
+
+void NcclCommunicator::channel_send(const float* buf, size_t count, int dst) {
+  usable("ncclSend (channel)");
+  const Channel& c = channel(rank_, dst);
+  check(ncclSend(buf, count, ncclFloat, 1, c.comm, c.stream), c.comm, "ncclSend (channel)", {std::min(rank_, dst), std::max(rank_, dst)});
+}
+
+void NcclCommunicator::channel_recv(float* buf, size_t count, int src) {
+  usable("ncclRecv (channel)");
+  const Channel& c = channel(src, rank_);
+  check(ncclRecv(buf, count, ncclFloat, 0, c.comm, c.stream), c.comm, "ncclRecv (channel)", {std::min(rank_, src), std::max(rank_, src)});
+}
+
+void NcclCommunicator::signal(cudaStream_t on, cudaStream_t consumer) {
+  // An event per signal: the consumer's wait binds to the work recorded
+  // now, and the event may be destroyed once the wait is queued.
+  cudaEvent_t e = nullptr;
+  check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  cudaError_t r = cudaEventRecord(e, on);
+  if (r == cudaSuccess) r = cudaStreamWaitEvent(consumer, e, 0);
+  cudaEventDestroy(e);
+  check_cuda(r, "cudaEventRecord / cudaStreamWaitEvent");
 }
 
 void NcclCommunicator::wait_for(cudaStream_t producer) {

@@ -30,6 +30,14 @@
 // in both directions (or with this rank itself) goes through send_recv,
 // which queues both as one NCCL group.
 //
+// Channels (the plan executor's pipeline transfers, posted early and
+// waited late): one communicator of two ranks and one stream per directed
+// pair src -> dst, made by create_channels() (collective over the world,
+// the same list on every rank, like create_groups). On channel src -> dst
+// only src sends and only dst receives, in the order they are queued, so a
+// send blocked on its peer holds up only that direction: this rank's other
+// transfers and collectives, on other streams, go on.
+//
 // Failures: every NCCL call runs in non-blocking mode and is polled with
 // ncclCommGetAsyncError until done, bounded by the timeout, as is
 // synchronize(). An NCCL error (ncclGetErrorString, and NCCL's last-error
@@ -82,8 +90,21 @@ class NcclCommunicator {
   // NCCL group (either count may be 0 to leave that side out).
   void send_recv(const float* send_buf, size_t send_count, int dst, float* recv_buf, size_t recv_count, int src);
 
+  // Collective over the world: one ncclCommSplit and one stream per
+  // directed pair (src, dst) not made yet; `pairs` holds distinct pairs of
+  // distinct global ranks, in the same order on every rank.
+  void create_channels(const std::vector<std::pair<int, int>>& pairs);
+  // Queued on channel (rank(), dst) / (src, rank()); std::invalid_argument
+  // for a channel not created.
+  void channel_send(const float* buf, size_t count, int dst);
+  void channel_recv(float* buf, size_t count, int src);
+  cudaStream_t channel_stream(int src, int dst) const;
+
   // The collective stream waits for the work queued on `producer` so far.
   void wait_for(cudaStream_t producer);
+  // `consumer` waits for the work queued on `on` (the collective stream or
+  // a channel's) so far: an event, no host synchronisation.
+  void signal(cudaStream_t on, cudaStream_t consumer);
   // Blocks until every operation queued so far has finished on the GPU.
   void synchronize();
 
@@ -108,6 +129,12 @@ class NcclCommunicator {
   cudaEvent_t ready_ = nullptr;  // wait_for's event
   Sub world_;
   std::map<Group, Sub> groups_;
+  struct Channel {
+    ncclComm_t comm = nullptr;  // null on ranks outside the pair
+    cudaStream_t stream = nullptr;
+  };
+  std::map<std::pair<int, int>, Channel> channels_;
+  const Channel& channel(int src, int dst) const;
   int next_color_ = 0;
   bool broken_ = false;
 };

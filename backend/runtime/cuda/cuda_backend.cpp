@@ -19,7 +19,7 @@ std::unique_ptr<Backend> make_cuda_backend(int device, std::string& why_not) {
   }
   try {
     cuda::set_device(device);
-    return cuda::make_device_backend(cuda::create_stream(), "cuda:" + std::to_string(device));
+    return cuda::make_device_backend(cuda::create_stream(), "cuda:" + std::to_string(device), /*native_stream=*/true);
   } catch (const RuntimeError& e) {
     why_not = e.what();
     return nullptr;

@@ -26,7 +26,7 @@ const KernelTable& table() {
 
 class DeviceBackend : public Backend {
  public:
-  DeviceBackend(Stream stream, std::string name) : stream_(stream), name_(std::move(name)), gemm_(std::make_unique<Gemm>(stream)) {}
+  DeviceBackend(Stream stream, std::string name, bool native) : stream_(stream), name_(std::move(name)), native_(native), gemm_(std::make_unique<Gemm>(stream)) {}
   ~DeviceBackend() override {
     synchronize(stream_);
     gemm_.reset();
@@ -46,6 +46,7 @@ class DeviceBackend : public Backend {
     track_free(static_cast<int64_t>(bytes));
   }
   bool host_memory() const override { return false; }
+  void* native_stream() const override { return native_ ? stream_ : nullptr; }
   void copy_box(void* dst, const void* src, const BoxCopy& box, bool add, float scale) override {
     const size_t rank = box.length.size();
     if (rank > static_cast<size_t>(kernels::kMaxBoxRank))
@@ -128,14 +129,15 @@ class DeviceBackend : public Backend {
  private:
   Stream stream_;
   std::string name_;
+  bool native_;  // stream_ is a real cudaStream_t (not the emulation's)
   CachingAllocator alloc_;
   std::unique_ptr<Gemm> gemm_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_device_backend(Stream stream, std::string name) {
-  return std::make_unique<DeviceBackend>(stream, std::move(name));
+std::unique_ptr<Backend> make_device_backend(Stream stream, std::string name, bool native_stream) {
+  return std::make_unique<DeviceBackend>(stream, std::move(name), native_stream);
 }
 
 }  // namespace nns::backend::NNS_DEV
