@@ -84,8 +84,12 @@ double nodes_time(const DeviceProfile& p, const sema::Graph& g, const std::vecto
       w.bytes = w.bytes * bpe / 4.0;
     }
     double nt = node_time(p, w);
-    // Out of cache, a kernel moves its operands and results from memory.
-    if (cold && p.memory_bandwidth_cold > 0) nt = std::max(nt, p.kernel_overhead + w.bytes / p.memory_bandwidth_cold);
+    // A kernel streams from memory when its own operands and results do
+    // not fit the rank's cache share; smaller ones mostly find their
+    // operands where the kernel before them left them (a program walks
+    // its activations in order), whatever the whole program's size.
+    if (cold && p.memory_bandwidth_cold > 0 && !(p.cache_bytes > 0 && w.bytes <= p.cache_bytes))
+      nt = std::max(nt, p.kernel_overhead + w.bytes / p.memory_bandwidth_cold);
     t += nt;
   }
   return t;
