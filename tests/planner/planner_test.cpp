@@ -554,8 +554,12 @@ TEST_CASE("program cost: a measured profile's overhead terms, by hand") {
   // SliceIn and CollectGrad on the cold lines.
   CHECK(instr_time(p, lp, prog, slice_in) == Approx(2e-6 + 2e4 / 1e9));
   CHECK(instr_time(p, lp, prog, cg) == Approx(3e-6 + 2e4 / 5e8));
-  // Forward: its 80,000 B (x 20,000, w 20,000, y 40,000) at the cold 1e9
-  // B/s take 80 us, more than its 20 us of compute.
+  // Forward: its own 80,000 B (x 20,000, w 20,000, y 40,000) fit the
+  // 100,000 B share: the kernel finds its operands in cache, 20 us of compute.
+  CHECK(instr_time(p, lp, prog, fwd) == Approx(1e-7 + 2e-6 + 2e-5));
+  // With a 50,000 B share they do not: at the cold 1e9 B/s they take 80 us,
+  // more than the compute.
+  p.cache_bytes = 5e4;
   CHECK(instr_time(p, lp, prog, fwd) == Approx(1e-7 + 2e-6 + 8e-5));
 }
 
