@@ -12,6 +12,8 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "backend/runtime/cpu/half_bits.h"
+
 namespace nns::backend::cpu::dnnl_ctx {
 
 // Tags that keep cache keys of different primitive kinds apart.
@@ -69,11 +71,7 @@ inline dnnl::memory wrap(const dnnl::memory::desc& md, const float* p) {
 }
 
 // The bit pattern of a float that a primitive bakes in (eps, beta), for keys.
-inline int64_t float_bits(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  return bits;
-}
+inline int64_t float_bits(float f) { return f32_bits(f); }
 
 // Plain row-major descriptor of fp32 `dims`.
 dnnl::memory::desc plain_md(const dnnl::memory::dims& dims);

@@ -3,7 +3,7 @@
 // operands is what the tests check.
 #include "backend/runtime/cuda/gemm.h"
 
-#include "backend/runtime/cuda/numeric.h"
+#include "backend/runtime/cpu/half_bits.h"
 
 namespace nns::backend::NNS_DEV {
 
@@ -15,8 +15,8 @@ Gemm::~Gemm() = default;
 namespace {
 // Element i of an operand of type `input`.
 double element(const void* base, int64_t i, ProductInput input) {
-  if (input == ProductInput::BF16) return bf16_bits_float(static_cast<const uint16_t*>(base)[i]);
-  if (input == ProductInput::F16) return fp16_bits_float(static_cast<const uint16_t*>(base)[i]);
+  if (input == ProductInput::BF16) return cpu::bf16_to_float(static_cast<const uint16_t*>(base)[i]);
+  if (input == ProductInput::F16) return cpu::fp16_to_float(static_cast<const uint16_t*>(base)[i]);
   return static_cast<const float*>(base)[i];
 }
 }  // namespace

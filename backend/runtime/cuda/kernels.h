@@ -28,7 +28,7 @@ struct BoxDims {
 // rounded before the add (no fused multiply-add), as the CPU backend
 // computes it, so the two agree bit for bit.
 void copy_box(void* dst, const void* src, const BoxDims& box, int64_t count, bool add, float scale, Stream stream);
-// y[i] = x[i] rounded to bfloat16 (numeric.h), as 16-bit patterns: the
+// y[i] = x[i] rounded to bfloat16 (cpu/half_bits.h), as 16-bit patterns: the
 // operands of a bf16 product.
 void to_bf16(const float* x, uint16_t* y, int64_t n, Stream stream);
 // The same to IEEE binary16 (fp16 autocast).

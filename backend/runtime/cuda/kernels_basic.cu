@@ -4,7 +4,7 @@
 
 #include "backend/runtime/cuda/kernels.h"
 #include "backend/runtime/cuda/launch.h"
-#include "backend/runtime/cuda/numeric.h"
+#include "backend/runtime/cpu/half_bits.h"
 
 namespace nns::backend::NNS_DEV::kernels {
 
@@ -59,11 +59,11 @@ void copy_box(void* dst, const void* src, const BoxDims& box, int64_t count, boo
 }
 
 void to_bf16(const float* x, uint16_t* y, int64_t n, Stream s) {
-  for_each(n, s, NNS_KERNEL(int64_t i) { y[i] = to_bf16_bits(x[i]); });
+  for_each(n, s, NNS_KERNEL(int64_t i) { y[i] = cpu::bf16_bits(x[i]); });
 }
 
 void to_fp16(const float* x, uint16_t* y, int64_t n, Stream s) {
-  for_each(n, s, NNS_KERNEL(int64_t i) { y[i] = to_fp16_bits(x[i]); });
+  for_each(n, s, NNS_KERNEL(int64_t i) { y[i] = cpu::fp16_bits(x[i]); });
 }
 
 void add_n(float* y, const float* const* xs, int count, int64_t n, Stream s) {
