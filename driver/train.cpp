@@ -141,6 +141,13 @@ std::string format_scale(double v) {
   return text;
 }
 
+// The kernels a run's backend runs, as the banners name them.
+const char* kernels_name(const RunOptions& r) {
+  if (r.device == "cuda") return "CUDA";
+  if (r.device == "cuda-emulation") return "CUDA-emulated";
+  return r.reference ? "reference" : "oneDNN";
+}
+
 // Rank 0's first line: what trains where.
 // `collectives`, `why`: where a plan's collectives run (PlanTrainer::collectives_name) and why.
 std::string banner(const Pipeline& p, const PipelineOptions& o, int threads, bool adaptive, const std::string& collectives, const std::string& why) {
@@ -148,10 +155,8 @@ std::string banner(const Pipeline& p, const PipelineOptions& o, int threads, boo
   const sema::TrainSpec& s = p.spec;
   const char* config = p.interp->config_name().empty() ? "-" : p.interp->config_name().c_str();
   const bool cuda = o.run.device == "cuda";
-  std::string kernels_text = cuda ? "CUDA"
-                             : o.run.device == "cuda-emulation" ? "CUDA-emulated (the CUDA backend's kernels run on the host)"
-                             : o.run.reference                  ? "reference"
-                                                                : "oneDNN";
+  std::string kernels_text = kernels_name(o.run);
+  if (o.run.device == "cuda-emulation") kernels_text += " (the CUDA backend's kernels run on the host)";
   if (s.precision == "bf16") kernels_text += " (bf16 matrix products, fp32 accumulation and weights)";
   if (s.precision == "fp16")
     kernels_text += " (fp16 matrix products, fp32 accumulation and weights, dynamic loss scaling from " + format_scale(s.loss_scale.init) + ")";
@@ -370,7 +375,7 @@ int run_eval(Pipeline& p, const PipelineOptions& o) {
     const std::string kind = r.device == "cuda" ? " CUDA rank(s)" : " CPU rank(s)";
     std::string where = o.plan.empty() ? std::to_string(o.topo.ranks) + kind + (o.topo.ranks > 1 ? " as data-parallel replicas" : "")
                                        : "plan " + o.plan + " on " + std::to_string(o.topo.ranks) + kind;
-    const char* kernels = r.device == "cuda" ? "CUDA" : r.device == "cuda-emulation" ? "CUDA-emulated" : r.reference ? "reference" : "oneDNN";
+    const char* kernels = kernels_name(r);
     if (rank == 0)
       std::printf("nns: evaluating %s (config %s) with %s, %s kernels; %lld step(s) of data, forward only (dropout off, no update)\n",
                   o.path.c_str(), config, where.c_str(), kernels, static_cast<long long>(steps));
