@@ -7,6 +7,7 @@
 // Tolerance 1e-4, the fp32 table's: both sides multiply the same rounded
 // operands exactly (8-bit significands: every product fits a float), so
 // they differ only by the order of fp32 (fast) vs double (ref) sums.
+#include "autocast_linear.h"
 #include "node_conformance.h"
 
 namespace nns::backend::test {
@@ -14,12 +15,6 @@ namespace nns::backend::test {
 namespace {
 
 constexpr double kGemmTol = 1e-4;
-
-float from_bits(uint32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
 
 }  // namespace
 
@@ -32,7 +27,7 @@ TEST_CASE("round_to_bf16: nearest, ties to even, specials kept", "[backend][bf16
   CHECK(cpu::round_to_bf16(1.0f + 3 * 0x1p-8f) == 1.0f + 0x1p-6f);
   // Just above the halfway point rounds up.
   CHECK(cpu::round_to_bf16(1.0f + 0x1p-8f + 0x1p-20f) == 1.0f + 0x1p-7f);
-  CHECK(cpu::round_to_bf16(0.1f) == from_bits(0x3dcd0000u));  // 0.1f = 0x3dcccccd
+  CHECK(cpu::round_to_bf16(0.1f) == cpu::f32_from_bits(0x3dcd0000u));  // 0.1f = 0x3dcccccd
   CHECK(std::isinf(cpu::round_to_bf16(INFINITY)));
   CHECK(std::isnan(cpu::round_to_bf16(NAN)));
   CHECK(std::isinf(cpu::round_to_bf16(3.4e38f)));  // past bf16's largest finite value: overflows
@@ -83,45 +78,8 @@ TEST_CASE("conformance bf16: matmul / bmm, fast vs reference", "[backend][bf16][
 }
 
 TEST_CASE("conformance bf16: linear nodes through the backend's precision", "[backend][bf16][conformance]") {
-  struct Case {
-    int64_t rows, k, n;
-    bool bias;
-  };
-  std::vector<Case> cases = {{1, 1, 1, true}, {5, 7, 3, true}, {33, 64, 17, false}, {128, 256, 96, true}};
-  auto ref = make_cpu_backend(true), fast = make_cpu_backend(false);
-  ref->set_precision(Precision::BF16);
-  fast->set_precision(Precision::BF16);
-  uint32_t seed = 950;
-  for (const Case& c : cases) {
-    Buf x = random_buf(c.rows * c.k, ++seed), w = random_buf(c.n * c.k, ++seed), bias = random_buf(c.n, ++seed);
-    Buf dy = random_buf(c.rows * c.n, ++seed);
-    const std::string name = "rows" + std::to_string(c.rows) + " k" + std::to_string(c.k) + " n" + std::to_string(c.n);
-    // The kernels the backends dispatch to under bf16, on the same operands.
-    Buf y_ref(dy.size()), y_fast(dy.size());
-    cpu::ref::linear_bf16(x.data(), w.data(), c.bias ? bias.data() : nullptr, y_ref.data(), c.rows, c.k, c.n);
-    cpu::fast::linear_bf16(x.data(), w.data(), c.bias ? bias.data() : nullptr, y_fast.data(), c.rows, c.k, c.n);
-    expect_close("linear_bf16", name, "y", y_fast, y_ref, kGemmTol);
-    Buf dx_ref(x.size()), dw_ref(w.size()), db_ref(bias.size()), dx_fast(x.size()), dw_fast(w.size()), db_fast(bias.size());
-    cpu::ref::linear_backward_bf16(x.data(), w.data(), dy.data(), dx_ref.data(), dw_ref.data(), db_ref.data(), c.rows, c.k, c.n);
-    cpu::fast::linear_backward_bf16(x.data(), w.data(), dy.data(), dx_fast.data(), dw_fast.data(), db_fast.data(), c.rows, c.k,
-                                    c.n);
-    expect_close("linear_backward_bf16", name, "dx", dx_fast, dx_ref, kGemmTol);
-    expect_close("linear_backward_bf16", name, "dw", dw_fast, dw_ref, kGemmTol);
-    expect_close("linear_backward_bf16", name, "dbias", db_fast, db_ref, kGemmTol);
-    // The bias gradient is a sum of the fp32 gradient: exactly fp32's.
-    Buf db_f32(bias.size());
-    cpu::ref::linear_backward(x.data(), w.data(), dy.data(), nullptr, nullptr, db_f32.data(), c.rows, c.k, c.n);
-    CHECK(db_ref == db_f32);
-
-    // A linear node run by each backend equals its bf16 kernel bit for bit:
-    // run_node dispatches by the precision.
-    std::vector<HostTensor> in = {f32({c.rows, c.k}, x), f32({c.n, c.k}, w)};
-    if (c.bias) in.push_back(f32({c.n}, bias));
-    NodeCase fwd{c.bias ? "linear_bias" : "linear", {}, in, {f32_zeros({c.rows, c.n})}};
-    std::vector<HostTensor> got_ref = run_case(*ref, fwd), got_fast = run_case(*fast, fwd);
-    CHECK(got_ref[0].f == y_ref);
-    CHECK(got_fast[0].f == y_fast);
-  }
+  check_linear_autocast(Precision::BF16, "bf16", {cpu::ref::linear_bf16, cpu::ref::linear_backward_bf16},
+                        {cpu::fast::linear_bf16, cpu::fast::linear_backward_bf16}, 950, kGemmTol);
 }
 
 }  // namespace nns::backend::test

@@ -9,6 +9,7 @@
 // Tolerance 1e-4, the fp32 table's: both sides multiply the same rounded
 // operands exactly (11-bit significands: every product fits a float), so
 // they differ only by the order of fp32 (fast) vs double (ref) sums.
+#include "autocast_linear.h"
 #include "node_conformance.h"
 
 namespace nns::backend::test {
@@ -16,12 +17,6 @@ namespace nns::backend::test {
 namespace {
 
 constexpr double kGemmTol = 1e-4;
-
-float from_bits(uint32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
 
 }  // namespace
 
@@ -57,7 +52,7 @@ TEST_CASE("fp16_bits: nearest, ties to even, overflow to inf, subnormals", "[bac
   CHECK(fp16_bits(-0x1p-24f) == 0x8001);
   CHECK(fp16_bits(1e-10f) == 0x0000);                 // underflows to zero
   CHECK(fp16_bits(-0.0f) == 0x8000);
-  CHECK(fp16_bits(from_bits(0x00000001u)) == 0x0000);  // a float subnormal
+  CHECK(fp16_bits(cpu::f32_from_bits(0x00000001u)) == 0x0000);  // a float subnormal
   // NaN stays NaN.
   uint16_t nan = fp16_bits(NAN);
   CHECK((nan & 0x7c00) == 0x7c00);
@@ -95,7 +90,7 @@ TEST_CASE("conformance fp16: the fast kernels round operands exactly as round_to
   // that overflows would make inf * 0 = NaN in the other columns; the
   // overflow test below covers it).
   std::vector<float> vals;
-  for (uint32_t bits = 0x00000000u; bits < 0x477ff000u; bits += 4093) vals.push_back(from_bits(bits));  // 0 .. just below 65520
+  for (uint32_t bits = 0x00000000u; bits < 0x477ff000u; bits += 4093) vals.push_back(cpu::f32_from_bits(bits));  // 0 .. just below 65520
   for (uint32_t h = 0; h < 0x7c00; h += 7) {  // every 7th half, and the ties above and below it
     float f = cpu::fp16_to_float(static_cast<uint16_t>(h)), next = cpu::fp16_to_float(static_cast<uint16_t>(h + 1));
     vals.push_back(f);
@@ -187,43 +182,8 @@ TEST_CASE("conformance fp16: an operand past 65504 overflows to inf, as a half d
 }
 
 TEST_CASE("conformance fp16: linear nodes through the backend's precision", "[backend][fp16][conformance]") {
-  struct Case {
-    int64_t rows, k, n;
-    bool bias;
-  };
-  std::vector<Case> cases = {{1, 1, 1, true}, {5, 7, 3, true}, {33, 64, 17, false}, {128, 256, 96, true}};
-  auto ref = make_cpu_backend(true), fast = make_cpu_backend(false);
-  ref->set_precision(Precision::F16);
-  fast->set_precision(Precision::F16);
-  uint32_t seed = 1950;
-  for (const Case& c : cases) {
-    Buf x = random_buf(c.rows * c.k, ++seed), w = random_buf(c.n * c.k, ++seed), bias = random_buf(c.n, ++seed);
-    Buf dy = random_buf(c.rows * c.n, ++seed);
-    const std::string name = "rows" + std::to_string(c.rows) + " k" + std::to_string(c.k) + " n" + std::to_string(c.n);
-    Buf y_ref(dy.size()), y_fast(dy.size());
-    cpu::ref::linear_fp16(x.data(), w.data(), c.bias ? bias.data() : nullptr, y_ref.data(), c.rows, c.k, c.n);
-    cpu::fast::linear_fp16(x.data(), w.data(), c.bias ? bias.data() : nullptr, y_fast.data(), c.rows, c.k, c.n);
-    expect_close("linear_fp16", name, "y", y_fast, y_ref, kGemmTol);
-    Buf dx_ref(x.size()), dw_ref(w.size()), db_ref(bias.size()), dx_fast(x.size()), dw_fast(w.size()), db_fast(bias.size());
-    cpu::ref::linear_backward_fp16(x.data(), w.data(), dy.data(), dx_ref.data(), dw_ref.data(), db_ref.data(), c.rows, c.k, c.n);
-    cpu::fast::linear_backward_fp16(x.data(), w.data(), dy.data(), dx_fast.data(), dw_fast.data(), db_fast.data(), c.rows, c.k,
-                                    c.n);
-    expect_close("linear_backward_fp16", name, "dx", dx_fast, dx_ref, kGemmTol);
-    expect_close("linear_backward_fp16", name, "dw", dw_fast, dw_ref, kGemmTol);
-    expect_close("linear_backward_fp16", name, "dbias", db_fast, db_ref, kGemmTol);
-    Buf db_f32(bias.size());
-    cpu::ref::linear_backward(x.data(), w.data(), dy.data(), nullptr, nullptr, db_f32.data(), c.rows, c.k, c.n);
-    CHECK(db_ref == db_f32);  // the bias gradient is a sum of the fp32 gradient
-
-    // A linear node run by each backend equals its fp16 kernel bit for bit:
-    // run_node dispatches by the precision.
-    std::vector<HostTensor> in = {f32({c.rows, c.k}, x), f32({c.n, c.k}, w)};
-    if (c.bias) in.push_back(f32({c.n}, bias));
-    NodeCase fwd{c.bias ? "linear_bias" : "linear", {}, in, {f32_zeros({c.rows, c.n})}};
-    std::vector<HostTensor> got_ref = run_case(*ref, fwd), got_fast = run_case(*fast, fwd);
-    CHECK(got_ref[0].f == y_ref);
-    CHECK(got_fast[0].f == y_fast);
-  }
+  check_linear_autocast(Precision::F16, "fp16", {cpu::ref::linear_fp16, cpu::ref::linear_backward_fp16},
+                        {cpu::fast::linear_fp16, cpu::fast::linear_backward_fp16}, 1950, kGemmTol);
 }
 
 }  // namespace nns::backend::test
