@@ -1,5 +1,6 @@
 #include "backend/runtime/cuda/device_backend.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "backend/runtime/cuda/call.h"
@@ -85,19 +86,30 @@ class DeviceBackend : public Backend {
   }
 
   double sum_of_squares(const std::vector<TensorView>& grads) override {
+    // Every tensor's partial sums into one buffer, read back once: one host
+    // round trip per call, not one per gradient. The lane scratch is reused
+    // by each tensor in turn (the stream orders them).
+    int64_t parts = 0, lanes = 0;
+    for (const TensorView& t : grads)
+      if (t.numel() > 0) {
+        parts += kernels::sum_of_squares_partials(t.numel());
+        lanes = std::max(lanes, kernels::sum_of_squares_lanes(t.numel()));
+      }
+    if (parts == 0) return 0;
+    Scratch scratch(alloc_);
+    double* lane_sums = scratch.get<double>(lanes);
+    double* partials = scratch.get<double>(parts);
+    int64_t at = 0;
+    for (const TensorView& t : grads)
+      if (t.numel() > 0) {
+        kernels::sum_of_squares(t.f32(), t.numel(), lane_sums, partials + at, stream_);
+        at += kernels::sum_of_squares_partials(t.numel());
+      }
+    std::vector<double> host(static_cast<size_t>(parts));
+    // Through Backend::copy_to_host, counted: the gradient norm's partials are a host round trip.
+    copy_to_host(host.data(), partials, sizeof(double) * host.size());
     double total = 0;
-    for (const TensorView& t : grads) {
-      int64_t n = t.numel();
-      if (n == 0) continue;
-      Scratch scratch(alloc_);
-      double* work = scratch.get<double>(kernels::sum_of_squares_scratch(n));
-      kernels::sum_of_squares(t.f32(), n, work, stream_);
-      int64_t parts = kernels::sum_of_squares_partials(n);
-      std::vector<double> host(static_cast<size_t>(parts));
-      // Through Backend::copy_to_host, counted: the gradient norm's partials are a host round trip.
-      copy_to_host(host.data(), work + (kernels::sum_of_squares_scratch(n) - parts), sizeof(double) * host.size());
-      for (double p : host) total += p;  // in order: the same sum every run
-    }
+    for (double p : host) total += p;  // in order: the same sum every run
     return total;
   }
   void scale(const TensorView& t, float alpha) override {

@@ -40,12 +40,13 @@ void axpy(float* y, const float* x, int64_t n, float alpha, Stream stream);
 // dbias[c] = sum over rows of dy[r, c], summed in double, in row order.
 void column_sums(const float* dy, float* dbias, int64_t rows, int64_t cols, Stream stream);
 // Sum of squares of x in a fixed order (the same value every run): lanes
-// of a strided partition, then groups of lanes; `scratch` holds
-// sum_of_squares_scratch(n) doubles and the caller adds the last
-// sum_of_squares_partials(n) of them, in order, on the host.
-int64_t sum_of_squares_scratch(int64_t n);
+// of a strided partition into `lanes` (sum_of_squares_lanes(n) doubles of
+// scratch), then groups of lanes into `partials`
+// (sum_of_squares_partials(n) doubles), which the caller adds in order on
+// the host.
+int64_t sum_of_squares_lanes(int64_t n);
 int64_t sum_of_squares_partials(int64_t n);
-void sum_of_squares(const float* x, int64_t n, double* scratch, Stream stream);
+void sum_of_squares(const float* x, int64_t n, double* lanes, double* partials, Stream stream);
 void sgd_step(float* param, const float* grad, float* momentum_buf, int64_t n, float lr, float momentum,
               float weight_decay, Stream stream);
 void adamw_step(float* param, const float* grad, float* m, float* v, int64_t n, float lr, float beta1, float beta2,

@@ -91,12 +91,10 @@ void column_sums(const float* dy, float* dbias, int64_t rows, int64_t cols, Stre
 }
 
 int64_t sum_of_squares_partials(int64_t n) { return (lanes_for(n) + kLanesPerGroup - 1) / kLanesPerGroup; }
-int64_t sum_of_squares_scratch(int64_t n) { return lanes_for(n) + sum_of_squares_partials(n); }
+int64_t sum_of_squares_lanes(int64_t n) { return lanes_for(n); }
 
-void sum_of_squares(const float* x, int64_t n, double* scratch, Stream s) {
+void sum_of_squares(const float* x, int64_t n, double* lane_sums, double* group_sums, Stream s) {
   const int64_t lanes = lanes_for(n), groups = sum_of_squares_partials(n);
-  double* lane_sums = scratch;
-  double* group_sums = scratch + lanes;
   // Lane l sums x[l], x[l + lanes], ...: neighbouring lanes read neighbouring
   // elements (coalesced on a GPU).
   for_each(lanes, s, NNS_KERNEL(int64_t l) {
