@@ -82,7 +82,10 @@ int cmd_simulate(const Args& a) {
     return kExitRuntime;
   }
   auto t2 = std::chrono::steady_clock::now();
-  if (!a.trace.empty() && !planner::write_sim_trace(a.trace, lp, &p.graph(), r, err)) {
+  auto node_times = [&prof, bpe, &dtype](const backend::RankProgram& prog, const backend::PInstr& in) {
+    return planner::kernel_node_times(prof, prog, in, bpe, dtype);
+  };
+  if (!a.trace.empty() && !planner::write_sim_trace(a.trace, lp, &p.graph(), r, err, node_times)) {
     std::cerr << "nns: error: " << err << "\n";
     return kExitRuntime;
   }

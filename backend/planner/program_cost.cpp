@@ -71,8 +71,10 @@ namespace {
 
 // `as` (nns simulate --precision; empty: each tensor's own dtype) costs
 // every fp32 node at that dtype's peak with `bpe` bytes per element.
+// Appends (node, seconds) for each primitive node of `nodes` to `out` when
+// given; returns the sum.
 double nodes_time(const DeviceProfile& p, const sema::Graph& g, const std::vector<int>& nodes, const std::string& as,
-                  int bpe, bool cold) {
+                  int bpe, bool cold, std::vector<std::pair<int, double>>* out = nullptr) {
   double t = 0;
   for (int id : nodes) {
     if (id < 0 || static_cast<size_t>(id) >= g.nodes().size()) continue;
@@ -91,8 +93,16 @@ double nodes_time(const DeviceProfile& p, const sema::Graph& g, const std::vecto
     if (cold && p.memory_bandwidth_cold > 0 && !(p.cache_bytes > 0 && w.bytes <= p.cache_bytes))
       nt = std::max(nt, p.kernel_overhead + w.bytes / p.memory_bandwidth_cold);
     t += nt;
+    if (out) out->emplace_back(id, nt);
   }
   return t;
+}
+
+std::vector<int> backward_nodes(const backend::SubOpKernel& k) {
+  std::vector<int> b;
+  for (int id : k.bwd.nodes)
+    if (std::find(k.wgrad_nodes.begin(), k.wgrad_nodes.end(), id) == k.wgrad_nodes.end()) b.push_back(id);
+  return b;
 }
 
 double numel(const backend::RankProgram& prog, int buf) {
@@ -167,13 +177,8 @@ double work_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const b
   switch (in.kind) {
     case PInstr::Forward:
       return k ? nodes_time(p, prog.local, k->inst.nodes, dtype, bytes_per_element, cold) : 0.0;
-    case PInstr::Backward: {
-      if (!k) return 0.0;
-      std::vector<int> b;
-      for (int id : k->bwd.nodes)
-        if (std::find(k->wgrad_nodes.begin(), k->wgrad_nodes.end(), id) == k->wgrad_nodes.end()) b.push_back(id);
-      return nodes_time(p, prog.local, b, dtype, bytes_per_element, cold);
-    }
+    case PInstr::Backward:
+      return k ? nodes_time(p, prog.local, backward_nodes(*k), dtype, bytes_per_element, cold) : 0.0;
     case PInstr::BackwardW:
       return k ? nodes_time(p, prog.local, k->wgrad_nodes, dtype, bytes_per_element, cold) : 0.0;
     case PInstr::SliceIn:
@@ -236,6 +241,18 @@ double instr_time_in(const DeviceProfile& p, const backend::LoweredPlan& lp, con
 double instr_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const backend::RankProgram& prog,
                   const PInstr& in, int bytes_per_element, const std::string& dtype) {
   return instr_time_in(p, lp, prog, in, bytes_per_element, dtype, out_of_cache(p, prog, bytes_per_element));
+}
+
+std::vector<std::pair<int, double>> kernel_node_times(const DeviceProfile& p, const backend::RankProgram& prog, const PInstr& in,
+                                                     int bytes_per_element, const std::string& dtype) {
+  std::vector<std::pair<int, double>> out;
+  if (in.kernel < 0 || static_cast<size_t>(in.kernel) >= prog.kernels.size()) return out;
+  const backend::SubOpKernel& k = prog.kernels[static_cast<size_t>(in.kernel)];
+  bool cold = out_of_cache(p, prog, bytes_per_element);
+  if (in.kind == PInstr::Forward) nodes_time(p, prog.local, k.inst.nodes, dtype, bytes_per_element, cold, &out);
+  if (in.kind == PInstr::Backward) nodes_time(p, prog.local, backward_nodes(k), dtype, bytes_per_element, cold, &out);
+  if (in.kind == PInstr::BackwardW) nodes_time(p, prog.local, k.wgrad_nodes, dtype, bytes_per_element, cold, &out);
+  return out;
 }
 
 InstrCost profile_cost(const DeviceProfile& p, const backend::LoweredPlan& lp, int bytes_per_element,

@@ -18,6 +18,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backend/lowering/rank_program.h"
 #include "backend/planner/cost_model.h"
@@ -56,6 +58,14 @@ double instr_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const 
 // profile's cache share (cache_bytes): it is then costed with the profile's
 // cold lines. Always false for a profile without them (the GPU profiles).
 bool out_of_cache(const DeviceProfile& p, const backend::RankProgram& prog, int bytes_per_element = 4);
+
+// The primitive nodes (ids in prog.local) a kernel instruction (Forward,
+// Backward, BackwardW) runs and what each costs, in execution order; their
+// sum is the instruction's time less the per-instruction overhead. Empty for
+// other instructions. For nns simulate --trace's per-node events.
+std::vector<std::pair<int, double>> kernel_node_times(const DeviceProfile& p, const backend::RankProgram& prog,
+                                                     const backend::PInstr& in, int bytes_per_element = 4,
+                                                     const std::string& dtype = "");
 
 InstrCost profile_cost(const DeviceProfile& p, const backend::LoweredPlan& lp, int bytes_per_element = 4,
                        const std::string& dtype = "");

@@ -35,7 +35,7 @@ std::string label(const backend::RankProgram& prog, const sema::Graph* g, const 
 }  // namespace
 
 bool write_sim_trace(const std::string& path, const backend::LoweredPlan& lp, const sema::Graph* g, const SimResult& r,
-                     std::string& err) {
+                     std::string& err, const NodeTimes& node_times) {
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (!f) { err = "--trace: cannot write " + path; return false; }
   std::fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"generator\":\"nns simulate --trace\",\"ranks\":%zu},\n\"traceEvents\":[\n",
@@ -62,6 +62,16 @@ bool write_sim_trace(const std::string& path, const backend::LoweredPlan& lp, co
     std::fprintf(f, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"name\":\"%s\",\"cat\":\"%s\",\"args\":{\"instr\":%d}}", p.rank,
                  static_cast<int>(e.track), e.begin * 1e6, (e.end - e.begin) * 1e6, escape(label(p, g, in)).c_str(), track_name(e.track),
                  e.instr);
+    if (!node_times || e.track != 1) continue;
+    const char* phase = in.kind == backend::PInstr::Forward ? "F" : in.kind == backend::PInstr::Backward ? "B" : "W";
+    double t = e.begin;
+    for (const auto& [node, secs] : node_times(p, in)) {
+      const sema::OpNode& n = p.local.node(node);
+      sep();
+      std::fprintf(f, "{\"ph\":\"X\",\"pid\":%d,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,\"name\":\"%s %s\",\"cat\":\"compute\",\"args\":{\"op\":\"%s\"}}",
+                   p.rank, t * 1e6, secs * 1e6, escape(n.name).c_str(), phase, escape(n.kind).c_str());
+      t += secs;
+    }
   }
   std::fputs("\n]}\n", f);
   bool ok = std::ferror(f) == 0;

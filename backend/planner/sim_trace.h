@@ -6,7 +6,10 @@
 // recorder: the planner does not link the runtime.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backend/lowering/rank_program.h"
 #include "backend/planner/simulator.h"
@@ -16,7 +19,13 @@ namespace nns::planner {
 
 // Writes `r.events` (simulate with SimOptions::record) to `path`; false with
 // err when the file cannot be written. `g` (the full graph) names kernels.
+// `node_times` (optional): the primitive nodes a kernel instruction runs
+// and their seconds (program_cost.h's kernel_node_times); each becomes an
+// event nested in its kernel's, named as the node is in the rank's local
+// graph ("...linear#0 F"), with its op kind in args, as the single-device
+// `nns run --trace` names its per-node events.
+using NodeTimes = std::function<std::vector<std::pair<int, double>>(const backend::RankProgram&, const backend::PInstr&)>;
 bool write_sim_trace(const std::string& path, const backend::LoweredPlan& lp, const sema::Graph* g, const SimResult& r,
-                     std::string& err);
+                     std::string& err, const NodeTimes& node_times = nullptr);
 
 }  // namespace nns::planner
