@@ -194,36 +194,17 @@ struct KernelBench {
     attrs["grad_mask"] = std::vector<int64_t>(fwd.inputs.size(), 1);
     return add(fwd.kind + "_backward", in, out, attrs, 0, f);
   }
-  // Runs node `id` as the executor does: fresh zeroed outputs, then the
-  // kernel. `copy` picks one of the operand copies made by rotate().
-  void run(backend::Backend& be, int id, size_t copy = 0) {
+  // Runs node `id` as the executor does: fresh zeroed outputs, then the kernel.
+  void run(backend::Backend& be, int id) {
     const sema::OpNode& n = g.node(id);
-    auto buffer = [&](int t) -> std::vector<float>& {
-      return copy == 0 ? data[static_cast<size_t>(t)] : copies[copy - 1][static_cast<size_t>(t)];
-    };
     std::vector<backend::TensorView> ins, outs;
-    for (int t : n.inputs) ins.push_back(backend::TensorView{buffer(t).data(), sema::DType::F32, g.tensor(t).shape});
+    for (int t : n.inputs) ins.push_back(backend::TensorView{data[static_cast<size_t>(t)].data(), sema::DType::F32, g.tensor(t).shape});
     for (int t : n.outputs) {
-      std::vector<float>& o = buffer(t);
-      o.assign(static_cast<size_t>(sema::numel(g.tensor(t).shape)), 0.f);
-      outs.push_back(backend::TensorView{o.data(), sema::DType::F32, g.tensor(t).shape});
+      data[static_cast<size_t>(t)] = std::vector<float>(static_cast<size_t>(sema::numel(g.tensor(t).shape)), 0.f);
+      outs.push_back(backend::TensorView{data[static_cast<size_t>(t)].data(), sema::DType::F32, g.tensor(t).shape});
     }
     be.run_node(g, n, ins, outs);
   }
-  // Copies of every tensor so that node `id`'s operands, used in turn,
-  // span `span` bytes (at most 64 copies): a kernel of a program finds
-  // its operands where other kernels left them, not in the cache it
-  // filled itself the call before. Returns the number of copies in use.
-  size_t rotate(int id, double span) {
-    const sema::OpNode& n = g.node(id);
-    double bytes = 0;
-    for (int t : n.inputs) bytes += static_cast<double>(g.tensor(t).bytes());
-    for (int t : n.outputs) bytes += static_cast<double>(g.tensor(t).bytes());
-    size_t count = static_cast<size_t>(std::clamp(std::ceil(span / std::max(bytes, 1.0)), 1.0, 64.0));
-    copies.assign(count - 1, data);
-    return count;
-  }
-  std::vector<std::vector<std::vector<float>>> copies;  // rotate()'s, by copy then tensor id
 };
 
 // One measured kernel: its class and work (program_cost's node_work, so the
@@ -238,11 +219,7 @@ void bench_node(backend::Backend& be, KernelBench& kb, int id, const Settings& s
   KernelPoint p;
   p.kind = kb.g.node(id).kind;
   p.work = planner::node_work(kb.g, kb.g.node(id));
-  static const double span = std::getenv("NNS_PROFILE_SPAN") ? std::atof(std::getenv("NNS_PROFILE_SPAN")) : 0;
-  size_t copies = kb.rotate(id, span);
-  size_t next = 0;
-  p.seconds = time_fastest([&] { kb.run(be, id, next++ % copies); }, s);
-  kb.copies.clear();
+  p.seconds = time_fastest([&] { kb.run(be, id); }, s);
   out.push_back(p);
 }
 
