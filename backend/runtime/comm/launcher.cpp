@@ -218,6 +218,18 @@ int rank_threads() {
   return std::max(1, cpu_count() / world);
 }
 
+std::chrono::microseconds comm_spin() {
+  static const std::chrono::microseconds spin = [] {
+    if (const char* v = std::getenv("NNS_COMM_SPIN_US"); v && *v) return std::chrono::microseconds(std::max(0, std::atoi(v)));
+    LaunchEnv launch;
+    std::string err;
+    int world = 1;
+    if (detect_launch_env(process_env(), launch, err)) world = launch.local_world_size;
+    return std::chrono::microseconds(world <= cpu_count() ? 50 : 0);
+  }();
+  return spin;
+}
+
 int launch_local_ranks(int world_size, const std::function<int(int rank)>& rank_main) {
   if (world_size < 1) throw std::invalid_argument("launch_local_ranks: world size must be >= 1");
   const int port = find_free_port();

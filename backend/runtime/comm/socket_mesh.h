@@ -7,8 +7,9 @@
 // several thread wake-ups in each process; on loopback a Gloo round trip
 // measured 95 us where a blocking socket round trip takes 14 us (on the
 // 2-core VM of README's "Measured numbers"). Here the calling thread writes
-// and reads the sockets itself and sleeps in poll() when it must wait:
-// nothing spins, nothing else wakes.
+// and reads the sockets itself and, when it must wait, polls them for a
+// bounded while (comm_spin(): only while the host's ranks have a core
+// each) and then sleeps in poll(); nothing else wakes.
 //
 // Every message carries a header (its number on that connection and its
 // byte count) that the receiver checks, so members that disagree about the
@@ -81,6 +82,7 @@ class SocketMesh {
   // Messages so far per peer and direction: the sender's count travels in
   // the header and must equal the receiver's.
   std::vector<uint64_t> sent_seq_, recv_seq_;
+  std::chrono::microseconds spin_;  // launcher.h: comm_spin()
 };
 
 }  // namespace nns::backend
