@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The planner's prediction against this machine: for every shipped plan on
 # N CPU ranks, the measured step time (`nns run --gpus N --plan P`, the
-# median of steps SKIP+1..S, each run R times and the median run kept) and the
+# median of steps SKIP+1..S, each run R times, round-robin over the plans, and the median run kept) and the
 # simulated one (`nns simulate --device PROFILE`), with the error. A
 # benchmark, not a test: timings depend on the machine and its load.
 #   bench/simulate_cpu.sh [--profile FILE|measure] [--steps S] [--skip K] [--runs R] [--gpus N]
@@ -68,39 +68,52 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if
 
 echo "simulate vs run: $GPUS CPU ranks, profile $PROFILE, $(nproc) cores, median of steps $((SKIP + 1))..$STEPS, median of $RUNS runs"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-22s %-16s %12s %12s %9s %10s %9s  %s\n' model plan "predicted ms" "measured ms" "error %" "fastest ms" "vs fast" "load"
+printf '%-22s %-16s %12s %12s %9s %10s %9s\n' model plan "predicted ms" "measured ms" "error %" "fastest ms" "vs fast"
+# Predictions first; then the runs round-robin over the plans (run 1 of
+# every plan, then run 2, ...): a minute in which the shared VM is slow then
+# costs one run of several plans, not every run of one plan (runs of the
+# same plan minutes apart differed by up to 1.9x on 2026-11-25).
+declare -A PRED RUNS MINS FAILED
+for entry in "${PLANS[@]}"; do
+  read -r name file config plan <<<"$entry"
+  key="$name/$config/$plan"
+  if ! sim="$("$NNS" simulate "$file" --config "$config" --gpus "$GPUS" --plan "$plan" --device "$PROFILE" 2>&1)"; then
+    FAILED[$key]="simulate refused: $(grep -m1 'error' <<<"$sim" | cut -c1-100)"
+    continue
+  fi
+  PRED[$key]="$(sed -n 's/^simulated .*: step \([0-9.]*\) ms.*/\1/p' <<<"$sim")"
+done
+for ((r = 0; r < RUNS; ++r)); do
+  for entry in "${PLANS[@]}"; do
+    read -r name file config plan <<<"$entry"
+    key="$name/$config/$plan"
+    [ -n "${FAILED[$key]:-}" ] && continue
+    if ! out="$("$NNS" run "$file" --config "$config" --gpus "$GPUS" --plan "$plan" --steps "$STEPS" 2>&1)"; then
+      FAILED[$key]="run refused: $(grep -m1 'error' <<<"$out" | cut -c1-100)"
+      continue
+    fi
+    RUNS[$key]="${RUNS[$key]:-} $(step_median <<<"$out")"
+    MINS[$key]="${MINS[$key]:-} $(step_min <<<"$out")"
+  done
+done
 within=0
 total=0
 skipped=0
 for entry in "${PLANS[@]}"; do
   read -r name file config plan <<<"$entry"
-  if ! sim="$("$NNS" simulate "$file" --config "$config" --gpus "$GPUS" --plan "$plan" --device "$PROFILE" 2>&1)"; then
-    printf '%-22s %-16s   skipped: simulate refused: %s\n' "$name/$config" "$plan" "$(grep -m1 'error' <<<"$sim" | cut -c1-100)"
+  key="$name/$config/$plan"
+  if [ -n "${FAILED[$key]:-}" ]; then
+    printf '%-22s %-16s   skipped: %s\n' "$name/$config" "$plan" "${FAILED[$key]}"
     skipped=$((skipped + 1))
     continue
   fi
-  pred="$(sed -n 's/^simulated .*: step \([0-9.]*\) ms.*/\1/p' <<<"$sim")"
-  runs=()
-  mins=()
-  failed=""
-  for ((r = 0; r < RUNS; ++r)); do
-    if ! out="$("$NNS" run "$file" --config "$config" --gpus "$GPUS" --plan "$plan" --steps "$STEPS" 2>&1)"; then
-      failed="$(grep -m1 'error' <<<"$out" | cut -c1-100)"
-      break
-    fi
-    runs+=("$(step_median <<<"$out")")
-    mins+=("$(step_min <<<"$out")")
-  done
-  if [ -n "$failed" ]; then
-    printf '%-22s %-16s   skipped: run refused: %s\n' "$name/$config" "$plan" "$failed"
-    skipped=$((skipped + 1))
-    continue
-  fi
+  pred="${PRED[$key]}"
+  read -r -a runs <<<"${RUNS[$key]}"
   meas="$(printf '%s\n' "${runs[@]}" | median)"
-  fastest="$(printf '%s\n' "${mins[@]}" | sort -g | head -1)"
+  fastest="$(printf '%s\n' ${MINS[$key]} | sort -g | head -1)"
   load="$(cut -d' ' -f1 /proc/loadavg)"
   line="$(awk -v n="$name/$config" -v p="$plan" -v a="$pred" -v m="$meas" -v l="$load" -v rs="${runs[*]}" -v f="$fastest" \
-    'BEGIN { e = (a - m) / m * 100; printf "%-22s %-16s %12.3f %12.3f %+8.1f%% %10.3f %+8.1f%%  %s (runs %s)\n", n, p, a, m, e, f, (a - f) / f * 100, l, rs; exit (e <= 20 && e >= -20) ? 0 : 1 }')" && within=$((within + 1)) || true
+    'BEGIN { e = (a - m) / m * 100; printf "%-22s %-16s %12.3f %12.3f %+8.1f%% %10.3f %+8.1f%%  (runs %s)\n", n, p, a, m, e, f, (a - f) / f * 100, rs; exit (e <= 20 && e >= -20) ? 0 : 1 }')" && within=$((within + 1)) || true
   echo "$line"
   total=$((total + 1))
 done
