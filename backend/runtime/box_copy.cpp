@@ -21,31 +21,40 @@ void host_copy_box(void* dst, const void* src, const BoxCopy& box, bool add, flo
     if (l == 0) return;
   // A dimension both buffers hold whole folds into the one before it: the
   // same elements in the same order, in longer contiguous runs (a piece
-  // split only on its first dimension is one run per copy).
-  std::vector<int64_t> len{box.length[0]}, sdim{box.src_dims[0]}, ddim{box.dst_dims[0]}, sat{box.src_at[0]}, dat{box.dst_at[0]};
+  // split only on its first dimension is one run per copy). The eight
+  // per-dimension arrays live in one block, on the stack for up to 16
+  // dimensions: a program's copies are mostly small, and eight heap
+  // vectors per copy cost more than copying a few hundred floats.
+  constexpr size_t kStackRank = 16;
+  int64_t stack[8 * kStackRank];
+  std::vector<int64_t> heap(rank > kStackRank ? 8 * rank : 0);
+  int64_t* block = rank > kStackRank ? heap.data() : stack;
+  int64_t *len = block, *sdim = block + rank, *ddim = block + 2 * rank, *sat = block + 3 * rank, *dat = block + 4 * rank,
+          *sstride = block + 5 * rank, *dstride = block + 6 * rank, *idx = block + 7 * rank;
+  size_t n = 1;
+  len[0] = box.length[0], sdim[0] = box.src_dims[0], ddim[0] = box.dst_dims[0], sat[0] = box.src_at[0], dat[0] = box.dst_at[0];
   for (size_t k = 1; k < rank; ++k) {
     if (box.length[k] == box.src_dims[k] && box.length[k] == box.dst_dims[k]) {
-      len.back() *= box.length[k];
-      sat.back() *= box.src_dims[k];
-      dat.back() *= box.dst_dims[k];
-      sdim.back() *= box.src_dims[k];
-      ddim.back() *= box.dst_dims[k];
+      len[n - 1] *= box.length[k];
+      sat[n - 1] *= box.src_dims[k];
+      dat[n - 1] *= box.dst_dims[k];
+      sdim[n - 1] *= box.src_dims[k];
+      ddim[n - 1] *= box.dst_dims[k];
     } else {
-      len.push_back(box.length[k]);
-      sdim.push_back(box.src_dims[k]);
-      ddim.push_back(box.dst_dims[k]);
-      sat.push_back(box.src_at[k]);
-      dat.push_back(box.dst_at[k]);
+      len[n] = box.length[k];
+      sdim[n] = box.src_dims[k];
+      ddim[n] = box.dst_dims[k];
+      sat[n] = box.src_at[k];
+      dat[n] = box.dst_at[k];
+      ++n;
     }
   }
-  const size_t n = len.size();
-  std::vector<int64_t> sstride(n, 1), dstride(n, 1);
+  for (size_t k = 0; k < n; ++k) sstride[k] = dstride[k] = 1, idx[k] = 0;
   for (size_t k = n - 1; k-- > 0;) {
     sstride[k] = sstride[k + 1] * sdim[k + 1];
     dstride[k] = dstride[k + 1] * ddim[k + 1];
   }
   const int64_t inner = len[n - 1];
-  std::vector<int64_t> idx(n, 0);
   while (true) {
     int64_t so = 0, doff = 0;
     for (size_t k = 0; k < n; ++k) {

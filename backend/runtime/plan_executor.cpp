@@ -191,17 +191,52 @@ TensorView PlanExecutor::lview(int t) {
   return b.view(info.dtype, info.shape);
 }
 
+void PlanExecutor::lview_into(int t, TensorView& v) {
+  const sema::TensorInfo& info = P.local.tensor(t);
+  v.dtype = info.dtype;
+  v.shape = info.shape;
+  if (int b = (*alias_cur)[static_cast<size_t>(t)]; b >= 0) {  // read in place: the slice's address in buffer b
+    v.data = static_cast<char*>(bufs[static_cast<size_t>(b)].data()) + 4 * (*alias_at_cur)[static_cast<size_t>(t)];
+    return;
+  }
+  const DeviceBuffer& b = (*lbuf_cur)[static_cast<size_t>(t)];
+  if (b.empty() && sema::numel(info.shape) > 0) throw RuntimeError("internal: local tensor %" + std::to_string(t) + " not computed");
+  v.data = b.data();
+}
+
 void PlanExecutor::run_local(int n) {
   const sema::OpNode& node = P.local.node(n);
-  std::vector<TensorView> ins, outs;
-  for (int t : node.inputs) ins.push_back(lview(t));
-  for (int t : node.outputs) {
+  // The views are assigned in place: a node's views reuse the storage the
+  // previous node's left (no allocation per view per node).
+  ins_.resize(node.inputs.size());
+  outs_.resize(node.outputs.size());
+  for (size_t i = 0; i < node.inputs.size(); ++i) lview_into(node.inputs[i], ins_[i]);
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    const int t = node.outputs[i];
     const sema::TensorInfo& info = P.local.tensor(t);
     if (sema::dtype_bytes(info.dtype) != 4) throw RuntimeError(node.name + ": only 4-byte dtypes run on plan ranks");
     lset(t, alloc(sema::numel(info.shape)));
-    outs.push_back((*lbuf_cur)[static_cast<size_t>(t)].view(info.dtype, info.shape));
+    outs_[i].data = (*lbuf_cur)[static_cast<size_t>(t)].data();
+    outs_[i].dtype = info.dtype;
+    outs_[i].shape = info.shape;
   }
-  be.run_node(P.local, node, ins, outs);
+  be.run_node(P.local, node, ins_, outs_);
+}
+
+template <class Make>
+const PlanExecutor::InstrMemo& PlanExecutor::memo(const PInstr& in, Make&& make) {
+  if (memo_base_ != P.instrs.data() || memo_.size() != P.instrs.size()) {  // a new program (the profile swaps bodies)
+    memo_.assign(P.instrs.size(), InstrMemo{});
+    memo_base_ = P.instrs.data();
+  }
+  const size_t i = static_cast<size_t>(&in - P.instrs.data());
+  if (i >= memo_.size()) throw RuntimeError("internal: an instruction outside the rank's program");
+  InstrMemo& m = memo_[i];
+  if (!m.ready) {
+    make(m);
+    m.ready = true;
+  }
+  return m;
 }
 
 std::vector<float> PlanExecutor::extract(const std::vector<float>& from, const Piece& have, const Piece& want, float scale) const {
@@ -315,9 +350,14 @@ void PlanExecutor::exec(const PInstr& in) {
     case PInstr::LoadInput:
       load_input(in);
       return;
-    case PInstr::Extract:
-      set_buf(in.b, extract_box(bufs[static_cast<size_t>(in.a)], piece(in.a), piece(in.b), in.scale));
+    case PInstr::Extract: {
+      const Piece& want = piece(in.b);
+      const InstrMemo& m = memo(in, [&](InstrMemo& fresh) { fresh.box = region_box(piece(in.a), want, want.start, want.length); });
+      DeviceBuffer out = alloc(want.numel());
+      be.copy_box(out.data(), bufs[static_cast<size_t>(in.a)].data(), m.box, false, in.scale);
+      set_buf(in.b, std::move(out));
       return;
+    }
     case PInstr::Insert: {
       Piece part;
       const Piece from = piece(in.a), to = piece(in.b);
@@ -352,14 +392,21 @@ void PlanExecutor::exec_compute(const PInstr& in) {
   switch (in.kind) {
     case PInstr::SliceIn: {
       int t = kn.inst.inputs[static_cast<size_t>(in.index)];
-      if (int64_t at = slice_in_place(P, in); at >= 0) {  // read where it lives, no copy
+      const Piece& want = kn.in_slices[static_cast<size_t>(in.index)];
+      const InstrMemo& m = memo(in, [&](InstrMemo& fresh) {
+        fresh.in_place = slice_in_place(P, in);
+        if (fresh.in_place < 0) fresh.box = region_box(piece(in.a), want, want.start, want.length);
+      });
+      if (m.in_place >= 0) {  // read where it lives, no copy
         drop_local(t);
         (*alias_cur)[static_cast<size_t>(t)] = in.a;
-        (*alias_at_cur)[static_cast<size_t>(t)] = at;
+        (*alias_at_cur)[static_cast<size_t>(t)] = m.in_place;
         ++buf_refs_[static_cast<size_t>(in.a)];
         return;
       }
-      lset(t, extract_box(bufs[static_cast<size_t>(in.a)], piece(in.a), kn.in_slices[static_cast<size_t>(in.index)], in.scale));
+      DeviceBuffer out = alloc(want.numel());
+      be.copy_box(out.data(), bufs[static_cast<size_t>(in.a)].data(), m.box, false, in.scale);
+      lset(t, std::move(out));
       return;
     }
     case PInstr::Forward:
@@ -371,8 +418,9 @@ void PlanExecutor::exec_compute(const PInstr& in) {
       return;
     case PInstr::CollectOut: {
       const Piece& sl = kn.out_slices[static_cast<size_t>(in.index)];
+      const InstrMemo& m = memo(in, [&](InstrMemo& fresh) { fresh.box = region_box(sl, piece(in.b), sl.start, sl.length); });
       be.copy_box(bufs[static_cast<size_t>(in.b)].data(), (*lbuf_cur)[static_cast<size_t>(kn.inst.outputs[static_cast<size_t>(in.index)])].data(),
-                  region_box(sl, piece(in.b), sl.start, sl.length), true, in.scale);
+                  m.box, true, in.scale);
       if (static_cast<size_t>(in.index) < kn.drop_after_collect.size() && kn.drop_after_collect[static_cast<size_t>(in.index)])
         drop_local(kn.inst.outputs[static_cast<size_t>(in.index)]);
       return;
@@ -385,8 +433,14 @@ void PlanExecutor::exec_compute(const PInstr& in) {
       int dy = kn.dy[static_cast<size_t>(in.index)];
       if (dy < 0) return;
       const Piece& sl = kn.out_slices[static_cast<size_t>(in.index)];
-      if (in.a < 0) lset(dy, alloc(sl.numel()));
-      else lset(dy, extract_box(bufs[static_cast<size_t>(in.a)], piece(in.a), sl, in.scale));
+      if (in.a < 0) {
+        lset(dy, alloc(sl.numel()));
+        return;
+      }
+      const InstrMemo& m = memo(in, [&](InstrMemo& fresh) { fresh.box = region_box(piece(in.a), sl, sl.start, sl.length); });
+      DeviceBuffer out = alloc(sl.numel());
+      be.copy_box(out.data(), bufs[static_cast<size_t>(in.a)].data(), m.box, false, in.scale);
+      lset(dy, std::move(out));
       return;
     }
     case PInstr::Backward:
@@ -403,8 +457,8 @@ void PlanExecutor::exec_compute(const PInstr& in) {
       auto gt = kn.bwd.grads.find(kn.inst.inputs[static_cast<size_t>(in.index)]);
       if (gt == kn.bwd.grads.end() || gt->second < 0) return;
       const Piece& sl = kn.in_slices[static_cast<size_t>(in.index)];
-      be.copy_box(bufs[static_cast<size_t>(in.b)].data(), (*lbuf_cur)[static_cast<size_t>(gt->second)].data(),
-                  region_box(sl, piece(in.b), sl.start, sl.length), true, 1.f);
+      const InstrMemo& m = memo(in, [&](InstrMemo& fresh) { fresh.box = region_box(sl, piece(in.b), sl.start, sl.length); });
+      be.copy_box(bufs[static_cast<size_t>(in.b)].data(), (*lbuf_cur)[static_cast<size_t>(gt->second)].data(), m.box, true, 1.f);
       return;
     }
     case PInstr::FreeKernel:

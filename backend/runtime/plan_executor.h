@@ -120,6 +120,23 @@ struct PlanExecutor {
   std::vector<int> buf_refs_;     // kernel inputs reading each buffer in place
   std::vector<char> free_later_;  // freed by the program while still read in place
   TensorView lview(int t);
+  void lview_into(int t, TensorView& v);  // lview into an existing view (its shape's storage reused)
+  // Per instruction of P (by index), filled at its first run: the box its
+  // copy moves and, for a SliceIn, where it reads its buffer in place (-1:
+  // it copies). Pieces are fixed per program, so these are too; building a
+  // box each time cost five allocations, and a step of alphafold2 tiny dap
+  // runs some 12,000 such instructions per rank.
+  struct InstrMemo {
+    bool ready = false;
+    int64_t in_place = -1;
+    BoxCopy box;
+  };
+  std::vector<InstrMemo> memo_;
+  const PInstr* memo_base_ = nullptr;
+  // The memo of `in` (an instruction of P), its box made by `make` at first use.
+  template <class Make>
+  const InstrMemo& memo(const PInstr& in, Make&& make);
+  std::vector<TensorView> ins_, outs_;  // run_local's views, reused from node to node
   TensorView fview(const DeviceBuffer& b) const { return TensorView{b.data(), sema::DType::F32, {b.numel()}}; }
   void run_local(int n);
   void track(int64_t delta);
