@@ -16,6 +16,10 @@ int cmd_check(const Args& a);  // nns check FILE ...: up to the check stage, the
 int cmd_run(const Args& a);    // nns run FILE ...: up to the run stage
 int cmd_profile(const Args& a);   // nns profile --out FILE: measures this backend into a device profile (driver/profile.cpp)
 int cmd_simulate(const Args& a);  // nns simulate FILE --plan P --device D: the planner's replay of the rank programs
+// simulate's front end: runs the pipeline of `a` (FILE, --config, --plan,
+// --gpus) and lowers the plan to the rank programs the simulator replays
+// (plan replica 0's unless a.all_ranks); an exit code, diagnostics printed.
+int lower_for_simulation(const Args& a, Pipeline& p, backend::LoweredPlan& lp);
 int cmd_plan(const Args& a);      // nns plan FILE --gpus N --device D: the plan search (driver/plan_search.cpp)
 int cmd_ckpt(const Args& a);   // nns ckpt merge DIR -o FILE
 int cmd_dimop(const Args& a);  // nns dimop 'ANNOTATION' [--shapes ...]

@@ -48,6 +48,9 @@
 #include <deque>
 #include <ctime>
 #include <fstream>
+#include <cstdlib>
+#include <set>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -56,6 +59,7 @@
 
 #include "backend/lowering/geometry.h"
 #include "backend/planner/cost_model.h"
+#include "backend/planner/json.h"
 #include "backend/planner/program_cost.h"
 #include "backend/runtime/backend.h"
 #include "backend/runtime/comm/communicator.h"
@@ -63,6 +67,7 @@
 #include "backend/runtime/plan_executor.h"
 #include "driver/args.h"
 #include "driver/commands.h"
+#include "driver/pipeline.h"
 
 namespace nns::driver {
 
@@ -538,6 +543,125 @@ CopyPoints measure_instructions(backend::Backend& be, const Settings& s) {
   return out;
 }
 
+// ---- in situ: the calibration program ----
+
+// What the simulator misses inside a running program, measured: the
+// calibration program (stdlib/profiles/calibration.nns: a stack of MLP
+// blocks, Megatron split, which is none of the shipped examples) is run
+// through `nns run --gpus R --trace` with every instruction traced on its
+// own (NNS_TRACE_EVERY_INSTRUCTION=1), at two depths, and lowered and
+// costed with the profile just measured; per instruction kind, the median
+// over rank 0's instructions of (measured median over steps 5-12 minus
+// predicted) is that kind's extra cost at that program's length. Inside a
+// program the other instructions have the caches: a kernel, a slice or a
+// collect cost 0.3-1.3 us more in a 24,000-instruction step than in a
+// 1,000-instruction one (2026-11-25), and a collective pays its peer's
+// lateness and wake-up, which a micro-benchmark of one kind keeps hot.
+struct InSitu {
+  std::vector<double> instructions;                      // rank 0's program length per calibration run
+  std::map<std::string, std::vector<double>> extra;      // instr_name -> seconds per run
+};
+
+bool measure_in_situ(const Settings& s, const std::string& profile_json, InSitu& out, std::string& err) {
+  planner::DeviceProfile prof;
+  if (!planner::parse_profile(profile_json, prof, err)) return false;
+  std::error_code ec;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  std::string file;
+  for (const std::string& dir : stdlib_dirs())
+    if (std::filesystem::exists(dir + "/profiles/calibration.nns")) {
+      file = dir + "/profiles/calibration.nns";
+      break;
+    }
+  if (ec || self.empty() || file.empty()) {
+    err = "cannot find this program or stdlib/profiles/calibration.nns";
+    return false;
+  }
+  auto quote_sh = [](const std::string& v) {
+    std::string q = "'";
+    for (char c : v) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  const std::vector<std::string> configs = {"calibrate", "calibrate_large"};
+  std::vector<std::map<std::string, double>> per_run;
+  for (const std::string& config : configs) {
+    char dir_template[] = "/tmp/nns-profile-XXXXXX";
+    if (!::mkdtemp(dir_template)) {
+      err = "cannot make a temporary folder";
+      return false;
+    }
+    const std::string dir = dir_template, trace = dir + "/calibration.json";
+    const std::string cmd = "NNS_TRACE_EVERY_INSTRUCTION=1 NNS_THREADS=" + std::to_string(s.threads) + " " + quote_sh(self) + " run " +
+                            quote_sh(file) + " --config " + config + " --plan megatron --gpus " + std::to_string(s.ranks) +
+                            " --steps 12 --trace " + quote_sh(trace) + " > " + quote_sh(dir + "/log") + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    std::ifstream in(trace);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::filesystem::remove_all(dir, ec);
+    planner::Json root;
+    if (rc != 0 || !planner::parse_json(text.str(), root, err)) {
+      err = "the calibration run (" + config + ") failed" + (err.empty() ? "" : ": " + err);
+      return false;
+    }
+    // Measured: rank 0's instructions, steps 5 on.
+    std::map<int, std::vector<double>> measured;
+    const planner::Json* events = root.find("traceEvents");
+    for (const planner::Json& e : events ? events->arr : std::vector<planner::Json>{}) {
+      const planner::Json *ph = e.find("ph"), *pid = e.find("pid"), *dur = e.find("dur"), *args = e.find("args");
+      const planner::Json* step = args ? args->find("step") : nullptr;
+      const planner::Json* instr = args ? args->find("instr") : nullptr;
+      if (!ph || ph->str != "X" || !pid || pid->num != 0 || !dur || !step || step->num < 5 || !instr) continue;
+      measured[static_cast<int>(instr->num)].push_back(dur->num * 1e-6);
+    }
+    // Predicted: the same program lowered and costed (the pipeline's
+    // reports are not this command's output).
+    Args a;
+    a.positional = {file};
+    a.config = config;
+    a.plan = "megatron";
+    a.gpus = std::to_string(s.ranks);
+    Pipeline p;
+    backend::LoweredPlan lp;
+    std::ostringstream quiet;
+    std::streambuf* was = std::cout.rdbuf(quiet.rdbuf());
+    const int lrc = lower_for_simulation(a, p, lp);
+    std::cout.rdbuf(was);
+    if (lrc != kExitOk || lp.programs.empty() || lp.programs[0].rank != 0) {
+      err = "cannot lower the calibration program (" + config + ")";
+      return false;
+    }
+    const backend::RankProgram& prog = lp.programs[0];
+    std::map<std::string, std::vector<double>> residuals;
+    for (const auto& [i, ts] : measured) {
+      if (i < 0 || static_cast<size_t>(i) >= prog.instrs.size() || ts.empty()) continue;
+      std::vector<double> sorted = ts;
+      std::sort(sorted.begin(), sorted.end());
+      const backend::PInstr& in = prog.instrs[static_cast<size_t>(i)];
+      residuals[backend::instr_name(in.kind)].push_back(sorted[sorted.size() / 2] - planner::instr_time(prof, lp, prog, in));
+    }
+    if (residuals.empty()) {
+      err = "the calibration run's trace has no instruction events";
+      return false;
+    }
+    std::map<std::string, double> extra;
+    for (auto& [kind, r] : residuals) {
+      std::sort(r.begin(), r.end());
+      extra[kind] = r[r.size() / 2];
+    }
+    per_run.push_back(extra);
+    out.instructions.push_back(static_cast<double>(prog.instrs.size()));
+  }
+  // A kind both runs have (each run's own kinds are the same program's).
+  for (const auto& [kind, e0] : per_run[0]) {
+    std::vector<double> v;
+    for (const auto& run : per_run)
+      if (auto it = run.find(kind); it != run.end()) v.push_back(it->second);
+    if (v.size() == per_run.size()) out.extra[kind] = v;
+  }
+  return true;
+}
+
 // ---- the profile ----
 
 std::string num(double v) {
@@ -787,6 +911,44 @@ int cmd_profile(const Args& a) {
   std::ifstream written(tmp);
   std::stringstream text;
   text << written.rdbuf();
+  written.close();
+  // The calibration runs (their own ranks, after the measuring ones are gone).
+  if (!s.quick) {
+    InSitu situ;
+    if (!measure_in_situ(s, text.str(), situ, err)) {
+      std::remove(tmp.c_str());
+      std::cerr << "nns: error: " << err << "\n";
+      return kExitRuntime;
+    }
+    std::string json = text.str();
+    json = json.substr(0, json.rfind('}'));
+    while (!json.empty() && (json.back() == '\n' || json.back() == ' ')) json.pop_back();
+    std::ostringstream add;
+    auto list = [&](const std::vector<double>& v) {
+      std::string t = "[";
+      for (size_t i = 0; i < v.size(); ++i) t += (i ? ", " : "") + num(v[i]);
+      return t + "]";
+    };
+    add << ",\n  \"in_situ\": {\"instructions\": " << list(situ.instructions) << ", \"extra\": {";
+    bool first = true;
+    for (const auto& [kind, v] : situ.extra) {
+      add << (first ? "" : ", ") << quote(kind) << ": " << list(v);
+      first = false;
+    }
+    add << "}},\n  \"in_situ_source\": "
+        << quote("measured by nns profile on " + today() + ": stdlib/profiles/calibration.nns (plan megatron, configs calibrate and calibrate_large) run by nns run --gpus " +
+                 std::to_string(s.ranks) + " --trace with every instruction traced; per instruction kind, the median over rank 0's instructions of "
+                 "(measured median of steps 5-12 - this profile's cost without in_situ); interpolated in log(program instructions)")
+        << "\n}\n";
+    json += add.str();
+    std::ofstream out(tmp);
+    out << json;
+    if (!out.flush()) {
+      std::cerr << "nns: error: cannot write '" << tmp << "'\n";
+      return kExitRuntime;
+    }
+    text.str(json);
+  }
   if (!planner::parse_profile(text.str(), prof, err)) {
     std::cerr << "nns: internal error: the measured profile does not load: " << err << "\n";
     return kExitRuntime;

@@ -21,6 +21,35 @@
 
 namespace nns::driver {
 
+int lower_for_simulation(const Args& a, Pipeline& p, backend::LoweredPlan& lp) {
+  PipelineOptions o;
+  if (int rc = pipeline_options(a, /*check=*/true, Stage::Comm, o); rc != kExitOk) return rc;
+  // Program verification (the pipeline's last stage here) checks one plan
+  // replica's programs unless every rank is replayed: the replicas are the
+  // same programs, and verifying 1536 ranks costs minutes and tens of GiB.
+  const int64_t replicas = o.topo.replicas;
+  if (!a.all_ranks) o.topo.replicas = 1;
+  if (int rc = run_pipeline(o, p); rc != kExitOk) return rc;
+  o.topo.replicas = replicas;
+  p.spec = *p.interp->train();
+  try {
+    backend::LowerOptions lo;
+    lo.comm = &p.comm;
+    lo.replicas = static_cast<int>(o.topo.replicas);
+    if (!a.all_ranks) lo.first_ranks = static_cast<int>(o.topo.devices);
+    sema::Interpreter& interp = *p.interp;
+    lo.elaborate = [&interp](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
+                             const std::map<std::string, int64_t>& divisors, sema::Graph& local) {
+      return interp.instantiate_op(node, ins, outs, divisors, local);
+    };
+    lp = backend::lower_plan(p.graph(), p.plan, p.spec, lo);
+  } catch (const backend::LoweringError& e) {
+    std::cerr << "nns: error: " << e.what() << "\n";
+    return kExitRuntime;
+  }
+  return kExitOk;
+}
+
 int cmd_simulate(const Args& a) {
   auto t0 = std::chrono::steady_clock::now();
   if (a.positional.size() != 1) return usage_error("simulate needs exactly one FILE");
@@ -37,8 +66,6 @@ int cmd_simulate(const Args& a) {
   } else if (!a.precision.empty()) {
     return usage_error("--precision must be fp32, bf16 or fp16");
   }
-  PipelineOptions o;
-  if (int rc = pipeline_options(a, /*check=*/true, Stage::Comm, o); rc != kExitOk) return rc;
   const char* env = std::getenv("NNS_STDLIB");
   std::string profiles = std::string(env && *env ? env : NNS_STDLIB_DIR) + "/profiles";
   planner::DeviceProfile prof;
@@ -47,31 +74,9 @@ int cmd_simulate(const Args& a) {
     std::cerr << "nns: error: " << err << "\n";
     return kExitUsage;
   }
-  // Program verification (the pipeline's last stage here) checks one plan
-  // replica's programs unless every rank is replayed: the replicas are the
-  // same programs, and verifying 1536 ranks costs minutes and tens of GiB.
-  const int64_t replicas = o.topo.replicas;
-  if (!a.all_ranks) o.topo.replicas = 1;
   Pipeline p;
-  if (int rc = run_pipeline(o, p); rc != kExitOk) return rc;
-  o.topo.replicas = replicas;
-  p.spec = *p.interp->train();
   backend::LoweredPlan lp;
-  try {
-    backend::LowerOptions lo;
-    lo.comm = &p.comm;
-    lo.replicas = static_cast<int>(o.topo.replicas);
-    if (!a.all_ranks) lo.first_ranks = static_cast<int>(o.topo.devices);
-    sema::Interpreter& interp = *p.interp;
-    lo.elaborate = [&interp](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
-                             const std::map<std::string, int64_t>& divisors, sema::Graph& local) {
-      return interp.instantiate_op(node, ins, outs, divisors, local);
-    };
-    lp = backend::lower_plan(p.graph(), p.plan, p.spec, lo);
-  } catch (const backend::LoweringError& e) {
-    std::cerr << "nns: error: " << e.what() << "\n";
-    return kExitRuntime;
-  }
+  if (int rc = lower_for_simulation(a, p, lp); rc != kExitOk) return rc;
   auto t1 = std::chrono::steady_clock::now();
   planner::SimOptions so;
   so.overlap_grad_reduce = a.overlap_grad;

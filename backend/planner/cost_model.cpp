@@ -124,6 +124,27 @@ bool parse_profile(const std::string& json_text, DeviceProfile& out, std::string
       !number(root, "cache_bytes", out.cache_bytes, err, false))
     return false;
   out.threads = static_cast<int>(threads);
+  if (const Json* situ = root.find("in_situ")) {
+    const Json* lengths = situ->find("instructions");
+    const Json* extra = situ->find("extra");
+    bool ok = lengths && extra && lengths->kind == Json::Array && !lengths->arr.empty() && extra->kind == Json::Object;
+    for (size_t i = 0; ok && i < lengths->arr.size(); ++i) {
+      ok = lengths->arr[i].kind == Json::Number && lengths->arr[i].num > 0 && (i == 0 || lengths->arr[i].num > lengths->arr[i - 1].num);
+      if (ok) out.in_situ_instructions.push_back(lengths->arr[i].num);
+    }
+    for (const auto& [kind, v] : ok ? extra->obj : std::map<std::string, Json>{}) {
+      ok = v.kind == Json::Array && v.arr.size() == lengths->arr.size();
+      for (const Json& x : ok ? v.arr : std::vector<Json>{}) {
+        ok = ok && x.kind == Json::Number && std::isfinite(x.num);
+        if (ok) out.in_situ_extra[kind].push_back(x.num);
+      }
+      if (!ok) break;
+    }
+    if (!ok) {
+      err = "field \"in_situ\" must be {\"instructions\": [ascending positive lengths], \"extra\": {kind: [seconds per length]}}";
+      return false;
+    }
+  }
   if (const Json* links = root.find("collectives")) {
     if (links->kind != Json::Object) { err = "field \"collectives\" must be an object"; return false; }
     for (const auto& [name, v] : links->obj) {
@@ -235,6 +256,19 @@ double collective_time(const DeviceProfile& p, Collective kind, double bytes,
       return l.latency + bytes / l.bandwidth;
   }
   return 0.0;
+}
+
+double in_situ_extra(const DeviceProfile& p, const std::string& kind, double instructions) {
+  auto it = p.in_situ_extra.find(kind);
+  if (it == p.in_situ_extra.end() || it->second.empty() || it->second.size() != p.in_situ_instructions.size()) return 0.0;
+  const std::vector<double>& at = p.in_situ_instructions;
+  const std::vector<double>& v = it->second;
+  if (instructions <= at.front()) return v.front();
+  if (instructions >= at.back()) return v.back();
+  size_t i = 1;
+  while (instructions > at[i]) ++i;
+  const double t = (std::log(instructions) - std::log(at[i - 1])) / (std::log(at[i]) - std::log(at[i - 1]));
+  return v[i - 1] + t * (v[i] - v[i - 1]);
 }
 
 double LineCost::time(double bytes) const {

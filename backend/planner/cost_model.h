@@ -62,6 +62,16 @@ struct DeviceProfile {
   LineCost copy;               // a region copy (slice, extract, insert, zero fill): bytes = the region's
   LineCost accumulate;         // a region accumulation (b += a): bytes = the region's
   LineCost update;             // an optimizer update (AdamW): bytes = the parameter piece's
+  // Measured inside running programs (nns profile's calibration runs,
+  // driver/profile.cpp): per instruction kind (rank_program.h's
+  // instr_name: "forward", "slice-in", "all-to-all", ...), the time a
+  // program's instruction takes beyond what the fields above cost it, at
+  // each of the calibration programs' lengths (in_situ_instructions,
+  // ascending). A program's other instructions take the caches a
+  // micro-benchmark keeps hot, the more the longer the program; a
+  // collective pays its peer's lateness. Absent: no such term.
+  std::vector<double> in_situ_instructions;
+  std::map<std::string, std::vector<double>> in_situ_extra;
   // A program whose buffers together exceed `cache_bytes` (its share of the
   // last-level cache) streams them from memory: its copies and
   // accumulations follow these lines, and its kernels take at least their
@@ -114,6 +124,12 @@ const LinkCost& group_link(const DeviceProfile& p, const std::vector<int>& devic
 double collective_time(const DeviceProfile& p, Collective kind, double bytes,
                        const std::vector<int>& devices);
 const char* collective_name(Collective kind);  // "allreduce", ..., "sendrecv"
+
+// The in_situ extra of instruction kind `kind` in a program of
+// `instructions` instructions: interpolated in log(instructions) between
+// the calibration lengths, the nearest one's outside them; 0 when the
+// profile has none for the kind.
+double in_situ_extra(const DeviceProfile& p, const std::string& kind, double instructions);
 
 // ---- fitting measurements (nns profile) ----
 

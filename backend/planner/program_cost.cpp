@@ -233,7 +233,10 @@ double instr_time_in(const DeviceProfile& p, const backend::LoweredPlan& lp, con
                      int bytes_per_element, const std::string& dtype, bool cold) {
   bool on_line = false;
   double t = work_time(p, lp, prog, in, bytes_per_element, dtype, cold, on_line);
-  return on_line ? t : t + p.instr_overhead;
+  if (!on_line) t += p.instr_overhead;
+  if (!p.in_situ_extra.empty())  // what a running program adds (cost_model.h: in_situ); never below nothing
+    t = std::max(0.0, t + in_situ_extra(p, backend::instr_name(in.kind), static_cast<double>(prog.instrs.size())));
+  return t;
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "backend/runtime/plan_runtime.h"
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -77,6 +79,9 @@ void PlanTrainer::set_tracer(TraceRecorder* tracer, int64_t steps) {
   if (!tracer) return;
   const RankProgram& P = m.P;
   int local_work = tracer->add_label(TraceTrack::Local, "local work", {}, true);
+  // NNS_TRACE_EVERY_INSTRUCTION=1 (trace.h): each bookkeeping instruction its own event.
+  const char* every = std::getenv("NNS_TRACE_EVERY_INSTRUCTION");
+  const bool each = every && std::string(every) == "1";
   auto bytes_of = [&](int b) { return b < 0 ? int64_t{0} : m.piece(b).numel() * 4; };
   for (size_t i = 0; i < P.instrs.size(); ++i) {
     const PInstr& in = P.instrs[i];
@@ -131,6 +136,7 @@ void PlanTrainer::set_tracer(TraceRecorder* tracer, int64_t steps) {
         label = tracer->add_label(TraceTrack::Local, "Clip", at);
         break;
       default:
+        if (each) label = tracer->add_label(TraceTrack::Local, instr_name(in.kind), at);
         break;
     }
     tracer->set_key(static_cast<int>(i), label);

@@ -25,7 +25,11 @@
 //   local    the optimizer ("Update fc1.weight"), input loading, clipping;
 //            runs of cheap bookkeeping instructions (Alloc, Free, SliceIn,
 //            CollectOut, Extract, AddTo, ...) are merged into one "local work"
-//            event per run (args: how many instructions)
+//            event per run (args: how many instructions); with the
+//            environment variable NNS_TRACE_EVERY_INSTRUCTION=1 each is an
+//            event of its own, named as rank_program.h's instr_name names
+//            its kind ("slice-in mb0") — what `nns profile` reads of its
+//            calibration run
 //   step     one event per training step
 #pragma once
 
