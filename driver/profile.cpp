@@ -638,7 +638,12 @@ bool measure_in_situ(const Settings& s, const std::string& profile_json, InSitu&
       std::vector<double> sorted = ts;
       std::sort(sorted.begin(), sorted.end());
       const backend::PInstr& in = prog.instrs[static_cast<size_t>(i)];
-      residuals[backend::instr_name(in.kind)].push_back(sorted[sorted.size() / 2] - planner::instr_time(prof, lp, prog, in));
+      const double residual = sorted[sorted.size() / 2] - planner::instr_time(prof, lp, prog, in);
+      const std::string kind = backend::instr_name(in.kind);
+      // A one-node kernel's also under its node's kind ("forward:add").
+      residuals[kind].push_back(residual);
+      const auto nodes = planner::kernel_node_times(prof, prog, in);
+      if (nodes.size() == 1) residuals[kind + ":" + prog.local.node(nodes[0].first).kind].push_back(residual);
     }
     if (residuals.empty()) {
       err = "the calibration run's trace has no instruction events";
@@ -784,38 +789,45 @@ std::string build_profile(const Settings& s, const CommPoints& comm, const std::
   j << "\n  },\n";
   j << "  \"collectives_source\": "
     << quote(who + ": Communicator collectives on all ranks (sendrecv: ranks 0-1), 4 B to 4 MiB per member, the median of repetitions issued back to back per size (points, used for groups of `ranks` devices) and a Theil-Sen alpha-beta fit per algorithm (other group sizes)") << ",\n";
-  // Efficiency curves per class, against the peak, above the overhead.
-  std::map<std::string, Points> by_class;
-  for (const KernelPoint& k : kernels) by_class[k.work.op].emplace_back(k.work.flops, k.seconds);
+  // Efficiency curves per class, against the peak, above each curve's own
+  // fixed cost: its cheapest kernel's time (at most the chain's per-node
+  // cost). One fixed cost for every kind put a reshape's at a linear's
+  // (oneDNN's primitive lookup), 3-4x its own.
+  std::map<std::string, Points> curves;
+  for (const KernelPoint& k : kernels) {
+    curves[k.work.op].emplace_back(k.work.flops, k.seconds);
+    curves["op:" + k.kind].emplace_back(k.work.flops, k.seconds);
+  }
+  std::map<std::string, double> overheads;
+  for (const auto& [name, pts] : curves) {
+    double least = chain;
+    for (const auto& pt : pts) least = std::min(least, pt.second);
+    overheads[name] = least;
+  }
   j << "  \"efficiency\": {";
   first = true;
-  for (const auto& [cls, pts] : by_class) {
-    j << (first ? "\n" : ",\n") << "    " << quote(cls) << ": [";
+  for (const auto& [name, pts] : curves) {
+    j << (first ? "\n" : ",\n") << "    " << quote(name) << ": [";
     bool f2 = true;
-    for (const auto& [flops, eff] : planner::fit_efficiency(pts, peak, ew_line.overhead)) {
+    for (const auto& [flops, eff] : planner::fit_efficiency(pts, peak, overheads[name])) {
       j << (f2 ? "" : ", ") << "[" << num(flops) << ", " << num(eff) << "]";
       f2 = false;
     }
     j << "]";
     first = false;
   }
-  // And per node kind measured (gelu, gelu_backward, linear, ...): the
-  // cost model prefers a node's own curve to its class's average.
-  std::map<std::string, Points> by_kind;
-  for (const KernelPoint& k : kernels) by_kind[k.kind].emplace_back(k.work.flops, k.seconds);
-  for (const auto& [kind, pts] : by_kind) {
-    j << ",\n    " << quote("op:" + kind) << ": [";
-    bool f2 = true;
-    for (const auto& [flops, eff] : planner::fit_efficiency(pts, peak, ew_line.overhead)) {
-      j << (f2 ? "" : ", ") << "[" << num(flops) << ", " << num(eff) << "]";
-      f2 = false;
-    }
-    j << "]";
-  }
   j << "\n  },\n";
+  j << "  \"kernel_overheads\": {";
+  first = true;
+  for (const auto& [name, o] : overheads) {
+    j << (first ? "" : ", ") << quote(name) << ": " << num(o);
+    first = false;
+  }
+  j << "},\n";
+  j << "  \"kernel_overheads_source\": " << quote(who + ": per efficiency curve, its cheapest kernel's median time run in turn (at most kernel_overhead)") << ",\n";
   j << "  \"efficiency_source\": "
     << quote(who + ": run_node per class (linear, batched matmul, softmax, layer_norm, add/gelu/mul_scalar/mul/sub/relu/sigmoid; forward and backward) and per measured kind, "
-                   "eff = flops / (peak * (t - kernel_overhead))")
+                   "eff = flops / (peak * (t - the curve's kernel_overheads entry))")
     << "\n}\n";
   return j.str();
 }

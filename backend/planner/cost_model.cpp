@@ -124,6 +124,16 @@ bool parse_profile(const std::string& json_text, DeviceProfile& out, std::string
       !number(root, "cache_bytes", out.cache_bytes, err, false))
     return false;
   out.threads = static_cast<int>(threads);
+  if (const Json* ko = root.find("kernel_overheads")) {
+    if (ko->kind != Json::Object) { err = "field \"kernel_overheads\" must be an object of curve: seconds"; return false; }
+    for (const auto& [name, v] : ko->obj) {
+      if (v.kind != Json::Number || !(v.num >= 0) || !std::isfinite(v.num)) {
+        err = "kernel_overheads." + name + " must be a non-negative number of seconds";
+        return false;
+      }
+      out.kernel_overheads[name] = v.num;
+    }
+  }
   if (const Json* situ = root.find("in_situ")) {
     const Json* lengths = situ->find("instructions");
     const Json* extra = situ->find("extra");
@@ -215,6 +225,17 @@ double efficiency(const DeviceProfile& p, const std::string& op, double flops) {
     return c[i - 1].second + t * (c[i].second - c[i - 1].second);
   }
   return c.back().second;
+}
+
+double kernel_overhead_for(const DeviceProfile& p, const std::string& curve) {
+  if (auto it = p.kernel_overheads.find(curve); it != p.kernel_overheads.end()) return it->second;
+  if (p.efficiency.count(curve) == 0 || p.efficiency.at(curve).empty()) {
+    const std::string suffix = "_backward";
+    if (curve.size() > suffix.size() && curve.compare(curve.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return kernel_overhead_for(p, curve.substr(0, curve.size() - suffix.size()));
+    if (curve == "attention") return kernel_overhead_for(p, "matmul");
+  }
+  return p.kernel_overhead;
 }
 
 double compute_time(const DeviceProfile& p, const std::string& op, const std::string& dtype,

@@ -59,6 +59,9 @@ struct DeviceProfile {
   int threads = 0;             // kernel threads per rank the profile was measured with (0: not said)
   double instr_overhead = 0;   // seconds per instruction the runtime dispatches (copies: in their line)
   double kernel_overhead = 0;  // seconds per kernel node, on top of its roofline
+  // Per efficiency curve (its key: "op:add", "elementwise", ...): that
+  // curve's own fixed cost per node, replacing kernel_overhead for it.
+  std::map<std::string, double> kernel_overheads;
   LineCost copy;               // a region copy (slice, extract, insert, zero fill): bytes = the region's
   LineCost accumulate;         // a region accumulation (b += a): bytes = the region's
   LineCost update;             // an optimizer update (AdamW): bytes = the parameter piece's
@@ -102,6 +105,11 @@ bool load_profile(const std::string& spec, const std::string& profiles_dir, Devi
 // the profile has no curve for falls back: "X_backward" to "X", "attention"
 // (batched matmul) to "matmul".
 double efficiency(const DeviceProfile& p, const std::string& op, double flops);
+
+// The fixed cost per node of efficiency curve `curve`: its
+// kernel_overheads entry, following efficiency()'s fallbacks, else
+// kernel_overhead.
+double kernel_overhead_for(const DeviceProfile& p, const std::string& curve);
 
 // Roofline time of one kernel: max(flops / (peak(dtype) * efficiency),
 // bytes / memory_bandwidth). An unknown dtype uses fp32's peak.

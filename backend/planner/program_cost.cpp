@@ -64,7 +64,7 @@ double node_time(const DeviceProfile& p, const NodeWork& w) {
   const std::string own = "op:" + w.kind;
   auto it = p.efficiency.find(own);
   const std::string& curve = it != p.efficiency.end() && !it->second.empty() ? own : w.op;
-  return p.kernel_overhead + compute_time(p, curve, w.dtype, w.flops, w.bytes);
+  return kernel_overhead_for(p, curve) + compute_time(p, curve, w.dtype, w.flops, w.bytes);
 }
 
 namespace {
@@ -91,7 +91,7 @@ double nodes_time(const DeviceProfile& p, const sema::Graph& g, const std::vecto
     // operands where the kernel before them left them (a program walks
     // its activations in order), whatever the whole program's size.
     if (cold && p.memory_bandwidth_cold > 0 && !(p.cache_bytes > 0 && w.bytes <= p.cache_bytes))
-      nt = std::max(nt, p.kernel_overhead + w.bytes / p.memory_bandwidth_cold);
+      nt = std::max(nt, kernel_overhead_for(p, w.op) + w.bytes / p.memory_bandwidth_cold);
     t += nt;
     if (out) out->emplace_back(id, nt);
   }
@@ -229,13 +229,36 @@ bool out_of_cache(const DeviceProfile& p, const backend::RankProgram& prog, int 
 
 namespace {
 
+// The in-situ extra of `in` in its program, once per instruction: a
+// one-node kernel's by its node's kind ("forward:add") where the profile
+// has it, else by the instruction's kind ("forward"). Once, not per node: a
+// composite kernel's nodes run back to back, each finding the state the one
+// before left (t5 tiny's 16-node attention kernels were 1.5x over with the
+// extra added per node).
+double situ_extra(const DeviceProfile& p, const backend::RankProgram& prog, const PInstr& in) {
+  const double length = static_cast<double>(prog.instrs.size());
+  const std::string kind = backend::instr_name(in.kind);
+  const bool kernel = in.kind == PInstr::Forward || in.kind == PInstr::Backward || in.kind == PInstr::BackwardW;
+  if (!kernel || in.kernel < 0 || static_cast<size_t>(in.kernel) >= prog.kernels.size()) return in_situ_extra(p, kind, length);
+  const backend::SubOpKernel& k = prog.kernels[static_cast<size_t>(in.kernel)];
+  const std::vector<int> nodes = in.kind == PInstr::Forward ? k.inst.nodes : in.kind == PInstr::Backward ? backward_nodes(k) : k.wgrad_nodes;
+  int primitive = -1, count = 0;
+  for (int id : nodes)
+    if (id >= 0 && static_cast<size_t>(id) < prog.local.nodes().size() && !prog.local.node(id).composite) primitive = id, ++count;
+  if (count == 1) {
+    const std::string own = kind + ":" + prog.local.node(primitive).kind;
+    if (p.in_situ_extra.count(own)) return in_situ_extra(p, own, length);
+  }
+  return in_situ_extra(p, kind, length);
+}
+
 double instr_time_in(const DeviceProfile& p, const backend::LoweredPlan& lp, const backend::RankProgram& prog, const PInstr& in,
                      int bytes_per_element, const std::string& dtype, bool cold) {
   bool on_line = false;
   double t = work_time(p, lp, prog, in, bytes_per_element, dtype, cold, on_line);
   if (!on_line) t += p.instr_overhead;
   if (!p.in_situ_extra.empty())  // what a running program adds (cost_model.h: in_situ); never below nothing
-    t = std::max(0.0, t + in_situ_extra(p, backend::instr_name(in.kind), static_cast<double>(prog.instrs.size())));
+    t = std::max(0.0, t + situ_extra(p, prog, in));
   return t;
 }
 

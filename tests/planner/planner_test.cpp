@@ -563,6 +563,41 @@ TEST_CASE("program cost: a measured profile's overhead terms, by hand") {
   CHECK(instr_time(p, lp, prog, fwd) == Approx(1e-7 + 2e-6 + 8e-5));
 }
 
+TEST_CASE("profiles: in-situ extras parse, interpolate in log(program length) and add to an instruction's cost") {
+  std::string text = kMeasured;
+  text = text.substr(0, text.rfind('}')) +
+         R"(, "in_situ": {"instructions": [100, 10000], "extra": {"free": [1e-6, 3e-6], "alloc": [-5e-6, -5e-6]}}})";
+  DeviceProfile p;
+  std::string err;
+  REQUIRE(parse_profile(text, p, err));
+  REQUIRE(p.in_situ_instructions == std::vector<double>{100, 10000});
+  CHECK(in_situ_extra(p, "free", 100) == Approx(1e-6));
+  CHECK(in_situ_extra(p, "free", 1000) == Approx(2e-6));  // halfway in log(length)
+  CHECK(in_situ_extra(p, "free", 10) == Approx(1e-6));     // the nearest length outside them
+  CHECK(in_situ_extra(p, "free", 1e6) == Approx(3e-6));
+  CHECK(in_situ_extra(p, "update", 1000) == 0);           // a kind it has none for
+  // A program of 1,000 instructions: a Free costs its dispatch plus 2 us;
+  // an extra that would make a cost negative leaves it at zero.
+  LoweredPlan lp;
+  RankProgram prog;
+  prog.buffers.resize(1);
+  prog.instrs.assign(1000, instr(PInstr::Free, 0));
+  CHECK(instr_time(p, lp, prog, prog.instrs[0]) == Approx(1e-7 + 2e-6));
+  CHECK(instr_time(p, lp, prog, instr(PInstr::Alloc, -1, 0)) == 0);
+  DeviceProfile without;
+  REQUIRE(parse_profile(kMeasured, without, err));
+  CHECK(instr_time(without, lp, prog, prog.instrs[0]) == Approx(1e-7));
+  // Malformed: lengths not ascending, a list of the wrong length.
+  std::string bad = text;
+  bad.replace(bad.find("[100, 10000]"), 12, "[10000, 100]");
+  CHECK_FALSE(parse_profile(bad, p, err));
+  CHECK(err.find("in_situ") != std::string::npos);
+  bad = text;
+  bad.replace(bad.find("[1e-6, 3e-6]"), 12, "[1e-6]");
+  CHECK_FALSE(parse_profile(bad, p, err));
+  CHECK(err.find("in_situ") != std::string::npos);
+}
+
 TEST_CASE("fits: the lower envelope sorts and lowers a time above a larger size's") {
   auto e = lower_envelope({{100, 5.0}, {1, 2.0}, {10, 9.0}, {1000, 7.0}});
   REQUIRE(e.size() == 4);
@@ -608,5 +643,11 @@ TEST_CASE("profiles: the shipped cpu profile (measured by nns profile) loads, wi
     CHECK(p.collective_curves.count(c) == 1);
   }
   for (const char* cls : {"matmul", "matmul_backward", "attention", "softmax", "layer_norm", "elementwise"}) CHECK(p.efficiency.count(cls) == 1);
+  // The in-situ calibration: two program lengths, an extra for the kernels and the copies.
+  CHECK(p.in_situ_instructions.size() == 2);
+  for (const char* kind : {"forward", "backward", "slice-in", "collect-out", "collect-grad", "alloc"}) {
+    INFO(kind);
+    CHECK(p.in_situ_extra.count(kind) == 1);
+  }
   each_source("cpu", [](const std::string& src) { CHECK(src.find("nns profile") != std::string::npos); });
 }
