@@ -25,6 +25,13 @@
 //     region: what SliceIn, SliceGrad, LoadInput and Alloc also do) and
 //     AddTo (what CollectOut and CollectGrad also do) against size; and
 //     AdamW updates.
+//   - after the measuring ranks exit, in situ: stdlib/profiles/calibration.nns
+//     (a stack of MLP blocks, Megatron split; none of the shipped examples)
+//     run by `nns run --trace` at two depths (about 1,000 and 24,000
+//     instructions per rank), lowered and costed with the profile so far:
+//     per instruction kind, the median of measured minus predicted
+//     ("in_situ"; cost_model.h), which the cost model interpolates in the
+//     log of a program's length (measure_in_situ). Left out with --quick.
 // Copy timings keep the fastest of several batches (other processes only
 // add time); collectives keep the median of calls issued back to back, as
 // a step issues them; kernels the median of their runs in turn. Each series is lowered to its envelope (time does not fall as

@@ -13,7 +13,9 @@
 // moves (a kernel's input or output slice, a buffer's box), its update
 // line for Update; the local copies around AllGather, ReduceScatter,
 // AllToAll and BucketAllReduce; and the gradient norm's pass over the
-// accumulated gradients at LossAllReduce. Without those fields the costs
+// accumulated gradients at LossAllReduce; and its in-situ extras
+// (cost_model.h: in_situ, measured by running a calibration program), once
+// per instruction at the program's length. Without those fields the costs
 // are the plain roofline and bandwidth terms above.
 #pragma once
 

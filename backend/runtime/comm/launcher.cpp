@@ -35,6 +35,30 @@ int cpu_count() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+// When the ranks have a core each or more (world_size <= cores), rank r
+// keeps to its own share of the cores this process may use (r*k .. r*k+k-1,
+// k = cores / world_size), as MPI launchers bind ranks by default: the
+// scheduler otherwise sometimes left two ranks of a 2-rank run on one core
+// of the 2-core VM for a whole run, where a rank polling for its peer's
+// message (comm_spin) took the core from the peer (mlp small pipeline:
+// 0.07 ms steps in some runs, 0.31 ms in others, 2026-11-25).
+// NNS_BIND=0 leaves the ranks unbound.
+void bind_to_cores(int rank, int world_size) {
+  if (const char* v = std::getenv("NNS_BIND"); v && std::string(v) == "0") return;
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+  std::vector<int> cores;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) cores.push_back(c);
+  const int n = static_cast<int>(cores.size());
+  if (world_size > n || n == 0) return;
+  const int k = n / world_size;
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  for (int i = rank * k; i < rank * k + k; ++i) CPU_SET(cores[static_cast<size_t>(i)], &mine);
+  sched_setaffinity(0, sizeof mine, &mine);
+}
+
 void write_fd(int fd, const std::string& s) {
   const char* p = s.data();
   size_t n = s.size();
@@ -122,6 +146,8 @@ void forward_stderr(int fd, int rank, std::mutex& out_mu) {
   const char* threads = std::getenv("NNS_THREADS");
   if (!threads || std::atoi(threads) <= 0)
     ::setenv("NNS_THREADS", std::to_string(std::max(1, cpu_count() / world_size)).c_str(), 1);
+  comm_spin();  // decided on the host's cores, before the binding narrows what this process sees
+  bind_to_cores(rank, world_size);
 
   int rc = kRankFailedExit;
   try {
