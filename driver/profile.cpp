@@ -29,7 +29,7 @@
 //     (a stack of MLP blocks, Megatron split; none of the shipped examples)
 //     run by `nns run --trace` at two depths (about 1,000 and 24,000
 //     instructions per rank), lowered and costed with the profile so far:
-//     per instruction kind, the median of measured minus predicted
+//     per instruction kind, the mean of measured (over steps) minus predicted
 //     ("in_situ"; cost_model.h), which the cost model interpolates in the
 //     log of a program's length (measure_in_situ). Left out with --quick.
 // Copy timings keep the fastest of several batches (other processes only
@@ -558,8 +558,9 @@ CopyPoints measure_instructions(backend::Backend& be, const Settings& s) {
 // through `nns run --gpus R --trace` with every instruction traced on its
 // own (NNS_TRACE_EVERY_INSTRUCTION=1), at two depths, and lowered and
 // costed with the profile just measured; per instruction kind, the median
-// over rank 0's instructions of (measured median over steps 5-12 minus
-// predicted) is that kind's extra cost at that program's length. Inside a
+// over rank 0's instructions of (measured mean over steps 5-12 minus
+// predicted, the measured time being its mean over the steps) is that kind's extra
+// cost at that program's length. Inside a
 // program the other instructions have the caches: a kernel, a slice or a
 // collect cost 0.3-1.3 us more in a 24,000-instruction step than in a
 // 1,000-instruction one (2026-11-25), and a collective pays its peer's
@@ -642,10 +643,13 @@ bool measure_in_situ(const Settings& s, const std::string& profile_json, InSitu&
     std::map<std::string, std::vector<double>> residuals;
     for (const auto& [i, ts] : measured) {
       if (i < 0 || static_cast<size_t>(i) >= prog.instrs.size() || ts.empty()) continue;
-      std::vector<double> sorted = ts;
-      std::sort(sorted.begin(), sorted.end());
+      // The mean over the steps, not the median: a step takes the sum of
+      // its instructions, and over thousands of them the occasional
+      // preempted or interrupted one adds its share to every step.
+      double mean = 0;
+      for (double t : ts) mean += t / static_cast<double>(ts.size());
       const backend::PInstr& in = prog.instrs[static_cast<size_t>(i)];
-      const double residual = sorted[sorted.size() / 2] - planner::instr_time(prof, lp, prog, in);
+      const double residual = mean - planner::instr_time(prof, lp, prog, in);
       const std::string kind = backend::instr_name(in.kind);
       // A one-node kernel's also under its node's kind ("forward:add").
       residuals[kind].push_back(residual);
@@ -656,10 +660,13 @@ bool measure_in_situ(const Settings& s, const std::string& profile_json, InSitu&
       err = "the calibration run's trace has no instruction events";
       return false;
     }
+    // Per kind the mean residual: the calibration step's own time is then
+    // what the cost model gives it.
     std::map<std::string, double> extra;
     for (auto& [kind, r] : residuals) {
-      std::sort(r.begin(), r.end());
-      extra[kind] = r[r.size() / 2];
+      double sum = 0;
+      for (double x : r) sum += x;
+      extra[kind] = sum / static_cast<double>(r.size());
     }
     per_run.push_back(extra);
     out.instructions.push_back(static_cast<double>(prog.instrs.size()));
@@ -956,8 +963,8 @@ int cmd_profile(const Args& a) {
     }
     add << "}},\n  \"in_situ_source\": "
         << quote("measured by nns profile on " + today() + ": stdlib/profiles/calibration.nns (plan megatron, configs calibrate and calibrate_large) run by nns run --gpus " +
-                 std::to_string(s.ranks) + " --trace with every instruction traced; per instruction kind, the median over rank 0's instructions of "
-                 "(measured median of steps 5-12 - this profile's cost without in_situ); interpolated in log(program instructions)")
+                 std::to_string(s.ranks) + " --trace with every instruction traced; per instruction kind, the mean over rank 0's instructions of "
+                 "(measured mean of steps 5-12 - this profile's cost without in_situ); interpolated in log(program instructions)")
         << "\n}\n";
     json += add.str();
     std::ofstream out(tmp);
