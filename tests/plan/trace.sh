@@ -68,6 +68,18 @@ else
   bad "single-device run with --trace:"; tail -3 "$tmp/one.txt"
 fi
 
+# NNS_TRACE_EVERY_INSTRUCTION=1: each bookkeeping instruction its own event
+# (what nns profile's calibration reads), none merged into "local work".
+every="$tmp/every.json"
+if NNS_TRACE_EVERY_INSTRUCTION=1 "$NNS" run examples/01_mlp.nns --config small --plan megatron --gpus 2 --steps 2 --trace "$every" > "$tmp/every.txt" 2>&1; then
+  valid_json "$every" || bad "$every is not valid JSON"
+  grep -q '"name":"slice-in mb0","cat":"local"' "$every" || bad "every instruction: no 'slice-in mb0' event"
+  grep -q '"name":"collect-out mb0","cat":"local"' "$every" || bad "every instruction: no 'collect-out mb0' event"
+  grep -q '"name":"local work' "$every" && bad "every instruction: merged 'local work' events remain"
+else
+  bad "run with NNS_TRACE_EVERY_INSTRUCTION=1:"; tail -3 "$tmp/every.txt"
+fi
+
 # Usage errors: no value, an option where the value should be, check.
 for args in "--trace" "--trace=" "--trace --steps 1"; do
   # shellcheck disable=SC2086
