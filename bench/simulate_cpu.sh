@@ -56,14 +56,14 @@ PLANS=(
   "alphafold2 examples/alphafold2.nns tiny dap" "alphafold2 examples/alphafold2.nns tiny pipeline3f1b"
 )
 
-# Median of the "step k/S ... X ms" lines for k > SKIP.
+# Step times of steps k > SKIP from a --metrics file (one JSON line per
+# step, "ms" to the microsecond; the step lines print 10 us steps, too
+# coarse for the 0.07 ms steps of mlp small).
+step_times() { sed -n 's/^{"step": \([0-9]*\),.*"ms": \([0-9.e+-]*\)}$/\1 \2/p' "$1" | awk -v skip="$SKIP" '$1 + 0 > skip { print $2 }'; }
 step_median() {
-  awk -v skip="$SKIP" '/^step +[0-9]+\/[0-9]+ / { split($2, a, "/"); if (a[1] + 0 > skip) for (i = 3; i <= NF; ++i) if ($(i + 1) == "ms") { print $i; break } }' |
-    sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+  step_times "$1" | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
-step_min() {
-  awk -v skip="$SKIP" '/^step +[0-9]+\/[0-9]+ / { split($2, a, "/"); if (a[1] + 0 > skip) for (i = 3; i <= NF; ++i) if ($(i + 1) == "ms") { print $i; break } }' | sort -g | head -1
-}
+step_min() { step_times "$1" | sort -g | head -1; }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 echo "simulate vs run: $GPUS CPU ranks, profile $PROFILE, $(nproc) cores, median of steps $((SKIP + 1))..$STEPS, median of $RUNS runs"
@@ -88,12 +88,12 @@ for ((r = 0; r < RUNS; ++r)); do
     read -r name file config plan <<<"$entry"
     key="$name/$config/$plan"
     [ -n "${FAILED[$key]:-}" ] && continue
-    if ! out="$("$NNS" run "$file" --config "$config" --gpus "$GPUS" --plan "$plan" --steps "$STEPS" 2>&1)"; then
+    if ! out="$("$NNS" run "$file" --config "$config" --gpus "$GPUS" --plan "$plan" --steps "$STEPS" --metrics "$TMP/metrics.jsonl" 2>&1)"; then
       FAILED[$key]="run refused: $(grep -m1 'error' <<<"$out" | cut -c1-100)"
       continue
     fi
-    RUNS[$key]="${RUNS[$key]:-} $(step_median <<<"$out")"
-    MINS[$key]="${MINS[$key]:-} $(step_min <<<"$out")"
+    RUNS[$key]="${RUNS[$key]:-} $(step_median "$TMP/metrics.jsonl")"
+    MINS[$key]="${MINS[$key]:-} $(step_min "$TMP/metrics.jsonl")"
   done
 done
 within=0
