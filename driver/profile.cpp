@@ -27,9 +27,10 @@
 //     AdamW updates.
 //   - after the measuring ranks exit, in situ: stdlib/profiles/calibration.nns
 //     (a stack of MLP blocks, Megatron split; none of the shipped examples)
-//     run by `nns run --trace` at two depths (about 1,000 and 24,000
-//     instructions per rank), lowered and costed with the profile so far:
-//     per instruction kind, the median over its instructions of measured (mean over steps) minus predicted
+//     run by `nns run --trace` three times at each of two depths (about
+//     1,000 and 24,000 instructions per rank), lowered and costed with the
+//     profile so far: per instruction kind, the median over its
+//     instructions of measured (mean over the steps) minus predicted
 //     ("in_situ"; cost_model.h), which the cost model interpolates in the
 //     log of a program's length (measure_in_situ).
 // Copy timings keep the fastest of several batches (other processes only
@@ -556,7 +557,7 @@ CopyPoints measure_instructions(backend::Backend& be, const Settings& s) {
 // calibration program (stdlib/profiles/calibration.nns: a stack of MLP
 // blocks, Megatron split, which is none of the shipped examples) is run
 // through `nns run --gpus R --trace` with every instruction traced on its
-// own (NNS_TRACE_EVERY_INSTRUCTION=1), at two depths, and lowered and
+// own (NNS_TRACE_EVERY_INSTRUCTION=1), three times at each of two depths, and lowered and
 // costed with the profile just measured; per instruction kind, the median
 // over rank 0's instructions of (measured mean over steps 5-12 minus
 // predicted, the measured time being its mean over the steps) is that kind's extra
@@ -593,34 +594,38 @@ bool measure_in_situ(const Settings& s, const std::string& profile_json, InSitu&
   const std::vector<std::string> configs = {"calibrate", "calibrate_large"};
   std::vector<std::map<std::string, double>> per_run;
   for (const std::string& config : configs) {
-    char dir_template[] = "/tmp/nns-profile-XXXXXX";
-    if (!::mkdtemp(dir_template)) {
-      err = "cannot make a temporary folder";
-      return false;
-    }
-    const std::string dir = dir_template, trace = dir + "/calibration.json";
-    const std::string cmd = "NNS_TRACE_EVERY_INSTRUCTION=1 NNS_THREADS=" + std::to_string(s.threads) + " " + quote_sh(self) + " run " +
-                            quote_sh(file) + " --config " + config + " --plan megatron --gpus " + std::to_string(s.ranks) +
-                            " --steps 12 --trace " + quote_sh(trace) + " > " + quote_sh(dir + "/log") + " 2>&1";
-    const int rc = std::system(cmd.c_str());
-    std::ifstream in(trace);
-    std::stringstream text;
-    text << in.rdbuf();
-    std::filesystem::remove_all(dir, ec);
-    planner::Json root;
-    if (rc != 0 || !planner::parse_json(text.str(), root, err)) {
-      err = "the calibration run (" + config + ") failed" + (err.empty() ? "" : ": " + err);
-      return false;
-    }
-    // Measured: rank 0's instructions, steps 5 on.
+    // Measured: rank 0's instructions, steps 5 on, over three runs (a run
+    // takes a second or two; one alone caught whatever minute the shared
+    // machine was having).
     std::map<int, std::vector<double>> measured;
-    const planner::Json* events = root.find("traceEvents");
-    for (const planner::Json& e : events ? events->arr : std::vector<planner::Json>{}) {
-      const planner::Json *ph = e.find("ph"), *pid = e.find("pid"), *dur = e.find("dur"), *args = e.find("args");
-      const planner::Json* step = args ? args->find("step") : nullptr;
-      const planner::Json* instr = args ? args->find("instr") : nullptr;
-      if (!ph || ph->str != "X" || !pid || pid->num != 0 || !dur || !step || step->num < 5 || !instr) continue;
-      measured[static_cast<int>(instr->num)].push_back(dur->num * 1e-6);
+    for (int repeat = 0; repeat < 3; ++repeat) {
+      char dir_template[] = "/tmp/nns-profile-XXXXXX";
+      if (!::mkdtemp(dir_template)) {
+        err = "cannot make a temporary folder";
+        return false;
+      }
+      const std::string dir = dir_template, trace = dir + "/calibration.json";
+      const std::string cmd = "NNS_TRACE_EVERY_INSTRUCTION=1 NNS_THREADS=" + std::to_string(s.threads) + " " + quote_sh(self) + " run " +
+                              quote_sh(file) + " --config " + config + " --plan megatron --gpus " + std::to_string(s.ranks) +
+                              " --steps 12 --trace " + quote_sh(trace) + " > " + quote_sh(dir + "/log") + " 2>&1";
+      const int rc = std::system(cmd.c_str());
+      std::ifstream in(trace);
+      std::stringstream text;
+      text << in.rdbuf();
+      std::filesystem::remove_all(dir, ec);
+      planner::Json root;
+      if (rc != 0 || !planner::parse_json(text.str(), root, err)) {
+        err = "the calibration run (" + config + ") failed" + (err.empty() ? "" : ": " + err);
+        return false;
+      }
+      const planner::Json* events = root.find("traceEvents");
+      for (const planner::Json& e : events ? events->arr : std::vector<planner::Json>{}) {
+        const planner::Json *ph = e.find("ph"), *pid = e.find("pid"), *dur = e.find("dur"), *args = e.find("args");
+        const planner::Json* step = args ? args->find("step") : nullptr;
+        const planner::Json* instr = args ? args->find("instr") : nullptr;
+        if (!ph || ph->str != "X" || !pid || pid->num != 0 || !dur || !step || step->num < 5 || !instr) continue;
+        measured[static_cast<int>(instr->num)].push_back(dur->num * 1e-6);
+      }
     }
     // Predicted: the same program lowered and costed (the pipeline's
     // reports are not this command's output).
@@ -965,7 +970,7 @@ int cmd_profile(const Args& a) {
     add << "}},\n  \"in_situ_source\": "
         << quote("measured by nns profile on " + today() + ": stdlib/profiles/calibration.nns (plan megatron, configs calibrate and calibrate_large) run by nns run --gpus " +
                  std::to_string(s.ranks) + " --trace with every instruction traced; per instruction kind, the median over rank 0's instructions of "
-                 "(its mean over steps 5-12 - this profile's cost without in_situ); interpolated in log(program instructions)")
+                 "(its mean over steps 5-12 of three runs - this profile's cost without in_situ); interpolated in log(program instructions)")
         << "\n}\n";
     json += add.str();
     std::ofstream out(tmp);
