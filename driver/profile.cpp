@@ -27,8 +27,8 @@
 //     AdamW updates.
 //   - after the measuring ranks exit, in situ: stdlib/profiles/calibration.nns
 //     (a stack of MLP blocks, Megatron split; none of the shipped examples)
-//     run by `nns run --trace` three times at each of two depths (about
-//     1,000 and 24,000 instructions per rank), lowered and costed with the
+//     run by `nns run --trace` three times at each of three depths (about
+//     1,000, 5,000 and 24,000 instructions per rank), lowered and costed with the
 //     profile so far: per instruction kind, the median over its
 //     instructions of measured (mean over the steps) minus predicted
 //     ("in_situ"; cost_model.h), which the cost model interpolates in the
@@ -557,7 +557,7 @@ CopyPoints measure_instructions(backend::Backend& be, const Settings& s) {
 // calibration program (stdlib/profiles/calibration.nns: a stack of MLP
 // blocks, Megatron split, which is none of the shipped examples) is run
 // through `nns run --gpus R --trace` with every instruction traced on its
-// own (NNS_TRACE_EVERY_INSTRUCTION=1), three times at each of two depths, and lowered and
+// own (NNS_TRACE_EVERY_INSTRUCTION=1), three times at each of three depths, and lowered and
 // costed with the profile just measured; per instruction kind, the median
 // over rank 0's instructions of (measured mean over steps 5-12 minus
 // predicted, the measured time being its mean over the steps) is that kind's extra
@@ -591,7 +591,7 @@ bool measure_in_situ(const Settings& s, const std::string& profile_json, InSitu&
     for (char c : v) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
     return q + "'";
   };
-  const std::vector<std::string> configs = {"calibrate", "calibrate_large"};
+  const std::vector<std::string> configs = {"calibrate", "calibrate_mid", "calibrate_large"};
   std::vector<std::map<std::string, double>> per_run;
   for (const std::string& config : configs) {
     // Measured: rank 0's instructions, steps 5 on, over three runs (a run
