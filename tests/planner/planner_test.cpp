@@ -643,8 +643,8 @@ TEST_CASE("profiles: the shipped cpu profile (measured by nns profile) loads, wi
     CHECK(p.collective_curves.count(c) == 1);
   }
   for (const char* cls : {"matmul", "matmul_backward", "attention", "softmax", "layer_norm", "elementwise"}) CHECK(p.efficiency.count(cls) == 1);
-  // The in-situ calibration: two program lengths, an extra for the kernels and the copies.
-  CHECK(p.in_situ_instructions.size() == 2);
+  // The in-situ calibration: program lengths, an extra for the kernels and the copies.
+  CHECK(p.in_situ_instructions.size() >= 2);
   for (const char* kind : {"forward", "backward", "slice-in", "collect-out", "collect-grad", "alloc"}) {
     INFO(kind);
     CHECK(p.in_situ_extra.count(kind) == 1);
