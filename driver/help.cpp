@@ -185,6 +185,12 @@ environment:
   OMP_WAIT_POLICY  nns sets PASSIVE unless it is set: idle OpenMP threads
                sleep instead of spinning, so ranks and other processes
                sharing the cores keep them (ACTIVE spins, as OpenMP's default)
+  NNS_COMM_SPIN_US  microseconds a rank polls for a peer's message before it
+               sleeps (default 50 when the host's ranks have a core each, else 0)
+  NNS_BIND     0 leaves the local ranks of --gpus N unbound (default: each
+               bound to its share of the cores when N <= cores)
+  NNS_TRACE_EVERY_INSTRUCTION  1: --trace gives every bookkeeping instruction
+               its own event instead of merged "local work" runs
 
 exit codes: 0 ok, 64 usage error, 65 bad input, 70 runtime failure
 )";
