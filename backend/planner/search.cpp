@@ -125,6 +125,13 @@ OpCost op_cost(const Env& e, int opi, const OpDecision& d) {
   double flops = op.flops * (op.batch_ok ? e.s : 1.0) / (d.choice >= 0 ? e.tp : 1);
   const int k = std::max(1, d.k);
   c.fwd_time = k * compute_time(e.o.profile, op.op_class, e.o.dtype, flops / k, (bytes + inner) * (e.o.bytes_per_element / 4.0) / k);
+  if (!op.parts.empty()) {  // a composite: its nodes' rooflines, summed (search.h)
+    const double share = (op.batch_ok ? e.s : 1.0) / (d.choice >= 0 ? e.tp : 1);
+    double body = 0;
+    for (const NodeWork& w : op.parts)
+      body += compute_time(e.o.profile, w.op, e.o.dtype, w.flops * share / k, w.bytes * share * (e.o.bytes_per_element / 4.0) / k);
+    c.fwd_time = k * body;
+  }
   c.time = c.fwd_time * (op.backward ? 3.0 : 1.0);
   if (op.backward && (e.rc || d.rc)) c.time += c.fwd_time;
   // As the checker counts them (semantics/checker/encode_memory.cpp): a

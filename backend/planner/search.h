@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "backend/planner/cost_model.h"
+#include "backend/planner/program_cost.h"
 #include "semantics/dimop.h"
 #include "semantics/graph.h"
 #include "semantics/plan.h"
@@ -71,6 +72,12 @@ struct SearchOp {
   std::vector<bool> in_batch, out_batch;   // the operand carries the batch identifier
   std::vector<bool> in_param;
   int64_t inner_bytes = 0;      // a composite op's body tensors (what it keeps besides its outputs)
+  // A composite op's primitive nodes, each a kernel of its own at run
+  // time: costed one roofline each and summed, as the simulator costs
+  // them (one roofline over the whole body let its matrix products hide
+  // its memory-bound permutes and softmax: Swin's search predicted half
+  // the simulator's step). Empty for a primitive op.
+  std::vector<NodeWork> parts;
   bool backward = true;         // a gradient flows through it
   std::vector<SearchChoice> choices;
 };

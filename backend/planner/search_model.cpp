@@ -71,6 +71,19 @@ SearchModel build_search_model(const sema::Graph& g, const sema::Plan& empty_pla
     op.op_class = op_class(n.kind);
     op.flops = 2.0 * static_cast<double>(n.macs);
     op.inner_bytes = n.composite ? internal_bytes(g, node) : 0;
+    if (n.composite) {
+      std::vector<int> stack(n.children.rbegin(), n.children.rend());
+      while (!stack.empty()) {
+        const int id = stack.back();
+        stack.pop_back();
+        const sema::OpNode& c = g.node(id);
+        if (c.composite) {
+          for (auto it = c.children.rbegin(); it != c.children.rend(); ++it) stack.push_back(*it);
+          continue;
+        }
+        op.parts.push_back(node_work(g, c));
+      }
+    }
     op.backward = static_cast<size_t>(node) < flow.backward.size() && flow.backward[node];
     const sema::OpAnno& an = n.anno.anno;
     const bool aligned = an.inputs.size() == n.inputs.size() && an.outputs.size() == n.outputs.size();
