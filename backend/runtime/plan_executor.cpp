@@ -181,16 +181,6 @@ void PlanExecutor::drop_local(int t) {
   slot.reset();
 }
 
-TensorView PlanExecutor::lview(int t) {
-  const sema::TensorInfo& info = P.local.tensor(t);
-  if (int b = (*alias_cur)[static_cast<size_t>(t)]; b >= 0)  // read in place: the slice's address in buffer b
-    return TensorView{static_cast<char*>(bufs[static_cast<size_t>(b)].data()) + 4 * (*alias_at_cur)[static_cast<size_t>(t)], info.dtype,
-                      info.shape};
-  const DeviceBuffer& b = (*lbuf_cur)[static_cast<size_t>(t)];
-  if (b.empty() && sema::numel(info.shape) > 0) throw RuntimeError("internal: local tensor %" + std::to_string(t) + " not computed");
-  return b.view(info.dtype, info.shape);
-}
-
 void PlanExecutor::lview_into(int t, TensorView& v) {
   const sema::TensorInfo& info = P.local.tensor(t);
   v.dtype = info.dtype;
@@ -245,9 +235,9 @@ std::vector<float> PlanExecutor::extract(const std::vector<float>& from, const P
   return out;
 }
 
-DeviceBuffer PlanExecutor::extract_box(const DeviceBuffer& from, const Piece& have, const Piece& want, float scale) {
-  DeviceBuffer out = alloc(want.numel());
-  be.copy_box(out.data(), from.data(), region_box(have, want, want.start, want.length), false, scale);
+DeviceBuffer PlanExecutor::extract_box(const DeviceBuffer& from, int64_t numel, const BoxCopy& box, float scale) {
+  DeviceBuffer out = alloc(numel);
+  be.copy_box(out.data(), from.data(), box, false, scale);
   return out;
 }
 
@@ -353,9 +343,7 @@ void PlanExecutor::exec(const PInstr& in) {
     case PInstr::Extract: {
       const Piece& want = piece(in.b);
       const InstrMemo& m = memo(in, [&](InstrMemo& fresh) { fresh.box = region_box(piece(in.a), want, want.start, want.length); });
-      DeviceBuffer out = alloc(want.numel());
-      be.copy_box(out.data(), bufs[static_cast<size_t>(in.a)].data(), m.box, false, in.scale);
-      set_buf(in.b, std::move(out));
+      set_buf(in.b, extract_box(bufs[static_cast<size_t>(in.a)], want.numel(), m.box, in.scale));
       return;
     }
     case PInstr::Insert: {
@@ -404,9 +392,7 @@ void PlanExecutor::exec_compute(const PInstr& in) {
         ++buf_refs_[static_cast<size_t>(in.a)];
         return;
       }
-      DeviceBuffer out = alloc(want.numel());
-      be.copy_box(out.data(), bufs[static_cast<size_t>(in.a)].data(), m.box, false, in.scale);
-      lset(t, std::move(out));
+      lset(t, extract_box(bufs[static_cast<size_t>(in.a)], want.numel(), m.box, in.scale));
       return;
     }
     case PInstr::Forward:
@@ -438,9 +424,7 @@ void PlanExecutor::exec_compute(const PInstr& in) {
         return;
       }
       const InstrMemo& m = memo(in, [&](InstrMemo& fresh) { fresh.box = region_box(piece(in.a), sl, sl.start, sl.length); });
-      DeviceBuffer out = alloc(sl.numel());
-      be.copy_box(out.data(), bufs[static_cast<size_t>(in.a)].data(), m.box, false, in.scale);
-      lset(dy, std::move(out));
+      lset(dy, extract_box(bufs[static_cast<size_t>(in.a)], sl.numel(), m.box, in.scale));
       return;
     }
     case PInstr::Backward:

@@ -109,8 +109,8 @@ struct PlanExecutor {
   void exec_step(const PInstr& in);
   bool round_bf16() const { return spec.grad_reduce == "bf16"; }  // grad_reduce = "bf16" (collectives.h)
   DeviceBuffer alloc(int64_t numel) { return DeviceBuffer(be, static_cast<size_t>(numel) * 4); }
-  // A new buffer laid out as `want` holding that box of `from` (laid out as `have`), times scale.
-  DeviceBuffer extract_box(const DeviceBuffer& from, const Piece& have, const Piece& want, float scale);
+  // A new buffer of `numel` elements holding `box` of `from` (a memo's box), times scale.
+  DeviceBuffer extract_box(const DeviceBuffer& from, int64_t numel, const BoxCopy& box, float scale);
   void set_buf(int b, DeviceBuffer v);
   void free_buf(int b);
   void lset(int t, DeviceBuffer v);
@@ -119,8 +119,9 @@ struct PlanExecutor {
   void unref(int b);
   std::vector<int> buf_refs_;     // kernel inputs reading each buffer in place
   std::vector<char> free_later_;  // freed by the program while still read in place
-  TensorView lview(int t);
-  void lview_into(int t, TensorView& v);  // lview into an existing view (its shape's storage reused)
+  // Local tensor t's view, written into an existing view (its shape's
+  // storage reused): read in place from a buffer, or its own block.
+  void lview_into(int t, TensorView& v);
   // Per instruction of P (by index), filled at its first run: the box its
   // copy moves and, for a SliceIn, where it reads its buffer in place (-1:
   // it copies). Pieces are fixed per program, so these are too; building a

@@ -256,6 +256,16 @@ std::chrono::microseconds comm_spin() {
   return spin;
 }
 
+int poll_after_spin(pollfd* fds, nfds_t n, int timeout_ms) {
+  int rc = 0;
+  if (const std::chrono::microseconds spin = comm_spin(); spin.count() > 0) {
+    const auto until = Clock::now() + spin;
+    while ((rc = ::poll(fds, n, 0)) == 0 && Clock::now() < until) {
+    }
+  }
+  return rc == 0 ? ::poll(fds, n, timeout_ms) : rc;
+}
+
 int launch_local_ranks(int world_size, const std::function<int(int rank)>& rank_main) {
   if (world_size < 1) throw std::invalid_argument("launch_local_ranks: world size must be >= 1");
   const int port = find_free_port();

@@ -34,8 +34,9 @@
 // forked after its thread pool started.
 #pragma once
 
-#include <chrono>
+#include <poll.h>
 
+#include <chrono>
 #include <functional>
 
 namespace nns::backend {
@@ -58,6 +59,11 @@ int rank_threads();
 // alphafold2 tiny dap step (416 all-to-alls) went from 38-45 ms to 24-26 ms
 // with the spin (2026-11-25).
 std::chrono::microseconds comm_spin();
+
+// poll(2) for a rank waiting on its sockets: polls without sleeping for up
+// to comm_spin(), then sleeps in poll() for up to timeout_ms. Returns what
+// the last poll() returned.
+int poll_after_spin(pollfd* fds, nfds_t n, int timeout_ms);
 
 // A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0).
 int find_free_port();

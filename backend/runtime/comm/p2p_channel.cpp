@@ -209,13 +209,9 @@ void P2pChannel::wait(Id id, Ms timeout) {
         if (Clock::now() >= deadline) throw std::runtime_error("timed out waiting for the peer's message");
         lock.unlock();
         pollfd p{fd_, POLLIN, 0};
-        // Poll without sleeping for up to comm_spin() first (launcher.h):
+        // Polls without sleeping for a while first (launcher.h, comm_spin):
         // a rank put to sleep is slow to wake on this kind of VM.
-        const auto spin_until = Clock::now() + comm_spin();
-        int ready = 0;
-        while ((ready = ::poll(&p, 1, 0)) == 0 && Clock::now() < spin_until) {
-        }
-        if (ready == 0) ::poll(&p, 1, left_ms());
+        poll_after_spin(&p, 1, left_ms());
         lock.lock();
       }
     }

@@ -1,7 +1,5 @@
 #include "backend/runtime/comm/socket_mesh.h"
 
-#include "backend/runtime/comm/launcher.h"
-
 #include <fcntl.h>
 #include <gloo/rendezvous/store.h>
 #include <netdb.h>
@@ -149,7 +147,7 @@ int remaining_iov(void* h, size_t h_bytes, void* payload, size_t bytes, size_t d
 }  // namespace
 
 SocketMesh::SocketMesh(gloo::rendezvous::Store& store, int index, int n, const std::string& host, Ms timeout)
-    : index_(index), n_(n), fds_(n, -1), sent_seq_(n, 0), recv_seq_(n, 0), spin_(comm_spin()) {
+    : index_(index), n_(n), fds_(n, -1), sent_seq_(n, 0), recv_seq_(n, 0) {
   const Deadline deadline(timeout);
   std::string address;
   FdGuard listener{listen_on(host, n, address)};
@@ -219,15 +217,9 @@ void SocketMesh::exchange(const std::vector<Out>& to, const std::vector<In>& fro
       if (ev) waits.push_back({fds_[p], ev, 0}), who.push_back(p);
     }
     if (waits.empty()) break;
-    // Poll without sleeping for up to spin_ first (launcher.h, comm_spin):
-    // a rank put to sleep is slow to wake on this kind of VM.
-    int rc = 0;
-    if (spin_.count() > 0) {
-      const auto until = std::chrono::steady_clock::now() + spin_;
-      while ((rc = ::poll(waits.data(), waits.size(), 0)) == 0 && std::chrono::steady_clock::now() < until) {
-      }
-    }
-    if (rc == 0) rc = ::poll(waits.data(), waits.size(), static_cast<int>(deadline.left().count()));
+    // Polls without sleeping for a while first (launcher.h, comm_spin): a
+    // rank put to sleep is slow to wake on this kind of VM.
+    int rc = poll_after_spin(waits.data(), waits.size(), static_cast<int>(deadline.left().count()));
     if (rc < 0 && errno != EINTR) fail_errno("poll");
     if (rc == 0 && deadline.expired()) fail("timed out waiting for the other members");
     for (size_t k = 0; k < waits.size(); ++k)

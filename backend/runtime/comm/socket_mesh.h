@@ -82,7 +82,6 @@ class SocketMesh {
   // Messages so far per peer and direction: the sender's count travels in
   // the header and must equal the receiver's.
   std::vector<uint64_t> sent_seq_, recv_seq_;
-  std::chrono::microseconds spin_;  // launcher.h: comm_spin()
 };
 
 }  // namespace nns::backend
