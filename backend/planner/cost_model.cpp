@@ -205,16 +205,26 @@ bool load_profile(const std::string& spec, const std::string& profiles_dir, Devi
   return true;
 }
 
+namespace {
+
+// The efficiency curve op is costed with: its own, else (when the profile
+// has none) "X_backward"'s "X", "attention"'s "matmul"; "" when none of
+// them has a curve.
+std::string curve_of(const DeviceProfile& p, const std::string& op) {
+  if (auto it = p.efficiency.find(op); it != p.efficiency.end() && !it->second.empty()) return op;
+  const std::string suffix = "_backward";
+  if (op.size() > suffix.size() && op.compare(op.size() - suffix.size(), suffix.size(), suffix) == 0)
+    return curve_of(p, op.substr(0, op.size() - suffix.size()));
+  if (op == "attention") return curve_of(p, "matmul");
+  return "";
+}
+
+}  // namespace
+
 double efficiency(const DeviceProfile& p, const std::string& op, double flops) {
-  auto it = p.efficiency.find(op);
-  if (it == p.efficiency.end() || it->second.empty()) {
-    const std::string suffix = "_backward";
-    if (op.size() > suffix.size() && op.compare(op.size() - suffix.size(), suffix.size(), suffix) == 0)
-      return efficiency(p, op.substr(0, op.size() - suffix.size()), flops);
-    if (op == "attention") return efficiency(p, "matmul", flops);
-    return 1.0;
-  }
-  const auto& c = it->second;
+  const std::string curve = curve_of(p, op);
+  if (curve.empty()) return 1.0;
+  const auto& c = p.efficiency.at(curve);
   if (flops <= c.front().first) return c.front().second;
   if (flops >= c.back().first) return c.back().second;
   for (size_t i = 1; i < c.size(); ++i) {
@@ -229,12 +239,8 @@ double efficiency(const DeviceProfile& p, const std::string& op, double flops) {
 
 double kernel_overhead_for(const DeviceProfile& p, const std::string& curve) {
   if (auto it = p.kernel_overheads.find(curve); it != p.kernel_overheads.end()) return it->second;
-  if (p.efficiency.count(curve) == 0 || p.efficiency.at(curve).empty()) {
-    const std::string suffix = "_backward";
-    if (curve.size() > suffix.size() && curve.compare(curve.size() - suffix.size(), suffix.size(), suffix) == 0)
-      return kernel_overhead_for(p, curve.substr(0, curve.size() - suffix.size()));
-    if (curve == "attention") return kernel_overhead_for(p, "matmul");
-  }
+  const std::string used = curve_of(p, curve);
+  if (auto it = p.kernel_overheads.find(used); !used.empty() && used != curve && it != p.kernel_overheads.end()) return it->second;
   return p.kernel_overhead;
 }
 

@@ -98,8 +98,14 @@ double nodes_time(const DeviceProfile& p, const sema::Graph& g, const std::vecto
   return t;
 }
 
-std::vector<int> backward_nodes(const backend::SubOpKernel& k) {
+// The nodes a kernel instruction runs: Forward its forward nodes,
+// Backward its backward nodes but the weight-gradient ones, BackwardW
+// those; none for any other instruction.
+std::vector<int> kernel_nodes(const backend::SubOpKernel& k, PInstr::Kind kind) {
+  if (kind == PInstr::Forward) return k.inst.nodes;
+  if (kind == PInstr::BackwardW) return k.wgrad_nodes;
   std::vector<int> b;
+  if (kind != PInstr::Backward) return b;
   for (int id : k.bwd.nodes)
     if (std::find(k.wgrad_nodes.begin(), k.wgrad_nodes.end(), id) == k.wgrad_nodes.end()) b.push_back(id);
   return b;
@@ -176,11 +182,9 @@ double work_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const b
     k = &prog.kernels[static_cast<size_t>(in.kernel)];
   switch (in.kind) {
     case PInstr::Forward:
-      return k ? nodes_time(p, prog.local, k->inst.nodes, dtype, bytes_per_element, cold) : 0.0;
     case PInstr::Backward:
-      return k ? nodes_time(p, prog.local, backward_nodes(*k), dtype, bytes_per_element, cold) : 0.0;
     case PInstr::BackwardW:
-      return k ? nodes_time(p, prog.local, k->wgrad_nodes, dtype, bytes_per_element, cold) : 0.0;
+      return k ? nodes_time(p, prog.local, kernel_nodes(*k, in.kind), dtype, bytes_per_element, cold) : 0.0;
     case PInstr::SliceIn:
       // A whole, unscaled piece (or a contiguous part of one) the kernel
       // reads where it lives: the executor copies nothing.
@@ -240,10 +244,8 @@ double situ_extra(const DeviceProfile& p, const backend::RankProgram& prog, cons
   const std::string kind = backend::instr_name(in.kind);
   const bool kernel = in.kind == PInstr::Forward || in.kind == PInstr::Backward || in.kind == PInstr::BackwardW;
   if (!kernel || in.kernel < 0 || static_cast<size_t>(in.kernel) >= prog.kernels.size()) return in_situ_extra(p, kind, length);
-  const backend::SubOpKernel& k = prog.kernels[static_cast<size_t>(in.kernel)];
-  const std::vector<int> nodes = in.kind == PInstr::Forward ? k.inst.nodes : in.kind == PInstr::Backward ? backward_nodes(k) : k.wgrad_nodes;
   int primitive = -1, count = 0;
-  for (int id : nodes)
+  for (int id : kernel_nodes(prog.kernels[static_cast<size_t>(in.kernel)], in.kind))
     if (id >= 0 && static_cast<size_t>(id) < prog.local.nodes().size() && !prog.local.node(id).composite) primitive = id, ++count;
   if (count == 1) {
     const std::string own = kind + ":" + prog.local.node(primitive).kind;
@@ -273,11 +275,8 @@ std::vector<std::pair<int, double>> kernel_node_times(const DeviceProfile& p, co
                                                      int bytes_per_element, const std::string& dtype) {
   std::vector<std::pair<int, double>> out;
   if (in.kernel < 0 || static_cast<size_t>(in.kernel) >= prog.kernels.size()) return out;
-  const backend::SubOpKernel& k = prog.kernels[static_cast<size_t>(in.kernel)];
-  bool cold = out_of_cache(p, prog, bytes_per_element);
-  if (in.kind == PInstr::Forward) nodes_time(p, prog.local, k.inst.nodes, dtype, bytes_per_element, cold, &out);
-  if (in.kind == PInstr::Backward) nodes_time(p, prog.local, backward_nodes(k), dtype, bytes_per_element, cold, &out);
-  if (in.kind == PInstr::BackwardW) nodes_time(p, prog.local, k.wgrad_nodes, dtype, bytes_per_element, cold, &out);
+  nodes_time(p, prog.local, kernel_nodes(prog.kernels[static_cast<size_t>(in.kernel)], in.kind), dtype, bytes_per_element,
+             out_of_cache(p, prog, bytes_per_element), &out);
   return out;
 }
 

@@ -33,18 +33,29 @@ bool glob(const char* p, const char* s) {  // select()'s glob: '*' any run, '?' 
   return false;
 }
 
-int64_t internal_bytes(const sema::Graph& g, int node) {
+// A composite node's primitive nodes (composites inside it opened), in
+// body order.
+std::vector<int> primitive_nodes(const sema::Graph& g, int node) {
+  std::vector<int> out;
+  const sema::OpNode& n = g.node(node);
+  std::vector<int> stack(n.children.rbegin(), n.children.rend());
+  while (!stack.empty()) {
+    const int id = stack.back();
+    stack.pop_back();
+    const sema::OpNode& c = g.node(id);
+    if (!c.composite) out.push_back(id);
+    for (auto it = c.children.rbegin(); it != c.children.rend(); ++it) stack.push_back(*it);
+  }
+  return out;
+}
+
+// What a composite op's body makes besides the op's own outputs.
+int64_t internal_bytes(const sema::Graph& g, int node, const std::vector<int>& body) {
   const sema::OpNode& n = g.node(node);
   int64_t total = 0;
-  std::vector<int> stack(n.children.begin(), n.children.end());
-  while (!stack.empty()) {
-    const sema::OpNode& c = g.node(stack.back());
-    stack.pop_back();
-    for (int ch : c.children) stack.push_back(ch);
-    if (c.composite) continue;
-    for (int t : c.outputs)
+  for (int id : body)
+    for (int t : g.node(id).outputs)
       if (std::find(n.outputs.begin(), n.outputs.end(), t) == n.outputs.end()) total += g.tensor(t).bytes();
-  }
   return total;
 }
 
@@ -70,19 +81,10 @@ SearchModel build_search_model(const sema::Graph& g, const sema::Plan& empty_pla
     op.kind = n.kind;
     op.op_class = op_class(n.kind);
     op.flops = 2.0 * static_cast<double>(n.macs);
-    op.inner_bytes = n.composite ? internal_bytes(g, node) : 0;
     if (n.composite) {
-      std::vector<int> stack(n.children.rbegin(), n.children.rend());
-      while (!stack.empty()) {
-        const int id = stack.back();
-        stack.pop_back();
-        const sema::OpNode& c = g.node(id);
-        if (c.composite) {
-          for (auto it = c.children.rbegin(); it != c.children.rend(); ++it) stack.push_back(*it);
-          continue;
-        }
-        op.parts.push_back(node_work(g, c));
-      }
+      const std::vector<int> body = primitive_nodes(g, node);
+      op.inner_bytes = internal_bytes(g, node, body);
+      for (int id : body) op.parts.push_back(node_work(g, g.node(id)));
     }
     op.backward = static_cast<size_t>(node) < flow.backward.size() && flow.backward[node];
     const sema::OpAnno& an = n.anno.anno;
