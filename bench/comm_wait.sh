@@ -21,8 +21,8 @@ done
 cd "$ROOT"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-step_median() { sed -n 's/^{"step": \([0-9]*\),.*"ms": \([0-9.e+-]*\)}$/\1 \2/p' "$1" | awk -v skip="$SKIP" '$1 + 0 > skip { print $2 }' | median; }
+# shellcheck source=bench/metrics.sh
+source "$ROOT/bench/metrics.sh"
 one() { env "$@" "$NNS" run "$file" --config "$config" --plan "$plan" --gpus 2 --steps "$STEPS" --metrics "$TMP/m.jsonl" > /dev/null 2>&1 && step_median "$TMP/m.jsonl"; }
 echo "comm wait A/B: 2 ranks, $(nproc) cores, $RUNS alternating runs each, load $(cut -d' ' -f1 /proc/loadavg)"
 for spec in "examples/alphafold2.nns tiny dap" "examples/gpt.nns tiny dp_zero1" "examples/gpt.nns tiny megatron" \

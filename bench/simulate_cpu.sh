@@ -56,15 +56,10 @@ PLANS=(
   "alphafold2 examples/alphafold2.nns tiny dap" "alphafold2 examples/alphafold2.nns tiny pipeline3f1b"
 )
 
-# Step times of steps k > SKIP from a --metrics file (one JSON line per
-# step, "ms" to the microsecond; the step lines print 10 us steps, too
-# coarse for the 0.07 ms steps of mlp small).
-step_times() { sed -n 's/^{"step": \([0-9]*\),.*"ms": \([0-9.e+-]*\)}$/\1 \2/p' "$1" | awk -v skip="$SKIP" '$1 + 0 > skip { print $2 }'; }
-step_median() {
-  step_times "$1" | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-step_min() { step_times "$1" | sort -g | head -1; }
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# Step times from --metrics (to the microsecond; the step lines print 10 us
+# steps, too coarse for the 0.07 ms steps of mlp small).
+# shellcheck source=bench/metrics.sh
+source "$ROOT/bench/metrics.sh"
 
 echo "simulate vs run: $GPUS CPU ranks, profile $PROFILE, $(nproc) cores, median of steps $((SKIP + 1))..$STEPS, median of $RUNS runs"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"

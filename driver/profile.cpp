@@ -53,12 +53,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <deque>
-#include <ctime>
-#include <fstream>
 #include <cstdlib>
-#include <set>
+#include <ctime>
+#include <deque>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -555,20 +554,21 @@ CopyPoints measure_instructions(backend::Backend& be, const Settings& s) {
 
 // What the simulator misses inside a running program, measured: the
 // calibration program (stdlib/profiles/calibration.nns: a stack of MLP
-// blocks, Megatron split, which is none of the shipped examples) is run
+// blocks, Megatron split, which is none of the shipped examples) runs
 // through `nns run --gpus R --trace` with every instruction traced on its
-// own (NNS_TRACE_EVERY_INSTRUCTION=1), three times at each of three depths, and lowered and
-// costed with the profile just measured; per instruction kind, the median
-// over rank 0's instructions of (measured mean over steps 5-12 minus
-// predicted, the measured time being its mean over the steps) is that kind's extra
-// cost at that program's length. Inside a
-// program the other instructions have the caches: a kernel, a slice or a
-// collect cost 0.3-1.3 us more in a 24,000-instruction step than in a
-// 1,000-instruction one (2026-11-25), and a collective pays its peer's
-// lateness and wake-up, which a micro-benchmark of one kind keeps hot.
+// own (NNS_TRACE_EVERY_INSTRUCTION=1), three times at each of three depths,
+// and is lowered and costed with the profile just measured. Per
+// instruction kind, the median over rank 0's instructions of (its mean
+// time over steps 5-12 minus its predicted time) is that kind's extra cost
+// at that program's length. Inside a program the other instructions have
+// the caches: a kernel, a slice or a collect cost 0.3-1.3 us more in a
+// 24,000-instruction step than in a 1,000-instruction one (2026-11-25),
+// and a collective pays its peer's lateness and wake-up, which a
+// micro-benchmark of one kind keeps hot.
 struct InSitu {
-  std::vector<double> instructions;                      // rank 0's program length per calibration run
-  std::map<std::string, std::vector<double>> extra;      // instr_name -> seconds per run
+  std::vector<std::string> configs;                      // calibration.nns's configs, shortest program first
+  std::vector<double> instructions;                      // rank 0's program length per config
+  std::map<std::string, std::vector<double>> extra;      // instr_name -> seconds per config
 };
 
 bool measure_in_situ(const Settings& s, const std::string& profile_json, InSitu& out, std::string& err) {
@@ -591,9 +591,9 @@ bool measure_in_situ(const Settings& s, const std::string& profile_json, InSitu&
     for (char c : v) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
     return q + "'";
   };
-  const std::vector<std::string> configs = {"calibrate", "calibrate_mid", "calibrate_large"};
+  out.configs = {"calibrate", "calibrate_mid", "calibrate_large"};
   std::vector<std::map<std::string, double>> per_run;
-  for (const std::string& config : configs) {
+  for (const std::string& config : out.configs) {
     // Measured: rank 0's instructions, steps 5 on, over three runs (a run
     // takes a second or two; one alone caught whatever minute the shared
     // machine was having).
@@ -677,7 +677,7 @@ bool measure_in_situ(const Settings& s, const std::string& profile_json, InSitu&
     per_run.push_back(extra);
     out.instructions.push_back(static_cast<double>(prog.instrs.size()));
   }
-  // A kind both runs have (each run's own kinds are the same program's).
+  // The kinds every config's program has.
   for (const auto& [kind, e0] : per_run[0]) {
     std::vector<double> v;
     for (const auto& run : per_run)
@@ -956,6 +956,11 @@ int cmd_profile(const Args& a) {
     json = json.substr(0, json.rfind('}'));
     while (!json.empty() && (json.back() == '\n' || json.back() == ' ')) json.pop_back();
     std::ostringstream add;
+    auto join = [](const std::vector<std::string>& v) {
+      std::string t;
+      for (size_t i = 0; i < v.size(); ++i) t += (i ? ", " : "") + v[i];
+      return t;
+    };
     auto list = [&](const std::vector<double>& v) {
       std::string t = "[";
       for (size_t i = 0; i < v.size(); ++i) t += (i ? ", " : "") + num(v[i]);
@@ -968,7 +973,7 @@ int cmd_profile(const Args& a) {
       first = false;
     }
     add << "}},\n  \"in_situ_source\": "
-        << quote("measured by nns profile on " + today() + ": stdlib/profiles/calibration.nns (plan megatron, configs calibrate and calibrate_large) run by nns run --gpus " +
+        << quote("measured by nns profile on " + today() + ": stdlib/profiles/calibration.nns (plan megatron, configs " + join(situ.configs) + ") run by nns run --gpus " +
                  std::to_string(s.ranks) + " --trace with every instruction traced; per instruction kind, the median over rank 0's instructions of "
                  "(its mean over steps 5-12 of three runs - this profile's cost without in_situ); interpolated in log(program instructions)")
         << "\n}\n";
