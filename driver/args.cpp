@@ -29,7 +29,7 @@ bool parse_args(int argc, char** argv, Args& a, std::string& err) {
         value("--steps", a.steps) || value("--seed", a.seed) || value("--threads", a.threads) || value("--init", a.init) ||
         value("--data", a.data) || value("--save", a.save) || value("--resume", a.resume) || value("--dump-grads", a.dump_grads) ||
         value("--trace", a.trace) || value("--device-memory", a.device_memory) || value("--check-timeout", a.check_timeout) ||
-        value("--eval-budget", a.eval_budget) || value("--save-every", a.save_every) || value("--metrics", a.metrics) ||
+        value("--eval-budget", a.eval_budget) || value("--eval-timeout", a.eval_timeout) || value("--save-every", a.save_every) || value("--metrics", a.metrics) ||
         value("--device", a.device) || value("--precision", a.precision) || value("--nodes", a.nodes) || value("--top", a.top) ||
         value("--out", a.output) || value("--ranks", a.ranks) || value("--comm", a.comm)) {
       if (!err.empty()) return false;
@@ -120,15 +120,24 @@ bool parse_topology(const Args& a, bool plan_flags_only, Topology& t, std::strin
   return true;
 }
 
-bool parse_eval_budget(const Args& a, double& seconds, std::string& usage) {
-  if (a.eval_budget.empty()) return true;
-  char* end = nullptr;
-  double v = std::strtod(a.eval_budget.c_str(), &end);
-  if (end == a.eval_budget.c_str() || *end != '\0' || !(v >= 0) || v > 1e6) {
-    usage = "--eval-budget must be a number of seconds (0 for no limit, at most 1000000)";
-    return false;
+bool parse_eval_budget(const Args& a, sema::EvalBudget& budget, std::string& usage) {
+  if (!a.eval_budget.empty()) {
+    long long steps = 0;
+    if (!parse_int(a.eval_budget, steps) || steps < 0) {
+      usage = "--eval-budget must be a number of interpreter steps (a non-negative integer; 0 for no limit)";
+      return false;
+    }
+    budget.steps = steps;
   }
-  seconds = v;
+  if (!a.eval_timeout.empty()) {
+    char* end = nullptr;
+    double v = std::strtod(a.eval_timeout.c_str(), &end);
+    if (end == a.eval_timeout.c_str() || *end != '\0' || !(v >= 0) || v > 1e6) {
+      usage = "--eval-timeout must be a number of seconds (0 for no limit, at most 1000000)";
+      return false;
+    }
+    budget.seconds = v;
+  }
   return true;
 }
 

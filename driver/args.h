@@ -9,6 +9,7 @@
 
 #include "backend/runtime/comm/launch_env.h"
 #include "semantics/checker/checker.h"
+#include "semantics/eval_budget.h"
 
 namespace nns::driver {
 
@@ -24,7 +25,7 @@ struct Args {
   std::vector<std::string> positional;
   std::string config, emit, shapes;
   std::string plan, gpus, plan_gpus, output, seed_bug;
-  std::string device_memory, check_timeout, eval_budget;
+  std::string device_memory, check_timeout, eval_budget, eval_timeout;
   std::string device;  // simulate, plan: a shipped profile's name or a profile .json; run: cpu | cuda
   std::string comm;    // run: --comm auto | gloo | nccl (where a plan's collectives run)
   std::string precision;  // simulate: fp32 | bf16 | fp16 (what kernels and transfers are costed in)
@@ -71,9 +72,10 @@ struct Topology {
 // t.launch: --gpus defaults to their world and must agree with it.
 bool parse_topology(const Args& a, bool plan_flags_only, Topology& t, std::string& usage);
 
-// --eval-budget SECONDS (a positive number; 0 = none) into `seconds`; false
-// with the usage message when malformed.
-bool parse_eval_budget(const Args& a, double& seconds, std::string& usage);
+// --eval-budget STEPS (interpreter steps; 0 = none) and --eval-timeout
+// SECONDS (wall clock; 0 = none, the default) into `budget`; false with the
+// usage message when one is malformed.
+bool parse_eval_budget(const Args& a, sema::EvalBudget& budget, std::string& usage);
 
 // --device-memory and --check-timeout into the checker's options; false with
 // the usage message when one is malformed or given without --plan.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/runtime/backend.h"
+#include "backend/runtime/cpu/kernels.h"
 #include "backend/runtime/plan_runtime.h"
 #include "backend/runtime/safetensors.h"
 #include "driver/pipeline.h"
@@ -35,7 +36,7 @@ int pipeline_options(const Args& a, bool check, Stage last, PipelineOptions& o) 
     if (stage_needs_plan(o.last) && a.plan.empty()) return usage_error("--emit=" + a.emit + " needs --plan NAME");
   }
   std::string usage;
-  if (!parse_topology(a, check, o.topo, usage) || !parse_check_limits(a, o.check, usage) || !parse_eval_budget(a, o.eval_budget_s, usage))
+  if (!parse_topology(a, check, o.topo, usage) || !parse_check_limits(a, o.check, usage) || !parse_eval_budget(a, o.eval_budget, usage))
     return usage_error(usage);
   return kExitOk;
 }
@@ -127,6 +128,7 @@ int cmd_run(const Args& a) {
   if (!a.save_every.empty() && (!parse_int(a.save_every, save_every) || save_every < 1))
     return usage_error("--save-every must be a positive number of steps");
   if (!a.save_every.empty() && a.save.empty()) return usage_error("--save-every needs --save (where to save)");
+  if (const char* bad = backend::cpu::fast::check_bf16_env()) return usage_error(bad);
   // The device first, before anything starts threads: finding the GPUs
   // forks a probe (run_device.h).
   std::string device, device_err;

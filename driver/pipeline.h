@@ -57,7 +57,7 @@ struct PipelineOptions {
   Topology topo;
   sema::check::CheckOptions check;  // --device-memory, --check-timeout
   std::string seed_bug;             // --seed-bug (a test hook)
-  double eval_budget_s = 60;        // --eval-budget: wall time an evaluation (the file, the plan) may take
+  sema::EvalBudget eval_budget;     // --eval-budget STEPS, --eval-timeout SECONDS: what one evaluation may take
   int64_t steps = -1;               // --steps: overrides the train block's
   Stage last = Stage::Check;        // the stages run up to this one
   bool emit = false;                // print `last`'s result instead of the stage reports

@@ -70,7 +70,7 @@ int cmd_plan(const Args& a) {
   o.path = a.positional[0];
   o.config = a.config;
   o.last = Stage::Graph;
-  if (!parse_eval_budget(a, o.eval_budget_s, err)) return usage_error(err);
+  if (!parse_eval_budget(a, o.eval_budget, err)) return usage_error(err);
   Pipeline p;
   if (int rc = run_pipeline(o, p); rc != kExitOk) return rc;
   if (!p.interp->train()) {
@@ -206,7 +206,7 @@ int cmd_plan(const Args& a) {
     // `nns check` / `nns run` (lowering 1024 ranks' programs here would
     // cost minutes and gigabytes).
     co.last = Stage::Plan;
-    co.eval_budget_s = o.eval_budget_s;
+    co.eval_budget = o.eval_budget;
     Pipeline cp;
     std::printf("checking %s (plan %s, config %s):\n", c.describe().c_str(), plan_name.c_str(), cfg.c_str());
     std::fflush(stdout);
@@ -238,7 +238,7 @@ int cmd_plan(const Args& a) {
     so2.plan = plan_name;
     so2.topo = Topology{n, n, 1, {}};
     so2.last = Stage::Comm;
-    so2.eval_budget_s = o.eval_budget_s;
+    so2.eval_budget = o.eval_budget;
     Pipeline sp;
     int src = run_pipeline(so2, sp);
     if (src == kExitOk) {

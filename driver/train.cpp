@@ -157,7 +157,14 @@ std::string banner(const Pipeline& p, const PipelineOptions& o, int threads, boo
   const bool cuda = o.run.device == "cuda";
   std::string kernels_text = kernels_name(o.run);
   if (o.run.device == "cuda-emulation") kernels_text += " (the CUDA backend's kernels run on the host)";
-  if (s.precision == "bf16") kernels_text += " (bf16 matrix products, fp32 accumulation and weights)";
+  if (s.precision == "bf16") {
+    // Which bf16 products the CPU kernels run (cpu/kernels.h bf16_emulated).
+    const char* path = "";
+    if (o.run.device == "cpu" && !o.run.reference)
+      path = backend::cpu::fast::bf16_emulated() ? "; emulated as fp32 products of bf16-rounded operands"
+                                                 : "; native oneDNN bf16 matmul";
+    kernels_text += std::string(" (bf16 matrix products, fp32 accumulation and weights") + path + ")";
+  }
   if (s.precision == "fp16")
     kernels_text += " (fp16 matrix products, fp32 accumulation and weights, dynamic loss scaling from " + format_scale(s.loss_scale.init) + ")";
   if (s.grad_reduce == "bf16") kernels_text += " (gradients reduced in bf16)";

@@ -315,7 +315,7 @@ int cmd_verify_op(const Args& a) {
   o.config = a.config;
   o.last = Stage::Graph;  // the model evaluated; nothing printed
   std::string usage;
-  if (!parse_eval_budget(a, o.eval_budget_s, usage)) return usage_error(usage);
+  if (!parse_eval_budget(a, o.eval_budget, usage)) return usage_error(usage);
   Pipeline p;
   if (int rc = run_pipeline(o, p); rc != kExitOk) return rc;
   const std::string& pattern = a.positional[1];

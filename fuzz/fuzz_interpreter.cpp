@@ -7,7 +7,8 @@
 // written but the input itself, in a private temporary folder (the
 // pipeline reads files; imports resolve beside it and in stdlib/).
 //
-// Each evaluation has a budget of kBudgetSeconds (--eval-budget), so an
+// Each evaluation has a budget of kBudgetSteps steps (--eval-budget) and
+// kBudgetSeconds of wall time (--eval-timeout), so an
 // endless loop ends with its located error. Exit 64/65 (diagnostics) is the
 // expected outcome for bad programs; exit 70 or an exception escaping the
 // pipeline is an internal error and aborts.
@@ -27,6 +28,7 @@
 
 namespace {
 
+constexpr int64_t kBudgetSteps = 2'000'000;
 constexpr double kBudgetSeconds = 0.25;
 constexpr int kMaxPlans = 2;
 
@@ -66,7 +68,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     PipelineOptions o;
     o.path = g_path;
     o.last = Stage::Graph;
-    o.eval_budget_s = kBudgetSeconds;
+    o.eval_budget.steps = kBudgetSteps;
+    o.eval_budget.seconds = kBudgetSeconds;
     Pipeline p;
     const int rc = run_pipeline(o, p);
     if (rc != kExitOk && rc != kExitUsage && rc != kExitBadInput)

@@ -57,6 +57,18 @@ OpInstance Interpreter::instantiate_op(int node, const std::vector<Shape>& input
   for (int t : whole.inputs) dtypes.push_back(graph_.tensor(t).dtype);
 
   OpInstance inst;
+  // The body's evaluation is one of its own for the budget (lowering
+  // elaborates thousands of sub-ops); the caller's count resumes after it.
+  struct BudgetScope {
+    Interpreter& in;
+    int64_t ticks;
+    double start;
+    ~BudgetScope() {
+      in.ticks_ = ticks;
+      in.budget_start_ = start;
+    }
+  } budget_scope{*this, ticks_, budget_start_};
+  start_budget();
   GraphSwap swap(graph_, local, instantiating_);
   int first_node = static_cast<int>(graph_.nodes().size());
   for (size_t i = 0; i < input_shapes.size(); ++i) {

@@ -735,23 +735,33 @@ void Interpreter::check_list_size(int64_t n, SourceLoc loc) {
   if (n > kMaxListElements)
     fail(loc, "this list would hold " + std::to_string(n) + " elements (at most " + std::to_string(kMaxListElements) + ")");
   // Making a big list is work the loop ticks do not see (a list doubled in
-  // a loop spends its time copying): the budget is checked before it.
-  if (n >= 0x4000) check_budget(loc);
+  // a loop spends its time copying): its elements count as steps.
+  if (n >= 0x4000) {
+    ticks_ += n;
+    check_budget(loc);
+  }
 }
 
 namespace {
 double steady_seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 }  // namespace
 
-void Interpreter::start_budget() { budget_start_ = steady_seconds(); }
+void Interpreter::start_budget() {
+  budget_start_ = steady_seconds();
+  ticks_ = 0;
+  step_limit_ = opts_.budget.steps > 0 ? opts_.budget.steps : std::numeric_limits<int64_t>::max();
+}
 
 void Interpreter::check_budget(SourceLoc loc) {
   CheckDeadline::poll_now();  // --check-timeout, when a plan is evaluated for a check
-  double limit = opts_.eval_budget_s;
+  if (ticks_ > step_limit_)
+    fail(loc, "evaluation ran past its budget of " + std::to_string(opts_.budget.steps) +
+                  " steps here (an endless loop?); --eval-budget STEPS sets it");
+  double limit = opts_.budget.seconds;
   if (limit > 0 && steady_seconds() - budget_start_ > limit) {
     char text[64];
     std::snprintf(text, sizeof text, "%g", limit);
-    fail(loc, std::string("evaluation ran past its budget of ") + text + " s here (an endless loop?); --eval-budget SECONDS sets it");
+    fail(loc, std::string("evaluation ran past its time limit of ") + text + " s here; --eval-timeout SECONDS sets it");
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include "frontend/ast.h"
 #include "frontend/diagnostics.h"
+#include "semantics/eval_budget.h"
 #include "semantics/graph.h"
 #include "semantics/plan.h"
 #include "semantics/train_spec.h"
@@ -42,7 +43,7 @@ struct CallArgs {
 struct EvalOptions {
   std::string config;                   // "" = the first preset in the file
   std::vector<std::string> stdlib_dirs;  // searched for `import "name"`
-  double eval_budget_s = 60;            // wall time one evaluation (a file, a plan, a REPL line) may take
+  EvalBudget budget = EvalBudget{};
 };
 
 // The most elements a list may hold: checked before it is built, so that
@@ -122,11 +123,11 @@ class Interpreter {
   void check_no_cycle(const List& list, const Value& v, front::SourceLoc loc);
   // Fails at `loc` unless a list of `n` elements is within kMaxListElements.
   void check_list_size(int64_t n, front::SourceLoc loc);
-  // Counts one unit of work (a loop iteration, a call, a list element);
-  // now and then compares the time since the evaluation began with the
-  // budget and fails at `loc` past it (an endless loop ends, located).
+  // Counts one step of work (a loop iteration, a call); past the budget's
+  // steps it fails at `loc` (an endless loop ends, located). Now and then it
+  // also looks at the clock, for --eval-timeout and --check-timeout.
   void tick(front::SourceLoc loc) {
-    if ((++ticks_ & 0x3FFF) == 0) check_budget(loc);
+    if (++ticks_ > step_limit_ || (ticks_ & 0x3FFF) == 0) check_budget(loc);
   }
   // A new top-level evaluation (file, plan, REPL line) starts its budget.
   void start_budget();
@@ -145,7 +146,8 @@ class Interpreter {
   std::shared_ptr<Env> new_env(std::shared_ptr<Env> parent);
   std::vector<std::weak_ptr<Env>> envs_;
   size_t envs_prune_at_ = 1024;
-  uint64_t ticks_ = 0;
+  int64_t ticks_ = 0;        // steps since the evaluation began
+  int64_t step_limit_ = EvalBudget::kDefaultSteps;  // opts_.budget.steps, or no limit
   double budget_start_ = 0;  // seconds on the steady clock
   struct Loaded;
   enum class Flow { Normal, Return, Break, Continue };

@@ -21,7 +21,9 @@ expect 64 "--gpus must be an integer from 1 to 65536" run examples/01_mlp.nns --
 expect 64 "--seed must be a non-negative integer" run examples/01_mlp.nns --seed 99999999999999999999
 expect 64 "--seed must be a non-negative integer" run examples/01_mlp.nns --seed " 5"
 expect 64 "--steps must be a positive integer" run examples/01_mlp.nns --steps 3abc
-expect 64 "--eval-budget must be a number of seconds" check examples/01_mlp.nns --eval-budget -1
+expect 64 "--eval-budget must be a number of interpreter steps" check examples/01_mlp.nns --eval-budget -1
+expect 64 "--eval-budget must be a number of interpreter steps" check examples/01_mlp.nns --eval-budget 1.5
+expect 64 "--eval-timeout must be a number of seconds" check examples/01_mlp.nns --eval-timeout abc
 expect 65 "cannot read file 'examples'" check examples
 # Dimop brackets whose sizes multiply past 64 bits (signed overflows found by fuzz_dimop).
 expect 65 "a*999999999999999999*999999999999999999 is past 64 bits" dimop '(a 999999999999999999 999999999999999999) -> a'

@@ -201,7 +201,8 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
     last_scale = st.loss_scale;
     skipped_total = st.skipped_total;
     if (s > start) total += st.seconds;  // the first step includes one-off setup (primitive creation)
-    if (st.step == 1 && (rank0 || o.collective) && o.dump_gradients) o.dump_gradients();
+    // The first step this run takes: step 1, or after --resume the step after the checkpoint's.
+    if (s == start && (rank0 || o.collective) && o.dump_gradients) o.dump_gradients();
     TensorMap grads, weights;
     if (o.verify && (o.collective || verifier)) {
       grads = session.last_gradients();

@@ -169,7 +169,7 @@ struct LoopOptions {
   // step); rank 0 prints them exactly, in bytes, for tests that compare
   // a memory model with what ran.
   std::function<std::vector<int64_t>()> rank_peaks;
-  std::function<void()> dump_gradients;  // after step 1, on rank 0 or, when collective, every rank (--dump-grads)
+  std::function<void()> dump_gradients;  // after the run's first step (1, or resume + 1), on rank 0 or, when collective, every rank (--dump-grads)
   std::function<std::string()> save;     // after the last step (--save); returns the line rank 0 prints
   int64_t save_every = 0;
   std::function<void()> before_step;     // e.g. the thread count for the next step (cpu/thread_policy.h)                // also after every save_every-th step (--save-every)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Mixed precision, the issue's done-when on CPU: examples/gpt.nns (config
-# tiny) trains 30 steps in fp32, bf16 and fp16 (dynamic loss scaling), and
+# tiny) trains 30 steps in fp32, bf16 (on both CPU paths: oneDNN's bf16
+# matmul where this CPU has one, and the emulated path NNS_CPU_BF16=emulate
+# forces) and fp16 (dynamic loss scaling), and
 # each low-precision loss curve stays within 2% (relative, every step) of
 # fp32's while not being equal to it (the products really round). Then
 # --verify of plans dp and megatron on 2 ranks under fp16 and under a bf16
@@ -32,14 +34,18 @@ for p in bf16 fp16; do
   "$NNS" run "$tmp/$p.nns" --config tiny --steps 30 > "$tmp/$p.out" 2>&1 || fail "$p run: $(tail -3 "$tmp/$p.out")"
   grep -q "$p matrix products" "$tmp/$p.out" || fail "the banner does not say $p: $(head -1 "$tmp/$p.out")"
 done
+NNS_CPU_BF16=emulate "$NNS" run "$tmp/bf16.nns" --config tiny --steps 30 > "$tmp/bf16_emu.out" 2>&1 ||
+  fail "bf16 emulated run: $(tail -3 "$tmp/bf16_emu.out")"
+grep -q "bf16 matrix products.*emulated" "$tmp/bf16_emu.out" || fail "the banner does not say the bf16 products are emulated: $(head -1 "$tmp/bf16_emu.out")"
+echo "bf16 path by default on this CPU: $(grep -o 'bf16 matrix products[^)]*' "$tmp/bf16.out")"
 grep -q "loss scale 65536, 0 step(s) skipped" "$tmp/fp16.out" || fail "fp16 summary: $(grep '^done' "$tmp/fp16.out")"
-python3 - <(losses "$tmp/fp32.out") <(losses "$tmp/bf16.out") <(losses "$tmp/fp16.out") <<'PY' || exit 1
+python3 - <(losses "$tmp/fp32.out") <(losses "$tmp/bf16.out") <(losses "$tmp/fp16.out") <(losses "$tmp/bf16_emu.out") <<'PY' || exit 1
 import sys
 curves = [[float(x) for x in open(f)] for f in sys.argv[1:]]
 f32 = curves[0]
 if len(f32) != 30: sys.exit(f"FAIL: fp32 ran {len(f32)} steps, not 30")
 if not f32[-1] < 0.8 * f32[0]: sys.exit(f"FAIL: the fp32 loss did not fall: {f32[0]} -> {f32[-1]}")
-for name, c in zip(["bf16", "fp16"], curves[1:]):
+for name, c in zip(["bf16", "fp16", "bf16 (emulated path)"], curves[1:]):
     if len(c) != 30: sys.exit(f"FAIL: {name} ran {len(c)} steps, not 30")
     rel = [abs(a - b) / abs(b) for a, b in zip(c, f32)]
     worst = max(range(30), key=lambda i: rel[i])

@@ -3,7 +3,10 @@
 // a batch dim of 1 (oneDNN broadcasts it), beta is a sum post-op.
 #include <vector>
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -38,9 +41,71 @@ const uint16_t* to_bf16(const float* p, int64_t n, int slot) {
   return out;
 }
 
-// bf16: the operands are rounded to bfloat16 copies and multiplied by
-// oneDNN's bf16 matmul (AVX-512 BF16 dot products), fp32 accumulation and
-// output.
+// The emulated path's operands: bf16-rounded values held as floats, in their
+// own per-thread scratch (slot 0 and 1, as to_bf16).
+const float* to_bf16_values(const float* p, int64_t n, int slot) {
+  thread_local std::vector<float> scratch[2];
+  std::vector<float>& buf = scratch[slot];
+  if (buf.size() < static_cast<size_t>(n)) buf.resize(static_cast<size_t>(n));
+  float* out = buf.data();
+  for (int64_t i = 0; i < n; ++i) out[i] = round_to_bf16(p[i]);
+  return out;
+}
+
+// Whether this CPU's oneDNN creates a bf16 matmul at all: oneDNN 2.6 has
+// one from AVX-512 (native dot products with AVX512_BF16 or AMX, its own
+// emulation on plain AVX512_CORE) and none on AVX2, where primitive creation
+// throws. Asked once per process with a small problem.
+bool onednn_has_bf16_matmul() {
+  try {
+    memory::desc a({1, 2, 2}, memory::data_type::bf16, memory::dims{4, 2, 1});
+    memory::desc c({1, 2, 2}, memory::data_type::f32, memory::dims{4, 2, 1});
+    dnnl::matmul::desc desc(a, a, c);
+    dnnl::matmul::primitive_desc pd(desc, engine());
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+std::atomic<int> g_bf16_forced{-1};  // -1: as detected; else 0 native, 1 emulated (tests)
+
+}  // namespace
+
+bool bf16_emulated() {
+  const int forced = g_bf16_forced.load(std::memory_order_relaxed);
+  if (forced >= 0) return forced == 1;
+  static const bool emulated = bf16_emulation_requested() || !onednn_has_bf16_matmul();
+  return emulated;
+}
+
+bool bf16_emulation_requested() {
+  const char* v = std::getenv("NNS_CPU_BF16");
+  return v && std::string(v) == "emulate";
+}
+
+const char* check_bf16_env() {
+  const char* v = std::getenv("NNS_CPU_BF16");
+  if (!v || !*v || std::string(v) == "auto" || std::string(v) == "emulate") return nullptr;
+  return "NNS_CPU_BF16 must be 'auto' (the default: oneDNN's bf16 matmul where this CPU has one) or 'emulate' "
+         "(fp32 products of bf16-rounded operands)";
+}
+
+void force_bf16_path(int mode) {
+  if (mode == 0 && !onednn_has_bf16_matmul()) mode = 1;  // native cannot be forced where it does not exist
+  g_bf16_forced.store(mode, std::memory_order_relaxed);
+}
+
+namespace {
+
+// bf16: the operands are rounded to bfloat16. Natively (bf16_emulated()
+// false) they are bf16 copies multiplied by oneDNN's bf16 matmul (AVX-512
+// BF16 dot products or AMX tiles), fp32 accumulation and output. Emulated,
+// they are rounded values held in fp32 copies and multiplied by the fp32
+// matmul: two bf16 values (8-bit significands) multiply exactly in fp32,
+// so this too is a bf16 product with fp32 accumulation; only the order of
+// the fp32 sums differs from the native kernel's (docs/language.md,
+// "Precision").
 void gemm(const float* a, const float* b, float* c, int64_t a_batch, int64_t b_batch, int64_t m,
           int64_t k, int64_t n, bool trans_a, bool trans_b, float beta, bool bf16 = false) {
   int64_t batch = std::max(a_batch, b_batch);
@@ -53,6 +118,11 @@ void gemm(const float* a, const float* b, float* c, int64_t a_batch, int64_t b_b
     // A shared b: the batch folds into the rows, one large gemm instead of many.
     m *= a_batch;
     a_batch = batch = 1;
+  }
+  if (bf16 && bf16_emulated()) {
+    a = to_bf16_values(a, a_batch * m * k, 0);
+    b = to_bf16_values(b, b_batch * k * n, 1);
+    bf16 = false;
   }
   const memory::data_type in_type = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
   memory::desc a_md = matrix_md(a_batch, m, k, trans_a, in_type), b_md = matrix_md(b_batch, k, n, trans_b, in_type);

@@ -407,6 +407,20 @@ void linear(const float* x, const float* w, const float* bias, float* y, int64_t
 void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
                      float* dbias, int64_t rows, int64_t k, int64_t n);
 
+// Which bf16 path the fast products take, decided once per process: the
+// native one (oneDNN's bf16 matmul, where this CPU's oneDNN creates one:
+// AVX-512 and up) or the emulated one (fp32 products of bf16-rounded
+// operands, on every x86-64). NNS_CPU_BF16=emulate forces the emulated path
+// (so a machine with AVX-512 BF16 tests both); 'auto' or unset detects.
+// The two give the same products and differ only in the order of fp32 sums:
+// not bitwise equal (tests/backend/conformance_bf16_test.cpp measures it).
+bool bf16_emulated();
+bool bf16_emulation_requested();  // NNS_CPU_BF16=emulate
+// A message when NNS_CPU_BF16 holds something other than auto or emulate.
+const char* check_bf16_env();
+// Tests: -1 back to detection, 0 native (emulated where there is none), 1 emulated.
+void force_bf16_path(int mode);
+
 void matmul_bf16(const float* a, const float* b, float* c, int64_t batch, int64_t b_batch, int64_t m,
                  int64_t k, int64_t n, bool trans_a, bool trans_b, float beta);
 void matmul_backward_bf16(const float* a, const float* b, const float* dc, float* da, float* db,
