@@ -8,7 +8,9 @@
 #                            the synthetic data's
 #   data_grads.sh grads NNS  step 1's gradients dumped by dp and megatron
 #                            (with --data) hold the same tensors as one
-#                            device's, each within ||a-b|| / ||b|| <= 1e-5
+#                            device's, each within ||a-b|| / ||b|| <= 1e-5;
+#                            after --resume from step 2, the dump holds
+#                            step 3's gradients, on one device and on dp
 # Prints PASS last.
 set -euo pipefail
 MODE="$1"
@@ -55,11 +57,7 @@ if [ "$MODE" = data ]; then
     same_losses "$tmp/one_$config.log" "$tmp/$plan.log"
   done
 elif [ "$MODE" = grads ]; then
-  run_one --config tiny --dump-grads "$tmp/one.safetensors" > "$tmp/one.log"
-  for plan in dp megatron; do
-    run_plan "$plan" tiny --dump-grads "$tmp/$plan.safetensors" > "$tmp/$plan.log"
-    same_losses "$tmp/one.log" "$tmp/$plan.log"
-    python3 - "$tmp/one.safetensors" "$tmp/$plan.safetensors" "$plan" <<'EOF'
+  cat > "$tmp/compare.py" <<'EOF'
 import json, math, struct, sys
 def read(path):
     raw = open(path, "rb").read()
@@ -96,7 +94,28 @@ print("%s: %d gradient tensors (%d loss-invariant left out), largest relative di
       % (sys.argv[3], len(one), skipped, worst, worst_name))
 sys.exit(0 if worst <= 1e-5 else 1)
 EOF
+  run_one --config tiny --dump-grads "$tmp/one.safetensors" > "$tmp/one.log"
+  for plan in dp megatron; do
+    run_plan "$plan" tiny --dump-grads "$tmp/$plan.safetensors" > "$tmp/$plan.log"
+    same_losses "$tmp/one.log" "$tmp/$plan.log"
+    python3 "$tmp/compare.py" "$tmp/one.safetensors" "$tmp/$plan.safetensors" "$plan"
   done
+  # --resume: the dump is of the run's first step, step 3 here.
+  "$NNS" run examples/gpt.nns --config tiny --steps 2 --data "$tmp/data.safetensors" --save "$tmp/ck2.safetensors" > /dev/null
+  run_one --config tiny --resume "$tmp/ck2.safetensors" --dump-grads "$tmp/resumed_one.safetensors" > "$tmp/resumed_one.log"
+  run_plan dp tiny --resume "$tmp/ck2.safetensors" --dump-grads "$tmp/resumed_dp.safetensors" > "$tmp/resumed_dp.log"
+  python3 "$tmp/compare.py" "$tmp/resumed_one.safetensors" "$tmp/resumed_dp.safetensors" "dp after --resume"
+  python3 - "$tmp/resumed_one.safetensors" "$tmp/one.safetensors" <<'EOF'
+import json, struct, sys
+def meta(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    return json.loads(raw[8:8 + n]).get("__metadata__", {}), raw[8 + n:]
+(resumed, rdata), (fresh, fdata) = meta(sys.argv[1]), meta(sys.argv[2])
+print("resumed dump: step", resumed.get("step"), "; fresh dump: step", fresh.get("step"))
+if resumed.get("step") != "3" or fresh.get("step") != "1": sys.exit("FAIL: the dumps' steps should be 3 (resumed) and 1")
+if rdata == fdata: sys.exit("FAIL: step 3's gradients equal step 1's")
+EOF
 else
   echo "usage: data_grads.sh data|grads NNS"; exit 64
 fi
