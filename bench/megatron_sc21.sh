@@ -14,16 +14,21 @@
 # --check exits 1 when a blocking prediction misses its published figure
 # by more than 15% (issue 12's bound; ctest bench_megatron_sc21); it skips
 # the overlapped runs (that column then repeats the blocking one).
-#   bench/megatron_sc21.sh [--device PROFILE] [--check]     NNS=path selects the binary
+# --rows A,B limits the run to those configs (ctest bench_megatron_sc21
+# runs the two smaller rows; the 145.6B row, whose lowering alone takes
+# tens of seconds on a 2-core machine, runs here in bench/).
+#   bench/megatron_sc21.sh [--device PROFILE] [--check] [--rows sc21_1_7b,sc21_18b]     NNS=path selects the binary
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 NNS="${NNS:-$ROOT/build/nns}"
 DEVICE=a100
 CHECK=0
+ROWS_WANTED=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --device) DEVICE="$2"; shift 2 ;;
     --check) CHECK=1; shift ;;
+    --rows) ROWS_WANTED=",$2,"; shift 2 ;;
     *) echo "megatron_sc21.sh: unknown argument '$1'" >&2; exit 64 ;;
   esac
 done
@@ -57,6 +62,7 @@ MISSES=0
 printf "%-10s %5s %4s %3s %3s %5s  %9s %9s %7s %7s   %9s %7s\n" config hidden L tp pp gpus published predicted error sim_s overlapped error
 for row in "${ROWS[@]}"; do
   read -r cfg h l heads tp pp gpus gb mb pub <<<"$row"
+  if [ -n "$ROWS_WANTED" ] && [[ "$ROWS_WANTED" != *",$cfg,"* ]]; then continue; fi
   plan_gpus=$((tp * pp))
   read -r step wall <<<"$(simulate "$cfg" "$gpus" "$plan_gpus")"
   # --check (ctest) costs the blocking runs only.

@@ -1,7 +1,27 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs the whole test suite.
+# Installs what is missing, builds, and runs the whole test suite, printing
+# how long each phase took (setup, build, tests) and the slowest tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+phase_start=$SECONDS
+phase() {  # phase NAME: the time since the last phase mark
+  local now=$SECONDS
+  echo "test.sh: $1 took $((now - phase_start)) s"
+  phase_start=$now
+}
+total_start=$SECONDS
 scripts/setup.sh
+phase "setup (packages)"
 scripts/build.sh
-ctest --test-dir build --output-on-failure -j"$(nproc)"
+phase "build"
+rc=0
+ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 300 || rc=$?
+phase "tests (ctest)"
+# The slowest tests of this run, from ctest's own record of it.
+if [ -f build/Testing/Temporary/LastTest.log ]; then
+  echo "test.sh: slowest tests:"
+  grep -E '^[0-9]+/[0-9]+ Test: |^"[^"]*" end time|Test time = ' build/Testing/Temporary/LastTest.log |
+    awk '/ Test: /{name=$3} /Test time =/{print $4, name}' | sort -rn | head -5 | sed 's/^/  /;s/ / s  /'
+fi
+echo "test.sh: total $((SECONDS - total_start)) s"
+exit $rc
