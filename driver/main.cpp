@@ -11,6 +11,7 @@
 #include "driver/commands.h"
 #include "driver/help.h"
 #include "driver/openmp_env.h"
+#include "driver/version.h"
 
 int main(int argc, char** argv) {
   using namespace nns::driver;
@@ -25,6 +26,10 @@ int main(int argc, char** argv) {
   for (int sig : {SIGINT, SIGQUIT}) {
     struct sigaction old {};
     if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) std::signal(sig, SIG_DFL);
+  }
+  if (argc == 2 && std::string(argv[1]) == "--version") {
+    std::cout << version_text();
+    return kExitOk;
   }
   Args a;
   std::string err;

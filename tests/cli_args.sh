@@ -15,6 +15,9 @@ expect() {  # EXIT MESSAGE ARGS...
     echo "FAIL: nns $*: exit $rc (want $want), output:"; echo "$out" | tail -3 | sed 's/^/    /'; fail=1
   fi
 }
+# nns --version names the build and the backends (the bf16 path among them).
+expect 0 "bf16 products" --version
+expect 0 "CPU kernels: oneDNN" --version
 expect 64 "--gpus must be an integer from 1 to 65536" run examples/01_mlp.nns --gpus 99999999999999999999
 expect 64 "--gpus must be an integer from 1 to 65536" run examples/01_mlp.nns --gpus 100000
 expect 64 "--gpus must be an integer from 1 to 65536" run examples/01_mlp.nns --gpus 0
