@@ -5,6 +5,8 @@
 #include <cctype>
 #include <iostream>
 
+#include "frontend/suggest.h"
+
 namespace nns::driver {
 
 int usage_error(const std::string& msg) {
@@ -12,48 +14,85 @@ int usage_error(const std::string& msg) {
   return kExitUsage;
 }
 
+namespace {
+
+// Every flag, once: those that take a value and those that are switches.
+struct ValueFlag {
+  const char* name;
+  std::string Args::*field;
+};
+struct SwitchFlag {
+  const char* name;
+  bool Args::*field;
+};
+const ValueFlag kValueFlags[] = {
+    {"--config", &Args::config}, {"--emit", &Args::emit}, {"--shapes", &Args::shapes}, {"--gpus", &Args::gpus},
+    {"--plan", &Args::plan}, {"--plan-gpus", &Args::plan_gpus}, {"-o", &Args::output}, {"--seed-bug", &Args::seed_bug},
+    {"--steps", &Args::steps}, {"--seed", &Args::seed}, {"--threads", &Args::threads}, {"--init", &Args::init},
+    {"--data", &Args::data}, {"--save", &Args::save}, {"--resume", &Args::resume}, {"--dump-grads", &Args::dump_grads},
+    {"--trace", &Args::trace}, {"--device-memory", &Args::device_memory}, {"--check-timeout", &Args::check_timeout},
+    {"--eval-budget", &Args::eval_budget}, {"--eval-timeout", &Args::eval_timeout}, {"--save-every", &Args::save_every},
+    {"--metrics", &Args::metrics}, {"--device", &Args::device}, {"--precision", &Args::precision}, {"--nodes", &Args::nodes},
+    {"--top", &Args::top}, {"--out", &Args::output}, {"--ranks", &Args::ranks}, {"--comm", &Args::comm},
+};
+const SwitchFlag kSwitchFlags[] = {
+    {"--reference", &Args::reference}, {"--verify", &Args::verify}, {"--stats", &Args::stats},
+    {"--peak-by-rank", &Args::peak_by_rank}, {"--eval", &Args::eval}, {"--overlap-grad-reduce", &Args::overlap_grad},
+    {"--all-ranks", &Args::all_ranks}, {"--no-check", &Args::no_check}, {"--simulate", &Args::simulate},
+    {"--quick", &Args::quick},
+};
+
+std::vector<std::string> flag_names() {
+  std::vector<std::string> names = {"--help"};
+  for (const ValueFlag& f : kValueFlags) names.push_back(f.name);
+  for (const SwitchFlag& f : kSwitchFlags) names.push_back(f.name);
+  return names;
+}
+
+}  // namespace
+
 bool parse_args(int argc, char** argv, Args& a, std::string& err) {
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
-    auto value = [&](const std::string& flag, std::string& out) -> bool {
+    // A flag with its value, as "--flag VALUE" or "--flag=VALUE".
+    const ValueFlag* valued = nullptr;
+    for (const ValueFlag& f : kValueFlags) {
+      const std::string flag = f.name;
       if (s == flag) {
-        if (i + 1 >= argc) { err = flag + " needs a value"; return false; }
-        out = argv[++i];
-        return true;
+        if (i + 1 >= argc) {
+          err = flag + " needs a value";
+          return false;
+        }
+        a.*f.field = argv[++i];
+      } else if (s.rfind(flag + "=", 0) == 0) {
+        a.*f.field = s.substr(flag.size() + 1);
+      } else {
+        continue;
       }
-      if (s.rfind(flag + "=", 0) == 0) { out = s.substr(flag.size() + 1); return true; }
-      return false;
-    };
-    if (value("--config", a.config) || value("--emit", a.emit) || value("--shapes", a.shapes) || value("--gpus", a.gpus) ||
-        value("--plan", a.plan) || value("--plan-gpus", a.plan_gpus) || value("-o", a.output) || value("--seed-bug", a.seed_bug) ||
-        value("--steps", a.steps) || value("--seed", a.seed) || value("--threads", a.threads) || value("--init", a.init) ||
-        value("--data", a.data) || value("--save", a.save) || value("--resume", a.resume) || value("--dump-grads", a.dump_grads) ||
-        value("--trace", a.trace) || value("--device-memory", a.device_memory) || value("--check-timeout", a.check_timeout) ||
-        value("--eval-budget", a.eval_budget) || value("--eval-timeout", a.eval_timeout) || value("--save-every", a.save_every) || value("--metrics", a.metrics) ||
-        value("--device", a.device) || value("--precision", a.precision) || value("--nodes", a.nodes) || value("--top", a.top) ||
-        value("--out", a.output) || value("--ranks", a.ranks) || value("--comm", a.comm)) {
-      if (!err.empty()) return false;
+      valued = &f;
+      break;
+    }
+    if (valued) {
       // --trace OUT: a file name, never empty or an option ("--trace --steps 2").
-      if ((s == "--trace" || s.rfind("--trace=", 0) == 0) && (a.trace.empty() || a.trace[0] == '-')) {
+      if (valued->field == &Args::trace && (a.trace.empty() || a.trace[0] == '-')) {
         err = "--trace needs a file name (--trace OUT.json)";
         return false;
       }
       continue;
     }
-    if (!err.empty()) return false;
     if (s.size() > 1 && s[0] == '-' && s != "-") {
-      if (s == "--help" || s == "-h") { a.command = "help"; continue; }
-      if (s == "--reference") { a.reference = true; continue; }
-      if (s == "--verify") { a.verify = true; continue; }
-      if (s == "--stats") { a.stats = true; continue; }
-      if (s == "--peak-by-rank") { a.peak_by_rank = true; continue; }
-      if (s == "--eval") { a.eval = true; continue; }
-      if (s == "--overlap-grad-reduce") { a.overlap_grad = true; continue; }
-      if (s == "--all-ranks") { a.all_ranks = true; continue; }
-      if (s == "--no-check") { a.no_check = true; continue; }
-      if (s == "--simulate") { a.simulate = true; continue; }
-      if (s == "--quick") { a.quick = true; continue; }
-      err = "unknown option '" + s + "'";
+      if (s == "--help" || s == "-h") {
+        a.command = "help";
+        continue;
+      }
+      bool known = false;
+      for (const SwitchFlag& f : kSwitchFlags)
+        if (s == f.name) {
+          a.*f.field = true;
+          known = true;
+        }
+      if (known) continue;
+      err = "unknown option '" + s + "'" + front::did_you_mean(s.substr(0, s.find('=')), flag_names());
       return false;
     }
     if (a.command.empty()) a.command = s;

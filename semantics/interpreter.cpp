@@ -2,6 +2,7 @@
 // models, ops) are in calls.cpp; builtins in builtins.cpp; plan evaluation
 // in plan_eval.cpp; the REPL session's input in session_input.cpp.
 #include "semantics/interpreter.h"
+#include "frontend/suggest.h"
 #include "semantics/check_deadline.h"
 #include "semantics/interpreter_internal.h"
 #include "semantics/symbolic_values.h"
@@ -322,9 +323,14 @@ void Interpreter::eval_config(const front::Program&, const std::shared_ptr<Env>&
       if (c->name == opts_.config) chosen = c;
     if (!chosen) {
       std::string names;
-      for (const front::ConfigDecl* c : configs_) names += (names.empty() ? "" : ", ") + c->name;
+      std::vector<std::string> known;
+      for (const front::ConfigDecl* c : configs_) {
+        names += (names.empty() ? "" : ", ") + c->name;
+        known.push_back(c->name);
+      }
       failure_ = Failure::UnknownConfig;
-      fail({}, "unknown config '" + opts_.config + "'" + (names.empty() ? " (the file defines none)" : "; available: " + names));
+      fail({}, "unknown config '" + opts_.config + "'" + front::did_you_mean(opts_.config, known) +
+                   (names.empty() ? " (the file defines none)" : "; available: " + names));
     }
   }
   auto record = std::make_shared<Record>();

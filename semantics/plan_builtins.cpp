@@ -4,6 +4,7 @@
 // (Interpreter::evaluate_plan) and refuse to run outside a plan block.
 #include <algorithm>
 #include <set>
+#include "frontend/suggest.h"
 #include "semantics/check_deadline.h"
 
 #include "semantics/builtin_args.h"
@@ -72,22 +73,6 @@ std::string op_label(Interpreter& in, const Plan& p, int sub) {
 
 // ---- the primitives ------------------------------------------------------------------
 
-// Edit distance between a and b (insertions, deletions, substitutions).
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
 // Why select() found nothing, with what the user probably meant: the three
 // qualified names nearest the pattern (its wildcards dropped, compared with
 // names cut to the pattern's length), or the op kinds there are.
@@ -117,7 +102,7 @@ std::string empty_select_message(Interpreter& in, const Plan& p, const std::stri
   std::vector<std::pair<size_t, std::string>> near;
   for (const std::string& n : names) {
     std::string head = n.substr(0, std::min(n.size(), bare.size() + 2));
-    near.push_back({std::min(edit_distance(bare, n), edit_distance(bare, head)), n});
+    near.push_back({std::min(front::edit_distance(bare, n), front::edit_distance(bare, head)), n});
   }
   std::stable_sort(near.begin(), near.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
   std::string hint;

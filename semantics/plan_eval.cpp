@@ -10,6 +10,7 @@
 // the session's device count (`gpus N`). Every other parameter takes its
 // default value; one without a default is an error. The same number becomes
 // Plan::ngpus, against which assign/replicate check device indices.
+#include "frontend/suggest.h"
 #include "semantics/interpreter.h"
 
 namespace nns::sema {
@@ -22,8 +23,13 @@ bool Interpreter::evaluate_plan(const std::string& name, int64_t ngpus, Plan& ou
     if (p.name == name) info = &p;
   if (!info) {
     std::string names;
-    for (const PlanInfo& p : plans_) names += (names.empty() ? "" : ", ") + p.name;
-    diags_.error({}, "unknown plan '" + name + "'" + (names.empty() ? " (the file defines none)" : "; available: " + names));
+    std::vector<std::string> known;
+    for (const PlanInfo& p : plans_) {
+      names += (names.empty() ? "" : ", ") + p.name;
+      known.push_back(p.name);
+    }
+    diags_.error({}, "unknown plan '" + name + "'" + front::did_you_mean(name, known) +
+                         (names.empty() ? " (the file defines none)" : "; available: " + names));
     failure_ = Failure::UnknownPlan;
     return finish_phase(false);
   }

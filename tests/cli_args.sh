@@ -15,6 +15,11 @@ expect() {  # EXIT MESSAGE ARGS...
     echo "FAIL: nns $*: exit $rc (want $want), output:"; echo "$out" | tail -3 | sed 's/^/    /'; fail=1
   fi
 }
+# Misspelt flags, configs and plans get the nearest name.
+expect 64 "unknown option '--step' (did you mean '--steps'?)" run examples/01_mlp.nns --step 3
+expect 64 "unknown option '--verfy' (did you mean '--verify'?)" run examples/01_mlp.nns --verfy
+expect 64 "unknown config 'smal' (did you mean 'small'?)" check examples/01_mlp.nns --config smal
+expect 64 "unknown plan 'megatorn' (did you mean 'megatron'?)" check examples/01_mlp.nns --plan megatorn --gpus 2
 # nns --version names the build and the backends (the bf16 path among them).
 expect 0 "bf16 products" --version
 expect 0 "CPU kernels: oneDNN" --version
