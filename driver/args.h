@@ -13,7 +13,7 @@
 
 namespace nns::driver {
 
-// DESIGN.md §4.6.
+// docs/architecture.md, "Exit codes".
 constexpr int kExitOk = 0, kExitUsage = 64, kExitBadInput = 65, kExitRuntime = 70;
 
 // Prints "nns: error: MSG" and the --help hint; returns kExitUsage.
@@ -51,7 +51,7 @@ bool parse_int(const std::string& text, long long& out);
 // Where the standard library is: $NNS_STDLIB, then the source tree's stdlib/.
 std::vector<std::string> stdlib_dirs();
 
-// --gpus N and --plan-gpus K, parsed and validated once (R8). `devices` are
+// --gpus N and --plan-gpus K, parsed and validated once. `devices` are
 // a plan's (what `ngpus` is bound to when the plan is evaluated), `ranks`
 // are processes; on a CPU-only runtime neither is a GPU.
 struct Topology {

@@ -103,8 +103,6 @@ bool parse_shapes(const std::string& text, std::vector<sema::InputShape>& out, s
   return true;
 }
 
-
-// nns ckpt merge DIR -o FILE
 }  // namespace
 
 int cmd_check(const Args& a) {

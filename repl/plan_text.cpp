@@ -61,15 +61,12 @@ bool simple_split(const Plan& p, int root) {
   return true;
 }
 
-}  // namespace
-
-std::string plan_to_nns(const sema::Graph& g, const Plan& p, const std::string& name) {
-  Writer w{g, p, {}, {}, 0};
+// The trans() calls, in the order the splits were made; runs of simple
+// splits become loops. Returns the leaves those loops place.
+std::set<int> write_splits(Writer& w) {
+  const sema::Graph& g = w.g;
+  const Plan& p = w.p;
   std::ostringstream& out = w.out;
-  out << "plan " << name << "(ngpus) {\n";
-  out << "  assert(ngpus == " << p.ngpus << ", \"plan " << name << " was made for " << p.ngpus << " device(s)\")\n";
-  out << "  fn by_name(qualified) { return select(qualified)[0] }  # the one op of that name\n";
-
   // Sub-ops that an order() refers to need a name outside any loop.
   std::set<int> referenced;
   for (const sema::OrderConstraint& o : p.orders) {
@@ -131,7 +128,13 @@ std::string plan_to_nns(const sema::Graph& g, const Plan& p, const std::string& 
     w.var[s] = v;
     ++i;
   }
+  return placed_inline;
+}
 
+// assign() and replicate() for every placed leaf not in `placed_inline`; whether every leaf is placed.
+bool write_placements(Writer& w, const std::set<int>& placed_inline) {
+  const Plan& p = w.p;
+  std::ostringstream& out = w.out;
   // Placements. When every leaf is placed, those on all devices in order
   // are what replicate(unassigned(), ...) makes of the rest.
   bool complete = true;
@@ -165,13 +168,25 @@ std::string plan_to_nns(const sema::Graph& g, const Plan& p, const std::string& 
     else out << "  replicate(" << w.ref(static_cast<int>(i)) << ", " << device_list(s.devices) << ")\n";
   }
   if (rest_replicated) out << "  replicate(unassigned(), 0.." << p.ngpus << ")\n";
+  return complete;
+}
 
+// recompute() marks and order() constraints between sub-ops.
+void write_recompute_and_orders(Writer& w) {
+  const Plan& p = w.p;
+  std::ostringstream& out = w.out;
   // Recompute marks: a mark covers a sub-op and everything split from it.
   for (size_t i = 0; i < p.subops.size(); ++i) {
     const SubOp& s = p.subops[i];
     if (s.recompute && (s.parent < 0 || !p.subops[s.parent].recompute)) out << "  recompute(" << w.ref(static_cast<int>(i)) << ")\n";
   }
   for (const sema::OrderConstraint& o : p.orders) out << "  order(" << w.ref(o.before) << ", " << w.ref(o.after) << ")\n";
+}
+
+void write_schedules(Writer& w) {
+  const sema::Graph& g = w.g;
+  const Plan& p = w.p;
+  std::ostringstream& out = w.out;
   // Pipeline schedules: each segment as the list of its ops, the library
   // schedule as one call, hand-written task orders one by one.
   if (!p.task_orders.empty()) {
@@ -210,6 +225,11 @@ std::string plan_to_nns(const sema::Graph& g, const Plan& p, const std::string& 
           << seg(o.after.segment) << ", " << o.after.mb << "))\n";
     }
   }
+}
+
+void write_constraints(Writer& w) {
+  const Plan& p = w.p;
+  std::ostringstream& out = w.out;
   // Constraint tables, each with its own name so the checker's messages stay the same.
   for (const sema::PlanConstraint& c : p.constraints) {
     static const char* fns[] = {"same_split", "split_only", "split_counts", "place_on"};
@@ -229,6 +249,22 @@ std::string plan_to_nns(const sema::Graph& g, const Plan& p, const std::string& 
     }
     out << ", name = " << quoted(c.name) << ")\n";
   }
+}
+
+}  // namespace
+
+std::string plan_to_nns(const sema::Graph& g, const Plan& p, const std::string& name) {
+  Writer w{g, p, {}, {}, 0};
+  std::ostringstream& out = w.out;
+  out << "plan " << name << "(ngpus) {\n";
+  out << "  assert(ngpus == " << p.ngpus << ", \"plan " << name << " was made for " << p.ngpus << " device(s)\")\n";
+  out << "  fn by_name(qualified) { return select(qualified)[0] }  # the one op of that name\n";
+
+  std::set<int> placed_inline = write_splits(w);
+  bool complete = write_placements(w, placed_inline);
+  write_recompute_and_orders(w);
+  write_schedules(w);
+  write_constraints(w);
   if (!complete) {
     int n = 0;
     for (const SubOp& s : p.subops)

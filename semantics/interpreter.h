@@ -172,6 +172,11 @@ class Interpreter {
   void declare_tensor(const front::TensorDecl& t, const std::shared_ptr<Env>& env, front::SourceLoc loc);
   Value eval(const front::Expr& e, const std::shared_ptr<Env>& env);
   Value eval_binary(const std::string& op, Value a, Value b, front::SourceLoc loc);
+  // eval_binary's cases (interpreter_binary.cpp): a tensor operand, lists and strings, plain numbers.
+  Value eval_tensor_binary(const std::string& op, const Value& a, const Value& b, front::SourceLoc loc);
+  std::optional<Value> eval_container_binary(const std::string& op, const Value& a, const Value& b, front::SourceLoc loc);
+  Value eval_int_binary(const std::string& op, int64_t x, int64_t y, front::SourceLoc loc);
+  Value eval_float_binary(const std::string& op, double x, double y, front::SourceLoc loc);
   Value eval_call(const front::Call& c, const std::shared_ptr<Env>& env, front::SourceLoc loc);
   Value member(const Value& obj, const std::string& name, front::SourceLoc loc);
   Value index(const Value& obj, const Value& idx, front::SourceLoc loc);

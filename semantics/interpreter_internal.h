@@ -1,5 +1,5 @@
 // Internals shared by the files that implement the Interpreter
-// (interpreter.cpp, session_input.cpp); nothing outside them includes it.
+// (interpreter*.cpp, session_input.cpp); nothing outside them includes it.
 #pragma once
 
 #include <memory>
@@ -19,6 +19,9 @@ struct Interpreter::Loaded {
   std::shared_ptr<Env> env;  // set once evaluated
   bool running = false;
 };
+
+// A number in arithmetic: an int, a float or a bool.
+inline bool is_number(const Value& v) { return v.is<int64_t>() || v.is<double>() || v.is<bool>(); }
 
 // Unwinds evaluation after errors that were already reported.
 struct StopEvaluation {};

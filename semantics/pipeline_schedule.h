@@ -10,7 +10,8 @@
 //  - the result is one task sequence per pipeline rank, in execution order;
 //  - a B with no W of the same (stage, mb) in the sequence is the whole
 //    backward (input and weight gradients together).
-// Definitions: ../shared/reference/pipelines-and-models.md §3.
+// Definitions: docs/language.md, "Pipeline schedules: op-order over tasks"
+// (the table of schedules).
 //
 // Generators assume valid sizes (p >= 1, m >= 1, v >= 1, recycles >= 0,
 // m % p == 0 for interleaved with v > 1) and throw std::invalid_argument

@@ -163,6 +163,84 @@ SymPtr generated_size(const OpNode& n, const std::string& id, std::map<std::stri
   return nullptr;
 }
 
+// An obligation on the op's symbolic sizes, unless it holds whatever the sizes.
+void add_obligation(Graph& g, int node, SymPtr holds, const std::string& msg) {
+  if (sym_is_const(holds) && holds->value) return;
+  const OpNode& n = g.node(node);
+  g.sym_obligations.push_back({holds, "op '" + n.name + "': " + msg, node, n.loc});
+}
+
+// Brackets: one unknown identifier is the dim over the others.
+void solve_brackets(Graph& g, int node, const std::vector<std::pair<const DimAnno*, SymPtr>>& brackets,
+                    std::map<std::string, SymPtr>& size) {
+  auto oblige = [&](SymPtr holds, const std::string& msg) { add_obligation(g, node, holds, msg); };
+  for (const auto& [dim, e] : brackets) {
+    std::vector<size_t> unknown;
+    SymPtr known = sym_const(1);
+    for (size_t k = 0; k < dim->ids.size(); ++k) {
+      const DimId& id = dim->ids[k];
+      if (id.numeric) known = sym_binary(SymExpr::Mul, known, sym_const(std::stoll(id.name)));
+      else if (size.count(id.name)) known = sym_binary(SymExpr::Mul, known, size[id.name]);
+      else unknown.push_back(k);
+    }
+    std::string text = "(";
+    for (size_t k = 0; k < dim->ids.size(); ++k) text += (k ? " " : "") + dim->ids[k].name;
+    text += ")";
+    if (unknown.size() == 1) {
+      oblige(sym_binary(SymExpr::Eq, sym_binary(SymExpr::Mod, e, known), sym_const(0)),
+             "bracket " + text + " of size " + sym_text(e) + " is not a multiple of " + sym_text(known));
+      size[dim->ids[unknown[0]].name] = sym_binary(SymExpr::FloorDiv, e, known);
+    } else if (unknown.empty()) {
+      oblige(sym_binary(SymExpr::Eq, known, e), "bracket " + text + " is " + sym_text(known) + " but the dim is " + sym_text(e));
+    }
+  }
+}
+
+// The outputs' symbolic dims from the identifiers' sizes; a reshape's
+// target as written, and a composite body's outputs, must agree with them.
+void bind_outputs(Graph& g, int node, std::map<std::string, SymPtr>& size, bool generated,
+                  const std::vector<SymPtr>* reshape_target) {
+  auto oblige = [&](SymPtr holds, const std::string& msg) { add_obligation(g, node, holds, msg); };
+  const OpNode& n = g.node(node);
+  const OpAnno& anno = n.anno.anno;
+  for (size_t o = 0; o < anno.outputs.size() && o < n.outputs.size(); ++o) {
+    const OperandAnno& op = anno.outputs[o];
+    if (op.non_tensor) continue;
+    TensorInfo& t = g.tensor(n.outputs[o]);
+    std::vector<SymPtr> dims;
+    bool symbolic = false;
+    for (size_t d = 0; d < op.dims.size() && d < t.shape.size(); ++d) {
+      SymPtr e = sym_const(1);
+      for (const DimId& id : op.dims[d].ids) {
+        SymPtr s;
+        if (id.numeric) {
+          int64_t lit = std::stoll(id.name);
+          s = generated && lit != 1 ? sym_opaque(lit, "dim " + std::to_string(d) + " of output " + std::to_string(o) + " of op '" + n.name + "'")
+                                    : sym_const(lit);
+        } else {
+          s = size.count(id.name) ? size[id.name] : sym_const(1);
+        }
+        e = sym_binary(SymExpr::Mul, e, s);
+      }
+      if (reshape_target && o == 0 && d < reshape_target->size()) {
+        if (!sym_same(e, (*reshape_target)[d]))
+          oblige(sym_binary(SymExpr::Eq, e, (*reshape_target)[d]),
+                 "reshape to dim " + std::to_string(d) + " of size " + sym_text((*reshape_target)[d]) + ", but the input gives " + sym_text(e));
+        e = (*reshape_target)[d];
+      }
+      if (d < t.sym_shape.size() && t.sym_shape[d] && !sym_same(t.sym_shape[d], e)) {
+        // A composite op's body made this output: the annotation must agree.
+        oblige(sym_binary(SymExpr::Eq, t.sym_shape[d], e), "its body returns dim " + std::to_string(d) + " of output " + std::to_string(o) +
+                                                              " as " + sym_text(t.sym_shape[d]) + " but the annotation gives " + sym_text(e));
+        e = t.sym_shape[d];
+      }
+      if (!sym_is_const(e)) symbolic = true;
+      dims.push_back(e);
+    }
+    if (symbolic) t.sym_shape = dims;
+  }
+}
+
 }  // namespace
 
 void bind_symbolic(Graph& g, int node, const std::map<std::string, SymPtr>& given, bool generated) {
@@ -173,10 +251,7 @@ void bind_symbolic(Graph& g, int node, const std::map<std::string, SymPtr>& give
   if (!tainted) return;
   const OpAnno& anno = n.anno.anno;
   std::map<std::string, SymPtr> size;
-  auto oblige = [&](SymPtr holds, const std::string& msg) {
-    if (sym_is_const(holds) && holds->value) return;
-    g.sym_obligations.push_back({holds, "op '" + n.name + "': " + msg, node, n.loc});
-  };
+  auto oblige = [&](SymPtr holds, const std::string& msg) { add_obligation(g, node, holds, msg); };
   auto bind_id = [&](const std::string& id, const SymPtr& e, const std::string& where) {
     auto it = size.find(id);
     if (it == size.end()) {
@@ -240,27 +315,7 @@ void bind_symbolic(Graph& g, int node, const std::map<std::string, SymPtr>& give
     target.push_back(dims);
     scan(anno.outputs, n.outputs, &target, "output");
   }
-  // Brackets: one unknown identifier is the dim over the others.
-  for (const auto& [dim, e] : brackets) {
-    std::vector<size_t> unknown;
-    SymPtr known = sym_const(1);
-    for (size_t k = 0; k < dim->ids.size(); ++k) {
-      const DimId& id = dim->ids[k];
-      if (id.numeric) known = sym_binary(SymExpr::Mul, known, sym_const(std::stoll(id.name)));
-      else if (size.count(id.name)) known = sym_binary(SymExpr::Mul, known, size[id.name]);
-      else unknown.push_back(k);
-    }
-    std::string text = "(";
-    for (size_t k = 0; k < dim->ids.size(); ++k) text += (k ? " " : "") + dim->ids[k].name;
-    text += ")";
-    if (unknown.size() == 1) {
-      oblige(sym_binary(SymExpr::Eq, sym_binary(SymExpr::Mod, e, known), sym_const(0)),
-             "bracket " + text + " of size " + sym_text(e) + " is not a multiple of " + sym_text(known));
-      size[dim->ids[unknown[0]].name] = sym_binary(SymExpr::FloorDiv, e, known);
-    } else if (unknown.empty()) {
-      oblige(sym_binary(SymExpr::Eq, known, e), "bracket " + text + " is " + sym_text(known) + " but the dim is " + sym_text(e));
-    }
-  }
+  solve_brackets(g, node, brackets, size);
   // Identifiers no operand determined: a literal of the annotation or an
   // argument — constant unless a registry rule computed it from witnesses.
   // The rules the checker models symbolically are checked against the
@@ -277,43 +332,7 @@ void bind_symbolic(Graph& g, int node, const std::map<std::string, SymPtr>& give
     }
     size[id] = agrees ? e : sym_opaque(value, "size of '" + id + "' of op '" + n.name + "'");
   }
-  // Outputs.
-  for (size_t o = 0; o < anno.outputs.size() && o < n.outputs.size(); ++o) {
-    const OperandAnno& op = anno.outputs[o];
-    if (op.non_tensor) continue;
-    TensorInfo& t = g.tensor(n.outputs[o]);
-    std::vector<SymPtr> dims;
-    bool symbolic = false;
-    for (size_t d = 0; d < op.dims.size() && d < t.shape.size(); ++d) {
-      SymPtr e = sym_const(1);
-      for (const DimId& id : op.dims[d].ids) {
-        SymPtr s;
-        if (id.numeric) {
-          int64_t lit = std::stoll(id.name);
-          s = generated && lit != 1 ? sym_opaque(lit, "dim " + std::to_string(d) + " of output " + std::to_string(o) + " of op '" + n.name + "'")
-                                    : sym_const(lit);
-        } else {
-          s = size.count(id.name) ? size[id.name] : sym_const(1);
-        }
-        e = sym_binary(SymExpr::Mul, e, s);
-      }
-      if (is_reshape && o == 0 && d < target[0].size()) {
-        if (!sym_same(e, target[0][d]))
-          oblige(sym_binary(SymExpr::Eq, e, target[0][d]),
-                 "reshape to dim " + std::to_string(d) + " of size " + sym_text(target[0][d]) + ", but the input gives " + sym_text(e));
-        e = target[0][d];
-      }
-      if (d < t.sym_shape.size() && t.sym_shape[d] && !sym_same(t.sym_shape[d], e)) {
-        // A composite op's body made this output: the annotation must agree.
-        oblige(sym_binary(SymExpr::Eq, t.sym_shape[d], e), "its body returns dim " + std::to_string(d) + " of output " + std::to_string(o) +
-                                                              " as " + sym_text(t.sym_shape[d]) + " but the annotation gives " + sym_text(e));
-        e = t.sym_shape[d];
-      }
-      if (!sym_is_const(e)) symbolic = true;
-      dims.push_back(e);
-    }
-    if (symbolic) t.sym_shape = dims;
-  }
+  bind_outputs(g, node, size, generated, is_reshape ? &target[0] : nullptr);
   for (const auto& [id, e] : size)
     if (!sym_is_const(e)) n.sym_sizes[id] = e;
 }

@@ -1,5 +1,6 @@
 // Derived communication: how a tensor moves from the layout its producers
-// leave it in to the layout its consumers need (DESIGN.md section 3).
+// leave it in to the layout its consumers need (docs/architecture.md,
+// "Layouts and adapters").
 //
 // A Layout describes where the pieces of one full tensor lie over an
 // ordered device group: the position of a device in the group, read as a

@@ -1,8 +1,8 @@
 // A Program: what one device runs for one training step — an instruction
 // list in a legal order with the buffer plan made explicit (every buffer is
 // freed right after its last use). lower_single_device builds it from a
-// training graph; the parallel lowering (per-rank programs with
-// collectives) produces the same structure.
+// training graph. The parallel lowering produces a RankProgram per rank
+// instead (rank_program.h), with collectives, buckets and transfers.
 #pragma once
 
 #include <string>

@@ -39,6 +39,9 @@ class DeviceBuffer {
     bytes_ = 0;
   }
   void* data() const { return p_; }
+  // Element `i` (4-byte elements). Device addresses are linear (CUDA's are),
+  // so this is pointer arithmetic only: nothing here reads through it.
+  void* element(int64_t i) const { return static_cast<char*>(p_) + i * 4; }
   size_t bytes() const { return bytes_; }
   int64_t numel() const { return static_cast<int64_t>(bytes_ / 4); }  // 4-byte elements (f32 or i32)
   bool empty() const { return bytes_ == 0; }

@@ -6,12 +6,16 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
 #include "backend/runtime/backend.h"
 
 namespace nns::backend {
+
+// A negative axis counts from the end.
+inline int64_t norm_axis(int64_t a, size_t rank) { return a < 0 ? a + static_cast<int64_t>(rank) : a; }
 
 struct NodeCall {
   const sema::OpNode& node;
@@ -42,6 +46,27 @@ struct NodeCall {
     if (auto* v = std::get_if<std::vector<int64_t>>(&it->second)) return *v;
     if (auto* i = std::get_if<int64_t>(&it->second)) return {*i};
     throw RuntimeError("node " + node.name + ": attribute '" + k + "' is not a list of ints");
+  }
+  // The forward kind of a backward node ("softmax" of "softmax_backward"); a forward node's own kind.
+  std::string base_kind() const {
+    const std::string suffix = "_backward";
+    const std::string& k = node.kind;
+    if (k.size() > suffix.size() && k.compare(k.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return k.substr(0, k.size() - suffix.size());
+    return k;
+  }
+  // The permutation of permute (attr dims) or transpose (dim0 <-> dim1), forward or backward:
+  // y's dim k is x's dim perm[k].
+  std::vector<int> permutation(size_t rank) const {
+    std::vector<int> perm(rank);
+    if (base_kind() == "transpose") {
+      for (size_t i = 0; i < rank; ++i) perm[i] = static_cast<int>(i);
+      std::swap(perm[norm_axis(attr_int("dim0"), rank)], perm[norm_axis(attr_int("dim1"), rank)]);
+    } else {
+      std::vector<int64_t> dims = attr_ints("dims");
+      for (size_t i = 0; i < rank; ++i) perm[i] = static_cast<int>(norm_axis(dims[i], rank));
+    }
+    return perm;
   }
   // Backward nodes.
   size_t fwd_inputs() const { return attr_ints("grad_mask").size(); }

@@ -1,3 +1,6 @@
+// The plan executor: runs a rank's program instruction by instruction (exec), with its
+// buffers, kernel-local tensors, transfers and step end. Collectives are in
+// plan_executor_collectives.cpp.
 #include "backend/runtime/plan_executor.h"
 
 #include <algorithm>
@@ -12,15 +15,6 @@
 #include "backend/runtime/trainer.h"
 
 namespace nns::backend {
-
-namespace {
-
-// Element `i` (4-byte elements) of a block of backend memory. Device
-// addresses are linear (CUDA's are), so this is pointer arithmetic only:
-// nothing here reads through it.
-void* at(const DeviceBuffer& b, int64_t i) { return static_cast<char*>(b.data()) + i * 4; }
-
-}  // namespace
 
 BoxCopy region_box(const Piece& sp, const Piece& dp, const std::vector<int64_t>& start, const std::vector<int64_t>& length) {
   BoxCopy box;
@@ -130,7 +124,7 @@ void PlanExecutor::load_input(const PInstr& in) {
     const DeviceBuffer& file = data_.at(t);
     const int64_t numel = sema::numel(info.shape);
     DeviceBuffer out = alloc(want.numel());
-    be.copy_box(out.data(), at(file, index % (file.numel() / numel) * numel), region_box(full_piece(info.shape), want, want.start, want.length),
+    be.copy_box(out.data(), file.element(index % (file.numel() / numel) * numel), region_box(full_piece(info.shape), want, want.start, want.length),
                 false, 1.f);
     return set_buf(in.b, std::move(out));
   }
@@ -459,154 +453,6 @@ void PlanExecutor::exec_compute(const PInstr& in) {
     default:
       throw RuntimeError(std::string("internal: unexpected instruction ") + instr_name(in.kind));
   }
-}
-
-void PlanExecutor::exec_collective(const PInstr& in) {
-  const std::vector<int>* grp = in.group >= 0 ? &group(in) : nullptr;
-  bool talk = world > 1 && grp && grp->size() > 1;
-  switch (in.kind) {
-    case PInstr::AllReduce: {
-      DeviceBuffer& b = bufs[static_cast<size_t>(in.a)];
-      // NNS_TEST_FAULT=skip-allreduce: a test-only seeded bug (the
-      // activation allreduces are skipped), which --verify must catch.
-      if (talk && !fault_skip_allreduce) coll->allreduce(b.data(), b.numel(), *grp, false);
-      return;
-    }
-    case PInstr::AllGather: {
-      const CollectiveGeom& geo = P.geoms[static_cast<size_t>(in.geom)];
-      const DeviceBuffer& src = bufs[static_cast<size_t>(in.a)];
-      const int64_t n = static_cast<int64_t>(geo.recv.size()), chunk = src.numel();
-      DeviceBuffer tmp = alloc(n * chunk), out = alloc(piece(in.b).numel());
-      if (talk) coll->allgather(src.data(), tmp.data(), chunk, *grp);
-      else be.copy(tmp.data(), src.data(), src.bytes());
-      for (int64_t i = 0; i < n; ++i) {
-        const Piece& r = geo.recv[static_cast<size_t>(i)];
-        be.copy_box(out.data(), at(tmp, i * chunk), region_box(r, piece(in.b), r.start, r.length), false, 1.f);
-      }
-      return set_buf(in.b, std::move(out));
-    }
-    case PInstr::ReduceScatter: {
-      const CollectiveGeom& geo = P.geoms[static_cast<size_t>(in.geom)];
-      const int64_t n = static_cast<int64_t>(geo.send.size()), chunk = piece(in.b).numel();
-      DeviceBuffer tmp = alloc(n * chunk), out = alloc(chunk);
-      for (int64_t i = 0; i < n; ++i) {
-        const Piece& sd = geo.send[static_cast<size_t>(i)];
-        be.copy_box(at(tmp, i * chunk), bufs[static_cast<size_t>(in.a)].data(), region_box(piece(in.a), sd, sd.start, sd.length), false, 1.f);
-      }
-      // zero1's gradient reduce-scatter (index: its ParamSlot) reduces in bf16 under grad_reduce = "bf16".
-      if (talk) coll->reduce_scatter(tmp.data(), out.data(), chunk, *grp, in.index >= 0 && round_bf16());
-      else be.copy(out.data(), tmp.data(), out.bytes());
-      return set_buf(in.b, std::move(out));
-    }
-    case PInstr::AllToAll: {
-      const CollectiveGeom& geo = P.geoms[static_cast<size_t>(in.geom)];
-      const int64_t n = static_cast<int64_t>(geo.send.size()), chunk = n ? geo.send[0].numel() : 0;
-      DeviceBuffer tmp = alloc(n * chunk), recv, out = alloc(piece(in.b).numel());
-      for (int64_t i = 0; i < n; ++i) {
-        const Piece& sd = geo.send[static_cast<size_t>(i)];
-        be.copy_box(at(tmp, i * chunk), bufs[static_cast<size_t>(in.a)].data(), region_box(piece(in.a), sd, sd.start, sd.length), false, 1.f);
-      }
-      if (talk) {
-        recv = alloc(n * chunk);
-        coll->all_to_all(tmp.data(), recv.data(), chunk, *grp);
-      } else {
-        recv = std::move(tmp);  // a group of one: what it sends is what it receives
-      }
-      for (int64_t i = 0; i < n; ++i) {
-        const Piece& r = geo.recv[static_cast<size_t>(i)];
-        be.copy_box(out.data(), at(recv, i * chunk), region_box(r, piece(in.b), r.start, r.length), false, 1.f);
-      }
-      return set_buf(in.b, std::move(out));
-    }
-    case PInstr::Send: {
-      const DeviceBuffer& b = bufs[static_cast<size_t>(in.a)];
-      if (world > 1) send_pending_[in.a].push_back(coll->post_send(b.data(), b.numel(), in.peer, in.tag + static_cast<uint32_t>(step - 1) * P.tags));
-      return;
-    }
-    case PInstr::Recv: {
-      set_buf(in.b, alloc(piece(in.b).numel()));
-      if (world > 1) {
-        DeviceBuffer& b = bufs[static_cast<size_t>(in.b)];
-        PendingTable::Entry e;
-        e.buffers = {in.b};
-        e.op = coll->post_recv(b.data(), b.numel(), in.peer, in.tag + static_cast<uint32_t>(step - 1) * P.tags);
-        pending_.post(std::move(e));
-        recv_open_.insert(in.b);
-      }
-      return;
-    }
-    case PInstr::BucketAllReduce:
-      // A group of one has nothing to sum: the gradients stay as they are.
-      if (talk) post_bucket(in);
-      return;
-    case PInstr::ReplicaAverage: {
-      DeviceBuffer& b = bufs[static_cast<size_t>(in.a)];
-      if (talk) coll->allreduce(b.data(), b.numel(), *grp, round_bf16());
-      be.scale(fview(b), in.scale);
-      return;
-    }
-    case PInstr::LossAllReduce: {
-      // Gradient norm: each piece once (copies of a replicated piece count
-      // once; replicas hold the same averaged values, replica 0 counts).
-      double ss = 0;
-      if (P.replica == 0)
-        for (const ParamSlot& s : P.params) {
-          if (s.accum < 0) continue;
-          ss += be.sum_of_squares({fview(bufs[static_cast<size_t>(s.accum)])}) / static_cast<double>(piece(s.accum).replicas);
-        }
-      float lv[2] = {static_cast<float>(loss), static_cast<float>(ss)};
-      if (talk) coll->allreduce_host(lv, 2, *grp);
-      loss = lv[0] / static_cast<double>(lowered.replicas);
-      // The gradients carry the loss scale (1 without fp16). An inf or NaN
-      // anywhere makes the all-reduced sum inf or NaN on every rank, so all
-      // skip the same step; otherwise this rank's pieces are unscaled here.
-      const float scale = scaler.scale();
-      grad_norm = std::sqrt(static_cast<double>(lv[1])) / scale;
-      skip_update = !scaler.finish_step(static_cast<double>(lv[1]));
-      // Unscaled by multiplying with the reciprocal, as the single-device
-      // Trainer does (the same as dividing for power-of-two scales, the
-      // defaults; otherwise what one device computes).
-      if (scale != 1.f && !skip_update)
-        for (const ParamSlot& s : P.params)
-          if (s.accum >= 0) be.scale(fview(bufs[static_cast<size_t>(s.accum)]), 1.0f / scale);
-      return;
-    }
-    default:
-      throw RuntimeError(std::string("internal: unexpected instruction ") + instr_name(in.kind));
-  }
-}
-
-// A bucket's gradients, flattened into one buffer and posted as one
-// allreduce; the reduced values go back into the gradients when the first
-// instruction touching one of them runs (pending_), so that on the device
-// path the allreduce overlaps the rest of the backward. Nothing writes the
-// bucket's gradients after its BucketAllReduce (lowering places it after
-// their last contribution), so the copy back overwrites nothing.
-void PlanExecutor::post_bucket(const PInstr& in) {
-  const std::vector<int>& members = P.buckets[static_cast<size_t>(in.index)];
-  int64_t total = 0;
-  for (int b : members) total += bufs[static_cast<size_t>(b)].numel();
-  auto flat = std::make_shared<DeviceBuffer>(alloc(total));
-  int64_t off = 0;
-  for (int b : members) {
-    const DeviceBuffer& v = bufs[static_cast<size_t>(b)];
-    be.copy(at(*flat, off), v.data(), v.bytes());
-    off += v.numel();
-  }
-  PendingTable::Entry e;
-  e.buffers = members;
-  e.op = coll->post_allreduce(flat->data(), total, group(in), round_bf16());
-  e.done = [this, flat, members] {
-    int64_t at_ = 0;
-    for (int b : members) {
-      DeviceBuffer& v = bufs[static_cast<size_t>(b)];
-      be.copy(v.data(), at(*flat, at_), v.bytes());
-      at_ += v.numel();
-    }
-  };
-  // NNS_TEST_FAULT=consume-before-wait: kept away from the first consumer
-  // (completed at the step end), the bug the bookkeeping exists to prevent.
-  (fault_consume_before_wait ? late_ : pending_).post(std::move(e));
 }
 
 void PlanExecutor::exec_step(const PInstr& in) {

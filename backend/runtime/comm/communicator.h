@@ -1,6 +1,6 @@
 // Collective communication for CPU ranks: one Communicator per rank (per
 // process), wrapping Gloo over TCP. It is what the runtime executes for the
-// adapters of DESIGN.md §3 (V→R allreduce, V→D reduce_scatter, D→R
+// adapters of docs/architecture.md, "Layouts and adapters" (V→R allreduce, V→D reduce_scatter, D→R
 // allgather, Di→Dj all_to_all, send/recv and broadcast between device sets).
 //
 // Configuration, read by CommConfig::from_env (the launcher sets these;

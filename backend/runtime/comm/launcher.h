@@ -41,7 +41,7 @@
 
 namespace nns::backend {
 
-// The launcher's status when a rank fails (DESIGN.md §4: 70 = runtime failure).
+// The launcher's status when a rank fails (docs/architecture.md, "Exit codes": 70 = runtime failure).
 constexpr int kRankFailedExit = 70;
 
 int launch_local_ranks(int world_size, const std::function<int(int rank)>& rank_main);

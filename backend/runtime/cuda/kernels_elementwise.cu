@@ -349,13 +349,6 @@ namespace ew = elementwise;
 using cpu::Activation;
 using cpu::BinaryOp;
 
-std::string base_kind(const std::string& kind) {
-  const std::string suffix = "_backward";
-  if (kind.size() > suffix.size() && kind.compare(kind.size() - suffix.size(), suffix.size(), suffix) == 0)
-    return kind.substr(0, kind.size() - suffix.size());
-  return kind;
-}
-
 // ---- unary --------------------------------------------------------------------------------------------
 Activation act_kind(const std::string& k) {
   static const std::unordered_map<std::string, Activation> kinds = {
@@ -377,7 +370,7 @@ void act_fwd(const Call& c) {
 }
 void act_bwd(const Call& c) {
   if (float* dx = c.dx(0))
-    ew::unary_backward(act_kind(base_kind(c.node.kind)), c.x(0).f32(), c.dy(0).f32(), dx, c.x(0).numel(), exponent(c), c.stream);
+    ew::unary_backward(act_kind(c.base_kind()), c.x(0).f32(), c.dy(0).f32(), dx, c.x(0).numel(), exponent(c), c.stream);
 }
 
 void add_scalar_fwd(const Call& c) {
@@ -422,7 +415,7 @@ void binary_fwd(const Call& c) {
   ew::binary(binary_kind(c.node.kind), c.in[0].f32(), c.in[1].f32(), c.out[0].f32(), walk(c, shapes, 0, c.out[0]), c.stream);
 }
 void binary_bwd(const Call& c) {
-  BinaryOp op = binary_kind(base_kind(c.node.kind));
+  BinaryOp op = binary_kind(c.base_kind());
   std::vector<const sema::Shape*> shapes{&c.x(0).shape, &c.x(1).shape};
   for (int which = 0; which < 2; ++which)
     if (float* grad = c.dx(static_cast<size_t>(which)))

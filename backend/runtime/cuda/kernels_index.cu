@@ -203,7 +203,6 @@ bool find_out_of_range(const int32_t* ids, int64_t n, int64_t bound, Scratch& sc
 
 namespace {
 
-int64_t norm_axis(int64_t a, size_t rank) { return a < 0 ? a + static_cast<int64_t>(rank) : a; }
 
 // [outer, len, inner] of shape x around attr `dim`.
 void dims_around(const Call& c, const sema::Shape& x, int64_t& outer, int64_t& len, int64_t& inner) {

@@ -109,7 +109,6 @@ namespace {
 using layout::Dims;
 using sema::Shape;
 
-int64_t norm_axis(int64_t a, size_t rank) { return a < 0 ? a + static_cast<int64_t>(rank) : a; }
 
 Dims dims_of(const Shape& s) {
   if (s.size() > static_cast<size_t>(layout::kMaxDims))
@@ -132,13 +131,6 @@ Dims row_major_strides(const Dims& dims) {
   return st;
 }
 
-std::string base_kind(const std::string& kind) {
-  const std::string suffix = "_backward";
-  if (kind.size() > suffix.size() && kind.compare(kind.size() - suffix.size(), suffix.size(), suffix) == 0)
-    return kind.substr(0, kind.size() - suffix.size());
-  return kind;
-}
-
 // reshape / view: the same bytes under another shape.
 void reshape_fwd(const Call& c) {
   size_t bytes = static_cast<size_t>(c.in[0].numel() * sema::dtype_bytes(c.in[0].dtype));
@@ -149,22 +141,9 @@ void identity_bwd(const Call& c) {
     if (int64_t n = c.dy(0).numel()) copy_device_async(dx, c.dy(0).f32(), sizeof(float) * static_cast<size_t>(n), c.stream);
 }
 
-// The permutation of permute (attr dims) or transpose (dim0 <-> dim1): y's
-// dim k is x's dim perm[k].
-std::vector<int> permutation(const Call& c, size_t rank) {
-  std::vector<int> perm(rank);
-  if (base_kind(c.node.kind) == "transpose") {
-    for (size_t i = 0; i < rank; ++i) perm[i] = static_cast<int>(i);
-    std::swap(perm[norm_axis(c.attr_int("dim0"), rank)], perm[norm_axis(c.attr_int("dim1"), rank)]);
-  } else {
-    std::vector<int64_t> dims = c.attr_ints("dims");
-    for (size_t i = 0; i < rank; ++i) perm[i] = static_cast<int>(norm_axis(dims[i], rank));
-  }
-  return perm;
-}
 void permute_fwd(const Call& c) {
   Dims x = dims_of(c.in[0].shape), xs = row_major_strides(x), y, ys;
-  std::vector<int> perm = permutation(c, c.in[0].shape.size());
+  std::vector<int> perm = c.permutation(c.in[0].shape.size());
   y.rank = ys.rank = x.rank;
   for (int k = 0; k < x.rank; ++k) {
     y.d[k] = x.d[perm[k]];
@@ -176,7 +155,7 @@ void permute_bwd(const Call& c) {
   float* dx = c.dx(0);
   if (!dx) return;
   Dims x = dims_of(c.x(0).shape), y, dy_in_x;
-  std::vector<int> perm = permutation(c, c.x(0).shape.size());
+  std::vector<int> perm = c.permutation(c.x(0).shape.size());
   y.rank = dy_in_x.rank = x.rank;
   for (int k = 0; k < x.rank; ++k) y.d[k] = x.d[perm[k]];
   Dims ys = row_major_strides(y);

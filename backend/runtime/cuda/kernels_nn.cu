@@ -271,13 +271,6 @@ void dropout(const float* x, float* y, int64_t n, float p, uint64_t seed, uint64
 
 namespace {
 
-std::string base_kind(const std::string& kind) {
-  const std::string suffix = "_backward";
-  if (kind.size() > suffix.size() && kind.compare(kind.size() - suffix.size(), suffix.size(), suffix) == 0)
-    return kind.substr(0, kind.size() - suffix.size());
-  return kind;
-}
-
 void softmax_fwd(const Call& c) {
   int64_t cols = c.in[0].shape.back();
   if (cols == 0) return;
@@ -290,7 +283,7 @@ void softmax_bwd(const Call& c) {
   int64_t cols = c.x(0).shape.back();
   if (!dx || cols == 0) return;
   int64_t rows = c.x(0).numel() / cols;
-  nn::softmax_backward(c.y(0).f32(), c.dy(0).f32(), dx, rows, cols, base_kind(c.node.kind) == "log_softmax",
+  nn::softmax_backward(c.y(0).f32(), c.dy(0).f32(), dx, rows, cols, c.base_kind() == "log_softmax",
                        c.scratch.get<double>(rows), c.stream);
 }
 
@@ -385,7 +378,7 @@ void lookup_fwd(const Call& c) {
 }
 
 void lookup_bwd(const Call& c) {
-  bool emb = base_kind(c.node.kind) == "embedding";
+  bool emb = c.base_kind() == "embedding";
   size_t ti = emb ? 1 : 0;
   float* dtable = c.dx(ti);
   if (!dtable) return;

@@ -87,13 +87,6 @@ namespace nns::backend::NNS_DEV {
 
 namespace {
 
-std::string base_kind(const std::string& kind) {
-  const std::string suffix = "_backward";
-  if (kind.size() > suffix.size() && kind.compare(kind.size() - suffix.size(), suffix.size(), suffix) == 0)
-    return kind.substr(0, kind.size() - suffix.size());
-  return kind;
-}
-
 // x as [outer, len, inner] around attr `dim` (negative: from the end), as
 // the CPU backend's reduce_dims.
 struct Dims {
@@ -119,7 +112,7 @@ void sum_bwd(const Call& c) {
   float* dx = c.dx(0);
   if (!dx) return;
   Dims d = reduce_dims(c, c.x(0).shape);
-  reduce::sum_backward(base_kind(c.node.kind) == "mean", c.dy(0).f32(), dx, d.outer, d.len, d.inner, c.stream);
+  reduce::sum_backward(c.base_kind() == "mean", c.dy(0).f32(), dx, d.outer, d.len, d.inner, c.stream);
 }
 
 // amax / amin: the extreme's value; argmax: its index (int32).
