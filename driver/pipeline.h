@@ -10,6 +10,8 @@
 #pragma once
 
 #include "backend/lowering/comm_plan.h"
+#include "backend/lowering/lower_plan.h"
+#include "backend/lowering/memory_check.h"
 #include "backend/lowering/rank_program.h"
 #include <cstdint>
 #include <memory>
@@ -87,6 +89,19 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p);
 // lowered here with the sub-ops elaborated (no rank is started).
 int emit_program(sema::Interpreter& interp, const sema::Graph& g, const sema::Plan& plan, const backend::CommPlan& comm, const sema::TrainSpec& spec,
                  const Topology& topo);
+
+// Lowering options with the sub-ops elaborated by `interp` (its
+// instantiate_op), the derived communication and topo's plan replicas.
+backend::LowerOptions lower_options(sema::Interpreter& interp, const backend::CommPlan& comm, const Topology& topo);
+
+// The capacity check's options from the check options (--device-memory,
+// --precision) and the train block's optimizer (`spec` may be null).
+backend::MemoryCheckOptions memory_options(const sema::check::CheckOptions& c, const sema::TrainSpec* spec);
+
+// The capacity check of p.plan (after its communication is derived): plan
+// replica 0's programs lowered with their kernel bodies, each rank's peak
+// replayed (backend/lowering/memory_check.h). Throws backend::LoweringError.
+backend::MemoryCheck check_plan_memory(Pipeline& p, const Topology& topo, const backend::MemoryCheckOptions& mo);
 
 // The plan lowered to per-rank programs, sub-ops elaborated on their slices
 // by the interpreter (the only place lowering meets it); only_rank < 0:

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <unistd.h>
 
@@ -98,7 +99,7 @@ int cmd_plan(const Args& a) {
   so.gpus = static_cast<int>(n);
   so.profile = prof;
   so.global_batch = model.graph_batch * spec.micro_batches;
-  so.optimizer_slots = spec.optimizer.kind == "adamw" ? 2 : (spec.optimizer.momentum > 0 ? 1 : 0);
+  so.optimizer_slots = static_cast<int>(sema::optimizer_slots(spec.optimizer));
   so.memory_cap = static_cast<double>(cap);
   // --precision fp16|bf16: mixed-precision training (2-byte weights,
   // gradients and activations, fp32 optimizer state and master weights),
@@ -201,10 +202,10 @@ int cmd_plan(const Args& a) {
     co.check.bytes_per_element = so.bytes_per_element < 4 ? so.bytes_per_element : 0;
     co.check.memory_label = cap_label;
     co.check.total_timeout_ms = 0;
-    // The plan stage (evaluation, order = "auto"), then the Z3 checker as
-    // `nns check` runs it; program verification and the run are left to
-    // `nns check` / `nns run` (lowering 1024 ranks' programs here would
-    // cost minutes and gigabytes).
+    // The plan stage (evaluation, order = "auto"), then the Z3 checker and
+    // the capacity check as `nns check` runs them; program verification
+    // and the run are left to `nns check` / `nns run` (lowering 1024 ranks'
+    // programs for it here would cost minutes and gigabytes).
     co.last = Stage::Plan;
     co.eval_budget_s = o.eval_budget_s;
     Pipeline cp;
@@ -214,14 +215,32 @@ int cmd_plan(const Args& a) {
     if (rc == kExitOk) {
       sema::check::CheckOptions opts = co.check;
       const sema::TrainSpec& t = *cp.interp->train();
-      opts.optimizer = t.optimizer.kind;
-      opts.momentum = t.optimizer.momentum;
       opts.micro_batches = t.micro_batches;
       opts.sources = &cp.sources;
-      sema::check::Verdict verdict;
-      sema::check::check_plan(cp.graph(), cp.plan, opts, cp.diags, std::cout, &verdict);
+      sema::check::CheckResult cr = sema::check::check_plan(cp.graph(), cp.plan, opts);
+      for (const front::Diagnostic& d : cr.diagnostics) cp.diags.report(d);
+      rc = sema::check::exit_code(cr.verdict);
+      // Then the capacity check, on the lowered programs as nns check runs it.
+      std::optional<backend::MemoryCheck> mem;
+      backend::MemoryCheckOptions mo = memory_options(co.check, &t);
+      if (rc == kExitOk) {
+        try {
+          cp.comm = backend::derive_communication(cp.graph(), cp.plan);
+          mem = check_plan_memory(cp, co.topo, mo);
+        } catch (const backend::LoweringError& e) {
+          std::cerr << "nns: error: " << e.what() << "\n";
+          rc = kExitRuntime;
+        }
+      }
+      const bool overflow = mem && !mem->fits;
+      if (overflow) {
+        cp.diags.report(*mem->overflow);
+        rc = sema::check::exit_code(sema::check::Verdict::Illegal);
+      }
+      std::cout << sema::check::verdict_line(cp.plan, cr, overflow) << "\n";
+      if (mem) std::cout << "  " << backend::memory_line(*mem, mo) << "\n";
+      std::cout.flush();
       cp.diags.print(std::cerr, front::want_colour());
-      rc = sema::check::exit_code(verdict);
     }
     if (rc == kExitOk) {
       if (i > 0) std::printf("\n(the best plans did not pass the checker; this is runner-up %zu)\n%s\n", i, extra.str().c_str());
