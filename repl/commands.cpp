@@ -292,7 +292,7 @@ bool Session::cmd_status(const Command& c) {
          << " + activations " << sema::format_bytes(mem[d].activations) << "\n";
     d = e;
   }
-  if (mem.empty()) out_ << "memory  not known (the plan is not legal, or cannot be lowered, as it stands)\n";
+  if (mem.empty()) out_ << "memory  not known: " << facts_.memory_unknown << "\n";
   out_ << verdict(plan_, facts_).substr(2);
   return true;
 }

@@ -121,7 +121,9 @@ PlanFacts analyse(const Graph& g, const Plan& plan, const sema::check::CheckOpti
   f.comm = summarize_comm(g, plan);
   const Plan whole = completed(plan);
   f.check = sema::check::check_plan(g, whole, opts);
-  if (f.check.verdict != sema::check::Verdict::Legal || !f.comm.error.empty()) return f;
+  f.memory_unknown = "the plan is not legal";
+  if (f.check.verdict != sema::check::Verdict::Legal) return f;
+  f.memory_unknown.clear();
   try {
     backend::LowerOptions lo;
     lo.elaborate = elaborate;
@@ -135,8 +137,9 @@ PlanFacts analyse(const Graph& g, const Plan& plan, const sema::check::CheckOpti
       f.memory[static_cast<size_t>(r.device)] = {whole_bytes(r.peak.weights), whole_bytes(r.peak.gradients), whole_bytes(r.peak.optimizer),
                                                  whole_bytes(r.peak.activations())};
     }
-  } catch (const std::exception&) {
-    f.memory.clear();  // not lowerable as it stands (shown as not known)
+  } catch (const std::exception& e) {
+    f.memory.clear();  // not lowerable as it stands: no program, no peak
+    f.memory_unknown = std::string("the plan as it stands cannot be lowered (") + e.what() + ")";
   }
   return f;
 }
@@ -387,7 +390,7 @@ ChangeReport report_change(const Graph& g, const Plan& before, const PlanFacts& 
   const std::vector<DeviceMemory>&mb = fb.memory, &ma = fa.memory;
   out << "  memory ";
   if (ma.empty()) {
-    out << " not known (the plan is not legal, or cannot be lowered, as it stands)";
+    out << " not known: " << fa.memory_unknown;
   } else {
     // Runs of devices with the same memory and change share an entry:
     // "0..7: 68.49 GiB (-254.63 GiB)".

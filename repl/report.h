@@ -57,6 +57,7 @@ struct PlanFacts {
   CommSummary comm;
   sema::check::CheckResult check;
   std::vector<DeviceMemory> memory;  // per device; empty when the plan is not legal or cannot be lowered
+  std::string memory_unknown;        // why `memory` is empty
 };
 PlanFacts analyse(const sema::Graph& g, const sema::Plan& plan, const sema::check::CheckOptions& opts, const sema::TrainSpec& spec,
                   const backend::Elaborator& elaborate);
