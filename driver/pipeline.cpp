@@ -117,7 +117,7 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
   std::optional<backend::MemoryCheck> mem;
   backend::MemoryCheckOptions mo = memory_options(o.check, spec);
   try {
-    mem = check_plan_memory(p, o.topo, mo);
+    if (o.memory_report || mo.capacity >= 0) mem = check_plan_memory(p, o.topo, mo);
   } catch (const backend::LoweringError&) {
     // Program verification lowers the plan again and reports the error.
   }

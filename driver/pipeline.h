@@ -61,6 +61,11 @@ struct PipelineOptions {
   std::string seed_bug;             // --seed-bug (a test hook)
   double eval_budget_s = 60;        // --eval-budget: wall time an evaluation (the file, the plan) may take
   int64_t steps = -1;               // --steps: overrides the train block's
+  // The check stage's capacity check (lowering plan replica 0 with its
+  // kernel bodies): always with --device-memory, else for the report's
+  // "memory: peak" line unless turned off (nns simulate prints the same
+  // replay's peak itself).
+  bool memory_report = true;
   Stage last = Stage::Check;        // the stages run up to this one
   bool emit = false;                // print `last`'s result instead of the stage reports
   RunOptions run;                   // for Stage::Run

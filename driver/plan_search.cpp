@@ -40,6 +40,67 @@ std::string space_text(double l) {
   return b;
 }
 
+// The capacity check lowers every rank with its kernel bodies: seconds for
+// tens of ranks, minutes for a thousand (GPT-3 175B on 1024: over 4 min).
+// Past this, nns plan leaves it to nns check and keeps the search's estimate.
+constexpr int64_t kReplayedRanks = 64;
+
+// Proves a written plan: the Z3 check and (up to kReplayedRanks ranks) the
+// capacity check, as nns check OUT --config CFG --plan NAME --gpus N
+// --device-memory CAP runs them. Returns the exit code.
+int prove_plan(const std::string& out, const std::string& cfg, const std::string& plan_name, int64_t n, const sema::check::CheckOptions& check,
+               double eval_budget_s) {
+  PipelineOptions co;
+  co.path = out;
+  co.config = cfg;
+  co.plan = plan_name;
+  co.topo = Topology{n, n, 1, {}};
+  co.check = check;
+  // The plan stage (evaluation, order = "auto"), then the Z3 checker and
+  // the capacity check as `nns check` runs them; program verification
+  // and the run are left to `nns check` / `nns run` (lowering 1024 ranks'
+  // programs for it here would cost minutes and gigabytes).
+  co.last = Stage::Plan;
+  co.eval_budget_s = eval_budget_s;
+  Pipeline cp;
+  int rc = run_pipeline(co, cp);
+  if (rc == kExitOk) {
+    sema::check::CheckOptions opts = co.check;
+    const sema::TrainSpec& t = *cp.interp->train();
+    opts.micro_batches = t.micro_batches;
+    opts.sources = &cp.sources;
+    sema::check::CheckResult cr = sema::check::check_plan(cp.graph(), cp.plan, opts);
+    for (const front::Diagnostic& d : cr.diagnostics) cp.diags.report(d);
+    rc = sema::check::exit_code(cr.verdict);
+    // Then the capacity check, on the lowered programs as nns check runs it.
+    std::optional<backend::MemoryCheck> mem;
+    backend::MemoryCheckOptions mo = memory_options(co.check, &t);
+    const bool replay = n <= kReplayedRanks;
+    if (rc == kExitOk && replay) {
+      try {
+        cp.comm = backend::derive_communication(cp.graph(), cp.plan);
+        mem = check_plan_memory(cp, co.topo, mo);
+      } catch (const backend::LoweringError& e) {
+        std::cerr << "nns: error: " << e.what() << "\n";
+        rc = kExitRuntime;
+      }
+    }
+    const bool overflow = mem && !mem->fits;
+    if (overflow) {
+      cp.diags.report(*mem->overflow);
+      rc = sema::check::exit_code(sema::check::Verdict::Illegal);
+    }
+    std::cout << sema::check::verdict_line(cp.plan, cr, overflow) << "\n";
+    if (mem) std::cout << "  " << backend::memory_line(*mem, mo) << "\n";
+    if (!replay)
+      std::cout << "  memory: not replayed for " << n << " ranks here (minutes; the search's estimate holds the capacity); nns check "
+                << out << " --config " << cfg << " --plan " << plan_name << " --gpus " << n << " replays every rank\n";
+    std::cout.flush();
+    cp.diags.print(std::cerr, front::want_colour());
+  }
+  return rc;
+}
+
 }  // namespace
 
 int cmd_plan(const Args& a) {
@@ -167,6 +228,11 @@ int cmd_plan(const Args& a) {
   bool temp = out.empty();
   if (temp) out = out_dir + "/.nns_plan_" + std::to_string(getpid()) + ".nns";
 
+  sema::check::CheckOptions co_check;
+  co_check.device_memory = cap;
+  co_check.bytes_per_element = so.bytes_per_element < 4 ? so.bytes_per_element : 0;
+  co_check.memory_label = cap_label;
+  co_check.total_timeout_ms = 0;
   int rc = kExitOk;
   bool written = false;
   for (size_t i = 0; i < r.best.size(); ++i) {
@@ -192,56 +258,9 @@ int cmd_plan(const Args& a) {
       written = true;
       break;
     }
-    // Prove it: the same stages as nns check OUT --config CFG --plan NAME --gpus N --device-memory CAP.
-    PipelineOptions co;
-    co.path = out;
-    co.config = cfg;
-    co.plan = plan_name;
-    co.topo = Topology{n, n, 1, {}};
-    co.check.device_memory = cap;
-    co.check.bytes_per_element = so.bytes_per_element < 4 ? so.bytes_per_element : 0;
-    co.check.memory_label = cap_label;
-    co.check.total_timeout_ms = 0;
-    // The plan stage (evaluation, order = "auto"), then the Z3 checker and
-    // the capacity check as `nns check` runs them; program verification
-    // and the run are left to `nns check` / `nns run` (lowering 1024 ranks'
-    // programs for it here would cost minutes and gigabytes).
-    co.last = Stage::Plan;
-    co.eval_budget_s = o.eval_budget_s;
-    Pipeline cp;
     std::printf("checking %s (plan %s, config %s):\n", c.describe().c_str(), plan_name.c_str(), cfg.c_str());
     std::fflush(stdout);
-    rc = run_pipeline(co, cp);
-    if (rc == kExitOk) {
-      sema::check::CheckOptions opts = co.check;
-      const sema::TrainSpec& t = *cp.interp->train();
-      opts.micro_batches = t.micro_batches;
-      opts.sources = &cp.sources;
-      sema::check::CheckResult cr = sema::check::check_plan(cp.graph(), cp.plan, opts);
-      for (const front::Diagnostic& d : cr.diagnostics) cp.diags.report(d);
-      rc = sema::check::exit_code(cr.verdict);
-      // Then the capacity check, on the lowered programs as nns check runs it.
-      std::optional<backend::MemoryCheck> mem;
-      backend::MemoryCheckOptions mo = memory_options(co.check, &t);
-      if (rc == kExitOk) {
-        try {
-          cp.comm = backend::derive_communication(cp.graph(), cp.plan);
-          mem = check_plan_memory(cp, co.topo, mo);
-        } catch (const backend::LoweringError& e) {
-          std::cerr << "nns: error: " << e.what() << "\n";
-          rc = kExitRuntime;
-        }
-      }
-      const bool overflow = mem && !mem->fits;
-      if (overflow) {
-        cp.diags.report(*mem->overflow);
-        rc = sema::check::exit_code(sema::check::Verdict::Illegal);
-      }
-      std::cout << sema::check::verdict_line(cp.plan, cr, overflow) << "\n";
-      if (mem) std::cout << "  " << backend::memory_line(*mem, mo) << "\n";
-      std::cout.flush();
-      cp.diags.print(std::cerr, front::want_colour());
-    }
+    rc = prove_plan(out, cfg, plan_name, n, co_check, o.eval_budget_s);
     if (rc == kExitOk) {
       if (i > 0) std::printf("\n(the best plans did not pass the checker; this is runner-up %zu)\n%s\n", i, extra.str().c_str());
       written = true;

@@ -23,6 +23,7 @@ namespace nns::driver {
 int lower_for_simulation(const Args& a, Pipeline& p, backend::LoweredPlan& lp) {
   PipelineOptions o;
   if (int rc = pipeline_options(a, /*check=*/true, Stage::Comm, o); rc != kExitOk) return rc;
+  o.memory_report = false;  // the same replay's peak is printed below, for every rank replayed
   // Program verification (the pipeline's last stage here) checks one plan
   // replica's programs unless every rank is replayed: the replicas are the
   // same programs, and verifying 1536 ranks costs minutes and tens of GiB.
