@@ -5,11 +5,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "backend/lowering/auto_order.h"
 #include "backend/lowering/comm_plan.h"
 #include "backend/lowering/lower_plan.h"
+#include "backend/lowering/memory_check.h"
 #include "backend/lowering/program.h"
 #include "backend/lowering/program_check.h"
 #include "driver/train.h"
@@ -79,29 +81,11 @@ int plan_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
   return kExitOk;
 }
 
-// check: the Z3 checker proves the plan legal (65 illegal, 70 when Z3 gives
-// up), then program verification checks the lowered programs (70 if wrong).
-int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
-  sema::check::CheckOptions opts = o.check;
-  if (const auto& t = p.interp->train()) {
-    opts.optimizer = t->optimizer.kind;
-    opts.momentum = t->optimizer.momentum;
-    opts.micro_batches = t->micro_batches;
-  }
-  opts.sources = &p.sources;
-  sema::check::Verdict verdict;
-  sema::CheckDeadline::stage("the Z3 check");
-  sema::check::check_plan(p.graph(), p.plan, opts, p.diags, report, &verdict);
-  if (verdict != sema::check::Verdict::Legal) {
-    report.flush();
-    print_diagnostics(p);
-    return sema::check::exit_code(verdict);
-  }
-  const sema::TrainSpec* spec = p.interp->train() ? &*p.interp->train() : nullptr;
+// The derived communication of a legal plan (false, said as an internal
+// error, when an edge has no chain: a bug of nns, never a plan printed as if it ran).
+bool derive_stage(Pipeline& p) {
   sema::CheckDeadline::stage("deriving the communication");
   p.comm = backend::derive_communication(p.graph(), p.plan);
-  // A legal plan always has its communication: an edge without a chain is
-  // a bug of nns, said as such (never a plan printed as if it ran).
   bool derived = true;
   for (const backend::CommEdge& e : p.comm.edges)
     if (!e.note.empty()) {
@@ -109,7 +93,43 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
                 << p.graph().tensor(e.tensor).name << ") cannot be derived: " << e.note << "\n";
       derived = false;
     }
-  if (!derived) return kExitRuntime;
+  return derived;
+}
+
+// check: the Z3 checker proves the plan legal (65 illegal, 70 when Z3 gives
+// up), the capacity check replays the lowered programs (65 when a device
+// overflows), then program verification checks the programs (70 if wrong).
+int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
+  sema::check::CheckOptions opts = o.check;
+  if (const auto& t = p.interp->train()) opts.micro_batches = t->micro_batches;
+  opts.sources = &p.sources;
+  sema::CheckDeadline::stage("the Z3 check");
+  sema::check::CheckResult r = sema::check::check_plan(p.graph(), p.plan, opts);
+  for (const front::Diagnostic& d : r.diagnostics) p.diags.report(d);
+  if (r.verdict != sema::check::Verdict::Legal) {
+    report << sema::check::verdict_line(p.plan, r) << "\n" << std::flush;
+    print_diagnostics(p);
+    return sema::check::exit_code(r.verdict);
+  }
+  if (!derive_stage(p)) return kExitRuntime;
+  const sema::TrainSpec* spec = p.interp->train() ? &*p.interp->train() : nullptr;
+  sema::CheckDeadline::stage("the memory check");
+  std::optional<backend::MemoryCheck> mem;
+  backend::MemoryCheckOptions mo = memory_options(o.check, spec);
+  try {
+    if (o.memory_report || mo.capacity >= 0) mem = check_plan_memory(p, o.topo, mo);
+  } catch (const backend::LoweringError&) {
+    // Program verification lowers the plan again and reports the error.
+  }
+  const bool overflow = mem && !mem->fits;
+  report << sema::check::verdict_line(p.plan, r, overflow) << "\n";
+  if (mem) report << "  " << backend::memory_line(*mem, mo) << (r.symbolic ? " at the witness sizes" : "") << "\n";
+  if (overflow) {
+    report << std::flush;
+    p.diags.report(*mem->overflow);
+    print_diagnostics(p);
+    return sema::check::exit_code(sema::check::Verdict::Illegal);
+  }
   sema::CheckDeadline::stage("program verification");
   return verify_lowered(p.graph(), p.plan, p.comm, o.topo, o.seed_bug, spec, report) ? kExitOk : kExitRuntime;
 }
@@ -238,16 +258,38 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p) {
   return run_training(p, o);
 }
 
-backend::LoweredPlan lower_with_bodies(sema::Interpreter& interp, const sema::Graph& g, const sema::Plan& plan, const backend::CommPlan& comm,
-                                       const sema::TrainSpec& spec, const Topology& topo, int only_rank) {
+backend::MemoryCheckOptions memory_options(const sema::check::CheckOptions& c, const sema::TrainSpec* spec) {
+  backend::MemoryCheckOptions mo;
+  mo.capacity = c.device_memory;
+  mo.capacity_label = c.memory_label;
+  mo.bytes_per_element = c.bytes_per_element > 0 ? static_cast<int>(c.bytes_per_element) : 4;
+  mo.optimizer_slots = static_cast<int>(sema::optimizer_slots(spec ? spec->optimizer : sema::OptimizerSpec{}));
+  return mo;
+}
+
+backend::MemoryCheck check_plan_memory(Pipeline& p, const Topology& topo, const backend::MemoryCheckOptions& mo) {
+  // One plan replica's ranks: the other replicas run the same programs.
+  backend::LowerOptions lo = lower_options(*p.interp, p.comm, topo);
+  lo.first_ranks = static_cast<int>(topo.devices);
+  const sema::TrainSpec spec = p.interp->train() ? *p.interp->train() : sema::TrainSpec{};
+  return backend::check_memory(p.graph(), p.plan, backend::lower_plan(p.graph(), p.plan, spec, lo), mo);
+}
+
+backend::LowerOptions lower_options(sema::Interpreter& interp, const backend::CommPlan& comm, const Topology& topo) {
   backend::LowerOptions lo;
   lo.comm = &comm;
   lo.replicas = static_cast<int>(topo.replicas);
-  lo.only_rank = only_rank;
   lo.elaborate = [&interp](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
                            const std::map<std::string, int64_t>& divisors, sema::Graph& local) {
     return interp.instantiate_op(node, ins, outs, divisors, local);
   };
+  return lo;
+}
+
+backend::LoweredPlan lower_with_bodies(sema::Interpreter& interp, const sema::Graph& g, const sema::Plan& plan, const backend::CommPlan& comm,
+                                       const sema::TrainSpec& spec, const Topology& topo, int only_rank) {
+  backend::LowerOptions lo = lower_options(interp, comm, topo);
+  lo.only_rank = only_rank;
   return backend::lower_plan(g, plan, spec, lo);
 }
 

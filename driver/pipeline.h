@@ -10,6 +10,8 @@
 #pragma once
 
 #include "backend/lowering/comm_plan.h"
+#include "backend/lowering/lower_plan.h"
+#include "backend/lowering/memory_check.h"
 #include "backend/lowering/rank_program.h"
 #include <cstdint>
 #include <memory>
@@ -59,6 +61,11 @@ struct PipelineOptions {
   std::string seed_bug;             // --seed-bug (a test hook)
   sema::EvalBudget eval_budget;     // --eval-budget STEPS, --eval-timeout SECONDS: what one evaluation may take
   int64_t steps = -1;               // --steps: overrides the train block's
+  // The check stage's capacity check (lowering plan replica 0 with its
+  // kernel bodies): always with --device-memory, else for the report's
+  // "memory: peak" line unless turned off (nns simulate prints the same
+  // replay's peak itself).
+  bool memory_report = true;
   Stage last = Stage::Check;        // the stages run up to this one
   bool emit = false;                // print `last`'s result instead of the stage reports
   RunOptions run;                   // for Stage::Run
@@ -87,6 +94,19 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p);
 // lowered here with the sub-ops elaborated (no rank is started).
 int emit_program(sema::Interpreter& interp, const sema::Graph& g, const sema::Plan& plan, const backend::CommPlan& comm, const sema::TrainSpec& spec,
                  const Topology& topo);
+
+// Lowering options with the sub-ops elaborated by `interp` (its
+// instantiate_op), the derived communication and topo's plan replicas.
+backend::LowerOptions lower_options(sema::Interpreter& interp, const backend::CommPlan& comm, const Topology& topo);
+
+// The capacity check's options from the check options (--device-memory,
+// --precision) and the train block's optimizer (`spec` may be null).
+backend::MemoryCheckOptions memory_options(const sema::check::CheckOptions& c, const sema::TrainSpec* spec);
+
+// The capacity check of p.plan (after its communication is derived): plan
+// replica 0's programs lowered with their kernel bodies, each rank's peak
+// replayed (backend/lowering/memory_check.h). Throws backend::LoweringError.
+backend::MemoryCheck check_plan_memory(Pipeline& p, const Topology& topo, const backend::MemoryCheckOptions& mo);
 
 // The plan lowered to per-rank programs, sub-ops elaborated on their slices
 // by the interpreter (the only place lowering meets it); only_rank < 0:

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <unistd.h>
 
@@ -37,6 +38,67 @@ std::string space_text(double l) {
   char b[64];
   std::snprintf(b, sizeof b, "10^%.1f", l);
   return b;
+}
+
+// The capacity check lowers every rank with its kernel bodies: seconds for
+// tens of ranks, minutes for a thousand (GPT-3 175B on 1024: over 4 min).
+// Past this, nns plan leaves it to nns check and keeps the search's estimate.
+constexpr int64_t kReplayedRanks = 64;
+
+// Proves a written plan: the Z3 check and (up to kReplayedRanks ranks) the
+// capacity check, as nns check OUT --config CFG --plan NAME --gpus N
+// --device-memory CAP runs them. Returns the exit code.
+int prove_plan(const std::string& out, const std::string& cfg, const std::string& plan_name, int64_t n, const sema::check::CheckOptions& check,
+               const sema::EvalBudget& eval_budget) {
+  PipelineOptions co;
+  co.path = out;
+  co.config = cfg;
+  co.plan = plan_name;
+  co.topo = Topology{n, n, 1, {}};
+  co.check = check;
+  // The plan stage (evaluation, order = "auto"), then the Z3 checker and
+  // the capacity check as `nns check` runs them; program verification
+  // and the run are left to `nns check` / `nns run` (lowering 1024 ranks'
+  // programs for it here would cost minutes and gigabytes).
+  co.last = Stage::Plan;
+  co.eval_budget = eval_budget;
+  Pipeline cp;
+  int rc = run_pipeline(co, cp);
+  if (rc == kExitOk) {
+    sema::check::CheckOptions opts = co.check;
+    const sema::TrainSpec& t = *cp.interp->train();
+    opts.micro_batches = t.micro_batches;
+    opts.sources = &cp.sources;
+    sema::check::CheckResult cr = sema::check::check_plan(cp.graph(), cp.plan, opts);
+    for (const front::Diagnostic& d : cr.diagnostics) cp.diags.report(d);
+    rc = sema::check::exit_code(cr.verdict);
+    // Then the capacity check, on the lowered programs as nns check runs it.
+    std::optional<backend::MemoryCheck> mem;
+    backend::MemoryCheckOptions mo = memory_options(co.check, &t);
+    const bool replay = n <= kReplayedRanks;
+    if (rc == kExitOk && replay) {
+      try {
+        cp.comm = backend::derive_communication(cp.graph(), cp.plan);
+        mem = check_plan_memory(cp, co.topo, mo);
+      } catch (const backend::LoweringError& e) {
+        std::cerr << "nns: error: " << e.what() << "\n";
+        rc = kExitRuntime;
+      }
+    }
+    const bool overflow = mem && !mem->fits;
+    if (overflow) {
+      cp.diags.report(*mem->overflow);
+      rc = sema::check::exit_code(sema::check::Verdict::Illegal);
+    }
+    std::cout << sema::check::verdict_line(cp.plan, cr, overflow) << "\n";
+    if (mem) std::cout << "  " << backend::memory_line(*mem, mo) << "\n";
+    if (!replay)
+      std::cout << "  memory: not replayed for " << n << " ranks here (minutes; the search's estimate holds the capacity); nns check "
+                << out << " --config " << cfg << " --plan " << plan_name << " --gpus " << n << " replays every rank\n";
+    std::cout.flush();
+    cp.diags.print(std::cerr, front::want_colour());
+  }
+  return rc;
 }
 
 }  // namespace
@@ -98,7 +160,7 @@ int cmd_plan(const Args& a) {
   so.gpus = static_cast<int>(n);
   so.profile = prof;
   so.global_batch = model.graph_batch * spec.micro_batches;
-  so.optimizer_slots = spec.optimizer.kind == "adamw" ? 2 : (spec.optimizer.momentum > 0 ? 1 : 0);
+  so.optimizer_slots = static_cast<int>(sema::optimizer_slots(spec.optimizer));
   so.memory_cap = static_cast<double>(cap);
   // --precision fp16|bf16: mixed-precision training (2-byte weights,
   // gradients and activations, fp32 optimizer state and master weights),
@@ -166,6 +228,11 @@ int cmd_plan(const Args& a) {
   bool temp = out.empty();
   if (temp) out = out_dir + "/.nns_plan_" + std::to_string(getpid()) + ".nns";
 
+  sema::check::CheckOptions co_check;
+  co_check.device_memory = cap;
+  co_check.bytes_per_element = so.bytes_per_element < 4 ? so.bytes_per_element : 0;
+  co_check.memory_label = cap_label;
+  co_check.total_timeout_ms = 0;
   int rc = kExitOk;
   bool written = false;
   for (size_t i = 0; i < r.best.size(); ++i) {
@@ -191,38 +258,9 @@ int cmd_plan(const Args& a) {
       written = true;
       break;
     }
-    // Prove it: the same stages as nns check OUT --config CFG --plan NAME --gpus N --device-memory CAP.
-    PipelineOptions co;
-    co.path = out;
-    co.config = cfg;
-    co.plan = plan_name;
-    co.topo = Topology{n, n, 1, {}};
-    co.check.device_memory = cap;
-    co.check.bytes_per_element = so.bytes_per_element < 4 ? so.bytes_per_element : 0;
-    co.check.memory_label = cap_label;
-    co.check.total_timeout_ms = 0;
-    // The plan stage (evaluation, order = "auto"), then the Z3 checker as
-    // `nns check` runs it; program verification and the run are left to
-    // `nns check` / `nns run` (lowering 1024 ranks' programs here would
-    // cost minutes and gigabytes).
-    co.last = Stage::Plan;
-    co.eval_budget = o.eval_budget;
-    Pipeline cp;
     std::printf("checking %s (plan %s, config %s):\n", c.describe().c_str(), plan_name.c_str(), cfg.c_str());
     std::fflush(stdout);
-    rc = run_pipeline(co, cp);
-    if (rc == kExitOk) {
-      sema::check::CheckOptions opts = co.check;
-      const sema::TrainSpec& t = *cp.interp->train();
-      opts.optimizer = t.optimizer.kind;
-      opts.momentum = t.optimizer.momentum;
-      opts.micro_batches = t.micro_batches;
-      opts.sources = &cp.sources;
-      sema::check::Verdict verdict;
-      sema::check::check_plan(cp.graph(), cp.plan, opts, cp.diags, std::cout, &verdict);
-      cp.diags.print(std::cerr, front::want_colour());
-      rc = sema::check::exit_code(verdict);
-    }
+    rc = prove_plan(out, cfg, plan_name, n, co_check, o.eval_budget);
     if (rc == kExitOk) {
       if (i > 0) std::printf("\n(the best plans did not pass the checker; this is runner-up %zu)\n%s\n", i, extra.str().c_str());
       written = true;

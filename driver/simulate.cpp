@@ -10,9 +10,8 @@
 #include <iostream>
 
 #include "backend/lowering/lower_plan.h"
-#include "backend/runtime/optimizer.h"
 #include "backend/planner/cost_model.h"
-#include "backend/planner/memory.h"
+#include "backend/lowering/memory_replay.h"
 #include "backend/planner/program_cost.h"
 #include "backend/planner/sim_trace.h"
 #include "backend/planner/simulator.h"
@@ -24,6 +23,7 @@ namespace nns::driver {
 int lower_for_simulation(const Args& a, Pipeline& p, backend::LoweredPlan& lp) {
   PipelineOptions o;
   if (int rc = pipeline_options(a, /*check=*/true, Stage::Comm, o); rc != kExitOk) return rc;
+  o.memory_report = false;  // the same replay's peak is printed below, for every rank replayed
   // Program verification (the pipeline's last stage here) checks one plan
   // replica's programs unless every rank is replayed: the replicas are the
   // same programs, and verifying 1536 ranks costs minutes and tens of GiB.
@@ -99,10 +99,10 @@ int cmd_simulate(const Args& a) {
               so.overlap_grad_reduce ? "overlapped with compute" : "blocking", lp.programs.size(), lp.ranks(),
               lp.programs.size() < static_cast<size_t>(lp.ranks()) ? " (plan replica 0; the other replicas are identical)" : "");
   std::printf("  rank  busy_ms     exposed_comm_ms  bubble_ms   peak_mem_GiB\n");
-  planner::MemoryPeak top;
+  backend::MemoryPeak top;
   int top_rank = -1;
   for (size_t i = 0; i < r.ranks.size(); ++i) {
-    planner::MemoryPeak m = planner::peak_memory(lp.programs[i], bpe, static_cast<int>(backend::optimizer_slots(p.spec.optimizer)));
+    backend::MemoryPeak m = backend::peak_memory(lp.programs[i], bpe, static_cast<int>(sema::optimizer_slots(p.spec.optimizer)));
     if (m.peak > top.peak) {
       top = m;
       top_rank = lp.programs[i].rank;

@@ -277,12 +277,12 @@ bool Session::cmd_status(const Command& c) {
   const CommSummary& comm = facts_.comm;
   if (!comm.error.empty()) out_ << "comm    cannot be derived: " << comm.error << "\n";
   else out_ << "comm    " << comm.collectives.size() << " collective(s) per step, " << sema::format_bytes(comm.bytes()) << " by the volume model\n";
-  const std::vector<sema::check::DeviceMemory>& mem = facts_.check.memory;
+  const std::vector<DeviceMemory>& mem = facts_.memory;
   // Runs of devices holding the same share one line (32 devices of a
   // data-parallel plan are one line, not 32).
   for (size_t d = 0; d < mem.size();) {
     size_t e = d + 1;
-    auto same = [&](const sema::check::DeviceMemory& a, const sema::check::DeviceMemory& b) {
+    auto same = [&](const DeviceMemory& a, const DeviceMemory& b) {
       return a.weights == b.weights && a.gradients == b.gradients && a.optimizer == b.optimizer && a.activations == b.activations;
     };
     while (e < mem.size() && same(mem[e], mem[d])) ++e;
@@ -292,7 +292,7 @@ bool Session::cmd_status(const Command& c) {
          << " + activations " << sema::format_bytes(mem[d].activations) << "\n";
     d = e;
   }
-  if (mem.empty()) out_ << "memory  not known (the checker could not encode the plan)\n";
+  if (mem.empty()) out_ << "memory  not known: " << facts_.memory_unknown << "\n";
   out_ << verdict(plan_, facts_).substr(2);
   return true;
 }

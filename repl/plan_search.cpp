@@ -46,7 +46,7 @@ bool Session::cmd_plan_search(const Command& c) {
   const sema::TrainSpec& spec = *interp_->train();
   so.fixed_micro_batches = spec.micro_batches;
   so.global_batch = model.graph_batch * spec.micro_batches;
-  so.optimizer_slots = spec.optimizer.kind == "adamw" ? 2 : (spec.optimizer.momentum > 0 ? 1 : 0);
+  so.optimizer_slots = static_cast<int>(sema::optimizer_slots(spec.optimizer));
   so.top = 3;
   planner::SearchResult r = planner::search_plans(model, so);
   char line[400];

@@ -1,6 +1,10 @@
 #include "repl/report.h"
 
+#include "backend/lowering/lower_plan.h"
+#include "backend/lowering/memory_check.h"
+
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -111,10 +115,32 @@ CommSummary summarize_comm(const Graph& g, const Plan& plan) {
   return out;
 }
 
-PlanFacts analyse(const Graph& g, const Plan& plan, const sema::check::CheckOptions& opts) {
+PlanFacts analyse(const Graph& g, const Plan& plan, const sema::check::CheckOptions& opts, const sema::TrainSpec& spec,
+                  const backend::Elaborator& elaborate) {
   PlanFacts f;
   f.comm = summarize_comm(g, plan);
-  f.check = sema::check::check_plan(g, completed(plan), opts);
+  const Plan whole = completed(plan);
+  f.check = sema::check::check_plan(g, whole, opts);
+  f.memory_unknown = "the plan is not legal";
+  if (f.check.verdict != sema::check::Verdict::Legal) return f;
+  f.memory_unknown.clear();
+  try {
+    backend::LowerOptions lo;
+    lo.elaborate = elaborate;
+    backend::MemoryCheckOptions mo;
+    mo.optimizer_slots = static_cast<int>(sema::optimizer_slots(spec.optimizer));
+    backend::MemoryCheck m = backend::check_memory(g, whole, backend::lower_plan(g, whole, spec, lo), mo);
+    f.memory.resize(static_cast<size_t>(std::max<int64_t>(whole.ngpus, 0)));
+    for (const backend::RankMemory& r : m.ranks) {
+      if (r.device < 0 || static_cast<size_t>(r.device) >= f.memory.size()) continue;
+      auto whole_bytes = [](double b) { return static_cast<int64_t>(std::llround(b)); };
+      f.memory[static_cast<size_t>(r.device)] = {whole_bytes(r.peak.weights), whole_bytes(r.peak.gradients), whole_bytes(r.peak.optimizer),
+                                                 whole_bytes(r.peak.activations())};
+    }
+  } catch (const std::exception& e) {
+    f.memory.clear();  // not lowerable as it stands: no program, no peak
+    f.memory_unknown = std::string("the plan as it stands cannot be lowered (") + e.what() + ")";
+  }
   return f;
 }
 
@@ -360,11 +386,11 @@ ChangeReport report_change(const Graph& g, const Plan& before, const PlanFacts& 
       if (!old_notes.count(n)) out << "  comm    not expressible as a layout: " << n << "\n";
   }
 
-  // Memory per device, by the checker's model.
-  const std::vector<sema::check::DeviceMemory>&mb = fb.check.memory, &ma = fa.check.memory;
+  // Memory per device: each rank's replayed peak.
+  const std::vector<DeviceMemory>&mb = fb.memory, &ma = fa.memory;
   out << "  memory ";
   if (ma.empty()) {
-    out << " not known (the checker could not encode the plan)";
+    out << " not known: " << fa.memory_unknown;
   } else {
     // Runs of devices with the same memory and change share an entry:
     // "0..7: 68.49 GiB (-254.63 GiB)".

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/lowering/comm_plan.h"
+#include "backend/lowering/lower_plan.h"
 #include "semantics/checker/checker.h"
 #include "semantics/interpreter.h"
 
@@ -40,15 +41,26 @@ struct CommSummary {
 };
 CommSummary summarize_comm(const sema::Graph& g, const sema::Plan& plan);
 
-// What the REPL shows of one plan: its derived collectives and the Z3
-// checker's result — verdict, conflict diagnostics, and per-device memory
-// by the checker's model (weights, gradients, optimizer state, stashed
-// activations). Both see completed(plan).
+// One device's peak, by the replay of its lowered program
+// (backend/lowering/memory_check.h).
+struct DeviceMemory {
+  int64_t weights = 0, gradients = 0, optimizer = 0, activations = 0;
+  int64_t total() const { return weights + gradients + optimizer + activations; }
+};
+
+// What the REPL shows of one plan: its derived collectives, the Z3
+// checker's result (verdict, conflict diagnostics) and, for a legal plan,
+// each device's peak memory as `nns check` computes it: the plan lowered
+// with its kernel bodies (`elaborate`) and each rank's program replayed.
+// All see completed(plan).
 struct PlanFacts {
   CommSummary comm;
   sema::check::CheckResult check;
+  std::vector<DeviceMemory> memory;  // per device; empty when the plan is not legal or cannot be lowered
+  std::string memory_unknown;        // why `memory` is empty
 };
-PlanFacts analyse(const sema::Graph& g, const sema::Plan& plan, const sema::check::CheckOptions& opts);
+PlanFacts analyse(const sema::Graph& g, const sema::Plan& plan, const sema::check::CheckOptions& opts, const sema::TrainSpec& spec,
+                  const backend::Elaborator& elaborate);
 
 // "h=0/2 -> [0], h=1/2 -> [1]", "whole on [0, 1]", "whole, not placed".
 std::string describe_partition(const sema::Plan& plan, int node, size_t max_leaves = 8);

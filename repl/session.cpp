@@ -101,12 +101,14 @@ PlanFacts Session::analyse(const Plan& p) const {
   sema::check::CheckOptions o;
   o.timeout_ms = 5000;  // an answer while the user waits; "gave up" is reported, not an error
   o.sources = sources_.get();
-  if (const auto& t = interp_->train()) {
-    o.optimizer = t->optimizer.kind;
-    o.momentum = t->optimizer.momentum;
-    o.micro_batches = t->micro_batches;
-  }
-  return repl::analyse(interp_->graph(), p, o);
+  const sema::TrainSpec spec = interp_->train() ? *interp_->train() : sema::TrainSpec{};
+  o.micro_batches = spec.micro_batches;
+  sema::Interpreter& interp = *interp_;
+  backend::Elaborator elaborate = [&interp](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
+                                            const std::map<std::string, int64_t>& divisors, sema::Graph& local) {
+    return interp.instantiate_op(node, ins, outs, divisors, local);
+  };
+  return repl::analyse(interp_->graph(), p, o, spec, elaborate);
 }
 
 std::string Session::verdict(const Plan& p, const PlanFacts& facts) {

@@ -3,6 +3,7 @@
 // from the interpreter so that the runtime can use it without including it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -14,6 +15,12 @@ struct OptimizerSpec {
   std::string kind = "sgd";  // "sgd" | "adamw"
   double lr = 1e-3, momentum = 0, weight_decay = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
 };
+// The fp32 state buffers the optimizer keeps per parameter element, beside
+// the weight and its gradient: AdamW 2 moments, SGD with momentum 1 buffer,
+// plain SGD none. The one statement of the rule: the runtime's updates and
+// checkpoints, the memory replay (backend/lowering/memory_replay.h) and the
+// planner's search all read it here.
+inline size_t optimizer_slots(const OptimizerSpec& o) { return o.kind == "adamw" ? 2 : (o.momentum > 0 ? 1 : 0); }
 struct ScheduleSpec {
   std::string kind = "constant";  // "constant" | "cosine" | "linear"
   int64_t warmup = 0;

@@ -134,9 +134,11 @@ OpCost op_cost(const Env& e, int opi, const OpDecision& d) {
   }
   c.time = c.fwd_time * (op.backward ? 3.0 : 1.0);
   if (op.backward && (e.rc || d.rc)) c.time += c.fwd_time;
-  // As the checker counts them (semantics/checker/encode_memory.cpp): a
-  // kernel keeps its own copy of its outputs beside the buffer they go to;
-  // a block's recompute makes its values again at once (`transient`,
+  // The search's analytic estimate of memory (the exact peak is the replay
+  // of a lowered program, backend/lowering/memory_replay.h, which the search
+  // cannot afford per candidate), after what lowering emits: a kernel
+  // keeps its own copy of its outputs beside the buffer they go to; a
+  // block's recompute makes its values again at once (`transient`,
   // summed over the unit), except coshard pieces, recomputed one at a time
   // before their own backward, which leave only their output buffer; an
   // op's backward moment (`work`, the largest counts): its input

@@ -20,8 +20,6 @@ float clip_factor(double clip, double grad_norm) {
   return static_cast<float>(clip / (grad_norm + 1e-6));
 }
 
-size_t optimizer_slots(const sema::OptimizerSpec& o) { return o.kind == "adamw" ? 2 : (o.momentum > 0 ? 1 : 0); }
-
 const char* optimizer_slot_name(const std::string& kind, size_t slot) {
   if (kind == "adamw") return slot == 0 ? "exp_avg" : "exp_avg_sq";
   return "momentum";

@@ -24,10 +24,11 @@ double learning_rate(const sema::ScheduleSpec& schedule, double base_lr, int64_t
 // already within it; callers skip the scaling then.
 float clip_factor(double clip, double grad_norm);
 
-// The optimizer state buffers one parameter needs (AdamW: 2; SGD: 1 with
-// momentum, else 0) and their checkpoint names ("exp_avg", "exp_avg_sq",
-// "momentum"; checkpoints store "optimizer.<slot>.<param>").
-size_t optimizer_slots(const sema::OptimizerSpec& o);
+// The optimizer state buffers one parameter needs: sema::optimizer_slots
+// (semantics/train_spec.h), found here by argument-dependent lookup. Their
+// checkpoint names ("exp_avg", "exp_avg_sq", "momentum"; checkpoints store
+// "optimizer.<slot>.<param>"):
+using sema::optimizer_slots;
 const char* optimizer_slot_name(const std::string& kind, size_t slot);
 
 // One update of `param` (device memory) with its gradient `grad`, in place,

@@ -58,7 +58,7 @@ int Encoder::directive(DirectiveKind kind, SourceLoc loc, const std::string& fal
   return id;
 }
 
-// Cached per sub-op: the memory pass asks once per (sub-op, device, operand).
+// Cached per sub-op: the passes ask for a sub-op's directive many times.
 int Encoder::trans_of(int sub) {
   if (trans_cache_.empty()) trans_cache_.assign(plan.subops.size(), -1);
   int& cached = trans_cache_[sub];
@@ -206,7 +206,6 @@ CheckResult check_plan(const Graph& g, const Plan& plan, const CheckOptions& opt
     timed("splits", [&] { encode_splits(e); });
     timed("order", [&] { encode_order(e); });
     timed("schedule", [&] { encode_schedule(e); });
-    timed("memory", [&] { encode_memory(e, result.memory); });
     timed("tables", [&] { encode_tables(e); });
   } catch (const z3::exception& ex) {
     result.verdict = Verdict::Unknown;
@@ -245,37 +244,23 @@ static std::string ms_text(double ms) {
   return buf;
 }
 
+std::string verdict_line(const Plan& plan, const CheckResult& r, bool illegal) {
+  std::string line = "check: plan " + plan.name + " on " + std::to_string(plan.ngpus) + (plan.ngpus == 1 ? " device: " : " devices: ");
+  const std::string timing = " (" + ms_text(r.total_ms()) + ")";
+  if (illegal) return line + "illegal" + timing;
+  switch (r.verdict) {
+    case Verdict::Legal: return line + "legal" + (r.symbolic ? " for every admissible size" : "") + timing;
+    case Verdict::Illegal: return line + "illegal" + timing;
+    case Verdict::Unknown: return line + "unknown: " + r.reason + timing;
+  }
+  return line;
+}
+
 bool check_plan(const Graph& g, const Plan& plan, const CheckOptions& opts, front::DiagnosticEngine& diags, std::ostream& out, Verdict* verdict) {
   CheckResult r = check_plan(g, plan, opts);
   for (auto& d : r.diagnostics) diags.report(d);
   if (verdict) *verdict = r.verdict;
-  std::string head = "check: plan " + plan.name + " on " + std::to_string(plan.ngpus) + (plan.ngpus == 1 ? " device: " : " devices: ");
-  std::string timing = ms_text(r.total_ms());
-  switch (r.verdict) {
-    case Verdict::Legal:
-      out << head << "legal" << (r.symbolic ? " for every admissible size" : "") << " (" << timing << ")\n";
-      break;
-    case Verdict::Illegal:
-      out << head << "illegal (" << timing << ")\n";
-      break;
-    case Verdict::Unknown:
-      out << head << "unknown: " << r.reason << " (" << timing << ")\n";
-      break;
-  }
-  if (!r.memory.empty() && r.verdict != Verdict::Unknown) {
-    size_t worst = 0;
-    for (size_t d = 1; d < r.memory.size(); ++d)
-      if (r.memory[d].total() > r.memory[worst].total()) worst = d;
-    const DeviceMemory& m = r.memory[worst];
-    out << "  memory: at most " << format_bytes(m.total()) << " (" << m.total() << " bytes) on a device (device " << worst << ": weights " << format_bytes(m.weights)
-        << ", gradients " << format_bytes(m.gradients) << ", optimizer " << format_bytes(m.optimizer) << ", activations "
-        << format_bytes(m.activations) << ")";
-    if (opts.device_memory >= 0) out << " of " << (opts.memory_label.empty() ? format_bytes(opts.device_memory) : opts.memory_label);
-    else out << "; no capacity assumed (--device-memory SIZE or v100/a100/h100/h200 checks it)";
-    if (r.symbolic) out << " at the witness sizes";
-    if (opts.bytes_per_element > 0) out << "; mixed precision: 2-byte weights, gradients and activations, fp32 optimizer state and master weights";
-    out << "\n";
-  }
+  out << verdict_line(plan, r) << "\n";
   return r.verdict == Verdict::Legal;
 }
 

@@ -16,10 +16,11 @@
 //  - order: op-order directives and the data flow admit a schedule (no
 //    cycle); see encode_order.cpp for what order(a, b) means with
 //    micro-batches;
-//  - memory: weights + gradients + optimizer state + stashed activations of
-//    each device fit the capacity (--device-memory);
 //  - constraint tables declared in the plan (same_split, split_only,
 //    split_counts, place_on).
+// Memory is not checked here: the capacity check runs on the lowered
+// programs (backend/lowering/memory_check.h), whose replay is the peak the
+// executor measures; the driver runs it right after this check.
 // An illegal plan yields ONE error at the first directive of the unsat core
 // (source order) and a note at every other directive of the core.
 #pragma once
@@ -36,6 +37,7 @@
 namespace nns::sema::check {
 
 struct CheckOptions {
+  // --device-memory, for the capacity check after lowering (driver/pipeline.cpp).
   int64_t device_memory = -1;   // bytes per device; < 0: memory is reported, not checked
   std::string memory_label;     // how the capacity was given ("80 GiB", "h100 (80 GiB)")
   unsigned timeout_ms = 10000;  // Z3 time limit for each solver call
@@ -43,15 +45,11 @@ struct CheckOptions {
   // verification; semantics/check_deadline.h); 0 = none, each Z3 call then
   // bounded by timeout_ms alone.
   unsigned total_timeout_ms = 0;
-  // Training state per parameter element beyond the weight and its gradient:
-  // AdamW keeps 2 moments, SGD with momentum 1 buffer, plain SGD none.
-  std::string optimizer = "sgd";
-  double momentum = 0;
-  int64_t micro_batches = 1;
-  // --precision fp16|bf16: mixed-precision training as the simulator costs
-  // it (nns simulate --precision): 2-byte weights, gradients and
-  // activations, fp32 optimizer state plus an fp32 master copy of each
-  // weight. 0: every tensor at its own dtype (what the CPU runtime runs).
+  int64_t micro_batches = 1;  // the train block's (order directives over micro-batches)
+  // --precision fp16|bf16 for the capacity check: mixed-precision training
+  // as the simulator costs it (nns simulate --precision): 2-byte weights,
+  // gradients and activations, fp32 optimizer state plus an fp32 master
+  // copy of each weight. 0: what the CPU runtime runs (4-byte elements).
   int64_t bytes_per_element = 0;
   const front::SourceManager* sources = nullptr;  // for directive labels in notes (optional)
 };
@@ -60,11 +58,6 @@ enum class Verdict {
   Legal,      // every rule holds (for every admissible size when sizes are symbolic)
   Illegal,    // a conflict: see diagnostics
   Unknown,    // Z3 gave up (time limit or incompleteness): see reason
-};
-
-struct DeviceMemory {
-  int64_t weights = 0, gradients = 0, optimizer = 0, activations = 0;
-  int64_t total() const { return weights + gradients + optimizer + activations; }
 };
 
 struct CheckStats {
@@ -81,7 +74,6 @@ struct CheckResult {
   std::string reason;                          // Unknown: why Z3 gave up
   double encode_ms = 0, solve_ms = 0;
   std::vector<std::pair<std::string, double>> pass_ms;  // encode_ms by pass, then "solve" and "symbolic"
-  std::vector<DeviceMemory> memory;            // per device
   bool symbolic = false;                       // sizes were symbolic (proved for all admissible sizes)
   CheckStats stats;
   double total_ms() const { return encode_ms + solve_ms; }
@@ -94,11 +86,14 @@ CheckResult check_plan(const Graph& g, const Plan& plan, const CheckOptions& opt
 // illegal 65 (bad input), solver gave up 70 (the check could not finish).
 int exit_code(Verdict v);
 
-// The driver's and `nns run`'s entry: checks, reports the conflict into
-// `diags`, and prints the verdict line to `out`:
+// The verdict line of a check (without the newline):
 //   check: plan megatron on 4 devices: legal (12 ms)
-// plus a memory line. Returns true when the plan is legal; `*verdict`
-// receives the verdict when non-null.
+// `illegal` overrides a legal verdict (the capacity check found an overflow).
+std::string verdict_line(const Plan& plan, const CheckResult& r, bool illegal = false);
+
+// Checks, reports the conflict into `diags`, and prints the verdict line to
+// `out`. Returns true when the plan is legal; `*verdict` receives the
+// verdict when non-null.
 bool check_plan(const Graph& g, const Plan& plan, const CheckOptions& opts, front::DiagnosticEngine& diags, std::ostream& out,
                 Verdict* verdict = nullptr);
 

@@ -46,10 +46,7 @@ class OrderPass {
       const OrderConstraint& o = p_.orders[i];
       int na = p_.subops[o.before].node, nb = p_.subops[o.after].node;
       int dir = e_.directive(DirectiveKind::Order, o.loc, "order #" + std::to_string(i));
-      if (na != nb && reaches(nb, na)) {
-        e_.pipelined = true;  // micro-batch m before m + 1: see the header comment
-        continue;
-      }
+      if (na != nb && reaches(nb, na)) continue;  // micro-batch m before m + 1: see the header comment
       int a = entity_of_sub(o.before), b = entity_of_sub(o.after);
       e_.tracked({dir}, end_[a] < start_[b]);
       strict_.push_back({a, b, dir});

@@ -16,10 +16,9 @@
 // encode_order.cpp does for op-level orders. An order between tasks that
 // share no device is an error too: nothing would enforce it.
 //
-// Memory: per device, the tasks it runs in the order the directives give
-// (ties by micro-batch), counting the activations a segment stashes from
-// its F to its last backward task; the peak, in micro-batches of that
-// device's activations, replaces the encode_memory default for pipelines.
+// Memory under a schedule (micro-batches in flight) is not estimated here:
+// the capacity check replays the lowered programs, in schedule order
+// (backend/lowering/memory_check.h).
 #include <algorithm>
 #include <deque>
 #include <set>
@@ -40,8 +39,7 @@ class SchedulePass {
     units();
     if (!shared_devices()) return;
     build_graph();
-    if (find_cycle()) return;
-    stash();
+    find_cycle();
   }
 
  private:
@@ -209,74 +207,6 @@ class SchedulePass {
     }
     c.message = "op-order cycle: " + steps + "; no schedule can satisfy these order directives (the ranks would deadlock)";
     e_.conflict(c);
-  }
-
-  // ---- stashed activations ------------------------------------------------------------------
-  void stash() {
-    int64_t ndev = std::max<int64_t>(1, p_.ngpus);
-    // Activation bytes each segment's sub-ops write on each device.
-    std::vector<std::vector<int64_t>> bytes(static_cast<size_t>(ndev), std::vector<int64_t>(nseg_, 0));
-    std::vector<int64_t> total(static_cast<size_t>(ndev), 0);
-    for (int leaf : p_.leaves()) {
-      const SubOp& s = p_.subops[leaf];
-      const OpNode& node = g_.node(s.node);
-      int64_t b = 0;
-      for (size_t k = 0; k < s.outputs.size() && k < node.outputs.size(); ++k) {
-        if (!s.outputs[k].tensor) continue;
-        int64_t v = dtype_bytes(g_.tensor(node.outputs[k]).dtype);
-        for (int64_t l : s.outputs[k].length) v *= l;
-        b += v;
-      }
-      int u = unit_of_node_[s.node];
-      for (int d : s.devices) {
-        if (d < 0 || d >= ndev) continue;
-        total[d] += b;
-        if (u < nseg_ && has_b_[u]) bytes[d][u] += b;
-      }
-    }
-    e_.stash_factor.assign(static_cast<size_t>(ndev), 1.0);
-    e_.stash_peak.assign(static_cast<size_t>(ndev), 0);
-    for (int64_t d = 0; d < ndev; ++d) {
-      // The tasks of d in the order the directives give (Kahn, ties by micro-batch).
-      std::vector<int> units_here;
-      for (int u = 0; u < nseg_; ++u)
-        if (seg_devs_[u].count(static_cast<int>(d))) units_here.push_back(u);
-      if (units_here.empty() || total[d] == 0) continue;
-      std::map<int, int> indeg;
-      std::map<int, std::vector<int>> succ;
-      auto here = [&](int v) { int u = (v / static_cast<int>(m_)) / 3; return u < nseg_ && seg_devs_[u].count(static_cast<int>(d)); };
-      for (int u : units_here)
-        for (int ph = 0; ph < 3; ++ph) {
-          if (ph > 0 && !has_b_[u]) continue;
-          if (ph == 2 && !p_.segments[u].split_w) continue;
-          for (int mb = 0; mb < m_; ++mb) indeg[id(u, ph, mb)] += 0;
-        }
-      for (const auto& [v, unused] : indeg)
-        for (const Edge& ed : adj_[v])
-          if (here(ed.to) && indeg.count(ed.to) && ((v / static_cast<int>(m_)) / 3 == (ed.to / static_cast<int>(m_)) / 3 || ed.directive >= 0)) {
-            succ[v].push_back(ed.to);
-            ++indeg[ed.to];
-          }
-      std::set<std::pair<int, int>> ready;  // (mb, node)
-      for (const auto& [v, k] : indeg)
-        if (!k) ready.insert({v % static_cast<int>(m_), v});
-      int64_t cur = 0, peak = 0;
-      while (!ready.empty()) {
-        int v = ready.begin()->second;
-        ready.erase(ready.begin());
-        int rest = v / static_cast<int>(m_), u = rest / 3, ph = rest % 3;
-        bool last = (ph == 1 && !p_.segments[u].split_w) || ph == 2;
-        if (ph == 0 && has_b_[u]) cur += bytes[d][u];
-        peak = std::max(peak, cur);
-        if (last) cur -= bytes[d][u];
-        for (int w : succ[v])
-          if (--indeg[w] == 0) ready.insert({w % static_cast<int>(m_), w});
-      }
-      e_.stash_peak[d] = peak;
-      e_.stash_factor[d] = static_cast<double>(peak) / static_cast<double>(total[d]);
-    }
-    if (!p_.schedules.empty()) e_.stash_directive = e_.directive(DirectiveKind::Order, p_.schedules[0].loc, "schedule");
-    else e_.stash_directive = e_.directive(DirectiveKind::Order, p_.task_orders[0].loc, "order");
   }
 
   Encoder& e_;

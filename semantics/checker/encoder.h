@@ -9,7 +9,7 @@
 // directives that cannot all hold. Constraints without unknowns are decided
 // while encoding (a true one costs nothing; a false one is asserted as
 // not(literals)), so Z3 sees only the constraints that need it: schedules,
-// memory sums, split-count equalities of constraint tables and, with
+// split-count equalities of constraint tables and, with
 // symbolic sizes, the size obligations.
 #pragma once
 
@@ -87,13 +87,6 @@ class Encoder {
     int directive = -1;
   };
   std::vector<SplitFact> splits;
-  bool pipelined = false;  // some order spans micro-batches (encode_order.cpp): several are in flight
-  // Task schedules (encode_schedule.cpp): per device, the peak activations
-  // in flight in micro-batches of that device's activations, and the
-  // directive they are attributed to (empty / -1: no task orders).
-  std::vector<double> stash_factor;
-  std::vector<int64_t> stash_peak;
-  int stash_directive = -1;
   void keep_alive(std::shared_ptr<void> p) { alive_.push_back(std::move(p)); }
   z3::expr int_val(int64_t v) { return ctx.int_val(v); }
 
@@ -118,7 +111,6 @@ class Encoder {
 void encode_splits(Encoder& e);       // encode_splits.cpp: split legality, coverage, devices
 void encode_order(Encoder& e);        // encode_order.cpp
 void encode_schedule(Encoder& e);     // encode_schedule.cpp: task orders (pipeline schedules)
-void encode_memory(Encoder& e, std::vector<DeviceMemory>& per_device);  // encode_memory.cpp
 void encode_tables(Encoder& e);       // encode_tables.cpp
 
 // Helpers shared by the passes.

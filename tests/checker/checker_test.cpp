@@ -37,11 +37,7 @@ struct Checked {
     INFO(errors());
     REQUIRE(ok);
     opts.sources = &sources;
-    if (const auto& t = interp->train()) {
-      opts.optimizer = t->optimizer.kind;
-      opts.momentum = t->optimizer.momentum;
-      opts.micro_batches = t->micro_batches;
-    }
+    if (const auto& t = interp->train()) opts.micro_batches = t->micro_batches;
   }
   std::string errors() const {
     std::string s;
@@ -117,33 +113,14 @@ TEST_CASE("every shipped plan is legal", "[checker]") {
     auto r = e.run();
     INFO(e.diagnostic(r) << r.reason);
     CHECK(r.verdict == Verdict::Legal);
-    CHECK(r.memory.size() == static_cast<size_t>(c.gpus));
   }
 }
 
-TEST_CASE("tensor parallel MLP: legal, with per-device memory", "[checker][memory]") {
+TEST_CASE("tensor parallel MLP: legal", "[checker]") {
   Checked e(model_path(), "", "tp", 2);
   auto r = e.run();
   REQUIRE(r.verdict == Verdict::Legal);
-  // Device 0 holds half of w1 and of w2 (64 floats each = 512 B) and AdamW's two moments;
-  // gradients: the accumulated one and a micro-batch's contribution.
-  CHECK(r.memory[0].weights == 512);
-  CHECK(r.memory[0].gradients == 1024);
-  CHECK(r.memory[0].optimizer == 1024);
-  CHECK(r.stats.directives == 5);
-}
-
-TEST_CASE("memory under mixed precision: 2-byte weights and gradients, fp32 moments and master weights", "[checker][memory]") {
-  Checked e(model_path(), "", "tp", 2);
-  auto fp32 = e.run();
-  REQUIRE(fp32.verdict == Verdict::Legal);
-  e.opts.bytes_per_element = 2;
-  auto mixed = e.run();
-  REQUIRE(mixed.verdict == Verdict::Legal);
-  CHECK(mixed.memory[0].weights == 256);
-  CHECK(mixed.memory[0].gradients == 512);
-  CHECK(mixed.memory[0].optimizer == 64 * 2 * 4 * 3);  // 128 elements x (2 moments + master) x 4 B
-  CHECK(mixed.memory[0].activations * 2 == fp32.memory[0].activations);
+  CHECK(r.stats.directives == 2);  // the two splits: the placements constrain nothing here (memory is checked after lowering)
 }
 
 TEST_CASE("coverage: parts that overlap", "[checker][coverage]") {
@@ -302,18 +279,6 @@ TEST_CASE("order: a cycle is reported with its directives", "[checker][order]") 
     REQUIRE(r.diagnostics[0].notes.size() == 1);
     CHECK(r.diagnostics[0].notes[0].loc.line == 21);
   }
-}
-
-TEST_CASE("memory: capacity per device", "[checker][memory]") {
-  Checked e(model_path(), "", "tp", 2);
-  auto legal = e.run();
-  REQUIRE(legal.verdict == Verdict::Legal);
-  e.opts.device_memory = legal.memory[0].total();
-  CHECK(e.run().verdict == Verdict::Legal);
-  e.opts.device_memory = legal.memory[0].total() - 1;
-  auto r = e.run();
-  REQUIRE(r.verdict == Verdict::Illegal);
-  CHECK(r.diagnostics[0].message.rfind("device 0 needs ", 0) == 0);
 }
 
 TEST_CASE("exit codes and memory sizes", "[checker]") {

@@ -38,8 +38,11 @@ expect_eq "allreduces with recompute" "$(grep -c ' allreduce ' <<<"$with")" "$((
 expect_eq "forwards of micro-batch 0" "$(grep -c 'mb0 forward k' <<<"$with")" "$(( $(grep -c 'mb0 forward k' <<<"$without") + 15 ))"
 
 act() { "$NNS" check "$FILE" --plan "$1" --gpus 2 | grep -o 'activations [0-9.]* [KMG]*i*B'; }
-expect_eq "checker activations with recompute" "$(act megatron)" "activations 13.51 KiB"
-expect_eq "checker activations without" "$(act megatron_plain)" "activations 27.01 KiB"
+# The capacity check's activations at rank 0's peak (the replay of its
+# program, what the run allocates beyond weights, gradients and optimizer
+# state): the regions keep only their inputs, and come back one at a time.
+expect_eq "checker activations with recompute" "$(act megatron)" "activations 21.25 KiB"
+expect_eq "checker activations without" "$(act megatron_plain)" "activations 27.50 KiB"
 peak() { "$NNS" run "$FILE" --plan "$1" --gpus 2 2>&1 | grep -o 'peak piece memory [0-9.]*' | awk '{print $4}'; }
 p_with=$(peak megatron) p_without=$(peak megatron_plain)
 if ! awk -v a="$p_with" -v b="$p_without" 'BEGIN { exit !(a > 0 && a < b) }'; then

@@ -11,7 +11,7 @@
 
 #include "backend/planner/cost_model.h"
 #include "backend/planner/json.h"
-#include "backend/planner/memory.h"
+#include "backend/lowering/memory_replay.h"
 #include "backend/planner/program_cost.h"
 #include "backend/planner/sim_trace.h"
 #include "backend/planner/simulator.h"
@@ -20,6 +20,8 @@
 using namespace nns::planner;
 using nns::backend::BufferDecl;
 using nns::backend::LoweredPlan;
+using nns::backend::MemoryPeak;
+using nns::backend::peak_memory;
 using nns::backend::PInstr;
 using nns::backend::RankProgram;
 

@@ -2,11 +2,12 @@
 // and adds up what the plan executor (backend/runtime/plan_executor.cpp)
 // allocates at each point, from the program's own data (no second
 // description of what a rank does), so that on CPU ranks it is the peak
-// `nns run --plan` reports ("peak piece memory"):
+// `nns run --plan` reports ("peak piece memory"). `nns simulate` prints it
+// and the capacity check (memory_check.h) compares it with --device-memory:
 //   - persistent state: parameter pieces, zero1 shards and accumulated
 //     gradients for the whole step, plus the optimizer state of each
-//     updated buffer (`optimizer_slots` fp32 copies: AdamW 2, SGD with
-//     momentum 1, plain SGD 0) and, below fp32, an fp32 master copy;
+//     updated buffer (`optimizer_slots` fp32 copies, sema::optimizer_slots)
+//     and, below fp32, an fp32 master copy;
 //   - every other buffer from the instruction that creates it (LoadInput,
 //     Alloc, Extract, Recv, a collective's result) to its Free, or later:
 //     while a kernel input still reads it in place (slice_in_place), and,
@@ -19,24 +20,35 @@
 //     fwd_release / bwd_release / drop_after_collect) drop a tensor after
 //     its last reader, DropForward (recompute) the forward part,
 //     FreeKernel the rest.
-// Elements cost `bytes_per_element` (optimizer state: 4 bytes).
+// Elements cost `bytes_per_element` (optimizer state: 4 bytes). A program
+// lowered for structure only (no kernel bodies) has no kernel tensors: the
+// replay then counts its buffers alone.
 #pragma once
 
 #include <map>
+#include <vector>
 
 #include "backend/lowering/rank_program.h"
 
-namespace nns::planner {
+namespace nns::backend {
 
 struct MemoryPeak {
   double peak = 0;        // bytes
-  double persistent = 0;  // parameters, gradients and optimizer state
+  double persistent = 0;  // parameters, gradients and optimizer state: weights + gradients + optimizer
+  double weights = 0;     // Param and Shard buffers
+  double gradients = 0;   // Accum buffers
+  double optimizer = 0;   // optimizer state (and fp32 master weights below fp32)
   int at_instr = -1;      // the instruction after which the peak is reached
   double buffers_at_peak = 0;  // non-persistent buffers live at the peak
   double kernels_at_peak = 0;  // kernels' local tensors live at the peak
   std::map<int, double> roles_at_peak;  // BufferDecl::Role -> bytes of its live buffers at the peak
+  // What is live at the peak, for naming it: the non-persistent buffers,
+  // and the bytes of each kernel's local tensors (by kernel index).
+  std::vector<int> live_buffers;
+  std::map<int, double> kernel_bytes_at_peak;
+  double activations() const { return peak - persistent; }
 };
 
-MemoryPeak peak_memory(const backend::RankProgram& prog, int bytes_per_element = 4, int optimizer_slots = 2);
+MemoryPeak peak_memory(const RankProgram& prog, int bytes_per_element = 4, int optimizer_slots = 2);
 
-}  // namespace nns::planner
+}  // namespace nns::backend

@@ -1,0 +1,231 @@
+#include "backend/lowering/memory_replay.h"
+
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+namespace nns::backend {
+
+namespace {
+
+// The replay's state: the buffers live now, the kernels' local tensors held
+// now (per micro-batch), and the largest sum seen so far with what made it.
+class Replay {
+ public:
+  Replay(const RankProgram& prog, int bpe, int optimizer_slots)
+      : prog_(prog), L_(prog.local), nb_(prog.buffers.size()), bpe_(bpe), live_(nb_, 0), refs_(nb_, 0), free_later_(nb_, 0) {
+    count_persistent(optimizer_slots);
+    index_kernel_tensors();
+  }
+
+  MemoryPeak run() {
+    cur_ = out_.persistent;
+    out_.peak = cur_;
+    for (size_t i = 0; i < prog_.instrs.size(); ++i) {
+      at_ = static_cast<int>(i);
+      step(prog_.instrs[i]);
+      note();
+    }
+    return out_;
+  }
+
+ private:
+  double bytes(int buf) const { return static_cast<double>(prog_.buffers[static_cast<size_t>(buf)].piece.numel()) * bpe_; }
+  bool persistent(int buf) const {
+    BufferDecl::Role r = prog_.buffers[static_cast<size_t>(buf)].role;
+    return r == BufferDecl::Param || r == BufferDecl::Accum || r == BufferDecl::Shard;
+  }
+  // Kernel tensors are fp32 in the local graph (the CPU executor keeps any
+  // dtype in 4-byte slots): scale them to the costed element size.
+  double tbytes(int t) const { return static_cast<double>(sema::numel(L_.tensor(t).shape)) * 4 * (bpe_ / 4.0); }
+
+  void count_persistent(int optimizer_slots) {
+    for (size_t b = 0; b < nb_; ++b) {
+      if (!persistent(static_cast<int>(b))) continue;
+      out_.persistent += bytes(static_cast<int>(b));
+      (prog_.buffers[b].role == BufferDecl::Accum ? out_.gradients : out_.weights) += bytes(static_cast<int>(b));
+    }
+    for (const ParamSlot& s : prog_.params)
+      if (s.trainable && s.state() >= 0 && static_cast<size_t>(s.state()) < nb_) {
+        double elems = static_cast<double>(prog_.buffers[static_cast<size_t>(s.state())].piece.numel());
+        double state = elems * 4 * (optimizer_slots + (bpe_ < 4 ? 1 : 0));  // fp32 state (+ fp32 master weights)
+        out_.persistent += state;
+        out_.optimizer += state;
+      }
+  }
+
+  // Which kernel each local tensor belongs to (every kernel elaborates into
+  // its own tensors of the shared local graph).
+  void index_kernel_tensors() {
+    owner_.assign(L_.tensors().size(), -1);
+    auto own = [&](int t, int k) {
+      if (t >= 0 && static_cast<size_t>(t) < owner_.size()) owner_[static_cast<size_t>(t)] = k;
+    };
+    for (size_t k = 0; k < prog_.kernels.size(); ++k) {
+      const SubOpKernel& kn = prog_.kernels[k];
+      for (int t : kn.inst.inputs) own(t, static_cast<int>(k));
+      for (int t : kn.dy) own(t, static_cast<int>(k));
+      for (const std::vector<int>* list : {&kn.inst.nodes, &kn.bwd.nodes, &kn.wgrad_nodes})
+        for (int n : *list)
+          for (int t : L_.node(n).outputs) own(t, static_cast<int>(k));
+    }
+  }
+
+  // A new peak: what is live now.
+  void note() {
+    if (cur_ + kern_ <= out_.peak) return;
+    out_.peak = cur_ + kern_;
+    out_.at_instr = at_;
+    out_.buffers_at_peak = cur_ - out_.persistent;
+    out_.kernels_at_peak = kern_;
+    out_.roles_at_peak.clear();
+    out_.live_buffers.clear();
+    for (size_t b = 0; b < nb_; ++b)
+      if (live_[b]) {
+        out_.roles_at_peak[prog_.buffers[b].role] += bytes(static_cast<int>(b));
+        out_.live_buffers.push_back(static_cast<int>(b));
+      }
+    out_.kernel_bytes_at_peak.clear();
+    for (const auto& [key, held] : local_) out_.kernel_bytes_at_peak[owner_[static_cast<size_t>(key.second)]] += held;
+  }
+
+  void make(int buf) {
+    if (buf < 0 || static_cast<size_t>(buf) >= nb_ || live_[static_cast<size_t>(buf)] || persistent(buf)) return;
+    live_[static_cast<size_t>(buf)] = 1;
+    cur_ += bytes(buf);
+  }
+  void release(int buf) {
+    if (!live_[static_cast<size_t>(buf)] || sending_.count(buf)) return;
+    live_[static_cast<size_t>(buf)] = 0;
+    cur_ -= bytes(buf);
+  }
+  void unalias(int mb, int t) {
+    auto it = alias_.find({mb, t});
+    if (it == alias_.end()) return;
+    int b = it->second;
+    alias_.erase(it);
+    if (--refs_[static_cast<size_t>(b)] == 0 && free_later_[static_cast<size_t>(b)]) {
+      free_later_[static_cast<size_t>(b)] = 0;
+      release(b);
+    }
+  }
+  void lset(int mb, int t) {
+    if (t < 0 || static_cast<size_t>(t) >= L_.tensors().size()) return;
+    unalias(mb, t);
+    double& held = local_[{mb, t}];
+    kern_ += tbytes(t) - held;
+    held = tbytes(t);
+  }
+  void ldrop(int mb, int t) {
+    unalias(mb, t);
+    auto it = local_.find({mb, t});
+    if (it == local_.end()) return;
+    kern_ -= it->second;
+    local_.erase(it);
+  }
+  // A node list as the executor runs it: each node's outputs made (the
+  // peak may fall here, mid-instruction), then what it was last to read dropped.
+  void run_nodes(int mb, const std::vector<int>& nodes, const std::vector<std::vector<int>>& release) {
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      for (int t : L_.node(nodes[i]).outputs) lset(mb, t);
+      note();
+      if (i < release.size())
+        for (int t : release[i]) ldrop(mb, t);
+    }
+  }
+
+  void free_buffer(int buf) {
+    if (buf < 0 || static_cast<size_t>(buf) >= nb_) return;
+    if (refs_[static_cast<size_t>(buf)] > 0) free_later_[static_cast<size_t>(buf)] = 1;
+    else release(buf);
+  }
+  // A kernel input: read where it lives (held by the buffer until the
+  // kernel drops it), or copied into the kernel.
+  void slice_in(const PInstr& in, const SubOpKernel& k) {
+    if (in.index < 0 || static_cast<size_t>(in.index) >= k.inst.inputs.size()) return;
+    int t = k.inst.inputs[static_cast<size_t>(in.index)];
+    if (slice_in_place(prog_, in) >= 0) {
+      ldrop(in.mb, t);
+      alias_[{in.mb, t}] = in.a;
+      ++refs_[static_cast<size_t>(in.a)];
+    } else {
+      lset(in.mb, t);
+    }
+  }
+  void free_kernel(int mb, const SubOpKernel& k) {
+    for (int t : k.inst.inputs) ldrop(mb, t);
+    for (const std::vector<int>* list : {&k.inst.nodes, &k.bwd.nodes, &k.wgrad_nodes})
+      for (int n : *list)
+        for (int t : L_.node(n).outputs) ldrop(mb, t);
+    for (int t : k.dy) ldrop(mb, t);
+  }
+
+  void step(const PInstr& in) {
+    const SubOpKernel* k =
+        in.kernel >= 0 && static_cast<size_t>(in.kernel) < prog_.kernels.size() ? &prog_.kernels[static_cast<size_t>(in.kernel)] : nullptr;
+    switch (in.kind) {
+      case PInstr::Free: free_buffer(in.a); break;
+      case PInstr::Send: sending_.insert(in.a); break;
+      case PInstr::Alloc:
+      case PInstr::LoadInput:
+      case PInstr::Extract:
+      case PInstr::Recv:
+      case PInstr::AllGather:
+      case PInstr::ReduceScatter:
+      case PInstr::AllToAll: make(in.b); break;
+      case PInstr::SliceIn:
+        if (k) slice_in(in, *k);
+        break;
+      case PInstr::CollectOut:
+        if (k && in.index >= 0 && static_cast<size_t>(in.index) < k->drop_after_collect.size() && k->drop_after_collect[static_cast<size_t>(in.index)])
+          ldrop(in.mb, k->inst.outputs[static_cast<size_t>(in.index)]);
+        break;
+      case PInstr::SliceGrad:
+        if (k && in.index >= 0 && static_cast<size_t>(in.index) < k->dy.size()) lset(in.mb, k->dy[static_cast<size_t>(in.index)]);
+        break;
+      case PInstr::Forward:
+        if (k) run_nodes(in.mb, k->inst.nodes, k->fwd_release);
+        break;
+      case PInstr::Backward:
+        if (k) run_nodes(in.mb, k->bwd.nodes, k->bwd_release);
+        break;
+      case PInstr::BackwardW:
+        if (k) run_nodes(in.mb, k->wgrad_nodes, {});
+        break;
+      case PInstr::DropForward:
+        if (k)
+          for (int n : k->inst.nodes)
+            for (int t : L_.node(n).outputs) ldrop(in.mb, t);
+        break;
+      case PInstr::FreeKernel:
+        if (k) free_kernel(in.mb, *k);
+        break;
+      default: break;
+    }
+  }
+
+  const RankProgram& prog_;
+  const sema::Graph& L_;
+  const size_t nb_;
+  const int bpe_;
+  MemoryPeak out_;
+  std::vector<char> live_;
+  std::set<int> sending_;  // buffers with a Send posted this step: a Free parks them until the step ends
+  // Per (micro-batch, local tensor): its bytes while it is held.
+  std::map<std::pair<int, int>, double> local_;
+  std::vector<int> owner_;  // local tensor -> kernel index
+  // Kernel inputs read in place: (micro-batch, local tensor) -> buffer, the
+  // readers of each buffer, and the buffers freed while still read.
+  std::map<std::pair<int, int>, int> alias_;
+  std::vector<int> refs_;
+  std::vector<char> free_later_;
+  double cur_ = 0, kern_ = 0;
+  int at_ = -1;
+};
+
+}  // namespace
+
+MemoryPeak peak_memory(const RankProgram& prog, int bpe, int optimizer_slots) { return Replay(prog, bpe, optimizer_slots).run(); }
+
+}  // namespace nns::backend

@@ -1,0 +1,140 @@
+// The capacity check on the lowered programs (backend/lowering/
+// memory_check.h): each rank's peak is the replay of its program, split
+// into weights, gradients, optimizer state and the rest; an overflow is one
+// located error at the placements whose sub-ops hold what is live at the peak.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <memory>
+#include <unistd.h>
+
+#include "backend/lowering/lower_plan.h"
+#include "backend/lowering/memory_check.h"
+#include "semantics/interpreter.h"
+
+using namespace nns;
+
+namespace {
+
+// Tensor parallel: linear#0 split on its output columns (line 14-15),
+// linear#1 on its reduction dim (16-17), the rest replicated (18).
+const char* kModel =
+    "model M() {\n"
+    "  param w1: [16, 8] = normal(0.02)\n"
+    "  param w2: [16, 8] = normal(0.02)\n"
+    "  fn forward(x) { return gelu(linear(x, w1)) + linear(x, w2) }\n"
+    "}\n"
+    "train {\n"
+    "  model = M()\n"
+    "  input x: [4, 8] = randn()\n"
+    "  input y: [4, 16] = randn()\n"
+    "  loss = mse(model(x), y)\n"
+    "  optimizer = adamw(lr = 0.1)\n"
+    "}\n"
+    "plan tp(ngpus) {\n"                                                   // line 13
+    "  let a = trans(select(\"linear#0\")[0], dim = \"n\", num = ngpus)\n"  // 14
+    "  for i in 0..ngpus { assign(a[i], i) }\n"                            // 15
+    "  let b = trans(select(\"linear#1\")[0], dim = \"k\", num = ngpus)\n"  // 16
+    "  for i in 0..ngpus { assign(b[i], i) }\n"                            // 17
+    "  replicate(unassigned(), 0..ngpus)\n"                                // 18
+    "}\n";
+
+struct Lowered {
+  front::SourceManager sources;
+  front::DiagnosticEngine diags{sources};
+  std::unique_ptr<sema::Interpreter> interp;
+  sema::Plan plan;
+  backend::LoweredPlan lp;
+
+  explicit Lowered(int64_t ngpus, bool communication_only = false) {
+    std::string path = "/tmp/nns_memory_check_test_" + std::to_string(getpid()) + ".nns";
+    std::ofstream(path) << kModel;
+    interp = std::make_unique<sema::Interpreter>(sources, diags, sema::EvalOptions{"", {}});
+    REQUIRE(interp->parse(path));
+    REQUIRE(interp->evaluate());
+    REQUIRE(interp->evaluate_plan("tp", ngpus, plan));
+    backend::LowerOptions lo;
+    lo.communication_only = communication_only;
+    sema::Interpreter& in = *interp;
+    lo.elaborate = [&in](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
+                         const std::map<std::string, int64_t>& divisors, sema::Graph& local) {
+      return in.instantiate_op(node, ins, outs, divisors, local);
+    };
+    if (communication_only) lo.elaborate = nullptr;
+    lp = backend::lower_plan(interp->graph(), plan, *interp->train(), lo);
+  }
+  backend::MemoryCheck check(backend::MemoryCheckOptions o) { return backend::check_memory(interp->graph(), plan, lp, o); }
+};
+
+}  // namespace
+
+TEST_CASE("memory check: each rank's peak, by its parts", "[memory]") {
+  Lowered l(2);
+  backend::MemoryCheck m = l.check({});
+  REQUIRE(m.ranks.size() == 2);
+  const backend::MemoryPeak& p = m.ranks[0].peak;
+  // Device 0 holds half of w1 and of w2 (64 floats each: 512 B), their
+  // accumulated gradients (512 B) and AdamW's two fp32 moments (1 KiB).
+  CHECK(p.weights == 512);
+  CHECK(p.gradients == 512);
+  CHECK(p.optimizer == 1024);
+  CHECK(p.persistent == 2048);
+  CHECK(p.activations() > 0);
+  CHECK(p.peak == backend::peak_memory(l.lp.programs[0], 4, 2).peak);
+  CHECK(m.fits);
+  CHECK(backend::memory_line(m, {}).rfind("memory: peak ", 0) == 0);
+}
+
+TEST_CASE("memory check under mixed precision: 2-byte elements, fp32 moments and master weights", "[memory]") {
+  Lowered l(2);
+  backend::MemoryCheckOptions o;
+  o.bytes_per_element = 2;
+  backend::MemoryCheck fp32 = l.check({}), mixed = l.check(o);
+  const backend::MemoryPeak& p = mixed.ranks[0].peak;
+  CHECK(p.weights == 256);
+  CHECK(p.gradients == 256);
+  CHECK(p.optimizer == 64 * 2 * 4 * 3);  // 128 elements x (2 moments + master) x 4 B
+  CHECK(p.activations() * 2 == fp32.ranks[0].peak.activations());
+}
+
+TEST_CASE("memory check: an overflow names the device, the excess and the placements", "[memory]") {
+  Lowered l(2);
+  const double peak = l.check({}).ranks[l.check({}).worst].peak.peak;
+  backend::MemoryCheckOptions o;
+  o.capacity = static_cast<int64_t>(peak);
+  CHECK(l.check(o).fits);
+  o.capacity = static_cast<int64_t>(peak) - 100;
+  backend::MemoryCheck m = l.check(o);
+  REQUIRE_FALSE(m.fits);
+  REQUIRE(m.overflow);
+  const front::Diagnostic& d = *m.overflow;
+  CHECK(d.message.rfind("device ", 0) == 0);
+  CHECK(d.message.find(" needs ") != std::string::npos);
+  CHECK(d.message.find(": 100 B over; this directive places ") != std::string::npos);
+  // The placement holding the most (the replicated rest: the loss and the
+  // gelu, line 18) carries the error; the others are notes, in source order.
+  CHECK(d.loc.line == 18);
+  REQUIRE(d.notes.size() == 2);
+  CHECK(d.notes[0].loc.line == 15);
+  CHECK(d.notes[1].loc.line == 17);
+  CHECK(d.notes[0].message.rfind("places ", 0) == 0);
+}
+
+TEST_CASE("the communication-only lowering has the same buffers but no kernels: the check needs the full one", "[memory]") {
+  Lowered full(2), comm(2, true);
+  for (size_t r = 0; r < 2; ++r) {
+    const backend::RankProgram &a = full.lp.programs[r], &b = comm.lp.programs[r];
+    REQUIRE(a.buffers.size() == b.buffers.size());
+    for (size_t i = 0; i < a.buffers.size(); ++i) {
+      CHECK(a.buffers[i].role == b.buffers[i].role);
+      CHECK(a.buffers[i].piece.numel() == b.buffers[i].piece.numel());
+    }
+    // Program verification's lowering holds no kernel tensors: its replay
+    // misses them, so the capacity check lowers with the kernel bodies.
+    const backend::MemoryPeak pa = backend::peak_memory(a), pb = backend::peak_memory(b);
+    CHECK(pa.persistent == pb.persistent);
+    CHECK(pb.kernels_at_peak == 0);
+    CHECK(pa.kernels_at_peak > 0);
+    CHECK(pb.peak < pa.peak);
+  }
+}
