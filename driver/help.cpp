@@ -88,8 +88,7 @@ const CommandHelp kCommands[] = {
      "checks mixed-precision training (2-byte weights, gradients and\n"
      "activations; fp32 optimizer state and master weights).\n"
      "docs/planner.md.\n"},
-    {"profile",
-     "profile --out FILE [--ranks R] [--threads T] [--quick]\n",
+    {"profile", "profile --out FILE [--ranks R] [--threads T] [--quick]\n",
      "measure this machine's backend on R rank processes (default 2) with T\n"
      "kernel threads each (default cores / R, what a rank of run --gpus R\n"
      "gets): kernels per op class against size (linear, batched matmul,\n"
@@ -98,14 +97,12 @@ const CommandHelp kCommands[] = {
      "runtime's communicator; fit the cost model's parameters and write a\n"
      "device profile for simulate --device FILE. --quick measures fewer\n"
      "sizes (seconds; for tests).\n"},
-    {"ckpt merge",
-     "ckpt merge DIR -o FILE\n",
+    {"ckpt merge", "ckpt merge DIR -o FILE\n",
      "assemble the last complete save a partitioned run made (nns run --plan\n"
      "P --save DIR: DIR/latest, its manifest, every shard's size and\n"
      "checksum checked) into one single-device checkpoint; it resumes any\n"
      "plan on any number of ranks (--resume FILE), or one device.\n"},
-    {"verify-op",
-     "verify-op FILE OP [--config C] [--reference]\n",
+    {"verify-op", "verify-op FILE OP [--config C] [--reference]\n",
      "check op OP's annotation numerically (OP: an op kind such as linear,\n"
      "or a qualified-name glob; every call of a distinct shape): each\n"
      "partition of its transform space (every splittable identifier and the\n"
@@ -114,8 +111,7 @@ const CommandHelp kCommands[] = {
      "(concatenated along split dims, summed over reduction identifiers) and\n"
      "compared with the whole op; exit 65 if one differs (relative error\n"
      "above 1e-5), naming the identifier.\n"},
-    {"dimop",
-     "dimop 'ANNOTATION' [--shapes '[4,8],[8,16]']\n",
+    {"dimop", "dimop 'ANNOTATION' [--shapes '[4,8],[8,16]']\n",
      "normalise a dimop annotation (nnScaler's language) and print its\n"
      "transform space: every legal partition and what it does to each\n"
      "operand. With --shapes the annotation is bound to input shapes first.\n"},
@@ -172,8 +168,7 @@ const CommandHelp kCommands[] = {
      "default) takes nccl for --device cuda in a build with NCCL when every\n"
      "rank on the host has a GPU of its own, else gloo. The banner's second\n"
      "line says which and why; --comm nccl where it cannot run exits 70.\n"},
-    {"repl",
-     "repl [FILE] [--config C] [--gpus N]\n",
+    {"repl", "repl [FILE] [--config C] [--gpus N]\n",
      "an interactive session over FILE's model (or the stdlib alone): any\n"
      ".nns statement or expression; plan directives (trans, assign,\n"
      "replicate, order, recompute) typed one at a time, each answered with\n"
@@ -182,8 +177,7 @@ const CommandHelp kCommands[] = {
      "run N [--verify], help. Line editing, history (~/.nns_history or\n"
      "$NNS_HISTORY) and Tab completion on a terminal; from a pipe it reads\n"
      "plain lines without prompts (exit 65 if any input failed).\n"},
-    {"help",
-     "help, --help, -h\n",
+    {"help", "help, --help, -h\n",
      "this text.\n"
      "\n"},
 };

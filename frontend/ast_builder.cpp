@@ -19,8 +19,7 @@ class AstBuilder {
   explicit AstBuilder(int file) : file_(file) {}
 
   SourceLoc loc(antlr4::Token* t) const {
-    SourceLoc l{file_, static_cast<int>(t->getLine()),
-                static_cast<int>(t->getCharPositionInLine()) + 1, 1};
+    SourceLoc l{file_, static_cast<int>(t->getLine()), static_cast<int>(t->getCharPositionInLine()) + 1, 1};
     l.length = std::max<int>(1, static_cast<int>(t->getStopIndex() - t->getStartIndex() + 1));
     return l;
   }
@@ -135,8 +134,7 @@ class AstBuilder {
     op.fn->loc = loc(ctx->name);
     if (ctx->paramList()) op.fn->params = build_params(ctx->paramList());
     if (ctx->annotations())
-      for (auto* s : ctx->annotations()->STRING())
-        op.annotations.push_back(Annotation{unquote(s->getText()), loc(s)});
+      for (auto* s : ctx->annotations()->STRING()) op.annotations.push_back(Annotation{unquote(s->getText()), loc(s)});
     if (ctx->block()) {
       op.has_body = true;
       op.fn->body = build_block(ctx->block());
@@ -209,8 +207,7 @@ class AstBuilder {
     }
     if (auto* c = dynamic_cast<P::AssignStmtContext*>(ctx)) {
       if (!c->expr()) return nullptr;
-      return make_stmt(ctx, AssignStmt{build_postfix(c->target), c->assignOp()->getText(),
-                                       build_expr(c->expr())});
+      return make_stmt(ctx, AssignStmt{build_postfix(c->target), c->assignOp()->getText(), build_expr(c->expr())});
     }
     if (auto* c = dynamic_cast<P::ReturnStmtContext*>(ctx))
       return make_stmt(ctx, ReturnStmt{c->expr() ? build_expr(c->expr()) : nullptr});
@@ -234,8 +231,7 @@ class AstBuilder {
     }
     if (dynamic_cast<P::BreakStmtContext*>(ctx)) return make_stmt(ctx, BreakStmt{});
     if (dynamic_cast<P::ContinueStmtContext*>(ctx)) return make_stmt(ctx, ContinueStmt{});
-    if (auto* c = dynamic_cast<P::BlockStmtContext*>(ctx))
-      return make_stmt(ctx, BlockStmt{build_block(c->block())});
+    if (auto* c = dynamic_cast<P::BlockStmtContext*>(ctx)) return make_stmt(ctx, BlockStmt{build_block(c->block())});
     if (auto* c = dynamic_cast<P::TensorStmtContext*>(ctx)) {
       auto st = make_stmt(ctx, build_tensor_decl(c->tensorDecl()));
       st->loc = loc(c->tensorDecl()->name);
@@ -387,7 +383,8 @@ class AstBuilder {
       e->loc = l;
       antlr4::Token* stop = op->getStop();
       if (stop && static_cast<int>(stop->getLine()) == l.line)
-        e->loc.length = static_cast<int>(stop->getCharPositionInLine()) + static_cast<int>(stop->getText().size()) - (l.col - 1);
+        e->loc.length =
+            static_cast<int>(stop->getCharPositionInLine()) + static_cast<int>(stop->getText().size()) - (l.col - 1);
     }
     return e;
   }
@@ -396,7 +393,12 @@ class AstBuilder {
   ExprPtr build_primary(P::PrimaryContext* ctx) {
     if (auto* c = dynamic_cast<P::IntLitContext*>(ctx)) {
       long long v = 0;
-      try { v = std::stoll(c->INT()->getText()); } catch (...) { v = -1; overflow_.push_back(loc(ctx)); }
+      try {
+        v = std::stoll(c->INT()->getText());
+      } catch (...) {
+        v = -1;
+        overflow_.push_back(loc(ctx));
+      }
       return make(ctx, IntLit{v});
     }
     if (auto* c = dynamic_cast<P::FloatLitContext*>(ctx)) {
@@ -407,7 +409,9 @@ class AstBuilder {
       double v = std::strtod(text.c_str(), nullptr);
       if (errno == ERANGE || !std::isfinite(v)) {
         bool huge = std::fabs(v) > 1.0;
-        float_range_.push_back({loc(ctx), "float literal " + text + (huge ? " is too large (beyond 1.8e308)" : " is too small (below 4.9e-324): write 0.0")});
+        float_range_.push_back(
+            {loc(ctx), "float literal " + text +
+                           (huge ? " is too large (beyond 1.8e308)" : " is too small (below 4.9e-324): write 0.0")});
         v = 0;
       }
       return make(ctx, FloatLit{v});
@@ -448,7 +452,6 @@ class AstBuilder {
  private:
   int file_;
 };
-
 
 }  // namespace
 

@@ -15,7 +15,7 @@ namespace nns::front {
 
 struct BuiltAst {
   std::unique_ptr<Program> program;
-  std::vector<SourceLoc> overflow;                            // integer literals too large for 64 bits
+  std::vector<SourceLoc> overflow;                             // integer literals too large for 64 bits
   std::vector<std::pair<SourceLoc, std::string>> float_range;  // float literals out of range, with the message
 };
 

@@ -39,13 +39,15 @@ std::optional<DimopError> check_fit(const OpAnno& a, const std::vector<InputShap
     const OperandAnno& op = a.inputs[i];
     std::string head = "input " + std::to_string(i);
     if (op.non_tensor != !in[i].is_tensor)
-      return error_at(c.inputs[i].col, op.non_tensor ? head + " is a tensor but the annotation has '?' (a non-tensor value) there"
-                                                     : head + " is not a tensor but annotation '" + operand_text(op) + "' expects one");
+      return error_at(c.inputs[i].col,
+                      op.non_tensor ? head + " is a tensor but the annotation has '?' (a non-tensor value) there"
+                                    : head + " is not a tensor but annotation '" + operand_text(op) + "' expects one");
     if (op.non_tensor) continue;
     size_t rank = in[i].shape.size(), fixed = op.dims.size();
     bool has_star = star_position(op) < fixed;
     if (has_star) --fixed;
-    std::string prefix = head + " has rank " + std::to_string(rank) + " but annotation '" + operand_text(op) + "' expects ";
+    std::string prefix =
+        head + " has rank " + std::to_string(rank) + " but annotation '" + operand_text(op) + "' expects ";
     if (!has_star && rank != fixed) return error_at(c.inputs[i].col, prefix + dims_word(fixed));
     if (!has_star) continue;
     if (rank < fixed) return error_at(c.inputs[i].col, prefix + "at least " + dims_word(fixed));
@@ -174,7 +176,8 @@ class Binder {
         int64_t size = in_[i].shape[d];
         const DimId& id = dim.ids[0];
         if (id.numeric && literal(id) != size)
-          throw error_at(col(false, i, d), where(i, d) + " is " + std::to_string(size) + " but annotation requires " + id.name);
+          throw error_at(col(false, i, d),
+                         where(i, d) + " is " + std::to_string(size) + " but annotation requires " + id.name);
         if (!id.numeric) record(id.name, size, std::to_string(size) + " in " + where(i, d), col(false, i, d));
       }
     }
@@ -215,18 +218,20 @@ class Binder {
       }
       known_names += (known_names.empty() ? "" : "*") + id.name;
       if (__builtin_mul_overflow(product, id.numeric ? literal(id) : it->second.value, &product))
-        throw error_at(dim_col(false, i, d), "bracket " + dim_text(dim) + " of " + where(i, d) + ": " + known_names + " is past 64 bits");
+        throw error_at(dim_col(false, i, d),
+                       "bracket " + dim_text(dim) + " of " + where(i, d) + ": " + known_names + " is past 64 bits");
     }
     std::string head = "bracket " + dim_text(dim) + " of " + where(i, d);
     if (unknown.size() > 1) return false;
     if (unknown.empty()) {
       if (product != size)
         throw error_at(dim_col(false, i, d), head + ": size " + std::to_string(size) + " but " + known_names + " = " +
-                                             std::to_string(product));
+                                                 std::to_string(product));
       return true;
     }
     if (product == 0 || size % product != 0) {
-      bool lone_number = known_names.find('*') == std::string::npos && std::isdigit(static_cast<unsigned char>(known_names[0]));
+      bool lone_number =
+          known_names.find('*') == std::string::npos && std::isdigit(static_cast<unsigned char>(known_names[0]));
       std::string by = lone_number ? known_names : known_names + "=" + std::to_string(product);
       throw error_at(dim_col(false, i, d), head + ": size " + std::to_string(size) + " is not divisible by " + by);
     }
@@ -241,8 +246,8 @@ class Binder {
     for (size_t k = 0; k < dim.ids.size(); ++k)
       if (!dim.ids[k].numeric && !known_.count(dim.ids[k].name)) unknown.push_back(k);
     std::string count = unknown.size() == 2 ? "two" : std::to_string(unknown.size());
-    throw error_at(col(false, i, d, unknown[1]), "cannot determine size of '" + dim.ids[unknown[1]].name + "' in bracket " +
-                                                     dim_text(dim) + ": " + count +
+    throw error_at(col(false, i, d, unknown[1]), "cannot determine size of '" + dim.ids[unknown[1]].name +
+                                                     "' in bracket " + dim_text(dim) + ": " + count +
                                                      " unknown identifiers (give one as an argument)");
   }
 
@@ -263,8 +268,8 @@ class Binder {
                                                    " appears in no input and has no given size");
           names += (names.empty() ? "" : "*") + id.name;
           if (__builtin_mul_overflow(size, id.numeric ? literal(id) : it->second.value, &size))
-            throw error_at(col(true, o, d), "bracket " + dim_text(op.dims[d]) + " of output " + std::to_string(o) + " dim " + std::to_string(d) +
-                                                ": " + names + " is past 64 bits");
+            throw error_at(col(true, o, d), "bracket " + dim_text(op.dims[d]) + " of output " + std::to_string(o) +
+                                                " dim " + std::to_string(d) + ": " + names + " is past 64 bits");
         }
         shape.push_back(size);
       }

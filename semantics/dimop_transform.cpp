@@ -21,7 +21,8 @@ namespace {
 PartitionEffect effect_on(const OperandAnno& op, const std::string& id, bool output, bool partial) {
   if (op.non_tensor) return {PartitionEffect::NotTensor, -1};
   for (size_t d = 0; d < op.dims.size(); ++d)
-    if (!op.dims[d].ids.empty() && op.dims[d].ids[leading_position(op.dims[d])].name == id) return {PartitionEffect::Split, static_cast<int>(d)};
+    if (!op.dims[d].ids.empty() && op.dims[d].ids[leading_position(op.dims[d])].name == id)
+      return {PartitionEffect::Split, static_cast<int>(d)};
   if (output && partial) return {PartitionEffect::PartialSum, -1};
   return {PartitionEffect::Replicated, -1};
 }
@@ -57,7 +58,10 @@ TransformChoice value_choice(const BoundAnno& b) {
   c.kind = TransformChoice::Value;
   bool first = true;
   for (const OperandAnno& op : b.anno.inputs) {
-    if (op.non_tensor) { c.inputs.push_back({PartitionEffect::NotTensor, -1}); continue; }
+    if (op.non_tensor) {
+      c.inputs.push_back({PartitionEffect::NotTensor, -1});
+      continue;
+    }
     c.inputs.push_back({first ? PartitionEffect::PartialSum : PartitionEffect::Replicated, -1});
     first = false;
   }
@@ -90,7 +94,9 @@ std::vector<TransformChoice> transform_space(const BoundAnno& bound, bool allow_
   });
   for_each_id(bound.anno, [&](const IdRef& r) {
     const OperandAnno& op = (r.output ? bound.anno.outputs : bound.anno.inputs)[r.op];
-    if (r.pos != leading_position(op.dims[r.dim]) || r.id.numeric || r.id.reduce == Reduce::Frozen || repeated.count(r.id.name)) return;
+    if (r.pos != leading_position(op.dims[r.dim]) || r.id.numeric || r.id.reduce == Reduce::Frozen ||
+        repeated.count(r.id.name))
+      return;
     if (seen.insert(r.id.name).second) out.push_back(dim_choice(bound, r.id));
   });
   if (allow_value_split) out.push_back(value_choice(bound));
@@ -111,7 +117,8 @@ std::optional<TransformChoice> choice_for(const BoundAnno& bound, int input_inde
 std::string TransformChoice::describe() const {
   std::vector<std::string> parts;
   for (size_t i = 0; i < inputs.size(); ++i) parts.push_back("in" + std::to_string(i) + " " + effect_text(inputs[i]));
-  for (size_t o = 0; o < outputs.size(); ++o) parts.push_back("out" + std::to_string(o) + " " + effect_text(outputs[o]));
+  for (size_t o = 0; o < outputs.size(); ++o)
+    parts.push_back("out" + std::to_string(o) + " " + effect_text(outputs[o]));
   std::string s = kind == Value ? "value: " : id + reduce_suffix(reduce) + " (size " + std::to_string(size) + "): ";
   for (size_t p = 0; p < parts.size(); ++p) s += (p ? ", " : "") + parts[p];
   return s;

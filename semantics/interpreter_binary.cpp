@@ -44,7 +44,7 @@ Value Interpreter::eval_tensor_binary(const std::string& op, const Value& a, con
   if (op == "@") return call_op_by_name("matmul", {a, b}, {}, loc);
   // Comparisons give a float 0/1 mask (no gradient flows through it).
   static const std::pair<const char*, const char*> comparisons[] = {{"==", "eq"}, {"!=", "ne"}, {"<", "lt"},
-                                                                    {"<=", "le"}, {">", "gt"}, {">=", "ge"}};
+                                                                    {"<=", "le"}, {">", "gt"},  {">=", "ge"}};
   const char* comparison = nullptr;
   for (const auto& [sym, name] : comparisons)
     if (op == sym) comparison = name;
@@ -86,10 +86,14 @@ std::optional<Value> Interpreter::eval_container_binary(const std::string& op, c
   if (op == "==" || op == "!=") {
     if (is_sym(a) || is_sym(b)) fail(loc, sym_misuse(is_sym(a) ? a : b, "operator '" + op + "'"));
     bool eq;
-    if (is_number(a) && is_number(b)) eq = to_float(a, loc, "") == to_float(b, loc, "");
-    else if (a.is<std::string>() && b.is<std::string>()) eq = a.as<std::string>() == b.as<std::string>();
-    else if (a.is<NoneV>() || b.is<NoneV>()) eq = a.is<NoneV>() && b.is<NoneV>();
-    else fail(loc, "cannot compare " + a_type_name(a) + " with " + a_type_name(b));
+    if (is_number(a) && is_number(b))
+      eq = to_float(a, loc, "") == to_float(b, loc, "");
+    else if (a.is<std::string>() && b.is<std::string>())
+      eq = a.as<std::string>() == b.as<std::string>();
+    else if (a.is<NoneV>() || b.is<NoneV>())
+      eq = a.is<NoneV>() && b.is<NoneV>();
+    else
+      fail(loc, "cannot compare " + a_type_name(a) + " with " + a_type_name(b));
     return Value(op == "==" ? eq : !eq);
   }
   if (op == "in") {
@@ -116,7 +120,8 @@ std::optional<Value> Interpreter::eval_container_binary(const std::string& op, c
     return make_list(std::move(r));
   }
   if (op == "*" && a.is<ListPtr>() && b.is<int64_t>()) {
-    int64_t times = std::max<int64_t>(0, b.as<int64_t>()), size = static_cast<int64_t>(a.as<ListPtr>()->size()), total = 0;
+    int64_t times = std::max<int64_t>(0, b.as<int64_t>()), size = static_cast<int64_t>(a.as<ListPtr>()->size()),
+            total = 0;
     if (__builtin_mul_overflow(times, size, &total)) total = std::numeric_limits<int64_t>::max();
     check_list_size(total, loc);
     List r;
@@ -130,7 +135,8 @@ std::optional<Value> Interpreter::eval_container_binary(const std::string& op, c
 // Ints are 64-bit and never wrap: an overflow is an error at the operator.
 Value Interpreter::eval_int_binary(const std::string& op, int64_t x, int64_t y, SourceLoc loc) {
   auto overflow = [&]() -> Value {
-    fail(loc, "integer overflow: " + std::to_string(x) + " " + op + " " + std::to_string(y) + " does not fit in 64 bits");
+    fail(loc,
+         "integer overflow: " + std::to_string(x) + " " + op + " " + std::to_string(y) + " does not fit in 64 bits");
   };
   int64_t r = 0;
   if (op == "+") return __builtin_add_overflow(x, y, &r) ? overflow() : Value(r);
@@ -148,7 +154,10 @@ Value Interpreter::eval_int_binary(const std::string& op, int64_t x, int64_t y, 
     }
     int64_t q = x / y;
     r = x % y;
-    if (r != 0 && ((r < 0) != (y < 0))) { --q; r += y; }  // floor semantics
+    if (r != 0 && ((r < 0) != (y < 0))) {
+      --q;
+      r += y;
+    }  // floor semantics
     return Value(op == "//" ? q : r);
   }
   if (op == "**") {

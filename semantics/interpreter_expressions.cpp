@@ -56,7 +56,8 @@ std::vector<int64_t> Interpreter::to_shape(const Value& v, SourceLoc loc, std::v
     // A float dim (8.0, or x / 2 where x // 2 was meant) is an error even
     // when it is whole: sizes are integers, and a float here is a slip.
     if (d.is<double>() || d.is<bool>())
-      fail(loc, "a shape dimension must be an int, got " + type_name(d) + (d.is<double>() ? " (use // for integer division)" : ""));
+      fail(loc, "a shape dimension must be an int, got " + type_name(d) +
+                    (d.is<double>() ? " (use // for integer division)" : ""));
     shape.push_back(to_int(d, loc, "shape dimension"));
     exprs.push_back(sym_const(shape.back()));
   };
@@ -94,7 +95,8 @@ Value Interpreter::eval(const front::Expr& e, const std::shared_ptr<Env>& env) {
           if (!v) {
             // Suggest a close name: same prefix, or a config entry.
             std::string hint;
-            if (Value* cfg = env->find("cfg"); cfg && cfg->is<std::shared_ptr<Record>>() && cfg->as<std::shared_ptr<Record>>()->get(n.id))
+            if (Value* cfg = env->find("cfg");
+                cfg && cfg->is<std::shared_ptr<Record>>() && cfg->as<std::shared_ptr<Record>>()->get(n.id))
               hint = " (did you mean 'cfg." + n.id + "'?)";
             fail(e.loc, "undefined name '" + n.id + "'" + hint);
           }
@@ -112,7 +114,8 @@ Value Interpreter::eval(const front::Expr& e, const std::shared_ptr<Env>& env) {
             tick(n.iter->loc);
             if (n.filter && !truthy(eval(*n.filter, scope), n.filter->loc)) return;
             items.push_back(eval(*n.item, scope));
-            if (static_cast<int64_t>(items.size()) > kMaxListElements) check_list_size(static_cast<int64_t>(items.size()), e.loc);
+            if (static_cast<int64_t>(items.size()) > kMaxListElements)
+              check_list_size(static_cast<int64_t>(items.size()), e.loc);
           };
           if (iter.is<RangeV>()) {
             if (!n.filter) check_list_size(iter.as<RangeV>().hi - iter.as<RangeV>().lo, e.loc);
@@ -176,7 +179,8 @@ Value Interpreter::eval(const front::Expr& e, const std::shared_ptr<Env>& env) {
           return member(obj, n.member, e.loc);
         } else if constexpr (std::is_same_v<T, Lambda>) {
           std::shared_ptr<Instance> self;
-          if (Value* sv = env->find("self"); sv && sv->is<std::shared_ptr<Instance>>()) self = sv->as<std::shared_ptr<Instance>>();
+          if (Value* sv = env->find("self"); sv && sv->is<std::shared_ptr<Instance>>())
+            self = sv->as<std::shared_ptr<Instance>>();
           return Value(std::make_shared<Function>(Function{n.fn, env, self}));
         }
       },
@@ -205,7 +209,8 @@ void Interpreter::check_no_cycle(const List& list, const Value& v, SourceLoc loc
 
 void Interpreter::check_list_size(int64_t n, SourceLoc loc) {
   if (n > kMaxListElements)
-    fail(loc, "this list would hold " + std::to_string(n) + " elements (at most " + std::to_string(kMaxListElements) + ")");
+    fail(loc,
+         "this list would hold " + std::to_string(n) + " elements (at most " + std::to_string(kMaxListElements) + ")");
   // Making a big list is work the loop ticks do not see (a list doubled in
   // a loop spends its time copying): its elements count as steps.
   if (n >= 0x4000) {
@@ -215,7 +220,9 @@ void Interpreter::check_list_size(int64_t n, SourceLoc loc) {
 }
 
 namespace {
-double steady_seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 }  // namespace
 
 void Interpreter::start_budget() {

@@ -96,7 +96,8 @@ void Interpreter::assign(const front::Expr& target, Value v, const std::shared_p
   if (auto* n = std::get_if<front::Name>(&target.node)) {
     if (Value* slot = env->find(n->id); slot && !env->find_local(n->id)) {
       // Do not let a local assignment overwrite a builtin or a declaration.
-      if (slot->is<std::shared_ptr<Builtin>>() || slot->is<std::shared_ptr<OpDef>>() || slot->is<std::shared_ptr<ModelClass>>()) {
+      if (slot->is<std::shared_ptr<Builtin>>() || slot->is<std::shared_ptr<OpDef>>() ||
+          slot->is<std::shared_ptr<ModelClass>>()) {
         env->define(n->id, std::move(v));
         return;
       }
@@ -114,14 +115,16 @@ void Interpreter::assign(const front::Expr& target, Value v, const std::shared_p
     int64_t given = to_int(idx, n->index->loc, "list index");
     int64_t i = given < 0 ? given + static_cast<int64_t>(list.size()) : given;
     if (i < 0 || i >= static_cast<int64_t>(list.size()))
-      fail(n->index->loc, "list index " + std::to_string(given) + " out of range (length " + std::to_string(list.size()) + ")");
+      fail(n->index->loc,
+           "list index " + std::to_string(given) + " out of range (length " + std::to_string(list.size()) + ")");
     check_no_cycle(list, v, target.loc);
     list[i] = std::move(v);
     return;
   }
   if (auto* n = std::get_if<front::Member>(&target.node)) {
     Value obj = eval(*n->object, env);
-    if (!obj.is<std::shared_ptr<Instance>>()) fail(target.loc, "cannot set member '" + n->member + "' of a value of type " + type_name(obj));
+    if (!obj.is<std::shared_ptr<Instance>>())
+      fail(target.loc, "cannot set member '" + n->member + "' of a value of type " + type_name(obj));
     obj.as<std::shared_ptr<Instance>>()->env->define(n->member, std::move(v));
     return;
   }
@@ -133,7 +136,8 @@ void Interpreter::declare_tensor(const front::TensorDecl& t, const std::shared_p
   // Params may sit in a nested block of the model body (`if has_bias {...}`);
   // they always become members of the instance.
   std::shared_ptr<Instance> owner;
-  if (Value* sv = env->find("self"); sv && sv->is<std::shared_ptr<Instance>>()) owner = sv->as<std::shared_ptr<Instance>>();
+  if (Value* sv = env->find("self"); sv && sv->is<std::shared_ptr<Instance>>())
+    owner = sv->as<std::shared_ptr<Instance>>();
   if (in_method_depth_ > 0) owner = nullptr;  // not inside forward() or any function
   const char* keyword = t.is_buffer ? "buffer" : "param";
   if (t.is_param && !owner) fail(loc, std::string("'") + keyword + "' declarations belong in a model body");
@@ -144,25 +148,29 @@ void Interpreter::declare_tensor(const front::TensorDecl& t, const std::shared_p
   info.name = t.name;
   info.shape = to_shape(eval(*t.shape, env), t.shape->loc, &info.sym_shape);
   for (int64_t d : info.shape)
-    if (d <= 0) fail(t.shape->loc, "tensor '" + t.name + "' has a non-positive dimension in " + shape_to_string(info.shape));
+    if (d <= 0)
+      fail(t.shape->loc, "tensor '" + t.name + "' has a non-positive dimension in " + shape_to_string(info.shape));
   info.dtype = DType::F32;
   if (!t.dtype.empty() && !dtype_from_name(t.dtype, info.dtype))
     fail(t.dtype_loc, "unknown dtype '" + t.dtype + "'; expected one of f32, f16, bf16, i32, i64, bool");
   if (t.init) {
     Value init = eval(*t.init, env);
     if (!init.is<std::shared_ptr<Record>>() || init.as<std::shared_ptr<Record>>()->kind.rfind("init:", 0) != 0)
-      fail(t.init->loc, "initializer must be an init spec such as normal(0.02), zeros(), ones(), uniform(a, b) or tokens(n); got " + type_name(init));
+      fail(t.init->loc,
+           "initializer must be an init spec such as normal(0.02), zeros(), ones(), uniform(a, b) or tokens(n); got " +
+               type_name(init));
     const Record& r = *init.as<std::shared_ptr<Record>>();
     info.init.kind = r.kind.substr(5);
     for (const auto& [k, v] : r.fields) info.init.args.push_back(to_float(v, t.init->loc, "initializer argument"));
     bool int_init = info.init.kind == "tokens" || info.init.kind == "labels";
     if (int_init && dtype_is_float(info.dtype))
-      fail(t.init->loc, "'" + info.init.kind + "' draws integers; declare '" + t.name + "' with an integer dtype (i32)");
+      fail(t.init->loc,
+           "'" + info.init.kind + "' draws integers; declare '" + t.name + "' with an integer dtype (i32)");
     if (!int_init && !dtype_is_float(info.dtype))
       fail(t.init->loc, "'" + info.init.kind + "' draws floats but '" + t.name + "' is " + dtype_name(info.dtype));
     if (info.init.kind == "rotary" && (info.shape.size() < 2 || info.shape.back() % 2 != 0))
-      fail(t.init->loc, "rotary() fills a [..., positions, dim] table with an even dim, but '" + t.name + "' has shape " +
-                            shape_to_string(info.shape));
+      fail(t.init->loc, "rotary() fills a [..., positions, dim] table with an even dim, but '" + t.name +
+                            "' has shape " + shape_to_string(info.shape));
   } else {
     info.init.kind = t.is_param ? "zeros" : (dtype_is_float(info.dtype) ? "randn" : "zeros");
   }

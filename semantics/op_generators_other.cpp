@@ -33,17 +33,22 @@ GeneratedAnno conv2d_bias(const OpCall& c) { return conv2d_impl(c, true); }
 // spatial dims are frozen (a split would cut windows).
 GeneratedAnno pool2d(const OpCall& c) {
   const Shape& x = tensor_shape(c, 0);
-  if (x.size() != 4) throw OpArgError{"pooling expects x [n, c, h, w], got a rank-" + std::to_string(x.size()) + " tensor"};
+  if (x.size() != 4)
+    throw OpArgError{"pooling expects x [n, c, h, w], got a rank-" + std::to_string(x.size()) + " tensor"};
   int64_t k = c.int_attr("kernel"), stride = c.int_attr("stride"), padding = c.int_attr("padding");
-  if (k <= 0 || stride <= 0 || padding < 0) throw OpArgError{"pooling: kernel and stride must be positive and padding non-negative"};
+  if (k <= 0 || stride <= 0 || padding < 0)
+    throw OpArgError{"pooling: kernel and stride must be positive and padding non-negative"};
   // As PyTorch: larger padding would give windows of padding only.
-  if (2 * padding > k) throw OpArgError{"pooling: padding " + std::to_string(padding) + " exceeds half the kernel " + std::to_string(k)};
+  if (2 * padding > k)
+    throw OpArgError{"pooling: padding " + std::to_string(padding) + " exceeds half the kernel " + std::to_string(k)};
   int64_t oh = (x[2] + 2 * padding - k) / stride + 1, ow = (x[3] + 2 * padding - k) / stride + 1;
   if (oh <= 0 || ow <= 0) throw OpArgError{"pooling: kernel larger than the padded input"};
   return {"n c h^ w^ -> n c oh^ ow^", {{"oh", oh}, {"ow", ow}}};
 }
 
-int64_t pool_macs(const BoundAnno& b, const OpCall& c) { return numel(b.output_shapes.at(0)) * c.int_attr("kernel") * c.int_attr("kernel"); }
+int64_t pool_macs(const BoundAnno& b, const OpCall& c) {
+  return numel(b.output_shapes.at(0)) * c.int_attr("kernel") * c.int_attr("kernel");
+}
 // ---- end of pooling --------------------------------------------------------------
 
 // index_select(table [t, ...], idx [...]) -> [idx..., ...]
@@ -52,8 +57,14 @@ GeneratedAnno index_select(const OpCall& c) {
   const Shape& idx = tensor_shape(c, 1);
   if (table.empty()) throw OpArgError{"index_select: the table must have at least one dim"};
   std::vector<std::string> t{"t^"}, ix, out;
-  for (size_t i = 0; i < idx.size(); ++i) { ix.push_back("i" + std::to_string(i)); out.push_back(ix.back()); }
-  for (size_t i = 1; i < table.size(); ++i) { t.push_back("r" + std::to_string(i)); out.push_back(t.back()); }
+  for (size_t i = 0; i < idx.size(); ++i) {
+    ix.push_back("i" + std::to_string(i));
+    out.push_back(ix.back());
+  }
+  for (size_t i = 1; i < table.size(); ++i) {
+    t.push_back("r" + std::to_string(i));
+    out.push_back(t.back());
+  }
   return {join(t) + ", " + join(ix) + " -> " + join(out), {}};
 }
 
@@ -74,7 +85,8 @@ GeneratedAnno swin_relative_index(const OpCall& c) {
 GeneratedAnno swin_shift_mask(const OpCall& c) {
   int64_t h = c.int_attr("height"), w = c.int_attr("width"), win = c.int_attr("window");
   if (win <= 0 || h % win != 0 || w % win != 0)
-    throw OpArgError{"shift mask: window " + std::to_string(win) + " must divide the resolution " + std::to_string(h) + "x" + std::to_string(w)};
+    throw OpArgError{"shift mask: window " + std::to_string(win) + " must divide the resolution " + std::to_string(h) +
+                     "x" + std::to_string(w)};
   return {"-> nw^ n^ m^", {{"nw", (h / win) * (w / win)}, {"n", win * win}, {"m", win * win}}};
 }
 
@@ -109,13 +121,16 @@ GeneratedAnno arange(const OpCall& c) {
 
 // T5's relative position buckets: an int32 [qlen, klen] table.
 GeneratedAnno t5_relative_bucket(const OpCall& c) {
-  int64_t q = c.int_attr("qlen"), k = c.int_attr("klen"), buckets = c.int_attr("buckets"), dist = c.int_attr("max_distance");
+  int64_t q = c.int_attr("qlen"), k = c.int_attr("klen"), buckets = c.int_attr("buckets"),
+          dist = c.int_attr("max_distance");
   bool bidirectional = c.bool_attr("bidirectional", true);
   if (q <= 0 || k <= 0) throw OpArgError{"t5_relative_bucket: qlen and klen must be positive"};
   int64_t exact = (bidirectional ? buckets / 2 : buckets) / 2;
   if (exact < 1 || (bidirectional && buckets % 2 != 0))
-    throw OpArgError{"t5_relative_bucket: buckets must be at least " + std::string(bidirectional ? "4 and even" : "2") + " (got " + std::to_string(buckets) + ")"};
-  if (dist <= exact) throw OpArgError{"t5_relative_bucket: max_distance must exceed the " + std::to_string(exact) + " exact buckets"};
+    throw OpArgError{"t5_relative_bucket: buckets must be at least " + std::string(bidirectional ? "4 and even" : "2") +
+                     " (got " + std::to_string(buckets) + ")"};
+  if (dist <= exact)
+    throw OpArgError{"t5_relative_bucket: max_distance must exceed the " + std::to_string(exact) + " exact buckets"};
   return {"-> q^ k^", {{"q", q}, {"k", k}}};
 }
 
@@ -126,8 +141,10 @@ GeneratedAnno t5_relative_bucket(const OpCall& c) {
 static std::vector<std::string> dims_frozen_at(const Shape& x, int64_t dim, const std::string& frozen) {
   std::vector<std::string> ids;
   for (size_t i = 0; i < x.size(); ++i) {
-    if (static_cast<int64_t>(i) == dim) ids.push_back(x[i] == 1 ? "1" : frozen + "^");
-    else ids.push_back(x[i] == 1 ? "1" : id_name(static_cast<int>(i)));
+    if (static_cast<int64_t>(i) == dim)
+      ids.push_back(x[i] == 1 ? "1" : frozen + "^");
+    else
+      ids.push_back(x[i] == 1 ? "1" : id_name(static_cast<int>(i)));
   }
   return ids;
 }
@@ -149,8 +166,8 @@ GeneratedAnno topk(const OpCall& c) {
   int64_t dim = norm_axis(c.int_attr("dim"), x.size(), "dim");
   int64_t k = c.int_attr("k");
   if (k < 1 || k > x[dim])
-    throw OpArgError{"topk: k = " + std::to_string(k) + " is not in [1, " + std::to_string(x[dim]) + "] (the size of dim " +
-                     std::to_string(dim) + ")"};
+    throw OpArgError{"topk: k = " + std::to_string(k) + " is not in [1, " + std::to_string(x[dim]) +
+                     "] (the size of dim " + std::to_string(dim) + ")"};
   GeneratedAnno g;
   std::string in = join(dims_frozen_at(x, dim, "xn"));
   Shape out_shape = x;
@@ -165,14 +182,15 @@ GeneratedAnno topk(const OpCall& c) {
 // along dim (nns asks equal sizes where PyTorch allows smaller ones). Dims
 // other than dim are spatial in both (a slice gathers within its slice);
 // x's dim is '^' (any position may be read); index's dim is `index_mark`.
-static void indexed_annos(const Shape& x, const Shape& index, int64_t dim, const char* what, const std::string& index_mark,
-                   std::vector<std::string>& xs, std::vector<std::string>& ixs) {
+static void indexed_annos(const Shape& x, const Shape& index, int64_t dim, const char* what,
+                          const std::string& index_mark, std::vector<std::string>& xs, std::vector<std::string>& ixs) {
   if (index.size() != x.size())
-    throw OpArgError{std::string(what) + ": index has rank " + std::to_string(index.size()) + " but x has rank " + std::to_string(x.size())};
+    throw OpArgError{std::string(what) + ": index has rank " + std::to_string(index.size()) + " but x has rank " +
+                     std::to_string(x.size())};
   for (size_t i = 0; i < x.size(); ++i)
     if (static_cast<int64_t>(i) != dim && index[i] != x[i])
-      throw OpArgError{std::string(what) + ": index has shape " + shape_to_string(index) + " and x " + shape_to_string(x) +
-                       "; they must agree in every dim but dim " + std::to_string(dim)};
+      throw OpArgError{std::string(what) + ": index has shape " + shape_to_string(index) + " and x " +
+                       shape_to_string(x) + "; they must agree in every dim but dim " + std::to_string(dim)};
   xs = dims_frozen_at(x, dim, "xn");
   ixs = xs;
   ixs[dim] = index[dim] == 1 ? "1" : "ix" + index_mark;
@@ -200,7 +218,8 @@ GeneratedAnno scatter_add(const OpCall& c) {
   if (x.empty()) throw OpArgError{"scatter_add needs a tensor of rank >= 1"};
   int64_t dim = norm_axis(c.int_attr("dim"), x.size(), "dim");
   if (src != index)
-    throw OpArgError{"scatter_add: src has shape " + shape_to_string(src) + " but index has " + shape_to_string(index) + "; they must be equal"};
+    throw OpArgError{"scatter_add: src has shape " + shape_to_string(src) + " but index has " + shape_to_string(index) +
+                     "; they must be equal"};
   std::vector<std::string> xs, ixs;
   indexed_annos(x, index, dim, "scatter_add", "^", xs, ixs);
   return {join(xs) + ", " + join(ixs) + ", " + join(ixs) + " -> " + join(xs), {}};

@@ -54,8 +54,9 @@ static GeneratedAnno broadcast(const OpCall& c, size_t k) {
       d[i] = xi >= 0 ? x[xi] : -1;
       if (d[i] < 0 || d[i] == 1) continue;
       if (size > 1 && d[i] != size)
-        throw OpArgError{"cannot broadcast shapes " + shape_to_string(c.inputs[sized].shape) + " and " + shape_to_string(x) + " (dim " +
-                         std::to_string(j) + ": " + std::to_string(size) + " vs " + std::to_string(d[i]) + ")"};
+        throw OpArgError{"cannot broadcast shapes " + shape_to_string(c.inputs[sized].shape) + " and " +
+                         shape_to_string(x) + " (dim " + std::to_string(j) + ": " + std::to_string(size) + " vs " +
+                         std::to_string(d[i]) + ")"};
       if (size == 1) sized = i;
       size = d[i];
     }
@@ -126,13 +127,23 @@ GeneratedAnno reshape(const OpCall& c) {
   size_t i = 0, j = 0;
   int next = 0;
   while (i < in.size() || j < target.size()) {
-    if (i < in.size() && in[i] == 1) { ins.push_back("1"); ++i; continue; }
-    if (j < target.size() && target[j] == 1) { outs.push_back("1"); ++j; continue; }
+    if (i < in.size() && in[i] == 1) {
+      ins.push_back("1");
+      ++i;
+      continue;
+    }
+    if (j < target.size() && target[j] == 1) {
+      outs.push_back("1");
+      ++j;
+      continue;
+    }
     size_t i0 = i, j0 = j;
     int64_t pi = in[i++], pj = target[j++];
     while (pi != pj) {
-      if (pi < pj) pi *= in[i++];
-      else pj *= target[j++];
+      if (pi < pj)
+        pi *= in[i++];
+      else
+        pj *= target[j++];
     }
     size_t n_in = i - i0, n_out = j - j0;
     if (n_in == 1 && n_out == 1) {
@@ -150,8 +161,13 @@ GeneratedAnno reshape(const OpCall& c) {
         g.sizes[id] = many[start + k];
       }
       std::string bracket = "(" + join(ids) + ")";
-      if (n_in == 1) { ins.push_back(bracket); for (auto& id : ids) outs.push_back(id); }
-      else { for (auto& id : ids) ins.push_back(id); outs.push_back(bracket); }
+      if (n_in == 1) {
+        ins.push_back(bracket);
+        for (auto& id : ids) outs.push_back(id);
+      } else {
+        for (auto& id : ids) ins.push_back(id);
+        outs.push_back(bracket);
+      }
     } else {
       for (size_t k = i0; k < i; ++k) ins.push_back(std::to_string(in[k]));
       for (size_t k = j0; k < j; ++k) outs.push_back(std::to_string(target[k]));
@@ -165,7 +181,8 @@ GeneratedAnno reshape(const OpCall& c) {
 
 static GeneratedAnno permute_dims(const Shape& x, const std::vector<int64_t>& perm) {
   if (perm.size() != x.size())
-    throw OpArgError{"permute: " + std::to_string(perm.size()) + " dims given for a rank-" + std::to_string(x.size()) + " tensor"};
+    throw OpArgError{"permute: " + std::to_string(perm.size()) + " dims given for a rank-" + std::to_string(x.size()) +
+                     " tensor"};
   std::vector<std::string> in, out;
   std::set<int64_t> seen;
   for (size_t i = 0; i < x.size(); ++i) in.push_back(id_name(static_cast<int>(i)));
@@ -210,12 +227,15 @@ GeneratedAnno concat(const OpCall& c) {
   int64_t total = 0;
   for (size_t t = 0; t < c.inputs.size(); ++t) {
     const Shape& x = c.inputs[t].shape;
-    if (x.size() != x0.size()) throw OpArgError{"concat: tensor " + std::to_string(t) + " has rank " + std::to_string(x.size()) + ", expected " + std::to_string(x0.size())};
+    if (x.size() != x0.size())
+      throw OpArgError{"concat: tensor " + std::to_string(t) + " has rank " + std::to_string(x.size()) + ", expected " +
+                       std::to_string(x0.size())};
     // Checked here so the message speaks of dims, not generated identifiers.
     for (size_t i = 0; i < x.size(); ++i)
       if (static_cast<int64_t>(i) != dim && x[i] != x0[i])
-        throw OpArgError{"concat: tensor " + std::to_string(t) + " has shape " + shape_to_string(x) + " but tensor 0 has " +
-                         shape_to_string(x0) + "; only dim " + std::to_string(dim) + " may differ"};
+        throw OpArgError{"concat: tensor " + std::to_string(t) + " has shape " + shape_to_string(x) +
+                         " but tensor 0 has " + shape_to_string(x0) + "; only dim " + std::to_string(dim) +
+                         " may differ"};
     std::vector<std::string> ids;
     for (size_t i = 0; i < x.size(); ++i) {
       if (static_cast<int64_t>(i) == dim) {
@@ -228,7 +248,8 @@ GeneratedAnno concat(const OpCall& c) {
     operands.push_back(join(ids));
   }
   std::vector<std::string> out;
-  for (size_t i = 0; i < x0.size(); ++i) out.push_back(static_cast<int64_t>(i) == dim ? "cat^" : id_name(static_cast<int>(i)));
+  for (size_t i = 0; i < x0.size(); ++i)
+    out.push_back(static_cast<int64_t>(i) == dim ? "cat^" : id_name(static_cast<int>(i)));
   g.sizes["cat"] = total;
   std::string s;
   for (size_t i = 0; i < operands.size(); ++i) s += (i ? ", " : "") + operands[i];
@@ -242,10 +263,13 @@ static GeneratedAnno split_sizes(const Shape& x, int64_t dim, const std::vector<
     if (s <= 0) throw OpArgError{"split: piece size " + std::to_string(s) + " is not positive"};
     sum += s;
   }
-  if (sum != x[dim]) throw OpArgError{"split: sizes add up to " + std::to_string(sum) + " but dim " + std::to_string(dim) + " is " + std::to_string(x[dim])};
+  if (sum != x[dim])
+    throw OpArgError{"split: sizes add up to " + std::to_string(sum) + " but dim " + std::to_string(dim) + " is " +
+                     std::to_string(x[dim])};
   GeneratedAnno g;
   std::vector<std::string> in;
-  for (size_t i = 0; i < x.size(); ++i) in.push_back(static_cast<int64_t>(i) == dim ? "s^" : id_name(static_cast<int>(i)));
+  for (size_t i = 0; i < x.size(); ++i)
+    in.push_back(static_cast<int64_t>(i) == dim ? "s^" : id_name(static_cast<int>(i)));
   std::string outs;
   for (size_t p = 0; p < sizes.size(); ++p) {
     std::vector<std::string> o = in;
@@ -268,7 +292,8 @@ GeneratedAnno chunk(const OpCall& c) {
   int64_t dim = norm_axis(c.int_attr("dim"), x.size(), "dim");
   int64_t n = c.int_attr("chunks");
   if (n <= 0 || x[dim] % n != 0)
-    throw OpArgError{"chunk: " + std::to_string(x[dim]) + " does not divide into " + std::to_string(n) + " equal chunks"};
+    throw OpArgError{"chunk: " + std::to_string(x[dim]) + " does not divide into " + std::to_string(n) +
+                     " equal chunks"};
   return split_sizes(x, dim, std::vector<int64_t>(n, x[dim] / n));
 }
 
@@ -277,7 +302,8 @@ GeneratedAnno pad(const OpCall& c) {
   const Shape& x = tensor_shape(c, 0);
   std::vector<int64_t> pads = c.ints_attr("pads");
   if (pads.size() != 2 * x.size())
-    throw OpArgError{"pad: expected " + std::to_string(2 * x.size()) + " values (before/after per dim), got " + std::to_string(pads.size())};
+    throw OpArgError{"pad: expected " + std::to_string(2 * x.size()) + " values (before/after per dim), got " +
+                     std::to_string(pads.size())};
   GeneratedAnno g;
   std::vector<std::string> in, out;
   for (size_t i = 0; i < x.size(); ++i) {

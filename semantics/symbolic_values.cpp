@@ -134,7 +134,7 @@ SymPtr dim_expr(const TensorInfo& t, size_t d) {
   return sym_const(d < t.shape.size() ? t.shape[d] : 1);
 }
 
-// The symbolic form of a size a registry rule generates (op_registry.cpp),
+// The symbolic form of a size a registry rule generates (op_generators_*.cpp),
 // for the rules whose formula the checker models; null otherwise.
 SymPtr generated_size(const OpNode& n, const std::string& id, std::map<std::string, SymPtr>& size) {
   auto attr = [&](const char* name) -> SymPtr {
@@ -153,7 +153,7 @@ SymPtr generated_size(const OpNode& n, const std::string& id, std::map<std::stri
     return sym_binary(SymExpr::Add, sym_binary(SymExpr::FloorDiv, sym_binary(SymExpr::Sub, padded, size[kernel]), stride), sym_const(1));
   }
   if ((n.kind == "max_pool2d" || n.kind == "avg_pool2d") && (id == "oh" || id == "ow")) {
-    // The same formula with the square kernel an attribute (op_registry.cpp, pool2d).
+    // The same formula with the square kernel an attribute (op_generators_other.cpp, pool2d).
     SymPtr kernel = attr("kernel"), stride = attr("stride"), padding = attr("padding");
     std::string in = id == "oh" ? "h" : "w";
     if (!size.count(in) || !kernel || !stride || !padding) return nullptr;

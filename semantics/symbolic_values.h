@@ -1,5 +1,5 @@
 // Symbolic sizes inside the interpreter (symbolic.h explains the design):
-// the few hooks the evaluator calls, kept out of interpreter.cpp.
+// the few hooks the evaluator calls, kept out of interpreter*.cpp.
 #pragma once
 
 #include <map>

@@ -27,8 +27,10 @@ void PlanExecutor::exec_collective(const PInstr& in) {
       const DeviceBuffer& src = bufs[static_cast<size_t>(in.a)];
       const int64_t n = static_cast<int64_t>(geo.recv.size()), chunk = src.numel();
       DeviceBuffer tmp = alloc(n * chunk), out = alloc(piece(in.b).numel());
-      if (talk) coll->allgather(src.data(), tmp.data(), chunk, *grp);
-      else be.copy(tmp.data(), src.data(), src.bytes());
+      if (talk)
+        coll->allgather(src.data(), tmp.data(), chunk, *grp);
+      else
+        be.copy(tmp.data(), src.data(), src.bytes());
       for (int64_t i = 0; i < n; ++i) {
         const Piece& r = geo.recv[static_cast<size_t>(i)];
         be.copy_box(out.data(), tmp.element(i * chunk), region_box(r, piece(in.b), r.start, r.length), false, 1.f);
@@ -41,11 +43,14 @@ void PlanExecutor::exec_collective(const PInstr& in) {
       DeviceBuffer tmp = alloc(n * chunk), out = alloc(chunk);
       for (int64_t i = 0; i < n; ++i) {
         const Piece& sd = geo.send[static_cast<size_t>(i)];
-        be.copy_box(tmp.element(i * chunk), bufs[static_cast<size_t>(in.a)].data(), region_box(piece(in.a), sd, sd.start, sd.length), false, 1.f);
+        be.copy_box(tmp.element(i * chunk), bufs[static_cast<size_t>(in.a)].data(),
+                    region_box(piece(in.a), sd, sd.start, sd.length), false, 1.f);
       }
       // zero1's gradient reduce-scatter (index: its ParamSlot) reduces in bf16 under grad_reduce = "bf16".
-      if (talk) coll->reduce_scatter(tmp.data(), out.data(), chunk, *grp, in.index >= 0 && round_bf16());
-      else be.copy(out.data(), tmp.data(), out.bytes());
+      if (talk)
+        coll->reduce_scatter(tmp.data(), out.data(), chunk, *grp, in.index >= 0 && round_bf16());
+      else
+        be.copy(out.data(), tmp.data(), out.bytes());
       return set_buf(in.b, std::move(out));
     }
     case PInstr::AllToAll: {
@@ -54,7 +59,8 @@ void PlanExecutor::exec_collective(const PInstr& in) {
       DeviceBuffer tmp = alloc(n * chunk), recv, out = alloc(piece(in.b).numel());
       for (int64_t i = 0; i < n; ++i) {
         const Piece& sd = geo.send[static_cast<size_t>(i)];
-        be.copy_box(tmp.element(i * chunk), bufs[static_cast<size_t>(in.a)].data(), region_box(piece(in.a), sd, sd.start, sd.length), false, 1.f);
+        be.copy_box(tmp.element(i * chunk), bufs[static_cast<size_t>(in.a)].data(),
+                    region_box(piece(in.a), sd, sd.start, sd.length), false, 1.f);
       }
       if (talk) {
         recv = alloc(n * chunk);
@@ -70,7 +76,9 @@ void PlanExecutor::exec_collective(const PInstr& in) {
     }
     case PInstr::Send: {
       const DeviceBuffer& b = bufs[static_cast<size_t>(in.a)];
-      if (world > 1) send_pending_[in.a].push_back(coll->post_send(b.data(), b.numel(), in.peer, in.tag + static_cast<uint32_t>(step - 1) * P.tags));
+      if (world > 1)
+        send_pending_[in.a].push_back(
+            coll->post_send(b.data(), b.numel(), in.peer, in.tag + static_cast<uint32_t>(step - 1) * P.tags));
       return;
     }
     case PInstr::Recv: {
@@ -102,7 +110,8 @@ void PlanExecutor::exec_collective(const PInstr& in) {
       if (P.replica == 0)
         for (const ParamSlot& s : P.params) {
           if (s.accum < 0) continue;
-          ss += be.sum_of_squares({fview(bufs[static_cast<size_t>(s.accum)])}) / static_cast<double>(piece(s.accum).replicas);
+          ss += be.sum_of_squares({fview(bufs[static_cast<size_t>(s.accum)])}) /
+                static_cast<double>(piece(s.accum).replicas);
         }
       float lv[2] = {static_cast<float>(loss), static_cast<float>(ss)};
       if (talk) coll->allreduce_host(lv, 2, *grp);
@@ -121,8 +130,7 @@ void PlanExecutor::exec_collective(const PInstr& in) {
           if (s.accum >= 0) be.scale(fview(bufs[static_cast<size_t>(s.accum)]), 1.0f / scale);
       return;
     }
-    default:
-      throw RuntimeError(std::string("internal: unexpected instruction ") + instr_name(in.kind));
+    default: throw RuntimeError(std::string("internal: unexpected instruction ") + instr_name(in.kind));
   }
 }
 

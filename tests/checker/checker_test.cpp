@@ -10,39 +10,27 @@
 
 #include "semantics/checker/checker.h"
 #include "semantics/interpreter.h"
+#include "tests/test_util.h"
 
 using namespace nns;
 using sema::check::Verdict;
 
 namespace {
 
-std::string write_temp(const std::string& name, const std::string& text) {
-  std::string path = "/tmp/nns_checker_test_" + std::to_string(getpid()) + "_" + name + ".nns";
-  std::ofstream(path) << text;
-  return path;
-}
+std::string write_temp(const std::string& name, const std::string& text) { return test::write_temp("checker_test", name, text); }
 
-struct Checked {
-  front::SourceManager sources;
-  front::DiagnosticEngine diags{sources};
-  std::unique_ptr<sema::Interpreter> interp;
+struct Checked : test::Elaboration {
   sema::Plan plan;
   sema::check::CheckOptions opts;
 
-  Checked(const std::string& path, const std::string& config, const std::string& plan_name, int64_t ngpus) {
-    interp = std::make_unique<sema::Interpreter>(sources, diags, sema::EvalOptions{config, {}});
-    REQUIRE(interp->parse(path));
-    REQUIRE(interp->evaluate());
-    bool ok = interp->evaluate_plan(plan_name, ngpus, plan);
+  Checked(const std::string& path, const std::string& config, const std::string& plan_name, int64_t ngpus)
+      : Elaboration(config) {
+    REQUIRE(load(path));
+    bool ok = evaluate_plan(plan_name, ngpus, plan);
     INFO(errors());
     REQUIRE(ok);
     opts.sources = &sources;
     if (const auto& t = interp->train()) opts.micro_batches = t->micro_batches;
-  }
-  std::string errors() const {
-    std::string s;
-    for (const auto& d : diags.all()) s += diags.format(d, false);
-    return s;
   }
   sema::check::CheckResult run() { return sema::check::check_plan(interp->graph(), plan, opts); }
   // The single error of an illegal plan, with its notes, as printed.

@@ -8,6 +8,7 @@
 #include "semantics/checker/checker.h"
 #include "semantics/interpreter.h"
 #include "semantics/symbolic.h"
+#include "tests/test_util.h"
 
 using namespace nns;
 using namespace nns::sema;
@@ -39,11 +40,7 @@ TEST_CASE("symbolic expressions fold constants and keep structure", "[symbolic]"
 }
 
 namespace {
-std::string write_temp(const std::string& name, const std::string& text) {
-  std::string path = "/tmp/nns_symbolic_test_" + std::to_string(getpid()) + "_" + name + ".nns";
-  std::ofstream(path) << text;
-  return path;
-}
+std::string write_temp(const std::string& name, const std::string& text) { return test::write_temp("symbolic_test", name, text); }
 
 const char* kSym =
     "config sym {\n"

@@ -19,6 +19,7 @@
 #include "backend/runtime/collectives.h"
 #include "backend/runtime/plan_executor.h"
 #include "semantics/interpreter.h"
+#include "tests/test_util.h"
 
 using namespace nns;
 using namespace nns::backend;
@@ -268,13 +269,11 @@ struct Run {
 
 // Rank 0 of plan `plan_name` on 2 devices, 3 steps, its collectives on the mirror.
 Run run_rank0(const std::string& file, const std::string& config, const std::string& plan_name, bool defer, bool consume_before_wait) {
-  front::SourceManager sources;
-  front::DiagnosticEngine diags{sources};
-  sema::Interpreter interp(sources, diags, sema::EvalOptions{config, {}});
-  REQUIRE(interp.parse(std::string(NNS_SOURCE_DIR) + "/" + file));
-  REQUIRE(interp.evaluate());
+  test::Elaboration e(config);
+  REQUIRE(e.load(std::string(NNS_SOURCE_DIR) + "/" + file));
+  sema::Interpreter& interp = *e.interp;
   sema::Plan plan;
-  REQUIRE(interp.evaluate_plan(plan_name, 2, plan));
+  REQUIRE(e.evaluate_plan(plan_name, 2, plan));
   LowerOptions o;
   o.only_rank = 0;
   o.elaborate = [&](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs, const std::map<std::string, int64_t>& div,
@@ -344,13 +343,11 @@ TEST_CASE("1F1B and zero-bubble schedules post every channel's transfers in tag 
                  Case{"examples/01_mlp.nns", "small", "pipeline", 2, true}, Case{"tests/plan/plans/collectives.nns", "small", "stages", 4, true},
                  Case{"tests/plan/plans/pipeline.nns", "small", "interleaved", 2, false}, Case{"examples/t5.nns", "tiny", "interlaced", 2, false}}) {
     INFO(c.file << " plan " << c.plan);
-    front::SourceManager sources;
-    front::DiagnosticEngine diags{sources};
-    sema::Interpreter interp(sources, diags, sema::EvalOptions{c.config, {}});
-    REQUIRE(interp.parse(std::string(NNS_SOURCE_DIR) + "/" + c.file));
-    REQUIRE(interp.evaluate());
+    test::Elaboration e(c.config);
+    REQUIRE(e.load(std::string(NNS_SOURCE_DIR) + "/" + c.file));
+    sema::Interpreter& interp = *e.interp;
     sema::Plan plan;
-    REQUIRE(interp.evaluate_plan(c.plan, c.devices, plan));
+    REQUIRE(e.evaluate_plan(c.plan, c.devices, plan));
     LowerOptions o;
     o.communication_only = true;  // the same communication, in the same order, as the full lowering
     LoweredPlan lp = lower_plan(interp.graph(), plan, *interp.train(), o);

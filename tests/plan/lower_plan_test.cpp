@@ -9,22 +9,19 @@
 
 #include "backend/lowering/lower_plan.h"
 #include "semantics/interpreter.h"
+#include "tests/test_util.h"
 
 using namespace nns;
 
 namespace {
 
-struct Lowered {
-  front::SourceManager sources;
-  front::DiagnosticEngine diags{sources};
-  std::unique_ptr<sema::Interpreter> interp;
+struct Lowered : test::Elaboration {
   sema::Plan plan;
 
-  Lowered(const std::string& file, const std::string& config, const std::string& plan_name, int64_t devices) {
-    interp = std::make_unique<sema::Interpreter>(sources, diags, sema::EvalOptions{config, {}});
-    REQUIRE(interp->parse(std::string(NNS_SOURCE_DIR) + "/" + file));
-    REQUIRE(interp->evaluate());
-    REQUIRE(interp->evaluate_plan(plan_name, devices, plan));
+  Lowered(const std::string& file, const std::string& config, const std::string& plan_name, int64_t devices)
+      : Elaboration(config) {
+    REQUIRE(load(std::string(NNS_SOURCE_DIR) + "/" + file));
+    REQUIRE(evaluate_plan(plan_name, devices, plan));
   }
   backend::LoweredPlan lower(int replicas, bool communication_only) {
     backend::LowerOptions o;

@@ -8,38 +8,26 @@
 #include "backend/lowering/auto_order.h"
 #include "backend/lowering/comm_plan.h"
 #include "semantics/interpreter.h"
+#include "tests/test_util.h"
 
 using namespace nns;
 
 namespace {
 
-struct Elaborated {
-  front::SourceManager sources;
-  front::DiagnosticEngine diags{sources};
-  std::unique_ptr<sema::Interpreter> interp;
+struct Elaborated : test::Elaboration {
   sema::Plan plan;
   bool ok = false;
 
-  Elaborated(const std::string& path, const std::string& config, const std::string& plan_name, int64_t ngpus) {
-    interp = std::make_unique<sema::Interpreter>(sources, diags, sema::EvalOptions{config, {}});
-    REQUIRE(interp->parse(path));
-    REQUIRE(interp->evaluate());
-    ok = interp->evaluate_plan(plan_name, ngpus, plan);
-  }
-  std::string errors() const {
-    std::string s;
-    for (const auto& d : diags.all()) s += diags.format(d, false);
-    return s;
+  Elaborated(const std::string& path, const std::string& config, const std::string& plan_name, int64_t ngpus)
+      : Elaboration(config) {
+    REQUIRE(load(path));
+    ok = evaluate_plan(plan_name, ngpus, plan);
   }
 };
 
 std::string example(const char* name) { return std::string(NNS_SOURCE_DIR) + "/examples/" + name; }
 
-std::string write_temp(const std::string& name, const std::string& text) {
-  std::string path = "/tmp/nns_plan_test_" + std::to_string(getpid()) + "_" + name + ".nns";
-  std::ofstream(path) << text;
-  return path;
-}
+std::string write_temp(const std::string& name, const std::string& text) { return test::write_temp("plan_test", name, text); }
 
 const char* kMlp =
     "model M() {\n"

@@ -12,6 +12,7 @@
 
 #include "repl/report.h"
 #include "repl/session.h"
+#include "tests/test_util.h"
 
 namespace fs = std::filesystem;
 using namespace nns;
@@ -57,16 +58,11 @@ size_t count(const std::string& text, const std::string& what) {
 
 // The plan that `plan NAME` of the file gives, evaluated by file mode's path.
 sema::Plan file_plan(const std::string& file, const std::string& config, const std::string& name, int64_t gpus) {
-  front::SourceManager sources;
-  front::DiagnosticEngine diags(sources);
-  sema::Interpreter interp(sources, diags, {config, {}});
-  REQUIRE(interp.parse(file));
-  REQUIRE(interp.evaluate());
+  test::Elaboration e(config);
+  REQUIRE(e.load(file));
   sema::Plan p;
-  bool ok = interp.evaluate_plan(name, gpus, p);
-  std::ostringstream msg;
-  diags.print(msg, false);
-  INFO(msg.str());
+  bool ok = e.evaluate_plan(name, gpus, p);
+  INFO(e.errors());
   REQUIRE(ok);
   return p;
 }
@@ -81,16 +77,12 @@ sema::Plan reevaluate(const std::string& model, const std::string& config, const
     std::ofstream o(path);
     o << src << "\n" << plan_text;
   }
-  front::SourceManager sources;
-  front::DiagnosticEngine diags(sources);
-  sema::Interpreter interp(sources, diags, {config, {}});
-  bool ok = interp.parse(path.string()) && interp.evaluate();
+  test::Elaboration e(config);
+  bool ok = e.load(path.string());
   sema::Plan p;
-  if (ok) ok = interp.evaluate_plan(name, gpus, p);
+  if (ok) ok = e.evaluate_plan(name, gpus, p);
   fs::remove(path);
-  std::ostringstream msg;
-  diags.print(msg, false);
-  INFO(plan_text << "\n" << msg.str());
+  INFO(plan_text << "\n" << e.errors());
   CHECK(ok == expect_ok);
   return p;
 }

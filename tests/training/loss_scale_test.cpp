@@ -17,6 +17,7 @@
 #include "backend/runtime/trainer.h"
 #include "semantics/autograd.h"
 #include "semantics/interpreter.h"
+#include "tests/test_util.h"
 
 using namespace nns;
 
@@ -93,25 +94,9 @@ const char* kOverflow =
     "  steps = 6\n"
     "}\n";
 
-struct Model {
-  front::SourceManager sources;
-  front::DiagnosticEngine diags{sources};
-  std::unique_ptr<sema::Interpreter> interp;
-  sema::TrainSpec spec;
-  sema::TrainingGraphInfo info;
-  explicit Model(const std::string& text) {
-    std::string path = "/tmp/nns_loss_scale_test_" + std::to_string(getpid()) + ".nns";
-    std::ofstream(path) << text;
-    interp = std::make_unique<sema::Interpreter>(sources, diags, sema::EvalOptions{"", {}});
-    bool ok = interp->parse(path) && interp->evaluate();
-    std::remove(path.c_str());
-    if (!ok) {
-      diags.print(std::cerr, false);
-      FAIL("elaboration failed");
-    }
-    spec = *interp->train();
-    info = sema::build_training_graph(interp->graph(), spec.optimizer.kind);
-  }
+// One elaborated program and its training graph.
+struct Model : test::TrainingModel {
+  explicit Model(const std::string& text) : TrainingModel("loss_scale_test", text) {}
 };
 
 }  // namespace

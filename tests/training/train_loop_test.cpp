@@ -16,6 +16,7 @@
 #include "backend/runtime/trainer.h"
 #include "semantics/autograd.h"
 #include "semantics/interpreter.h"
+#include "tests/test_util.h"
 
 using namespace nns;
 
@@ -66,26 +67,9 @@ const char* kProgram =
     "  steps = 3\n"
     "}\n";
 
-// One elaborated program, its training graph and a backend per trainer.
-struct Model {
-  front::SourceManager sources;
-  front::DiagnosticEngine diags{sources};
-  std::unique_ptr<sema::Interpreter> interp;
-  sema::TrainSpec spec;
-  sema::TrainingGraphInfo info;
-  explicit Model(const std::string& text) {
-    std::string path = "/tmp/nns_train_loop_test_" + std::to_string(getpid()) + ".nns";
-    std::ofstream(path) << text;
-    interp = std::make_unique<sema::Interpreter>(sources, diags, sema::EvalOptions{"", {}});
-    bool ok = interp->parse(path) && interp->evaluate();
-    std::remove(path.c_str());
-    if (!ok) {
-      diags.print(std::cerr, false);
-      FAIL("elaboration failed");
-    }
-    spec = *interp->train();
-    info = sema::build_training_graph(interp->graph(), spec.optimizer.kind);
-  }
+// One elaborated program and its training graph.
+struct Model : test::TrainingModel {
+  explicit Model(const std::string& text) : TrainingModel("train_loop_test", text) {}
 };
 
 }  // namespace

@@ -15,26 +15,23 @@
 #include "backend/runtime/trainer.h"
 #include "semantics/autograd.h"
 #include "semantics/interpreter.h"
+#include "tests/test_util.h"
 
 using namespace nns;
 
 namespace {
 
 // One elaborated program with its training graph, trainer and backend.
-struct Session {
-  front::SourceManager sources;
-  front::DiagnosticEngine diags{sources};
-  std::unique_ptr<sema::Interpreter> interp;
+struct Session : test::Elaboration {
   sema::TrainSpec spec;
   sema::TrainingGraphInfo info;
   std::unique_ptr<backend::Backend> be;
   std::unique_ptr<backend::Trainer> trainer;
 
   Session(const std::string& path, const std::string& config, bool reference, backend::TrainOptions opts = {},
-          int64_t steps = 0) {
-    interp = std::make_unique<sema::Interpreter>(sources, diags, sema::EvalOptions{config, {}});
-    bool ok = interp->parse(path) && interp->evaluate();
-    if (!ok) {
+          int64_t steps = 0)
+      : Elaboration(config) {
+    if (!load(path)) {
       diags.print(std::cerr, false);
       FAIL("elaboration failed: " << path);
     }
@@ -47,11 +44,7 @@ struct Session {
   }
 };
 
-std::string write_temp(const std::string& name, const std::string& text) {
-  std::string path = "/tmp/nns_training_test_" + std::to_string(getpid()) + "_" + name + ".nns";
-  std::ofstream(path) << text;
-  return path;
-}
+std::string write_temp(const std::string& name, const std::string& text) { return test::write_temp("training_test", name, text); }
 
 // A layer under test wrapped with an mse loss against a random target.
 std::string layer_program(const std::string& model_body, const std::string& x_shape, const std::string& y_shape) {

@@ -1,6 +1,6 @@
 // conv2d, conv2d_bias, max_pool2d and avg_pool2d on the device, forward and
 // backward, with the contracts of the CPU backend's node wrappers
-// (cpu_backend.cpp: NCHW, one stride and one padding for both axes) and the
+// (cpu/ops_conv.cpp: NCHW, one stride and one padding for both axes) and the
 // arithmetic of cpu::ref (ref_linalg.cpp, ref_pool.cpp).
 //
 // These are our own direct kernels: one index per output element of the

@@ -18,7 +18,7 @@ namespace nns::backend::NNS_DEV {
 bool find_out_of_range(const int32_t* ids, int64_t n, int64_t bound, Scratch& scratch, Stream s, int32_t* bad);
 
 // embedding(ids, table) and index_select(table, ids): the same row gather
-// (cpu_backend.cpp's gather_fwd / gather_bwd contract, vocab-split shards
+// (cpu/ops_nn.cpp's gather_fwd / gather_bwd contract, vocab-split shards
 // included).
 void lookup_fwd(const Call& c);
 void lookup_bwd(const Call& c);

@@ -1,0 +1,75 @@
+// Shared setup of the Catch2 tests that elaborate a .nns program: the
+// sources, diagnostics and interpreter an elaboration needs (kept together:
+// the interpreter refers to the other two for as long as its graph is used),
+// temporary .nns files written from a test's text, and a training model.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "frontend/diagnostics.h"
+#include "semantics/autograd.h"
+#include "semantics/interpreter.h"
+#include "semantics/plan.h"
+
+namespace nns::test {
+
+// Writes `text` to /tmp/nns_<tag>_<pid>_<name>.nns and returns the path.
+inline std::string write_temp(const std::string& tag, const std::string& name, const std::string& text) {
+  std::string path = "/tmp/nns_" + tag + "_" + std::to_string(getpid()) + "_" + name + ".nns";
+  std::ofstream(path) << text;
+  return path;
+}
+
+// One program elaborated with a config preset ("" for the file's first).
+struct Elaboration {
+  front::SourceManager sources;
+  front::DiagnosticEngine diags{sources};
+  std::unique_ptr<sema::Interpreter> interp;
+
+  explicit Elaboration(const std::string& config = "")
+      : interp(std::make_unique<sema::Interpreter>(sources, diags, sema::EvalOptions{config, {}})) {}
+  Elaboration(const Elaboration&) = delete;
+  Elaboration& operator=(const Elaboration&) = delete;
+
+  // Parses and evaluates the file; false if either reported an error (see errors()).
+  bool load(const std::string& path) { return interp->parse(path) && interp->evaluate(); }
+  // Evaluates plan `name` for `ngpus` devices into `out`.
+  bool evaluate_plan(const std::string& name, int64_t ngpus, sema::Plan& out) {
+    return interp->evaluate_plan(name, ngpus, out);
+  }
+  // Every diagnostic so far, formatted without colour.
+  std::string errors() const {
+    std::string s;
+    for (const auto& d : diags.all()) s += diags.format(d, false);
+    return s;
+  }
+};
+
+// A program given as text with a train block, elaborated, and its training
+// graph; a test fails here if the text does not elaborate.
+struct TrainingModel : Elaboration {
+  sema::TrainSpec spec;
+  sema::TrainingGraphInfo info;
+
+  TrainingModel(const std::string& tag, const std::string& text) {
+    std::string path = write_temp(tag, "model", text);
+    bool ok = load(path);
+    std::remove(path.c_str());
+    if (!ok) {
+      diags.print(std::cerr, false);
+      FAIL("elaboration failed");
+    }
+    spec = *interp->train();
+    info = sema::build_training_graph(interp->graph(), spec.optimizer.kind);
+  }
+};
+
+}  // namespace nns::test
