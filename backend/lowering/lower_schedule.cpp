@@ -344,6 +344,9 @@ void write_instructions(RankBuild& R, const StepBlocks& S) {
       out.push_back(in);
     }
   }
+  if (open_task >= 0) spans.back().last = static_cast<int>(out.size());
+  R.P.instrs = std::move(out);
+  R.P.tasks = std::move(spans);
 }
 
 }  // namespace
