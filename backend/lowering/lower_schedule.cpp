@@ -34,6 +34,13 @@ struct StepBlocks {
 };
 
 // The Wait that completes receive `in` (named like it for the matching).
+// The directive a schedule error points at: the schedule() call, else the
+// first order() between tasks.
+front::SourceLoc schedule_directive(const sema::Plan& plan) {
+  if (!plan.schedules.empty()) return plan.schedules.front().loc;
+  return plan.task_orders.empty() ? front::SourceLoc{} : plan.task_orders.front().loc;
+}
+
 PInstr wait_for(const PInstr& in) {
   PInstr w;
   w.kind = PInstr::Wait;
@@ -195,7 +202,9 @@ void task_sequence(const RankBuild& R, StepBlocks& S) {
         if (--indeg[static_cast<size_t>(u)] == 0) ready.insert({task_blocks[static_cast<size_t>(u)].front(), u});
     }
     if (seq.size() != nt)
-      fail("plan " + R.plan.name + ": the task orders on rank " + std::to_string(R.P.rank) + " form a cycle (nns check --plan names the directives)");
+      throw LoweringError("plan " + R.plan.name + ": the task orders on rank " + std::to_string(R.P.rank) +
+                              " form a cycle (nns check --plan names the directives)",
+                          schedule_directive(R.plan));
   }
 }
 
@@ -232,8 +241,10 @@ void place_blocks(const RankBuild& R, StepBlocks& S) {
         int p = ps[next];
         int pt = task_of[static_cast<size_t>(p)];
         if (own >= 0 && pt >= 0 && seq_pos[static_cast<size_t>(pt)] > own)
-          fail("plan " + R.plan.name + ": on rank " + std::to_string(R.P.rank) + " the schedule runs " + R.plan.task_text(task_ref[static_cast<size_t>(seq[static_cast<size_t>(own)])]) +
-               " before " + R.plan.task_text(task_ref[static_cast<size_t>(pt)]) + ", which it needs");
+          throw LoweringError("plan " + R.plan.name + ": on rank " + std::to_string(R.P.rank) + " the schedule runs " +
+                                  R.plan.task_text(task_ref[static_cast<size_t>(seq[static_cast<size_t>(own)])]) + " before " +
+                                  R.plan.task_text(task_ref[static_cast<size_t>(pt)]) + ", which it needs",
+                              schedule_directive(R.plan));
         stack.push_back({p, 0});
         continue;
       }
