@@ -31,9 +31,15 @@ int pipeline_options(const Args& a, bool check, Stage last, PipelineOptions& o) 
   o.seed_bug = a.seed_bug;
   o.last = last;
   if (!a.emit.empty()) {
-    if (!emit_stage(a.emit, o.last)) return usage_error(std::string("--emit must be one of ") + emit_stage_names() + " (got '" + a.emit + "')");
+    // --emit=program:PASS: the programs as they stand after that lowering pass.
+    std::string stage = a.emit;
+    if (stage.rfind("program:", 0) == 0) {
+      o.program_pass = stage.substr(8);
+      stage = "program";
+    }
+    if (!emit_stage(stage, o.last)) return usage_error(std::string("--emit must be one of ") + emit_stage_names() + " (got '" + a.emit + "')");
     o.emit = true;
-    if (stage_needs_plan(o.last) && a.plan.empty()) return usage_error("--emit=" + a.emit + " needs --plan NAME");
+    if ((stage_needs_plan(o.last) || !o.program_pass.empty()) && a.plan.empty()) return usage_error("--emit=" + a.emit + " needs --plan NAME");
   }
   std::string usage;
   if (!parse_topology(a, check, o.topo, usage) || !parse_check_limits(a, o.check, usage) || !parse_eval_budget(a, o.eval_budget, usage))

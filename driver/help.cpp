@@ -200,6 +200,7 @@ STAGE, which is printed instead of the command's usual output):
   check           the Z3 checker's verdict and the program verification (--plan)
   comm            every derived collective: primitive, groups, bytes (--plan)
   program         the lowered program: one device's, or every rank's of the plan
+                  (program:PASS: as it stands after that lowering pass, docs/lowering.md)
   schedule        a pipelined plan's tasks per rank as a text timeline (needs --plan)
   training-graph  the operator graph after autograd and the optimizer
 
@@ -215,6 +216,9 @@ environment:
                bound to its share of the cores when N <= cores)
   NNS_TRACE_EVERY_INSTRUCTION  1: --trace gives every bookkeeping instruction
                its own event instead of merged "local work" runs
+  NNS_LOG_LOWERING  PASS[,PASS] or all: each rank's program printed to stderr
+               after those lowering passes (kernels, params, emit, schedule,
+               step_end, frees; docs/lowering.md)
 
 exit codes: 0 ok, 64 usage error, 65 bad input, 70 runtime failure
 )";

@@ -234,13 +234,12 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p) {
       lo.communication_only = true;  // the task order is all it needs
       std::cout << backend::schedule_text(p.graph(), p.plan, backend::lower_plan(p.graph(), p.plan, p.spec, lo));
     } catch (const backend::LoweringError& e) {
-      std::cerr << "nns: error: " << e.what() << "\n";
-      return kExitRuntime;
+      return report_lowering_error(p, e);
     }
     return kExitOk;
   }
   if (emits(Stage::Program)) {
-    if (plan) return emit_program(*p.interp, p.graph(), p.plan, p.comm, p.spec, o.topo);
+    if (plan) return emit_program(p, o.topo, o.program_pass);
     sema::TrainingGraphInfo info = sema::build_training_graph(p.graph(), p.spec.optimizer.kind);
     std::cout << backend::lower_single_device(p.graph(), info).dump(p.graph());
     return kExitOk;
@@ -287,21 +286,31 @@ backend::LowerOptions lower_options(sema::Interpreter& interp, const backend::Co
 }
 
 backend::LoweredPlan lower_with_bodies(sema::Interpreter& interp, const sema::Graph& g, const sema::Plan& plan, const backend::CommPlan& comm,
-                                       const sema::TrainSpec& spec, const Topology& topo, int only_rank) {
+                                       const sema::TrainSpec& spec, const Topology& topo, int only_rank, const std::string& stop_after) {
   backend::LowerOptions lo = lower_options(interp, comm, topo);
   lo.only_rank = only_rank;
+  lo.stop_after = stop_after;
   return backend::lower_plan(g, plan, spec, lo);
 }
 
-int emit_program(sema::Interpreter& interp, const sema::Graph& g, const sema::Plan& plan, const backend::CommPlan& comm, const sema::TrainSpec& spec,
-                 const Topology& topo) {
+int emit_program(Pipeline& p, const Topology& topo, const std::string& stop_after) {
   try {
-    std::cout << lower_with_bodies(interp, g, plan, comm, spec, topo, -1).dump(g);
+    std::cout << lower_with_bodies(*p.interp, p.graph(), p.plan, p.comm, p.spec, topo, -1, stop_after).dump(p.graph());
   } catch (const backend::LoweringError& e) {
+    return report_lowering_error(p, e);
+  }
+  return kExitOk;
+}
+
+int report_lowering_error(Pipeline& p, const backend::LoweringError& e) {
+  std::cout.flush();
+  if (!e.loc.valid()) {
     std::cerr << "nns: error: " << e.what() << "\n";
     return kExitRuntime;
   }
-  return kExitOk;
+  p.diags.error(e.loc, e.what());
+  print_diagnostics(p);
+  return kExitRuntime;
 }
 
 bool verify_lowered(const sema::Graph& g, const sema::Plan& plan, const backend::CommPlan& comm, const Topology& topo, const std::string& seed_bug,

@@ -68,6 +68,7 @@ struct PipelineOptions {
   bool memory_report = true;
   Stage last = Stage::Check;        // the stages run up to this one
   bool emit = false;                // print `last`'s result instead of the stage reports
+  std::string program_pass;         // --emit=program:PASS: the programs after that lowering pass
   RunOptions run;                   // for Stage::Run
 };
 
@@ -91,9 +92,13 @@ struct Pipeline {
 int run_pipeline(const PipelineOptions& o, Pipeline& p);
 
 // The program stage of a plan: prints every rank's program (--emit=program),
-// lowered here with the sub-ops elaborated (no rank is started).
-int emit_program(sema::Interpreter& interp, const sema::Graph& g, const sema::Plan& plan, const backend::CommPlan& comm, const sema::TrainSpec& spec,
-                 const Topology& topo);
+// lowered here with the sub-ops elaborated (no rank is started); with
+// `stop_after` (--emit=program:PASS) as it stands after that lowering pass.
+int emit_program(Pipeline& p, const Topology& topo, const std::string& stop_after);
+
+// Prints a lowering error: located (file:line:col, source line, caret) when
+// a plan directive caused it, else "nns: error: ..."; returns kExitRuntime.
+int report_lowering_error(Pipeline& p, const backend::LoweringError& e);
 
 // Lowering options with the sub-ops elaborated by `interp` (its
 // instantiate_op), the derived communication and topo's plan replicas.
@@ -112,7 +117,7 @@ backend::MemoryCheck check_plan_memory(Pipeline& p, const Topology& topo, const 
 // by the interpreter (the only place lowering meets it); only_rank < 0:
 // every rank. Throws backend::LoweringError.
 backend::LoweredPlan lower_with_bodies(sema::Interpreter& interp, const sema::Graph& g, const sema::Plan& plan, const backend::CommPlan& comm,
-                                       const sema::TrainSpec& spec, const Topology& topo, int only_rank);
+                                       const sema::TrainSpec& spec, const Topology& topo, int only_rank, const std::string& stop_after = "");
 
 // Program verification of the plan's lowered per-rank programs
 // (backend/lowering/program_check.h) for topo.replicas replicas and the

@@ -44,8 +44,7 @@ int lower_for_simulation(const Args& a, Pipeline& p, backend::LoweredPlan& lp) {
     };
     lp = backend::lower_plan(p.graph(), p.plan, p.spec, lo);
   } catch (const backend::LoweringError& e) {
-    std::cerr << "nns: error: " << e.what() << "\n";
-    return kExitRuntime;
+    return report_lowering_error(p, e);
   }
   return kExitOk;
 }

@@ -1,13 +1,16 @@
 // Internal to the lowering library: the whole-plan analysis every rank's
 // lowering shares (op order, layouts, edges, gradients, buckets, group
-// indices) and the table of interned collective groups. lower_plan.cpp
-// builds them once; lower_rank.cpp lowers one rank over them.
+// indices), the table of interned collective groups, and the state of one
+// rank under construction (RankBuild) with the passes over it. lower_plan.cpp
+// builds the analysis once; lower_rank.cpp runs the passes for each rank.
 #pragma once
 
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <functional>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -228,6 +231,152 @@ struct GroupTable {
     return it->second;
   }
 };
+
+// ---- one rank under construction ------------------------------------------------------------
+// The state the lowering passes of one rank (lower_rank.cpp lists them)
+// read and extend: the program so far and the maps that tie the plan's
+// tensors to its buffers. Plain data with a few helpers every pass uses,
+// so that any pass can be run, dumped and tested on its own.
+struct RankBuild {
+  RankBuild(const PlanAnalysis& a, const sema::TrainSpec& s, const LowerOptions& o, GroupTable& gt, int devices_per_replica, int rank)
+      : A(a), g(a.g), plan(a.plan), spec(s), opts(o), groups(gt), devices(devices_per_replica) {
+    P.rank = rank;
+    P.device = rank % devices_per_replica;
+    P.replica = rank / devices_per_replica;
+  }
+
+  const PlanAnalysis& A;
+  const sema::Graph& g;
+  const sema::Plan& plan;
+  const sema::TrainSpec& spec;
+  const LowerOptions& opts;
+  GroupTable& groups;
+  int devices;  // per plan replica
+  RankProgram P;
+
+  // Kernels (lower_kernels.cpp).
+  std::vector<std::vector<int>> op_kernels;      // per analysed op: this rank's kernels
+  std::unordered_map<int, int> param_buf;        // parameter tensor -> its Param buffer
+  std::map<int, int> slot_of;                    // parameter tensor -> index into P.params
+  // Emission (lower_emit.cpp, lower_edges.cpp).
+  std::unordered_map<int, int> accum_buf;        // parameter tensor -> its Accum buffer
+  std::map<std::pair<int, int>, int> bucket_buf;  // (bucket, tensor) -> buffer
+  uint32_t tag = 0;                              // the last send/recv tag
+  // Recompute regions: the buffer each region op read for an input from
+  // outside its region in forward, (mb, node, input) -> buffer, read again
+  // by the region's recompute; the forward values of the micro-batch.
+  std::map<std::tuple<int, int, int>, int> region_inputs;
+  const std::unordered_map<int, int>* fwd_value = nullptr;
+  // Blocks: the instructions of one micro-batch's forward (or backward, or
+  // weight-gradient backward) of one op, as emission makes them in graph
+  // order; the schedule pass then orders them by the plan's schedule.
+  struct Block {
+    int mb = -1, op = -1;  // op: index into A.ops; -1 for the micro-batch's gradient accumulation
+    sema::PipeTask::Phase phase = sema::PipeTask::F;
+    int from_op = -1;  // a forward edge's adapter: the producing op (its task owns the block on ranks that run it)
+  };
+  std::vector<Block> blocks;
+  std::vector<int> block_of;  // per instruction (until the schedule pass)
+  int cur_block = -1;
+  // zero1 (lower_step_end.cpp): a sharded parameter's group and shards
+  // (per member of the group, in member order).
+  struct Zero1Shards {
+    int group = -1;
+    std::vector<Piece> shards;
+  };
+  std::map<int, Zero1Shards> zero1;  // tensor -> its shards
+
+  int device() const { return P.device; }
+  int grank(int dev) const { return P.replica * devices + dev; }
+  // A buffer's current piece: its box never changes; its partial-sum and
+  // copy labels do (an allreduce sums the parts in place).
+  Piece& label(int b) { return P.buffers[static_cast<size_t>(b)].piece; }
+  int new_buffer(BufferDecl::Role role, int tensor, int mb, Piece piece) {
+    P.buffers.push_back(BufferDecl{role, tensor, mb, piece});
+    return static_cast<int>(P.buffers.size()) - 1;
+  }
+  PInstr& emit(PInstr::Kind kind, int mb);
+  void open_block(int mb, int op, sema::PipeTask::Phase phase, int from_op = -1) {
+    close_blocks();
+    blocks.push_back({mb, op, phase, from_op});
+    cur_block = static_cast<int>(blocks.size()) - 1;
+  }
+  // Every instruction emitted since the last call belongs to the current block.
+  void close_blocks() { block_of.resize(P.instrs.size(), cur_block); }
+  // The plan segment (pipeline stage) of a top-level op; -1: none.
+  int segment_of(int node) const {
+    return node < static_cast<int>(plan.segment_of_node.size()) ? plan.segment_of_node[static_cast<size_t>(node)] : -1;
+  }
+  // The id of a device group of an adapter step, in global ranks (cached:
+  // a 1024-device group is built and compared once per replica, not per rank).
+  int group_of(const std::vector<int>& devs);
+  // The member devices of the group of `st` this device is in (null: none).
+  const std::vector<int>* my_devices(const AdapterStep& st) const { return A.devices_of_group(st, device()); }
+};
+
+// `scale` of reading `want` out of a buffer labelled `have`: a value part
+// cut finer is scaled so that the parts sum to the whole (gradients read
+// the whole value: ignore_value). `what` builds the message only on failure
+// (lowering 1024 ranks runs this millions of times); so does `where`, the
+// location of the directive a user-caused failure points at.
+struct NoDirective {
+  front::SourceLoc operator()() const { return {}; }
+};
+template <class What, class Where = NoDirective>
+float value_scale(const Piece& have, const Piece& want, bool ignore_value, const What& what, const Where& where = {}) {
+  if (!contains(have, want.start, want.length))
+    fail("internal: " + what() + ": slice " + region_text(want.start, want.length) + " is not inside the piece " + region_text(have.start, have.length) +
+         " this rank holds");
+  if (ignore_value || want.value_parts == have.value_parts) return 1.f;
+  if (want.value_parts % have.value_parts != 0)
+    throw LoweringError(what() + ": value part " + std::to_string(want.value_index) + "/" + std::to_string(want.value_parts) +
+                            " cannot be cut from a piece split into " + std::to_string(have.value_parts) + " parts",
+                        where());
+  return static_cast<float>(have.value_parts) / static_cast<float>(want.value_parts);
+}
+
+// The directive a sub-op's slice comes from: the nearest split (from the
+// leaf up; with `split_id`, the nearest split by that identifier, e.g.
+// "value") that has a location, else the leaf's assign.
+front::SourceLoc directive_of(const sema::Plan& plan, int leaf, const std::string& split_id = "");
+
+// ---- the passes, in the order lower_rank() runs them -----------------------------------------
+// lower_kernels.cpp: this rank's kernels (sub-ops elaborated on their
+// slices, backward differentiated, B/W split) and parameter pieces.
+void make_kernels(RankBuild& R);
+void make_params(RankBuild& R);
+// lower_emit.cpp: every micro-batch's forward and backward in graph order,
+// as blocks (adapters, send/recv, recompute, loss seed, gradient sums).
+void emit_micro_batches(RankBuild& R);
+// Adds gradient `from` into the step's sum of parameter `tensor` (made on first use).
+void accumulate_param_gradient(RankBuild& R, int tensor, int from, int mb);
+// lower_edges.cpp: edge `e`'s adapter applied to `src` (this rank's piece
+// in e.from, -1 when it holds none); returns its buffer in e.to (-1: none).
+// `stay`: every instruction in the current block (a region's recompute).
+int emit_adapter(RankBuild& R, const CommEdge& e, int src, int mb, bool stay = false);
+// A copy of `buf` holding exactly `want` (a new buffer), or `buf`
+// relabelled when it already holds that box and value split.
+int reshape_to(RankBuild& R, int buf, const Piece& want, int tensor, int mb, const std::function<std::string()>& what);
+// lower_schedule.cpp: the blocks in the plan's task order, receives posted
+// ahead and waited for where read; the task spans.
+void order_blocks(RankBuild& R);
+// lower_step_end.cpp: buckets, zero1 reduce-scatter, replica average, the
+// loss reduction, clipping, updates, zero1 all-gather.
+void step_end(RankBuild& R);
+// lower_frees.cpp: every micro-batch buffer freed after its last use.
+void inject_frees(RankBuild& R);
+
+// One pass of lower_rank(), by name (the names NNS_LOG_LOWERING and
+// --emit=program:PASS take).
+struct LoweringPass {
+  const char* name;
+  void (*run)(RankBuild&);
+};
+const std::vector<LoweringPass>& lowering_passes();
+// Runs the passes over R (up to opts.stop_after when set), dumping R.P to
+// stderr after the passes NNS_LOG_LOWERING names; R.P is then the rank's
+// program.
+void run_lowering_passes(RankBuild& R);
 
 // Lowers rank `rank` (device rank % devices of replica rank / devices).
 RankProgram lower_rank(const PlanAnalysis& analysis, const sema::TrainSpec& spec, const LowerOptions& opts, GroupTable& groups, int devices,

@@ -1,6 +1,7 @@
 #include "backend/lowering/lower_plan.h"
 #include "semantics/check_deadline.h"
 #include <atomic>
+#include <exception>
 
 #include <algorithm>
 #include <set>
@@ -47,7 +48,7 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
   // thread-safe). Group ids then depend on the interleaving; every rank
   // still names one group by one id.
   unsigned threads = opts.elaborate || todo.size() < 16 ? 1 : std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
-  std::vector<std::string> errors(threads);
+  std::vector<std::exception_ptr> errors(threads);  // rethrown as they are (a LoweringError keeps its location)
   std::atomic<bool> timed_out{false};
   auto work = [&](unsigned t) {
     try {
@@ -57,8 +58,10 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
       }
     } catch (const sema::CheckTimeout&) {
       timed_out = true;
+    } catch (const LoweringError&) {
+      errors[t] = std::current_exception();
     } catch (const std::exception& e) {
-      errors[t] = e.what();
+      errors[t] = std::make_exception_ptr(LoweringError(e.what()));
     }
   };
   if (threads == 1) {
@@ -72,8 +75,8 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
   for (unsigned t = 0; t < threads; ++t) pool.emplace_back(work, t);
   for (std::thread& th : pool) th.join();
   if (timed_out) sema::CheckDeadline::poll_now();  // rethrown on this thread
-  for (const std::string& e : errors)
-    if (!e.empty()) fail(e);
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
   return out;
 }
 

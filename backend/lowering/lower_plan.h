@@ -54,13 +54,22 @@ struct LowerOptions {
   // the same code as in a full lowering, so the collective sequence is the
   // one the runtime issues. What program verification reads (1024 ranks).
   bool communication_only = false;
+  // Stop each rank's lowering after this pass (lower_rank.h lists them;
+  // empty: run them all). What `--emit=program:PASS` prints.
+  std::string stop_after;
 };
 
 // Throws LoweringError when the plan cannot be executed (an edge that is not
 // a layout, a parameter split by value, a dropout split other than along its
 // first dim, a sub-op that cannot be elaborated on its slice).
+// A LoweringError the plan's text caused (a value part cut finer than its
+// producer's, a dropout split along another dim) carries the directive's
+// location (split or assign), so the driver prints it as a located
+// diagnostic; otherwise `loc` is invalid.
 struct LoweringError : std::runtime_error {
   using std::runtime_error::runtime_error;
+  LoweringError(const std::string& msg, front::SourceLoc where) : std::runtime_error(msg), loc(where) {}
+  front::SourceLoc loc;
 };
 
 LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema::TrainSpec& spec, const LowerOptions& opts);

@@ -1,0 +1,303 @@
+// The emission pass: every micro-batch's instructions in graph order,
+// grouped into blocks (one op's forward, backward or weight-gradient
+// backward of one micro-batch) that the schedule pass then orders. Forward:
+// each input through its edge's adapter (lower_edges.cpp) into the op's
+// kernels, outputs collected, recompute regions and recomputed sub-ops
+// dropping what their backward makes again. Backward: the loss seed, output
+// gradients into the kernels, input gradients out through their adapters or
+// into buckets, parameter gradients into the step's sums.
+#include <algorithm>
+
+#include "backend/lowering/lower_internal.h"
+
+namespace nns::backend::detail {
+
+namespace {
+
+// Whether kernel k runs its forward again right before its own backward
+// (and keeps only its inputs until then): a recomputed sub-op outside a
+// recompute region, or inside one a piece co-located with other pieces of
+// its op (coshard), so that the region's replay holds one piece's working
+// set at a time, not every piece's. Any other kernel of a region is made
+// again by the region's replay only.
+bool own_recompute(RankBuild& R, int k, int region, const std::vector<int>& ks) {
+  return R.P.kernels[k].recompute && (region < 0 || ks.size() > 1);
+}
+
+void slice_in(RankBuild& R, const sema::OpNode& n, const std::vector<int>& ks, size_t kk, int in, int mb) {
+  for (int k : ks) {
+    PInstr& si = R.emit(PInstr::SliceIn, mb);
+    si.a = in;
+    si.kernel = k;
+    si.index = static_cast<int>(kk);
+    si.scale = value_scale(R.label(in), R.P.kernels[k].in_slices[kk], false, [&] { return n.name + " input " + std::to_string(kk); },
+                           [&] { return directive_of(R.plan, R.P.kernels[k].subop, "value"); });
+  }
+}
+
+// A data input's piece for micro-batch mb, loaded by its first consumer
+// (so that a pipeline stage loads only what it reads, when it reads it).
+int load_input(RankBuild& R, int t, int mb) {
+  auto it = R.A.storage.find(t);
+  if (it == R.A.storage.end() || !holds(it->second, R.device())) return -1;
+  int b = R.new_buffer(BufferDecl::Input, t, mb, piece_of(it->second, R.device(), R.g.tensor(t).shape));
+  R.emit(PInstr::LoadInput, mb).b = b;
+  return b;
+}
+
+// forward_op and region_forward call each other (a region's recompute runs its ops' forward again).
+void forward_op(RankBuild& R, const PlanAnalysis::Op& op, const std::vector<int>& ks, int mb, std::unordered_map<int, int>& value, bool again = false);
+
+// `again`: the recompute of a region (region_forward): inputs from
+// outside the region are read where the first forward left them (their
+// adapters ran then), and the op's kernels stay for its backward.
+void forward_op(RankBuild& R, const PlanAnalysis::Op& op, const std::vector<int>& ks, int mb, std::unordered_map<int, int>& value, bool again) {
+  const sema::OpNode& n = R.g.node(op.node);
+  const int region = R.A.regions.region_of_node[static_cast<size_t>(op.node)];
+  for (size_t kk = 0; kk < n.inputs.size(); ++kk) {
+    int t = n.inputs[kk];
+    const int producer = R.g.tensor(t).producer;
+    const bool outside = producer < 0 || R.A.regions.region_of_node[static_cast<size_t>(producer)] != region;
+    if (again && outside) {
+      auto kept = R.region_inputs.find({mb, op.node, static_cast<int>(kk)});
+      int in = kept == R.region_inputs.end() ? -1 : kept->second;
+      if (!ks.empty() && in < 0) fail("internal: no kept input of %" + std::to_string(t) + " for the recompute of " + n.name);
+      slice_in(R, n, ks, kk, in, mb);
+      continue;
+    }
+    int src = -1;
+    if (auto it = R.param_buf.find(t); it != R.param_buf.end()) src = it->second;
+    else if (auto v = value.find(t); v != value.end()) src = v->second;
+    else if (R.g.tensor(t).kind == sema::TensorKind::Input) src = value[t] = load_input(R, t, mb);
+    // An edge without steps leaves the piece as it is: read it in place.
+    int in = src;
+    if (op.in_edge[kk] && !op.in_edge[kk]->adapter.steps.empty() && again) {
+      // Inside a region's recompute: the adapter runs again on the
+      // recomputed value, in the backward task that recomputes.
+      in = emit_adapter(R, *op.in_edge[kk], src, mb, /*stay=*/true);
+    } else if (op.in_edge[kk] && !op.in_edge[kk]->adapter.steps.empty()) {
+      // The adapter is a block of its own: on a rank that runs the
+      // producer it belongs to the producer's task (a send as soon as
+      // the value exists; a collective at the same point on every
+      // member), elsewhere to the consumer's.
+      const RankBuild::Block here = R.blocks[static_cast<size_t>(R.cur_block)];
+      int prod = op.in_edge[kk]->producer;
+      R.open_block(mb, here.op, here.phase, prod >= 0 ? R.A.op_of_node[static_cast<size_t>(prod)] : -1);
+      in = emit_adapter(R, *op.in_edge[kk], src, mb);
+      R.open_block(mb, here.op, here.phase);
+    }
+    if (!ks.empty() && in < 0) fail("internal: no piece of %" + std::to_string(t) + " for " + n.name);
+    if (region >= 0 && outside && !again) R.region_inputs[{mb, op.node, static_cast<int>(kk)}] = in;
+    slice_in(R, n, ks, kk, in, mb);
+  }
+  // The output buffers, then each kernel in turn: its forward, its
+  // outputs collected and, for a recomputed piece, its forward values
+  // dropped before the next piece runs (co-located coshard pieces hold
+  // one working set at a time).
+  std::vector<int> out_buf(n.outputs.size(), -1);
+  for (size_t o = 0; o < n.outputs.size(); ++o) {
+    if (!holds(op.out_layout[o], R.device())) continue;
+    out_buf[o] = R.new_buffer(BufferDecl::Value, n.outputs[o], mb, piece_of(op.out_layout[o], R.device(), R.g.tensor(n.outputs[o]).shape));
+    R.emit(PInstr::Alloc, mb).b = out_buf[o];
+    value[n.outputs[o]] = out_buf[o];
+  }
+  for (int k : ks) {
+    R.emit(PInstr::Forward, mb).kernel = k;
+    for (size_t o = 0; o < n.outputs.size(); ++o) {
+      if (out_buf[o] < 0) continue;
+      PInstr& c = R.emit(PInstr::CollectOut, mb);
+      c.b = out_buf[o];
+      c.kernel = k;
+      c.index = static_cast<int>(o);
+      c.scale = R.P.kernels[k].scale;
+    }
+    // What stays of the kernel, decided before the next piece runs. An op
+    // without backward needs nothing of it any more; in a region nothing
+    // stays either (the region's recompute reads the inputs again), but
+    // in the region's replay the backward that follows needs it;
+    // recompute(...): the sub-op keeps only its inputs until its
+    // backward runs its forward again (dropout masks are counter-based,
+    // so the recomputed values are the same).
+    if (!op.backward || (region >= 0 && !again)) R.emit(PInstr::FreeKernel, mb).kernel = k;
+    else if (own_recompute(R, k, region, ks)) R.emit(PInstr::DropForward, mb).kernel = k;
+  }
+}
+
+// A recompute region's forward again, whole, at the start of the
+// backward of its last op: its values are made anew from the inputs it
+// kept, in the current (backward) task.
+void region_forward(RankBuild& R, int region, int mb) {
+  std::unordered_map<int, int> again = *R.fwd_value;  // outside values stay as the forward left them
+  for (int node : R.A.regions.ops[static_cast<size_t>(region)]) {
+    int i = R.A.op_of_node[static_cast<size_t>(node)];
+    // (an op without backward is made again only for the ops after it:
+    // forward_op frees its kernels at once)
+    forward_op(R, R.A.ops[static_cast<size_t>(i)], R.op_kernels[static_cast<size_t>(i)], mb, again, true);
+  }
+}
+
+// The loss gradient is 1 wherever the loss (or a part of it) lives.
+void seed_loss_gradient(RankBuild& R, int mb, std::unordered_map<int, int>& grad) {
+  if (R.g.loss < 0) return;
+  int last = R.g.tensor(R.g.loss).producer;
+  for (const PlanAnalysis::Op& op : R.A.ops) {
+    if (op.node != last) continue;
+    const sema::OpNode& n = R.g.node(last);
+    size_t o = static_cast<size_t>(std::find(n.outputs.begin(), n.outputs.end(), R.g.loss) - n.outputs.begin());
+    Layout gl = gradient_layout(op.out_layout[o]);
+    if (!holds(gl, R.device())) continue;
+    int b = R.new_buffer(BufferDecl::Grad, R.g.loss, mb, piece_of(gl, R.device(), R.g.tensor(R.g.loss).shape));
+    R.emit(PInstr::Alloc, mb).b = b;
+    R.emit(PInstr::SeedGrad, mb).b = b;
+    grad[R.g.loss] = b;
+  }
+}
+
+// Whether op i's backward runs as B then W on this rank: its segment's
+// W tasks are scheduled and some kernel of it has weight-gradient nodes.
+bool split_w(RankBuild& R, int i) {
+  int seg = R.segment_of(R.A.ops[static_cast<size_t>(i)].node);
+  return seg >= 0 && R.plan.segments[static_cast<size_t>(seg)].split_w;
+}
+
+// The gradient of input kk of an op: collected from its kernels, then
+// through its adapter (or into a bucket) to where the tensor lives.
+void backward_input(RankBuild& R, const PlanAnalysis::Op& op, const std::vector<int>& ks, size_t kk, int mb, std::unordered_map<int, int>& grad) {
+  const sema::OpNode& n = R.g.node(op.node);
+  const CommEdge* e = op.grad_edge[kk];
+  if (!e) return;
+  int t = n.inputs[kk];
+  int contrib = -1;
+  if (holds(op.grad_in_layout[kk], R.device())) {
+    contrib = R.new_buffer(BufferDecl::Contrib, t, mb, piece_of(op.grad_in_layout[kk], R.device(), R.g.tensor(t).shape));
+    R.emit(PInstr::Alloc, mb).b = contrib;
+    for (int k : ks) {
+      PInstr& c = R.emit(PInstr::CollectGrad, mb);
+      c.b = contrib;
+      c.kernel = k;
+      c.index = static_cast<int>(kk);
+    }
+  }
+  if (auto bk = R.A.bucket_of.find(e); bk != R.A.bucket_of.end()) {
+    // Summed locally over the step's micro-batches; one fused allreduce
+    // per device group at the end of the step.
+    if (contrib < 0) return;
+    auto [it, fresh] = R.bucket_buf.emplace(std::make_pair(bk->second, t), -1);
+    if (fresh) {
+      Piece p = R.label(contrib);
+      p.value_index = 0;
+      p.value_parts = 1;
+      it->second = R.new_buffer(BufferDecl::Bucket, t, -1, p);
+      R.emit(PInstr::Alloc, mb).b = it->second;
+    }
+    PInstr& add = R.emit(PInstr::AddTo, mb);
+    add.a = contrib;
+    add.b = it->second;
+    return;
+  }
+  int moved = emit_adapter(R, *e, contrib, mb);
+  if (!holds(e->to, R.device())) return;
+  auto gi = grad.find(t);
+  if (gi == grad.end()) {
+    grad[t] = moved;
+  } else {
+    PInstr& add = R.emit(PInstr::AddTo, mb);
+    add.a = moved;
+    add.b = gi->second;
+  }
+}
+
+void backward_op(RankBuild& R, int i, const std::vector<int>& ks, int mb, std::unordered_map<int, int>& grad) {
+  const PlanAnalysis::Op& op = R.A.ops[static_cast<size_t>(i)];
+  const sema::OpNode& n = R.g.node(op.node);
+  bool split = split_w(R, i);
+  R.open_block(mb, i, sema::PipeTask::B);
+  const int region = R.A.regions.region_of_node[static_cast<size_t>(op.node)];
+  if (region >= 0 && R.A.regions.ops[static_cast<size_t>(region)].back() == op.node) region_forward(R, region, mb);
+  // A recomputed piece runs its forward right before its own backward,
+  // so that co-located pieces (coshard) hold one working set at a time.
+  for (int k : ks) {
+    if (own_recompute(R, k, region, ks)) R.emit(PInstr::Forward, mb).kernel = k;
+    for (size_t o = 0; o < n.outputs.size(); ++o) {
+      auto gi = grad.find(n.outputs[o]);
+      PInstr& in = R.emit(PInstr::SliceGrad, mb);
+      in.a = gi == grad.end() ? -1 : gi->second;
+      in.kernel = k;
+      in.index = static_cast<int>(o);
+      in.scale = R.P.kernels[k].scale;
+      if (in.a >= 0) value_scale(R.label(in.a), R.P.kernels[k].out_slices[o], true, [&] { return n.name + " output gradient"; });
+    }
+    R.emit(PInstr::Backward, mb).kernel = k;
+  }
+  // B: the gradients of activations (what the previous stage waits for)
+  // first; with a B/W split the weights' gradients follow in the W block.
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1 && split) {
+      R.open_block(mb, i, sema::PipeTask::W);
+      for (int k : ks)
+        if (!R.P.kernels[k].wgrad_nodes.empty()) R.emit(PInstr::BackwardW, mb).kernel = k;
+    }
+    for (size_t kk = 0; kk < n.inputs.size(); ++kk) {
+      bool weight = R.g.tensor(n.inputs[kk]).kind == sema::TensorKind::Param;
+      if (weight != (pass == 1)) continue;
+      backward_input(R, op, ks, kk, mb, grad);
+    }
+  }
+  for (int k : ks) R.emit(PInstr::FreeKernel, mb).kernel = k;
+}
+
+// One micro-batch: every op's forward in graph order, the loss seed, every
+// op's backward in reverse, the parameter gradients into the step's sums.
+void micro_batch(RankBuild& R, int mb) {
+  std::unordered_map<int, int> value, grad;  // tensor -> buffer
+  R.fwd_value = &value;
+  int loss_op = -1;
+  for (size_t i = 0; i < R.A.ops.size(); ++i) {
+    R.open_block(mb, static_cast<int>(i), sema::PipeTask::F);
+    forward_op(R, R.A.ops[i], R.op_kernels[i], mb, value);
+    if (loss_op < 0 && R.g.loss >= 0 && R.g.tensor(R.g.loss).producer == R.A.ops[i].node) {
+      loss_op = static_cast<int>(i);
+      if (auto it = value.find(R.g.loss); it != value.end() && R.label(it->second).replica_index == 0) R.emit(PInstr::LossShare, mb).a = it->second;
+    }
+  }
+  for (size_t i = R.A.ops.size(); i-- > 0;) {
+    if (static_cast<int>(i) == loss_op) {
+      R.open_block(mb, static_cast<int>(i), sema::PipeTask::B);
+      seed_loss_gradient(R, mb, grad);
+    }
+    if (R.A.ops[i].backward) backward_op(R, static_cast<int>(i), R.op_kernels[i], mb, grad);
+  }
+  // Parameter gradients that arrived by an adapter: into the step's sum.
+  R.open_block(mb, -1, sema::PipeTask::B);
+  for (const ParamSlot& slot : R.P.params) {
+    auto gi = grad.find(slot.tensor);
+    if (gi == grad.end() || !slot.trainable) continue;
+    accumulate_param_gradient(R, slot.tensor, gi->second, mb);
+  }
+}
+
+}  // namespace
+
+void accumulate_param_gradient(RankBuild& R, int tensor, int from, int mb) {
+  auto [it, fresh] = R.accum_buf.emplace(tensor, -1);
+  if (fresh) {
+    const ParamSlot& slot = R.P.params[static_cast<size_t>(R.slot_of.at(tensor))];
+    Piece storage = R.P.buffers[static_cast<size_t>(slot.state())].piece;  // a copy: new_buffer grows the vector
+    it->second = R.new_buffer(BufferDecl::Accum, tensor, -1, storage);
+    R.P.params[static_cast<size_t>(R.slot_of.at(tensor))].accum = it->second;
+  }
+  if (!R.label(from).same_box(R.label(it->second)))
+    fail("internal: the gradient of " + R.g.tensor(tensor).name + " " + region_text(R.label(from).start, R.label(from).length) + " is not in its storage piece " + region_text(R.label(it->second).start, R.label(it->second).length));
+  if (fresh) R.emit(PInstr::Alloc, -1).b = it->second;
+  PInstr& in = R.emit(PInstr::AddTo, mb);
+  in.a = from;
+  in.b = it->second;
+  in.scale = 1.f / static_cast<float>(R.spec.micro_batches);
+}
+
+void emit_micro_batches(RankBuild& R) {
+  for (int mb = 0; mb < static_cast<int>(R.spec.micro_batches); ++mb) micro_batch(R, mb);
+  R.close_blocks();
+}
+
+}  // namespace nns::backend::detail

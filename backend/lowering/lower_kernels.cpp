@@ -1,0 +1,174 @@
+// The kernels pass: this rank's sub-ops elaborated on their slices (their
+// local graphs, backward differentiated and, for a zero-bubble segment,
+// split into B and W), and the parameter pieces the rank holds. Runs first:
+// emission names kernels and parameter buffers by the indices made here.
+#include <set>
+
+#include "backend/lowering/lower_internal.h"
+#include "semantics/op_registry.h"
+
+namespace nns::backend::detail {
+
+namespace {
+
+// Splits a kernel's backward into B (gradients of its activation inputs)
+// and W (gradients of its weights). A backward node that computes both
+// (linear_backward: dx and dW) becomes two nodes with complementary
+// gradient masks; W nodes only feed weight gradients, so B never waits
+// for them and W can run later (zero-bubble schedules).
+void split_weight_gradient(RankBuild& R, SubOpKernel& kn, const sema::OpNode& node) {
+  sema::Graph& L = R.P.local;
+  std::set<int> weights;  // local tensors of the weight inputs
+  for (size_t k = 0; k < node.inputs.size() && k < kn.inst.inputs.size(); ++k)
+    if (R.g.tensor(node.inputs[k]).kind == sema::TensorKind::Param) weights.insert(kn.inst.inputs[k]);
+  if (weights.empty()) return;
+  std::vector<int> b_nodes, w_nodes;
+  std::set<int> w_tensors;  // gradients (and partial sums) that only weights need
+  for (int id : kn.bwd.nodes) {
+    sema::OpNode bn = L.node(id);  // a copy: adding nodes may reallocate
+    auto mask_it = bn.attrs.find("grad_mask");
+    if (bn.kind == "add_n") {
+      bool all_w = true;
+      for (int t : bn.inputs) all_w = all_w && w_tensors.count(t);
+      (all_w ? w_nodes : b_nodes).push_back(id);
+      if (all_w) w_tensors.insert(bn.outputs[0]);
+      continue;
+    }
+    if (mask_it == bn.attrs.end() || bn.forward_of < 0) {
+      b_nodes.push_back(id);
+      continue;
+    }
+    std::vector<int64_t> mask = std::get<std::vector<int64_t>>(mask_it->second);
+    const std::vector<int>& fin = L.node(bn.forward_of).inputs;
+    std::vector<int64_t> bmask(mask.size(), 0), wmask(mask.size(), 0);
+    std::vector<int> bouts, wouts;
+    size_t slot = 0;
+    for (size_t i = 0; i < mask.size(); ++i) {
+      if (!mask[i]) continue;
+      bool w = weights.count(fin[i]) > 0;
+      (w ? wmask : bmask)[i] = 1;
+      (w ? wouts : bouts).push_back(bn.outputs[slot++]);
+    }
+    if (bouts.empty() || wouts.empty()) {
+      (bouts.empty() ? w_nodes : b_nodes).push_back(id);
+      if (bouts.empty()) w_tensors.insert(wouts.begin(), wouts.end());
+      continue;
+    }
+    // Both: this node keeps the activation gradients, a copy computes the weights'.
+    L.node(id).attrs["grad_mask"] = bmask;
+    L.node(id).outputs = bouts;
+    sema::OpNode wn = bn;
+    wn.attrs["grad_mask"] = wmask;
+    wn.outputs = wouts;
+    wn.name = bn.name + ".w";
+    int wid = L.add_node(std::move(wn));
+    for (int t : wouts) L.tensor(t).producer = wid;
+    w_nodes.push_back(wid);
+    b_nodes.push_back(id);
+    w_tensors.insert(wouts.begin(), wouts.end());
+  }
+  // B must not read what only W computes (then the split would be wrong).
+  for (int id : b_nodes)
+    for (int t : L.node(id).inputs)
+      if (w_tensors.count(t)) fail("internal: the B part of " + node.name + " reads a weight gradient");
+  kn.bwd.nodes = std::move(b_nodes);
+  kn.wgrad_nodes = std::move(w_nodes);
+}
+
+SubOpKernel make_kernel(RankBuild& R, int leaf, bool backward, const PlanAnalysis::Op* op) {
+  const sema::SubOp& s = R.plan.subops[leaf];
+  const sema::OpNode& node = R.g.node(s.node);
+  SubOpKernel kn;
+  kn.subop = leaf;
+  kn.node = s.node;
+  kn.recompute = s.recompute;
+  for (const OperandSlice& sl : s.inputs) kn.in_slices.push_back(piece_of_slice(sl));
+  for (const OperandSlice& sl : s.outputs) kn.out_slices.push_back(piece_of_slice(sl));
+  kn.scale = sema::slice_loss_share(R.g, node, s);
+  if (!R.opts.elaborate) return kn;
+  std::vector<Shape> ins, outs;
+  for (const OperandSlice& sl : s.inputs) ins.push_back(sl.length);
+  for (const OperandSlice& sl : s.outputs) outs.push_back(sl.length);
+  // The split identifiers along the parent chain: an attention split on
+  // `h` twice in two gets h / 4 heads.
+  std::map<std::string, int64_t> div;
+  for (int c = leaf; c >= 0 && R.plan.subops[c].parent >= 0; c = R.plan.subops[c].parent)
+    if (R.plan.subops[c].split_id != "value") {
+      auto [it, fresh] = div.emplace(R.plan.subops[c].split_id, 1);
+      it->second *= R.plan.subops[c].split_num;
+    }
+  try {
+    kn.inst = R.opts.elaborate(s.node, ins, outs, div, R.P.local);
+    for (int ln : kn.inst.nodes) sema::apply_slice_position(R.g, node, s, R.P.local.node(ln));
+  } catch (const LoweringError&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    throw LoweringError("plan " + R.plan.name + ": " + e.what(), directive_of(R.plan, leaf));
+  }
+  kn.elaborated = true;
+  if (!backward) {
+    plan_releases(R.P.local, kn);
+    return kn;
+  }
+  std::map<int, int> seeds;
+  for (int out : kn.inst.outputs) {
+    const sema::TensorInfo& t = R.P.local.tensor(out);
+    if (!sema::dtype_is_float(t.dtype)) {
+      kn.dy.push_back(-1);
+      continue;
+    }
+    sema::TensorInfo dy;
+    dy.shape = t.shape;
+    dy.dtype = t.dtype;
+    dy.grad_of = out;
+    dy.name = "dy." + t.name;
+    int id = R.P.local.add_tensor(std::move(dy));
+    kn.dy.push_back(id);
+    seeds[out] = id;
+  }
+  // Gradients only of the inputs that need one (a gradient edge): the
+  // kernel computes and holds no gradient of a constant input (a mask).
+  std::vector<int> wrt;
+  for (size_t k = 0; k < kn.inst.inputs.size(); ++k)
+    if (!op || k >= op->grad_edge.size() || op->grad_edge[k]) wrt.push_back(kn.inst.inputs[k]);
+  kn.bwd = sema::differentiate(R.P.local, kn.inst.nodes, seeds, wrt);
+  int seg = R.segment_of(s.node);
+  if (seg >= 0 && R.plan.segments[static_cast<size_t>(seg)].split_w) split_weight_gradient(R, kn, node);
+  plan_releases(R.P.local, kn);
+  return kn;
+}
+
+}  // namespace
+
+void make_kernels(RankBuild& R) {
+  for (const PlanAnalysis::Op& op : R.A.ops) {
+    std::vector<int> ks;
+    auto mine = op.leaves_on.find(R.device());
+    // A communication-only lowering (verification) skips the kernels,
+    // except under a schedule: their reads of received tensors place the
+    // receives, so without them the order would not be the one that runs.
+    if (mine != op.leaves_on.end() && (!R.opts.communication_only || !R.plan.task_orders.empty()))
+      for (int leaf : mine->second) {
+        ks.push_back(static_cast<int>(R.P.kernels.size()));
+        R.P.kernels.push_back(make_kernel(R, leaf, op.backward, &op));
+      }
+    R.op_kernels.push_back(std::move(ks));
+  }
+}
+
+// Parameters: the pieces this rank holds, in tensor order.
+void make_params(RankBuild& R) {
+  for (int p : R.g.params()) {
+    auto it = R.A.storage.find(p);
+    if (it == R.A.storage.end() || !holds(it->second, R.device())) continue;
+    ParamSlot slot;
+    slot.tensor = p;
+    slot.param = R.new_buffer(BufferDecl::Param, p, -1, piece_of(it->second, R.device(), R.g.tensor(p).shape));
+    slot.trainable = R.A.requires_grad[p];
+    R.param_buf[p] = slot.param;
+    R.slot_of[p] = static_cast<int>(R.P.params.size());
+    R.P.params.push_back(slot);
+  }
+}
+
+}  // namespace nns::backend::detail
