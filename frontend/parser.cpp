@@ -4,6 +4,7 @@
 #include "frontend/parser.h"
 
 #include <algorithm>
+#include <map>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -49,6 +50,9 @@ class ErrorCollector : public antlr4::BaseErrorListener {
       eof_reported_ = true;
       msg = "unexpected end of file";
       auto* parser = dynamic_cast<antlr4::Parser*>(recognizer);
+      // An opener never closed: reported where it opens (where the fix
+      // belongs), with a note at the end of the file.
+      if (parser && report_unclosed(parser->getTokenStream(), bad)) return;
       if (parser) {
         msg += expected_suffix(parser);
         // Point just past the last real token (where the missing text
@@ -81,6 +85,53 @@ class ErrorCollector : public antlr4::BaseErrorListener {
 
  private:
   static constexpr int kMaxErrors = 20;
+
+  // The delimiter left open at the end of the file, reported at the opener.
+  // Which one is missing its closer: brackets match innermost first, so the
+  // closer written for an outer block closes the inner one instead. The
+  // first closer that starts a line at another indentation than its
+  // opener's line is taken as that misplaced closer (the Rust compiler's
+  // heuristic); else the innermost opener still open. False if all close.
+  bool report_unclosed(antlr4::TokenStream* stream, antlr4::Token* eof) {
+    struct Open {
+      antlr4::Token* tok;
+      size_t indent;  // column of the first token on the opener's line
+    };
+    std::vector<antlr4::Token*> tokens;
+    for (size_t i = 0; i < eof->getTokenIndex(); ++i) {
+      antlr4::Token* t = stream->get(i);
+      if (t->getChannel() == antlr4::Token::DEFAULT_CHANNEL) tokens.push_back(t);
+    }
+    std::map<size_t, size_t> line_indent;  // line -> column of its first token
+    for (antlr4::Token* t : tokens) line_indent.emplace(t->getLine(), t->getCharPositionInLine());
+    std::vector<Open> open;
+    antlr4::Token* suspect = nullptr;
+    for (antlr4::Token* t : tokens) {
+      const std::string text = t->getText();
+      if (text == "{" || text == "(" || text == "[") {
+        open.push_back({t, line_indent[t->getLine()]});
+      } else if (text == "}" || text == ")" || text == "]") {
+        if (open.empty()) return false;  // an extra closer: the parser says where
+        const bool starts_line = line_indent[t->getLine()] == t->getCharPositionInLine();
+        if (!suspect && starts_line && open.back().tok->getLine() != t->getLine() &&
+            open.back().indent != t->getCharPositionInLine())
+          suspect = open.back().tok;
+        open.pop_back();
+      }
+    }
+    if (open.empty()) return false;
+    antlr4::Token* opener = suspect ? suspect : open.back().tok;
+    const std::string o = opener->getText();
+    const std::string closer = o == "{" ? "}" : o == "(" ? ")" : "]";
+    SourceLoc at{file_, static_cast<int>(opener->getLine()), static_cast<int>(opener->getCharPositionInLine()) + 1, 1};
+    Diagnostic& d = diags_.error(at, "this '" + o + "' is never closed (a '" + closer + "' is missing" +
+                                         (suspect ? " here: a later '" + closer + "' at another indentation closes it instead)"
+                                                  : ")"));
+    SourceLoc end{file_, static_cast<int>(eof->getLine()), static_cast<int>(eof->getCharPositionInLine()) + 1, 1};
+    d.notes.push_back({Severity::Note, end, "the file ends here with it still open", {}});
+    ++count_;
+    return true;
+  }
 
   std::string expected_suffix(antlr4::Parser* parser) {
     antlr4::misc::IntervalSet expected;

@@ -11,6 +11,7 @@
 
 #include "semantics/check_deadline.h"
 #include "semantics/interpreter_internal.h"
+#include "semantics/name_hints.h"
 #include "semantics/symbolic_values.h"
 
 namespace nns::sema {
@@ -93,12 +94,7 @@ Value Interpreter::eval(const front::Expr& e, const std::shared_ptr<Env>& env) {
         } else if constexpr (std::is_same_v<T, Name>) {
           Value* v = env->find(n.id);
           if (!v) {
-            // Suggest a close name: same prefix, or a config entry.
-            std::string hint;
-            if (Value* cfg = env->find("cfg");
-                cfg && cfg->is<std::shared_ptr<Record>>() && cfg->as<std::shared_ptr<Record>>()->get(n.id))
-              hint = " (did you mean 'cfg." + n.id + "'?)";
-            fail(e.loc, "undefined name '" + n.id + "'" + hint);
+            fail(e.loc, "undefined name '" + n.id + "'" + undefined_name_hint(n.id, *env, opts_.stdlib_dirs));
           }
           return *v;
         } else if constexpr (std::is_same_v<T, ListLit>) {
