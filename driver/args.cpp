@@ -82,7 +82,9 @@ bool parse_args(int argc, char** argv, Args& a, std::string& err) {
     }
     if (s.size() > 1 && s[0] == '-' && s != "-") {
       if (s == "--help" || s == "-h") {
-        a.command = "help";
+        // nns --help: everything; nns CMD --help: that command's page.
+        if (a.command.empty()) a.command = "help";
+        else a.help = true;
         continue;
       }
       bool known = false;

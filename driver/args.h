@@ -37,6 +37,7 @@ struct Args {
   bool quick = false;  // profile: --quick (fewer sizes and repetitions)
   std::string steps, seed = "0", threads, init, data, save, save_every, resume, dump_grads, trace, metrics;
   bool reference = false, verify = false, eval = false;
+  bool help = false;  // CMD --help: that command's help page
   bool stats = false;  // run: --stats (each step's host<->device bytes)
   bool peak_by_rank = false;  // run --plan: every rank's exact peak piece memory
 };

@@ -4,6 +4,7 @@
 // written, the description at six.
 #include "driver/help.h"
 
+#include <algorithm>
 #include <string>
 
 namespace nns::driver {
@@ -49,9 +50,10 @@ const CommandHelp kCommands[] = {
      "wrong-stage-device, replica-scale, early-update, double-count,\n"
      "collective-order, gradient-copies. --gpus, --plan-gpus, --device-memory and\n"
      "--check-timeout describe a plan: without --plan they are refused.\n"
-     "--eval-budget SECONDS (check and run) bounds the wall time of\n"
-     "evaluating the file and of evaluating the plan, each (default 60; 0:\n"
-     "none): past it, an endless loop ends with a located error.\n"},
+     "--eval-budget STEPS (check and run) bounds the interpreter steps of\n"
+     "evaluating the file and of evaluating the plan, each (default 50\n"
+     "million; 0: none): past it, an endless loop ends with a located error,\n"
+     "the same on any machine; --eval-timeout SECONDS adds a wall-clock cap.\n"},
     {"simulate",
      "simulate FILE --plan P [--gpus N [--plan-gpus K]] --device a100|v100|h100|h200|PATH.json [--config C]\n"
      "           [--precision fp32|bf16|fp16] [--overlap-grad-reduce] [--all-ranks] [--trace OUT.json]\n",
@@ -144,8 +146,8 @@ const CommandHelp kCommands[] = {
      "step, and after every K-th with --save-every K; --resume continues one\n"
      "bit-identically (the learning-rate schedule's length is the train\n"
      "block's, not --steps); --metrics writes one JSON line per step (loss,\n"
-     "lr, |g| exact, ms); --dump-grads writes step 1's\n"
-     "gradients; --emit prints a stage instead of training. --eval runs the\n"
+     "lr, |g| exact, ms); --dump-grads writes the gradients of the run's\n"
+     "first step (step 1, or the one after --resume's); --emit prints a stage instead of training. --eval runs the\n"
      "steps as forward passes (dropout off, no backward, no update; on one\n"
      "device, replicas or a plan, whose program is then forward only) on the\n"
      "weights of --init / --resume and prints each step's loss and the mean.\n"
@@ -244,6 +246,95 @@ std::string build_help_text() {
 }
 
 }  // namespace
+
+namespace {
+
+// `nns CMD --help` / `nns help CMD`: one command's usage, the flags in a
+// line each, and an example; the full text of `nns help` has the details.
+struct CommandPage {
+  const char* command;
+  const char* flags;
+  const char* example;
+};
+
+const CommandPage kPages[] = {
+    {"check",
+     "  --config NAME        a config preset of FILE (default: the first)\n"
+     "  --emit=STAGE         print a stage: tokens ast graph plan check comm program[:PASS] schedule training-graph\n"
+     "  --plan P --gpus N    evaluate plan P for N devices, prove it legal (Z3), check memory, verify the programs\n"
+     "  --plan-gpus K        evaluate P for K devices, run as N/K replicas\n"
+     "  --device-memory SIZE capacity per device (80GiB, 512MiB) or a device profile's name\n"
+     "  --precision fp16|bf16  count memory for mixed-precision training\n"
+     "  --check-timeout MS   bound the whole check\n"
+     "  --eval-budget STEPS  interpreter steps one evaluation may take (default 50M); --eval-timeout SECONDS\n",
+     "nns check examples/gpt.nns --config tiny --plan megatron --gpus 2 --emit=comm"},
+    {"run",
+     "  --gpus N             N rank processes (without --plan: data-parallel replicas)\n"
+     "  --plan P [--plan-gpus K]  run plan P partitioned over the ranks (K devices per replica)\n"
+     "  --verify             compare every step with one device (fp32 bound 1e-5; exit 70 beyond)\n"
+     "  --config C  --steps N  --seed S  --threads T\n"
+     "  --init W  --data D   initial weights; input data (safetensors)\n"
+     "  --save CKPT [--save-every K]  --resume CKPT   checkpoints (bit-identical resume)\n"
+     "  --dump-grads G       the gradients of the run's first step\n"
+     "  --metrics M.jsonl    one JSON line per step; --trace OUT.json: Chrome trace of every rank\n"
+     "  --eval               forward passes only, on --init/--resume weights\n"
+     "  --device cpu|cuda|cuda-emulation  --comm auto|gloo|nccl  --reference (reference kernels)\n"
+     "  --stats  --peak-by-rank  --emit=STAGE\n"
+     "  NNS_CPU_BF16=emulate forces the emulated bf16 products (precision = \"bf16\")\n",
+     "nns run examples/gpt.nns --config tiny --plan hybrid --gpus 4 --steps 10 --verify"},
+    {"simulate",
+     "  --plan P --gpus N [--plan-gpus K]  the plan and its devices\n"
+     "  --device NAME|PATH.json  a device profile (stdlib/profiles/) or a file\n"
+     "  --precision fp32|bf16|fp16  --overlap-grad-reduce  --all-ranks  --trace OUT.json\n",
+     "nns simulate examples/gpt.nns --config gpt3_1_3b --plan megatron --gpus 32 --plan-gpus 8 --device a100"},
+    {"plan",
+     "  --gpus N --device D  devices and their profile\n"
+     "  --config C  --nodes K  --plan CONSTRAINTS  --out OUT.nns  --top K  --simulate  --no-check\n"
+     "  --device-memory SIZE  a capacity below the profile's\n",
+     "nns plan examples/gpt.nns --config tiny --gpus 4 --device a100 --out /tmp/searched.nns"},
+    {"profile", "  --out FILE  --ranks R  --threads T  --quick\n", "nns profile --quick --out /tmp/cpu.json"},
+    {"ckpt merge", "  -o FILE              the merged single-device checkpoint\n", "nns ckpt merge /tmp/ckpt -o /tmp/merged.safetensors"},
+    {"verify-op", "  --config C  --reference\n", "nns verify-op examples/gpt.nns linear --config tiny"},
+    {"dimop", "  --shapes '[4,8],[8,16]'  the operands' shapes, to bind the identifiers\n",
+     "nns dimop 'm k+, k+ n -> m n' --shapes '[4,8],[8,16]'"},
+    {"repl", "  --config C  --gpus N\n", "nns repl examples/gpt.nns --config tiny --gpus 2"},
+};
+
+}  // namespace
+
+std::string command_help(const std::string& command) {
+  const CommandHelp* entry = nullptr;
+  for (const CommandHelp& c : kCommands)
+    if (command == c.command || (std::string(c.command).rfind(command + " ", 0) == 0)) entry = &c;
+  const CommandPage* page = nullptr;
+  for (const CommandPage& p : kPages)
+    if (command == p.command || (std::string(p.command).rfind(command + " ", 0) == 0)) page = &p;
+  if (!entry || !page) return "";
+  std::string out = std::string("usage: nns ") + entry->usage;
+  // The first sentence of the full description says what the command does.
+  std::string what = entry->description;
+  const size_t stop = std::min(what.find(". "), what.find(".\n"));
+  if (stop != std::string::npos) what = what.substr(0, stop + 1);
+  for (char& c : what)
+    if (c == '\n') c = ' ';
+  // Wrapped at 78 columns.
+  std::string wrapped, line;
+  size_t at = 0;
+  while (at < what.size()) {
+    size_t space = what.find(' ', at);
+    std::string word = what.substr(at, space == std::string::npos ? std::string::npos : space - at);
+    at = space == std::string::npos ? what.size() : space + 1;
+    if (!line.empty() && line.size() + 1 + word.size() > 78) {
+      wrapped += line + "\n";
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  what = wrapped + line;
+  out += "\n" + what + "\n\noptions:\n" + page->flags + "\nexample:\n  " + page->example +
+         "\n\n'nns help' has every command in full; docs/cli.md every flag.\n";
+  return out;
+}
 
 const char* help_text() {
   static const std::string text = build_help_text();

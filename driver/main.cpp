@@ -39,8 +39,15 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   try {
+    if (a.command == "help" && !a.positional.empty()) a.help = true, a.command = a.positional[0];
     if (a.command == "help") {
       std::cout << help_text();
+      return kExitOk;
+    }
+    if (a.help) {
+      std::string text = command_help(a.command == "ckpt" ? "ckpt merge" : a.command);
+      if (text.empty()) return usage_error("no help for unknown command '" + a.command + "'");
+      std::cout << text;
       return kExitOk;
     }
     if (a.command == "check") return cmd_check(a);

@@ -20,6 +20,19 @@ expect 64 "unknown option '--step' (did you mean '--steps'?)" run examples/01_ml
 expect 64 "unknown option '--verfy' (did you mean '--verify'?)" run examples/01_mlp.nns --verfy
 expect 64 "unknown config 'smal' (did you mean 'small'?)" check examples/01_mlp.nns --config smal
 expect 64 "unknown plan 'megatorn' (did you mean 'megatron'?)" check examples/01_mlp.nns --plan megatorn --gpus 2
+# Help per command: nns CMD --help and nns help CMD print that command alone
+# (usage, options, an example) in under 40 lines.
+for cmd in run check simulate plan repl; do
+  for form in "$cmd --help" "help $cmd"; do
+    out=$("$NNS" $form 2>&1); rc=$?
+    lines=$(wc -l <<<"$out")
+    if [ $rc != 0 ] || ! grep -q "^usage: nns $cmd" <<<"$out" || ! grep -q "^example:" <<<"$out" || [ "$lines" -ge 40 ] ||
+       grep -q "^usage: nns" <<<"$(grep -v "^usage: nns $cmd" <<<"$out")"; then
+      echo "FAIL: nns $form: exit $rc, $lines lines"; fail=1
+    fi
+  done
+done
+expect 64 "no help for unknown command 'bogus'" bogus --help
 # nns --version names the build and the backends (the bf16 path among them).
 expect 0 "bf16 products" --version
 expect 0 "CPU kernels: oneDNN" --version
