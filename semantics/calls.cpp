@@ -360,7 +360,24 @@ BoundAnno Interpreter::bind_annotation(const OpDef& op, CallArgs& args, const st
     }
     return bind_first(op.annotations, ops.call.inputs, ops.given);
   } catch (const DimopError& e) {
-    front::Diagnostic d{front::Severity::Error, args.loc, "shape error in call to " + what + ": " + e.message, {}};
+    // The parameters and inputs among the operands the message names come
+    // first, by name and declared shape: the user fixes a declaration, not
+    // an annotation identifier.
+    std::string named;
+    std::vector<int> declared;
+    for (size_t i = 0; i < ops.inputs.size(); ++i) {
+      if (e.message.find("input " + std::to_string(i) + " ") == std::string::npos) continue;
+      const TensorInfo& t = graph_.tensor(ops.inputs[i]);
+      if (t.kind == TensorKind::Activation) continue;
+      named += std::string(named.empty() ? "" : ", ") + (t.kind == TensorKind::Param ? "parameter '" : "input '") + t.name +
+               "' of shape " + shape_to_string(t.shape) + " (input " + std::to_string(i) + ")";
+      declared.push_back(ops.inputs[i]);
+    }
+    std::string msg = "shape error in call to " + what + ": " + (named.empty() ? "" : named + (declared.size() > 1 ? " do" : " does") + " not fit its annotation: ") + e.message;
+    front::Diagnostic d{front::Severity::Error, args.loc, msg, {}};
+    for (int t : declared)
+      if (graph_.tensor(t).loc.line > 0)
+        d.notes.push_back({front::Severity::Note, graph_.tensor(t).loc, "'" + graph_.tensor(t).name + "' declared here", {}});
     if (!op.decl->annotations.empty())
       d.notes.push_back({front::Severity::Note, op.decl->annotations[0].loc, "annotation of '" + op.name + "' declared here", {}});
     for (auto it = call_stack_.rbegin(); it != call_stack_.rend() && d.notes.size() < 4; ++it)
