@@ -8,7 +8,7 @@ const char* help_text() {
 usage: nns <command> [options]
 
 commands:
-  check FILE [--config NAME] [--plan P [--gpus N] [--plan-gpus K] [--device-memory SIZE] [--precision fp16|bf16] [--check-timeout MS] [--seed-bug KIND]]
+  check FILE [--config NAME] [--gpus N] [--plan P [--plan-gpus K] [--device-memory SIZE] [--precision fp16|bf16] [--check-timeout MS] [--seed-bug KIND]]
         [--emit=STAGE]
       parse and elaborate FILE with a config preset (default: the first one in
       the file) and print a summary: ops, parameters and their bytes,
@@ -37,8 +37,10 @@ commands:
       replicas; --seed-bug KIND (a test hook) corrupts the programs first:
       missing-allreduce, allgather-for-allreduce, wrong-group,
       wrong-stage-device, replica-scale, early-update, double-count,
-      collective-order, gradient-copies. --gpus, --plan-gpus, --device-memory and
+      collective-order, gradient-copies. --plan-gpus, --device-memory and
       --check-timeout describe a plan: without --plan they are refused.
+      --gpus N > 1 without --plan verifies the programs of N data-parallel
+      replicas of one device (the implicit plan run uses; no Z3 check).
       --eval-budget SECONDS (check and run) bounds the wall time of
       evaluating the file and of evaluating the plan, each (default 60; 0:
       none): past it, an endless loop ends with a located error.
@@ -113,7 +115,8 @@ commands:
       --gpus 1 trains on one device (CPU: oneDNN kernels, T threads, default
       all cores); --gpus N > 1 launches N CPU rank processes (Gloo over TCP,
       cores shared: threads per rank = cores / N) that train as data-parallel
-      replicas, and --verify compares every step's loss, gradients and
+      replicas (the implicit plan: every op on one device, N replicas,
+      lowered and run as a plan is), and --verify compares every step's loss, gradients and
       weights with one device running N x micro_batches (exit 70 beyond a
       relative error of 1e-5). --plan P runs FILE's plan P partitioned
       over the ranks: each rank runs its sub-ops and the collectives the plan

@@ -180,8 +180,8 @@ std::string banner(const Pipeline& p, const PipelineOptions& o, int threads, boo
                   t.ranks > 1 ? " as data-parallel replicas (no CUDA device in use)" : "", kernels, per_rank.c_str(),
                   static_cast<long long>(s.steps), s.optimizer.kind.c_str(), s.optimizer.lr);
   std::string text = line;
-  // A plan on several ranks: where its collectives run, and why.
-  if (!o.plan.empty() && t.ranks > 1) {
+  // A plan (the implicit one included) on several ranks: where its collectives run, and why.
+  if (p.planned && t.ranks > 1) {
     if (collectives == "nccl")
       text += "nns: collectives: NCCL on each rank's GPU, on their own stream (gradient buckets overlap the backward); " + why + "\n";
     else
@@ -221,7 +221,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
   lo.stats = r.stats;
   std::unique_ptr<backend::TrainSession> session;
   std::unique_ptr<backend::TraceRecorder> tracer;  // --trace
-  if (!o.plan.empty()) {
+  if (p.planned) {  // --plan, or several ranks without one: the implicit plan
     std::unique_ptr<backend::PlanTrainer> ps = make_plan_trainer(p, o, *be, comm, solo_comm, comm_why);
     comm_used = ps->collectives_name();
     if (!r.trace.empty()) {
@@ -231,8 +231,16 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
     if (!r.init.empty()) ps->load(r.init, false);
     if (!r.resume.empty()) ps->load(r.resume, true);
     lo.collective = true;  // every rank assembles the full tensors
-    lo.reference_adopts_weights = true;
-    lo.peak_label = "peak piece memory";
+    if (p.implicit) {
+      // As a one-device run: the step's invariant parameters named, the
+      // weights' drift checked over the whole run unless the gradient
+      // reduction rounds by design (bf16, below).
+      lo.report_invariant_params = true;
+      lo.reference_adopts_weights = p.spec.grad_reduce == "bf16";
+    } else {
+      lo.reference_adopts_weights = true;
+      lo.peak_label = "peak piece memory";
+    }
     lo.peak_of_rank0 = true;
     backend::PlanTrainer* t = ps.get();
     // A collective after the last step (so not among a step's collectives
@@ -245,7 +253,14 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
         auto grads = t->last_gradients();
         if (rank == 0) backend::write_gradients(r.dump_grads, p.graph(), grads, t->steps_done());
       };
-    if (!r.save.empty())
+    // The implicit plan keeps a one-device run's checkpoint: one file,
+    // which every replica holds whole (rank 0 writes it).
+    if (!r.save.empty() && p.implicit)
+      lo.save = [t, &r] {
+        t->save_whole(r.save);
+        return "checkpoint: " + r.save + " (step " + std::to_string(t->steps_done()) + ")";
+      };
+    else if (!r.save.empty())
       lo.save = [t, &r] {
         t->save_shards(r.save);
         return "checkpoint: " + r.save + " (step " + std::to_string(t->steps_done()) + ", one shard per rank; --resume " + r.save +
@@ -363,7 +378,7 @@ int run_eval(Pipeline& p, const PipelineOptions& o) {
     int threads = r.threads > 0 ? r.threads : (comm ? backend::rank_threads() : 0);
     if (threads > 0) be->set_threads(threads);
     std::unique_ptr<backend::TrainSession> session;
-    if (!o.plan.empty()) {
+    if (p.planned) {
       std::unique_ptr<backend::PlanTrainer> ps = make_plan_trainer(p, o, *be, comm, solo_comm, comm_why);
       if (!r.init.empty()) ps->load(r.init, false);
       if (!r.resume.empty()) ps->load(r.resume, true);
