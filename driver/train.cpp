@@ -125,9 +125,8 @@ backend::Precision precision_of(const sema::TrainSpec& s) {
 }
 
 // What a one-device trainer reads: seed and files of the run.
-backend::TrainOptions train_options(const RunOptions& r, backend::Communicator* comm) {
+backend::TrainOptions train_options(const RunOptions& r) {
   backend::TrainOptions opts;
-  opts.comm = comm;
   opts.seed = r.seed;
   opts.init_path = r.init;
   opts.data_path = r.data;
@@ -209,7 +208,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
     if (threads > 1) governor = std::make_unique<backend::cpu::ThreadGovernor>(threads, cores);
   }
   if (threads > 0) be->set_threads(threads);
-  backend::TrainOptions opts = train_options(r, comm);
+  backend::TrainOptions opts = train_options(r);
 
   backend::LoopOptions lo;
   lo.rank = rank;
@@ -232,9 +231,11 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
     if (!r.resume.empty()) ps->load(r.resume, true);
     lo.collective = true;  // every rank assembles the full tensors
     if (p.implicit) {
-      // As a one-device run: the step's invariant parameters named, the
-      // weights' drift checked over the whole run unless the gradient
-      // reduction rounds by design (bf16, below).
+      // As a one-device run: the parameters that do not affect the loss
+      // named, and the weights' drift checked over the whole run, unless
+      // a bf16 gradient reduction differs from one device's fp32 sum by
+      // design, every step: then the reference takes the run's weights
+      // after each comparison (as for plans), each step checked on its own.
       lo.report_invariant_params = true;
       lo.reference_adopts_weights = p.spec.grad_reduce == "bf16";
     } else {
@@ -274,12 +275,6 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
       trainer->set_tracer(tracer.get(), p.spec.steps);
     }
     lo.report_invariant_params = true;
-    lo.peak_of_rank0 = o.topo.ranks > 1;
-    // A bf16 gradient reduction differs from one device's fp32 sum by
-    // design, every step: the reference takes the run's weights after each
-    // comparison (as for plans) so that each step is checked on its own
-    // instead of the drift compounding over the run.
-    if (p.spec.grad_reduce == "bf16") lo.reference_adopts_weights = true;
     backend::Trainer* t = trainer.get();
     if (!r.dump_grads.empty()) lo.dump_gradients = [t, &r] { t->save_gradients(r.dump_grads); };
     if (!r.save.empty())
@@ -308,9 +303,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
     ref_be = make_run_backend(r.device, r.reference, local_rank(o, comm));
     ref_be->set_precision(precision_of(p.spec));
     if (threads > 0) ref_be->set_threads(threads);
-    backend::TrainOptions ref_opts = opts;
-    ref_opts.comm = nullptr;
-    reference = std::make_unique<backend::Trainer>(p.graph(), p.info, ref_spec, *ref_be, ref_opts);
+    reference = std::make_unique<backend::Trainer>(p.graph(), p.info, ref_spec, *ref_be, opts);
     lo.reference = reference.get();
     lo.reference_micro_batches = ref_spec.micro_batches;
   }
@@ -384,7 +377,7 @@ int run_eval(Pipeline& p, const PipelineOptions& o) {
       if (!r.resume.empty()) ps->load(r.resume, true);
       session = std::move(ps);
     } else {
-      session = std::make_unique<backend::Trainer>(p.graph(), p.info, p.spec, *be, train_options(r, comm));
+      session = std::make_unique<backend::Trainer>(p.graph(), p.info, p.spec, *be, train_options(r));
     }
     const char* config = p.interp->config_name().empty() ? "-" : p.interp->config_name().c_str();
     const std::string kind = r.device == "cuda" ? " CUDA rank(s)" : " CPU rank(s)";

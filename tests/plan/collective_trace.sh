@@ -4,7 +4,8 @@
 # rank issues in one training step, counted at the Communicator
 # (NNS_COMM_TRACE), must equal — in number, order, size and group — the
 # collectives of that rank's program as `nns check --emit=program` prints it
-# (no rank started there).
+# (no rank started there). PLAN "-" is a run without --plan: its ranks run
+# the implicit data-parallel plan, whose programs are printed the same way.
 #   collective_trace.sh NNS_BINARY
 set -uo pipefail
 NNS="$1"
@@ -34,6 +35,7 @@ program_collectives() {
 
 case_() {  # FILE CONFIG PLAN GPUS PLAN_GPUS
   local args=("$1" --config "$2" --plan "$3" --gpus "$4" --plan-gpus "$5")
+  [ "$3" = - ] && args=("$1" --config "$2" --gpus "$4")
   rm -f "$tmp"/prog.* "$tmp"/trace.*
   if ! "$NNS" check "${args[@]}" --emit=program > "$tmp/program.txt" 2> "$tmp/err.txt"; then
     echo "FAIL: check --emit=program for $1 $3:"; tail -3 "$tmp/err.txt"; fail=1; return
@@ -59,6 +61,8 @@ case_() {  # FILE CONFIG PLAN GPUS PLAN_GPUS
 }
 
 case_ examples/gpt.nns tiny dp 2 2
+case_ examples/gpt.nns tiny - 2 1
+case_ examples/swin.nns tiny - 3 1
 case_ examples/gpt.nns tiny megatron 2 2
 case_ examples/gpt.nns tiny hybrid 4 4
 case_ examples/gpt.nns tiny megatron 4 2
