@@ -15,11 +15,21 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 
 # The program's collectives in the trace's format, into $tmp/prog.rank-R.
+# Consecutive replica-averages over one group run as one allreduce (the
+# replicas' gradient bucket, rank_program.h).
 program_collectives() {
   awk -v out="$tmp/prog" '
-    /^program rank / { rank = $3; file = out ".rank-" rank; printf "" > file; next }
+    function flush() { if (pend_n > 0) print "allreduce " pend_n " " pend_g >> file; pend_n = 0 }
+    /^program rank / { flush(); rank = $3; file = out ".rank-" rank; printf "" > file; next }
     {
       prim = $2
+      if (prim == "replica-average") {
+        for (i = 1; i <= NF; i++) if ($i == "count") { n = $(i + 1); g = $(i + 4) }
+        if (pend_n > 0 && g == pend_g) pend_n += n
+        else { flush(); pend_n = n; pend_g = g }
+        next
+      }
+      flush()
       if (prim == "send" || prim == "recv") {
         for (i = 1; i <= NF; i++) if ($i == "count") { n = $(i + 1); peer = $(i + 4) }
         print prim " " n " " (prim == "send" ? "to" : "from") " " peer >> file
@@ -30,7 +40,8 @@ program_collectives() {
       if (g !~ /,/) next   # a group of one rank communicates nothing
       if (prim ~ /allreduce|replica-average/) prim = "allreduce"
       print prim " " n " " g >> file
-    }'
+    }
+    END { flush() }'
 }
 
 case_() {  # FILE CONFIG PLAN GPUS PLAN_GPUS
