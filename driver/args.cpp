@@ -145,11 +145,13 @@ bool parse_topology(const Args& a, bool plan_flags_only, Topology& t, std::strin
     }
   }
   if (a.plan.empty()) {
-    if (!a.plan_gpus.empty() || (plan_flags_only && !a.gpus.empty())) {
-      usage = plan_flags_only ? "--gpus and --plan-gpus need --plan NAME" : "--plan-gpus needs --plan NAME";
+    if (!a.plan_gpus.empty()) {
+      usage = "--plan-gpus needs --plan NAME";
       return false;
     }
-    t = Topology{n, 1, n, launch};  // every rank a data-parallel replica of the whole model
+    // Every rank a data-parallel replica of the whole model: the implicit
+    // plan (sema::implicit_plan) on one device, N replicas of it.
+    t = Topology{n, 1, n, launch};
     return true;
   }
   long long k = n;

@@ -67,10 +67,10 @@ struct Topology {
 };
 
 // False with the usage message when N or K is not a positive integer, K does
-// not divide N, --plan-gpus is given without --plan, or (`plan_flags_only`:
-// check, where they describe nothing else) --gpus is given without --plan.
-// Otherwise (run, the REPL) the launcher's variables are read into
-// t.launch: --gpus defaults to their world and must agree with it.
+// not divide N, or --plan-gpus is given without --plan. Without --plan, N
+// ranks are N replicas of the implicit one-device plan. Unless
+// `plan_flags_only` (check: no rank is started), the launcher's variables
+// are read into t.launch: --gpus defaults to their world and must agree.
 bool parse_topology(const Args& a, bool plan_flags_only, Topology& t, std::string& usage);
 
 // --eval-budget STEPS (interpreter steps; 0 = none) and --eval-timeout

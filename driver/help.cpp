@@ -19,7 +19,7 @@ struct CommandHelp {
 
 const CommandHelp kCommands[] = {
     {"check",
-     "check FILE [--config NAME] [--plan P [--gpus N] [--plan-gpus K] [--device-memory SIZE] [--precision fp16|bf16] [--check-timeout MS] [--seed-bug KIND]]\n"
+     "check FILE [--config NAME] [--gpus N] [--plan P [--plan-gpus K] [--device-memory SIZE] [--precision fp16|bf16] [--check-timeout MS] [--seed-bug KIND]]\n"
      "        [--emit=STAGE]\n",
      "parse and elaborate FILE with a config preset (default: the first one in\n"
      "the file) and print a summary: ops, parameters and their bytes,\n"
@@ -48,8 +48,10 @@ const CommandHelp kCommands[] = {
      "replicas; --seed-bug KIND (a test hook) corrupts the programs first:\n"
      "missing-allreduce, allgather-for-allreduce, wrong-group,\n"
      "wrong-stage-device, replica-scale, early-update, double-count,\n"
-     "collective-order, gradient-copies. --gpus, --plan-gpus, --device-memory and\n"
+     "collective-order, gradient-copies. --plan-gpus, --device-memory and\n"
      "--check-timeout describe a plan: without --plan they are refused.\n"
+     "--gpus N > 1 without --plan verifies the programs of N data-parallel\n"
+     "replicas of one device (the implicit plan run uses; no Z3 check).\n"
      "--eval-budget STEPS (check and run) bounds the interpreter steps of\n"
      "evaluating the file and of evaluating the plan, each (default 50\n"
      "million; 0: none): past it, an endless loop ends with a located error,\n"
@@ -128,7 +130,8 @@ const CommandHelp kCommands[] = {
      "--gpus 1 trains on one device (CPU: oneDNN kernels, T threads, default\n"
      "all cores); --gpus N > 1 launches N CPU rank processes (Gloo over TCP,\n"
      "cores shared: threads per rank = cores / N) that train as data-parallel\n"
-     "replicas, and --verify compares every step's loss, gradients and\n"
+     "replicas (the implicit plan: every op on one device, N replicas,\n"
+     "lowered and run as a plan is), and --verify compares every step's loss, gradients and\n"
      "weights with one device running N x micro_batches (exit 70 beyond a\n"
      "relative error of 1e-5). --plan P runs FILE's plan P partitioned\n"
      "over the ranks: each rank runs its sub-ops and the collectives the plan\n"

@@ -134,6 +134,20 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
   return verify_lowered(p.graph(), p.plan, p.comm, o.topo, o.seed_bug, spec, report) ? kExitOk : kExitRuntime;
 }
 
+// check without --plan on several ranks: the implicit plan (every op on
+// one device, topo.replicas replicas of it). It is legal by construction
+// (nothing split, ordered or placed twice), so Z3 is not asked; its
+// communication is derived and its programs verified as a plan's are.
+int implicit_plan_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
+  p.plan = sema::implicit_plan(p.graph());
+  p.planned = p.implicit = true;
+  p.comm = backend::derive_communication(p.graph(), p.plan);
+  report << "plan: none given; " << o.topo.ranks << " ranks run the implicit plan " << p.plan.name << " (every op on one device, " << o.topo.replicas
+         << " data-parallel replicas)\n";
+  const sema::TrainSpec* spec = p.interp->train() ? &*p.interp->train() : nullptr;
+  return verify_lowered(p.graph(), p.plan, p.comm, o.topo, o.seed_bug, spec, report) ? kExitOk : kExitRuntime;
+}
+
 }  // namespace
 
 const char* emit_stage_names() { return "tokens|ast|graph|plan|check|comm|program|schedule|training-graph"; }
@@ -215,11 +229,15 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p) {
       return kExitRuntime;
     }
   }
+  p.planned = plan;
+  if (!plan && o.topo.ranks > 1 && o.last >= Stage::Check)
+    if (int rc = implicit_plan_stage(o, p, report(Stage::Check)); rc != kExitOk) return rc;
   if (plan && emits(Stage::Comm)) std::cout << p.comm.dump(p.graph());
   if (o.last <= Stage::Comm) return kExitOk;
 
-  // program: what each rank runs. Without a plan the one device's program is
-  // lowered from the training graph, so that stage is built for it here.
+  // program: what each rank runs. On one device without a plan, the
+  // device's Program is lowered from the training graph, so that stage is
+  // built for it here.
   p.spec = *p.interp->train();
   if (o.steps > 0) p.spec.steps = o.steps;
   if (emits(Stage::Schedule)) {
@@ -239,7 +257,7 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p) {
     return kExitOk;
   }
   if (emits(Stage::Program)) {
-    if (plan) return emit_program(p, o.topo, o.program_pass);
+    if (p.planned) return emit_program(p, o.topo, o.program_pass);
     sema::TrainingGraphInfo info = sema::build_training_graph(p.graph(), p.spec.optimizer.kind);
     std::cout << backend::lower_single_device(p.graph(), info).dump(p.graph());
     return kExitOk;

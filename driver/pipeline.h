@@ -5,8 +5,10 @@
 //
 //   tokens -> ast -> graph -> plan -> check -> comm -> program -> training-graph -> run
 //
-// plan, check and comm do something only for a plan (--plan); run trains
-// (driver/train.h).
+// plan, check and comm do something only for a plan (--plan); without one,
+// N > 1 ranks get the implicit plan (N data-parallel replicas of one device)
+// at the check stage, whose programs are verified and run like a plan's;
+// run trains (driver/train.h).
 #pragma once
 
 #include "backend/lowering/comm_plan.h"
@@ -77,7 +79,11 @@ struct Pipeline {
   front::SourceManager sources;
   front::DiagnosticEngine diags{sources};
   std::unique_ptr<sema::Interpreter> interp;
-  sema::Plan plan;                 // the evaluated --plan
+  sema::Plan plan;                 // the evaluated --plan, or the implicit plan (see `implicit`)
+  // Whether `plan` holds a plan to lower and run: --plan's, or on several
+  // ranks without one the implicit data-parallel plan (sema::implicit_plan;
+  // `implicit` set), so that every multi-rank run is a RankProgram per rank.
+  bool planned = false, implicit = false;
   backend::CommPlan comm;          // its derived communication (after the check stage; read by verification, --emit=comm and lowering)
   sema::TrainSpec spec;            // the train block, --steps applied
   sema::TrainingGraphInfo info;    // after the training-graph stage: the graph has its backward and optimizer ops

@@ -125,9 +125,8 @@ backend::Precision precision_of(const sema::TrainSpec& s) {
 }
 
 // What a one-device trainer reads: seed and files of the run.
-backend::TrainOptions train_options(const RunOptions& r, backend::Communicator* comm) {
+backend::TrainOptions train_options(const RunOptions& r) {
   backend::TrainOptions opts;
-  opts.comm = comm;
   opts.seed = r.seed;
   opts.init_path = r.init;
   opts.data_path = r.data;
@@ -187,8 +186,8 @@ std::string banner(const Pipeline& p, const PipelineOptions& o, int threads, boo
                   t.ranks > 1 ? " as data-parallel replicas (no CUDA device in use)" : "", kernels, per_rank.c_str(),
                   static_cast<long long>(s.steps), s.optimizer.kind.c_str(), s.optimizer.lr);
   std::string text = line;
-  // A plan on several ranks: where its collectives run, and why.
-  if (!o.plan.empty() && t.ranks > 1) {
+  // A plan (the implicit one included) on several ranks: where its collectives run, and why.
+  if (p.planned && t.ranks > 1) {
     if (collectives == "nccl")
       text += "nns: collectives: NCCL on each rank's GPU, on their own stream (gradient buckets overlap the backward); " + why + "\n";
     else
@@ -216,7 +215,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
     if (threads > 1) governor = std::make_unique<backend::cpu::ThreadGovernor>(threads, cores);
   }
   if (threads > 0) be->set_threads(threads);
-  backend::TrainOptions opts = train_options(r, comm);
+  backend::TrainOptions opts = train_options(r);
 
   backend::LoopOptions lo;
   lo.rank = rank;
@@ -228,7 +227,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
   lo.stats = r.stats;
   std::unique_ptr<backend::TrainSession> session;
   std::unique_ptr<backend::TraceRecorder> tracer;  // --trace
-  if (!o.plan.empty()) {
+  if (p.planned) {  // --plan, or several ranks without one: the implicit plan
     std::unique_ptr<backend::PlanTrainer> ps = make_plan_trainer(p, o, *be, comm, solo_comm, comm_why);
     comm_used = ps->collectives_name();
     if (!r.trace.empty()) {
@@ -238,8 +237,18 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
     if (!r.init.empty()) ps->load(r.init, false);
     if (!r.resume.empty()) ps->load(r.resume, true);
     lo.collective = true;  // every rank assembles the full tensors
-    lo.reference_adopts_weights = true;
-    lo.peak_label = "peak piece memory";
+    if (p.implicit) {
+      // As a one-device run: the parameters that do not affect the loss
+      // named, and the weights' drift checked over the whole run, unless
+      // a bf16 gradient reduction differs from one device's fp32 sum by
+      // design, every step: then the reference takes the run's weights
+      // after each comparison (as for plans), each step checked on its own.
+      lo.report_invariant_params = true;
+      lo.reference_adopts_weights = p.spec.grad_reduce == "bf16";
+    } else {
+      lo.reference_adopts_weights = true;
+      lo.peak_label = "peak piece memory";
+    }
     lo.peak_of_rank0 = true;
     backend::PlanTrainer* t = ps.get();
     // A collective after the last step (so not among a step's collectives
@@ -252,7 +261,14 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
         auto grads = t->last_gradients();
         if (rank == 0) backend::write_gradients(r.dump_grads, p.graph(), grads, t->steps_done());
       };
-    if (!r.save.empty())
+    // The implicit plan keeps a one-device run's checkpoint: one file,
+    // which every replica holds whole (rank 0 writes it).
+    if (!r.save.empty() && p.implicit)
+      lo.save = [t, &r] {
+        t->save_whole(r.save);
+        return "checkpoint: " + r.save + " (step " + std::to_string(t->steps_done()) + ")";
+      };
+    else if (!r.save.empty())
       lo.save = [t, &r] {
         t->save_shards(r.save);
         return "checkpoint: " + r.save + " (step " + std::to_string(t->steps_done()) + ", one shard per rank; --resume " + r.save +
@@ -266,12 +282,6 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
       trainer->set_tracer(tracer.get(), p.spec.steps);
     }
     lo.report_invariant_params = true;
-    lo.peak_of_rank0 = o.topo.ranks > 1;
-    // A bf16 gradient reduction differs from one device's fp32 sum by
-    // design, every step: the reference takes the run's weights after each
-    // comparison (as for plans) so that each step is checked on its own
-    // instead of the drift compounding over the run.
-    if (p.spec.grad_reduce == "bf16") lo.reference_adopts_weights = true;
     backend::Trainer* t = trainer.get();
     if (!r.dump_grads.empty()) lo.dump_gradients = [t, &r] { t->save_gradients(r.dump_grads); };
     if (!r.save.empty())
@@ -300,9 +310,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
     ref_be = make_run_backend(r.device, r.reference, local_rank(o, comm));
     ref_be->set_precision(precision_of(p.spec));
     if (threads > 0) ref_be->set_threads(threads);
-    backend::TrainOptions ref_opts = opts;
-    ref_opts.comm = nullptr;
-    reference = std::make_unique<backend::Trainer>(p.graph(), p.info, ref_spec, *ref_be, ref_opts);
+    reference = std::make_unique<backend::Trainer>(p.graph(), p.info, ref_spec, *ref_be, opts);
     lo.reference = reference.get();
     lo.reference_micro_batches = ref_spec.micro_batches;
   }
@@ -370,13 +378,13 @@ int run_eval(Pipeline& p, const PipelineOptions& o) {
     int threads = r.threads > 0 ? r.threads : (comm ? backend::rank_threads() : 0);
     if (threads > 0) be->set_threads(threads);
     std::unique_ptr<backend::TrainSession> session;
-    if (!o.plan.empty()) {
+    if (p.planned) {
       std::unique_ptr<backend::PlanTrainer> ps = make_plan_trainer(p, o, *be, comm, solo_comm, comm_why);
       if (!r.init.empty()) ps->load(r.init, false);
       if (!r.resume.empty()) ps->load(r.resume, true);
       session = std::move(ps);
     } else {
-      session = std::make_unique<backend::Trainer>(p.graph(), p.info, p.spec, *be, train_options(r, comm));
+      session = std::make_unique<backend::Trainer>(p.graph(), p.info, p.spec, *be, train_options(r));
     }
     const char* config = p.interp->config_name().empty() ? "-" : p.interp->config_name().c_str();
     const std::string kind = r.device == "cuda" ? " CUDA rank(s)" : " CPU rank(s)";

@@ -34,6 +34,22 @@ SubOp whole_op(const Graph& g, int node) {
   return s;
 }
 
+Plan implicit_plan(const Graph& g) {
+  Plan out;
+  out.name = kImplicitPlanName;
+  out.ngpus = 1;
+  out.root_of_node.assign(g.nodes().size(), -1);
+  out.segment_of_node.assign(g.nodes().size(), -1);
+  for (const OpNode& n : g.nodes()) {
+    if (n.parent >= 0 || n.phase != Phase::Forward) continue;
+    out.root_of_node[n.id] = static_cast<int>(out.subops.size());
+    SubOp whole = whole_op(g, n.id);
+    whole.devices = {0};
+    out.subops.push_back(std::move(whole));
+  }
+  return out;
+}
+
 // One effect of a split applied to one operand slice: a split dim narrows
 // the range; a partial sum refines the value split.
 static OperandSlice apply(const OperandSlice& in, const PartitionEffect& e, int index, int num) {

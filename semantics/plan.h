@@ -174,6 +174,15 @@ RecomputeRegions recompute_regions(const Graph& g, const Plan& plan, const Gradi
 // Slices of the whole op: every operand complete, no value split.
 SubOp whole_op(const Graph& g, int node);
 
+// The plan of a run on several ranks without --plan: every top-level op
+// whole on device 0 of a one-device plan replica, so that N ranks are N
+// replicas of it (plain data parallelism). It goes through the stages a
+// written plan does (lowering, program verification, the plan executor),
+// which gives data parallelism one implementation and one bucket policy.
+// Legal by construction: nothing is split, ordered or placed twice.
+inline constexpr const char* kImplicitPlanName = "implicit-data-parallel";
+Plan implicit_plan(const Graph& g);
+
 // Splits `parent` (a leaf) along `choice` into `num` sub-ops.
 std::vector<SubOp> split_subop(const SubOp& parent, int parent_index, const TransformChoice& choice, int num);
 

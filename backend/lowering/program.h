@@ -1,8 +1,11 @@
-// A Program: what one device runs for one training step — an instruction
-// list in a legal order with the buffer plan made explicit (every buffer is
-// freed right after its last use). lower_single_device builds it from a
-// training graph. The parallel lowering produces a RankProgram per rank
-// instead (rank_program.h), with collectives, buckets and transfers.
+// A Program: what the one-device oracle (Trainer: one rank without --plan,
+// and --verify's reference) runs for one training step — the training
+// graph's nodes in a legal order with the buffer plan made explicit (every
+// buffer is freed right after its last use). lower_single_device builds it.
+// It is not what ranks run: every multi-rank run (a --plan, or the implicit
+// data-parallel plan without one) is lowered by lower_plan to a RankProgram
+// per rank (rank_program.h), a different structure (sub-op kernels,
+// slices, collectives, the step end).
 #pragma once
 
 #include <string>

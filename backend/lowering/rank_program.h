@@ -121,7 +121,9 @@ struct PInstr {
     Recv,             // b from global rank `peer`, `tag`: posted, completes at the Wait on b
     Wait,             // until the Recv into a has arrived
     BucketAllReduce,  // the buffers of bucket `index`, fused into one allreduce
-    ReplicaAverage,   // a, allreduced over the replicas' same device, times `scale`
+    ReplicaAverage,   // a, allreduced over the replicas' same device, times `scale`;
+    // consecutive ones over one group with one scale are the replicas'
+    // gradient bucket: they run as one allreduce of their concatenation
     // (A ReduceScatter or AllGather with edge -1 is a zero1 parameter's:
     // its bucketed gradient a -> the shard's gradient b, or its updated
     // Shard a -> its Param b; `index` is the ParamSlot.)

@@ -114,6 +114,36 @@ void PlanTrainer::save_shards(const std::string& dir) {
   if (m.comm) m.comm->barrier();
 }
 
+void PlanTrainer::save_whole(const std::string& path) {
+  PlanExecutor& m = *x_;
+  if (m.P.rank == 0) {
+    std::vector<StTensor> tensors;
+    std::map<std::string, std::string> meta{{"format", "nns-checkpoint-1"}, {"step", std::to_string(step_)}, {"optimizer", m.spec.optimizer.kind}};
+    add_loss_scale_metadata(m.scaler, meta);
+    // Only a rank that holds every tensor whole can write the one file.
+    auto whole = [&](const Piece& pc, const sema::TensorInfo& t) {
+      if (pc.length != t.shape || std::any_of(pc.start.begin(), pc.start.end(), [](int64_t s) { return s != 0; }))
+        throw RuntimeError("internal: one checkpoint file from a plan that splits " + t.name + " (save shards instead)");
+    };
+    for (size_t i = 0; i < m.P.params.size(); ++i) {
+      const ParamSlot& slot = m.P.params[i];
+      const sema::TensorInfo& t = m.g.tensor(slot.tensor);
+      whole(m.piece(slot.param), t);
+      const std::vector<float> data = m.download(m.bufs[static_cast<size_t>(slot.param)]);
+      tensors.push_back(f32_tensor(t.name, t.shape, data.data(), data.size()));
+      whole(m.piece(slot.state()), t);
+      for (size_t s = 0; s < m.opt[i].size(); ++s) {
+        const std::vector<float> state = m.download(m.opt[i][s]);
+        tensors.push_back(f32_tensor(std::string("optimizer.") + optimizer_slot_name(m.spec.optimizer.kind, s) + "." + t.name, t.shape,
+                                     state.data(), state.size()));
+      }
+    }
+    write_safetensors_atomic(path, tensors, meta);
+  }
+  // The save is complete on return, on every rank.
+  if (m.comm) m.comm->barrier();
+}
+
 void PlanTrainer::load(const std::string& path, bool checkpoint) {
   PlanExecutor& m = *x_;
   SafetensorsFile f = read_checkpoint(path);

@@ -107,6 +107,7 @@ struct PlanExecutor {
   void exec_compute(const PInstr& in);
   void exec_collective(const PInstr& in);
   void exec_step(const PInstr& in);
+  void replica_average(const PInstr& in, bool talk);  // `in` and the averages fused with it
   bool round_bf16() const { return spec.grad_reduce == "bf16"; }  // grad_reduce = "bf16" (collectives.h)
   DeviceBuffer alloc(int64_t numel) { return DeviceBuffer(be, static_cast<size_t>(numel) * 4); }
   // A new buffer of `numel` elements holding `box` of `from` (a memo's box), times scale.

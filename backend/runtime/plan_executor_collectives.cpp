@@ -97,12 +97,8 @@ void PlanExecutor::exec_collective(const PInstr& in) {
       // A group of one has nothing to sum: the gradients stay as they are.
       if (talk) post_bucket(in);
       return;
-    case PInstr::ReplicaAverage: {
-      DeviceBuffer& b = bufs[static_cast<size_t>(in.a)];
-      if (talk) coll->allreduce(b.data(), b.numel(), *grp, round_bf16());
-      be.scale(fview(b), in.scale);
-      return;
-    }
+    case PInstr::ReplicaAverage:
+      return replica_average(in, talk);
     case PInstr::LossAllReduce: {
       // Gradient norm: each piece once (copies of a replicated piece count
       // once; replicas hold the same averaged values, replica 0 counts).
@@ -165,6 +161,41 @@ void PlanExecutor::post_bucket(const PInstr& in) {
   // NNS_TEST_FAULT=consume-before-wait: kept away from the first consumer
   // (completed at the step end), the bug the bookkeeping exists to prevent.
   (fault_consume_before_wait ? late_ : pending_).post(std::move(e));
+}
+
+// Consecutive replica averages over one group, with one scale, are the
+// replicas' gradient bucket (rank_program.h): the first of the run sums
+// them all in one allreduce of their concatenation (the sums are
+// elementwise, so the values are those of one allreduce each, with far
+// fewer messages); the others find theirs done.
+void PlanExecutor::replica_average(const PInstr& in, bool talk) {
+  auto same_bucket = [&in](const PInstr& o) { return o.kind == PInstr::ReplicaAverage && o.group == in.group && o.scale == in.scale; };
+  const size_t first = static_cast<size_t>(&in - P.instrs.data());
+  if (first > 0 && same_bucket(P.instrs[first - 1])) return;
+  size_t end = first + 1;
+  while (end < P.instrs.size() && same_bucket(P.instrs[end])) ++end;
+  if (talk && end == first + 1) {
+    DeviceBuffer& b = bufs[static_cast<size_t>(in.a)];
+    coll->allreduce(b.data(), b.numel(), group(in), round_bf16());
+  } else if (talk) {
+    int64_t total = 0;
+    for (size_t i = first; i < end; ++i) total += bufs[static_cast<size_t>(P.instrs[i].a)].numel();
+    DeviceBuffer flat = alloc(total);
+    int64_t off = 0;
+    for (size_t i = first; i < end; ++i) {
+      const DeviceBuffer& v = bufs[static_cast<size_t>(P.instrs[i].a)];
+      be.copy(flat.element(off), v.data(), v.bytes());
+      off += v.numel();
+    }
+    coll->allreduce(flat.data(), total, group(in), round_bf16());
+    off = 0;
+    for (size_t i = first; i < end; ++i) {
+      DeviceBuffer& v = bufs[static_cast<size_t>(P.instrs[i].a)];
+      be.copy(v.data(), flat.element(off), v.bytes());
+      off += v.numel();
+    }
+  }
+  for (size_t i = first; i < end; ++i) be.scale(fview(bufs[static_cast<size_t>(P.instrs[i].a)]), in.scale);
 }
 
 }  // namespace nns::backend

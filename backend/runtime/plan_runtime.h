@@ -69,6 +69,10 @@ class PlanTrainer : public TrainSession {
   // pieces assembled) into any plan on any number of ranks: weights only
   // (--init) or weights, optimizer state and step (--resume).
   void save_shards(const std::string& dir);
+  // One single-device checkpoint file at `path`, as Trainer writes it, for
+  // a plan whose rank 0 holds every parameter and its optimizer state
+  // whole (the implicit data-parallel plan); rank 0 writes it (collective).
+  void save_whole(const std::string& path);
   void load(const std::string& path, bool checkpoint);
 
  private:

@@ -7,8 +7,6 @@
 #include <cstring>
 
 #include "backend/runtime/checkpoint_store.h"
-#include "backend/runtime/comm/communicator.h"
-#include "backend/runtime/cpu/kernels.h"  // round_to_bf16 (grad_reduce = "bf16")
 #include "backend/runtime/optimizer.h"
 #include "backend/runtime/safetensors.h"
 #include "backend/runtime/trace.h"
@@ -99,10 +97,6 @@ const char* st_dtype(sema::DType t) {
 Trainer::Trainer(const sema::Graph& g, const sema::TrainingGraphInfo& info, const sema::TrainSpec& spec, Backend& backend,
                  TrainOptions opts)
     : g_(g), info_(info), spec_(spec), be_(backend), opts_(std::move(opts)), scaler_(spec.loss_scale, spec.precision == "fp16") {
-  if (opts_.comm) {
-    rank_ = opts_.comm->rank();
-    world_ = opts_.comm->size();
-  }
   program_ = lower_single_device(g_, info_);
   // A constructor that throws (a bad --init/--resume file) runs no
   // destructor: give back what was allocated before rethrowing.
@@ -132,87 +126,15 @@ Trainer::Trainer(const sema::Graph& g, const sema::TrainingGraphInfo& info, cons
     if (!inputs.empty()) {
       const sema::TensorInfo& first = g_.tensor(inputs[0]);
       counts_tokens_ = first.dtype == sema::DType::I32 && first.shape.size() >= 2;
-      samples_per_step_ = (counts_tokens_ ? sema::numel(first.shape) : first.shape[0]) * spec_.micro_batches * world_;
+      samples_per_step_ = (counts_tokens_ ? sema::numel(first.shape) : first.shape[0]) * spec_.micro_batches;
     }
     if (std::string path = data_file(opts_.data_path, spec_); !path.empty()) data_ = read_input_data(path, g_, inputs);
     if (!opts_.init_path.empty()) load_weights(opts_.init_path, false);
     if (!opts_.resume_path.empty()) load_weights(opts_.resume_path, true);
-    if (world_ > 1) plan_buckets();
   } catch (...) {
     release_all();
     throw;
   }
-}
-
-void Trainer::plan_buckets() {
-  // The instruction after which each parameter gradient is final: the last
-  // one that writes it.
-  std::map<int, size_t> grad_index;
-  for (size_t i = 0; i < info_.param_grads.size(); ++i) grad_index[info_.param_grads[i].second] = i;
-  std::vector<size_t> last(info_.param_grads.size(), program_.instrs.size());
-  for (size_t i = 0; i < program_.instrs.size(); ++i) {
-    const Instr& in = program_.instrs[i];
-    if (in.kind != Instr::Run) continue;
-    for (int t : g_.node(in.node).outputs)
-      if (auto it = grad_index.find(t); it != grad_index.end()) last[it->second] = i;
-  }
-  std::vector<size_t> order(info_.param_grads.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return last[a] < last[b]; });
-  // Bucket size: a quarter of the gradients (so that about four allreduces
-  // overlap the backward), within 64 KiB .. 16 MiB.
-  int64_t total = 0;
-  for (const auto& [p, grad] : info_.param_grads) total += sema::numel(g_.tensor(p).shape);
-  const int64_t cap = std::clamp<int64_t>(total / 4, int64_t{16} << 10, int64_t{4} << 20);  // elements (f32)
-  bucket_of_.assign(order.size(), 0);
-  for (size_t i : order) {
-    int64_t n = sema::numel(g_.tensor(info_.param_grads[i].first).shape);
-    if (buckets_.empty() || (buckets_.back().elements > 0 && buckets_.back().elements + n > cap)) buckets_.emplace_back();
-    buckets_.back().members.push_back(i);
-    buckets_.back().elements += n;
-    bucket_of_[i] = buckets_.size() - 1;
-  }
-  final_after_.assign(program_.instrs.size() + 1, {});
-  for (size_t i = 0; i < last.size(); ++i) final_after_[last[i]].push_back(i);
-  bucket_times_.assign(buckets_.size(), {0, 0});
-  comm_queue_ = std::make_unique<CommQueue>();
-}
-
-void Trainer::start_bucket(size_t b, const std::vector<TensorView>& grads) {
-  std::vector<float*> parts;
-  std::vector<size_t> sizes;
-  for (size_t i : buckets_[b].members) {
-    parts.push_back(grads[i].f32());
-    sizes.push_back(static_cast<size_t>(grads[i].numel()));
-  }
-  const float inv = 1.0f / static_cast<float>(world_);
-  const size_t total = static_cast<size_t>(buckets_[b].elements);
-  const bool bf16 = spec_.grad_reduce == "bf16";
-  Communicator* comm = opts_.comm;
-  std::pair<int64_t, int64_t>* times = tracer_ ? &bucket_times_[b] : nullptr;
-  // The gradients are final and nothing else touches them until the queue
-  // is drained (the update waits for it).
-  comm_queue_->submit([parts, sizes, inv, total, bf16, comm, times] {
-    int64_t t0 = times ? TraceRecorder::now_ns() : 0;
-    std::vector<float> flat(total);
-    size_t off = 0;
-    for (size_t k = 0; k < parts.size(); ++k) {
-      std::copy(parts[k], parts[k] + sizes[k], flat.begin() + static_cast<long>(off));
-      off += sizes[k];
-    }
-    // grad_reduce = "bf16": each rank's gradient rounded to bfloat16 before
-    // the sum, the numerics of a bf16 allreduce. There is no bf16 wire
-    // format yet, so the rounded values still travel and add up in fp32.
-    if (bf16)
-      for (float& x : flat) x = cpu::round_to_bf16(x);
-    comm->allreduce(flat.data(), flat.size());
-    off = 0;
-    for (size_t k = 0; k < parts.size(); ++k) {
-      for (size_t e = 0; e < sizes[k]; ++e) parts[k][e] = flat[off + e] * inv;
-      off += sizes[k];
-    }
-    if (times) *times = {t0, TraceRecorder::now_ns()};
-  });
 }
 
 Trainer::~Trainer() { release_all(); }
@@ -264,7 +186,7 @@ void Trainer::load_inputs(int64_t k) {
       continue;
     }
     std::vector<uint8_t> host(bytes);
-    uint64_t key = data_key(spec_.data.seed, t.name, k % (spec_.micro_batches * world_));
+    uint64_t key = data_key(spec_.data.seed, t.name, k % spec_.micro_batches);
     fill_init(t.init, key, t.dtype, host.data(), t.shape);
     be_.copy_from_host(buffers_[inputs[i]], host.data(), bytes);
   }
@@ -272,7 +194,7 @@ void Trainer::load_inputs(int64_t k) {
 
 // Runs the program for one micro-batch (forward only, or forward and
 // backward), leaving parameter gradients in place; returns the loss.
-double Trainer::run_micro_batch(int64_t k, bool backward, const std::function<void(size_t)>& after_run) {
+double Trainer::run_micro_batch(int64_t k, bool backward) {
   int64_t t0 = tracer_ ? TraceRecorder::now_ns() : 0;
   load_inputs(k);
   if (tracer_) tracer_->record_key(trace_base_, t0, TraceRecorder::now_ns(), trace_mb_, step_);
@@ -306,7 +228,6 @@ double Trainer::run_micro_batch(int64_t k, bool backward, const std::function<vo
     // fp16 loss scaling: the backward starts from the loss gradient (the
     // "fill" seed, 1) times the scale.
     if (scaler_.enabled() && n.kind == "fill" && g_.tensor(n.outputs[0]).grad_of == g_.loss) be_.scale(outs[0], scaler_.scale());
-    if (after_run) after_run(i);
   }
   float loss = 0;
   be_.copy_to_host(&loss, buffers_[g_.loss], sizeof(float));
@@ -346,26 +267,10 @@ void Trainer::set_tracer(TraceRecorder* tracer, int64_t steps) {
     ++runs;
   }
   trace_base_ = static_cast<int>(nodes.size());
-  std::string all = "{";
-  for (int r = 0; r < world_; ++r) all += (r ? "," : "") + std::to_string(r);
-  all += "}";
   tracer->set_key(trace_base_, tracer->add_label(TraceTrack::Local, "LoadInput"));
-  if (world_ > 1) tracer->set_key(trace_base_ + 1, tracer->add_label(TraceTrack::Comm, "AllReduce 4 B " + all + " (loss)", "\"bytes\":4"));
-  for (size_t i = 0; i < info_.param_grads.size(); ++i) {
-    int p = info_.param_grads[i].first;
-    int base = trace_base_ + 2 + 2 * static_cast<int>(i);
-    tracer->set_key(base + 1, tracer->add_label(TraceTrack::Local, "Update " + g_.tensor(p).name));
-  }
-  // One allreduce per gradient bucket, keyed by its first member.
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    int64_t bytes = buckets_[b].elements * 4;
-    const std::string first = g_.tensor(info_.param_grads[buckets_[b].members[0]].first).name;
-    tracer->set_key(trace_base_ + 2 + 2 * static_cast<int>(buckets_[b].members[0]),
-                    tracer->add_label(TraceTrack::Comm, "AllReduce " + trace_bytes(bytes) + " " + all + " (bucket " + std::to_string(b) + ")",
-                                      "\"bytes\":" + std::to_string(bytes) + ",\"gradients\":" + std::to_string(buckets_[b].members.size()) +
-                                          ",\"first\":\"" + json_escape(first) + "\""));
-  }
-  size_t per_step = static_cast<size_t>(spec_.micro_batches) * (runs + 1) + 2 * info_.param_grads.size() + 2;
+  for (size_t i = 0; i < info_.param_grads.size(); ++i)
+    tracer->set_key(trace_base_ + 1 + static_cast<int>(i), tracer->add_label(TraceTrack::Local, "Update " + g_.tensor(info_.param_grads[i].first).name));
+  size_t per_step = static_cast<size_t>(spec_.micro_batches) * (runs + 1) + info_.param_grads.size() + 1;
   tracer->reserve(static_cast<size_t>(std::max<int64_t>(steps, 1)) * per_step);
 }
 
@@ -379,66 +284,21 @@ StepStats Trainer::step() {
   int64_t m = spec_.micro_batches;
   double loss_sum = 0;
   for (auto& [p, v] : accum_) be_.scale(v, 0.f);  // a new step accumulates from zero
-  // With replicas, the last micro-batch's backward starts each gradient
-  // bucket's allreduce as soon as the bucket is final (plan_buckets).
-  std::vector<size_t> pending(buckets_.size());
-  for (size_t b = 0; b < buckets_.size(); ++b) pending[b] = buckets_[b].members.size();
-  std::vector<TensorView> grads(info_.param_grads.size());
-  std::vector<bool> started(buckets_.size(), false);
-  auto gradient_final = [&](size_t i) {
-    const auto& [p, grad] = info_.param_grads[i];
-    if (m > 1) be_.axpy(accum_.at(p), view(grad), 1.0f / static_cast<float>(m));
-    grads[i] = m > 1 ? accum_.at(p) : view(grad);
-    size_t b = bucket_of_[i];
-    if (--pending[b] == 0) {
-      start_bucket(b, grads);
-      started[b] = true;
-    }
-  };
-  auto after_run = [&](size_t instr) {
-    for (size_t i : final_after_[instr]) gradient_final(i);
-  };
   for (int64_t mb = 0; mb < m; ++mb) {
     trace_mb_ = static_cast<int>(mb);
-    const bool overlap = world_ > 1 && mb + 1 == m;
-    // Micro-batch indices interleave over ranks: together the ranks cover
-    // exactly the micro-batches one device would run with world x m of them.
-    loss_sum += run_micro_batch(((step_ - 1) * m + mb) * world_ + rank_, true, overlap ? std::function<void(size_t)>(after_run) : nullptr);
-    if (overlap) continue;
-    if (m > 1) {
+    loss_sum += run_micro_batch((step_ - 1) * m + mb, true);
+    if (m > 1)
       for (const auto& [p, grad] : info_.param_grads) {
         be_.axpy(accum_.at(p), view(grad), 1.0f / static_cast<float>(m));
         if (mb + 1 < m) release(grad);
       }
-    }
   }
   st.loss = loss_sum / static_cast<double>(m);
-
   // The gradient each parameter is updated with: accumulated over micro-batches or the step's own.
-  if (world_ > 1) {
-    // Gradients no instruction wrote (final from the start) complete their buckets now.
-    for (size_t i : final_after_[program_.instrs.size()]) gradient_final(i);
-    for (size_t b = 0; b < buckets_.size(); ++b)
-      if (!started[b]) throw RuntimeError("internal: gradient bucket " + std::to_string(b) + " never became final");
-    comm_queue_->drain();  // averaged over the replicas
-    if (tracer_)
-      for (size_t b = 0; b < buckets_.size(); ++b)
-        tracer_->record_key(trace_base_ + 2 + 2 * static_cast<int>(buckets_[b].members[0]), bucket_times_[b].first, bucket_times_[b].second, -1, step_);
-  } else {
-    for (size_t i = 0; i < grads.size(); ++i) grads[i] = m > 1 ? accum_.at(info_.param_grads[i].first) : view(info_.param_grads[i].second);
-  }
-  if (world_ > 1) {
-    // The reported loss, averaged over the replicas.
-    float loss = static_cast<float>(st.loss);
-    int64_t b = tracer_ ? TraceRecorder::now_ns() : 0;
-    opts_.comm->allreduce(&loss, 1);
-    if (tracer_) tracer_->record_key(trace_base_ + 1, b, TraceRecorder::now_ns(), -1, step_);
-    st.loss = loss / static_cast<float>(world_);
-  }
+  std::vector<TensorView> grads(info_.param_grads.size());
+  for (size_t i = 0; i < grads.size(); ++i) grads[i] = m > 1 ? accum_.at(info_.param_grads[i].first) : view(info_.param_grads[i].second);
   // The gradients are scaled by the loss scale (1 without fp16): the norm
   // is of the unscaled ones, and one pass divides by the scale and clips.
-  // With replicas every rank holds the same averaged gradients, so all
-  // decide the same about an inf or NaN.
   const double sum_sq = be_.sum_of_squares(grads);
   const float scale = scaler_.scale();
   st.grad_norm = std::sqrt(sum_sq) / scale;
@@ -455,7 +315,7 @@ StepStats Trainer::step() {
       int p = info_.param_grads[i].first;
       int64_t b = tracer_ ? TraceRecorder::now_ns() : 0;
       apply_update(be_, spec_.optimizer, view(p), grads[i], state_.at(p), static_cast<float>(st.lr), step_ - scaler_.skipped());
-      if (tracer_) tracer_->record_key(trace_base_ + 3 + 2 * static_cast<int>(i), b, TraceRecorder::now_ns(), -1, step_);
+      if (tracer_) tracer_->record_key(trace_base_ + 1 + static_cast<int>(i), b, TraceRecorder::now_ns(), -1, step_);
     }
   }
   if (tracer_) tracer_->record_step(step_, trace_s0, TraceRecorder::now_ns());

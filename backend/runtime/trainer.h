@@ -1,7 +1,10 @@
 // Single-device training: owns the buffers of a Program, initialises
 // weights, feeds data, runs steps (with micro-batch gradient accumulation,
 // global-norm clipping, the learning-rate schedule and the optimizer) and
-// saves/loads checkpoints.
+// saves/loads checkpoints. It is the one-device oracle: a run on one rank
+// without --plan, and the reference --verify compares every parallel run
+// with. Runs on several ranks are plans (the implicit data-parallel plan
+// without --plan), run by PlanTrainer (plan_runtime.h).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +14,6 @@
 #include <utility>
 #include <vector>
 
-#include "backend/runtime/comm/comm_queue.h"
 #include "backend/runtime/backend.h"
 #include "backend/runtime/loss_scale.h"
 #include "backend/runtime/train_loop.h"
@@ -21,7 +23,6 @@
 
 namespace nns::backend {
 
-class Communicator;
 class TraceRecorder;
 
 // Counter-based initial values: a tensor's values are a pure function of
@@ -52,10 +53,6 @@ std::vector<std::vector<uint8_t>> read_input_data(const std::string& path, const
 void write_gradients(const std::string& path, const sema::Graph& g, const std::map<std::string, std::vector<float>>& grads, int64_t step);
 
 struct TrainOptions {
-  // Data-parallel replicas: with a communicator of N ranks, each rank trains
-  // on its own micro-batches and gradients are averaged over the ranks
-  // before the update — the same step as one device with N x micro_batches.
-  Communicator* comm = nullptr;
   uint64_t seed = 0;           // weight init (data has its own seed in the train block)
   std::string init_path;       // weights from safetensors (names = qualified param names)
   std::string data_path;       // overrides the train block's data source
@@ -81,11 +78,10 @@ class Trainer : public TrainSession {
   int64_t steps_done() const override { return step_; }
   const Program& program() const { return program_; }
   // --trace: records the next `steps` steps into `tracer` (trace.h): each
-  // node run, input loading, the replicas' allreduces and each update.
+  // node run, input loading and each update.
   void set_tracer(TraceRecorder* tracer, int64_t steps);
 
-  // Host copies, by qualified parameter name (never collective: with
-  // data-parallel replicas every rank holds the same averaged values).
+  // Host copies, by qualified parameter name.
   std::map<std::string, std::vector<float>> parameters() const;
   std::map<std::string, std::vector<float>> last_gradients() const;  // of the latest step
   TensorMap parameters() override { return std::as_const(*this).parameters(); }
@@ -99,15 +95,8 @@ class Trainer : public TrainSession {
   bool counts_tokens() const override { return counts_tokens_; }
 
  private:
-  // `after_run(i)` (when given) is called after instruction i has run.
-  double run_micro_batch(int64_t k, bool backward, const std::function<void(size_t)>& after_run = {});
-  // Data-parallel gradient buckets (world > 1): parameters grouped in the
-  // order their gradients become final in the backward, each bucket one
-  // allreduce started on comm_queue_ as soon as its last gradient is final,
-  // so it overlaps the rest of the backward.
-  void plan_buckets();
+  double run_micro_batch(int64_t k, bool backward);
   void release_all();  // every buffer, optimizer state and accumulator (destructor, failed constructor)
-  void start_bucket(size_t b, const std::vector<TensorView>& grads);
   TensorView view(int tensor) const;
   void* ensure(int tensor);
   void release(int tensor);
@@ -127,20 +116,10 @@ class Trainer : public TrainSession {
   std::vector<std::vector<uint8_t>> data_;        // safetensors data per input, if any
   int64_t step_ = 0;
   LossScaler scaler_;  // fp16: dynamic loss scaling (off otherwise: scale 1, never skips)
-  int rank_ = 0, world_ = 1;
   int64_t samples_per_step_ = 0;
   bool counts_tokens_ = false;
-  // --trace: keys are node ids, then trace_base_ + 0 (input loading), + 1
-  // (the loss allreduce), + 2 + 2i / + 3 + 2i (parameter i's allreduce / update).
-  struct GradBucket {
-    std::vector<size_t> members;  // indices into info_.param_grads
-    int64_t elements = 0;
-  };
-  std::vector<GradBucket> buckets_;
-  std::vector<std::vector<size_t>> final_after_;  // instruction -> param_grads whose gradient is final after it
-  std::vector<size_t> bucket_of_;                  // param_grads index -> bucket
-  std::vector<std::pair<int64_t, int64_t>> bucket_times_;  // per bucket: allreduce start/end (ns, for --trace)
-  std::unique_ptr<CommQueue> comm_queue_;
+  // --trace: keys are node ids, then trace_base_ + 0 (input loading) and
+  // trace_base_ + 1 + i (parameter i's update).
   TraceRecorder* tracer_ = nullptr;
   int trace_base_ = 0, trace_mb_ = -1;
 };

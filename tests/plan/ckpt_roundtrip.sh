@@ -3,6 +3,8 @@
 # resumes on one device and under another plan on another number of ranks,
 # giving the same losses (relative difference <= 1e-5); the shard folder
 # resumes directly too; a missing shard makes the save torn, said by name.
+# Ranks without --plan (the implicit data-parallel plan) save one
+# single-device file, which resumes on them and on one device.
 #   ckpt_roundtrip.sh NNS_BINARY
 set -euo pipefail
 NNS="$1"
@@ -25,6 +27,17 @@ for other in hybrid folder; do
     { d = $2 - $4; if (d < 0) d = -d; r = d / $2; if (r > worst) worst = r; n++ }
     END { printf "resumed losses (%s): %d steps compared, largest relative difference %.2e\n", who, n, worst; if (n != 3 || worst > 1e-5) exit 1 }'
 done
+
+# Without --plan: one file, resumed on 2 ranks as if never stopped, and on one device.
+"$NNS" run examples/gpt.nns --config tiny --gpus 2 --steps 7 > "$tmp/dp.log"
+"$NNS" run examples/gpt.nns --config tiny --gpus 2 --steps 4 --save "$tmp/dp.safetensors" > "$tmp/dp_a.log"
+[ -f "$tmp/dp.safetensors" ] || { echo "--gpus 2 without a plan did not write one file"; ls -la "$tmp"; exit 1; }
+"$NNS" run examples/gpt.nns --config tiny --gpus 2 --steps 7 --resume "$tmp/dp.safetensors" > "$tmp/dp_b.log"
+"$NNS" run examples/gpt.nns --config tiny --steps 7 --resume "$tmp/dp.safetensors" > "$tmp/dp_one.log"
+[ "$(losses "$tmp/dp_one.log" | cut -d' ' -f1 | tr '\n' ' ')" = "5 6 7 " ] || { echo "one device did not resume the 2-rank file at step 5"; cat "$tmp/dp_one.log"; exit 1; }
+paste <(losses "$tmp/dp.log" | tail -3) <(losses "$tmp/dp_b.log") | awk '
+  { d = $2 - $4; if (d < 0) d = -d; r = d / $2; if (r > worst) worst = r; n++ }
+  END { printf "resumed losses (2 ranks, no plan): %d steps compared, largest relative difference %.2e\n", n, worst; if (n != 3 || worst > 1e-5) exit 1 }'
 
 # A missing shard makes the save torn: merge and resume refuse it (exit 65).
 rm "$tmp/shards/step-4/rank-1.safetensors"

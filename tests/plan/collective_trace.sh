@@ -4,7 +4,8 @@
 # rank issues in one training step, counted at the Communicator
 # (NNS_COMM_TRACE), must equal — in number, order, size and group — the
 # collectives of that rank's program as `nns check --emit=program` prints it
-# (no rank started there).
+# (no rank started there). PLAN "-" is a run without --plan: its ranks run
+# the implicit data-parallel plan, whose programs are printed the same way.
 #   collective_trace.sh NNS_BINARY
 set -uo pipefail
 NNS="$1"
@@ -14,11 +15,21 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 
 # The program's collectives in the trace's format, into $tmp/prog.rank-R.
+# Consecutive replica-averages over one group run as one allreduce (the
+# replicas' gradient bucket, rank_program.h).
 program_collectives() {
   awk -v out="$tmp/prog" '
-    /^program rank / { rank = $3; file = out ".rank-" rank; printf "" > file; next }
+    function flush() { if (pend_n > 0) print "allreduce " pend_n " " pend_g >> file; pend_n = 0 }
+    /^program rank / { flush(); rank = $3; file = out ".rank-" rank; printf "" > file; next }
     {
       prim = $2
+      if (prim == "replica-average") {
+        for (i = 1; i <= NF; i++) if ($i == "count") { n = $(i + 1); g = $(i + 4) }
+        if (pend_n > 0 && g == pend_g) pend_n += n
+        else { flush(); pend_n = n; pend_g = g }
+        next
+      }
+      flush()
       if (prim == "send" || prim == "recv") {
         for (i = 1; i <= NF; i++) if ($i == "count") { n = $(i + 1); peer = $(i + 4) }
         print prim " " n " " (prim == "send" ? "to" : "from") " " peer >> file
@@ -29,11 +40,13 @@ program_collectives() {
       if (g !~ /,/) next   # a group of one rank communicates nothing
       if (prim ~ /allreduce|replica-average/) prim = "allreduce"
       print prim " " n " " g >> file
-    }'
+    }
+    END { flush() }'
 }
 
 case_() {  # FILE CONFIG PLAN GPUS PLAN_GPUS
   local args=("$1" --config "$2" --plan "$3" --gpus "$4" --plan-gpus "$5")
+  [ "$3" = - ] && args=("$1" --config "$2" --gpus "$4")
   rm -f "$tmp"/prog.* "$tmp"/trace.*
   if ! "$NNS" check "${args[@]}" --emit=program > "$tmp/program.txt" 2> "$tmp/err.txt"; then
     echo "FAIL: check --emit=program for $1 $3:"; tail -3 "$tmp/err.txt"; fail=1; return
@@ -59,6 +72,8 @@ case_() {  # FILE CONFIG PLAN GPUS PLAN_GPUS
 }
 
 case_ examples/gpt.nns tiny dp 2 2
+case_ examples/gpt.nns tiny - 2 1
+case_ examples/swin.nns tiny - 3 1
 case_ examples/gpt.nns tiny megatron 2 2
 case_ examples/gpt.nns tiny hybrid 4 4
 case_ examples/gpt.nns tiny megatron 4 2

@@ -5,9 +5,11 @@
 // never used after their free; every kernel a program runs was elaborated.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <memory>
 
 #include "backend/lowering/lower_plan.h"
+#include "backend/lowering/program_check.h"
 #include "semantics/interpreter.h"
 #include "tests/test_util.h"
 
@@ -21,7 +23,9 @@ struct Lowered : test::Elaboration {
   Lowered(const std::string& file, const std::string& config, const std::string& plan_name, int64_t devices)
       : Elaboration(config) {
     REQUIRE(load(std::string(NNS_SOURCE_DIR) + "/" + file));
-    REQUIRE(evaluate_plan(plan_name, devices, plan));
+    // No plan name: the implicit plan of a run without --plan.
+    if (plan_name.empty()) plan = sema::implicit_plan(interp->graph());
+    else REQUIRE(evaluate_plan(plan_name, devices, plan));
   }
   backend::LoweredPlan lower(int replicas, bool communication_only) {
     backend::LowerOptions o;
@@ -139,4 +143,54 @@ TEST_CASE("a plan that cannot run is refused at lowering with the reason", "[low
   spec.data.kind = "safetensors";
   backend::LowerOptions o;
   CHECK_THROWS_WITH(backend::lower_plan(l.interp->graph(), l.plan, spec, o), Catch::Contains("synthetic data only"));
+}
+
+TEST_CASE("the implicit plan: N replicas of one device, each gradient averaged once over all ranks, and verified", "[lower][implicit]") {
+  for (int replicas : {2, 3}) {
+    INFO(replicas << " replicas");
+    Lowered l("examples/gpt.nns", "tiny", "", 1);
+    const sema::Graph& g = l.interp->graph();
+    // Every top-level forward op whole (unsplit) on device 0.
+    size_t ops = 0;
+    for (const sema::OpNode& n : g.nodes())
+      if (n.parent < 0 && n.phase == sema::Phase::Forward) ++ops;
+    REQUIRE(l.plan.subops.size() == ops);
+    for (const sema::SubOp& s : l.plan.subops) {
+      CHECK(s.leaf());
+      CHECK(s.devices == std::vector<int>{0});
+    }
+    backend::LoweredPlan lp = l.lower(replicas, true);
+    REQUIRE(lp.programs.size() == static_cast<size_t>(replicas));
+    std::vector<int> all;
+    for (int r = 0; r < replicas; ++r) all.push_back(r);
+    for (const backend::RankProgram& p : lp.programs) {
+      // The only collectives: one average per parameter gradient over
+      // every rank (scaled by 1/N), and the loss.
+      std::vector<int> averaged;
+      int losses = 0;
+      for (const backend::PInstr& in : p.instrs) {
+        if (!in.is_collective()) continue;
+        REQUIRE(in.group >= 0);
+        CHECK(lp.groups[static_cast<size_t>(in.group)] == all);
+        if (in.kind == backend::PInstr::LossAllReduce) {
+          ++losses;
+          continue;
+        }
+        REQUIRE(in.kind == backend::PInstr::ReplicaAverage);
+        CHECK(in.scale == Approx(1.0 / replicas));
+        averaged.push_back(p.buffers[static_cast<size_t>(in.a)].tensor);
+      }
+      CHECK(losses == 1);
+      std::sort(averaged.begin(), averaged.end());
+      std::vector<int> params;
+      for (int t : g.params())
+        if (!g.tensor(t).buffer) params.push_back(t);
+      std::sort(params.begin(), params.end());
+      CHECK(averaged == params);
+    }
+    backend::ProgramCheck pc = backend::verify_programs(g, l.plan, replicas, backend::SeededBug::None, &*l.interp->train(), nullptr);
+    INFO((pc.errors.empty() ? "" : pc.errors[0]));
+    CHECK(pc.ok);
+    CHECK(pc.ranks == replicas);
+  }
 }

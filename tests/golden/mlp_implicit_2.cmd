@@ -1,0 +1,1 @@
+examples/01_mlp.nns --config small --gpus 2
