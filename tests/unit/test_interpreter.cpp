@@ -495,7 +495,7 @@ TEST_CASE("interpreter: a syntax error in an imported module stops before evalua
   Run r("import \"broken\"\nprint(1)\n", "", {{"broken.nns", "let a = (1\n"}});
   CHECK_FALSE(r.ok);
   REQUIRE(r.diags.error_count() == 1);
-  CHECK(r.first_error() == "unexpected end of file; expected ')'");
+  CHECK(r.first_error() == "this '(' is never closed (a ')' is missing)");
   CHECK(fs::path(r.sources.file(r.first_diag().loc.file).path).filename() == "broken.nns");
 }
 
@@ -523,15 +523,22 @@ train {
 )");
   CHECK_FALSE(r.ok);
   const auto& d = r.first_diag();
-  CHECK(d.message == "shape error in call to op 'linear': identifier 'k' is 4 in input 0 dim 1 but 3 in input 1 dim 1");
+  CHECK(d.message ==
+        "shape error in call to op 'linear': input 'x' of shape [2, 4] (input 0), parameter 'w' of shape [8, 3] (input 1) "
+        "do not fit its annotation: identifier 'k' is 4 in input 0 dim 1 but 3 in input 1 dim 1");
   CHECK(d.loc.line == 4);
   CHECK(d.loc.col == 26);
-  // Notes: the annotation's declaration (in the prelude), then the call chain.
-  REQUIRE(d.notes.size() == 2);
-  CHECK(d.notes[0].message == "annotation of 'linear' declared here");
-  CHECK(fs::path(r.sources.file(d.notes[0].loc.file).path).filename() == "prelude.nns");
-  CHECK(d.notes[1].message == "in call to 'forward'");
-  CHECK(d.notes[1].loc.line == 9);
+  // Notes: the declarations of the operands named, the annotation's (in the
+  // prelude), then the call chain.
+  REQUIRE(d.notes.size() == 4);
+  CHECK(d.notes[0].message == "'x' declared here");
+  CHECK(d.notes[0].loc.line == 8);
+  CHECK(d.notes[1].message == "'w' declared here");
+  CHECK(d.notes[1].loc.line == 3);
+  CHECK(d.notes[2].message == "annotation of 'linear' declared here");
+  CHECK(fs::path(r.sources.file(d.notes[2].loc.file).path).filename() == "prelude.nns");
+  CHECK(d.notes[3].message == "in call to 'forward'");
+  CHECK(d.notes[3].loc.line == 9);
 }
 
 TEST_CASE("interpreter: declaration errors are all reported, evaluation stops at the first", "[interpreter]") {

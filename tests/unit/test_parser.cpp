@@ -326,12 +326,14 @@ TEST_CASE("parser: recovery reports the first error of each line", "[parser]") {
   CHECK(p.diags.all()[2].message == "unexpected end of file; expected ',' or ']'");
 }
 
-TEST_CASE("parser: an unclosed block is one end-of-file error after trailing comments", "[parser]") {
+TEST_CASE("parser: an unclosed block is one error at its opener, a note at the end of file", "[parser]") {
   Parsed p("fn f(x) {\n  return x\n\n# a comment\n");
   REQUIRE(p.diags.error_count() == 1);
-  CHECK(p.diags.all()[0].message == "unexpected end of file");
-  CHECK(p.diags.all()[0].loc.line == 2);
-  CHECK(p.diags.all()[0].loc.col == 11);
+  CHECK(p.diags.all()[0].message == "this '{' is never closed (a '}' is missing)");
+  CHECK(p.diags.all()[0].loc.line == 1);
+  CHECK(p.diags.all()[0].loc.col == 9);
+  REQUIRE(p.diags.all()[0].notes.size() == 1);
+  CHECK(p.diags.all()[0].notes[0].message == "the file ends here with it still open");
 }
 
 TEST_CASE("parser: lexical errors", "[parser]") {
