@@ -5,6 +5,8 @@
 #include <cctype>
 #include <iostream>
 
+#include "backend/planner/profiles.h"
+
 namespace nns::driver {
 
 int usage_error(const std::string& msg) {
@@ -133,7 +135,7 @@ bool parse_eval_budget(const Args& a, double& seconds, std::string& usage) {
 }
 
 bool parse_check_limits(const Args& a, sema::check::CheckOptions& opts, std::string& usage) {
-  if (!a.device_memory.empty() && !sema::check::parse_memory_size(a.device_memory, opts.device_memory, opts.memory_label, usage)) return false;
+  if (!a.device_memory.empty() && !planner::parse_device_memory(a.device_memory, opts.device_memory, opts.memory_label, usage)) return false;
   if (!a.check_timeout.empty()) {
     long long ms = 0;
     if (!parse_int(a.check_timeout, ms) || ms < 1 || ms > 86400000) {

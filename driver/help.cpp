@@ -1,5 +1,7 @@
 #include "driver/help.h"
 
+#include "backend/planner/profiles.h"
+
 namespace nns::driver {
 
 const char* help_text() {
@@ -21,7 +23,8 @@ commands:
       value) and prints the verdict and the time spent; a conflict is one
       error at the first directive of the unsat core and a note at each
       other. --device-memory is a capacity per device (80GiB, 512MiB) or a
-      preset (v100, a100-40g, a100, h100, h200); without it memory is
+      device profile's name (its memory_bytes; the profiles are listed at
+      the end); without it memory is
       reported, not checked. The memory model bounds what nns run
       allocates (kernel copies, gradient contributions, the largest kernel
       working set included); --precision fp16|bf16 counts mixed-precision
@@ -42,7 +45,7 @@ commands:
       --eval-budget SECONDS (check and run) bounds the wall time of
       evaluating the file and of evaluating the plan, each (default 60; 0:
       none): past it, an endless loop ends with a located error.
-  simulate FILE --plan P [--gpus N [--plan-gpus K]] --device a100|v100|h100|h200|PATH.json [--config C]
+  simulate FILE --plan P [--gpus N [--plan-gpus K]] --device PROFILE|PATH.json [--config C]
            [--precision fp32|bf16|fp16] [--overlap-grad-reduce] [--all-ranks] [--trace OUT.json]
       lower plan P to its per-rank programs (what run executes) and replay
       them on a device profile (stdlib/profiles/, or a JSON file): kernels
@@ -194,6 +197,12 @@ environment:
 
 exit codes: 0 ok, 64 usage error, 65 bad input, 70 runtime failure
 )";
+}
+
+std::string profiles_help() {
+  std::string names;
+  for (const std::string& n : planner::list_profiles(planner::profiles_dir())) names += (names.empty() ? "" : ", ") + n;
+  return "device profiles (" + planner::profiles_dir() + "): " + (names.empty() ? "none" : names) + "\n";
 }
 
 }  // namespace nns::driver

@@ -30,12 +30,12 @@ int main(int argc, char** argv) {
   std::string err;
   if (!parse_args(argc, argv, a, err)) return usage_error(err);
   if (a.command.empty()) {
-    std::cerr << help_text();
+    std::cerr << help_text() << profiles_help();
     return kExitUsage;
   }
   try {
     if (a.command == "help") {
-      std::cout << help_text();
+      std::cout << help_text() << profiles_help();
       return kExitOk;
     }
     if (a.command == "check") return cmd_check(a);

@@ -2,11 +2,15 @@
 // against hand-computed roofline and alpha-beta numbers.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <unistd.h>
 #include <sstream>
 
 #include "backend/planner/cost_model.h"
 #include "backend/planner/json.h"
+#include "backend/planner/profiles.h"
 
 using namespace nns::planner;
 
@@ -127,6 +131,46 @@ TEST_CASE("profiles: a single-node profile may leave inter-node links out; error
   CHECK(err.find("efficiency.matmul") != std::string::npos);
   CHECK_FALSE(load_profile("nosuch", "stdlib/profiles", p, err));
   CHECK(err.find("stdlib/profiles/nosuch.json") != std::string::npos);
+}
+
+TEST_CASE("profiles: the directory names the devices; --device-memory reads a profile's memory") {
+  const std::vector<std::string> shipped = list_profiles("stdlib/profiles");
+  for (const char* n : {"a100", "cpu", "h100", "h200", "v100"})
+    CHECK(std::find(shipped.begin(), shipped.end(), n) != shipped.end());
+  CHECK(std::is_sorted(shipped.begin(), shipped.end()));
+  CHECK(device_choices("stdlib/profiles").find("a100|") != std::string::npos);
+  int64_t b = 0;
+  std::string label, err;
+  REQUIRE(parse_device_memory("h200", b, label, err, "stdlib/profiles"));
+  CHECK(b == int64_t{141} << 30);
+  CHECK(label == "141 GiB (h200)");
+  REQUIRE(parse_device_memory("512 MiB", b, label, err, "stdlib/profiles"));
+  CHECK(b == int64_t{512} << 20);
+  // A name without a profile is no device: the message lists the profiles.
+  CHECK_FALSE(parse_device_memory("a100-40g", b, label, err, "stdlib/profiles"));
+  CHECK(err.find("not a size") != std::string::npos);
+  CHECK(err.find("a device profile (a100, cpu, h100, h200, v100") != std::string::npos);
+  // Adding a device is adding its file.
+  const std::string dir = "profiles_test_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  for (const std::string& n : shipped) std::filesystem::copy_file("stdlib/profiles/" + n + ".json", dir + "/" + n + ".json");
+  std::ifstream h200("stdlib/profiles/h200.json");
+  std::stringstream text;
+  text << h200.rdbuf();
+  std::string b200 = text.str();
+  b200.replace(b200.find("\"h200\""), 6, "\"b200\"");
+  b200.replace(b200.find("151397597184"), 12, "206158430208");  // 192 GiB
+  std::ofstream(dir + "/b200.json") << b200;
+  const std::vector<std::string> with = list_profiles(dir);
+  CHECK(with.size() == shipped.size() + 1);
+  CHECK(std::find(with.begin(), with.end(), "b200") != with.end());
+  REQUIRE(parse_device_memory("b200", b, label, err, dir));
+  CHECK(b == int64_t{192} << 30);
+  CHECK(label == "192 GiB (b200)");
+  DeviceProfile p;
+  REQUIRE(load_profile("b200", dir, p, err));
+  CHECK(p.name == "b200");
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("profiles: the shipped GPU profiles load, and every figure cites its source") {
