@@ -618,13 +618,16 @@ bool measure_in_situ(const Settings& s, const std::string& profile_json, InSitu&
         err = "the calibration run (" + config + ") failed" + (err.empty() ? "" : ": " + err);
         return false;
       }
-      const planner::Json* events = root.find("traceEvents");
-      for (const planner::Json& e : events ? events->arr : std::vector<planner::Json>{}) {
-        const planner::Json *ph = e.find("ph"), *pid = e.find("pid"), *dur = e.find("dur"), *args = e.find("args");
-        const planner::Json* step = args ? args->find("step") : nullptr;
-        const planner::Json* instr = args ? args->find("instr") : nullptr;
-        if (!ph || ph->str != "X" || !pid || pid->num != 0 || !dur || !step || step->num < 5 || !instr) continue;
-        measured[static_cast<int>(instr->num)].push_back(dur->num * 1e-6);
+      const planner::Json* events = planner::field(root, "traceEvents");
+      static const planner::Json kNoEvents = planner::Json::array();
+      for (const planner::Json& e : events && events->is_array() ? *events : kNoEvents) {
+        const planner::Json *ph = planner::field(e, "ph"), *pid = planner::field(e, "pid"), *dur = planner::field(e, "dur");
+        const planner::Json* args = planner::field(e, "args");
+        const planner::Json* step = args ? planner::field(*args, "step") : nullptr;
+        const planner::Json* instr = args ? planner::field(*args, "instr") : nullptr;
+        if (planner::string_or(ph) != "X" || !pid || planner::number_or(pid) != 0 || !dur || !step || planner::number_or(step) < 5 || !instr)
+          continue;
+        measured[static_cast<int>(planner::number_or(instr))].push_back(planner::number_or(dur) * 1e-6);
       }
     }
     // Predicted: the same program lowered and costed (the pipeline's

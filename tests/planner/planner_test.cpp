@@ -46,12 +46,12 @@ void each_source(const std::string& profile, Check cites) {
   Json root;
   std::string err;
   REQUIRE(parse_json(ss.str(), root, err));
-  for (const auto& [key, v] : root.obj) {
-    if (v.kind != Json::Number && v.kind != Json::Object) continue;
+  for (const auto& [key, v] : root.items()) {
+    if (!v.is_number() && !v.is_object()) continue;
     INFO(key);
-    const Json* src = root.find(key + "_source");
+    const Json* src = field(root, key + "_source");
     REQUIRE(src != nullptr);
-    cites(src->str);
+    cites(string_or(src));
   }
 }
 
@@ -61,20 +61,34 @@ TEST_CASE("json reader: values, nesting and errors with offsets") {
   Json j;
   std::string err;
   REQUIRE(parse_json(R"( {"a": [1, -2.5e3, true, null], "b": {"c": "x\"y"}} )", j, err));
-  REQUIRE(j.kind == Json::Object);
-  REQUIRE(j.find("a")->arr.size() == 4);
-  CHECK(j.find("a")->arr[1].num == -2500.0);
-  CHECK(j.find("a")->arr[2].b);
-  CHECK(j.find("a")->arr[3].kind == Json::Null);
-  CHECK(j.find("b")->find("c")->str == "x\"y");
-  CHECK(j.find("zz") == nullptr);
+  REQUIRE(j.is_object());
+  REQUIRE(field(j, "a")->size() == 4);
+  CHECK(number_or(&(*field(j, "a"))[1]) == -2500.0);
+  CHECK((*field(j, "a"))[2] == true);
+  CHECK((*field(j, "a"))[3].is_null());
+  CHECK(string_or(field(*field(j, "b"), "c")) == "x\"y");
+  CHECK(field(j, "zz") == nullptr);
+  CHECK(field((*field(j, "a")), "x") == nullptr);  // not an object
+  CHECK(number_or(field(j, "b"), 7) == 7);          // not a number
+  // Errors are messages with the place, never exceptions.
   CHECK_FALSE(parse_json("{\"a\": 1,}", j, err));
-  CHECK(err.find("offset 8") != std::string::npos);
+  CHECK(err.find("offset 9") != std::string::npos);
+  CHECK(err.find("line 1, column 9") != std::string::npos);
   CHECK_FALSE(parse_json("[1, 2", j, err));
+  CHECK(err.find("offset") != std::string::npos);
   CHECK_FALSE(parse_json("{} x", j, err));
-  CHECK(err.find("trailing") != std::string::npos);
+  CHECK(err.find("offset") != std::string::npos);
+  CHECK_FALSE(parse_json("", j, err));
+  CHECK_FALSE(parse_json("{\"a\": \"\xff\"}", j, err));
   CHECK_FALSE(parse_json(std::string(100, '['), j, err));
   CHECK(err.find("too deep") != std::string::npos);
+  CHECK_FALSE(parse_json(std::string(1000000, '[') + std::string(1000000, ']'), j, err));
+  CHECK(err.find("too deep") != std::string::npos);
+  REQUIRE(parse_json(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']'), j, err));
+  // A malformed profile: the error names the place.
+  DeviceProfile p;
+  CHECK_FALSE(parse_profile("{\"peak_flops\": {\"fp32\": 1e11},", p, err));
+  CHECK(err.find("offset") != std::string::npos);
 }
 
 TEST_CASE("cost model: roofline with the efficiency curve") {
