@@ -85,6 +85,13 @@ TEST_CASE("json reader: values, nesting and errors with offsets") {
   CHECK_FALSE(parse_json(std::string(1000000, '[') + std::string(1000000, ']'), j, err));
   CHECK(err.find("too deep") != std::string::npos);
   REQUIRE(parse_json(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']'), j, err));
+  // Brackets inside strings are no nesting.
+  REQUIRE(parse_json("[\"" + std::string(100, '[') + "\\\"\"]", j, err));
+  // Linear in the events of a trace (a callback parse was quadratic: this took minutes).
+  std::string trace = "{\"traceEvents\": [";
+  for (int i = 0; i < 300000; ++i) trace += std::string(i ? "," : "") + "{\"ph\":\"X\",\"dur\":1,\"args\":{\"step\":5}}";
+  REQUIRE(parse_json(trace + "]}", j, err));
+  CHECK(field(j, "traceEvents")->size() == 300000);
   // A malformed profile: the error names the place.
   DeviceProfile p;
   CHECK_FALSE(parse_profile("{\"peak_flops\": {\"fp32\": 1e11},", p, err));
