@@ -5,6 +5,7 @@
 #include <cctype>
 #include <iostream>
 
+#include "backend/planner/profiles.h"
 #include "frontend/suggest.h"
 
 namespace nns::driver {
@@ -185,7 +186,7 @@ bool parse_eval_budget(const Args& a, sema::EvalBudget& budget, std::string& usa
 }
 
 bool parse_check_limits(const Args& a, sema::check::CheckOptions& opts, std::string& usage) {
-  if (!a.device_memory.empty() && !sema::check::parse_memory_size(a.device_memory, opts.device_memory, opts.memory_label, usage)) return false;
+  if (!a.device_memory.empty() && !planner::parse_device_memory(a.device_memory, opts.device_memory, opts.memory_label, usage)) return false;
   if (!a.check_timeout.empty()) {
     long long ms = 0;
     if (!parse_int(a.check_timeout, ms) || ms < 1 || ms > 86400000) {

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <string>
 
+#include "backend/planner/profiles.h"
+
 namespace nns::driver {
 
 namespace {
@@ -32,7 +34,8 @@ const CommandHelp kCommands[] = {
      "value) and prints the verdict and the time spent; a conflict is one\n"
      "error at the first directive of the unsat core and a note at each\n"
      "other. --device-memory is a capacity per device (80GiB, 512MiB) or a\n"
-     "preset (v100, a100-40g, a100, h100, h200); without it memory is\n"
+     "device profile's name (its memory_bytes; the profiles are listed at\n"
+     "the end); without it memory is\n"
      "reported, not checked. The memory model bounds what nns run\n"
      "allocates (kernel copies, gradient contributions, the largest kernel\n"
      "working set included); --precision fp16|bf16 counts mixed-precision\n"
@@ -57,7 +60,7 @@ const CommandHelp kCommands[] = {
      "million; 0: none): past it, an endless loop ends with a located error,\n"
      "the same on any machine; --eval-timeout SECONDS adds a wall-clock cap.\n"},
     {"simulate",
-     "simulate FILE --plan P [--gpus N [--plan-gpus K]] --device a100|v100|h100|h200|PATH.json [--config C]\n"
+     "simulate FILE --plan P [--gpus N [--plan-gpus K]] --device PROFILE|PATH.json [--config C]\n"
      "           [--precision fp32|bf16|fp16] [--overlap-grad-reduce] [--all-ranks] [--trace OUT.json]\n",
      "lower plan P to its per-rank programs (what run executes) and replay\n"
      "them on a device profile (stdlib/profiles/, or a JSON file): kernels\n"
@@ -343,5 +346,12 @@ const char* help_text() {
   static const std::string text = build_help_text();
   return text.c_str();
 }
+
+std::string profiles_help() {
+  std::string names;
+  for (const std::string& n : planner::list_profiles(planner::profiles_dir())) names += (names.empty() ? "" : ", ") + n;
+  return "device profiles (" + planner::profiles_dir() + "): " + (names.empty() ? "none" : names) + "\n";
+}
+
 
 }  // namespace nns::driver

@@ -7,6 +7,9 @@
 namespace nns::driver {
 
 const char* help_text();
+// The device profiles --device and --device-memory take (read from the
+// profiles directory, so a new profile file is listed without a rebuild).
+std::string profiles_help();
 
 // One command's help (`nns CMD --help`, `nns help CMD`): its usage, what it
 // does, its options one per line and an example; "" for an unknown command.

@@ -35,13 +35,13 @@ int main(int argc, char** argv) {
   std::string err;
   if (!parse_args(argc, argv, a, err)) return usage_error(err);
   if (a.command.empty()) {
-    std::cerr << help_text();
+    std::cerr << help_text() << profiles_help();
     return kExitUsage;
   }
   try {
     if (a.command == "help" && !a.positional.empty()) a.help = true, a.command = a.positional[0];
     if (a.command == "help") {
-      std::cout << help_text();
+      std::cout << help_text() << profiles_help();
       return kExitOk;
     }
     if (a.help) {

@@ -12,6 +12,7 @@
 #include "backend/lowering/lower_plan.h"
 #include "backend/planner/cost_model.h"
 #include "backend/lowering/memory_replay.h"
+#include "backend/planner/profiles.h"
 #include "backend/planner/program_cost.h"
 #include "backend/planner/sim_trace.h"
 #include "backend/planner/simulator.h"
@@ -53,7 +54,7 @@ int cmd_simulate(const Args& a) {
   auto t0 = std::chrono::steady_clock::now();
   if (a.positional.size() != 1) return usage_error("simulate needs exactly one FILE");
   if (a.plan.empty()) return usage_error("simulate needs --plan NAME");
-  if (a.device.empty()) return usage_error("simulate needs --device a100|v100|h100|h200|PATH.json");
+  if (a.device.empty()) return usage_error("simulate needs --device " + planner::device_choices());
   // --precision: the dtype whose peak the kernels are costed at, and its element size.
   std::string dtype;
   int bpe = 4;
@@ -65,11 +66,9 @@ int cmd_simulate(const Args& a) {
   } else if (!a.precision.empty()) {
     return usage_error("--precision must be fp32, bf16 or fp16");
   }
-  const char* env = std::getenv("NNS_STDLIB");
-  std::string profiles = std::string(env && *env ? env : NNS_STDLIB_DIR) + "/profiles";
   planner::DeviceProfile prof;
   std::string err;
-  if (!planner::load_profile(a.device, profiles, prof, err)) {
+  if (!planner::load_device(a.device, prof, err)) {
     std::cerr << "nns: error: " << err << "\n";
     return kExitUsage;
   }

@@ -42,7 +42,7 @@ const Topic kTopics[] = {
      "NAME of the file (or one defined at the prompt) for the session's devices and makes\n"
      "it the session plan, reporting what changed (undo goes back).\n"
      "plan search DEVICE [NODES] runs nns plan's search for the session's device count on\n"
-     "profile DEVICE (a100, v100, h100, h200 or a .json; NODES nodes), keeping the config's\n"
+     "profile DEVICE (a profile's name, as nns help lists them, or a .json; NODES nodes), keeping the config's\n"
      "micro-batches, prints the best plan and the Megatron-style one, declares the best as\n"
      "plan searched_N and makes it the session plan (undo goes back).", "print the plan as .nns; with NAME, use the file's plan NAME; search: find one"},
     {"undo", "undo [N]", "Takes back the last N (default 1) changes to the plan: directives, reset, gpus, plan NAME.", "take back the last change(s) to the plan"},

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "backend/planner/cost_model.h"
+#include "backend/planner/profiles.h"
 #include "backend/planner/search.h"
 #include "repl/session.h"
 
@@ -14,18 +15,16 @@ namespace nns::repl {
 
 bool Session::cmd_plan_search(const Command& c) {
   if (c.args.size() < 2 || c.args.size() > 3) {
-    err_ << "nns: error: usage: plan search DEVICE [NODES]   (DEVICE: a100, v100, h100, h200 or a profile .json)\n";
+    err_ << "nns: error: usage: plan search DEVICE [NODES]   (DEVICE: " << planner::device_choices() << ")\n";
     return false;
   }
   if (!interp_->train()) {
     err_ << "nns: error: plan search needs a model with a train block\n";
     return false;
   }
-  const char* env = std::getenv("NNS_STDLIB");
-  std::string profiles = std::string(env && *env ? env : NNS_STDLIB_DIR) + "/profiles";
   planner::DeviceProfile prof;
   std::string err;
-  if (!planner::load_profile(c.args[1], profiles, prof, err)) {
+  if (!planner::load_device(c.args[1], prof, err)) {
     err_ << "nns: error: " << err << "\n";
     return false;
   }

@@ -12,27 +12,27 @@ namespace nns::planner {
 namespace {
 
 bool number(const Json& root, const char* key, double& out, std::string& err, bool required = true) {
-  const Json* v = root.find(key);
+  const Json* v = field(root, key);
   if (!v) {
     if (required) err = std::string("missing field \"") + key + "\"";
     return !required;
   }
-  if (v->kind != Json::Number || !(v->num >= 0) || !std::isfinite(v->num)) {
+  if (!v->is_number() || !(v->get<double>() >= 0) || !std::isfinite(v->get<double>())) {
     err = std::string("field \"") + key + "\" must be a non-negative number";
     return false;
   }
-  out = v->num;
+  out = v->get<double>();
   return true;
 }
 
 // Measured [bytes, seconds] points, at least two, sorted by bytes.
 bool points(const Json& pts, const std::string& what, std::vector<std::pair<double, double>>& out, std::string& err) {
-  bool ok = pts.kind == Json::Array && pts.arr.size() >= 2;
-  for (const Json& pt : pts.arr) {
-    ok = ok && pt.kind == Json::Array && pt.arr.size() == 2 && pt.arr[0].kind == Json::Number && pt.arr[1].kind == Json::Number &&
-         pt.arr[0].num >= 0 && pt.arr[1].num > 0;
+  bool ok = pts.is_array() && pts.size() >= 2;
+  for (const Json& pt : pts) {
+    ok = ok && pt.is_array() && pt.size() == 2 && pt[0].is_number() && pt[1].is_number() &&
+         pt[0].get<double>() >= 0 && pt[1].get<double>() > 0;
     if (!ok) break;
-    out.emplace_back(pt.arr[0].num, pt.arr[1].num);
+    out.emplace_back(pt[0].get<double>(), pt[1].get<double>());
   }
   if (!ok) {
     err = what + ".points must be a list of at least two [bytes, seconds] pairs";
@@ -44,18 +44,18 @@ bool points(const Json& pts, const std::string& what, std::vector<std::pair<doub
 
 // An optional {"overhead": s, "bandwidth": B/s} object.
 bool line(const Json& root, const char* key, LineCost& out, std::string& err) {
-  const Json* v = root.find(key);
+  const Json* v = field(root, key);
   if (!v) return true;
-  const Json* o = v->find("overhead");
-  const Json* b = v->find("bandwidth");
-  if (!o || !b || o->kind != Json::Number || b->kind != Json::Number || !(o->num >= 0) || !(b->num > 0) ||
-      !std::isfinite(o->num) || !std::isfinite(b->num)) {
+  const Json* o = field(*v, "overhead");
+  const Json* b = field(*v, "bandwidth");
+  if (!o || !b || !o->is_number() || !b->is_number() || !(o->get<double>() >= 0) || !(b->get<double>() > 0) ||
+      !std::isfinite(o->get<double>()) || !std::isfinite(b->get<double>())) {
     err = std::string("field \"") + key + "\" must be {\"overhead\": seconds >= 0, \"bandwidth\": bytes/s > 0}";
     return false;
   }
-  out.overhead = o->num;
-  out.bandwidth = b->num;
-  if (const Json* pts = v->find("points")) return points(*pts, key, out.points, err);
+  out.overhead = o->get<double>();
+  out.bandwidth = b->get<double>();
+  if (const Json* pts = field(*v, "points")) return points(*pts, key, out.points, err);
   return true;
 }
 
@@ -64,20 +64,20 @@ bool line(const Json& root, const char* key, LineCost& out, std::string& err) {
 bool parse_profile(const std::string& json_text, DeviceProfile& out, std::string& err) {
   Json root;
   if (!parse_json(json_text, root, err)) return false;
-  if (root.kind != Json::Object) { err = "a profile is a JSON object"; return false; }
+  if (!root.is_object()) { err = "a profile is a JSON object"; return false; }
   out = DeviceProfile{};
-  if (const Json* n = root.find("name"); n && n->kind == Json::String) out.name = n->str;
-  const Json* peaks = root.find("peak_flops");
-  if (!peaks || peaks->kind != Json::Object || peaks->obj.empty()) {
+  if (const Json* n = field(root, "name"); n && n->is_string()) out.name = n->get<std::string>();
+  const Json* peaks = field(root, "peak_flops");
+  if (!peaks || !peaks->is_object() || peaks->empty()) {
     err = "field \"peak_flops\" must be an object of dtype: FLOP/s";
     return false;
   }
-  for (const auto& [dtype, v] : peaks->obj) {
-    if (v.kind != Json::Number || !(v.num > 0)) {
+  for (const auto& [dtype, v] : peaks->items()) {
+    if (!v.is_number() || !(v.get<double>() > 0)) {
       err = "peak_flops." + dtype + " must be a positive number";
       return false;
     }
-    out.peak_flops[dtype] = v.num;
+    out.peak_flops[dtype] = v.get<double>();
   }
   double dpn = 1;
   if (!number(root, "memory_bytes", out.memory_bytes, err) ||
@@ -97,16 +97,16 @@ bool parse_profile(const std::string& json_text, DeviceProfile& out, std::string
     err = "bandwidths must be positive";
     return false;
   }
-  if (const Json* eff = root.find("efficiency")) {
-    if (eff->kind != Json::Object) { err = "field \"efficiency\" must be an object"; return false; }
-    for (const auto& [op, pts] : eff->obj) {
+  if (const Json* eff = field(root, "efficiency")) {
+    if (!eff->is_object()) { err = "field \"efficiency\" must be an object"; return false; }
+    for (const auto& [op, pts] : eff->items()) {
       auto& curve = out.efficiency[op];
-      bool ok = pts.kind == Json::Array;
-      for (const Json& pt : pts.arr) {
-        ok = ok && pt.kind == Json::Array && pt.arr.size() == 2 && pt.arr[0].kind == Json::Number &&
-             pt.arr[1].kind == Json::Number && pt.arr[0].num > 0 && pt.arr[1].num > 0;
+      bool ok = pts.is_array();
+      for (const Json& pt : pts) {
+        ok = ok && pt.is_array() && pt.size() == 2 && pt[0].is_number() &&
+             pt[1].is_number() && pt[0].get<double>() > 0 && pt[1].get<double>() > 0;
         if (!ok) break;
-        curve.emplace_back(pt.arr[0].num, pt.arr[1].num);
+        curve.emplace_back(pt[0].get<double>(), pt[1].get<double>());
       }
       if (!ok) {
         err = "efficiency." + op + " must be a list of [flops, efficiency] pairs, both positive";
@@ -124,29 +124,31 @@ bool parse_profile(const std::string& json_text, DeviceProfile& out, std::string
       !number(root, "cache_bytes", out.cache_bytes, err, false))
     return false;
   out.threads = static_cast<int>(threads);
-  if (const Json* ko = root.find("kernel_overheads")) {
-    if (ko->kind != Json::Object) { err = "field \"kernel_overheads\" must be an object of curve: seconds"; return false; }
-    for (const auto& [name, v] : ko->obj) {
-      if (v.kind != Json::Number || !(v.num >= 0) || !std::isfinite(v.num)) {
+  if (const Json* ko = field(root, "kernel_overheads")) {
+    if (!ko->is_object()) { err = "field \"kernel_overheads\" must be an object of curve: seconds"; return false; }
+    for (const auto& [name, v] : ko->items()) {
+      if (!v.is_number() || !(v.get<double>() >= 0) || !std::isfinite(v.get<double>())) {
         err = "kernel_overheads." + name + " must be a non-negative number of seconds";
         return false;
       }
-      out.kernel_overheads[name] = v.num;
+      out.kernel_overheads[name] = v.get<double>();
     }
   }
-  if (const Json* situ = root.find("in_situ")) {
-    const Json* lengths = situ->find("instructions");
-    const Json* extra = situ->find("extra");
-    bool ok = lengths && extra && lengths->kind == Json::Array && !lengths->arr.empty() && extra->kind == Json::Object;
-    for (size_t i = 0; ok && i < lengths->arr.size(); ++i) {
-      ok = lengths->arr[i].kind == Json::Number && lengths->arr[i].num > 0 && (i == 0 || lengths->arr[i].num > lengths->arr[i - 1].num);
-      if (ok) out.in_situ_instructions.push_back(lengths->arr[i].num);
+  if (const Json* situ = field(root, "in_situ")) {
+    const Json* lengths = field(*situ, "instructions");
+    const Json* extra = field(*situ, "extra");
+    bool ok = lengths && extra && lengths->is_array() && !lengths->empty() && extra->is_object();
+    for (size_t i = 0; ok && i < lengths->size(); ++i) {
+      ok = lengths->at(i).is_number() && lengths->at(i).get<double>() > 0 && (i == 0 || lengths->at(i).get<double>() > lengths->at(i - 1).get<double>());
+      if (ok) out.in_situ_instructions.push_back(lengths->at(i).get<double>());
     }
-    for (const auto& [kind, v] : ok ? extra->obj : std::map<std::string, Json>{}) {
-      ok = v.kind == Json::Array && v.arr.size() == lengths->arr.size();
-      for (const Json& x : ok ? v.arr : std::vector<Json>{}) {
-        ok = ok && x.kind == Json::Number && std::isfinite(x.num);
-        if (ok) out.in_situ_extra[kind].push_back(x.num);
+    static const Json kNoExtra = Json::object();
+    for (const auto& [kind, v] : ok ? extra->items() : kNoExtra.items()) {
+      ok = v.is_array() && v.size() == lengths->size();
+      if (!ok) break;
+      for (const Json& x : v) {
+        ok = ok && x.is_number() && std::isfinite(x.get<double>());
+        if (ok) out.in_situ_extra[kind].push_back(x.get<double>());
       }
       if (!ok) break;
     }
@@ -155,24 +157,24 @@ bool parse_profile(const std::string& json_text, DeviceProfile& out, std::string
       return false;
     }
   }
-  if (const Json* links = root.find("collectives")) {
-    if (links->kind != Json::Object) { err = "field \"collectives\" must be an object"; return false; }
-    for (const auto& [name, v] : links->obj) {
+  if (const Json* links = field(root, "collectives")) {
+    if (!links->is_object()) { err = "field \"collectives\" must be an object"; return false; }
+    for (const auto& [name, v] : links->items()) {
       if (name == "ranks") continue;  // the group size the points were measured on
       bool known = false;
       for (Collective k : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter, Collective::AllToAll,
                            Collective::SendRecv})
         known = known || name == collective_name(k);
-      const Json* lat = v.find("latency");
-      const Json* bw = v.find("bandwidth");
-      if (!known || !lat || !bw || lat->kind != Json::Number || bw->kind != Json::Number || !(lat->num >= 0) || !(bw->num > 0)) {
+      const Json* lat = field(v, "latency");
+      const Json* bw = field(v, "bandwidth");
+      if (!known || !lat || !bw || !lat->is_number() || !bw->is_number() || !(lat->get<double>() >= 0) || !(bw->get<double>() > 0)) {
         err = "collectives." + name + " must be {\"latency\": s, \"bandwidth\": B/s} of allreduce, allgather, reduce_scatter, all_to_all or sendrecv";
         return false;
       }
-      out.collective_links[name] = LinkCost{bw->num, lat->num};
-      if (const Json* pts = v.find("points")) {
+      out.collective_links[name] = LinkCost{bw->get<double>(), lat->get<double>()};
+      if (const Json* pts = field(v, "points")) {
         LineCost curve;
-        curve.bandwidth = bw->num;
+        curve.bandwidth = bw->get<double>();
         if (!points(*pts, "collectives." + name, curve.points, err)) return false;
         out.collective_curves[name] = curve;
       }

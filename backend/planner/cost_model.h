@@ -96,8 +96,8 @@ struct DeviceProfile {
 // Reads a profile from JSON text; on error returns false with err set
 // (what is wrong, with the JSON offset or the field name).
 bool parse_profile(const std::string& json_text, DeviceProfile& out, std::string& err);
-// Reads `spec`: a shipped profile's name (v100, a100, h100, h200, looked up
-// in profiles_dir) or a path to a .json file.
+// Reads `spec`: a shipped profile's name (looked up in profiles_dir; see
+// profiles.h) or a path to a .json file.
 bool load_profile(const std::string& spec, const std::string& profiles_dir, DeviceProfile& out,
                   std::string& err);
 

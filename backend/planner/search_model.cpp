@@ -66,82 +66,89 @@ bool operand_has(const sema::OperandAnno& a, const std::string& id) {
   return false;
 }
 
-}  // namespace
+// The batch (dim 0 of the first tensor input, as trans(op, dim = "batch")
+// reads it) and which operands carry it.
+void read_batch(const sema::Graph& g, const sema::OpNode& n, SearchOp& op) {
+  const sema::OpAnno& an = n.anno.anno;
+  for (size_t i = 0; i < an.inputs.size(); ++i) {
+    if (an.inputs[i].non_tensor || op.in_tensor[i] < 0) continue;
+    if (g.tensor(op.in_tensor[i]).kind == sema::TensorKind::Param) break;
+    if (auto c = sema::choice_for(n.anno, static_cast<int>(i), 0)) {
+      op.batch_ok = true;
+      op.batch_id = c->id;
+    }
+    break;
+  }
+  if (op.batch_ok) {
+    for (size_t i = 0; i < an.inputs.size(); ++i) op.in_batch[i] = operand_has(an.inputs[i], op.batch_id);
+    for (size_t i = 0; i < an.outputs.size(); ++i) op.out_batch[i] = operand_has(an.outputs[i], op.batch_id);
+  }
+}
 
-SearchModel build_search_model(const sema::Graph& g, const sema::Plan& empty_plan) {
-  SearchModel m;
-  const sema::GradientFlow flow = sema::gradient_flow(g, empty_plan);
-  m.op_of_node.assign(g.nodes().size(), -1);
-  for (int node : g.top_level_nodes()) {
-    const sema::OpNode& n = g.node(node);
-    if (n.phase != sema::Phase::Forward) continue;
-    SearchOp op;
-    op.node = node;
-    op.name = n.name;
-    op.kind = n.kind;
-    op.op_class = op_class(n.kind);
-    op.flops = 2.0 * static_cast<double>(n.macs);
-    if (n.composite) {
-      const std::vector<int> body = primitive_nodes(g, node);
-      op.inner_bytes = internal_bytes(g, node, body);
-      for (int id : body) op.parts.push_back(node_work(g, g.node(id)));
-    }
-    op.backward = static_cast<size_t>(node) < flow.backward.size() && flow.backward[node];
-    const sema::OpAnno& an = n.anno.anno;
-    const bool aligned = an.inputs.size() == n.inputs.size() && an.outputs.size() == n.outputs.size();
-    for (size_t k = 0; k < n.inputs.size(); ++k) {
-      int t = n.inputs[k];
-      op.in_tensor.push_back(t);
-      op.in_bytes.push_back(t >= 0 ? g.tensor(t).bytes() : 0);
-      op.in_param.push_back(t >= 0 && g.tensor(t).kind == sema::TensorKind::Param);
-    }
-    for (int t : n.outputs) {
-      op.out_tensor.push_back(t);
-      op.out_bytes.push_back(t >= 0 ? g.tensor(t).bytes() : 0);
-    }
-    op.in_batch.assign(op.in_tensor.size(), false);
-    op.out_batch.assign(op.out_tensor.size(), false);
-    if (aligned) {
-      // The batch: dim 0 of the first tensor input, as trans(op, dim = "batch") reads it.
-      for (size_t i = 0; i < an.inputs.size(); ++i) {
-        if (an.inputs[i].non_tensor || op.in_tensor[i] < 0) continue;
-        if (g.tensor(op.in_tensor[i]).kind == sema::TensorKind::Param) break;
-        if (auto c = sema::choice_for(n.anno, static_cast<int>(i), 0)) {
-          op.batch_ok = true;
-          op.batch_id = c->id;
-        }
+// The dims an op may split along, each addressed by an input dim.
+void read_choices(const sema::OpNode& n, SearchOp& op) {
+  for (const sema::TransformChoice& tc : sema::transform_space(n.anno, false)) {
+    if (tc.kind != sema::TransformChoice::Dim) continue;
+    SearchChoice c;
+    c.id = tc.id;
+    c.size = tc.size;
+    c.reduce = tc.reduce == sema::Reduce::Sum;
+    c.in = tc.inputs;
+    c.out = tc.outputs;
+    c.is_batch = op.batch_ok && tc.id == op.batch_id;
+    for (size_t i = 0; i < tc.inputs.size(); ++i)
+      if (tc.inputs[i].kind == sema::PartitionEffect::Split && op.in_tensor[i] >= 0) {
+        c.idx = static_cast<int>(i);
+        c.dim = tc.inputs[i].dim;
         break;
       }
-      if (op.batch_ok) {
-        for (size_t i = 0; i < an.inputs.size(); ++i) op.in_batch[i] = operand_has(an.inputs[i], op.batch_id);
-        for (size_t i = 0; i < an.outputs.size(); ++i) op.out_batch[i] = operand_has(an.outputs[i], op.batch_id);
-      }
-      for (const sema::TransformChoice& tc : sema::transform_space(n.anno, false)) {
-        if (tc.kind != sema::TransformChoice::Dim) continue;
-        SearchChoice c;
-        c.id = tc.id;
-        c.size = tc.size;
-        c.reduce = tc.reduce == sema::Reduce::Sum;
-        c.in = tc.inputs;
-        c.out = tc.outputs;
-        c.is_batch = op.batch_ok && tc.id == op.batch_id;
-        for (size_t i = 0; i < tc.inputs.size(); ++i)
-          if (tc.inputs[i].kind == sema::PartitionEffect::Split && op.in_tensor[i] >= 0) {
-            c.idx = static_cast<int>(i);
-            c.dim = tc.inputs[i].dim;
-            break;
-          }
-        if (c.idx < 0) continue;  // an output-only identifier: trans() addresses a choice by an input dim
-        // trans(idx, dim) must name this very identifier.
-        auto back = sema::choice_for(n.anno, c.idx, c.dim);
-        if (!back || back->id != c.id) continue;
-        op.choices.push_back(std::move(c));
-      }
-    }
-    m.op_of_node[node] = static_cast<int>(m.ops.size());
-    m.ops.push_back(std::move(op));
+    if (c.idx < 0) continue;  // an output-only identifier: trans() addresses a choice by an input dim
+    // trans(idx, dim) must name this very identifier.
+    auto back = sema::choice_for(n.anno, c.idx, c.dim);
+    if (!back || back->id != c.id) continue;
+    op.choices.push_back(std::move(c));
   }
-  for (int p : g.params()) m.param_bytes += g.tensor(p).bytes();
+}
+
+// One forward top-level node as the search costs it.
+SearchOp read_op(const sema::Graph& g, const sema::GradientFlow& flow, int node) {
+  const sema::OpNode& n = g.node(node);
+  SearchOp op;
+  op.node = node;
+  op.name = n.name;
+  op.kind = n.kind;
+  op.op_class = op_class(n.kind);
+  op.flops = 2.0 * static_cast<double>(n.macs);
+  if (n.composite) {
+    const std::vector<int> body = primitive_nodes(g, node);
+    op.inner_bytes = internal_bytes(g, node, body);
+    for (int id : body) op.parts.push_back(node_work(g, g.node(id)));
+  }
+  op.backward = static_cast<size_t>(node) < flow.backward.size() && flow.backward[node];
+  const sema::OpAnno& an = n.anno.anno;
+  const bool aligned = an.inputs.size() == n.inputs.size() && an.outputs.size() == n.outputs.size();
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    int t = n.inputs[k];
+    op.in_tensor.push_back(t);
+    op.in_bytes.push_back(t >= 0 ? g.tensor(t).bytes() : 0);
+    op.in_param.push_back(t >= 0 && g.tensor(t).kind == sema::TensorKind::Param);
+  }
+  for (int t : n.outputs) {
+    op.out_tensor.push_back(t);
+    op.out_bytes.push_back(t >= 0 ? g.tensor(t).bytes() : 0);
+  }
+  op.in_batch.assign(op.in_tensor.size(), false);
+  op.out_batch.assign(op.out_tensor.size(), false);
+  if (aligned) {
+    read_batch(g, n, op);
+    read_choices(n, op);
+  }
+  return op;
+}
+
+// Per tensor: its producer, consumers, whether it is a data input and its
+// token count (dim 1 of a rank >= 3 tensor).
+void link_tensors(const sema::Graph& g, SearchModel& m) {
   const size_t nt = g.tensors().size();
   m.consumers.assign(nt, {});
   m.producer.assign(nt, -1);
@@ -163,19 +170,25 @@ SearchModel build_search_model(const sema::Graph& g, const sema::Plan& empty_pla
         m.producer_out[op.out_tensor[k]] = static_cast<int>(k);
       }
   }
+}
+
+// The graph's batch: dim 0 of the first data input an op reads along its
+// batch, else the size of the first batch choice, else `fallback`.
+int64_t find_graph_batch(const sema::Graph& g, const SearchModel& m, int64_t fallback) {
   for (const SearchOp& op : m.ops)
     for (size_t i = 0; i < op.in_tensor.size(); ++i)
-      if (op.batch_ok && op.in_batch[i] && op.in_tensor[i] >= 0 && g.tensor(op.in_tensor[i]).kind == sema::TensorKind::Input) {
-        m.graph_batch = g.tensor(op.in_tensor[i]).shape.empty() ? 1 : g.tensor(op.in_tensor[i]).shape[0];
-        goto found;
-      }
+      if (op.batch_ok && op.in_batch[i] && op.in_tensor[i] >= 0 && g.tensor(op.in_tensor[i]).kind == sema::TensorKind::Input)
+        return g.tensor(op.in_tensor[i]).shape.empty() ? 1 : g.tensor(op.in_tensor[i]).shape[0];
   for (const SearchOp& op : m.ops)
-    if (op.batch_ok) {
+    if (op.batch_ok)
       for (const SearchChoice& c : op.choices)
-        if (c.is_batch) { m.graph_batch = c.size; goto found; }
-    }
-found:
-  // Units: maximal runs of ops of one layer key.
+        if (c.is_batch) return c.size;
+  return fallback;
+}
+
+// Units: maximal runs of ops of one layer key, each with a select()
+// pattern when "KEY*" matches exactly its ops.
+void make_units(SearchModel& m) {
   for (size_t i = 0; i < m.ops.size(); ++i) {
     std::string key = layer_key(m.ops[i].name);
     if (m.units.empty() || m.units.back().key != key) m.units.push_back(SearchUnit{key, {}, -1, ""});
@@ -184,7 +197,6 @@ found:
   m.unit_of_op.assign(m.ops.size(), -1);
   for (size_t u = 0; u < m.units.size(); ++u)
     for (int i : m.units[u].ops) m.unit_of_op[i] = static_cast<int>(u);
-  // A select() pattern per unit when "KEY*" matches exactly its ops.
   for (SearchUnit& u : m.units) {
     if (u.key.empty()) continue;
     std::string pat = u.key + "*";
@@ -197,8 +209,11 @@ found:
       }
     if (exact && hits == u.ops.size()) u.select = pat;
   }
-  // Signatures: op kinds, bound annotations, operand shapes and where each
-  // input comes from (an op of the unit, by position, or outside).
+}
+
+// Signatures: op kinds, bound annotations, operand shapes and where each
+// input comes from (an op of the unit, by position, or outside).
+void sign_units(const sema::Graph& g, SearchModel& m) {
   std::map<std::string, int> sigs;
   for (SearchUnit& u : m.units) {
     std::ostringstream s;
@@ -229,6 +244,24 @@ found:
     u.signature = it->second;
   }
   m.signatures = static_cast<int>(sigs.size());
+}
+
+}  // namespace
+
+SearchModel build_search_model(const sema::Graph& g, const sema::Plan& empty_plan) {
+  SearchModel m;
+  const sema::GradientFlow flow = sema::gradient_flow(g, empty_plan);
+  m.op_of_node.assign(g.nodes().size(), -1);
+  for (int node : g.top_level_nodes()) {
+    if (g.node(node).phase != sema::Phase::Forward) continue;
+    m.op_of_node[node] = static_cast<int>(m.ops.size());
+    m.ops.push_back(read_op(g, flow, node));
+  }
+  for (int p : g.params()) m.param_bytes += g.tensor(p).bytes();
+  link_tensors(g, m);
+  m.graph_batch = find_graph_batch(g, m, m.graph_batch);
+  make_units(m);
+  sign_units(g, m);
   return m;
 }
 

@@ -266,35 +266,7 @@ bool check_plan(const Graph& g, const Plan& plan, const CheckOptions& opts, fron
 
 // ---- sizes ------------------------------------------------------------------------------
 
-namespace {
-struct Preset {
-  const char* name;
-  int64_t gib;
-  const char* what;
-};
-// Nominal memory of common accelerators (what the vendor quotes, in GiB).
-const Preset kPresets[] = {
-    {"v100", 32, "NVIDIA V100 32 GB (nnScaler's DGX-2)"},
-    {"a100-40g", 40, "NVIDIA A100 40 GB"},
-    {"a100", 80, "NVIDIA A100 80 GB"},
-    {"h100", 80, "NVIDIA H100 80 GB"},
-    {"h200", 141, "NVIDIA H200 141 GB"},
-};
-}  // namespace
-
-std::string hardware_presets() {
-  std::string s;
-  for (const Preset& p : kPresets) s += (s.empty() ? "" : ", ") + std::string(p.name) + " (" + std::to_string(p.gib) + " GiB)";
-  return s;
-}
-
 bool parse_memory_size(const std::string& text, int64_t& bytes, std::string& label, std::string& err) {
-  for (const Preset& p : kPresets)
-    if (text == p.name) {
-      bytes = p.gib << 30;
-      label = std::to_string(p.gib) + " GiB (" + p.name + ")";
-      return true;
-    }
   size_t i = 0;
   while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
   std::string number = text.substr(0, i), unit = text.substr(i);
@@ -309,7 +281,7 @@ bool parse_memory_size(const std::string& text, int64_t& bytes, std::string& lab
   char* end = nullptr;
   double v = number.empty() ? -1 : std::strtod(number.c_str(), &end);
   if (scale < 0 || number.empty() || *end != '\0' || !(v > 0) || v * scale > 9e18) {
-    err = "--device-memory: '" + text + "' is not a size (e.g. 80GiB, 512MiB, 1.5TB) or a hardware preset (" + hardware_presets() + ")";
+    err = "--device-memory: '" + text + "' is not a size (e.g. 80GiB, 512MiB, 1.5TB)";
     return false;
   }
   bytes = static_cast<int64_t>(std::llround(v * scale));

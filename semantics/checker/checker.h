@@ -97,9 +97,9 @@ std::string verdict_line(const Plan& plan, const CheckResult& r, bool illegal = 
 bool check_plan(const Graph& g, const Plan& plan, const CheckOptions& opts, front::DiagnosticEngine& diags, std::ostream& out,
                 Verdict* verdict = nullptr);
 
-// "80GiB", "512 MiB", "1.5TB", "1000000" (bytes) or a hardware preset
-// (v100, a100-40g, a100, h100, h200). False with `err` set otherwise.
+// "80GiB", "512 MiB", "1.5TB", "1000000" (bytes). False with `err` set
+// otherwise. A device's name is read from its profile by the planner
+// (planner::parse_device_memory): the checker gets bytes.
 bool parse_memory_size(const std::string& text, int64_t& bytes, std::string& label, std::string& err);
-std::string hardware_presets();  // "v100 (32 GiB), a100-40g (40 GiB), ..."
 
 }  // namespace nns::sema::check

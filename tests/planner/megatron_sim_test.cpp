@@ -463,26 +463,26 @@ TEST_CASE("simulated trace: a Chrome trace (run --trace's format) of every timed
   std::remove(path.c_str());
   Json j;
   REQUIRE(parse_json(ss.str(), j, err));
-  const Json* events = j.find("traceEvents");
+  const Json* events = field(j, "traceEvents");
   REQUIRE(events);
-  REQUIRE(events->kind == Json::Array);
+  REQUIRE(events->is_array());
   int x = 0, named = 0;
   double comm_us = 0;
-  for (const Json& e : events->arr) {
-    REQUIRE(e.kind == Json::Object);
-    REQUIRE(e.find("ph"));
-    REQUIRE(e.find("pid"));
-    if (e.find("ph")->str == "M") {
-      if (e.find("name")->str == "process_name") ++named;
+  for (const Json& e : *events) {
+    REQUIRE(e.is_object());
+    REQUIRE(field(e, "ph"));
+    REQUIRE(field(e, "pid"));
+    if (string_or(field(e, "ph")) == "M") {
+      if (string_or(field(e, "name")) == "process_name") ++named;
       continue;
     }
-    REQUIRE(e.find("ph")->str == "X");
+    REQUIRE(string_or(field(e, "ph")) == "X");
     ++x;
-    REQUIRE(e.find("ts"));
-    REQUIRE(e.find("dur"));
-    CHECK(e.find("dur")->num > 0);
-    CHECK(e.find("ts")->num + e.find("dur")->num <= r.step_time * 1e6 + 1e-6);
-    if (e.find("tid")->num == 2) comm_us += e.find("dur")->num;
+    REQUIRE(field(e, "ts"));
+    REQUIRE(field(e, "dur"));
+    CHECK(number_or(field(e, "dur")) > 0);
+    CHECK(number_or(field(e, "ts")) + number_or(field(e, "dur")) <= r.step_time * 1e6 + 1e-6);
+    if (number_or(field(e, "tid")) == 2) comm_us += number_or(field(e, "dur"));
   }
   CHECK(x == 10);
   CHECK(named == 2);

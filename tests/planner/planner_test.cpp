@@ -2,11 +2,15 @@
 // against hand-computed roofline and alpha-beta numbers.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <unistd.h>
 #include <sstream>
 
 #include "backend/planner/cost_model.h"
 #include "backend/planner/json.h"
+#include "backend/planner/profiles.h"
 
 using namespace nns::planner;
 
@@ -42,12 +46,12 @@ void each_source(const std::string& profile, Check cites) {
   Json root;
   std::string err;
   REQUIRE(parse_json(ss.str(), root, err));
-  for (const auto& [key, v] : root.obj) {
-    if (v.kind != Json::Number && v.kind != Json::Object) continue;
+  for (const auto& [key, v] : root.items()) {
+    if (!v.is_number() && !v.is_object()) continue;
     INFO(key);
-    const Json* src = root.find(key + "_source");
+    const Json* src = field(root, key + "_source");
     REQUIRE(src != nullptr);
-    cites(src->str);
+    cites(string_or(src));
   }
 }
 
@@ -57,20 +61,41 @@ TEST_CASE("json reader: values, nesting and errors with offsets") {
   Json j;
   std::string err;
   REQUIRE(parse_json(R"( {"a": [1, -2.5e3, true, null], "b": {"c": "x\"y"}} )", j, err));
-  REQUIRE(j.kind == Json::Object);
-  REQUIRE(j.find("a")->arr.size() == 4);
-  CHECK(j.find("a")->arr[1].num == -2500.0);
-  CHECK(j.find("a")->arr[2].b);
-  CHECK(j.find("a")->arr[3].kind == Json::Null);
-  CHECK(j.find("b")->find("c")->str == "x\"y");
-  CHECK(j.find("zz") == nullptr);
+  REQUIRE(j.is_object());
+  REQUIRE(field(j, "a")->size() == 4);
+  CHECK(number_or(&(*field(j, "a"))[1]) == -2500.0);
+  CHECK((*field(j, "a"))[2] == true);
+  CHECK((*field(j, "a"))[3].is_null());
+  CHECK(string_or(field(*field(j, "b"), "c")) == "x\"y");
+  CHECK(field(j, "zz") == nullptr);
+  CHECK(field((*field(j, "a")), "x") == nullptr);  // not an object
+  CHECK(number_or(field(j, "b"), 7) == 7);          // not a number
+  // Errors are messages with the place, never exceptions.
   CHECK_FALSE(parse_json("{\"a\": 1,}", j, err));
-  CHECK(err.find("offset 8") != std::string::npos);
+  CHECK(err.find("offset 9") != std::string::npos);
+  CHECK(err.find("line 1, column 9") != std::string::npos);
   CHECK_FALSE(parse_json("[1, 2", j, err));
+  CHECK(err.find("offset") != std::string::npos);
   CHECK_FALSE(parse_json("{} x", j, err));
-  CHECK(err.find("trailing") != std::string::npos);
+  CHECK(err.find("offset") != std::string::npos);
+  CHECK_FALSE(parse_json("", j, err));
+  CHECK_FALSE(parse_json("{\"a\": \"\xff\"}", j, err));
   CHECK_FALSE(parse_json(std::string(100, '['), j, err));
   CHECK(err.find("too deep") != std::string::npos);
+  CHECK_FALSE(parse_json(std::string(1000000, '[') + std::string(1000000, ']'), j, err));
+  CHECK(err.find("too deep") != std::string::npos);
+  REQUIRE(parse_json(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']'), j, err));
+  // Brackets inside strings are no nesting.
+  REQUIRE(parse_json("[\"" + std::string(100, '[') + "\\\"\"]", j, err));
+  // Linear in the events of a trace (a callback parse was quadratic: this took minutes).
+  std::string trace = "{\"traceEvents\": [";
+  for (int i = 0; i < 300000; ++i) trace += std::string(i ? "," : "") + "{\"ph\":\"X\",\"dur\":1,\"args\":{\"step\":5}}";
+  REQUIRE(parse_json(trace + "]}", j, err));
+  CHECK(field(j, "traceEvents")->size() == 300000);
+  // A malformed profile: the error names the place.
+  DeviceProfile p;
+  CHECK_FALSE(parse_profile("{\"peak_flops\": {\"fp32\": 1e11},", p, err));
+  CHECK(err.find("offset") != std::string::npos);
 }
 
 TEST_CASE("cost model: roofline with the efficiency curve") {
@@ -127,6 +152,46 @@ TEST_CASE("profiles: a single-node profile may leave inter-node links out; error
   CHECK(err.find("efficiency.matmul") != std::string::npos);
   CHECK_FALSE(load_profile("nosuch", "stdlib/profiles", p, err));
   CHECK(err.find("stdlib/profiles/nosuch.json") != std::string::npos);
+}
+
+TEST_CASE("profiles: the directory names the devices; --device-memory reads a profile's memory") {
+  const std::vector<std::string> shipped = list_profiles("stdlib/profiles");
+  for (const char* n : {"a100", "cpu", "h100", "h200", "v100"})
+    CHECK(std::find(shipped.begin(), shipped.end(), n) != shipped.end());
+  CHECK(std::is_sorted(shipped.begin(), shipped.end()));
+  CHECK(device_choices("stdlib/profiles").find("a100|") != std::string::npos);
+  int64_t b = 0;
+  std::string label, err;
+  REQUIRE(parse_device_memory("h200", b, label, err, "stdlib/profiles"));
+  CHECK(b == int64_t{141} << 30);
+  CHECK(label == "141 GiB (h200)");
+  REQUIRE(parse_device_memory("512 MiB", b, label, err, "stdlib/profiles"));
+  CHECK(b == int64_t{512} << 20);
+  // A name without a profile is no device: the message lists the profiles.
+  CHECK_FALSE(parse_device_memory("a100-40g", b, label, err, "stdlib/profiles"));
+  CHECK(err.find("not a size") != std::string::npos);
+  CHECK(err.find("a device profile (a100, cpu, h100, h200, v100") != std::string::npos);
+  // Adding a device is adding its file.
+  const std::string dir = "profiles_test_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  for (const std::string& n : shipped) std::filesystem::copy_file("stdlib/profiles/" + n + ".json", dir + "/" + n + ".json");
+  std::ifstream h200("stdlib/profiles/h200.json");
+  std::stringstream text;
+  text << h200.rdbuf();
+  std::string b200 = text.str();
+  b200.replace(b200.find("\"h200\""), 6, "\"b200\"");
+  b200.replace(b200.find("151397597184"), 12, "206158430208");  // 192 GiB
+  std::ofstream(dir + "/b200.json") << b200;
+  const std::vector<std::string> with = list_profiles(dir);
+  CHECK(with.size() == shipped.size() + 1);
+  CHECK(std::find(with.begin(), with.end(), "b200") != with.end());
+  REQUIRE(parse_device_memory("b200", b, label, err, dir));
+  CHECK(b == int64_t{192} << 30);
+  CHECK(label == "192 GiB (b200)");
+  DeviceProfile p;
+  REQUIRE(load_profile("b200", dir, p, err));
+  CHECK(p.name == "b200");
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("profiles: the shipped GPU profiles load, and every figure cites its source") {

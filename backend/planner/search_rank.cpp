@@ -1,0 +1,266 @@
+// The plan search's ranking (search.h, step 3; search_internal.h): at one
+// grid point with its unit solutions fixed, the stage partition with the
+// smallest bottleneck that fits (bisection over greedy packings, or every
+// partition when exhaustive), the candidate's step time and memory; then
+// the candidates found ordered and the runners-up picked.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <set>
+
+#include "backend/planner/search_internal.h"
+
+namespace nns::planner {
+
+std::string Candidate::describe() const {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "pp %d x tp %d x dp %d, %lld micro-batch(es) of %lld%s%s%s", pp, tp, dp, static_cast<long long>(micro_batches),
+                static_cast<long long>(micro_batch), recompute ? ", recompute" : "", zero1 ? ", zero1" : "", seq ? ", sequence parallel" : "");
+  return buf;
+}
+
+namespace search_detail {
+
+namespace {
+
+class StagePartitioner {
+ public:
+  explicit StagePartitioner(const StageProblem& p) : p_(p), U_(static_cast<int>(p.m.units.size())) {}
+
+  // The send of the activations crossing the cut after unit u (and back).
+  double cut_time(int u) const {
+    if (u < 0 || u >= U_ - 1) return 0.0;
+    const double s = p_.e.s;
+    // Sequence-parallel tensors: each TP rank sends its slice, in parallel.
+    double bytes = p_.cuts.batch[u] * s + p_.cuts.fixed[u] - p_.cut_split[u] * s * (1.0 - 1.0 / p_.gr.tp);
+    std::vector<int> pair{0, p_.gr.dp * p_.gr.tp};
+    return 2 * collective_time(p_.o.profile, Collective::SendRecv, bytes, pair);
+  }
+
+  // Peak bytes per device of units a..b on stage `stage`.
+  double stage_mem(int a, int b, int stage) const {
+    double param = 0, multi = 0, kept = 0, tr = 0, work = 0;
+    for (int u = a; u <= b; ++u) {
+      param += p_.sol[u]->second.param;
+      multi += p_.sol[u]->second.param_multi;
+      kept += p_.sol[u]->second.kept;
+      tr = std::max(tr, p_.sol[u]->second.transient);
+      work = std::max(work, p_.sol[u]->second.work);
+    }
+    double inflight = p_.gr.pp > 1 ? static_cast<double>(std::min<int64_t>(p_.gr.pp - stage, p_.mcount)) : 1.0;
+    // Weights (+ a zero1 shard), the accumulated gradient (of the
+    // shard) and one micro-batch's contributions at the element
+    // size; fp32 optimizer state (+ fp32 master weights below fp32).
+    // The model's bytes are fp32 bytes.
+    const double sb = p_.o.bytes_per_element / 4.0;
+    const int slots = p_.o.optimizer_slots;
+    auto per_param = [&](double z) {
+      const double state = (slots + (p_.o.bytes_per_element < 4 ? 1.0 : 0.0)) / z;
+      return sb * (2.0 + 1.0 / z + (z > 1 ? 1.0 / z : 0.0)) + state;
+    };
+    return (param - multi) * per_param(zdiv()) + multi * per_param(1) + sb * (kept * inflight + tr + work);
+  }
+
+  double stage_time(int a, int b) const {
+    double t = cut_time(a - 1) + cut_time(b);
+    for (int u = a; u <= b; ++u) t += p_.sol[u]->second.time;
+    return t;
+  }
+
+  Candidate evaluate(const std::vector<int>& starts) const;
+  Candidate exhaustive() const;
+  Candidate bisect() const;
+
+ private:
+  double zdiv() const { return p_.z1 ? p_.gr.dp : 1; }
+  double stage_sync(int a, int b) const;
+  bool pack(double T, std::vector<int>& starts) const;
+  const StageProblem& p_;
+  const int U_;
+};
+
+// The gradient synchronisation of units a..b and the optimizer update.
+double StagePartitioner::stage_sync(int a, int b) const {
+  double sdp = 0, stp = 0, par = 0;
+  for (int u = a; u <= b; ++u) {
+    sdp += p_.sol[u]->second.sync_dp;
+    stp += p_.sol[u]->second.sync_tp;
+    par += p_.sol[u]->second.param;
+  }
+  double ts = collective_time(p_.o.profile, Collective::AllReduce, sdp, p_.e.dp_group) +
+              collective_time(p_.o.profile, Collective::AllReduce, stp, p_.e.tp_group);
+  double elems = par / 4.0 / zdiv();  // the model's parameter bytes are fp32
+  ts += compute_time(p_.o.profile, "elementwise", p_.o.dtype, 12 * elems, 4.0 * p_.o.bytes_per_element * elems);
+  return ts;
+}
+
+Candidate StagePartitioner::evaluate(const std::vector<int>& starts) const {
+  const GridPoint& gr = p_.gr;
+  Candidate c;
+  c.pp = gr.pp;
+  c.tp = gr.tp;
+  c.dp = gr.dp;
+  c.micro_batches = p_.mcount;
+  c.micro_batch = p_.mb;
+  c.recompute = p_.e.rc;
+  c.zero1 = p_.z1;
+  c.seq = p_.e.seq;
+  c.megatron = p_.megatron;
+  c.unit_stage.assign(U_, 0);
+  double tmax = 0, tsum = 0, sync = 0, mem = 0;
+  const char* debug = std::getenv("NNS_SEARCH_DEBUG");
+  for (int st = 0; st < gr.pp; ++st) {
+    int a = starts[st], b = (st + 1 < gr.pp ? starts[st + 1] : U_) - 1;
+    if (b < a) return Candidate{};
+    for (int u = a; u <= b; ++u) c.unit_stage[u] = st;
+    double t = stage_time(a, b);
+    tmax = std::max(tmax, t);
+    tsum += t;
+    mem = std::max(mem, stage_mem(a, b, st));
+    if (debug && std::atoi(debug) >= 3)
+      std::fprintf(stderr, "  pp %d tp %d m %lld rc %d l%d stage %d: units %d..%d, %.4g ms, %.4g GiB\n", gr.pp, gr.tp,
+                   static_cast<long long>(p_.mcount), p_.e.rc, p_.li, st, a, b, t * 1e3, stage_mem(a, b, st) / (1 << 30));
+    sync = std::max(sync, stage_sync(a, b));
+  }
+  c.stage_time = tmax;
+  c.sync_time = sync;
+  c.step_time = static_cast<double>(p_.mcount - 1) * tmax + tsum + sync;
+  c.bubble = c.step_time > 0 ? (tsum - tmax) / c.step_time : 0;
+  c.memory = mem;
+  c.fits = mem <= p_.cap;
+  if (!c.fits && !p_.megatron) c.step_time = 0;  // does not fit
+  return c;
+}
+
+// Every partition (tests): the fastest that fits.
+Candidate StagePartitioner::exhaustive() const {
+  Candidate best;
+  const int pp = p_.gr.pp;
+  std::vector<int> starts(pp, 0);
+  std::function<void(int, int)> rec = [&](int st, int from) {
+    if (st == pp) {
+      Candidate c = evaluate(starts);
+      if (c.step_time > 0 && c.fits && (best.step_time == 0 || c.step_time < best.step_time)) best = c;
+      return;
+    }
+    for (int a = from; a <= U_ - (pp - st); ++a) {
+      if (st == 0 && a != 0) break;
+      starts[st] = a;
+      rec(st + 1, a + 1);
+    }
+  };
+  rec(0, 0);
+  return best;
+}
+
+// Greedy packing under bottleneck T (stages take as many units as fit).
+bool StagePartitioner::pack(double T, std::vector<int>& starts) const {
+  const int pp = p_.gr.pp;
+  starts.clear();
+  int a = 0;
+  for (int st = 0; st < pp && a < U_; ++st) {
+    starts.push_back(a);
+    int b = a;
+    // Grow while the units (and the cut before) fit, then give
+    // back units until the send after the stage fits too.
+    auto open = [&](int x, int y) { return stage_time(x, y) - cut_time(y); };
+    while (b + 1 < U_ && open(a, b + 1) <= T && stage_mem(a, b + 1, st) <= p_.cap) ++b;
+    while (b > a && stage_time(a, b) > T) --b;
+    if (stage_time(a, b) > T || stage_mem(a, b, st) > p_.cap) return false;
+    a = b + 1;
+  }
+  if (a < U_) return false;
+  // Fewer stages than pp: split the stage with most units (later stages keep fewer micro-batches in flight).
+  while (static_cast<int>(starts.size()) < pp) {
+    int widest = -1, width = 1;
+    for (size_t st = 0; st < starts.size(); ++st) {
+      int end = st + 1 < starts.size() ? starts[st + 1] : U_;
+      if (end - starts[st] > width) {
+        width = end - starts[st];
+        widest = static_cast<int>(st);
+      }
+    }
+    if (widest < 0) return false;
+    starts.insert(starts.begin() + widest + 1, starts[widest] + width / 2);
+  }
+  return true;
+}
+
+// The smallest bottleneck whose greedy packing fits pp stages under memory.
+Candidate StagePartitioner::bisect() const {
+  double lo = 0, hi = stage_time(0, U_ - 1) * 1.0001 + 1e-12;
+  std::vector<int> starts, good;
+  if (!pack(hi, good)) return Candidate{};
+  for (int it = 0; it < 40; ++it) {
+    double mid = (lo + hi) / 2;
+    if (pack(mid, starts)) {
+      hi = mid;
+      good = starts;
+    } else {
+      lo = mid;
+    }
+  }
+  return evaluate(good);
+}
+
+}  // namespace
+
+Candidate partition_stages(const StageProblem& p) {
+  StagePartitioner sp(p);
+  const int U = static_cast<int>(p.m.units.size());
+  Candidate best = p.o.exhaustive ? sp.exhaustive() : sp.bisect();
+  // A Megatron-style plan that fits nowhere is still reported (the
+  // one needing the least memory, equal stages), for the comparison.
+  if (p.megatron && best.step_time <= 0) {
+    std::vector<int> starts;
+    for (int st = 0; st < p.gr.pp; ++st) starts.push_back(static_cast<int>(static_cast<int64_t>(st) * U / p.gr.pp));
+    best = sp.evaluate(starts);
+  }
+  if (std::getenv("NNS_SEARCH_DEBUG") && best.step_time <= 0)
+    std::fprintf(stderr, "pp %d tp %d dp %d m %lld rc %d l%d: no partition (whole %.4g ms, mem %.4g)\n", p.gr.pp, p.gr.tp, p.gr.dp,
+                 static_cast<long long>(p.mcount), p.e.rc, p.li, sp.stage_time(0, U - 1) * 1e3, sp.stage_mem(0, U - 1, 0));
+  return best;
+}
+
+void Ranking::add(Candidate c) {
+  if (!c.megatron) {
+    found.push_back(std::move(c));
+    return;
+  }
+  auto better = [&](const Candidate& a, const Candidate& b) {
+    if (a.fits != b.fits) return a.fits;
+    return a.fits ? a.step_time < b.step_time : a.memory < b.memory;
+  };
+  if (!megatron_found || better(c, megatron)) {
+    megatron = std::move(c);
+    megatron_found = true;
+  }
+}
+
+void Ranking::finish(SearchResult& res, const SearchOptions& o, double cap) {
+  // Equal step times (coshard inside a recomputed block costs no extra time
+  // in the model): the leaner plan first, so the result does not depend on
+  // which lambda or which constraint table reached it first.
+  std::stable_sort(found.begin(), found.end(), [](const Candidate& a, const Candidate& b) {
+    return a.step_time != b.step_time ? a.step_time < b.step_time : a.memory < b.memory;
+  });
+  // Distinct runners-up: one per (pp, tp, dp, m, rc, zero1).
+  std::set<std::tuple<int, int, int, int64_t, bool, bool>> seen;
+  for (Candidate& c : found) {
+    if (static_cast<int>(res.best.size()) >= std::max(1, o.top)) break;
+    if (!seen.insert({c.pp, c.tp, c.dp, c.micro_batches, c.recompute, c.zero1}).second) continue;
+    res.best.push_back(std::move(c));
+  }
+  res.megatron = megatron;
+  res.megatron_found = megatron_found;
+  if (res.best.empty()) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "no plan of the space fits %.2f MiB per device (%.0f%% of the capacity, the search's margin)", cap / (1 << 20),
+                  o.memory_margin * 100);
+    res.note = buf;
+  }
+}
+
+}  // namespace search_detail
+}  // namespace nns::planner

@@ -1,0 +1,163 @@
+// The plan search's space (search.h, step 3; search_internal.h): the
+// constraint tables resolved per op, the outer (pp, tp, dp) grid, the
+// micro-batch counts and lambdas tried at each point, the space's size and
+// the activation bytes crossing each cut between units.
+#include <algorithm>
+#include <cmath>
+
+#include "backend/planner/search_internal.h"
+
+namespace nns::planner::search_detail {
+
+namespace {
+
+// split_only: the dims named (the batch by its identifier); two tables on
+// one op both hold.
+void add_split_only(const sema::PlanConstraint& c, const SearchOp& op, OpRules& r) {
+  std::vector<std::string> ids;
+  bool batch = false;
+  for (const std::string& dname : c.dims) {
+    if (dname == "batch") {
+      batch = true;
+      ids.push_back(op.batch_id);
+    } else {
+      ids.push_back(dname);
+      if (op.batch_ok && dname == op.batch_id) batch = true;
+    }
+  }
+  if (r.has_split_only) {  // two tables: both hold
+    std::vector<std::string> both;
+    for (const std::string& x : r.split_only)
+      if (std::find(ids.begin(), ids.end(), x) != ids.end()) both.push_back(x);
+    ids = both;
+  }
+  r.has_split_only = true;
+  r.split_only = ids;
+  if (!batch) r.dp_forbidden = true;
+}
+
+}  // namespace
+
+std::vector<OpRules> resolve_constraints(const SearchModel& m, const SearchOptions& o, bool& constrained) {
+  std::vector<OpRules> rules(m.ops.size());
+  constrained = false;
+  if (!o.constraints || !o.constraint_plan) return rules;
+  for (const sema::PlanConstraint& c : *o.constraints) {
+    for (int sub : c.ops) {
+      if (sub < 0 || static_cast<size_t>(sub) >= o.constraint_plan->subops.size()) continue;
+      int node = o.constraint_plan->subops[sub].node;
+      int opi = node >= 0 && static_cast<size_t>(node) < m.op_of_node.size() ? m.op_of_node[node] : -1;
+      if (opi < 0) continue;
+      OpRules& r = rules[opi];
+      const SearchOp& op = m.ops[opi];
+      constrained = true;
+      switch (c.kind) {
+        case sema::PlanConstraint::SplitOnly: add_split_only(c, op, r); break;
+        case sema::PlanConstraint::SplitCounts: r.counts = c.values; break;
+        case sema::PlanConstraint::SameSplit:
+          if (c.dims.empty() || c.dims[0] == "batch" || (op.batch_ok && c.dims[0] == op.batch_id)) r.same_split_batch = true;
+          break;
+        case sema::PlanConstraint::PlaceOn: r.place_on = c.values; std::sort(r.place_on.begin(), r.place_on.end()); break;
+      }
+    }
+  }
+  return rules;
+}
+
+std::vector<GridPoint> outer_grid(const SearchModel& m, const SearchOptions& o) {
+  const int N = o.gpus;
+  const int U = static_cast<int>(m.units.size());
+  std::vector<GridPoint> grid;
+  for (int tp = 1; tp <= N; ++tp) {
+    if (N % tp) continue;
+    for (int pp = 1; pp <= N / tp; ++pp) {
+      if ((N / tp) % pp || pp > U) continue;
+      int dp = N / tp / pp;
+      if (o.global_batch % dp) continue;
+      grid.push_back({pp, tp, dp});
+    }
+  }
+  return grid;
+}
+
+std::vector<int64_t> micro_batch_counts(const SearchOptions& o, int dp, int pp) {
+  int64_t per = o.global_batch / dp;
+  std::vector<int64_t> all;
+  for (int64_t mcount = 1; mcount <= per; ++mcount)
+    if (per % mcount == 0) all.push_back(mcount);
+  if (o.fixed_micro_batches > 0) return per % o.fixed_micro_batches == 0 ? std::vector<int64_t>{o.fixed_micro_batches} : std::vector<int64_t>{};
+  if (o.exhaustive || static_cast<int>(all.size()) <= o.max_micro_batch_options) return all;
+  // The largest counts (smallest bubble) and the first at or above pp
+  // (the least activation memory in flight for its bubble).
+  std::vector<int64_t> pick(all.end() - (o.max_micro_batch_options - 2), all.end());
+  for (int64_t x : all)
+    if (x >= pp) {
+      pick.push_back(x);
+      break;
+    }
+  pick.push_back(all.front());
+  std::sort(pick.begin(), pick.end());
+  pick.erase(std::unique(pick.begin(), pick.end()), pick.end());
+  return pick;
+}
+
+std::vector<double> lambda_grid(const SearchOptions& o) {
+  return o.exhaustive ? std::vector<double>{0.0} : std::vector<double>{0, 1e-14, 1e-13, 3e-13, 1e-12, 3e-12, 1e-11, 1e-10};
+}
+
+// Per (tp, batch scale, rc) the product of the ops' option counts.
+double SpaceSize::log_op_space(int tp, int dp, double s, bool rc, bool with_rules) {
+  auto key = std::make_tuple(tp, with_rules ? dp : 0, s, rc, with_rules);
+  auto it = log_ops_.find(key);
+  if (it != log_ops_.end()) return it->second;
+  double l = 0;
+  for (size_t i = 0; i < m_.ops.size() && l > -kInf; ++i) {
+    size_t count = 0;
+    for (const OpDecision& d : op_options(m_, static_cast<int>(i), tp, s, rc))
+      if (!with_rules || decision_allowed(m_.ops[i], rules_[i], d, tp, dp)) ++count;
+    if (with_rules && rules_[i].dp_forbidden && m_.ops[i].batch_ok && dp > 1) count = 0;
+    l = count ? l + std::log10(static_cast<double>(count)) : -kInf;
+  }
+  return log_ops_[key] = l;
+}
+
+// The space: op layouts x stage partitions (x zero1 on/off).
+void SpaceSize::add(int pp, int tp, int dp, double s, bool rc, bool dp_bad) {
+  const int U = static_cast<int>(m_.units.size());
+  double part = log10_binom(U - 1, pp - 1) + std::log10(2.0);
+  all = log10_sum(all, log_op_space(tp, dp, s, rc, false) + part);
+  if (!dp_bad) constrained = log10_sum(constrained, log_op_space(tp, dp, s, rc, true) + part);
+}
+
+CutBytes::CutBytes(const SearchModel& m) : batch(m.units.size(), 0), fixed(m.units.size(), 0), none(m.units.size(), 0), m_(m) {
+  for (size_t t = 0; t < m.producer.size(); ++t) {
+    int p = m.producer[t];
+    if (p < 0) continue;
+    int last = -1;
+    for (const auto& [c, ck] : m.consumers[t]) last = std::max(last, m.unit_of_op[c]);
+    const SearchOp& P = m.ops[p];
+    double b = static_cast<double>(P.out_bytes[m.producer_out[t]]);
+    bool is_batch = P.batch_ok && P.out_batch[m.producer_out[t]];
+    for (int u = m.unit_of_op[p]; u < last; ++u) (is_batch ? batch : fixed)[u] += b;
+  }
+}
+
+// The batch-carrying bytes crossing each cut that a sequence-parallel
+// boundary splits (their token dim divides by tp).
+const std::vector<double>& CutBytes::seq(int tp) {
+  auto it = seq_.find(tp);
+  if (it != seq_.end()) return it->second;
+  std::vector<double> v(m_.units.size(), 0);
+  for (size_t t = 0; t < m_.producer.size(); ++t) {
+    int p = m_.producer[t];
+    if (p < 0 || m_.seq_len[t] <= 0 || m_.seq_len[t] % tp != 0) continue;
+    const SearchOp& P = m_.ops[p];
+    if (!(P.batch_ok && P.out_batch[m_.producer_out[t]])) continue;
+    int last = -1;
+    for (const auto& [c, ck] : m_.consumers[t]) last = std::max(last, m_.unit_of_op[c]);
+    for (int u = m_.unit_of_op[p]; u < last; ++u) v[u] += static_cast<double>(P.out_bytes[m_.producer_out[t]]);
+  }
+  return seq_[tp] = std::move(v);
+}
+
+}  // namespace nns::planner::search_detail
