@@ -291,6 +291,7 @@ int cmd_repl(const Args& a) {
   o.config = a.config;
   o.ngpus = topo.ranks;  // the session plan's devices; its `run` starts as many ranks
   o.stdlib_dirs = stdlib_dirs();
+  if (std::string usage; !parse_eval_budget(a, o.budget, usage)) return usage_error(usage);
   // `run` starts this same executable's run command.
   std::error_code ec;
   std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();

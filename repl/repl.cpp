@@ -33,6 +33,7 @@ int run_repl(const ReplOptions& o) {
   so.ngpus = o.ngpus;
   so.stdlib_dirs = o.stdlib_dirs;
   so.nns_binary = o.nns_binary;
+  so.budget = o.budget;
   so.colour = interactive && isatty(STDOUT_FILENO) && isatty(STDERR_FILENO) && !(no_colour && *no_colour);
   Session session(so, std::cout, std::cerr);
   int code = 0;

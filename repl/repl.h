@@ -1,6 +1,8 @@
 // nns repl: the interactive session (driver/main.cpp's `repl` command).
 #pragma once
 
+#include "semantics/eval_budget.h"
+
 #include <string>
 #include <vector>
 
@@ -12,6 +14,7 @@ struct ReplOptions {
   long long ngpus = 1;
   std::vector<std::string> stdlib_dirs;
   std::string nns_binary;  // this executable, for `run`
+  sema::EvalBudget budget;  // --eval-budget / --eval-timeout: what one input's evaluation may take
 };
 
 // Runs the session until quit or end of input. Exit status: 0; 64/65 when

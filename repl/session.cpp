@@ -25,7 +25,7 @@ Session::~Session() = default;
 bool Session::start(int& exit_code) {
   sources_ = std::make_unique<front::SourceManager>();
   diags_ = std::make_unique<front::DiagnosticEngine>(*sources_);
-  interp_ = std::make_unique<sema::Interpreter>(*sources_, *diags_, sema::EvalOptions{opts_.config, opts_.stdlib_dirs});
+  interp_ = std::make_unique<sema::Interpreter>(*sources_, *diags_, sema::EvalOptions{opts_.config, opts_.stdlib_dirs, opts_.budget});
   bool ok = opts_.file.empty() ? interp_->parse_text("<repl>", "") : interp_->parse(opts_.file);
   if (ok) ok = interp_->evaluate();
   if (!ok) {

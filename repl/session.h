@@ -32,6 +32,7 @@ struct SessionOptions {
   std::vector<std::string> stdlib_dirs;
   std::string nns_binary;  // the nns executable `run` starts
   bool colour = false;
+  sema::EvalBudget budget;  // what one input's evaluation may take
 };
 
 class Session {

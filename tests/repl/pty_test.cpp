@@ -200,7 +200,11 @@ TEST_CASE("pty: colour on a terminal unless NO_COLOR", "[pty]") {
 
 TEST_CASE("pty: evaluation cannot be stopped halfway, so three Ctrl-C end nns", "[pty]") {
   TempDir home;
-  PtySession s = gpt(home);
+  // No evaluation budget: the loop below must outlast the Ctrl-Cs however
+  // slowly a loaded machine delivers them (the default budget would end
+  // it in about a second).
+  PtySession s({NNS_BINARY, "repl", "examples/gpt.nns", "--config", "tiny", "--gpus", "2", "--eval-budget", "0"}, NNS_SOURCE_DIR,
+               env_for(home));
   SCREEN(s, "nns> ");
   s.send("for i in 0..1000000000 { }\r");  // minutes of work
   SCREEN(s, "for i in 0..1000000000 { }");
