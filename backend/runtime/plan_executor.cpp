@@ -91,6 +91,8 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
       data_[inputs[i]] = std::move(file);
     }
   }
+  if (data_path.empty() && data::is_token_source(spec.data))
+    tokens = std::make_unique<data::TokenDataset>(spec.data, g, spec.micro_batches * lowered.replicas);
   // Parameters: every rank computes the full initial values (a pure
   // function of seed and name) and uploads its piece.
   auto uploaded = [&](const std::vector<float>& host) {
@@ -132,6 +134,17 @@ void PlanExecutor::load_input(const PInstr& in) {
     DeviceBuffer out = alloc(want.numel());
     be.copy_box(out.data(), at(file, index % (file.numel() / numel) * numel), region_box(full_piece(info.shape), want, want.start, want.length),
                 false, 1.f);
+    return set_buf(in.b, std::move(out));
+  }
+  if (tokens) {
+    // Token windows: the full micro-batch read (i32 ids in 4-byte slots),
+    // this rank's piece cut out and uploaded.
+    std::vector<int32_t> ids(static_cast<size_t>(sema::numel(info.shape)));
+    tokens->fill(t, index, ids.data());
+    std::vector<float> full(ids.size());
+    std::memcpy(full.data(), ids.data(), ids.size() * 4);
+    DeviceBuffer out = alloc(want.numel());
+    upload(out, extract(full, full_piece(info.shape), want, 1.f));
     return set_buf(in.b, std::move(out));
   }
   // Synthetic data is a fixed set of micro-batches: each piece is
