@@ -137,10 +137,11 @@ void PlanExecutor::load_input(const PInstr& in) {
     return set_buf(in.b, std::move(out));
   }
   if (tokens) {
-    // Token windows: the full micro-batch read (i32 ids in 4-byte slots),
-    // this rank's piece cut out and uploaded.
+    // Token windows: this rank reads the windows of its rows of the
+    // micro-batch only (a batch-split rank, its disjoint share), then its
+    // piece is cut out (i32 ids travel in 4-byte slots) and uploaded.
     std::vector<int32_t> ids(static_cast<size_t>(sema::numel(info.shape)));
-    tokens->fill(t, index, ids.data());
+    tokens->fill(t, index, ids.data(), want.start[0], want.start[0] + want.length[0]);
     std::vector<float> full(ids.size());
     std::memcpy(full.data(), ids.data(), ids.size() * 4);
     DeviceBuffer out = alloc(want.numel());

@@ -74,9 +74,10 @@ TokenDataset::TokenDataset(const sema::DataSpec& spec, const sema::Graph& g, int
   window_.resize(static_cast<size_t>(seq_ + 1));
 }
 
-void TokenDataset::fill(int t, int64_t k, int32_t* out) {
+void TokenDataset::fill(int t, int64_t k, int32_t* out, int64_t row_begin, int64_t row_end) {
   const int64_t shift = t == target_ ? 1 : 0;
-  for (int64_t row = 0; row < batch_; ++row) {
+  if (row_end < 0 || row_end > batch_) row_end = batch_;
+  for (int64_t row = std::max<int64_t>(row_begin, 0); row < row_end; ++row) {
     const int64_t start = sampler_.window(sample_of(k, row)) * seq_;
     corpus_->read(start, seq_ + 1, window_.data());
     for (int64_t i = 0; i <= seq_; ++i)

@@ -32,9 +32,12 @@ class TokenDataset {
 
   // Whether input tensor `t` is the token or the target input.
   bool feeds(int t) const { return t == input_ || t == target_; }
-  // Micro-batch k's values of input `t` ([batch, seq] int32, row-major).
-  // A token outside [0, vocab) is a DataError naming the file and offset.
-  void fill(int t, int64_t k, int32_t* out);
+  // Micro-batch k's values of input `t` ([batch, seq] int32, row-major),
+  // rows [row_begin, row_end) only (row_end < 0: to the last): a rank
+  // holding part of the batch reads only its rows' windows; the other rows
+  // of `out` are left as they are. A token outside [0, vocab) is a
+  // DataError naming the file and offset.
+  void fill(int t, int64_t k, int32_t* out, int64_t row_begin = 0, int64_t row_end = -1);
 
   // The position after `step` steps, and its checkpoint metadata.
   DataPosition position_after(int64_t step) const;
