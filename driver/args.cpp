@@ -24,6 +24,11 @@ bool parse_args(int argc, char** argv, Args& a, std::string& err) {
       if (s.rfind(flag + "=", 0) == 0) { out = s.substr(flag.size() + 1); return true; }
       return false;
     };
+    if (std::string set; value("--set", set)) {
+      if (!err.empty()) return false;
+      a.sets.push_back(set);
+      continue;
+    }
     if (value("--config", a.config) || value("--emit", a.emit) || value("--shapes", a.shapes) || value("--gpus", a.gpus) ||
         value("--plan", a.plan) || value("--plan-gpus", a.plan_gpus) || value("-o", a.output) || value("--seed-bug", a.seed_bug) ||
         value("--steps", a.steps) || value("--seed", a.seed) || value("--threads", a.threads) || value("--init", a.init) ||

@@ -14,6 +14,9 @@ commands:
       the file) and print a summary: ops, parameters and their bytes,
       activation bytes, forward multiply-adds per step. --emit prints a stage
       instead (see stages below).
+      --set KEY=VALUE (repeatable, check and run) overrides the preset's entry
+      KEY, parsed as the type the file gives it (int, float, bool, string);
+      entries computed from it follow.
       --plan evaluates plan P for N devices (trans/assign/replicate/order)
       and refuses an illegal one with the directive's location, then proves
       it legal with Z3 (split legality, coverage, devices, op-order, memory,
