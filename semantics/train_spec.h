@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "frontend/source.h"
 
@@ -35,6 +37,8 @@ struct DataSpec {
   // Token sources: the model inputs fed with windows of seq + 1 tokens,
   // `input` with w[0:seq] and `target` with w[1:seq+1].
   std::string input = "ids", target = "targets";
+  // "arrays": (model input, .npy file) pairs; the files' rows are samples.
+  std::vector<std::pair<std::string, std::string>> arrays;
 };
 // Dynamic loss scaling for precision = "fp16" (setting loss_scale =
 // dynamic_loss_scale(...)). The defaults are PyTorch's GradScaler's

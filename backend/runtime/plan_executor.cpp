@@ -91,8 +91,7 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
       data_[inputs[i]] = std::move(file);
     }
   }
-  if (data_path.empty() && data::is_token_source(spec.data))
-    tokens = std::make_unique<data::TokenDataset>(spec.data, g, spec.micro_batches * lowered.replicas);
+  if (data_path.empty()) source = data::make_input_source(spec.data, g, spec.micro_batches * lowered.replicas);
   // Parameters: every rank computes the full initial values (a pure
   // function of seed and name) and uploads its piece.
   auto uploaded = [&](const std::vector<float>& host) {
@@ -136,14 +135,12 @@ void PlanExecutor::load_input(const PInstr& in) {
                 false, 1.f);
     return set_buf(in.b, std::move(out));
   }
-  if (tokens) {
-    // Token windows: this rank reads the windows of its rows of the
-    // micro-batch only (a batch-split rank, its disjoint share), then its
-    // piece is cut out (i32 ids travel in 4-byte slots) and uploaded.
-    std::vector<int32_t> ids(static_cast<size_t>(sema::numel(info.shape)));
-    tokens->fill(t, index, ids.data(), want.start[0], want.start[0] + want.length[0]);
-    std::vector<float> full(ids.size());
-    std::memcpy(full.data(), ids.data(), ids.size() * 4);
+  if (source) {
+    // File data: this rank reads its rows of the micro-batch only (a
+    // batch-split rank, its disjoint share), in the input's dtype (f32 or
+    // i32, 4-byte slots); its piece is cut out and uploaded.
+    std::vector<float> full(static_cast<size_t>(sema::numel(info.shape)));
+    source->fill(t, index, full.data(), want.start[0], want.start[0] + want.length[0]);
     DeviceBuffer out = alloc(want.numel());
     upload(out, extract(full, full_piece(info.shape), want, 1.f));
     return set_buf(in.b, std::move(out));

@@ -135,8 +135,8 @@ Trainer::Trainer(const sema::Graph& g, const sema::TrainingGraphInfo& info, cons
       samples_per_step_ = (counts_tokens_ ? sema::numel(first.shape) : first.shape[0]) * spec_.micro_batches * world_;
     }
     if (std::string path = data_file(opts_.data_path, spec_); !path.empty()) data_ = read_input_data(path, g_, inputs);
-    else if (data::is_token_source(spec_.data))
-      tokens_ = std::make_unique<data::TokenDataset>(spec_.data, g_, spec_.micro_batches * world_);
+    else
+      source_ = data::make_input_source(spec_.data, g_, spec_.micro_batches * world_);
     if (!opts_.init_path.empty()) load_weights(opts_.init_path, false);
     if (!opts_.resume_path.empty()) load_weights(opts_.resume_path, true);
     if (world_ > 1) plan_buckets();
@@ -259,9 +259,9 @@ void Trainer::load_inputs(int64_t k) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     const sema::TensorInfo& t = g_.tensor(inputs[i]);
     size_t bytes = static_cast<size_t>(t.bytes());
-    if (tokens_) {
-      std::vector<int32_t> host(static_cast<size_t>(sema::numel(t.shape)));
-      tokens_->fill(inputs[i], k, host.data());
+    if (source_) {
+      std::vector<uint8_t> host(bytes);
+      source_->fill(inputs[i], k, host.data());
       be_.copy_from_host(buffers_[inputs[i]], host.data(), bytes);
       continue;
     }
@@ -520,7 +520,7 @@ void Trainer::save_checkpoint(const std::string& path) const {
   }
   std::map<std::string, std::string> meta = {{"format", "nns-checkpoint-1"}, {"step", std::to_string(step_)}, {"optimizer", spec_.optimizer.kind}};
   add_loss_scale_metadata(scaler_, meta);  // fp16: the scale and skipped steps go on
-  if (tokens_) tokens_->add_metadata(step_, meta);  // where the data stream stands
+  if (source_) source_->add_metadata(step_, meta);  // where the data stream stands
   write_safetensors_atomic(path, tensors, meta);
 }
 
@@ -612,7 +612,7 @@ void Trainer::load_weights(const std::string& path, bool checkpoint) {
       load("optimizer." + slot + "." + g_.tensor(p).name, g_.tensor(p).shape, st.buffers[s].data);
     }
   step_ = metadata_count(f, "step", path);
-  if (tokens_) tokens_->resume(f.metadata, path, step_);
+  if (source_) source_->resume(f.metadata, path, step_);
   read_loss_scale_metadata(f.metadata, path, scaler_);
 }
 

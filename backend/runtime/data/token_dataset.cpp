@@ -32,30 +32,18 @@ int64_t window_count(const TokenCorpus& c, int64_t seq) {
   return (c.size() - 1) / seq;
 }
 
-int64_t metadata_int(const std::map<std::string, std::string>& meta, const std::string& key, const std::string& path) {
-  const std::string& v = meta.at(key);
-  size_t used = 0;
-  long long n = -1;
-  try {
-    n = std::stoll(v, &used);
-  } catch (...) {
-  }
-  if (used != v.size() || n < 0) throw DataError(path + ": checkpoint metadata '" + key + "' = \"" + v + "\" is not a non-negative integer");
-  return n;
-}
-
 }  // namespace
 
 bool is_token_source(const sema::DataSpec& spec) { return spec.kind == "token_file" || spec.kind == "megatron_tokens"; }
 
 TokenDataset::TokenDataset(const sema::DataSpec& spec, const sema::Graph& g, int64_t microbatches_per_step)
-    : corpus_(open_corpus(spec)),
+    : InputSource(0, microbatches_per_step),
+      corpus_(open_corpus(spec)),
       input_(token_input(g, spec, spec.input, "input")),
       target_(token_input(g, spec, spec.target, "target")),
-      batch_(g.tensor(input_).shape[0]),
-      seq_(g.tensor(input_).shape[1]),
-      microbatches_per_step_(microbatches_per_step),
-      sampler_(window_count(*corpus_, seq_), static_cast<uint64_t>(spec.seed)) {
+      seq_(g.tensor(input_).shape[1]) {
+  batch_ = g.tensor(input_).shape[0];
+  sampler_.emplace(window_count(*corpus_, seq_), static_cast<uint64_t>(spec.seed));
   if (g.tensor(target_).shape != g.tensor(input_).shape)
     throw DataError(source_name(spec) + ": the target input '" + spec.target + "' " + sema::shape_to_string(g.tensor(target_).shape) +
                     " differs from the token input '" + spec.input + "' " + sema::shape_to_string(g.tensor(input_).shape));
@@ -74,11 +62,12 @@ TokenDataset::TokenDataset(const sema::DataSpec& spec, const sema::Graph& g, int
   window_.resize(static_cast<size_t>(seq_ + 1));
 }
 
-void TokenDataset::fill(int t, int64_t k, int32_t* out, int64_t row_begin, int64_t row_end) {
+void TokenDataset::fill(int t, int64_t k, void* out_bytes, int64_t row_begin, int64_t row_end) {
+  int32_t* out = static_cast<int32_t*>(out_bytes);
   const int64_t shift = t == target_ ? 1 : 0;
   if (row_end < 0 || row_end > batch_) row_end = batch_;
   for (int64_t row = std::max<int64_t>(row_begin, 0); row < row_end; ++row) {
-    const int64_t start = sampler_.window(sample_of(k, row)) * seq_;
+    const int64_t start = sampler_->window(sample_of(k, row)) * seq_;
     corpus_->read(start, seq_ + 1, window_.data());
     for (int64_t i = 0; i <= seq_; ++i)
       if (window_[i] < 0 || (vocab_ > 0 && window_[i] >= vocab_))
@@ -86,34 +75,6 @@ void TokenDataset::fill(int t, int64_t k, int32_t* out, int64_t row_begin, int64
                         " is outside the model's vocabulary [0, " + std::to_string(vocab_) + ")");
     for (int64_t i = 0; i < seq_; ++i) out[row * seq_ + i] = static_cast<int32_t>(window_[static_cast<size_t>(i + shift)]);
   }
-}
-
-DataPosition TokenDataset::position_after(int64_t step) const {
-  return sampler_.position(origin_samples_ + (step * microbatches_per_step_ - origin_microbatch_) * batch_);
-}
-
-void TokenDataset::add_metadata(int64_t step, std::map<std::string, std::string>& meta) const {
-  DataPosition p = position_after(step);
-  meta["data_seed"] = std::to_string(p.seed);
-  meta["data_windows"] = std::to_string(p.windows);
-  meta["data_epoch"] = std::to_string(p.epoch);
-  meta["data_index"] = std::to_string(p.index);
-}
-
-void TokenDataset::resume(const std::map<std::string, std::string>& meta, const std::string& path, int64_t step) {
-  origin_microbatch_ = step * microbatches_per_step_;
-  origin_samples_ = origin_microbatch_ * batch_;
-  if (!meta.count("data_epoch")) return;  // saved by a run on other data
-  for (const char* key : {"data_seed", "data_windows", "data_index"})
-    if (!meta.count(key)) throw DataError(path + ": checkpoint has data_epoch but no '" + key + "'");
-  const int64_t seed = metadata_int(meta, "data_seed", path), windows = metadata_int(meta, "data_windows", path);
-  if (static_cast<uint64_t>(seed) != sampler_.seed() || windows != sampler_.windows())
-    throw DataError(path + ": the checkpoint read a corpus of " + std::to_string(windows) + " windows in seed " + std::to_string(seed) +
-                    "'s order; this run's data has " + std::to_string(sampler_.windows()) + " windows, seed " + std::to_string(sampler_.seed()) +
-                    " (a resumed run must read the same data)");
-  const int64_t index = metadata_int(meta, "data_index", path);
-  if (index >= windows) throw DataError(path + ": checkpoint data_index " + std::to_string(index) + " is not below data_windows");
-  origin_samples_ = metadata_int(meta, "data_epoch", path) * windows + index;
 }
 
 }  // namespace nns::backend::data
