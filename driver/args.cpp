@@ -44,7 +44,7 @@ const SwitchFlag kSwitchFlags[] = {
 };
 
 std::vector<std::string> flag_names() {
-  std::vector<std::string> names = {"--help"};
+  std::vector<std::string> names = {"--help", "--set"};
   for (const ValueFlag& f : kValueFlags) names.push_back(f.name);
   for (const SwitchFlag& f : kSwitchFlags) names.push_back(f.name);
   return names;
@@ -55,6 +55,15 @@ std::vector<std::string> flag_names() {
 bool parse_args(int argc, char** argv, Args& a, std::string& err) {
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
+    // --set KEY=VALUE, repeatable: every occurrence kept.
+    if (s == "--set" || s.rfind("--set=", 0) == 0) {
+      if (s == "--set" && i + 1 >= argc) {
+        err = "--set needs a value (--set KEY=VALUE)";
+        return false;
+      }
+      a.sets.push_back(s == "--set" ? argv[++i] : s.substr(6));
+      continue;
+    }
     // A flag with its value, as "--flag VALUE" or "--flag=VALUE".
     const ValueFlag* valued = nullptr;
     for (const ValueFlag& f : kValueFlags) {

@@ -24,6 +24,7 @@ struct Args {
   std::string command;
   std::vector<std::string> positional;
   std::string config, emit, shapes;
+  std::vector<std::string> sets = {};  // --set KEY=VALUE, repeatable (config overrides)
   std::string plan, gpus, plan_gpus, output, seed_bug;
   std::string device_memory, check_timeout, eval_budget, eval_timeout;
   std::string device;  // simulate, plan: a shipped profile's name or a profile .json; run: cpu | cuda

@@ -27,6 +27,7 @@ namespace nns::driver {
 int pipeline_options(const Args& a, bool check, Stage last, PipelineOptions& o) {
   o.path = a.positional[0];
   o.config = a.config;
+  o.sets = a.sets;
   o.plan = a.plan;
   o.seed_bug = a.seed_bug;
   o.last = last;

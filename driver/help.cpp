@@ -27,6 +27,9 @@ const CommandHelp kCommands[] = {
      "the file) and print a summary: ops, parameters and their bytes,\n"
      "activation bytes, forward multiply-adds per step. --emit prints a stage\n"
      "instead (see stages below).\n"
+     "--set KEY=VALUE (repeatable, check and run) overrides the preset's entry\n"
+     "KEY, parsed as the type the file gives it (int, float, bool, string);\n"
+     "entries computed from it follow.\n"
      "--plan evaluates plan P for N devices (trans/assign/replicate/order)\n"
      "and refuses an illegal one with the directive's location, then proves\n"
      "it legal with Z3 (split legality, coverage, devices, op-order, memory,\n"
@@ -266,6 +269,7 @@ struct CommandPage {
 const CommandPage kPages[] = {
     {"check",
      "  --config NAME        a config preset of FILE (default: the first)\n"
+     "  --set KEY=VALUE      override a config entry (repeatable)\n"
      "  --emit=STAGE         print a stage: tokens ast graph plan check comm program[:PASS] schedule training-graph\n"
      "  --plan P --gpus N    evaluate plan P for N devices, prove it legal (Z3), check memory, verify the programs\n"
      "  --plan-gpus K        evaluate P for K devices, run as N/K replicas\n"
@@ -278,7 +282,7 @@ const CommandPage kPages[] = {
      "  --gpus N             N rank processes (without --plan: data-parallel replicas)\n"
      "  --plan P [--plan-gpus K]  run plan P partitioned over the ranks (K devices per replica)\n"
      "  --verify             compare every step with one device (fp32 bound 1e-5; exit 70 beyond)\n"
-     "  --config C  --steps N  --seed S  --threads T\n"
+     "  --config C  --set KEY=VALUE  --steps N  --seed S  --threads T\n"
      "  --init W  --data D   initial weights; input data (safetensors)\n"
      "  --save CKPT [--save-every K]  --resume CKPT   checkpoints (bit-identical resume)\n"
      "  --dump-grads G       the gradients of the run's first step\n"

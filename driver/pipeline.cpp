@@ -186,7 +186,7 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p) {
 
   // ast
   auto t0 = std::chrono::steady_clock::now();
-  p.interp = std::make_unique<sema::Interpreter>(p.sources, p.diags, sema::EvalOptions{o.config, stdlib_dirs(), o.eval_budget});
+  p.interp = std::make_unique<sema::Interpreter>(p.sources, p.diags, sema::EvalOptions{o.config, stdlib_dirs(), o.eval_budget, o.sets});
   if (!p.interp->parse(o.path)) return failed(p, kExitBadInput);
   if (emits(Stage::Ast)) {
     std::cout << front::dump_ast(*p.interp->main_program());

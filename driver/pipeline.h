@@ -56,6 +56,7 @@ struct RunOptions {
 };
 
 struct PipelineOptions {
+  std::vector<std::string> sets = {};  // --set KEY=VALUE: config overrides
   std::string path, config;
   std::string plan;  // --plan NAME; empty: none
   Topology topo;

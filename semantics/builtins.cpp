@@ -318,6 +318,44 @@ Value b_safetensors(Interpreter& in, CallArgs& a) {
   return record("data", {{"kind", Value(std::string("safetensors"))}, {"path", *p}});
 }
 
+// Token sources (backend/runtime/data/token_dataset.h): windows of seq + 1
+// tokens feed the `input` (w[0:seq]) and `target` (w[1:seq+1]) inputs.
+std::string text(Interpreter& in, CallArgs& a, size_t i, const char* fn, const char* name, const char* fallback) {
+  const Value* v = arg(a, i, name);
+  if (!v) {
+    if (!fallback) in.fail(a.loc, std::string(fn) + "() needs " + name + " (a string)");
+    return fallback;
+  }
+  if (!v->is<std::string>()) in.fail(a.loc, std::string(fn) + "(): " + name + " must be a string, got " + type_name(*v));
+  return v->as<std::string>();
+}
+Value token_source(Interpreter& in, CallArgs& a, const char* fn, std::string dtype) {
+  return record("data", {{"kind", Value(std::string(fn))}, {"path", Value(text(in, a, 0, fn, "path", nullptr))},
+                         {"dtype", Value(std::move(dtype))}, {"seed", Value(integer(in, a, 99, "seed", 0))},
+                         {"input", Value(text(in, a, 99, fn, "input", "ids"))}, {"target", Value(text(in, a, 99, fn, "target", "targets"))}});
+}
+Value b_token_file(Interpreter& in, CallArgs& a) {
+  check_arity(in, a, "token_file", 1, {"path", "dtype", "seed", "input", "target"});
+  std::string dtype = text(in, a, 99, "token_file", "dtype", "uint16");
+  if (dtype != "uint16" && dtype != "uint32") in.fail(a.loc, "token_file(): dtype must be \"uint16\" or \"uint32\", got \"" + dtype + "\"");
+  return token_source(in, a, "token_file", dtype);
+}
+Value b_megatron_tokens(Interpreter& in, CallArgs& a) {
+  check_arity(in, a, "megatron_tokens", 1, {"path", "seed", "input", "target"});
+  return token_source(in, a, "megatron_tokens", "");
+}
+
+// .npy arrays (backend/runtime/data/array_dataset.h): {input: "file.npy", ...}.
+Value b_arrays(Interpreter& in, CallArgs& a) {
+  check_arity(in, a, "arrays", 1, {"files", "seed"});
+  const Value* f = arg(a, 0, "files");
+  if (!f || !f->is<std::shared_ptr<Record>>() || f->as<std::shared_ptr<Record>>()->kind != "dict")
+    in.fail(a.loc, "arrays() needs a dict of model input -> .npy path, e.g. arrays({x: \"x.npy\", y: \"y.npy\"})");
+  for (const auto& [name, path] : f->as<std::shared_ptr<Record>>()->fields)
+    if (!path.is<std::string>()) in.fail(a.loc, "arrays(): the file for '" + name + "' must be a path string, got " + type_name(path));
+  return record("data", {{"kind", Value(std::string("arrays"))}, {"files", *f}, {"seed", Value(integer(in, a, 99, "seed", 0))}});
+}
+
 }  // namespace
 
 void install_builtins(Env& env) {
@@ -330,6 +368,7 @@ void install_builtins(Env& env) {
       {"uniform", b_uniform}, {"rotary", b_rotary}, {"randn", b_randn}, {"tokens", b_tokens}, {"labels", b_labels},
       {"sgd", b_sgd}, {"adamw", b_adamw}, {"constant_lr", b_constant_lr}, {"cosine_lr", b_cosine_lr},
       {"linear_lr", b_linear_lr}, {"synthetic", b_synthetic}, {"safetensors", b_safetensors},
+      {"token_file", b_token_file}, {"megatron_tokens", b_megatron_tokens}, {"arrays", b_arrays},
       {"dynamic_loss_scale", b_dynamic_loss_scale},
   };
   for (const auto& [name, fn] : table) env.define(name, Value(std::make_shared<Builtin>(Builtin{name, fn})));
@@ -421,10 +460,15 @@ void Interpreter::run_train(const front::TrainDecl& t, const std::shared_ptr<Env
       if (spec.schedule.warmup < 0) fail(vl, "warmup must be non-negative");
       if (spec.schedule.steps < 0) fail(vl, "the schedule's steps must be positive (0: the train block's steps)");
     } else if (key == "data") {
-      const Record& r = need_record("data", "synthetic(seed) or safetensors(path)");
+      const Record& r = need_record("data", "synthetic(seed), safetensors(path), token_file(path, ...), megatron_tokens(prefix, ...) or arrays({...})");
       spec.data.kind = r.get("kind")->as<std::string>();
       if (const Value* s2 = r.get("seed")) spec.data.seed = s2->as<int64_t>();
       if (const Value* p = r.get("path")) spec.data.path = p->as<std::string>();
+      if (const Value* d = r.get("dtype")) spec.data.token_dtype = d->as<std::string>();
+      if (const Value* i = r.get("input")) spec.data.input = i->as<std::string>();
+      if (const Value* t = r.get("target")) spec.data.target = t->as<std::string>();
+      if (const Value* files = r.get("files"))
+        for (const auto& [name, path] : files->as<std::shared_ptr<Record>>()->fields) spec.data.arrays.emplace_back(name, path.as<std::string>());
     } else if (key == "steps" || key == "micro_batches") {
       int64_t n = to_int(v, vl, key.c_str());
       if (n <= 0) fail(vl, "'" + key + "' must be positive, got " + std::to_string(n));

@@ -5,6 +5,7 @@
 // the REPL session's input in session_input.cpp.
 #include "semantics/interpreter.h"
 #include "frontend/suggest.h"
+#include "semantics/config_overrides.h"
 #include "semantics/check_deadline.h"
 #include "semantics/interpreter_internal.h"
 #include "semantics/symbolic_values.h"
@@ -337,6 +338,9 @@ void Interpreter::eval_config(const front::Program&, const std::shared_ptr<Env>&
   }
   auto record = std::make_shared<Record>();
   record->kind = "config";
+  std::vector<ConfigOverride> overrides;  // --set
+  if (std::string err = parse_config_overrides(opts_.overrides, overrides); !err.empty()) fail({}, err);
+  if (!chosen && !overrides.empty()) fail({}, "--set " + overrides[0].key + ": the file defines no config");
   if (chosen) {
     config_name_ = chosen->name;
     std::vector<const front::ConfigDecl*> chain{chosen};
@@ -350,9 +354,12 @@ void Interpreter::eval_config(const front::Program&, const std::shared_ptr<Env>&
       chain.push_back(base);
     }
     auto scope = new_env(env);
+    std::string why;  // a --set value that does not parse
     for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
       for (const front::ConfigEntry& e : (*it)->entries) {
         Value v = eval(*e.value, scope);
+        for (ConfigOverride& o : overrides)  // --set replaces the value here: later entries see it
+          if (o.key == e.name && (o.used = true) && !typed_override(Value(v), o, v, why)) fail({}, why);
         name_symbol(v, e.name, e.value->loc);  // symbolic(...) takes the entry's name
         scope->define(e.name, v);
         bool replaced = false;
@@ -361,6 +368,10 @@ void Interpreter::eval_config(const front::Program&, const std::shared_ptr<Env>&
         if (!replaced) record->fields.emplace_back(e.name, v);
       }
     }
+    std::vector<std::string> entries;
+    for (const auto& [k, v] : record->fields) entries.push_back(k);
+    for (const ConfigOverride& o : overrides)
+      if (!o.used) fail({}, unknown_override_message(o.key, entries, chosen->name));
   }
   if (std::string err = register_symbols(*record, graph_); !err.empty()) {
     SourceLoc where;

@@ -44,6 +44,7 @@ struct EvalOptions {
   std::string config;                   // "" = the first preset in the file
   std::vector<std::string> stdlib_dirs;  // searched for `import "name"`
   EvalBudget budget = EvalBudget{};
+  std::vector<std::string> overrides = {};  // --set KEY=VALUE (config_overrides.h)
 };
 
 // The most elements a list may hold: checked before it is built, so that

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "frontend/source.h"
 
@@ -32,9 +34,18 @@ struct ScheduleSpec {
   int64_t steps = 0;
 };
 struct DataSpec {
-  std::string kind = "synthetic";  // "synthetic" | "safetensors"
-  int64_t seed = 0;
-  std::string path;
+  // "synthetic" | "safetensors" | "token_file" (a flat uint16/uint32 file)
+  // | "megatron_tokens" (PREFIX.bin + PREFIX.idx); the token sources are read by
+  // backend/runtime/data/token_dataset.h.
+  std::string kind = "synthetic";
+  int64_t seed = 0;  // synthetic: the values; token sources: the window order
+  std::string path;  // safetensors / token_file: the file; megatron: the prefix
+  std::string token_dtype = "uint16";  // token_file: "uint16" or "uint32"
+  // Token sources: the model inputs fed with windows of seq + 1 tokens,
+  // `input` with w[0:seq] and `target` with w[1:seq+1].
+  std::string input = "ids", target = "targets";
+  // "arrays": (model input, .npy file) pairs; the files' rows are samples.
+  std::vector<std::pair<std::string, std::string>> arrays;
 };
 // Dynamic loss scaling for precision = "fp16" (setting loss_scale =
 // dynamic_loss_scale(...)). The defaults are PyTorch's GradScaler's

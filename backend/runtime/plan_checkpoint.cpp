@@ -70,6 +70,7 @@ void PlanTrainer::save_shards(const std::string& dir) {
                                           {"world", std::to_string(m.world)},
                                           {"plan", m.lowered.plan}};
   add_loss_scale_metadata(m.scaler, meta);  // fp16: the same on every rank
+  if (m.source) m.source->add_metadata(step_, meta);  // the data stream's position, the same on every rank
   // One owner per element: replica 0, first copy of a replicated piece.
   if (m.P.replica == 0)
     for (size_t i = 0; i < m.P.params.size(); ++i) {
@@ -186,6 +187,7 @@ void PlanTrainer::load(const std::string& path, bool checkpoint) {
   if (!checkpoint) return;
   step_ = metadata_count(f, "step", path);
   read_loss_scale_metadata(f.metadata, path, m.scaler);
+  if (m.source) m.source->resume(f.metadata, path, step_);
 }
 
 SafetensorsFile assemble_shards(const std::string& dir) {
@@ -258,7 +260,8 @@ SafetensorsFile assemble_shards(const std::string& dir) {
     out.tensors.push_back(f32_tensor(name, fl.shape, fl.data.data(), fl.data.size()));
   }
   out.metadata = {{"format", "nns-checkpoint-1"}, {"step", meta0.at("step")}, {"optimizer", meta0.at("optimizer")}};
-  for (const char* key : {"loss_scale", "loss_scale_good_steps", "skipped_steps"})  // fp16 loss scaling's state, when saved
+  for (const char* key : {"loss_scale", "loss_scale_good_steps", "skipped_steps",  // fp16 loss scaling's state, when saved
+                          "data_seed", "data_windows", "data_epoch", "data_index"})  // a data source's position, when saved
     if (auto it = meta0.find(key); it != meta0.end()) out.metadata[key] = it->second;
   return out;
 }

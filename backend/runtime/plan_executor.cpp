@@ -85,6 +85,7 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
       data_[inputs[i]] = std::move(file);
     }
   }
+  if (data_path.empty()) source = data::make_input_source(spec.data, g, spec.micro_batches * lowered.replicas);
   // Parameters: every rank computes the full initial values (a pure
   // function of seed and name) and uploads its piece.
   auto uploaded = [&](const std::vector<float>& host) {
@@ -126,6 +127,16 @@ void PlanExecutor::load_input(const PInstr& in) {
     DeviceBuffer out = alloc(want.numel());
     be.copy_box(out.data(), file.element(index % (file.numel() / numel) * numel), region_box(full_piece(info.shape), want, want.start, want.length),
                 false, 1.f);
+    return set_buf(in.b, std::move(out));
+  }
+  if (source) {
+    // File data: this rank reads its rows of the micro-batch only (a
+    // batch-split rank, its disjoint share), in the input's dtype (f32 or
+    // i32, 4-byte slots); its piece is cut out and uploaded.
+    std::vector<float> full(static_cast<size_t>(sema::numel(info.shape)));
+    source->fill(t, index, full.data(), want.start[0], want.start[0] + want.length[0]);
+    DeviceBuffer out = alloc(want.numel());
+    upload(out, extract(full, full_piece(info.shape), want, 1.f));
     return set_buf(in.b, std::move(out));
   }
   // Synthetic data is a fixed set of micro-batches: each piece is

@@ -21,6 +21,7 @@
 #include "backend/lowering/rank_program.h"
 #include "backend/runtime/backend.h"
 #include "backend/runtime/collectives.h"
+#include "backend/runtime/data/input_source.h"
 #include "backend/runtime/device_buffer.h"
 #include "backend/runtime/loss_scale.h"
 #include "semantics/train_spec.h"
@@ -84,6 +85,9 @@ struct PlanExecutor {
   // decides the step from the all-reduced squared norm (the same on every
   // rank) and unscales; Clip and Update skip a step it skipped.
   LossScaler scaler;
+  // A token or .npy source (data/input_source.h): this replica reads its
+  // micro-batches of the shared sample stream; checkpoints save its position.
+  std::unique_ptr<data::InputSource> source;
   bool skip_update = false;
 
   // `data_path`: the data file (trainer.h's data_file), "" for synthetic inputs.

@@ -129,6 +129,8 @@ Trainer::Trainer(const sema::Graph& g, const sema::TrainingGraphInfo& info, cons
       samples_per_step_ = (counts_tokens_ ? sema::numel(first.shape) : first.shape[0]) * spec_.micro_batches;
     }
     if (std::string path = data_file(opts_.data_path, spec_); !path.empty()) data_ = read_input_data(path, g_, inputs);
+    else
+      source_ = data::make_input_source(spec_.data, g_, spec_.micro_batches);
     if (!opts_.init_path.empty()) load_weights(opts_.init_path, false);
     if (!opts_.resume_path.empty()) load_weights(opts_.resume_path, true);
   } catch (...) {
@@ -179,6 +181,12 @@ void Trainer::load_inputs(int64_t k) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     const sema::TensorInfo& t = g_.tensor(inputs[i]);
     size_t bytes = static_cast<size_t>(t.bytes());
+    if (source_) {
+      std::vector<uint8_t> host(bytes);
+      source_->fill(inputs[i], k, host.data());
+      be_.copy_from_host(buffers_[inputs[i]], host.data(), bytes);
+      continue;
+    }
     if (!data_.empty()) {
       size_t rows_in_file = data_[i].size() / bytes;
       size_t offset = static_cast<size_t>(k) % rows_in_file * bytes;
@@ -372,6 +380,7 @@ void Trainer::save_checkpoint(const std::string& path) const {
   }
   std::map<std::string, std::string> meta = {{"format", "nns-checkpoint-1"}, {"step", std::to_string(step_)}, {"optimizer", spec_.optimizer.kind}};
   add_loss_scale_metadata(scaler_, meta);  // fp16: the scale and skipped steps go on
+  if (source_) source_->add_metadata(step_, meta);  // where the data stream stands
   write_safetensors_atomic(path, tensors, meta);
 }
 
@@ -463,6 +472,7 @@ void Trainer::load_weights(const std::string& path, bool checkpoint) {
       load("optimizer." + slot + "." + g_.tensor(p).name, g_.tensor(p).shape, st.buffers[s].data);
     }
   step_ = metadata_count(f, "step", path);
+  if (source_) source_->resume(f.metadata, path, step_);
   read_loss_scale_metadata(f.metadata, path, scaler_);
 }
 

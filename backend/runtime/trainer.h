@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/runtime/data/input_source.h"
 #include "backend/runtime/backend.h"
 #include "backend/runtime/loss_scale.h"
 #include "backend/runtime/train_loop.h"
@@ -114,6 +115,7 @@ class Trainer : public TrainSession {
   std::map<int, OptimizerState> state_;           // optimizer state per param
   std::map<int, TensorView> accum_;               // accumulated gradients per param (micro-batches)
   std::vector<std::vector<uint8_t>> data_;        // safetensors data per input, if any
+  std::unique_ptr<data::InputSource> source_;    // a token or .npy source (data/input_source.h), if any
   int64_t step_ = 0;
   LossScaler scaler_;  // fp16: dynamic loss scaling (off otherwise: scale 1, never skips)
   int64_t samples_per_step_ = 0;
