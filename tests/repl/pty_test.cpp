@@ -207,7 +207,9 @@ TEST_CASE("pty: evaluation cannot be stopped halfway, so three Ctrl-C end nns", 
                env_for(home));
   SCREEN(s, "nns> ");
   s.send("for i in 0..1000000000 { }\r");  // minutes of work
-  SCREEN(s, "for i in 0..1000000000 { }");
+  // The line accepted (the echo of its Enter, not just of its text: a
+  // Ctrl-C before that cancels the typed line instead).
+  SCREEN(s, "for i in 0..1000000000 { }\n");
   // A Ctrl-C that arrives before the evaluation has begun (a loaded
   // machine) counts for the line reader, not the three: keep pressing,
   // each time waiting for the screen, until nns says it was interrupted.
@@ -216,6 +218,7 @@ TEST_CASE("pty: evaluation cannot be stopped halfway, so three Ctrl-C end nns", 
     s.send("\x03");
     ended = s.expect("nns: interrupted", 1);
   }
+  INFO("the screen:\n" << s.output());
   CHECK(ended);
   CHECK(s.wait_exit() == 130);
 }
