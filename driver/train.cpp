@@ -186,8 +186,11 @@ std::string banner(const Pipeline& p, const PipelineOptions& o, int threads, boo
                   t.ranks > 1 ? " as data-parallel replicas (no CUDA device in use)" : "", kernels, per_rank.c_str(),
                   static_cast<long long>(s.steps), s.optimizer.kind.c_str(), s.optimizer.lr);
   std::string text = line;
-  // A plan (the implicit one included) on several ranks: where its collectives run, and why.
-  if (p.planned && t.ranks > 1) {
+  // A plan (the implicit one included) on several ranks: where its
+  // collectives run, and why; not for CPU ranks left to the default, where
+  // Gloo is the only choice (a normal run prints the banner, steps and summary).
+  const bool cpu_default = !cuda_code_device(o.run.device) && collectives != "nccl" && why.rfind("NCCL needs the CUDA backend", 0) == 0;
+  if (p.planned && t.ranks > 1 && !cpu_default) {
     if (collectives == "nccl")
       text += "nns: collectives: NCCL on each rank's GPU, on their own stream (gradient buckets overlap the backward); " + why + "\n";
     else

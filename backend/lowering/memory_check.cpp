@@ -155,7 +155,7 @@ std::string memory_line(const MemoryCheck& m, const MemoryCheckOptions& opts) {
                      ", gradients " + sema::format_bytes(whole(p.gradients)) + ", optimizer " + sema::format_bytes(whole(p.optimizer)) +
                      ", activations " + sema::format_bytes(whole(p.activations())) + ")";
   if (opts.capacity >= 0) line += " of " + (opts.capacity_label.empty() ? sema::format_bytes(opts.capacity) : opts.capacity_label);
-  else line += "; no capacity assumed (--device-memory SIZE or v100/a100/h100/h200 checks it)";
+  else line += "; no capacity assumed (--device-memory SIZE or a device profile's name checks it)";
   if (opts.bytes_per_element < 4) line += "; mixed precision: 2-byte weights, gradients and activations, fp32 optimizer state and master weights";
   return line;
 }
