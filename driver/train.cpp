@@ -225,6 +225,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
   lo.steps = p.spec.steps;
   lo.verify = r.verify;
   set_verify_bound(p.spec, lo);
+  lo.verify_hint = "nns verify-op " + o.path + " '*'" + (p.interp->config_name().empty() ? "" : " --config " + p.interp->config_name());
   lo.save_every = r.save_every;
   lo.metrics = r.metrics;
   lo.stats = r.stats;

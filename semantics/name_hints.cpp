@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 
@@ -11,11 +12,12 @@ namespace nns::sema {
 
 namespace {
 
-// The stdlib module (file stem) that declares `name` at top level, or "".
-// Only the declarations' heads are read (a line starting with model, fn or
-// op), so this stays cheap and needs no parse.
-std::string stdlib_module_of(const std::string& name, const std::vector<std::string>& dirs) {
+// Every top-level model, fn and op of the stdlib modules: name -> module
+// (file stem). Only the declarations' heads are read (a line starting with
+// model, fn or op), so this stays cheap and needs no parse.
+std::map<std::string, std::string> stdlib_names(const std::vector<std::string>& dirs) {
   const std::regex head("^(model|fn|op)[ \t]+([A-Za-z_][A-Za-z0-9_]*)");
+  std::map<std::string, std::string> out;
   for (const std::string& dir : dirs) {
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
@@ -24,10 +26,10 @@ std::string stdlib_module_of(const std::string& name, const std::vector<std::str
       std::string line;
       std::smatch m;
       while (std::getline(in, line))
-        if (std::regex_search(line, m, head) && m[2] == name) return entry.path().stem().string();
+        if (std::regex_search(line, m, head)) out.emplace(m[2], entry.path().stem().string());
     }
   }
-  return "";
+  return out;
 }
 
 }  // namespace
@@ -41,10 +43,20 @@ std::string undefined_name_hint(const std::string& name, Env& env, const std::ve
     for (const auto& [n, v] : e->vars)
       if (seen.insert(n).second) names.push_back(n);
   // The exact name in a stdlib module beats a near name in scope ("Linear"
-  // without import "nn" is not a misspelt "linear").
-  std::string module = stdlib_module_of(name, stdlib_dirs);
-  if (!module.empty()) return " (defined in stdlib module '" + module + "': add import \"" + module + "\")";
-  return front::did_you_mean(name, names);
+  // without import "nn" is not a misspelt "linear"); a near name that only
+  // a stdlib module has needs that module's import too ("Lienar").
+  const std::map<std::string, std::string> stdlib = stdlib_names(stdlib_dirs);
+  auto import_hint = [&](const std::string& module) { return "it is in stdlib module '" + module + "': add import \"" + module + "\""; };
+  if (auto it = stdlib.find(name); it != stdlib.end() && !seen.count(name)) return " (" + import_hint(it->second) + ")";
+  std::vector<std::string> library;
+  for (const auto& [n, module] : stdlib)
+    if (!seen.count(n)) library.push_back(n);
+  const std::string in_scope = front::nearest_name(name, names), in_library = front::nearest_name(name, library);
+  // The nearer of the two; a tie goes to the name already in scope.
+  if (!in_library.empty() &&
+      (in_scope.empty() || front::edit_distance(name, in_library) < front::edit_distance(name, in_scope)))
+    return " (did you mean '" + in_library + "'? " + import_hint(stdlib.at(in_library)) + ")";
+  return in_scope.empty() ? "" : " (did you mean '" + in_scope + "'?)";
 }
 
 }  // namespace nns::sema

@@ -146,6 +146,11 @@ void print_verify_summary(const StepVerifier& v, const LoopOptions& o) {
   // counted on the same line; NNS_VERIFY_DETAIL=1 prints the elements.
   if (v.rounding_elements() > 0) std::fprintf(out, "; %zu weight element(s) at rounding level not compared", v.rounding_elements());
   std::fprintf(out, "\n");
+  // A wrong annotation makes a plan's gradients wrong where the op is split:
+  // verify-op finds which op by running each partition against the whole.
+  if (!ok && !o.verify_hint.empty())
+    std::fprintf(out, "verify: if an op's annotation is wrong, `%s` finds it (every partition of every op against the whole op)\n",
+                 o.verify_hint.c_str());
   const std::set<std::string>& inv = v.invariant_params();
   if (o.report_invariant_params && !inv.empty()) {
     std::fprintf(out, "verify: %zu parameter(s) do not affect the loss (gradient norm below %.0e of the largest) and were not compared:",

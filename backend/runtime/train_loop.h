@@ -161,6 +161,9 @@ struct LoopOptions {
   double verify_rounding = 1e-6;  // StepVerifier's rounding level
   double verify_undetermined = 1e-5;  // StepVerifier's undetermined_level
   std::string verify_precision = "fp32";
+  // On a --verify failure, the command that checks every op's annotation by
+  // partitioning it (nns verify-op FILE '*'); "" for none.
+  std::string verify_hint;
   bool report_invariant_params = false;   // a summary line naming them
   // The summary's memory figure: "<peak_label> 12.0 MiB", " (rank 0)" added when peak_of_rank0.
   std::string peak_label = "peak memory";
