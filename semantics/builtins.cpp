@@ -3,6 +3,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "frontend/suggest.h"
 #include "semantics/interpreter.h"
 
 namespace nns::sema {
@@ -412,7 +413,9 @@ void Interpreter::run_train(const front::TrainDecl& t, const std::shared_ptr<Env
     }
     const std::string& key = name->id;
     if (!is_setting(key))
-      fail(assign->target->loc, "unknown training setting '" + key + "' (settings: " + settings_list() + "); use 'let' for a local name");
+      fail(assign->target->loc, "unknown training setting '" + key + "'" +
+                                    front::did_you_mean(key, std::vector<std::string>(std::begin(kSettings), std::end(kSettings))) +
+                                    " (settings: " + settings_list() + "); use 'let' for a local name");
     if (assign->op != "=") fail(s->loc, "training setting '" + key + "' must be set with '='");
     if (set_at.count(key)) fail(assign->target->loc, "training setting '" + key + "' is set twice");
     set_at[key] = assign->value->loc;

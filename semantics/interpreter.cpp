@@ -5,6 +5,7 @@
 // the REPL session's input in session_input.cpp.
 #include "semantics/interpreter.h"
 #include "frontend/suggest.h"
+#include "semantics/name_hints.h"
 #include "semantics/config_overrides.h"
 #include "semantics/check_deadline.h"
 #include "semantics/interpreter_internal.h"
@@ -120,7 +121,8 @@ int Interpreter::load_and_parse(const std::string& path, SourceLoc from) {
     if (auto* imp = std::get_if<front::ImportDecl>(&item.node)) {
       std::string resolved = resolve_import(imp->path, path);
       if (resolved.empty()) {
-        diags_.error(item.loc, "cannot find module '" + imp->path + "' (searched the importing file's folder and the stdlib)");
+        diags_.error(item.loc, "cannot find module '" + imp->path + "'" + front::did_you_mean(imp->path, stdlib_modules(opts_.stdlib_dirs)) +
+                                   " (searched the importing file's folder and the stdlib)");
         continue;
       }
       load_and_parse(resolved, item.loc);
@@ -176,7 +178,8 @@ bool Interpreter::parse_main(int file, const std::string& main_path) {
     if (auto* imp = std::get_if<front::ImportDecl>(&item.node)) {
       std::string resolved = resolve_import(imp->path, main_path);
       if (resolved.empty()) {
-        diags_.error(item.loc, "cannot find module '" + imp->path + "' (searched the importing file's folder and the stdlib)");
+        diags_.error(item.loc, "cannot find module '" + imp->path + "'" + front::did_you_mean(imp->path, stdlib_modules(opts_.stdlib_dirs)) +
+                                   " (searched the importing file's folder and the stdlib)");
         continue;
       }
       load_and_parse(resolved, item.loc);

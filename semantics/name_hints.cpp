@@ -34,6 +34,16 @@ std::map<std::string, std::string> stdlib_names(const std::vector<std::string>& 
 
 }  // namespace
 
+std::vector<std::string> stdlib_modules(const std::vector<std::string>& stdlib_dirs) {
+  std::vector<std::string> out;
+  for (const std::string& dir : stdlib_dirs) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+      if (entry.path().extension() == ".nns" && entry.is_regular_file(ec)) out.push_back(entry.path().stem().string());
+  }
+  return out;
+}
+
 std::string undefined_name_hint(const std::string& name, Env& env, const std::vector<std::string>& stdlib_dirs) {
   if (Value* cfg = env.find("cfg"); cfg && cfg->is<std::shared_ptr<Record>>() && cfg->as<std::shared_ptr<Record>>()->get(name))
     return " (did you mean 'cfg." + name + "'?)";

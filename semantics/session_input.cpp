@@ -1,6 +1,8 @@
 // The REPL session's input (nns repl; repl/): one input at a time runs in
 // the session scope, a child of the main file's scope, so definitions
 // persist across inputs and the file's names stay visible.
+#include "frontend/suggest.h"
+#include "semantics/name_hints.h"
 #include "semantics/interpreter.h"
 #include "semantics/interpreter_internal.h"
 
@@ -45,7 +47,9 @@ bool Interpreter::run_session_input(const std::string& name, std::string text, P
     for (const front::Item& item : prog.items) {
       if (auto* imp = std::get_if<front::ImportDecl>(&item.node)) {
         std::string resolved = resolve_import(imp->path, modules_[0]->path);
-        if (resolved.empty()) fail(item.loc, "cannot find module '" + imp->path + "' (searched the main file's folder and the stdlib)");
+        if (resolved.empty())
+          fail(item.loc, "cannot find module '" + imp->path + "'" + front::did_you_mean(imp->path, stdlib_modules(opts_.stdlib_dirs)) +
+                             " (searched the main file's folder and the stdlib)");
         int errors = diags_.error_count();
         int dep = load_and_parse(resolved, item.loc);
         if (dep < 0 || diags_.error_count() != errors) throw StopEvaluation{};
