@@ -38,6 +38,11 @@ expect 64 "--comm is auto, gloo or nccl (got 'mpi')" run examples/01_mlp.nns --p
 expect 64 "--comm picks where a plan's collectives run; it needs --plan NAME" run examples/01_mlp.nns --comm gloo
 expect 70 "nns: error: --comm nccl: NCCL needs the CUDA backend (--device cuda); this run is on cpu" run examples/01_mlp.nns --plan dp --gpus 2 --comm nccl
 expect 70 "nns: error: --comm nccl: the CUDA emulation's memory is host memory" run examples/01_mlp.nns --plan dp --gpus 2 --device cuda-emulation --comm nccl
+# A plain run prints the banner, its steps and the summary, nothing else.
+out=$("$NNS" run examples/gpt.nns --steps 3 2>&1)
+if other=$(grep -vE '^(nns: training |step +[0-9]+/[0-9]+ |done: )' <<<"$out"); then
+  echo "FAIL: a plain run printed other lines:"; echo "$other" | sed 's/^/    /'; fail=1
+fi
 # CPU ranks left to the default (Gloo, the only choice) print no collectives line.
 out=$("$NNS" run examples/01_mlp.nns --plan dp --gpus 2 --steps 1 2>&1)
 if grep -q "nns: collectives" <<<"$out"; then echo "FAIL: a default CPU run printed its collectives line"; fail=1; fi
