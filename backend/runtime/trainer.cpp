@@ -9,6 +9,7 @@
 #include "backend/runtime/checkpoint_store.h"
 #include "backend/runtime/optimizer.h"
 #include "backend/runtime/safetensors.h"
+#include "backend/runtime/splitmix.h"
 #include "backend/runtime/trace.h"
 
 namespace nns::backend {
@@ -18,12 +19,7 @@ namespace {
 // Counter-based random numbers: a pure function of (key, index), so a
 // tensor's values never depend on thread count, allocation order or which
 // rank holds which slice.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+uint64_t mix(uint64_t x) { return splitmix64(x); }
 uint64_t name_key(const std::string& s) {
   uint64_t h = 1469598103934665603ULL;  // FNV-1a
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;

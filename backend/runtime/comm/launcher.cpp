@@ -345,6 +345,17 @@ int launch_local_ranks(int world_size, const std::function<int(int rank)>& rank_
     std::vector<int> newly_failed = reap(kids);
     if (!newly_failed.empty()) {
       int r = pick_culprit(kids, newly_failed);
+      // A rank that exits 70 may only have seen its peer's sockets close
+      // while that peer, the cause, is still exiting with its own code (65
+      // for a bad input file): the others get a moment to exit on their own
+      // before the culprit is chosen among all that did.
+      for (int waited = 0; waited < 500 && WIFEXITED(kids[r].status) && WEXITSTATUS(kids[r].status) == kRankFailedExit; waited += 5) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        std::vector<int> more = reap(kids);
+        if (more.empty()) continue;
+        more.push_back(r);
+        r = pick_culprit(kids, more);
+      }
       int st = kids[r].status;
       std::string why = WIFSIGNALED(st) ? "signal " + std::to_string(WTERMSIG(st))
                                         : "exit code " + std::to_string(WEXITSTATUS(st));

@@ -1,18 +1,14 @@
 #include "backend/runtime/data/sampler.h"
 
+#include "backend/runtime/splitmix.h"
+
 #include <stdexcept>
 #include <utility>
 
 namespace nns::backend::data {
 namespace {
 
-// splitmix64's finaliser: a well-mixed 64-bit hash.
-uint64_t hash64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+uint64_t hash64(uint64_t x) { return splitmix64(x); }
 
 }  // namespace
 
