@@ -349,7 +349,8 @@ int launch_local_ranks(int world_size, const std::function<int(int rank)>& rank_
       // while that peer, the cause, is still exiting with its own code (65
       // for a bad input file): the others get a moment to exit on their own
       // before the culprit is chosen among all that did.
-      for (int waited = 0; waited < 500 && WIFEXITED(kids[r].status) && WEXITSTATUS(kids[r].status) == kRankFailedExit; waited += 5) {
+      for (int waited = 0; waited < 500 && WIFEXITED(kids[r].status) && WEXITSTATUS(kids[r].status) == kRankFailedExit;
+           waited += 5) {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
         std::vector<int> more = reap(kids);
         if (more.empty()) continue;
