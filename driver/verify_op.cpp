@@ -32,6 +32,7 @@
 #include "semantics/autograd.h"
 #include "semantics/builtin_args.h"
 #include "semantics/op_registry.h"
+#include "semantics/output_grads.h"
 #include "semantics/plan.h"
 
 namespace nns::driver {
@@ -81,22 +82,7 @@ void elaborate(sema::Interpreter& interp, const sema::Graph& g, int node, const 
   op.inst = interp.instantiate_op(node, ins, outs, divisors, op.graph);
   if (slice)
     for (int ln : op.inst.nodes) sema::apply_slice_position(g, g.node(node), *slice, op.graph.node(ln));
-  std::map<int, int> seeds;
-  for (int out : op.inst.outputs) {
-    const sema::TensorInfo& t = op.graph.tensor(out);
-    if (!sema::dtype_is_float(t.dtype)) {
-      op.dy.push_back(-1);
-      continue;
-    }
-    sema::TensorInfo dy;
-    dy.shape = t.shape;
-    dy.dtype = t.dtype;
-    dy.grad_of = out;
-    dy.name = "dy." + t.name;
-    int id = op.graph.add_tensor(std::move(dy));
-    op.dy.push_back(id);
-    seeds[out] = id;
-  }
+  std::map<int, int> seeds = sema::add_output_gradients(op.graph, op.inst.outputs, op.dy);
   std::vector<int> wrt;
   for (int in : op.inst.inputs)
     if (sema::dtype_is_float(op.graph.tensor(in).dtype)) wrt.push_back(in);

@@ -6,6 +6,7 @@
 
 #include "backend/lowering/lower_internal.h"
 #include "semantics/op_registry.h"
+#include "semantics/output_grads.h"
 
 namespace nns::backend::detail {
 
@@ -110,22 +111,7 @@ SubOpKernel make_kernel(RankBuild& R, int leaf, bool backward, const PlanAnalysi
     plan_releases(R.P.local, kn);
     return kn;
   }
-  std::map<int, int> seeds;
-  for (int out : kn.inst.outputs) {
-    const sema::TensorInfo& t = R.P.local.tensor(out);
-    if (!sema::dtype_is_float(t.dtype)) {
-      kn.dy.push_back(-1);
-      continue;
-    }
-    sema::TensorInfo dy;
-    dy.shape = t.shape;
-    dy.dtype = t.dtype;
-    dy.grad_of = out;
-    dy.name = "dy." + t.name;
-    int id = R.P.local.add_tensor(std::move(dy));
-    kn.dy.push_back(id);
-    seeds[out] = id;
-  }
+  std::map<int, int> seeds = sema::add_output_gradients(R.P.local, kn.inst.outputs, kn.dy);
   // Gradients only of the inputs that need one (a gradient edge): the
   // kernel computes and holds no gradient of a constant input (a mask).
   std::vector<int> wrt;
