@@ -92,15 +92,26 @@ void plan_releases(const sema::Graph& L, SubOpKernel& kn) {
 namespace nns::backend {
 
 int64_t slice_in_place(const RankProgram& prog, const PInstr& in) {
-  if (in.kind != PInstr::SliceIn || in.scale != 1.f || in.a < 0 || static_cast<size_t>(in.a) >= prog.buffers.size()) return -1;
+  const bool grad = in.kind == PInstr::SliceGrad;
+  if ((in.kind != PInstr::SliceIn && !grad) || in.scale != 1.f || in.a < 0 ||
+      static_cast<size_t>(in.a) >= prog.buffers.size())
+    return -1;
   if (in.kernel < 0 || static_cast<size_t>(in.kernel) >= prog.kernels.size()) return -1;
   const SubOpKernel& k = prog.kernels[static_cast<size_t>(in.kernel)];
-  if (in.index < 0 || static_cast<size_t>(in.index) >= k.in_slices.size()) return -1;
+  const std::vector<Piece>& slices = grad ? k.out_slices : k.in_slices;
+  if (in.index < 0 || static_cast<size_t>(in.index) >= slices.size()) return -1;
   const BufferDecl& b = prog.buffers[static_cast<size_t>(in.a)];
-  const bool read_only = b.role == BufferDecl::Param || b.role == BufferDecl::Input || b.role == BufferDecl::Value || b.role == BufferDecl::Transit;
+  // Nothing writes the buffer while a kernel reads it: parameters, inputs,
+  // values and received pieces once made; an output gradient once its
+  // producer's backward reads it (every consumer has contributed by then).
+  // Not the step's sums (accumulated gradients, buckets, zero1 shards).
+  const BufferDecl::Role r = b.role;
+  const bool read_only =
+      grad ? r != BufferDecl::Param && r != BufferDecl::Accum && r != BufferDecl::Shard && r != BufferDecl::Bucket
+           : r == BufferDecl::Param || r == BufferDecl::Input || r == BufferDecl::Value || r == BufferDecl::Transit;
   if (!read_only) return -1;
   const Piece& have = b.piece;
-  const Piece& want = k.in_slices[static_cast<size_t>(in.index)];
+  const Piece& want = slices[static_cast<size_t>(in.index)];
   const size_t rank = have.length.size();
   if (want.length.size() != rank || want.start.size() != rank || have.start.size() != rank) return -1;
   // Contiguous in the buffer's row-major layout: ones, then one partial

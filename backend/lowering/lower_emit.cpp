@@ -260,14 +260,34 @@ void micro_batch(RankBuild& R, int mb) {
       if (auto it = value.find(R.g.loss); it != value.end() && R.label(it->second).replica_index == 0) R.emit(PInstr::LossShare, mb).a = it->second;
     }
   }
+  // A parameter's gradient is final once the first op (in forward order)
+  // that reads it has run its backward: it goes into the step's sum there,
+  // in that op's block, so that it is ready for its reduction while the
+  // rest of the backward runs (and its contribution buffer goes early).
+  std::unordered_map<int, size_t> first_reader;  // param tensor -> op index
+  for (size_t i = 0; i < R.A.ops.size(); ++i)
+    if (R.A.ops[i].backward)
+      for (int t : R.g.node(R.A.ops[i].node).inputs)
+        if (R.g.tensor(t).kind == sema::TensorKind::Param) first_reader.emplace(t, i);
   for (size_t i = R.A.ops.size(); i-- > 0;) {
     if (static_cast<int>(i) == loss_op) {
       R.open_block(mb, static_cast<int>(i), sema::PipeTask::B);
       seed_loss_gradient(R, mb, grad);
     }
-    if (R.A.ops[i].backward) backward_op(R, static_cast<int>(i), R.op_kernels[i], mb, grad);
+    if (!R.A.ops[i].backward) continue;
+    backward_op(R, static_cast<int>(i), R.op_kernels[i], mb, grad);
+    for (int t : R.g.node(R.A.ops[i].node).inputs) {
+      auto fr = first_reader.find(t);
+      auto gi = grad.find(t);
+      if (fr == first_reader.end() || fr->second != i || gi == grad.end()) continue;
+      auto slot = R.slot_of.find(t);
+      if (slot == R.slot_of.end() || !R.P.params[static_cast<size_t>(slot->second)].trainable) continue;
+      accumulate_param_gradient(R, t, gi->second, mb);
+      grad.erase(gi);
+    }
   }
-  // Parameter gradients that arrived by an adapter: into the step's sum.
+  // Parameter gradients still held (none in a plan as lowered today; kept
+  // so that a gradient arriving otherwise still reaches the step's sum).
   R.open_block(mb, -1, sema::PipeTask::B);
   for (const ParamSlot& slot : R.P.params) {
     auto gi = grad.find(slot.tensor);

@@ -5,6 +5,9 @@
 // reduced over every rank; clipping; each parameter's update; zero1's
 // updated shards gathered back into the whole piece. Runs after the
 // schedule pass: these instructions belong to no task.
+#include <algorithm>
+#include <map>
+
 #include "backend/lowering/lower_internal.h"
 
 namespace nns::backend::detail {
@@ -57,7 +60,89 @@ void zero1_scatter(RankBuild& R, int buf, const std::vector<int>& devs) {
   accumulate_param_gradient(R, t, grad, -1);
 }
 
+// Inserts `at` (instruction, the index it goes before; sorted by index)
+// into the rank's instructions. Task spans keep their instructions: one
+// inserted at a span's end goes after the span, not into it.
+void insert_instructions(RankBuild& R, const std::vector<std::pair<int, PInstr>>& at) {
+  std::vector<PInstr> out;
+  out.reserve(R.P.instrs.size() + at.size());
+  size_t k = 0;
+  for (size_t i = 0; i <= R.P.instrs.size(); ++i) {
+    for (; k < at.size() && at[k].first == static_cast<int>(i); ++k) out.push_back(at[k].second);
+    if (i < R.P.instrs.size()) out.push_back(R.P.instrs[i]);
+  }
+  auto before = [&](int idx, bool inclusive) {
+    int n = 0;
+    for (const auto& [q, in] : at) n += inclusive ? q <= idx : q < idx;
+    return n;
+  };
+  for (RankProgram::TaskSpan& t : R.P.tasks) {
+    t.first += before(t.first, true);
+    t.last += before(t.last, false);
+  }
+  R.P.instrs = std::move(out);
+}
+
 }  // namespace
+
+size_t replica_bucket_bytes(size_t total) { return std::clamp<size_t>(total / 4, size_t{64} << 10, size_t{16} << 20); }
+
+// The replicas' gradient averages, in buckets placed where their gradients
+// are final: after the task holding a gradient's last contribution (its
+// last micro-batch's accumulation), so that the bucket's allreduce runs
+// while the rest of the backward does. Gradients are taken in the order
+// they become final and cut into buckets of replica_bucket_bytes, closed
+// only between two places (a bucket is one run of replica-average
+// instructions, which the executor posts as one allreduce). Every replica
+// of a device runs the same program, so the buckets match across them.
+void place_replica_averages(RankBuild& R) {
+  const int replicas = R.opts.replicas;
+  std::vector<int> across;
+  for (int j = 0; j < replicas; ++j) across.push_back(j * R.devices + R.device());
+  const int grp = R.groups.intern(across);
+  std::map<int, int> last_touch;  // accum buffer -> instruction
+  for (size_t i = 0; i < R.P.instrs.size(); ++i)
+    for (int b : {R.P.instrs[i].a, R.P.instrs[i].b})
+      if (b >= 0) last_touch[b] = static_cast<int>(i);
+  struct Ready {
+    int at;  // the instruction index the average goes before
+    int buf;
+    size_t bytes;
+  };
+  std::vector<Ready> ready;
+  size_t total = 0;
+  for (const ParamSlot& s : R.P.params) {
+    if (s.accum < 0) continue;
+    auto lt = last_touch.find(s.accum);
+    int at = lt == last_touch.end() ? 0 : lt->second + 1;
+    for (const RankProgram::TaskSpan& t : R.P.tasks)
+      if (t.first < at && at < t.last) at = t.last;
+    size_t bytes = static_cast<size_t>(R.label(s.accum).numel()) * 4;
+    ready.push_back({at, s.accum, bytes});
+    total += bytes;
+  }
+  std::stable_sort(ready.begin(), ready.end(), [](const Ready& x, const Ready& y) { return x.at < y.at; });
+  const size_t cap = replica_bucket_bytes(total);
+  std::vector<std::pair<int, PInstr>> at;
+  size_t filled = 0, open = 0;  // bytes in the open bucket; its first entry
+  for (size_t i = 0; i < ready.size(); ++i) {
+    filled += ready[i].bytes;
+    const bool last = i + 1 == ready.size();
+    if (!last && (filled < cap || ready[i + 1].at == ready[i].at)) continue;
+    for (size_t j = open; j <= i; ++j) {
+      PInstr in;
+      in.kind = PInstr::ReplicaAverage;
+      in.mb = -1;
+      in.a = ready[j].buf;
+      in.group = grp;
+      in.scale = 1.f / static_cast<float>(replicas);
+      at.emplace_back(ready[i].at, in);
+    }
+    open = i + 1;
+    filled = 0;
+  }
+  insert_instructions(R, at);
+}
 
 void step_end(RankBuild& R) {
   // Buckets in key order, each one fused allreduce over its device group.
@@ -79,18 +164,7 @@ void step_end(RankBuild& R) {
     for (int buf : R.P.buckets[static_cast<size_t>(b)]) accumulate_param_gradient(R, R.P.buffers[static_cast<size_t>(buf)].tensor, buf, -1);
   }
   int replicas = R.opts.replicas;
-  if (replicas > 1) {
-    std::vector<int> across;
-    for (int j = 0; j < replicas; ++j) across.push_back(j * R.devices + R.device());
-    int grp = R.groups.intern(across);
-    for (const ParamSlot& s : R.P.params)
-      if (s.accum >= 0) {
-        PInstr& in = R.emit(PInstr::ReplicaAverage, -1);
-        in.a = s.accum;
-        in.group = grp;
-        in.scale = 1.f / static_cast<float>(replicas);
-      }
-  }
+  if (replicas > 1) place_replica_averages(R);
   // The loss and gradient norm, over every rank (one rank: no collective).
   {
     std::lock_guard<std::mutex> lock(R.groups.mu);

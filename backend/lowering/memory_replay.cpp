@@ -182,7 +182,17 @@ class Replay {
           ldrop(in.mb, k->inst.outputs[static_cast<size_t>(in.index)]);
         break;
       case PInstr::SliceGrad:
-        if (k && in.index >= 0 && static_cast<size_t>(in.index) < k->dy.size()) lset(in.mb, k->dy[static_cast<size_t>(in.index)]);
+        if (k && in.index >= 0 && static_cast<size_t>(in.index) < k->dy.size()) {
+          const int dy = k->dy[static_cast<size_t>(in.index)];
+          if (dy < 0) break;
+          if (in.a >= 0 && slice_in_place(prog_, in) >= 0) {  // read in place, as the executor does
+            ldrop(in.mb, dy);
+            alias_[{in.mb, dy}] = in.a;
+            ++refs_[static_cast<size_t>(in.a)];
+          } else {
+            lset(in.mb, dy);
+          }
+        }
         break;
       case PInstr::Forward:
         if (k) run_nodes(in.mb, k->inst.nodes, k->fwd_release);

@@ -186,6 +186,7 @@ double work_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const b
     case PInstr::BackwardW:
       return k ? nodes_time(p, prog.local, kernel_nodes(*k, in.kind), dtype, bytes_per_element, cold) : 0.0;
     case PInstr::SliceIn:
+    case PInstr::SliceGrad:
       // A whole, unscaled piece (or a contiguous part of one) the kernel
       // reads where it lives: the executor copies nothing.
       if (backend::slice_in_place(prog, in) >= 0) return 0.0;
@@ -193,7 +194,6 @@ double work_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const b
     case PInstr::Extract:
     case PInstr::AddTo:
     case PInstr::Insert:
-    case PInstr::SliceGrad:
     case PInstr::CollectOut:
     case PInstr::CollectGrad:
     case PInstr::LoadInput: {

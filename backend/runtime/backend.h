@@ -67,6 +67,10 @@ class Backend {
   // Memory. allocate() returns zeroed memory; the backend tracks current and
   // peak bytes for the progress line.
   virtual void* allocate(size_t bytes) = 0;
+  // Memory whose content is undefined, for a caller that writes all of it
+  // before anything reads it (the plan executor's copies and lazily zeroed
+  // buffers). By default it is allocate()'s zeroed memory.
+  virtual void* allocate_uninit(size_t bytes) { return allocate(bytes); }
   virtual void release(void* p, size_t bytes) = 0;
   // Whether allocate()'s memory is host memory the host may read and write
   // (the CPU backend): the plan executor then hands it to the Communicator

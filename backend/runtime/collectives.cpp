@@ -4,6 +4,7 @@
 
 #include "backend/lowering/rank_program.h"
 #include "backend/runtime/comm/communicator.h"
+#include "backend/runtime/comm/group_worker.h"
 #include "backend/runtime/cpu/kernels.h"  // round_to_bf16
 
 namespace nns::backend {
@@ -54,6 +55,18 @@ struct Done : PendingCollective {
   void wait() override {}
 };
 
+// An allreduce running on its group's thread.
+struct Posted : PendingCollective {
+  explicit Posted(std::shared_ptr<GroupWorkers::Ticket> t) : ticket(std::move(t)) {}
+  ~Posted() override {
+    try {
+      ticket->wait();  // the buffer must outlive the operation
+    } catch (...) {}
+  }
+  void wait() override { ticket->wait(); }
+  std::shared_ptr<GroupWorkers::Ticket> ticket;
+};
+
 // A Gloo point-to-point transfer: the request, and for a receive the
 // staged copy written back to backend memory when it has arrived.
 struct HostTransfer : PendingCollective {
@@ -79,31 +92,48 @@ class HostCollectives : public Collectives {
   }
 
   void allreduce(void* buf, int64_t count, const Group& group, bool round) override {
+    workers_.drain(group);
     HostSide h(be_, *this, stage_, buf, count, true);
     if (round) round_bf16(h.p, h.n);
     world().allreduce(h.p, h.n, group);
     h.written();
   }
   void allgather(const void* in, void* out, int64_t chunk, const Group& group) override {
+    workers_.drain(group);
     HostSide hin(be_, *this, stage_, in, chunk, true), hout(be_, *this, stage_, out, chunk * static_cast<int64_t>(group.size()), false);
     world().allgather(hin.p, hout.p, static_cast<size_t>(chunk), group);
     hout.written();
   }
   void reduce_scatter(void* in, void* out, int64_t chunk, const Group& group, bool round) override {
+    workers_.drain(group);
     HostSide hin(be_, *this, stage_, in, chunk * static_cast<int64_t>(group.size()), true), hout(be_, *this, stage_, out, chunk, false);
     if (round) round_bf16(hin.p, hin.n);
     world().reduce_scatter(hin.p, hout.p, static_cast<size_t>(chunk), group);
     hout.written();
   }
   void all_to_all(const void* in, void* out, int64_t chunk, const Group& group) override {
+    workers_.drain(group);
     const int64_t n = chunk * static_cast<int64_t>(group.size());
     HostSide hin(be_, *this, stage_, in, n, true), hout(be_, *this, stage_, out, n, false);
     world().all_to_all(hin.p, hout.p, static_cast<size_t>(chunk), group);
     hout.written();
   }
+  // On host memory the allreduce runs on the group's own thread
+  // (group_worker.h), overlapping what the caller does until its wait();
+  // a staged buffer (device memory) is reduced here, before the post returns.
   std::unique_ptr<PendingCollective> post_allreduce(void* buf, int64_t count, const Group& group, bool round) override {
-    allreduce(buf, count, group, round);  // Gloo's allreduce blocks: complete before its wait
-    return std::make_unique<Done>();
+    if (stage_) {
+      allreduce(buf, count, group, round);
+      return std::make_unique<Done>();
+    }
+    world().create_group(group);  // created in program order, on this thread (communicator.h)
+    float* p = static_cast<float*>(buf);
+    Communicator* comm = comm_;
+    auto ticket = workers_.post(group, [p, count, group, round, comm] {
+      if (round) round_bf16(p, static_cast<size_t>(count));
+      comm->allreduce(p, static_cast<size_t>(count), group);
+    });
+    return std::make_unique<Posted>(std::move(ticket));
   }
   std::unique_ptr<PendingCollective> post_send(const void* buf, int64_t count, int peer, uint32_t tag) override {
     auto t = std::make_unique<HostTransfer>();
@@ -118,7 +148,10 @@ class HostCollectives : public Collectives {
     t->req = world().irecv(t->host->p, t->host->n, peer, tag);
     return t;
   }
-  void allreduce_host(float* values, size_t count, const Group& group) override { world().allreduce(values, count, group); }
+  void allreduce_host(float* values, size_t count, const Group& group) override {
+    workers_.drain(group);
+    world().allreduce(values, count, group);
+  }
 
  private:
   Communicator& world() {
@@ -128,6 +161,7 @@ class HostCollectives : public Collectives {
   Communicator* comm_;
   Backend& be_;
   bool stage_;
+  GroupWorkers workers_;  // last: joined before the rest goes
 };
 
 }  // namespace

@@ -19,6 +19,11 @@ class DeviceBuffer {
   DeviceBuffer(Backend& be, size_t bytes) : be_(&be), bytes_(bytes) {
     if (bytes_ > 0) p_ = be.allocate(bytes_);
   }
+  // `bytes` whose content is undefined: the caller writes all of it first.
+  struct Uninit {};
+  DeviceBuffer(Backend& be, size_t bytes, Uninit) : be_(&be), bytes_(bytes) {
+    if (bytes_ > 0) p_ = be.allocate_uninit(bytes_);
+  }
   ~DeviceBuffer() { reset(); }
   DeviceBuffer(DeviceBuffer&& o) noexcept : be_(o.be_), p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {

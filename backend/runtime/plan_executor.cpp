@@ -46,6 +46,7 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
   fault_skip_allreduce = f && std::string(f) == "skip-allreduce";
   fault_consume_before_wait = f && std::string(f) == "consume-before-wait";
   bufs.resize(P.buffers.size());
+  zero_pending_.assign(P.buffers.size(), 0);
   // Kernel-local tensors per micro-batch: a pipelined program interleaves
   // micro-batches, and each in-flight one keeps its own activations.
   lbuf_mb.resize(static_cast<size_t>(std::max<int64_t>(spec.micro_batches, 1)));
@@ -167,6 +168,7 @@ void PlanExecutor::set_buf(int b, DeviceBuffer v) {
 }
 
 void PlanExecutor::free_buf(int b) {
+  take_zero(b);
   DeviceBuffer& slot = bufs[static_cast<size_t>(b)];
   track(-slot.numel() * 4);
   slot.reset();
@@ -241,7 +243,9 @@ std::vector<float> PlanExecutor::extract(const std::vector<float>& from, const P
 }
 
 DeviceBuffer PlanExecutor::extract_box(const DeviceBuffer& from, int64_t numel, const BoxCopy& box, float scale) {
-  DeviceBuffer out = alloc(numel);
+  int64_t covered = 1;
+  for (int64_t l : box.length) covered *= l;
+  DeviceBuffer out = covered == numel ? alloc_uninit(numel) : alloc(numel);  // zeros only where the box leaves some
   be.copy_box(out.data(), from.data(), box, false, scale);
   return out;
 }
@@ -271,10 +275,12 @@ void PlanExecutor::run_step(int64_t step_number) {
       t0 = t1;
     }
     finish_transfers();  // the step's posted operations end with it, traced or not
+    settle_all_zeros();
     return tracer->record_step(step, s0, t0);
   }
   for (const PInstr& in : P.instrs) exec(in);
   finish_transfers();
+  settle_all_zeros();  // what the step left untouched is read as zeros outside it
 }
 
 // Sends complete by the end of the step (the receivers' waits guarantee
@@ -317,14 +323,20 @@ void PlanExecutor::exec(const PInstr& in) {
   // "Post now, wait at first use": an instruction touching a buffer that a
   // posted operation changes waits for it first (on a device: the compute
   // stream waits for the collective stream's event).
-  if (!pending_.empty() && in.kind != PInstr::Wait) pending_.settle(P, in);
+  // (A replica average settles its run's members itself: the run's later
+  // instructions would otherwise wait for the run's own post.)
+  if (!pending_.empty() && in.kind != PInstr::Wait && in.kind != PInstr::ReplicaAverage) pending_.settle(P, in);
+  if (zero_pending_count_ > 0 && in.kind != PInstr::Alloc && in.kind != PInstr::Free) {
+    settle_zeros(in);
+    if (first_write(in)) return;
+  }
   if (in.is_collective()) return exec_collective(in);
   switch (in.kind) {
-    case PInstr::Alloc: {
+    case PInstr::Alloc: {  // zeros made lazily (plan_executor_zeros.cpp)
       DeviceBuffer& cur = bufs[static_cast<size_t>(in.b)];
       const int64_t n = piece(in.b).numel();
-      if (!cur.empty() && cur.numel() == n) return be.fill(cur.data(), n, 0.f);  // re-zeroed in place
-      return set_buf(in.b, alloc(n));
+      if (cur.empty() || cur.numel() != n) set_buf(in.b, alloc_uninit(n));
+      return mark_zero(in.b);
     }
     case PInstr::Free:
       if (buf_refs_[static_cast<size_t>(in.a)] > 0) {  // kernels still read it in place: it goes when the last drops it
@@ -428,7 +440,17 @@ void PlanExecutor::exec_compute(const PInstr& in) {
         lset(dy, alloc(sl.numel()));
         return;
       }
-      const InstrMemo& m = memo(in, [&](InstrMemo& fresh) { fresh.box = region_box(piece(in.a), sl, sl.start, sl.length); });
+      const InstrMemo& m = memo(in, [&](InstrMemo& fresh) {
+        fresh.in_place = slice_in_place(P, in);
+        if (fresh.in_place < 0) fresh.box = region_box(piece(in.a), sl, sl.start, sl.length);
+      });
+      if (m.in_place >= 0) {  // read where it lives, as SliceIn does
+        drop_local(dy);
+        (*alias_cur)[static_cast<size_t>(dy)] = in.a;
+        (*alias_at_cur)[static_cast<size_t>(dy)] = m.in_place;
+        ++buf_refs_[static_cast<size_t>(in.a)];
+        return;
+      }
       lset(dy, extract_box(bufs[static_cast<size_t>(in.a)], sl.numel(), m.box, in.scale));
       return;
     }

@@ -114,6 +114,22 @@ struct PlanExecutor {
   void replica_average(const PInstr& in, bool talk);  // `in` and the averages fused with it
   bool round_bf16() const { return spec.grad_reduce == "bf16"; }  // grad_reduce = "bf16" (collectives.h)
   DeviceBuffer alloc(int64_t numel) { return DeviceBuffer(be, static_cast<size_t>(numel) * 4); }
+  DeviceBuffer alloc_uninit(int64_t numel) {
+    return DeviceBuffer(be, static_cast<size_t>(numel) * 4, DeviceBuffer::Uninit{});
+  }
+  // Alloc's zeros, made lazily (lazy_zero.cpp): a buffer whose first write
+  // covers all of it (a kernel's whole output or gradient, an add-to) is
+  // written, or takes the kernel's block, instead of being zero-filled and
+  // then added to; any other first touch fills it first.
+  std::vector<char> zero_pending_;
+  int64_t zero_pending_count_ = 0;
+  std::vector<int> touched_;  // instr_buffers' scratch
+  void mark_zero(int b);
+  bool take_zero(int b);                // clears the mark; whether it was set
+  void settle_zeros(const PInstr& in);  // fills the marked buffers `in` touches (not a first writer's target)
+  void settle_all_zeros();
+  bool first_write(const PInstr& in);  // a first writer of a marked buffer, done; false: run it as usual
+  bool whole_write(const PInstr& in);  // first_write's writes covering the whole buffer
   // A new buffer of `numel` elements holding `box` of `from` (a memo's box), times scale.
   DeviceBuffer extract_box(const DeviceBuffer& from, int64_t numel, const BoxCopy& box, float scale);
   void set_buf(int b, DeviceBuffer v);

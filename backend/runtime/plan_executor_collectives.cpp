@@ -164,38 +164,49 @@ void PlanExecutor::post_bucket(const PInstr& in) {
 }
 
 // Consecutive replica averages over one group, with one scale, are the
-// replicas' gradient bucket (rank_program.h): the first of the run sums
-// them all in one allreduce of their concatenation (the sums are
-// elementwise, so the values are those of one allreduce each, with far
-// fewer messages); the others find theirs done.
+// replicas' gradient bucket (rank_program.h), placed by lowering right
+// after its gradients' last contributions: the first of the run posts them
+// all as one allreduce of their concatenation (the sums are elementwise,
+// so the values are those of one allreduce each, with far fewer messages),
+// which overlaps the rest of the backward; the averaged values land in the
+// gradients, scaled, when an instruction first touches one of them
+// (pending_), as a bucket's do. The others of the run find theirs posted.
 void PlanExecutor::replica_average(const PInstr& in, bool talk) {
   auto same_bucket = [&in](const PInstr& o) { return o.kind == PInstr::ReplicaAverage && o.group == in.group && o.scale == in.scale; };
   const size_t first = static_cast<size_t>(&in - P.instrs.data());
   if (first > 0 && same_bucket(P.instrs[first - 1])) return;
   size_t end = first + 1;
   while (end < P.instrs.size() && same_bucket(P.instrs[end])) ++end;
-  if (talk && end == first + 1) {
-    DeviceBuffer& b = bufs[static_cast<size_t>(in.a)];
-    coll->allreduce(b.data(), b.numel(), group(in), round_bf16());
-  } else if (talk) {
-    int64_t total = 0;
-    for (size_t i = first; i < end; ++i) total += bufs[static_cast<size_t>(P.instrs[i].a)].numel();
-    DeviceBuffer flat = alloc(total);
-    int64_t off = 0;
-    for (size_t i = first; i < end; ++i) {
-      const DeviceBuffer& v = bufs[static_cast<size_t>(P.instrs[i].a)];
-      be.copy(flat.element(off), v.data(), v.bytes());
-      off += v.numel();
-    }
-    coll->allreduce(flat.data(), total, group(in), round_bf16());
-    off = 0;
-    for (size_t i = first; i < end; ++i) {
-      DeviceBuffer& v = bufs[static_cast<size_t>(P.instrs[i].a)];
-      be.copy(v.data(), flat.element(off), v.bytes());
-      off += v.numel();
-    }
+  std::vector<int> members;
+  for (size_t i = first; i < end; ++i) members.push_back(P.instrs[i].a);
+  for (int b : members) pending_.complete(b);
+  const float scale = in.scale;
+  if (!talk) {
+    for (int b : members) be.scale(fview(bufs[static_cast<size_t>(b)]), scale);
+    return;
   }
-  for (size_t i = first; i < end; ++i) be.scale(fview(bufs[static_cast<size_t>(P.instrs[i].a)]), in.scale);
+  int64_t total = 0;
+  for (int b : members) total += bufs[static_cast<size_t>(b)].numel();
+  auto flat = std::make_shared<DeviceBuffer>(alloc_uninit(total));
+  int64_t off = 0;
+  for (int b : members) {
+    const DeviceBuffer& v = bufs[static_cast<size_t>(b)];
+    be.copy(flat->element(off), v.data(), v.bytes());
+    off += v.numel();
+  }
+  PendingTable::Entry e;
+  e.buffers = members;
+  e.op = coll->post_allreduce(flat->data(), total, group(in), round_bf16());
+  e.done = [this, flat, members, scale] {
+    int64_t at_ = 0;
+    for (int b : members) {
+      DeviceBuffer& v = bufs[static_cast<size_t>(b)];
+      be.copy(v.data(), flat->element(at_), v.bytes());
+      be.scale(fview(v), scale);
+      at_ += v.numel();
+    }
+  };
+  (fault_consume_before_wait ? late_ : pending_).post(std::move(e));
 }
 
 }  // namespace nns::backend

@@ -40,9 +40,11 @@ expect_eq "forwards of micro-batch 0" "$(grep -c 'mb0 forward k' <<<"$with")" "$
 act() { "$NNS" check "$FILE" --plan "$1" --gpus 2 | grep -o 'activations [0-9.]* [KMG]*i*B'; }
 # The capacity check's activations at rank 0's peak (the replay of its
 # program, what the run allocates beyond weights, gradients and optimizer
-# state): the regions keep only their inputs, and come back one at a time.
-expect_eq "checker activations with recompute" "$(act megatron)" "activations 21.25 KiB"
-expect_eq "checker activations without" "$(act megatron_plain)" "activations 27.50 KiB"
+# state): the regions keep only their inputs, and come back one at a time
+# (a parameter gradient goes into its sum as soon as it is final, so its
+# contribution buffer is not held to the end of the backward).
+expect_eq "checker activations with recompute" "$(act megatron)" "activations 13.50 KiB"
+expect_eq "checker activations without" "$(act megatron_plain)" "activations 26.50 KiB"
 peak() { "$NNS" run "$FILE" --plan "$1" --gpus 2 2>&1 | grep -o 'peak piece memory [0-9.]*' | awk '{print $4}'; }
 p_with=$(peak megatron) p_without=$(peak megatron_plain)
 if ! awk -v a="$p_with" -v b="$p_without" 'BEGIN { exit !(a > 0 && a < b) }'; then

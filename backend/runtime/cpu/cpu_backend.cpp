@@ -40,6 +40,11 @@ class CpuBackend : public Backend {
   // Freed blocks are kept by size and reused: a training step frees and
   // allocates the same sizes every step, and fresh pages cost page faults.
   void* allocate(size_t bytes) override {
+    void* p = allocate_uninit(bytes);
+    std::memset(p, 0, std::max<size_t>(64, (bytes + 63) / 64 * 64));
+    return p;
+  }
+  void* allocate_uninit(size_t bytes) override {
     size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
     void* p = nullptr;
     auto it = pool_.find(rounded);
@@ -50,7 +55,6 @@ class CpuBackend : public Backend {
       p = std::aligned_alloc(64, rounded);
       if (!p) throw RuntimeError("out of host memory allocating " + std::to_string(bytes) + " bytes");
     }
-    std::memset(p, 0, rounded);
     track_alloc(static_cast<int64_t>(bytes));
     return p;
   }
