@@ -412,7 +412,18 @@ int run_eval(Pipeline& p, const PipelineOptions& o) {
 }
 
 int run_training(Pipeline& p, const PipelineOptions& o) {
-  int rc = run_on_ranks(o.topo, [&](backend::Communicator* comm) { return train_rank(p, o, comm); });
+  int rc = run_on_ranks(o.topo, [&](backend::Communicator* comm) {
+    try {
+      return train_rank(p, o, comm);
+    } catch (const backend::LoweringError& e) {
+      // A rank lowers its program with kernel bodies, which finds what the
+      // structure-only check could not (a dropout split along another dim):
+      // rank 0 names the directive's line, as `nns check` does.
+      if (!comm || comm->rank() == 0) return report_lowering_error(p, e);
+      std::cerr << "nns: error: " << e.what() << "\n";
+      return kExitRuntime;
+    }
+  });
   const std::string& trace = o.run.trace;
   if (trace.empty()) return rc;
   // --trace: the launching process merges the ranks' parts (they have all

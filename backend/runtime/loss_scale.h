@@ -14,6 +14,7 @@
 #include <map>
 #include <string>
 
+#include "backend/runtime/backend.h"
 #include "semantics/train_spec.h"
 
 namespace nns::backend {
@@ -26,6 +27,10 @@ class LossScaler {
   bool enabled() const { return enabled_; }
   // The factor the loss gradient is seeded with this step.
   float scale() const { return static_cast<float>(scale_); }
+  // The backward's seed, the one definition both engines use (the Trainer
+  // on its loss-gradient fill, the plan executor's SeedGrad): the loss
+  // gradient `n` elements at `data`, all scale().
+  void seed_loss_gradient(Backend& be, void* data, int64_t n) const { be.fill(data, n, scale()); }
   // Decides the step from the squared norm of its (scaled) gradients,
   // summed over every rank, so every rank decides the same: false (skip the
   // update) when it is inf or NaN. Adjusts the scale for the next step.

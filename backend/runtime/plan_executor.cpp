@@ -349,9 +349,9 @@ void PlanExecutor::exec(const PInstr& in) {
       recv_open_.erase(in.a);
       if (pending_.complete(in.a) == 0 && world > 1) throw RuntimeError("internal: wait for b" + std::to_string(in.a) + " without its recv");
       return;
-    case PInstr::SeedGrad: {  // the loss gradient: 1, times the fp16 loss scale
+    case PInstr::SeedGrad: {  // the loss gradient (loss_scale.h)
       DeviceBuffer& b = bufs[static_cast<size_t>(in.b)];
-      be.fill(b.data(), b.numel(), scaler.scale());
+      scaler.seed_loss_gradient(be, b.data(), b.numel());
       return;
     }
     case PInstr::LoadInput:

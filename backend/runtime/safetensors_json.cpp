@@ -1,8 +1,19 @@
+// The safetensors header on nlohmann-json (Debian's nlohmann-json3-dev),
+// through its SAX interface: nlohmann's lexer does the JSON (strings,
+// escapes, surrogates, numbers, what follows the value) and reports a
+// syntax error with its byte offset; this handler builds the small tree
+// the reader needs and refuses, as it goes, what a safetensors header
+// cannot hold: values other than objects, arrays, strings and 64-bit
+// integers, nesting beyond header > tensor > shape, arrays longer than
+// 1,024 elements (each 2-byte "0," would otherwise become a tree node) and
+// duplicate keys (nlohmann's tree would keep the last silently; the header
+// would be ambiguous).
 #include "backend/runtime/safetensors_json.h"
 
-#include <cctype>
-#include <cstring>
+#include <limits>
 #include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "backend/runtime/safetensors.h"
 
@@ -15,190 +26,119 @@ const char* kind_name(Json::Kind k) {
 
 namespace {
 
-[[noreturn]] void fail(const std::string& path, const std::string& what) {
-  throw SafetensorsError("safetensors file '" + path + "': " + what);
-}
+constexpr int kMaxDepth = 3;  // header object > tensor object > shape array
+constexpr size_t kMaxArrayLen = 1024;
 
-// Appends code point `cp` (at most 0x10FFFF, not a surrogate) as UTF-8.
-void append_utf8(std::string& out, uint32_t cp) {
-  static const unsigned char kLead[] = {0, 0, 0xC0, 0xE0, 0xF0};
-  const int len = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
-  out += static_cast<char>(len == 1 ? cp : kLead[len] | cp >> (6 * (len - 1)));
-  for (int k = len - 2; k >= 0; --k) out += static_cast<char>(0x80 | (cp >> (6 * k) & 0x3F));
-}
-
-class JsonParser {
+class HeaderSax : public nlohmann::json_sax<nlohmann::json> {
  public:
-  JsonParser(const std::string& text, const std::string& path) : t_(text), path_(path) {}
+  explicit HeaderSax(std::string& error) : error_(error) {}
+  Json root{Json::Object};
 
-  Json parse() {
-    Json v = value(0);
-    skip_ws();  // the header is space-padded
-    if (p_ != t_.size()) error("unexpected " + describe() + " after the header object");
-    return v;
+  bool null() override { return refuse("unsupported JSON value 'null'"); }
+  bool boolean(bool v) override {
+    return refuse(std::string("unsupported JSON value '") + (v ? "true" : "false") + "'");
+  }
+  bool number_integer(number_integer_t v) override { return add_int(v); }
+  bool number_unsigned(number_unsigned_t v) override {
+    if (v > static_cast<number_unsigned_t>(std::numeric_limits<int64_t>::max()))
+      return refuse("integer " + std::to_string(v) + " out of the 64-bit range");
+    return add_int(static_cast<int64_t>(v));
+  }
+  bool number_float(number_float_t, const string_t& text) override {
+    return refuse("non-integer number " + text + " (a safetensors header holds only integers in the 64-bit range)");
+  }
+  bool string(string_t& v) override {
+    Json s{Json::String};
+    s.s = std::move(v);
+    return add(std::move(s));
+  }
+  bool binary(binary_t&) override { return refuse("unsupported JSON value (binary)"); }
+  bool start_object(std::size_t) override { return open(Json::Object); }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(Json::Array); }
+  bool end_array() override { return close(); }
+  bool key(string_t& k) override {
+    Frame& f = stack_.back();
+    if (!f.keys.insert(k).second)
+      return refuse((stack_.size() == 1 && k != "__metadata__" ? "duplicate tensor name '" : "duplicate key '") + k +
+                    "'");
+    f.node->keys.push_back(k);
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) override {
+    std::string what = e.what();
+    // "[json.exception.parse_error.101] parse error at line 1, column 9: ..."
+    if (size_t cut = what.find("] "); what.rfind("[json.exception.", 0) == 0 && cut != std::string::npos)
+      what.erase(0, cut + 2);
+    if (size_t cut = what.find(": "); what.rfind("parse error at line ", 0) == 0 && cut != std::string::npos)
+      what.erase(0, cut + 2);
+    // nlohmann counts the offending character as read: the byte before it.
+    const size_t at = position > 0 ? position - 1 : 0;
+    error_ = "malformed JSON header at byte " + std::to_string(at) + " (file offset " + std::to_string(at + 8) +
+             "): " + what;
+    return false;
   }
 
  private:
-  // Deepest legal nesting: header object > tensor object > shape array. A
-  // limit also keeps "[[[[..." from overflowing the stack.
-  static constexpr int kMaxDepth = 3;
-  // Arrays are shapes and offsets. Capping their length keeps a hostile
-  // header from turning each 2-byte "0," into a ~100-byte Json node.
-  static constexpr size_t kMaxArrayLen = 1024;
+  struct Frame {
+    Json* node;
+    std::set<std::string> keys;
+  };
+  std::vector<Frame> stack_;
+  bool started_ = false;
+  std::string& error_;
 
-  [[noreturn]] void error(const std::string& what) const { error_at(p_, what); }
-  [[noreturn]] void error_at(size_t at, const std::string& what) const {
-    fail(path_, "malformed JSON header at byte " + std::to_string(at) + " (file offset " +
-                    std::to_string(at + 8) + "): " + what);
+  bool refuse(const std::string& what) {
+    error_ = "malformed JSON header: " + what;
+    return false;
   }
-  std::string describe() const {
-    if (p_ >= t_.size()) return "end of header";
-    const auto c = static_cast<unsigned char>(t_[p_]);
-    if (c >= 0x20 && c < 0x7F) return std::string("character '") + t_[p_] + "'";
-    return "byte 0x" + std::string(1, "0123456789abcdef"[c >> 4]) + "0123456789abcdef"[c & 15];
+  bool add_int(int64_t v) {
+    Json i{Json::Int};
+    i.i = v;
+    return add(std::move(i));
   }
-  bool at_char(char c) const { return p_ < t_.size() && t_[p_] == c; }
-  bool consume(char c) { return at_char(c) ? (++p_, true) : false; }
-  static bool is_digit(char c) { return c >= '0' && c <= '9'; }
-  void skip_ws() {
-    while (p_ < t_.size() && (t_[p_] == ' ' || t_[p_] == '\t' || t_[p_] == '\n' || t_[p_] == '\r'))
-      ++p_;
-  }
-
-  Json value(int depth) {
-    skip_ws();
-    if (at_char('{') || at_char('[')) {
-      if (depth == kMaxDepth) error("nesting deeper than the safetensors header allows");
-      return at_char('{') ? object(depth + 1) : array(depth + 1);
+  // A value into the open object or array (the root is the first value).
+  bool add(Json v) {
+    if (stack_.empty()) {
+      if (started_) return refuse("more than one value");
+      started_ = true;
+      root = std::move(v);
+      return true;
     }
-    if (at_char('"')) {
-      Json v{Json::String, p_};
-      v.s = string();
-      return v;
-    }
-    if (at_char('-') || (p_ < t_.size() && is_digit(t_[p_]))) return integer();
-    if (p_ < t_.size() && std::isalpha(static_cast<unsigned char>(t_[p_]))) {
-      size_t start = p_;
-      while (p_ < t_.size() && std::isalpha(static_cast<unsigned char>(t_[p_]))) ++p_;
-      error_at(start,
-               "unsupported JSON value '" + t_.substr(start, p_ - start) +
-                   "' (a safetensors header holds only objects, arrays, strings and integers)");
-    }
-    error("expected a value, found " + describe());
+    Json& parent = *stack_.back().node;
+    if (parent.kind == Json::Array && parent.items.size() == kMaxArrayLen)
+      return refuse("array longer than " + std::to_string(kMaxArrayLen) + " elements");
+    parent.items.push_back(std::move(v));
+    return true;
   }
-
-  Json object(int depth) {
-    Json v{Json::Object, p_++};
-    std::set<std::string> seen;  // duplicate keys make the header ambiguous
-    skip_ws();
-    if (consume('}')) return v;
-    for (;;) {
-      skip_ws();
-      if (!at_char('"')) error("expected a string key, found " + describe());
-      const size_t key_at = p_;
-      std::string key = string();
-      if (!seen.insert(key).second)
-        error_at(key_at, (depth == 1 && key != "__metadata__" ? "duplicate tensor name '"
-                                                              : "duplicate key '") +
-                             key + "'");
-      skip_ws();
-      if (!consume(':')) error("expected ':', found " + describe());
-      v.keys.push_back(std::move(key));
-      v.items.push_back(value(depth));
-      skip_ws();
-      if (consume('}')) return v;
-      if (!consume(',')) error("expected ',' or '}', found " + describe());
-    }
+  bool open(Json::Kind kind) {
+    if (static_cast<int>(stack_.size()) == kMaxDepth)
+      return refuse("nesting deeper than the safetensors header allows");
+    if (!add(Json{kind})) return false;
+    Json* made = stack_.empty() ? &root : &stack_.back().node->items.back();
+    stack_.push_back(Frame{made, {}});
+    return true;
   }
-
-  Json array(int depth) {
-    Json v{Json::Array, p_++};
-    skip_ws();
-    if (consume(']')) return v;
-    for (;;) {
-      if (v.items.size() == kMaxArrayLen)
-        error("array longer than " + std::to_string(kMaxArrayLen) + " elements");
-      v.items.push_back(value(depth));
-      skip_ws();
-      if (consume(']')) return v;
-      if (!consume(',')) error("expected ',' or ']', found " + describe());
-    }
+  bool close() {
+    stack_.pop_back();
+    return true;
   }
-
-  Json integer() {
-    Json v{Json::Int, p_};
-    const bool neg = consume('-');
-    if (p_ >= t_.size() || !is_digit(t_[p_])) error("expected a digit, found " + describe());
-    if (t_[p_] == '0' && p_ + 1 < t_.size() && is_digit(t_[p_ + 1]))
-      error("leading zeros are not allowed");
-    const uint64_t limit = neg ? uint64_t{1} << 63 : (uint64_t{1} << 63) - 1;
-    uint64_t mag = 0;
-    for (; p_ < t_.size() && is_digit(t_[p_]); ++p_) {
-      const uint64_t d = t_[p_] - '0';
-      if (mag > (limit - d) / 10) error_at(v.at, "integer out of the 64-bit range");
-      mag = mag * 10 + d;
-    }
-    if (at_char('.') || at_char('e') || at_char('E'))
-      error_at(v.at, "non-integer number (a safetensors header holds only integers)");
-    v.i = neg ? static_cast<int64_t>(0 - mag) : static_cast<int64_t>(mag);  // two's complement
-    return v;
-  }
-
-  uint32_t hex4(size_t esc_at) {
-    uint32_t cp = 0;
-    for (int k = 0; k < 4; ++k, ++p_) {
-      const int c = p_ < t_.size() ? static_cast<unsigned char>(t_[p_]) : 0;
-      const int d = is_digit(c) ? c - '0' : std::isxdigit(c) ? (c | 0x20) - 'a' + 10 : -1;
-      if (d < 0) error_at(esc_at, "\\u escape needs 4 hex digits");
-      cp = cp << 4 | static_cast<uint32_t>(d);
-    }
-    return cp;
-  }
-
-  // A string at p_ (on its opening quote), unescaped. Raw bytes were already
-  // checked to be valid UTF-8; escapes are decoded to UTF-8.
-  std::string string() {
-    const size_t start = p_++;
-    std::string out;
-    for (;;) {
-      if (p_ >= t_.size()) error_at(start, "unterminated string");
-      const char c = t_[p_];
-      if (c == '"') return ++p_, out;
-      if (static_cast<unsigned char>(c) < 0x20) error("unescaped control character in string");
-      if (c != '\\') {
-        out += c, ++p_;
-        continue;
-      }
-      const size_t esc_at = p_++;
-      const char e = p_ < t_.size() ? t_[p_++] : '\0';
-      static const char kEscapes[] = "\"\\/bfnrt", kDecoded[] = "\"\\/\b\f\n\r\t";
-      if (const char* hit = e != '\0' ? std::strchr(kEscapes, e) : nullptr) {
-        out += kDecoded[hit - kEscapes];
-        continue;
-      }
-      if (e != 'u') error_at(esc_at, "invalid escape sequence");
-      uint32_t cp = hex4(esc_at);
-      if (cp >= 0xDC00 && cp <= 0xDFFF) error_at(esc_at, "\\u escape is a lone low surrogate");
-      if (cp >= 0xD800 && cp <= 0xDBFF) {  // must pair with a low surrogate
-        if (t_.compare(p_, 2, "\\u") != 0)
-          error_at(esc_at, "\\u high surrogate without a low surrogate");
-        p_ += 2;
-        const uint32_t lo = hex4(esc_at);
-        if (lo < 0xDC00 || lo > 0xDFFF)
-          error_at(esc_at, "\\u high surrogate without a low surrogate");
-        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-      }
-      append_utf8(out, cp);
-    }
-  }
-
-  const std::string& t_;
-  const std::string& path_;
-  size_t p_ = 0;
 };
 
 }  // namespace
 
-Json parse_header_json(const std::string& text, const std::string& path) { return JsonParser(text, path).parse(); }
+Json parse_header_json(const std::string& text, const std::string& path) {
+  std::string error;
+  HeaderSax sax(error);
+  bool ok = false;
+  try {
+    ok = nlohmann::json::sax_parse(text, &sax, nlohmann::json::input_format_t::json, true);
+  } catch (const std::exception& e) {
+    error = std::string("malformed JSON header: ") + e.what();
+  }
+  if (!ok)
+    throw SafetensorsError("safetensors file '" + path + "': " + (error.empty() ? "malformed JSON header" : error));
+  return std::move(sax.root);
+}
 
 }  // namespace nns::backend

@@ -1,6 +1,7 @@
 // The JSON subset of a safetensors header (objects, arrays, strings,
-// integers), parsed with limits a hostile file cannot get past (nesting,
-// array length, byte offsets in every message). Internal to safetensors.cpp.
+// integers), parsed by nlohmann-json's SAX interface with limits a hostile
+// file cannot get past (nesting, array length, duplicate keys; syntax
+// errors carry their byte offset). Internal to safetensors.cpp.
 #pragma once
 
 #include <cstdint>
@@ -11,9 +12,8 @@ namespace nns::backend {
 
 struct Json {
   enum Kind { Object, Array, String, Int };
-  Json(Kind k, size_t offset) : kind(k), at(offset) {}
+  explicit Json(Kind k) : kind(k) {}
   Kind kind;
-  size_t at;                      // byte offset in the header, for messages
   int64_t i = 0;                  // Int
   std::string s;                  // String
   std::vector<std::string> keys;  // Object: keys[k] names items[k]

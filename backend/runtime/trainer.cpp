@@ -229,9 +229,10 @@ double Trainer::run_micro_batch(int64_t k, bool backward) {
     } else {
       be_.run_node(g_, n, ins, outs);
     }
-    // fp16 loss scaling: the backward starts from the loss gradient (the
-    // "fill" seed, 1) times the scale.
-    if (scaler_.enabled() && n.kind == "fill" && g_.tensor(n.outputs[0]).grad_of == g_.loss) be_.scale(outs[0], scaler_.scale());
+    // The backward starts from the loss gradient: its "fill" node's seed,
+    // times the fp16 loss scale (loss_scale.h).
+    if (n.kind == "fill" && g_.tensor(n.outputs[0]).grad_of == g_.loss)
+      scaler_.seed_loss_gradient(be_, outs[0].data, outs[0].numel());
   }
   float loss = 0;
   be_.copy_to_host(&loss, buffers_[g_.loss], sizeof(float));
