@@ -130,4 +130,14 @@ int64_t slice_in_place(const RankProgram& prog, const PInstr& in) {
   return offset;
 }
 
+bool collect_out_whole(const RankProgram& prog, const PInstr& in) {
+  if (in.kind != PInstr::CollectOut || in.scale != 1.f || in.b < 0 || static_cast<size_t>(in.b) >= prog.buffers.size())
+    return false;
+  if (in.kernel < 0 || static_cast<size_t>(in.kernel) >= prog.kernels.size()) return false;
+  const SubOpKernel& k = prog.kernels[static_cast<size_t>(in.kernel)];
+  if (in.index < 0 || static_cast<size_t>(in.index) >= k.out_slices.size()) return false;
+  const Piece& have = prog.buffers[static_cast<size_t>(in.b)].piece;
+  return have.value_parts <= 1 && k.out_slices[static_cast<size_t>(in.index)].same_box(have);
+}
+
 }  // namespace nns::backend

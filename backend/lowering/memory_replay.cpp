@@ -1,5 +1,6 @@
 #include "backend/lowering/memory_replay.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <utility>
@@ -14,7 +15,14 @@ namespace {
 class Replay {
  public:
   Replay(const RankProgram& prog, int bpe, int optimizer_slots)
-      : prog_(prog), L_(prog.local), nb_(prog.buffers.size()), bpe_(bpe), live_(nb_, 0), refs_(nb_, 0), free_later_(nb_, 0) {
+      : prog_(prog),
+        L_(prog.local),
+        nb_(prog.buffers.size()),
+        bpe_(bpe),
+        live_(nb_, 0),
+        refs_(nb_, 0),
+        free_later_(nb_, 0),
+        fresh_(nb_, 0) {
     count_persistent(optimizer_slots);
     index_kernel_tensors();
   }
@@ -162,6 +170,16 @@ class Replay {
   }
 
   void step(const PInstr& in) {
+    // Freshness (allocated, untouched since), as the executor's lazy zeros
+    // see it (plan_executor_zeros.cpp): any instruction naming a buffer, a
+    // bucket's allreduce its members, the loss allreduce and clipping all.
+    const bool fresh_b = in.b >= 0 && static_cast<size_t>(in.b) < nb_ && fresh_[static_cast<size_t>(in.b)];
+    if (in.kind == PInstr::LossAllReduce || in.kind == PInstr::Clip) std::fill(fresh_.begin(), fresh_.end(), 0);
+    for (int b : {in.a, in.b})
+      if (b >= 0 && static_cast<size_t>(b) < nb_) fresh_[static_cast<size_t>(b)] = 0;
+    if (in.kind == PInstr::BucketAllReduce && in.index >= 0 && static_cast<size_t>(in.index) < prog_.buckets.size())
+      for (int b : prog_.buckets[static_cast<size_t>(in.index)]) fresh_[static_cast<size_t>(b)] = 0;
+    if (in.kind == PInstr::Alloc && in.b >= 0 && static_cast<size_t>(in.b) < nb_) fresh_[static_cast<size_t>(in.b)] = 1;
     const SubOpKernel* k =
         in.kernel >= 0 && static_cast<size_t>(in.kernel) < prog_.kernels.size() ? &prog_.kernels[static_cast<size_t>(in.kernel)] : nullptr;
     switch (in.kind) {
@@ -178,8 +196,16 @@ class Replay {
         if (k) slice_in(in, *k);
         break;
       case PInstr::CollectOut:
-        if (k && in.index >= 0 && static_cast<size_t>(in.index) < k->drop_after_collect.size() && k->drop_after_collect[static_cast<size_t>(in.index)])
-          ldrop(in.mb, k->inst.outputs[static_cast<size_t>(in.index)]);
+        if (k && in.index >= 0 && static_cast<size_t>(in.index) < k->drop_after_collect.size()) {
+          const int t = k->inst.outputs[static_cast<size_t>(in.index)];
+          if (k->drop_after_collect[static_cast<size_t>(in.index)]) {
+            ldrop(in.mb, t);
+          } else if (fresh_b && collect_out_whole(prog_, in)) {  // the kernel reads its output in the buffer
+            ldrop(in.mb, t);
+            alias_[{in.mb, t}] = in.b;
+            ++refs_[static_cast<size_t>(in.b)];
+          }
+        }
         break;
       case PInstr::SliceGrad:
         if (k && in.index >= 0 && static_cast<size_t>(in.index) < k->dy.size()) {
@@ -230,6 +256,7 @@ class Replay {
   std::map<std::pair<int, int>, int> alias_;
   std::vector<int> refs_;
   std::vector<char> free_later_;
+  std::vector<char> fresh_;  // per buffer: allocated and untouched since (step())
   double cur_ = 0, kern_ = 0;
   int at_ = -1;
 };

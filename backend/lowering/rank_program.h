@@ -89,6 +89,13 @@ struct PInstr;
 // kernels reading one activation (coshard pieces) share it: the buffer
 // lives until its Free and the last kernel reading it has dropped it.
 int64_t slice_in_place(const RankProgram& prog, const PInstr& in);
+// A CollectOut whose kernel output is the whole of its buffer, unscaled,
+// and not a partial sum (which a collective may complete in place). Into a
+// fresh buffer (allocated, untouched since: its zeros not yet made) the
+// executor hands the kernel's block over instead of adding it, and a kernel
+// that still needs its output then reads it there, in place; the memory
+// replay counts the same (memory_replay.h).
+bool collect_out_whole(const RankProgram& prog, const PInstr& in);
 
 struct PInstr {
   enum Kind : uint8_t {

@@ -99,6 +99,16 @@ bool PlanExecutor::whole_write(const PInstr& in) {
       if (auto g = kn.bwd.grads.find(x); g != kn.bwd.grads.end() && g->second == local) ++sharing;
     dropped = sharing == 1 && std::count(kn.inst.inputs.begin(), kn.inst.inputs.end(), kn.inst.inputs[i]) == 1;
   }
+  if (in.kind == PInstr::CollectOut && collect_out_whole(P, in)) {
+    std::swap(dst, from);  // equal sizes: the memory counts stay as they are
+    drop_local(local);     // (the allocated block, now in the kernel's slot)
+    if (!dropped) {        // the kernel still reads its output: where it now lives
+      (*alias_cur)[static_cast<size_t>(local)] = in.b;
+      (*alias_at_cur)[static_cast<size_t>(local)] = 0;
+      ++buf_refs_[static_cast<size_t>(in.b)];
+    }
+    return true;
+  }
   if (dropped && scale == 1.f) {
     // Equal sizes: the memory counts stay as they are. The kernel keeps the
     // allocated block in its tensor's place until it would have dropped
