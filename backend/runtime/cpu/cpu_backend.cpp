@@ -98,9 +98,7 @@ class CpuBackend : public Backend {
     cpu::fast::scale(t.f32(), t.f32(), t.numel(), alpha);
   }
   void axpy(const TensorView& y, const TensorView& x, float alpha) override {
-    float* py = y.f32();
-    const float* px = x.f32();
-    for (int64_t i = 0, n = y.numel(); i < n; ++i) py[i] += alpha * px[i];
+    cpu::fast::axpy(y.f32(), x.f32(), y.numel(), alpha);
   }
   void sgd_update(const TensorView& param, const TensorView& grad, OptimizerState& state, float lr, float momentum,
                   float weight_decay) override {

@@ -267,6 +267,13 @@ void scale(const float* x, float* y, int64_t n, float alpha) {
 
 void scale_backward(const float* dy, float* dx, int64_t n, float alpha) { scale(dy, dx, n, alpha); }
 
+// y += alpha * x, the executor's gradient accumulation: y and x never
+// overlap, which __restrict tells the vectoriser (one multiply and one add
+// per element, in that order: the values of the scalar loop).
+void axpy(float* __restrict y, const float* __restrict x, int64_t n, float alpha) {
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
 void reduce(Reduction kind, const float* x, float* y, int64_t outer, int64_t len, int64_t inner) {
   float post = kind == Reduction::mean && len > 0 ? 1.0f / float(len) : 1.0f;
   for (int64_t o = 0; o < outer; ++o) {

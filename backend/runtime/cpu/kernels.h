@@ -475,6 +475,7 @@ void where_backward(const float* cond, int c_rank, const int64_t* c_dims, int a_
                     float* da, float* db);
 void scale(const float* x, float* y, int64_t n, float alpha);
 void scale_backward(const float* dy, float* dx, int64_t n, float alpha);
+void axpy(float* y, const float* x, int64_t n, float alpha);  // y += alpha * x (no overlap)
 void reduce(Reduction kind, const float* x, float* y, int64_t outer, int64_t len, int64_t inner);
 void reduce_backward(Reduction kind, const float* dy, float* dx, int64_t outer, int64_t len,
                      int64_t inner);
