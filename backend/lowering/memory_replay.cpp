@@ -27,16 +27,25 @@ class Replay {
     index_kernel_tensors();
   }
 
-  MemoryPeak run() {
+  // Replays the program. Without a stop point, finds the peak and where it
+  // is reached (an instruction, and the node inside it when a kernel's
+  // nodes make it); with one (a fresh Replay), replays up to that point and
+  // describes what is live there. Two linear passes: describing the live
+  // set at every new peak (each step of a growing forward) was quadratic.
+  MemoryPeak run(int stop_at = -1, int stop_sub = -1) {
+    stop_at_ = stop_at;
+    stop_sub_ = stop_sub;
     cur_ = out_.persistent;
     out_.peak = cur_;
-    for (size_t i = 0; i < prog_.instrs.size(); ++i) {
+    for (size_t i = 0; i < prog_.instrs.size() && !described_; ++i) {
       at_ = static_cast<int>(i);
       step(prog_.instrs[i]);
+      sub_ = -1;
       note();
     }
     return out_;
   }
+  int peak_sub() const { return peak_sub_; }
 
  private:
   double bytes(int buf) const { return static_cast<double>(prog_.buffers[static_cast<size_t>(buf)].piece.numel()) * bpe_; }
@@ -80,9 +89,22 @@ class Replay {
     }
   }
 
-  // A new peak: what is live now.
+  // A point of the replay: the first pass keeps the largest sum and where;
+  // the second describes the live set at the point the first found.
   void note() {
-    if (cur_ + kern_ <= out_.peak) return;
+    if (stop_at_ < 0) {
+      if (cur_ + kern_ > out_.peak) {
+        out_.peak = cur_ + kern_;
+        out_.at_instr = at_;
+        peak_sub_ = sub_;
+      }
+    } else if (!described_ && at_ == stop_at_ && sub_ == stop_sub_) {
+      describe();
+      described_ = true;
+    }
+  }
+  // The peak: what is live now.
+  void describe() {
     out_.peak = cur_ + kern_;
     out_.at_instr = at_;
     out_.buffers_at_peak = cur_ - out_.persistent;
@@ -137,6 +159,7 @@ class Replay {
   void run_nodes(int mb, const std::vector<int>& nodes, const std::vector<std::vector<int>>& release) {
     for (size_t i = 0; i < nodes.size(); ++i) {
       for (int t : L_.node(nodes[i]).outputs) lset(mb, t);
+      sub_ = static_cast<int>(i);
       note();
       if (i < release.size())
         for (int t : release[i]) ldrop(mb, t);
@@ -259,10 +282,18 @@ class Replay {
   std::vector<char> fresh_;  // per buffer: allocated and untouched since (step())
   double cur_ = 0, kern_ = 0;
   int at_ = -1;
+  int sub_ = -1;  // the node of run_nodes being replayed, -1 between instructions
+  int peak_sub_ = -1, stop_at_ = -1, stop_sub_ = -1;
+  bool described_ = false;
 };
 
 }  // namespace
 
-MemoryPeak peak_memory(const RankProgram& prog, int bpe, int optimizer_slots) { return Replay(prog, bpe, optimizer_slots).run(); }
+MemoryPeak peak_memory(const RankProgram& prog, int bpe, int optimizer_slots) {
+  Replay find(prog, bpe, optimizer_slots);
+  MemoryPeak found = find.run();
+  if (found.at_instr < 0) return found;  // persistent state only: nothing else is live
+  return Replay(prog, bpe, optimizer_slots).run(found.at_instr, find.peak_sub());
+}
 
 }  // namespace nns::backend
