@@ -91,6 +91,7 @@ Value Interpreter::call(const Value& callee, CallArgs& args) {
   }
   if (callee.is<std::shared_ptr<Builtin>>()) {
     const Builtin& b = *callee.as<std::shared_ptr<Builtin>>();
+    check_builtin_call(*this, b.name, b.signature, args);
     return b.fn(*this, args);
   }
   fail(args.loc, "a value of type " + type_name(callee) + " cannot be called");

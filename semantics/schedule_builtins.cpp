@@ -214,10 +214,12 @@ TaskRef task_of_value(const Value& v) {
 }
 
 void install_schedule_builtins(Env& env) {
-  static const std::pair<const char*, BuiltinFn> table[] = {
-      {"fwd", b_fwd}, {"bwd", b_bwd}, {"wgrad", b_wgrad}, {"schedule", b_schedule},
-  };
-  for (const auto& [name, fn] : table) env.define(name, Value(std::make_shared<Builtin>(Builtin{name, fn})));
+  define_builtins(env, {
+                           {"fwd", b_fwd, "ops, mb"},
+                           {"bwd", b_bwd, "ops, mb"},
+                           {"wgrad", b_wgrad, "ops, mb"},
+                           {"schedule", b_schedule, "kind, stages, *, v, head, tail"},
+                       });
 }
 
 }  // namespace nns::sema
