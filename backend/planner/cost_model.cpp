@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "backend/planner/json.h"
+#include "frontend/regular_file.h"
 
 namespace nns::planner {
 
@@ -192,14 +193,14 @@ bool load_profile(const std::string& spec, const std::string& profiles_dir, Devi
   std::string path = spec;
   if (spec.find('/') == std::string::npos && spec.find(".json") == std::string::npos)
     path = profiles_dir + "/" + spec + ".json";
-  std::ifstream in(path);
-  if (!in) {
-    err = "cannot read device profile '" + path + "'";
+  // A regular file of at most 16 MiB: a FIFO path or /dev/zero is refused,
+  // not waited on.
+  std::string text, why;
+  if (!front::read_regular_file(path, text, why, int64_t{16} << 20)) {
+    err = "cannot read device profile '" + path + "': " + why;
     return false;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (!parse_profile(ss.str(), out, err)) {
+  if (!parse_profile(text, out, err)) {
     err = path + ": " + err;
     return false;
   }
