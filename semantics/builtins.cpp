@@ -373,6 +373,8 @@ void install_builtins(Env& env) {
 // ---- the train block ------------------------------------------------------------------
 
 namespace {
+constexpr int64_t kMaxMicroBatches = 1 << 20;
+
 const char* const kSettings[] = {"model", "loss", "optimizer", "schedule", "data", "steps", "micro_batches", "clip", "precision",
                                  "loss_scale", "grad_reduce"};
 
@@ -470,6 +472,9 @@ void Interpreter::run_train(const front::TrainDecl& t, const std::shared_ptr<Env
     } else if (key == "steps" || key == "micro_batches") {
       int64_t n = to_int(v, vl, key.c_str());
       if (n <= 0) fail(vl, "'" + key + "' must be positive, got " + std::to_string(n));
+      // Micro-batch indices are ints throughout lowering and the schedules.
+      if (key == "micro_batches" && n > kMaxMicroBatches)
+        fail(vl, "'micro_batches' is at most " + std::to_string(kMaxMicroBatches) + ", got " + std::to_string(n));
       (key == "steps" ? spec.steps : spec.micro_batches) = n;
     } else if (key == "clip") {
       spec.clip = to_float(v, vl, "clip");
