@@ -30,4 +30,19 @@ out=$(timeout 60 "$NNS" run examples/01_mlp.nns --steps 1 --gpus 65536 2>&1); rc
 if [ $rc != 64 ] || ! grep -qF "65536 local ranks on" <<<"$out"; then echo "FAIL: --gpus 65536: exit $rc"; echo "$out" | tail -2; fail=1; fi
 out=$(NNS_MAX_LOCAL_RANKS=1 timeout 60 "$NNS" run examples/01_mlp.nns --steps 1 --gpus 2 2>&1); rc=$?
 if [ $rc != 64 ] || ! grep -qF "more than NNS_MAX_LOCAL_RANKS=1" <<<"$out"; then echo "FAIL: NNS_MAX_LOCAL_RANKS=1 --gpus 2: exit $rc"; fail=1; fi
+# Two jobs on one MASTER_PORT: job B's rank 1 reaches job A's store and is
+# refused at once, naming both jobs (rank 0 of A then times out alone).
+port=$((20000 + RANDOM % 20000))
+run_rank() {  # RANK JOB
+  env NNS_LAUNCHER=local NNS_RANK=$1 NNS_WORLD_SIZE=2 NNS_MASTER_PORT=$port NNS_JOB_ID=$2 NNS_COMM_TIMEOUT=4 \
+    timeout 30 "$NNS" run examples/01_mlp.nns --steps 1 2>&1
+}
+run_rank 0 A > /dev/null &
+a=$!
+sleep 1
+out=$(run_rank 1 B); rc=$?
+wait $a
+if [ $rc != 70 ] || ! grep -qF "rank 1 of job NNS_JOB_ID=B reached the rendezvous of another job (NNS_JOB_ID=A)" <<<"$out"; then
+  echo "FAIL: a rank of job B joined job A's rendezvous: exit $rc"; echo "$out" | tail -2; fail=1
+fi
 exit $fail

@@ -270,6 +270,14 @@ int launch_local_ranks(int world_size, const std::function<int(int rank)>& rank_
   if (world_size < 1) throw std::invalid_argument("launch_local_ranks: world size must be >= 1");
   const int port = find_free_port();
   const pid_t self = ::getpid();
+  // The job's identity at the rendezvous (CommConfig::job_id): one token
+  // for all the ranks forked below, unless the user named the job.
+  if (const char* id = std::getenv("NNS_JOB_ID"); !id || !*id) {
+    char token[40];
+    std::snprintf(token, sizeof token, "nns-%d-%llx", static_cast<int>(self),
+                  static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count()));
+    ::setenv("NNS_JOB_ID", token, 1);
+  }
   // Buffered output would otherwise be written once by every child too.
   std::cout.flush();
   std::cerr.flush();
