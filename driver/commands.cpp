@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/runtime/atomic_file.h"
 #include "backend/runtime/backend.h"
 #include "backend/runtime/cpu/kernels.h"
 #include "backend/runtime/plan_runtime.h"
@@ -133,6 +134,8 @@ int cmd_run(const Args& a) {
   if (!a.save_every.empty() && (!parse_int(a.save_every, save_every) || save_every < 1))
     return usage_error("--save-every must be a positive number of steps");
   if (!a.save_every.empty() && a.save.empty()) return usage_error("--save-every needs --save (where to save)");
+  if (std::string why = a.save.empty() ? "" : backend::save_target_problem(a.save); !why.empty())
+    return usage_error("--save " + a.save + ": " + why);
   if (const char* bad = backend::cpu::fast::check_bf16_env()) return usage_error(bad);
   // The device first, before anything starts threads: finding the GPUs
   // forks a probe (run_device.h).

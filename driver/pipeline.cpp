@@ -14,10 +14,11 @@
 #include "backend/lowering/memory_check.h"
 #include "backend/lowering/program.h"
 #include "backend/lowering/program_check.h"
+#include "backend/lowering/schedule_view.h"
 #include "driver/train.h"
 #include "frontend/ast_printer.h"
 #include "frontend/parser.h"
-#include "backend/lowering/schedule_view.h"
+#include "frontend/regular_file.h"
 
 namespace nns::driver {
 
@@ -176,7 +177,7 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p) {
   if (o.last == Stage::Tokens) {
     int file = p.sources.load(o.path);
     if (file < 0) {
-      std::cerr << "nns: error: cannot read file '" << o.path << "'\n";
+      std::cerr << "nns: error: cannot read file '" << o.path << "'" << front::why_unreadable(o.path) << "\n";
       return kExitBadInput;
     }
     if (!front::check_utf8(p.sources, file, p.diags)) return failed(p, kExitBadInput);

@@ -13,6 +13,7 @@
 #include "backend/lowering/lower_plan.h"
 #include "backend/runtime/backend.h"
 #include "backend/runtime/comm/communicator.h"
+#include "backend/runtime/comm/env_vars.h"
 #include "backend/runtime/comm/launcher.h"
 #include "backend/runtime/cpu/kernels.h"
 #include "backend/runtime/cpu/thread_policy.h"
@@ -359,6 +360,8 @@ int run_on_ranks(const Topology& topo, const std::function<int(backend::Communic
   // one rank; parse_topology made --gpus equal the launcher's world and
   // cmd_run silenced the stdout of ranks other than 0.
   if (topo.external()) return as_rank();
+  if (std::string why = backend::local_ranks_problem(topo.ranks); !why.empty())
+    return usage_error("--gpus " + std::to_string(topo.ranks) + ": " + why);
   return backend::launch_local_ranks(static_cast<int>(topo.ranks), [&](int) { return as_rank(); });
 }
 

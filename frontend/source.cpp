@@ -1,4 +1,5 @@
 #include "frontend/source.h"
+#include "frontend/regular_file.h"
 
 #include <filesystem>
 #include <fstream>
@@ -30,11 +31,11 @@ int SourceManager::load(const std::string& path) {
   // A directory opens as a stream that reads nothing: refused, not an empty file.
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return -1;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return -1;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return add(path, ss.str());
+  // Regular files only, opened without blocking: a FIFO or /dev/zero given
+  // as a model file is refused instead of hanging or filling memory.
+  std::string text, why;
+  if (!read_regular_file(path, text, why)) return -1;
+  return add(path, std::move(text));
 }
 
 }  // namespace nns::front

@@ -85,7 +85,7 @@ def safetensors_seeds(out):
 
 
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("parser", "interpreter", "dimop", "safetensors"):
+    if len(sys.argv) != 3 or sys.argv[1] not in ("parser", "interpreter", "dimop", "safetensors", "profile", "env"):
         sys.exit(__doc__)
     target, out = sys.argv[1], pathlib.Path(sys.argv[2])
     shutil.rmtree(out, ignore_errors=True)
@@ -99,6 +99,15 @@ def main():
             put(out, a)
             # a second line: the inputs' dim sizes for a binding with shapes
             put(out, a + "\n\x02\x04\x03\x08\x01\x00")
+    elif target == "profile":
+        for f in sorted((ROOT / "stdlib" / "profiles").glob("*.json")):
+            put(out, f.read_bytes())
+    elif target == "env":
+        for text in ("RANK=0\nWORLD_SIZE=2\nLOCAL_RANK=0\nLOCAL_WORLD_SIZE=2\nMASTER_PORT=29500\n",
+                     "SLURM_PROCID=1\nSLURM_NTASKS=4\nSLURM_STEP_ID=0\nSLURM_TASKS_PER_NODE=2(x2)\nSLURM_NODEID=1\nSLURM_JOB_NODELIST=n[01-02]\n",
+                     "OMPI_COMM_WORLD_RANK=0\nOMPI_COMM_WORLD_SIZE=2\nNNS_MASTER_ADDR=h\n",
+                     "NNS_THREADS=4\nNNS_COMM_SPIN_US=50\nNNS_BIND=1\nNNS_COMM_TIMEOUT=2.5\nNNS_LAUNCHER=local\nNNS_RANK=1\nNNS_WORLD_SIZE=2\n"):
+            put(out, text.encode())
     else:
         safetensors_seeds(out)
     print(f"seeds: {len(list(out.iterdir()))} {target} inputs in {out}")

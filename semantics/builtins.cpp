@@ -18,17 +18,6 @@ const Value* arg(CallArgs& a, size_t i, const char* name) {
   return a.get(name);
 }
 
-void check_arity(Interpreter& in, CallArgs& a, const char* fn, size_t max_positional, std::initializer_list<const char*> names) {
-  if (a.positional.size() > max_positional)
-    in.fail(a.positional_loc(max_positional), std::string(fn) + "() takes at most " + std::to_string(max_positional) + " argument(s), " +
-                       std::to_string(a.positional.size()) + " given");
-  for (size_t i = 0; i < a.named.size(); ++i) {
-    bool known = false;
-    for (const char* n : names) known |= a.named[i].first == n;
-    if (!known) in.fail(a.named_loc(i), std::string(fn) + "() has no parameter '" + a.named[i].first + "'");
-  }
-}
-
 double num(Interpreter& in, CallArgs& a, size_t i, const char* name, double fallback) {
   const Value* v = arg(a, i, name);
   return v ? in.to_float(*v, a.loc, name) : fallback;
@@ -79,7 +68,6 @@ std::string to_text(const Value& v) {
 // ---- general-purpose builtins ----------------------------------------------------
 
 Value b_len(Interpreter& in, CallArgs& a) {
-  check_arity(in, a, "len", 1, {});
   if (a.positional.size() != 1) in.fail(a.loc, "len() takes one argument");
   const Value& v = a.positional[0];
   if (v.is<std::shared_ptr<List>>()) return Value(static_cast<int64_t>(v.as<std::shared_ptr<List>>()->size()));
@@ -89,7 +77,6 @@ Value b_len(Interpreter& in, CallArgs& a) {
 }
 
 Value b_range(Interpreter& in, CallArgs& a) {
-  check_arity(in, a, "range", 3, {});
   if (a.positional.empty()) in.fail(a.loc, "range() needs at least one argument");
   int64_t lo = 0, hi, step = 1;
   if (a.positional.size() == 1) {
@@ -118,20 +105,17 @@ Value b_print(Interpreter&, CallArgs& a) {
 }
 
 Value b_str(Interpreter& in, CallArgs& a) {
-  check_arity(in, a, "str", 1, {});
   if (a.positional.size() != 1) in.fail(a.loc, "str() takes one argument");
   return Value(to_text(a.positional[0]));
 }
 
 Value b_int(Interpreter& in, CallArgs& a) {
-  check_arity(in, a, "int", 1, {});
   if (a.positional.size() != 1) in.fail(a.loc, "int() takes one argument");
   double v = in.to_float(a.positional[0], a.loc, "int() argument");
   return Value(static_cast<int64_t>(std::trunc(v)));
 }
 
 Value b_float(Interpreter& in, CallArgs& a) {
-  check_arity(in, a, "float", 1, {});
   if (a.positional.size() != 1) in.fail(a.loc, "float() takes one argument");
   return Value(in.to_float(a.positional[0], a.loc, "float() argument"));
 }
@@ -221,19 +205,16 @@ Value b_error(Interpreter& in, CallArgs& a) {
 // ---- init specs (param / input initializers) -----------------------------------
 
 Value b_normal(Interpreter& in, CallArgs& a) {
-  check_arity(in, a, "normal", 1, {"std"});
   double std = num(in, a, 0, "std", 1.0);
   if (std < 0) in.fail(a.loc, "normal(): std must be non-negative");
   return record("init:normal", {{"std", Value(std)}});
 }
 Value b_trunc_normal(Interpreter& in, CallArgs& a) {
-  check_arity(in, a, "trunc_normal", 1, {"std"});
   return record("init:trunc_normal", {{"std", Value(num(in, a, 0, "std", 0.02))}});
 }
-Value b_zeros(Interpreter& in, CallArgs& a) { check_arity(in, a, "zeros", 0, {}); return record("init:zeros", {}); }
-Value b_ones(Interpreter& in, CallArgs& a) { check_arity(in, a, "ones", 0, {}); return record("init:ones", {}); }
+Value b_zeros(Interpreter& in, CallArgs& a) { return record("init:zeros", {}); }
+Value b_ones(Interpreter& in, CallArgs& a) { return record("init:ones", {}); }
 Value b_uniform(Interpreter& in, CallArgs& a) {
-  check_arity(in, a, "uniform", 2, {"low", "high"});
   double lo = num(in, a, 0, "low", -1), hi = num(in, a, 1, "high", 1);
   if (!(lo < hi)) in.fail(a.loc, "uniform(): low must be below high");
   return record("init:uniform", {{"low", Value(lo)}, {"high", Value(hi)}});
@@ -241,23 +222,19 @@ Value b_uniform(Interpreter& in, CallArgs& a) {
 // Rotary position embedding angles for a buffer [..., positions, dim]
 // (the runtime fills them: trainer.h, fill_init).
 Value b_rotary(Interpreter& in, CallArgs& a) {
-  check_arity(in, a, "rotary", 1, {"base"});
   double base = num(in, a, 0, "base", 10000.0);
   if (!(base > 1)) in.fail(a.loc, "rotary(): base must be greater than 1");
   return record("init:rotary", {{"base", Value(base)}});
 }
 Value b_randn(Interpreter& in, CallArgs& a) {
-  check_arity(in, a, "randn", 1, {"std"});
   return record("init:randn", {{"std", Value(num(in, a, 0, "std", 1.0))}});
 }
 Value b_tokens(Interpreter& in, CallArgs& a) {
-  check_arity(in, a, "tokens", 1, {"vocab"});
   int64_t n = integer(in, a, 0, "vocab", 0);
   if (n <= 0) in.fail(a.loc, "tokens(): the vocabulary size must be positive");
   return record("init:tokens", {{"vocab", Value(n)}});
 }
 Value b_labels(Interpreter& in, CallArgs& a) {
-  check_arity(in, a, "labels", 1, {"classes"});
   int64_t n = integer(in, a, 0, "classes", 0);
   if (n <= 0) in.fail(a.loc, "labels(): the number of classes must be positive");
   return record("init:labels", {{"classes", Value(n)}});
@@ -266,13 +243,11 @@ Value b_labels(Interpreter& in, CallArgs& a) {
 // ---- training specs ----------------------------------------------------------------
 
 Value b_sgd(Interpreter& in, CallArgs& a) {
-  check_arity(in, a, "sgd", 1, {"lr", "momentum", "weight_decay"});
   return record("sgd", {{"lr", Value(num(in, a, 0, "lr", 0.01))},
                         {"momentum", Value(num(in, a, 99, "momentum", 0.0))},
                         {"weight_decay", Value(num(in, a, 99, "weight_decay", 0.0))}});
 }
 Value b_adamw(Interpreter& in, CallArgs& a) {
-  check_arity(in, a, "adamw", 1, {"lr", "beta1", "beta2", "eps", "weight_decay"});
   return record("adamw", {{"lr", Value(num(in, a, 0, "lr", 1e-3))},
                           {"beta1", Value(num(in, a, 99, "beta1", 0.9))},
                           {"beta2", Value(num(in, a, 99, "beta2", 0.999))},
@@ -280,18 +255,15 @@ Value b_adamw(Interpreter& in, CallArgs& a) {
                           {"weight_decay", Value(num(in, a, 99, "weight_decay", 0.01))}});
 }
 Value b_constant_lr(Interpreter& in, CallArgs& a) {
-  check_arity(in, a, "constant_lr", 0, {});
   return record("schedule", {{"kind", Value(std::string("constant"))}});
 }
 Value b_cosine_lr(Interpreter& in, CallArgs& a) {
-  check_arity(in, a, "cosine_lr", 0, {"warmup", "min_lr", "steps"});
   return record("schedule", {{"kind", Value(std::string("cosine"))},
                              {"warmup", Value(integer(in, a, 99, "warmup", 0))},
                              {"min_lr", Value(num(in, a, 99, "min_lr", 0.0))},
                              {"steps", Value(integer(in, a, 99, "steps", 0))}});
 }
 Value b_linear_lr(Interpreter& in, CallArgs& a) {
-  check_arity(in, a, "linear_lr", 0, {"warmup", "min_lr", "steps"});
   return record("schedule", {{"kind", Value(std::string("linear"))},
                              {"warmup", Value(integer(in, a, 99, "warmup", 0))},
                              {"min_lr", Value(num(in, a, 99, "min_lr", 0.0))},
@@ -299,7 +271,6 @@ Value b_linear_lr(Interpreter& in, CallArgs& a) {
 }
 // Dynamic loss scaling (precision = "fp16"): PyTorch GradScaler's defaults (train_spec.h).
 Value b_dynamic_loss_scale(Interpreter& in, CallArgs& a) {
-  check_arity(in, a, "dynamic_loss_scale", 0, {"init", "growth", "backoff", "interval"});
   double init = num(in, a, 99, "init", 65536.0), growth = num(in, a, 99, "growth", 2.0), backoff = num(in, a, 99, "backoff", 0.5);
   int64_t interval = integer(in, a, 99, "interval", 2000);
   if (!(init > 0) || !std::isfinite(init)) in.fail(a.loc, "dynamic_loss_scale(): init must be a positive finite number");
@@ -309,11 +280,9 @@ Value b_dynamic_loss_scale(Interpreter& in, CallArgs& a) {
   return record("loss_scale", {{"init", Value(init)}, {"growth", Value(growth)}, {"backoff", Value(backoff)}, {"interval", Value(interval)}});
 }
 Value b_synthetic(Interpreter& in, CallArgs& a) {
-  check_arity(in, a, "synthetic", 1, {"seed"});
   return record("data", {{"kind", Value(std::string("synthetic"))}, {"seed", Value(integer(in, a, 0, "seed", 0))}});
 }
 Value b_safetensors(Interpreter& in, CallArgs& a) {
-  check_arity(in, a, "safetensors", 1, {"path"});
   const Value* p = arg(a, 0, "path");
   if (!p || !p->is<std::string>()) in.fail(a.loc, "safetensors() needs a file path string");
   return record("data", {{"kind", Value(std::string("safetensors"))}, {"path", *p}});
@@ -336,19 +305,14 @@ Value token_source(Interpreter& in, CallArgs& a, const char* fn, std::string dty
                          {"input", Value(text(in, a, 99, fn, "input", "ids"))}, {"target", Value(text(in, a, 99, fn, "target", "targets"))}});
 }
 Value b_token_file(Interpreter& in, CallArgs& a) {
-  check_arity(in, a, "token_file", 1, {"path", "dtype", "seed", "input", "target"});
   std::string dtype = text(in, a, 99, "token_file", "dtype", "uint16");
   if (dtype != "uint16" && dtype != "uint32") in.fail(a.loc, "token_file(): dtype must be \"uint16\" or \"uint32\", got \"" + dtype + "\"");
   return token_source(in, a, "token_file", dtype);
 }
-Value b_megatron_tokens(Interpreter& in, CallArgs& a) {
-  check_arity(in, a, "megatron_tokens", 1, {"path", "seed", "input", "target"});
-  return token_source(in, a, "megatron_tokens", "");
-}
+Value b_megatron_tokens(Interpreter& in, CallArgs& a) { return token_source(in, a, "megatron_tokens", ""); }
 
 // .npy arrays (backend/runtime/data/array_dataset.h): {input: "file.npy", ...}.
 Value b_arrays(Interpreter& in, CallArgs& a) {
-  check_arity(in, a, "arrays", 1, {"files", "seed"});
   const Value* f = arg(a, 0, "files");
   if (!f || !f->is<std::shared_ptr<Record>>() || f->as<std::shared_ptr<Record>>()->kind != "dict")
     in.fail(a.loc, "arrays() needs a dict of model input -> .npy path, e.g. arrays({x: \"x.npy\", y: \"y.npy\"})");
@@ -360,24 +324,57 @@ Value b_arrays(Interpreter& in, CallArgs& a) {
 }  // namespace
 
 void install_builtins(Env& env) {
-  static const std::pair<const char*, BuiltinFn> table[] = {
-      {"len", b_len}, {"range", b_range}, {"print", b_print}, {"str", b_str}, {"int", b_int},
-      {"float", b_float}, {"min", b_min}, {"max", b_max}, {"abs", b_abs}, {"sqrt", b_sqrt},
-      {"log2", b_log2}, {"exp", b_exp}, {"log", b_log}, {"sin", b_sin}, {"cos", b_cos}, {"floor", b_floor}, {"ceil", b_ceil}, {"sum_list", b_sum},
-      {"prod", b_prod}, {"append", b_append}, {"assert", b_assert}, {"error", b_error},
-      {"normal", b_normal}, {"trunc_normal", b_trunc_normal}, {"zeros", b_zeros}, {"ones", b_ones},
-      {"uniform", b_uniform}, {"rotary", b_rotary}, {"randn", b_randn}, {"tokens", b_tokens}, {"labels", b_labels},
-      {"sgd", b_sgd}, {"adamw", b_adamw}, {"constant_lr", b_constant_lr}, {"cosine_lr", b_cosine_lr},
-      {"linear_lr", b_linear_lr}, {"synthetic", b_synthetic}, {"safetensors", b_safetensors},
-      {"token_file", b_token_file}, {"megatron_tokens", b_megatron_tokens}, {"arrays", b_arrays},
-      {"dynamic_loss_scale", b_dynamic_loss_scale},
-  };
-  for (const auto& [name, fn] : table) env.define(name, Value(std::make_shared<Builtin>(Builtin{name, fn})));
+  define_builtins(env, {
+                           {"len", b_len, "value, /"},
+                           {"range", b_range, "start, stop, step, /"},
+                           {"print", b_print, "values..."},
+                           {"str", b_str, "value, /"},
+                           {"int", b_int, "value, /"},
+                           {"float", b_float, "value, /"},
+                           {"min", b_min, "values..."},
+                           {"max", b_max, "values..."},
+                           {"abs", b_abs, "x, /"},
+                           {"sqrt", b_sqrt, "x, /"},
+                           {"log2", b_log2, "x, /"},
+                           {"exp", b_exp, "x, /"},
+                           {"log", b_log, "x, /"},
+                           {"sin", b_sin, "x, /"},
+                           {"cos", b_cos, "x, /"},
+                           {"floor", b_floor, "x, /"},
+                           {"ceil", b_ceil, "x, /"},
+                           {"sum_list", b_sum, "list, /"},
+                           {"prod", b_prod, "list, /"},
+                           {"append", b_append, "list, value, /"},
+                           {"assert", b_assert, "condition, message, /"},
+                           {"error", b_error, "message, /"},
+                           {"normal", b_normal, "std"},
+                           {"trunc_normal", b_trunc_normal, "std"},
+                           {"zeros", b_zeros, ""},
+                           {"ones", b_ones, ""},
+                           {"uniform", b_uniform, "low, high"},
+                           {"rotary", b_rotary, "base"},
+                           {"randn", b_randn, "std"},
+                           {"tokens", b_tokens, "vocab"},
+                           {"labels", b_labels, "classes"},
+                           {"sgd", b_sgd, "lr, *, momentum, weight_decay"},
+                           {"adamw", b_adamw, "lr, *, beta1, beta2, eps, weight_decay"},
+                           {"constant_lr", b_constant_lr, ""},
+                           {"cosine_lr", b_cosine_lr, "*, warmup, min_lr, steps"},
+                           {"linear_lr", b_linear_lr, "*, warmup, min_lr, steps"},
+                           {"synthetic", b_synthetic, "seed"},
+                           {"safetensors", b_safetensors, "path"},
+                           {"token_file", b_token_file, "path, *, dtype, seed, input, target"},
+                           {"megatron_tokens", b_megatron_tokens, "path, *, seed, input, target"},
+                           {"arrays", b_arrays, "files, *, seed"},
+                           {"dynamic_loss_scale", b_dynamic_loss_scale, "*, init, growth, backoff, interval"},
+                       });
 }
 
 // ---- the train block ------------------------------------------------------------------
 
 namespace {
+constexpr int64_t kMaxMicroBatches = 1 << 20;
+
 const char* const kSettings[] = {"model", "loss", "optimizer", "schedule", "data", "steps", "micro_batches", "clip", "precision",
                                  "loss_scale", "grad_reduce"};
 
@@ -475,6 +472,9 @@ void Interpreter::run_train(const front::TrainDecl& t, const std::shared_ptr<Env
     } else if (key == "steps" || key == "micro_batches") {
       int64_t n = to_int(v, vl, key.c_str());
       if (n <= 0) fail(vl, "'" + key + "' must be positive, got " + std::to_string(n));
+      // Micro-batch indices are ints throughout lowering and the schedules.
+      if (key == "micro_batches" && n > kMaxMicroBatches)
+        fail(vl, "'micro_batches' is at most " + std::to_string(kMaxMicroBatches) + ", got " + std::to_string(n));
       (key == "steps" ? spec.steps : spec.micro_batches) = n;
     } else if (key == "clip") {
       spec.clip = to_float(v, vl, "clip");

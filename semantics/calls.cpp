@@ -91,6 +91,7 @@ Value Interpreter::call(const Value& callee, CallArgs& args) {
   }
   if (callee.is<std::shared_ptr<Builtin>>()) {
     const Builtin& b = *callee.as<std::shared_ptr<Builtin>>();
+    check_builtin_call(*this, b.name, b.signature, args);
     return b.fn(*this, args);
   }
   fail(args.loc, "a value of type " + type_name(callee) + " cannot be called");
@@ -435,6 +436,8 @@ std::vector<int> Interpreter::emit_node(const OpDef& op, CallArgs& args, const s
       t.kind = TensorKind::Activation;
       t.shape = s;
       t.dtype = per_output && oi < per_output->size() ? (*per_output)[oi] : out_dtype;
+      if (std::string why = shape_size_problem(t.shape, t.dtype); !why.empty())
+        fail(args.loc, op.name + "(): output " + std::to_string(oi) + " " + why);
       t.producer = id;
       t.loc = args.loc;
       t.name = "t" + std::to_string(graph_.tensors().size());

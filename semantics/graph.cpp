@@ -50,6 +50,20 @@ int64_t numel(const Shape& s) {
   return n;
 }
 
+std::string shape_size_problem(const Shape& s, DType dtype) {
+  if (s.size() > kMaxTensorRank)
+    return "has rank " + std::to_string(s.size()) + "; at most " + std::to_string(kMaxTensorRank) +
+           " dimensions are supported";
+  int64_t bytes = dtype_bytes(dtype);
+  for (int64_t d : s) {
+    if (d <= 0) return "";  // non-positive dims are refused with their own message
+    if (__builtin_mul_overflow(bytes, d, &bytes) || bytes > kMaxTensorBytes)
+      return shape_to_string(s) + " of " + dtype_name(dtype) + " would hold more than " +
+             std::to_string(kMaxTensorBytes >> 50) + " PiB, beyond any device";
+  }
+  return "";
+}
+
 static std::string fmt_g(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%g", v);

@@ -27,6 +27,20 @@ using Shape = std::vector<int64_t>;
 std::string shape_to_string(const Shape& s);  // "[4, 32, 64]"
 int64_t numel(const Shape& s);
 
+// The most dimensions a tensor may have. The CPU kernels' broadcasting and
+// layout loops keep per-dimension state in fixed arrays of this size
+// (backend/runtime/cpu/kernels.h, kMaxRank), so the bound is enforced where
+// shapes are made: a declared tensor, a shape argument, an op's output.
+constexpr size_t kMaxTensorRank = 6;
+// The most bytes one tensor may hold: 1 PiB, beyond any device, and small
+// enough that element counts, byte sizes and sums of thousands of them stay
+// far from int64 overflow everywhere downstream (memory check, simulator).
+constexpr int64_t kMaxTensorBytes = int64_t{1} << 50;
+// Why a tensor of this shape and dtype cannot be made (rank over
+// kMaxTensorRank, or more than kMaxTensorBytes, computed without overflow),
+// "" when it can.
+std::string shape_size_problem(const Shape& s, DType dtype);
+
 // A non-tensor argument of an op (an int, a list of ints, a flag...).
 using Attr = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>>;
 std::string attr_to_string(const Attr& a);

@@ -4,11 +4,12 @@
 // models, ops) in calls.cpp; builtins in builtins.cpp; plan evaluation in plan_eval.cpp;
 // the REPL session's input in session_input.cpp.
 #include "semantics/interpreter.h"
+#include "frontend/regular_file.h"
 #include "frontend/suggest.h"
-#include "semantics/name_hints.h"
-#include "semantics/config_overrides.h"
 #include "semantics/check_deadline.h"
+#include "semantics/config_overrides.h"
 #include "semantics/interpreter_internal.h"
+#include "semantics/name_hints.h"
 #include "semantics/symbolic_values.h"
 
 #include <algorithm>
@@ -105,7 +106,7 @@ int Interpreter::load_and_parse(const std::string& path, SourceLoc from) {
   if (found != module_index_.end()) return found->second;
   int file = sources_.load(path);
   if (file < 0) {
-    diags_.error(from, "cannot read file '" + path + "'");
+    diags_.error(from, "cannot read file '" + path + "'" + front::why_unreadable(path));
     return -1;
   }
   auto m = std::make_unique<Loaded>();
@@ -140,13 +141,13 @@ bool Interpreter::finish_phase(bool ok) {
 bool Interpreter::parse(const std::string& path) {
   failure_ = Failure::None;
   if (!fs::exists(path)) {
-    diags_.error({}, "cannot read file '" + path + "'");
+    diags_.error({}, "cannot read file '" + path + "'" + front::why_unreadable(path));
     return finish_phase(false);
   }
   // The main file keeps the path the user typed, so diagnostics show it.
   int file = sources_.load(path);
   if (file < 0) {
-    diags_.error({}, "cannot read file '" + path + "'");
+    diags_.error({}, "cannot read file '" + path + "'" + front::why_unreadable(path));
     return finish_phase(false);
   }
   return finish_phase(parse_main(file, fs::weakly_canonical(path).string()));

@@ -153,6 +153,8 @@ void Interpreter::declare_tensor(const front::TensorDecl& t, const std::shared_p
   info.dtype = DType::F32;
   if (!t.dtype.empty() && !dtype_from_name(t.dtype, info.dtype))
     fail(t.dtype_loc, "unknown dtype '" + t.dtype + "'; expected one of f32, f16, bf16, i32, i64, bool");
+  if (std::string why = shape_size_problem(info.shape, info.dtype); !why.empty())
+    fail(t.shape->loc, "tensor '" + t.name + "' " + why);
   if (t.init) {
     Value init = eval(*t.init, env);
     if (!init.is<std::shared_ptr<Record>>() || init.as<std::shared_ptr<Record>>()->kind.rfind("init:", 0) != 0)

@@ -451,12 +451,20 @@ void install_schedule_builtins(Env& env);  // schedule_builtins.cpp: tasks and p
 void install_plan_builtins(Env& env) {
   install_table_builtins(env);
   install_schedule_builtins(env);
-  static const std::pair<const char*, BuiltinFn> table[] = {
-      {"select", b_select}, {"kind", b_kind}, {"name", b_name}, {"trans", b_trans}, {"assign", b_assign},
-      {"replicate", b_replicate}, {"order", b_order}, {"recompute", b_recompute}, {"zero1", b_zero1}, {"unassigned", b_unassigned},
-      {"splittable", b_splittable}, {"matches", b_matches},
-  };
-  for (const auto& [name, fn] : table) env.define(name, Value(std::make_shared<Builtin>(Builtin{name, fn})));
+  define_builtins(env, {
+                           {"select", b_select, "pattern, kind, allow_empty"},
+                           {"kind", b_kind, "op"},
+                           {"name", b_name, "op"},
+                           {"trans", b_trans, "op, dim, num, *, idx"},
+                           {"assign", b_assign, "op, device, order"},
+                           {"replicate", b_replicate, "op, devices"},
+                           {"order", b_order, "before, after"},
+                           {"recompute", b_recompute, "ops"},
+                           {"zero1", b_zero1, "ops"},
+                           {"unassigned", b_unassigned, ""},
+                           {"splittable", b_splittable, "op, dim, num, *, idx"},
+                           {"matches", b_matches, "op, pattern"},
+                       });
 }
 
 }  // namespace nns::sema

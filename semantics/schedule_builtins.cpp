@@ -42,6 +42,10 @@ namespace {
 
 using builtin_args::arg;
 
+// The most tasks one schedule() may generate (a 96-stage, 4096-micro-batch
+// pipeline has 1.2 M): past it the generators' lists are gigabytes.
+constexpr int64_t kMaxScheduleTasks = 4'000'000;
+
 Plan& active(Interpreter& in, CallArgs& a, const char* fn) { return builtin_args::active_plan(in, a, fn, "is a plan primitive"); }
 
 // The top-level nodes an op value designates (a sub-op stands for its op).
@@ -178,6 +182,13 @@ Value b_schedule(Interpreter& in, CallArgs& a) {
     }
   }
   if (ranks < 1) in.fail(a.loc, "schedule(): STAGES is empty");
+  // Sized before anything is generated: every stage runs up to three tasks
+  // per micro-batch, and each becomes an order directive of the plan.
+  const int64_t tasks = static_cast<int64_t>(groups.size()) * m * 3;
+  if (tasks > kMaxScheduleTasks)
+    in.fail(a.loc, "schedule(): " + std::to_string(groups.size()) + " stage(s) x " + std::to_string(m) +
+                       " micro-batches would make " + std::to_string(tasks) + " tasks, more than the " +
+                       std::to_string(kMaxScheduleTasks) + " a schedule may have");
   PlanSchedule sched;
   sched.kind = kind;
   sched.ranks = ranks;
@@ -214,10 +225,12 @@ TaskRef task_of_value(const Value& v) {
 }
 
 void install_schedule_builtins(Env& env) {
-  static const std::pair<const char*, BuiltinFn> table[] = {
-      {"fwd", b_fwd}, {"bwd", b_bwd}, {"wgrad", b_wgrad}, {"schedule", b_schedule},
-  };
-  for (const auto& [name, fn] : table) env.define(name, Value(std::make_shared<Builtin>(Builtin{name, fn})));
+  define_builtins(env, {
+                           {"fwd", b_fwd, "ops, mb"},
+                           {"bwd", b_bwd, "ops, mb"},
+                           {"wgrad", b_wgrad, "ops, mb"},
+                           {"schedule", b_schedule, "kind, stages, *, v, head, tail"},
+                       });
 }
 
 }  // namespace nns::sema

@@ -68,13 +68,14 @@ Value b_symbolic(Interpreter& in, CallArgs& a) {
     if (!a.positional[i].is<std::string>()) in.fail(a.positional_loc(i), "symbolic(): constraints are strings (\"batch % 8 == 0\")");
     s->constraints.push_back(a.positional[i].as<std::string>());
   }
-  for (const auto& [k, v] : a.named) in.fail(a.loc, "symbolic(): unknown argument '" + k + "'");
   return Value(s);
 }
 
 }  // namespace
 
-void install_symbolic_builtins(Env& env) { env.define("symbolic", Value(std::make_shared<Builtin>(Builtin{"symbolic", b_symbolic}))); }
+void install_symbolic_builtins(Env& env) {
+  define_builtins(env, {{"symbolic", b_symbolic, "witness, /, constraints..."}});
+}
 
 std::string name_symbol(Value& v, const std::string& key, front::SourceLoc loc) {
   if (!is_sym(v)) return "";

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "frontend/ast.h"
+#include "semantics/builtin_signature.h"
 #include "semantics/dimop.h"
 #include "semantics/op_registry.h"
 #include "semantics/symbolic.h"
@@ -47,11 +48,10 @@ struct ModelClass {
   std::shared_ptr<Env> closure;
 };
 
-struct CallArgs;
-using BuiltinFn = Value (*)(Interpreter&, CallArgs&);
 struct Builtin {
   std::string name;
   BuiltinFn fn = nullptr;
+  BuiltinSignature signature;  // checked at every call (builtin_signature.h)
 };
 
 // A structured value: optimizer/schedule/data/init specs and dicts.

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "backend/planner/json.h"
+#include "frontend/regular_file.h"
 
 namespace nns::planner {
 
@@ -22,6 +23,53 @@ bool number(const Json& root, const char* key, double& out, std::string& err, bo
     return false;
   }
   out = v->get<double>();
+  return true;
+}
+
+// A count field (devices per node, threads, ranks) as an int: whole and in
+// [lo, hi], checked before the conversion (1e300 or 1.5 used to be cast).
+bool count(double v, const char* key, int lo, int hi, int& out, std::string& err) {
+  if (!(v >= lo && v <= hi) || v != std::floor(v)) {
+    err = std::string("field \"") + key + "\" must be a whole number from " + std::to_string(lo) + " to " +
+          std::to_string(hi) + ", got " + Json(v).dump();
+    return false;
+  }
+  out = static_cast<int>(v);
+  return true;
+}
+
+// The most an efficiency may be: 1, plus the noise of a measured profile
+// whose peak is itself one measurement (stdlib/profiles/cpu.json has matmul
+// at 1.00031 of its linear peak).
+constexpr double kMaxEfficiency = 1.01;
+
+// Checks a parsed profile makes sense as a whole: an fp32 peak (the default
+// every other dtype falls back to), finite peaks, efficiencies in (0, 1] (up to noise),
+// a name without control characters. (In-situ extras may be negative: they
+// correct the model's estimate both ways, as the measured cpu.json does.)
+bool profile_sane(const DeviceProfile& p, std::string& err) {
+  if (!p.peak_flops.count("fp32")) {
+    err = "field \"peak_flops\" must give \"fp32\" (the peak other dtypes fall back to)";
+    return false;
+  }
+  for (const auto& [dtype, v] : p.peak_flops)
+    if (!std::isfinite(v)) {
+      err = "peak_flops." + dtype + " must be finite";
+      return false;
+    }
+  for (const auto& [op, curve] : p.efficiency)
+    for (const auto& [flops, e] : curve)
+      if (!std::isfinite(flops) || !(e <= kMaxEfficiency)) {
+        err = "efficiency." + op + ": an efficiency is a fraction of the peak, at most 1 (got " + Json(e).dump() +
+              " at " + Json(flops).dump() + "; measured curves may pass 1 by noise, up to " +
+              Json(kMaxEfficiency).dump() + ")";
+        return false;
+      }
+  for (char c : p.name)
+    if (static_cast<unsigned char>(c) < 0x20) {
+      err = "field \"name\" must not contain control characters";
+      return false;
+    }
   return true;
 }
 
@@ -63,6 +111,10 @@ bool line(const Json& root, const char* key, LineCost& out, std::string& err) {
 
 bool parse_profile(const std::string& json_text, DeviceProfile& out, std::string& err) {
   Json root;
+  if (json_text.find('\0') != std::string::npos) {
+    err = "offset " + std::to_string(json_text.find('\0')) + ": a NUL byte (a profile is JSON text)";
+    return false;
+  }
   if (!parse_json(json_text, root, err)) return false;
   if (!root.is_object()) { err = "a profile is a JSON object"; return false; }
   out = DeviceProfile{};
@@ -91,8 +143,7 @@ bool parse_profile(const std::string& json_text, DeviceProfile& out, std::string
   if (!number(root, "inter_bandwidth", out.inter.bandwidth, err, false) ||
       !number(root, "inter_latency", out.inter.latency, err, false))
     return false;
-  if (dpn < 1) { err = "devices_per_node must be at least 1"; return false; }
-  out.devices_per_node = static_cast<int>(dpn);
+  if (!count(dpn, "devices_per_node", 1, 65536, out.devices_per_node, err)) return false;
   if (out.memory_bandwidth <= 0 || out.intra.bandwidth <= 0 || out.inter.bandwidth <= 0) {
     err = "bandwidths must be positive";
     return false;
@@ -123,7 +174,7 @@ bool parse_profile(const std::string& json_text, DeviceProfile& out, std::string
       !number(root, "memory_bandwidth_cold", out.memory_bandwidth_cold, err, false) ||
       !number(root, "cache_bytes", out.cache_bytes, err, false))
     return false;
-  out.threads = static_cast<int>(threads);
+  if (!count(threads, "threads", 0, 4096, out.threads, err)) return false;
   if (const Json* ko = field(root, "kernel_overheads")) {
     if (!ko->is_object()) { err = "field \"kernel_overheads\" must be an object of curve: seconds"; return false; }
     for (const auto& [name, v] : ko->items()) {
@@ -181,10 +232,10 @@ bool parse_profile(const std::string& json_text, DeviceProfile& out, std::string
     }
     double ranks = 0;
     if (!number(*links, "ranks", ranks, err, false)) return false;
-    out.collective_ranks = static_cast<int>(ranks);
+    if (!count(ranks, "collectives.ranks", 0, 65536, out.collective_ranks, err)) return false;
     out.collective_links.erase("ranks");
   }
-  return true;
+  return profile_sane(out, err);
 }
 
 bool load_profile(const std::string& spec, const std::string& profiles_dir, DeviceProfile& out,
@@ -192,14 +243,14 @@ bool load_profile(const std::string& spec, const std::string& profiles_dir, Devi
   std::string path = spec;
   if (spec.find('/') == std::string::npos && spec.find(".json") == std::string::npos)
     path = profiles_dir + "/" + spec + ".json";
-  std::ifstream in(path);
-  if (!in) {
-    err = "cannot read device profile '" + path + "'";
+  // A regular file of at most 16 MiB: a FIFO path or /dev/zero is refused,
+  // not waited on.
+  std::string text, why;
+  if (!front::read_regular_file(path, text, why, int64_t{16} << 20)) {
+    err = "cannot read device profile '" + path + "': " + why;
     return false;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (!parse_profile(ss.str(), out, err)) {
+  if (!parse_profile(text, out, err)) {
     err = path + ": " + err;
     return false;
   }

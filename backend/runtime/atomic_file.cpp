@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 
 #include "backend/runtime/fault.h"
@@ -59,6 +61,13 @@ bool sync_directory(const std::string& dir) {
   return ok;
 }
 
+// The pid of a temporary's name, PATH.tmp.<pid>.<nonce> (or the older
+// PATH.tmp.<pid>); false for any other name.
+bool temporary_pid(const std::string& suffix, int64_t& pid) {
+  const size_t dot = suffix.find('.');
+  return parse_count(suffix.substr(0, dot), pid) && pid > 0 && pid <= 0x7fffffff;
+}
+
 int remove_stale_temporaries(const std::string& path) {
   const std::string dir = parent_directory(path), prefix = base_name(path) + ".tmp.";
   DIR* d = ::opendir(dir.c_str());
@@ -68,7 +77,7 @@ int remove_stale_temporaries(const std::string& path) {
     std::string n = e->d_name;
     if (n.rfind(prefix, 0) != 0) continue;
     int64_t pid = 0;
-    if (!parse_count(n.substr(prefix.size()), pid) || pid <= 0 || pid > 0x7fffffff) continue;
+    if (!temporary_pid(n.substr(prefix.size()), pid)) continue;
     // A writer that still runs (ours included) keeps its temporary. A pid on
     // another host of a shared folder cannot be checked from here and may be
     // mistaken for a live one of ours: then the file stays, which is safe.
@@ -79,11 +88,46 @@ int remove_stale_temporaries(const std::string& path) {
   return removed;
 }
 
+namespace {
+
+// Refuses to replace anything but a regular file (or a symlink, which the
+// rename replaces, leaving its target alone): renaming over /dev/full or a
+// FIFO would replace the node itself when run as root.
+void check_output_target(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return;  // absent: created
+  if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) return;
+  throw FileWriteError("cannot write '" + path +
+                       "': it exists and is not a regular file (nns writes regular files only)");
+}
+
+// Creates the temporary PATH.tmp.<pid>.<nonce> exclusively (O_EXCL |
+// O_NOFOLLOW, in the target's folder): a file or symlink planted under a
+// predictable name makes the open fail, never redirects the write.
+int create_temporary(const std::string& path, std::string& tmp) {
+  static uint64_t counter = 0;
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    uint64_t nonce = (static_cast<uint64_t>(::getpid()) << 32) ^
+                     static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+                     (++counter * 0x9e3779b97f4a7c15ull);
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(nonce));
+    tmp = path + ".tmp." + std::to_string(::getpid()) + "." + hex;
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  errno = EEXIST;
+  return -1;
+}
+
+}  // namespace
+
 void write_file_atomic(const std::string& path, const std::vector<std::pair<const void*, size_t>>& parts) {
   auto fail = [&](const std::string& what) { throw FileWriteError("cannot write '" + path + "': " + what); };
+  check_output_target(path);
   remove_stale_temporaries(path);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  std::string tmp;
+  int fd = create_temporary(path, tmp);
   if (fd < 0) fail("cannot create '" + tmp + "': " + errno_text());
   try {
     for (const auto& [data, n] : parts)
@@ -104,6 +148,24 @@ void write_file_atomic(const std::string& path, const std::vector<std::pair<cons
   // Make the rename itself durable. Best effort: the new file is already in
   // place and complete, so a folder that cannot be synced is not an error.
   sync_directory(parent_directory(path));
+}
+
+std::string save_target_problem(const std::string& path) {
+  if (path.empty()) return "the path is empty";
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+      return "'" + path + "' exists and is neither a regular file nor a folder";
+    if (S_ISDIR(st.st_mode) && ::access(path.c_str(), W_OK | X_OK) != 0)
+      return "the folder '" + path + "' is not writable: " + errno_text();
+    if (S_ISREG(st.st_mode) && ::access(parent_directory(path).c_str(), W_OK | X_OK) != 0)
+      return "the folder of '" + path + "' is not writable: " + errno_text();
+    return "";
+  }
+  const std::string parent = parent_directory(path);
+  if (!is_directory(parent)) return "the folder '" + parent + "' does not exist";
+  if (::access(parent.c_str(), W_OK | X_OK) != 0) return "the folder '" + parent + "' is not writable: " + errno_text();
+  return "";
 }
 
 void write_text_atomic(const std::string& path, const std::string& text) { write_file_atomic(path, {{text.data(), text.size()}}); }

@@ -13,6 +13,7 @@
 
 #include "backend/runtime/atomic_file.h"
 #include "backend/runtime/safetensors.h"
+#include "frontend/regular_file.h"
 
 namespace nns::backend {
 namespace {
@@ -24,9 +25,11 @@ std::string rank_file(int64_t r) { return "rank-" + std::to_string(r) + ".safete
 // The folder DIR/latest names, "" when there is none. Strict: one line, a
 // plain folder name of ours (never a path out of DIR).
 std::string latest_folder(const std::string& dir, bool strict) {
-  std::ifstream in(dir + "/latest");
-  if (!in) return "";
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text, why;
+  if (!front::read_regular_file(dir + "/latest", text, why, 4096)) {
+    if (strict && ::access((dir + "/latest").c_str(), F_OK) == 0) throw SafetensorsError(dir + "/latest: " + why);
+    return "";
+  }
   if (!text.empty() && text.back() == '\n') text.pop_back();
   bool ok = text.rfind("step-", 0) == 0 && text.size() < 64 && text.find('/') == std::string::npos && text.find('\n') == std::string::npos;
   if (!ok) {
@@ -36,9 +39,18 @@ std::string latest_folder(const std::string& dir, bool strict) {
   return text;
 }
 
+// Whether `path` itself is a folder: a symlink to one is not (lstat), so
+// that cleanup never follows a planted link out of the save folder.
+bool is_real_directory(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 // Removes a folder a save of ours wrote: only the files such a save makes,
 // so that anything else a user put there survives (and keeps the folder).
+// A symlinked step-* entry is left alone, its target untouched.
 void remove_save_folder(const std::string& path) {
+  if (!is_real_directory(path)) return;
   DIR* d = ::opendir(path.c_str());
   if (!d) return;
   std::vector<std::string> names;
@@ -54,6 +66,8 @@ void remove_save_folder(const std::string& path) {
 void make_dir(const std::string& path) {
   if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
     throw FileWriteError("cannot create the checkpoint folder '" + path + "': " + std::strerror(errno));
+  if (!is_directory(path))
+    throw FileWriteError("cannot use '" + path + "' as a checkpoint folder: it exists and is not a folder");
 }
 
 std::string hex64(uint64_t v) {
@@ -66,7 +80,8 @@ std::string hex64(uint64_t v) {
 
 uint64_t file_checksum(const std::string& path, int64_t& bytes) {
   bytes = -1;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  std::string why;
+  int fd = front::open_regular_file(path, why);  // a shard linked to /dev/zero or a FIFO counts as missing
   if (fd < 0) return 0;
   uint64_t h = 1469598103934665603ull;
   int64_t total = 0;
@@ -100,7 +115,7 @@ void prepare_shard_folder(const std::string& dir, const std::string& folder) {
     std::vector<std::string> stale;
     while (dirent* e = ::readdir(d)) {
       std::string n = e->d_name;
-      if (n.rfind("step-", 0) == 0 && n != keep && is_directory(dir + "/" + n)) stale.push_back(n);
+      if (n.rfind("step-", 0) == 0 && n != keep && is_real_directory(dir + "/" + n)) stale.push_back(n);
     }
     ::closedir(d);
     for (const std::string& n : stale) remove_save_folder(dir + "/" + n);
@@ -146,8 +161,12 @@ ShardManifest read_latest_shards(const std::string& dir) {
   ShardManifest m;
   m.folder = dir + "/" + folder;
   const std::string mpath = m.folder + "/manifest";
-  std::ifstream in(mpath);
-  if (!in) throw SafetensorsError(mpath + ": missing (the checkpoint '" + folder + "' is torn)");
+  std::string manifest_text, why;
+  if (!front::read_regular_file(mpath, manifest_text, why, int64_t{64} << 20))
+    throw SafetensorsError(
+        mpath + ": " +
+        (::access(mpath.c_str(), F_OK) == 0 ? why : "missing (the checkpoint '" + folder + "' is torn)"));
+  std::istringstream in(manifest_text);
   auto bad = [&](const std::string& what) -> SafetensorsError { return SafetensorsError(mpath + ": " + what); };
   std::string line;
   if (!std::getline(in, line) || line != kManifestFormat) throw bad("not an nns shard manifest (first line must be '" + std::string(kManifestFormat) + "')");
@@ -170,7 +189,11 @@ ShardManifest read_latest_shards(const std::string& dir) {
     f.checksum = std::stoull(sum, nullptr, 16);
     int64_t got = 0;
     uint64_t h = file_checksum(m.folder + "/" + f.name, got);
-    if (got < 0) throw SafetensorsError(m.folder + "/" + f.name + ": missing (the checkpoint '" + folder + "' is torn)");
+    if (got < 0)
+      throw SafetensorsError(m.folder + "/" + f.name + ": " +
+                             (::access((m.folder + "/" + f.name).c_str(), F_OK) == 0
+                                  ? "not a regular file, or unreadable"
+                                  : "missing (the checkpoint '" + folder + "' is torn)"));
     if (got != f.bytes || h != f.checksum)
       throw SafetensorsError(m.folder + "/" + f.name + ": " + std::to_string(got) + " bytes, checksum " + hex64(h) + "; the manifest says " + bytes +
                              " bytes, checksum " + sum + " (the file changed after the save)");

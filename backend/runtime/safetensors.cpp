@@ -4,8 +4,9 @@
 // that subset is shorter than the glue to a general one.
 #include "backend/runtime/safetensors.h"
 
-#include "backend/runtime/safetensors_json.h"
 #include "backend/runtime/atomic_file.h"
+#include "backend/runtime/safetensors_json.h"
+#include "frontend/regular_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -275,12 +276,13 @@ bool parse_count(const std::string& text, int64_t& out) {
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (f.fd < 0) fail(path, "cannot open: " + errno_text());
-  struct stat st {};
-  if (::fstat(f.fd, &st) != 0) fail(path, "cannot stat: " + errno_text());
-  if (!S_ISREG(st.st_mode)) fail(path, "not a regular file");
-  const auto file_size = static_cast<uint64_t>(st.st_size);
+  // Non-blocking open and a type check first: a shard that is a FIFO or a
+  // link to /dev/zero is refused, not read forever.
+  std::string why;
+  int64_t size = 0;
+  Fd f{front::open_regular_file(path, why, &size)};
+  if (f.fd < 0) fail(path, why);
+  const auto file_size = static_cast<uint64_t>(size);
   if (file_size < 8)
     fail(path,
          "file is " + std::to_string(file_size) + " bytes, too short for the 8-byte header length");

@@ -79,7 +79,7 @@ std::vector<float> read_f32(const SafetensorsFile& f, const std::string& name, c
 // compact JSON, "__metadata__" first and omitted when empty. Deterministic:
 // the same tensors give the same bytes, whatever their order in `tensors`.
 //
-// Writes to path + ".tmp.<pid>" then fsync + rename(2), so a reader never
+// Writes to path + ".tmp.<pid>.<nonce>" (write_file_atomic) then fsync + rename(2), so a reader never
 // sees a half-written file and a crash leaves the old file intact. (Two
 // threads of one process must not write the same path at the same time.)
 // Throws SafetensorsError on invalid input (unknown dtype, negative dim,

@@ -126,9 +126,6 @@ Value declare(Interpreter& in, CallArgs& a, const char* fn, PlanConstraint::Kind
   } else {
     c.name = fn;
   }
-  for (const auto& [key, value] : a.named)
-    if (key != "name" && key != "ops" && key != "dim" && key != "dims" && key != "counts" && key != "devices")
-      in.fail(a.loc, std::string(fn) + "(): unknown argument '" + key + "'");
   p.constraints.push_back(std::move(c));
   return Value();
 }
@@ -144,9 +141,12 @@ void install_symbolic_builtins(Env& env);  // symbolic_values.cpp
 
 void install_table_builtins(Env& env) {
   install_symbolic_builtins(env);
-  static const std::pair<const char*, BuiltinFn> table[] = {
-      {"same_split", b_same_split}, {"split_only", b_split_only}, {"split_counts", b_split_counts}, {"place_on", b_place_on}};
-  for (const auto& [name, fn] : table) env.define(name, Value(std::make_shared<Builtin>(Builtin{name, fn})));
+  define_builtins(env, {
+                           {"same_split", b_same_split, "ops, dim, *, name"},
+                           {"split_only", b_split_only, "ops, dims, *, name"},
+                           {"split_counts", b_split_counts, "ops, counts, *, name"},
+                           {"place_on", b_place_on, "ops, devices, *, name"},
+                       });
 }
 
 }  // namespace nns::sema

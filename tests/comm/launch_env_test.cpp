@@ -105,6 +105,7 @@ TEST_CASE("Open MPI's variables", "[launch_env]") {
   CHECK(l.master_addr == "127.0.0.1");  // one host: rank 0 is here
   // Across hosts Open MPI names no master: the user must.
   e.vars["OMPI_COMM_WORLD_LOCAL_SIZE"] = "2";
+  e.vars["OMPI_COMM_WORLD_LOCAL_RANK"] = "1";  // rank 3 is the second of its host's two
   CHECK(detect_err(e).find("set NNS_MASTER_ADDR") != std::string::npos);
   e.vars["NNS_MASTER_ADDR"] = "head";
   CHECK(detect_ok(e).master_addr == "head");
@@ -141,4 +142,25 @@ TEST_CASE("first host of a Slurm node list", "[launch_env]") {
   CHECK(slurm_first_host("") == "");
   CHECK(slurm_first_host("n[") == "");
   CHECK(slurm_first_host("n]") == "");
+}
+
+TEST_CASE("launch numbers are digits only and consistent; NNS_* values in range", "[launch_env]") {
+  CHECK(detect_err(FakeEnv{{{"RANK", " 1"}, {"WORLD_SIZE", "2"}}}).find("RANK=' 1' is not a non-negative integer") !=
+        std::string::npos);
+  CHECK(detect_err(FakeEnv{{{"RANK", "0"}, {"WORLD_SIZE", "100000"}}}).find("more than the 65536 ranks") !=
+        std::string::npos);
+  CHECK(detect_err(FakeEnv{{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "99"}, {"LOCAL_WORLD_SIZE", "2"}}})
+            .find("local rank 99 of 2") != std::string::npos);
+  CHECK(
+      detect_err(FakeEnv{{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_WORLD_SIZE", "0"}}}).find("local rank 0 of 0") !=
+      std::string::npos);
+  CHECK(detect_err(FakeEnv{{{"NNS_BIND", "2"}}}).find("NNS_BIND='2': expected 0 or 1") != std::string::npos);
+  CHECK(detect_err(FakeEnv{{{"NNS_COMM_SPIN_US", "abc"}}}).find("NNS_COMM_SPIN_US='abc'") != std::string::npos);
+  CHECK(detect_err(FakeEnv{{{"NNS_THREADS", "-1"}}}).find("NNS_THREADS='-1'") != std::string::npos);
+  CHECK(detect_err(FakeEnv{{{"NNS_COMM_TIMEOUT", "nan"}}}).find("NNS_COMM_TIMEOUT='nan'") != std::string::npos);
+  // Multi-host without a local rank variable: the global rank is not checked against the host's count.
+  CHECK(
+      detect_ok(FakeEnv{{{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_WORLD_SIZE", "4"}, {"MASTER_ADDR", "h"}}}).rank ==
+      5);
+  CHECK(detect_ok(FakeEnv{{{"NNS_THREADS", "4"}, {"NNS_BIND", "0"}, {"NNS_COMM_TIMEOUT", "2.5"}}}).source.empty());
 }

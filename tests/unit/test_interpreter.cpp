@@ -505,7 +505,8 @@ TEST_CASE("interpreter: a missing main file is an error without location", "[int
   Interpreter interp(sources, diags, EvalOptions{});
   CHECK_FALSE(interp.parse("/nonexistent/nns/file.nns"));
   REQUIRE(diags.error_count() == 1);
-  CHECK(diags.all()[0].message == "cannot read file '/nonexistent/nns/file.nns'");
+  CHECK(diags.all()[0].message ==
+        "cannot read file '/nonexistent/nns/file.nns' (cannot open: No such file or directory)");
   CHECK_FALSE(diags.all()[0].loc.valid());
 }
 

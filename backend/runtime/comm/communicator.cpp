@@ -111,6 +111,8 @@ CommConfig CommConfig::from_env() {
   c.master_addr = launch.master_addr;
   c.master_port = launch.master_port;
   if (const char* v = std::getenv("NNS_STORE_DIR"); v && *v) c.store_dir = v;
+  for (const char* name : {"NNS_JOB_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"})
+    if (const char* v = std::getenv(name); v && *v && c.job_id.empty()) c.job_id = std::string(name) + "=" + v;
   if (const char* v = std::getenv("NNS_COMM_HOST"); v && *v) c.host = v;
   if (const char* v = std::getenv("NNS_COMM_TIMEOUT"); v && *v) {
     char* end = nullptr;
@@ -156,6 +158,7 @@ Communicator::Communicator(const CommConfig& cfg)
       inner = std::make_unique<TcpStore>(cfg.master_addr, cfg.master_port, timeout_);
     }
     store_ = std::make_unique<TimeoutStore>(std::move(inner), [this] { return timeout(); });
+    check_job_identity(cfg);
 
     gloo::transport::tcp::attr attr;
     attr.hostname = cfg.host;
@@ -177,6 +180,24 @@ Communicator::Communicator(const CommConfig& cfg)
     }
   }
   create_group(world());
+}
+
+// Rank 0 publishes its job's identity; the others compare theirs before
+// joining anything, so that a rank of job B that reached job A's store (one
+// MASTER_PORT for both) stops with both names instead of training in A.
+void Communicator::check_job_identity(const CommConfig& cfg) {
+  const std::string key = "nns/job";
+  const std::string mine = cfg.job_id.empty() ? "(none)" : cfg.job_id;
+  if (rank_ == 0) {
+    store_->set(key, std::vector<char>(mine.begin(), mine.end()));
+    return;
+  }
+  std::vector<char> theirs_bytes = store_->get(key);
+  const std::string theirs(theirs_bytes.begin(), theirs_bytes.end());
+  if (theirs == mine || theirs == "(none)" || mine == "(none)") return;
+  throw CommError("rank " + std::to_string(rank_) + " of job " + mine + " reached the rendezvous of another job (" +
+                  theirs + ") at " + cfg.master_addr + ":" + std::to_string(cfg.master_port) +
+                  "; give each job its own MASTER_PORT");
 }
 
 // Members' contexts close their connections; the store server stops last.

@@ -98,6 +98,12 @@ struct CommConfig {
   std::string store_dir;  // non-empty: FileStore rendezvous instead of TCP
   std::string host;       // transport address; empty: see NNS_COMM_HOST
   std::chrono::milliseconds timeout{60000};
+  // The job this rank belongs to (NNS_JOB_ID, which nns's own launcher
+  // makes; else torchrun's TORCHELASTIC_RUN_ID or Slurm's SLURM_JOB_ID);
+  // empty: unknown, not checked. Rank 0 publishes it at the rendezvous and
+  // every other rank compares, so a rank of another job on the same
+  // MASTER_PORT is refused before it joins.
+  std::string job_id;
 
   // Reads the NNS_* variables above; throws CommError on malformed values.
   static CommConfig from_env();
@@ -191,6 +197,9 @@ class Communicator {
 
  private:
   struct GroupState;
+
+  // Refuses a rank whose job differs from rank 0's (CommConfig::job_id).
+  void check_job_identity(const CommConfig& cfg);
 
   // Returns the state of `group` (normalized: {} = world), creating its
   // context on first use. Validates the member list.

@@ -1,5 +1,7 @@
 #include "backend/runtime/comm/launch_env.h"
 
+#include "backend/runtime/comm/env_vars.h"
+
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -18,16 +20,17 @@ const char* get(const EnvLookup& env, const char* name) {
   return v && *v ? v : nullptr;
 }
 
-// A whole non-negative decimal number that fits an int.
+// A whole non-negative decimal number that fits an int: digits only, so
+// RANK=" 1" or "1e3" is refused rather than read as a number.
 bool to_int(const char* text, int& out) {
-  if (!text || !*text) return false;
-  char* end = nullptr;
-  errno = 0;
-  long v = std::strtol(text, &end, 10);
-  if (*end != '\0' || errno == ERANGE || v < 0 || v > INT_MAX) return false;
+  int64_t v = 0;
+  if (!parse_strict_int(text, v) || v < 0 || v > INT_MAX) return false;
   out = static_cast<int>(v);
   return true;
 }
+
+// The most ranks of one job (the launcher's --gpus allows the same).
+constexpr int kMaxWorld = 65536;
 
 // One launcher's names for the four numbers.
 struct Names {
@@ -92,6 +95,10 @@ std::string slurm_first_host(const std::string& nodelist) {
 
 bool detect_launch_env(const EnvLookup& env, LaunchEnv& out, std::string& err) {
   out = LaunchEnv{};
+  if (std::string bad = check_nns_variables(env); !bad.empty()) {
+    err = bad;
+    return false;
+  }
   bool foreign = true;  // NNS_LAUNCHER=local: nns's own variables only
   if (const char* l = get(env, "NNS_LAUNCHER")) {
     if (std::string(l) != "local") {
@@ -124,11 +131,17 @@ bool detect_launch_env(const EnvLookup& env, LaunchEnv& out, std::string& err) {
   };
   auto number = [&](const char* name, int& value) {
     if (to_int(get(env, name), value)) return true;
-    err = std::string(src->source) + " launch: " + name + "='" + get(env, name) + "' is not a non-negative integer";
+    err = std::string(src->source) + " launch: " + name + "='" + env(name) +
+          "' is not a non-negative integer (digits only)";
     return false;
   };
   for (const char* name : {src->rank, src->world, src->local_rank, src->local_world}) describe(name);
   if (!number(src->rank, out.rank) || !number(src->world, out.world_size)) return false;
+  if (out.world_size > kMaxWorld) {
+    err = std::string(src->source) + " launch: " + src->world + "=" + std::to_string(out.world_size) +
+          " is more than the " + std::to_string(kMaxWorld) + " ranks nns runs (" + out.described + ")";
+    return false;
+  }
   if (out.world_size < 1 || out.rank >= out.world_size) {
     err = std::string(src->source) + " launch: rank " + std::to_string(out.rank) + " is outside a world of " +
           std::to_string(out.world_size) + " (" + out.described + ")";
@@ -148,7 +161,17 @@ bool detect_launch_env(const EnvLookup& env, LaunchEnv& out, std::string& err) {
     describe("SLURM_TASKS_PER_NODE");
   }
   if (get(env, src->local_rank) && !number(src->local_rank, out.local_rank)) return false;
-  if (out.local_world_size < 1) out.local_world_size = 1;
+  // Without a local rank variable the local rank defaults to the global one,
+  // which may exceed this host's count on a multi-host launch: checked only
+  // when the launcher named it.
+  const bool local_rank_given = get(env, src->local_rank) != nullptr;
+  if (out.local_world_size < 1 || out.local_world_size > out.world_size ||
+      (local_rank_given && out.local_rank >= out.local_world_size)) {
+    err = std::string(src->source) + " launch: local rank " + std::to_string(out.local_rank) + " of " +
+          std::to_string(out.local_world_size) + " on this host does not fit a world of " +
+          std::to_string(out.world_size) + " (" + out.described + ")";
+    return false;
+  }
 
   // The master: the rendezvous store rank 0 serves.
   const char* addr = get(env, "NNS_MASTER_ADDR");

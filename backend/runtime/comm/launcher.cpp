@@ -1,4 +1,5 @@
 #include "backend/runtime/comm/launcher.h"
+#include "backend/runtime/comm/env_vars.h"
 #include "backend/runtime/comm/launch_env.h"
 
 #include <arpa/inet.h>
@@ -44,7 +45,7 @@ int cpu_count() {
 // 0.07 ms steps in some runs, 0.31 ms in others, 2026-11-25).
 // NNS_BIND=0 leaves the ranks unbound.
 void bind_to_cores(int rank, int world_size) {
-  if (const char* v = std::getenv("NNS_BIND"); v && std::string(v) == "0") return;
+  if (nns_env_int("NNS_BIND", 1) == 0) return;
   cpu_set_t allowed;
   if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
   std::vector<int> cores;
@@ -143,8 +144,7 @@ void forward_stderr(int fd, int rank, std::mutex& out_mu) {
   ::setenv("NNS_LOCAL_WORLD_SIZE", std::to_string(world_size).c_str(), 1);
   ::setenv("NNS_MASTER_ADDR", "127.0.0.1", 1);
   ::setenv("NNS_MASTER_PORT", std::to_string(port).c_str(), 1);
-  const char* threads = std::getenv("NNS_THREADS");
-  if (!threads || std::atoi(threads) <= 0)
+  if (nns_env_int("NNS_THREADS", 0) <= 0)
     ::setenv("NNS_THREADS", std::to_string(std::max(1, cpu_count() / world_size)).c_str(), 1);
   comm_spin();  // decided on the host's cores, before the binding narrows what this process sees
   bind_to_cores(rank, world_size);
@@ -234,7 +234,7 @@ int find_free_port() {
 }
 
 int rank_threads() {
-  if (const char* v = std::getenv("NNS_THREADS"); v && std::atoi(v) > 0) return std::atoi(v);
+  if (int64_t t = nns_env_int("NNS_THREADS", 0); t > 0) return static_cast<int>(t);
   // The ranks that share this host's cores: all of a local launch, this
   // host's share of one started by torchrun, Slurm or Open MPI.
   LaunchEnv launch;
@@ -246,7 +246,7 @@ int rank_threads() {
 
 std::chrono::microseconds comm_spin() {
   static const std::chrono::microseconds spin = [] {
-    if (const char* v = std::getenv("NNS_COMM_SPIN_US"); v && *v) return std::chrono::microseconds(std::max(0, std::atoi(v)));
+    if (int64_t us = nns_env_int("NNS_COMM_SPIN_US", -1); us >= 0) return std::chrono::microseconds(us);
     LaunchEnv launch;
     std::string err;
     int world = 1;
@@ -270,6 +270,14 @@ int launch_local_ranks(int world_size, const std::function<int(int rank)>& rank_
   if (world_size < 1) throw std::invalid_argument("launch_local_ranks: world size must be >= 1");
   const int port = find_free_port();
   const pid_t self = ::getpid();
+  // The job's identity at the rendezvous (CommConfig::job_id): one token
+  // for all the ranks forked below, unless the user named the job.
+  if (const char* id = std::getenv("NNS_JOB_ID"); !id || !*id) {
+    char token[40];
+    std::snprintf(token, sizeof token, "nns-%d-%llx", static_cast<int>(self),
+                  static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count()));
+    ::setenv("NNS_JOB_ID", token, 1);
+  }
   // Buffered output would otherwise be written once by every child too.
   std::cout.flush();
   std::cerr.flush();

@@ -27,6 +27,7 @@ struct BroadcastLoop {
   int64_t numel = 1, operand_numel[K];
 
   BroadcastLoop(const int* ranks, const int64_t* const* operand_dims) {
+    for (int k = 0; k < K; ++k) require_rank(ranks[k], "broadcast");
     int64_t out[kMaxRank];
     int r = ranks[0];
     for (int k = 0; k < r; ++k) out[k] = operand_dims[0][k];

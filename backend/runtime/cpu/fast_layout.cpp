@@ -5,7 +5,22 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/runtime/backend.h"
 #include "backend/runtime/cpu/kernels.h"
+#include "semantics/graph.h"
+
+namespace nns::backend::cpu {
+
+static_assert(kMaxRank >= static_cast<int>(sema::kMaxTensorRank),
+              "the kernels' arrays must hold every rank the language allows");
+
+void require_rank(int rank, const char* kernel) {
+  if (rank < 0 || rank > kMaxRank)
+    throw RuntimeError(std::string(kernel) + ": a tensor of rank " + std::to_string(rank) +
+                       "; the CPU kernels support at most " + std::to_string(kMaxRank) + " dimensions");
+}
+
+}  // namespace nns::backend::cpu
 
 namespace nns::backend::cpu::fast {
 
@@ -22,6 +37,7 @@ void copy_floats(float* dst, const float* src, int64_t n) {
 template <class Body>
 void for_each_index(int rank, const int64_t* dims, const int64_t* src_stride,
                     const int64_t* dst_stride, Body body) {
+  require_rank(rank, "for_each_index");
   int64_t total = 1;
   for (int d = 0; d < rank; ++d) total *= dims[d];
   if (total == 0) return;
@@ -43,6 +59,7 @@ void for_each_index(int rank, const int64_t* dims, const int64_t* src_stride,
 }  // namespace
 
 void permute(const float* x, float* y, int rank, const int64_t* x_dims, const int* perm) {
+  require_rank(rank, "permute");
   // Collapse: drop size-1 dims, then merge output neighbours that are also
   // input neighbours in the same order.
   int64_t x_stride[kMaxRank];
@@ -110,6 +127,7 @@ void permute(const float* x, float* y, int rank, const int64_t* x_dims, const in
 
 void permute_backward(const float* dy, float* dx, int rank, const int64_t* x_dims,
                       const int* perm) {
+  require_rank(rank, "permute");
   int64_t y_dims[kMaxRank];
   int inverse[kMaxRank];
   for (int i = 0; i < rank; ++i) {
@@ -121,6 +139,7 @@ void permute_backward(const float* dy, float* dx, int rank, const int64_t* x_dim
 
 void roll(const float* x, float* y, int rank, const int64_t* dims, int num_shifts,
           const int64_t* shifts, const int* roll_dims) {
+  require_rank(rank, "roll");
   int64_t total = 1;
   for (int d = 0; d < rank; ++d) total *= dims[d];
   if (total == 0) return;
@@ -171,6 +190,7 @@ namespace {
 template <class Copy>
 void for_each_pad_row(int rank, const int64_t* x_dims, const int64_t* before,
                       const int64_t* after, Copy copy) {
+  require_rank(rank, "pad");
   int64_t x_total = 1;
   for (int d = 0; d < rank; ++d) x_total *= x_dims[d];
   if (x_total == 0) return;

@@ -42,6 +42,12 @@ namespace nns::backend::cpu {
 
 constexpr int kMaxRank = 6;  // permute / roll / pad / binary broadcasting
 
+// The kernels below keep per-dimension state in kMaxRank-slot arrays. The
+// language refuses bigger ranks where shapes are made (sema::kMaxTensorRank);
+// this guard keeps a shape that reached a kernel some other way from
+// writing past those arrays. Throws RuntimeError (exit 70).
+void require_rank(int rank, const char* kernel);
+
 // Elementwise functions of one tensor (activations and math); pow takes
 // its exponent as the kernels' `p` argument, the others ignore it.
 enum class Activation { relu, gelu_tanh, gelu_erf, sigmoid, tanh, silu, exp, log, sqrt, rsqrt, abs, neg, sin, cos, pow };

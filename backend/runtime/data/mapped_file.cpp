@@ -1,5 +1,7 @@
 #include "backend/runtime/data/mapped_file.h"
 
+#include "frontend/regular_file.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -11,14 +13,11 @@
 namespace nns::backend::data {
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw DataError(path + ": cannot open (" + std::strerror(errno) + ")");
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw DataError(path + ": not a regular file");
-  }
-  size_ = static_cast<size_t>(st.st_size);
+  std::string why;
+  int64_t size = 0;
+  int fd = front::open_regular_file(path, why, &size);  // a FIFO or device is refused, not waited on
+  if (fd < 0) throw DataError(path + ": " + why);
+  size_ = static_cast<size_t>(size);
   if (size_ > 0) {
     void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
