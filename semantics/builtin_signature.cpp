@@ -24,6 +24,7 @@ std::string plural(size_t n, const char* word) { return std::to_string(n) + " " 
 
 BuiltinSignature BuiltinSignature::parse(const std::string& spec) {
   BuiltinSignature sig;
+  sig.declared = true;
   bool keyword_only = false;
   size_t start = 0;
   while (start <= spec.size()) {
@@ -78,6 +79,7 @@ std::vector<std::string> BuiltinSignature::keyword_names() const {
 }
 
 void check_builtin_call(Interpreter& in, const std::string& fn, const BuiltinSignature& sig, const CallArgs& args) {
+  if (!sig.declared) return;
   const size_t max_pos = sig.max_positional();
   const std::vector<std::string> keywords = sig.keyword_names();
   if (args.positional.size() > max_pos) {

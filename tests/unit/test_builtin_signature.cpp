@@ -82,6 +82,8 @@ TEST_CASE("builtin signature: every builtin refuses an extra positional argument
   auto builtins = all_builtins(env);
   REQUIRE(builtins.size() > 50);
   for (const auto& [name, b] : builtins) {
+    INFO(name << " must be registered with define_builtins and a parameter spec");
+    CHECK(b->signature.declared);
     size_t n = b->signature.max_positional();
     if (n == SIZE_MAX) continue;  // print, min, max, symbolic take any number
     std::string args;
