@@ -447,10 +447,12 @@ Value b_splittable(Interpreter& in, CallArgs& a) {
 
 void install_table_builtins(Env& env);     // checker/table_builtins.cpp: constraint tables
 void install_schedule_builtins(Env& env);  // schedule_builtins.cpp: tasks and pipeline schedules
+void install_plan_select_builtins(Env& env);  // plan_select.cpp: selection by model structure
 
 void install_plan_builtins(Env& env) {
   install_table_builtins(env);
   install_schedule_builtins(env);
+  install_plan_select_builtins(env);
   static const std::pair<const char*, BuiltinFn> table[] = {
       {"select", b_select}, {"kind", b_kind}, {"name", b_name}, {"trans", b_trans}, {"assign", b_assign},
       {"replicate", b_replicate}, {"order", b_order}, {"recompute", b_recompute}, {"zero1", b_zero1}, {"unassigned", b_unassigned},
