@@ -53,12 +53,35 @@ int failed(Pipeline& p, int code) {
   return code;
 }
 
+// Devices of 0..ngpus-1 that no sub-op of a fully placed plan runs on: a
+// plan written for fewer devices (a 2-stage pipeline under --gpus 4) would
+// otherwise leave them idle without a word. Unplaced ops are the checker's
+// error, so a plan with some says nothing here.
+void warn_idle_devices(const sema::Plan& plan) {
+  std::vector<bool> used(static_cast<size_t>(std::max<int64_t>(plan.ngpus, 0)), false);
+  for (int leaf : plan.leaves()) {
+    if (plan.subops[leaf].devices.empty()) return;
+    for (int d : plan.subops[leaf].devices)
+      if (d >= 0 && d < static_cast<int>(used.size())) used[d] = true;
+  }
+  std::string idle;
+  size_t count = 0;
+  for (size_t d = 0; d < used.size(); ++d)
+    if (!used[d]) idle += (count++ ? ", " : "") + std::to_string(d);
+  if (count == 0) return;
+  std::cerr
+      << "nns: warning: plan " << plan.name << " on " << plan.ngpus << " devices leaves "
+      << (count == 1 ? "device " : "devices ") << idle
+      << " idle (no op is placed there); pass --gpus with the devices it uses, or --plan-gpus to run replicas of it\n";
+}
+
 // plan: --plan evaluated for topo.devices devices (the plan parameter `ngpus`).
 int plan_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
   auto t0 = std::chrono::steady_clock::now();
   sema::CheckDeadline::stage("plan evaluation");
   if (!p.interp->evaluate_plan(o.plan, o.topo.devices, p.plan)) return failed(p, kExitBadInput);
   print_diagnostics(p);
+  warn_idle_devices(p.plan);
   double eval_ms = ms_since(t0);
   // Before anything reads the devices: --emit=plan, check, comm and run all
   // see the chosen orders.

@@ -447,10 +447,12 @@ Value b_splittable(Interpreter& in, CallArgs& a) {
 
 void install_table_builtins(Env& env);     // checker/table_builtins.cpp: constraint tables
 void install_schedule_builtins(Env& env);  // schedule_builtins.cpp: tasks and pipeline schedules
+void install_plan_select_builtins(Env& env);  // plan_select.cpp: selection by model structure
 
 void install_plan_builtins(Env& env) {
   install_table_builtins(env);
   install_schedule_builtins(env);
+  install_plan_select_builtins(env);
   define_builtins(env, {
                            {"select", b_select, "pattern, kind, allow_empty"},
                            {"kind", b_kind, "op"},

@@ -21,7 +21,9 @@
 // (backend/lowering/memory_check.h).
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <set>
+#include <tuple>
 
 #include "semantics/checker/encoder.h"
 
@@ -112,7 +114,9 @@ class SchedulePass {
         int prod = g_.tensor(t).producer;
         if (prod < 0 || prod >= static_cast<int>(p_.root_of_node.size()) || p_.root_of_node[prod] < 0) continue;
         int a = unit_of_node_[prod], b = unit_of_node_[n];
-        if (a != b) flow.insert({a, b});
+        if (a == b) continue;
+        flow.insert({a, b});
+        flow_example_.insert({{a, b}, {t, prod, static_cast<int>(n)}});
       }
     }
     for (int mb = 0; mb < m_; ++mb) {
@@ -186,9 +190,28 @@ class SchedulePass {
     return task_text(rest / 3, rest % 3, mb);
   }
 
+  // Which tensor makes unit a feed unit b: named with both ops, their
+  // lines and units, and, where it flows from a later stage back to an
+  // earlier one, the stage assignment that removes the cycle.
+  std::string flow_text(int a, int b) const {
+    auto it = flow_example_.find({a, b});
+    if (it == flow_example_.end()) return "";
+    const auto& [t, prod, cons] = it->second;
+    auto op = [&](int n) {
+      std::string unit = unit_of_node_[n] < nseg_ ? ", in " + p_.segments[unit_of_node_[n]].name : "";
+      return "'" + g_.node(n).name + "' (line " + std::to_string(g_.node(n).loc.line) + unit + ")";
+    };
+    std::string why = "; tensor " + g_.tensor(t).name + " of " + op(prod) + " is read by " + op(cons);
+    if (a < nseg_ && b < nseg_ && a > b)
+      why += "; a pipeline's data flows to the same or a later stage: put '" + g_.node(cons).name + "' in " +
+             p_.segments[a].name + " or later, or '" + g_.node(prod).name + "' in " + p_.segments[b].name +
+             " or earlier";
+    return why;
+  }
+
   void report(const std::vector<std::pair<int, const Edge*>>& path) {
     Conflict c;
-    std::string steps;
+    std::string steps, detail;
     std::set<int> dirs;
     for (const auto& [from, ed] : path) {
       std::string a = node_text(from), b = node_text(ed->to);
@@ -202,10 +225,16 @@ class SchedulePass {
       } else {
         int fu = (from / static_cast<int>(m_)) / 3, tu = (ed->to / static_cast<int>(m_)) / 3;
         step = fu == tu ? b + " needs " + a : a + " feeds " + b;
+        bool forward = (from / static_cast<int>(m_)) % 3 == 0;  // a backward's data flows against its forward's
+        std::string why = fu == tu ? "" : forward ? flow_text(fu, tu) : flow_text(tu, fu);
+        if (detail.empty() || (why.find("a pipeline's data") != std::string::npos &&
+                               detail.find("a pipeline's data") == std::string::npos))
+          detail = why;
       }
       steps += (steps.empty() ? "" : ", ") + step;
     }
-    c.message = "op-order cycle: " + steps + "; no schedule can satisfy these order directives (the ranks would deadlock)";
+    c.message = "op-order cycle: " + steps +
+                "; no schedule can satisfy these order directives (the ranks would deadlock)" + detail;
     e_.conflict(c);
   }
 
@@ -218,6 +247,8 @@ class SchedulePass {
   std::vector<bool> has_b_;
   std::vector<std::set<int>> seg_devs_;
   std::vector<std::vector<Edge>> adj_;
+  std::map<std::pair<int, int>, std::tuple<int, int, int>>
+      flow_example_;  // (unit, unit) -> (tensor, producer, consumer)
 };
 
 }  // namespace
