@@ -83,6 +83,12 @@ bool parse_args(int argc, char** argv, Args& a, std::string& err) {
       break;
     }
     if (valued) {
+      // No flag means anything when given empty (--device "", --precision "",
+      // --save ""): a mistake in a script, refused rather than taken as unset.
+      if ((a.*valued->field).empty()) {
+        err = std::string(valued->name) + " needs a non-empty value";
+        return false;
+      }
       // --trace OUT: a file name, never empty or an option ("--trace --steps 2").
       if (valued->field == &Args::trace && (a.trace.empty() || a.trace[0] == '-')) {
         err = "--trace needs a file name (--trace OUT.json)";

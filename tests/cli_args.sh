@@ -20,6 +20,10 @@ expect 64 "unknown option '--step' (did you mean '--steps'?)" run examples/01_ml
 expect 64 "unknown option '--verfy' (did you mean '--verify'?)" run examples/01_mlp.nns --verfy
 expect 64 "unknown config 'smal' (did you mean 'small'?)" check examples/01_mlp.nns --config smal
 expect 64 "unknown plan 'megatorn' (did you mean 'megatron'?)" check examples/01_mlp.nns --plan megatorn --gpus 2
+# An empty value is refused, whatever the flag (it used to be taken as unset).
+expect 64 "--device needs a non-empty value" check examples/01_mlp.nns --device ""
+expect 64 "--precision needs a non-empty value" check examples/01_mlp.nns --precision=
+expect 64 "--save needs a non-empty value" run examples/01_mlp.nns --save ""
 # Help per command: nns CMD --help and nns help CMD print that command alone
 # (usage, options, an example) in under 40 lines.
 for cmd in run check simulate plan repl; do
