@@ -21,11 +21,13 @@ model "token_file(\"$tmp/corpus/train.bin\", seed = 3)" "$tmp/flat.nns"
 model "megatron_tokens(\"$tmp/mm\", seed = 3)" "$tmp/mm.nns"
 losses() { sed -n 's/^step *\([0-9]*\)\/[0-9]*  loss \([0-9.]*\).*/\1 \2/p' "$1"; }
 
-# The loss falls over 30 steps (from about ln 256 = 5.55).
+# The loss falls over 30 steps (from about ln 256 = 5.55). One batch's loss
+# is noisy (the corpus is the docs, and a batch of tables or code scores
+# far worse than prose), so the last five steps' mean is compared.
 "$NNS" run "$tmp/flat.nns" --config tiny --steps 30 > "$tmp/train.log"
 first=$(losses "$tmp/train.log" | head -1 | cut -d' ' -f2)
-last=$(losses "$tmp/train.log" | tail -1 | cut -d' ' -f2)
-awk -v a="$first" -v b="$last" 'BEGIN { printf "token file: loss %s -> %s over 30 steps\n", a, b; exit !(b < a - 1.0) }' ||
+last=$(losses "$tmp/train.log" | tail -5 | awk '{ s += $2 } END { printf "%.6f", s / NR }')
+awk -v a="$first" -v b="$last" 'BEGIN { printf "token file: loss %s -> %s (mean of the last 5 steps) over 30 steps\n", a, b; exit !(b < a - 1.0) }' ||
   { echo "FAIL: the loss did not fall by 1"; exit 1; }
 
 # Megatron's layout of the same stream reads the same windows.
