@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <stdexcept>
 
 #include "backend/lowering/comm_plan.h"
 #include "backend/lowering/geometry.h"
@@ -454,6 +455,11 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int r
       lp = lower_plan(g, plan, sp, opts);
     } catch (const LoweringError& e) {
       out.errors.push_back(std::string("lowering: ") + e.what());
+      return finish();
+    } catch (const std::logic_error& e) {
+      // A corrupted send/recv can name a device the layouts do not hold;
+      // lowering's own invariant checks refuse it (a bug caught, not a crash).
+      out.errors.push_back(std::string("lowering: the corrupted communication does not lower: ") + e.what());
       return finish();
     }
   }
