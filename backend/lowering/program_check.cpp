@@ -21,11 +21,16 @@ namespace nns::backend {
 namespace {
 
 const std::vector<std::pair<const char*, SeededBug>> kBugs = {
-    {"missing-allreduce", SeededBug::MissingAllreduce}, {"allgather-for-allreduce", SeededBug::AllgatherForAllreduce},
-    {"wrong-group", SeededBug::WrongGroup},             {"wrong-stage-device", SeededBug::WrongStageDevice},
-    {"replica-scale", SeededBug::ReplicaScale},         {"early-update", SeededBug::EarlyUpdate},
-    {"double-count", SeededBug::DoubleCount},           {"collective-order", SeededBug::CollectiveOrder},
-    {"gradient-copies", SeededBug::GradientCopies}};
+    {"missing-allreduce", SeededBug::MissingAllreduce},
+    {"allgather-for-allreduce", SeededBug::AllgatherForAllreduce},
+    {"wrong-group", SeededBug::WrongGroup},
+    {"wrong-stage-device", SeededBug::WrongStageDevice},
+    {"replica-scale", SeededBug::ReplicaScale},
+    {"early-update", SeededBug::EarlyUpdate},
+    {"double-count", SeededBug::DoubleCount},
+    {"collective-order", SeededBug::CollectiveOrder},
+    {"gradient-copies", SeededBug::GradientCopies},
+    {"gradient-scale-1pct", SeededBug::GradientScale1Pct}};
 
 // Per value label of the producer's partial sums, how many times a piece
 // counts it; sorted by label. Immutable and shared: after a reduction every

@@ -43,6 +43,7 @@ enum class SeededBug {
   CollectiveOrder,        // rank 0 reorders its collectives into a deadlock (two group collectives a peer
                           // shares swapped, else a receive waited on before the send it answers)
   GradientCopies,         // a replicated gradient piece not labelled as a copy (counted twice)
+  GradientScale1Pct,      // one replica averages a gradient with a factor 1% too large
 };
 bool seeded_bug_from_name(const std::string& name, SeededBug& out);
 std::string seeded_bug_names();  // "missing-allreduce, allgather-for-allreduce, ..."

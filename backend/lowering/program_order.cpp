@@ -160,8 +160,8 @@ class OrderCheck {
 
   // Seeded bugs in the lowered programs themselves.
   bool seed(SeededBug bug) {
-    if (bug != SeededBug::ReplicaScale && bug != SeededBug::EarlyUpdate && bug != SeededBug::CollectiveOrder &&
-        bug != SeededBug::GradientCopies)
+    if (bug != SeededBug::ReplicaScale && bug != SeededBug::GradientScale1Pct && bug != SeededBug::EarlyUpdate &&
+        bug != SeededBug::CollectiveOrder && bug != SeededBug::GradientCopies)
       return true;
     bool done = false;
     if (bug == SeededBug::GradientCopies) {
@@ -176,13 +176,17 @@ class OrderCheck {
         done = true;
       }
     }
-    if (bug == SeededBug::ReplicaScale && lp_.replicas > 1)
+    // replica-scale: factor 1 instead of 1/replicas; gradient-scale-1pct:
+    // 1% too large (a subtle scaling mistake is caught as surely).
+    bool scale = bug == SeededBug::ReplicaScale || bug == SeededBug::GradientScale1Pct;
+    if (scale && lp_.replicas > 1)
       for (PInstr& in : lp_.programs[static_cast<size_t>(lp_.devices)].instrs)  // rank k: device 0 of replica 1
         if (in.kind == PInstr::ReplicaAverage && !done) {
-          in.scale = 1.f;
+          in.scale = bug == SeededBug::ReplicaScale ? 1.f : in.scale * 1.01f;
           done = true;
-          out_.applied = "replica 1 averages the gradient of " + name(lp_.programs[static_cast<size_t>(lp_.devices)], in.a) +
-                         " with factor 1 instead of 1/" + std::to_string(lp_.replicas);
+          out_.applied = "replica 1 averages the gradient of " +
+                         name(lp_.programs[static_cast<size_t>(lp_.devices)], in.a) + " with factor " +
+                         std::to_string(in.scale) + " instead of 1/" + std::to_string(lp_.replicas);
         }
     std::vector<PInstr>& sq = lp_.programs[0].instrs;
     if (bug == SeededBug::EarlyUpdate)
@@ -201,7 +205,7 @@ class OrderCheck {
       out_.seed_not_applicable = true;
       out_.errors.push_back(
           "seeded bug does not apply: nothing to corrupt in this plan (needs " +
-          std::string(bug == SeededBug::ReplicaScale     ? "replicas"
+          std::string(scale                              ? "replicas"
                       : bug == SeededBug::GradientCopies ? "a replicated gradient"
                       : bug == SeededBug::CollectiveOrder
                           ? "two group collectives that another rank shares, or a send answered by a later receive"

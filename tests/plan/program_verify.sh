@@ -43,6 +43,7 @@ bug double-count "step 2 (allreduce): group {0,1} counts partial sum 0 2 times" 
 bug collective-order "deadlock: the ranks wait on different collectives: rank 0 on the allreduce of %67 (blocks.0.mlp.fc2.linear#0 -> blocks.0.mlp.fc2.add#0) over {0,1}; rank 1 on the allreduce of %60" $G
 bug early-update "rank 0: the update of wte is issued before its gradient is reduced (bucketed gradient allreduce over {0,1})" examples/gpt.nns tiny dp 2
 bug replica-scale "rank 2: the gradient of wte is scaled by 1.000000 but by 1/2 on the other replicas" examples/gpt.nns tiny megatron 4 2
+bug gradient-scale-1pct "rank 2: the gradient of wte is scaled by 0.505000 but by 1/2 on the other replicas" examples/gpt.nns tiny megatron 4 2
 bug gradient-copies "the gradient of wte is counted 1.5 times over the ranks" examples/gpt.nns tiny dp 2
 bug wrong-stage-device "program: %4 (linear#0 -> gelu#0), step 1 (send/recv): device 2 of the next stage receives nothing" tests/plan/plans/collectives.nns small stages 4
 # On 2 devices there is no third device: the send goes to the sender itself.
