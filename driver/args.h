@@ -15,6 +15,9 @@ namespace nns::driver {
 
 // docs/architecture.md, "Exit codes".
 constexpr int kExitOk = 0, kExitUsage = 64, kExitBadInput = 65, kExitRuntime = 70;
+// `--seed-bug KIND` (a test hook) on a plan where KIND has nothing to
+// corrupt: the programs were not changed, so nothing was tested.
+constexpr int kExitSeedNotApplicable = 69;
 
 // Prints "nns: error: MSG" and the --help hint; returns kExitUsage.
 int usage_error(const std::string& msg);

@@ -155,7 +155,7 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
     return sema::check::exit_code(sema::check::Verdict::Illegal);
   }
   sema::CheckDeadline::stage("program verification");
-  return verify_lowered(p.graph(), p.plan, p.comm, o.topo, o.seed_bug, spec, report) ? kExitOk : kExitRuntime;
+  return verify_lowered(p.graph(), p.plan, p.comm, o.topo, o.seed_bug, spec, report);
 }
 
 // check without --plan on several ranks: the implicit plan (every op on
@@ -169,7 +169,7 @@ int implicit_plan_stage(const PipelineOptions& o, Pipeline& p, std::ostream& rep
   report << "plan: none given; " << o.topo.ranks << " ranks run the implicit plan " << p.plan.name << " (every op on one device, " << o.topo.replicas
          << " data-parallel replicas)\n";
   const sema::TrainSpec* spec = p.interp->train() ? &*p.interp->train() : nullptr;
-  return verify_lowered(p.graph(), p.plan, p.comm, o.topo, o.seed_bug, spec, report) ? kExitOk : kExitRuntime;
+  return verify_lowered(p.graph(), p.plan, p.comm, o.topo, o.seed_bug, spec, report);
 }
 
 }  // namespace
@@ -355,14 +355,20 @@ int report_lowering_error(Pipeline& p, const backend::LoweringError& e) {
   return kExitRuntime;
 }
 
-bool verify_lowered(const sema::Graph& g, const sema::Plan& plan, const backend::CommPlan& comm, const Topology& topo, const std::string& seed_bug,
-                    const sema::TrainSpec* spec, std::ostream& report) {
+int verify_lowered(const sema::Graph& g, const sema::Plan& plan, const backend::CommPlan& comm, const Topology& topo,
+                   const std::string& seed_bug, const sema::TrainSpec* spec, std::ostream& report) {
   backend::SeededBug bug = backend::SeededBug::None;
   if (!seed_bug.empty() && !backend::seeded_bug_from_name(seed_bug, bug)) {
     std::cerr << "nns: error: --seed-bug must be one of " << backend::seeded_bug_names() << "\n";
-    return false;
+    return kExitRuntime;
   }
   backend::ProgramCheck pc = backend::verify_programs(g, plan, static_cast<int>(topo.replicas), bug, spec, &comm);
+  if (pc.seed_not_applicable) {
+    report << std::flush;
+    std::cerr << "nns: " << (pc.errors.empty() ? std::string("seeded bug does not apply") : pc.errors.front())
+              << " (--seed-bug " << seed_bug << "; exit " << kExitSeedNotApplicable << ")\n";
+    return kExitSeedNotApplicable;
+  }
   if (!pc.applied.empty()) report << "program: seeded bug (test hook): " << pc.applied << "\n";
   char line[512];
   std::snprintf(line, sizeof line, "program: %d rank(s), %d edge(s), %d adapter step(s), %d collective(s) matched across ranks: %s (%.1f ms)\n",
@@ -371,7 +377,7 @@ bool verify_lowered(const sema::Graph& g, const sema::Plan& plan, const backend:
   for (const std::string& n : pc.notes) report << "  note: " << n << "\n";
   report << std::flush;
   for (const std::string& e : pc.errors) std::cerr << "nns: error: program: " << e << "\n";
-  return pc.ok;
+  return pc.ok ? kExitOk : kExitRuntime;
 }
 
 }  // namespace nns::driver

@@ -128,9 +128,10 @@ backend::LoweredPlan lower_with_bodies(sema::Interpreter& interp, const sema::Gr
 
 // Program verification of the plan's lowered per-rank programs
 // (backend/lowering/program_check.h) for topo.replicas replicas and the
-// train block's micro-batches; prints the verdict line to `report`. False
-// (diagnoses on stderr) when wrong.
-bool verify_lowered(const sema::Graph& g, const sema::Plan& plan, const backend::CommPlan& comm, const Topology& topo, const std::string& seed_bug,
-                    const sema::TrainSpec* spec, std::ostream& report);
+// train block's micro-batches; prints the verdict line to `report`.
+// Returns kExitOk, kExitRuntime when wrong (diagnoses on stderr), or
+// kExitSeedNotApplicable when the seeded bug has nothing to corrupt.
+int verify_lowered(const sema::Graph& g, const sema::Plan& plan, const backend::CommPlan& comm, const Topology& topo,
+                   const std::string& seed_bug, const sema::TrainSpec* spec, std::ostream& report);
 
 }  // namespace nns::driver

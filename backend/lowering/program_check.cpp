@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <stdexcept>
 
 #include "backend/lowering/comm_plan.h"
 #include "backend/lowering/geometry.h"
@@ -20,11 +21,16 @@ namespace nns::backend {
 namespace {
 
 const std::vector<std::pair<const char*, SeededBug>> kBugs = {
-    {"missing-allreduce", SeededBug::MissingAllreduce}, {"allgather-for-allreduce", SeededBug::AllgatherForAllreduce},
-    {"wrong-group", SeededBug::WrongGroup},             {"wrong-stage-device", SeededBug::WrongStageDevice},
-    {"replica-scale", SeededBug::ReplicaScale},         {"early-update", SeededBug::EarlyUpdate},
-    {"double-count", SeededBug::DoubleCount},           {"collective-order", SeededBug::CollectiveOrder},
-    {"gradient-copies", SeededBug::GradientCopies}};
+    {"missing-allreduce", SeededBug::MissingAllreduce},
+    {"allgather-for-allreduce", SeededBug::AllgatherForAllreduce},
+    {"wrong-group", SeededBug::WrongGroup},
+    {"wrong-stage-device", SeededBug::WrongStageDevice},
+    {"replica-scale", SeededBug::ReplicaScale},
+    {"early-update", SeededBug::EarlyUpdate},
+    {"double-count", SeededBug::DoubleCount},
+    {"collective-order", SeededBug::CollectiveOrder},
+    {"gradient-copies", SeededBug::GradientCopies},
+    {"gradient-scale-1pct", SeededBug::GradientScale1Pct}};
 
 // Per value label of the producer's partial sums, how many times a piece
 // counts it; sorted by label. Immutable and shared: after a reduction every
@@ -454,6 +460,11 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int r
       lp = lower_plan(g, plan, sp, opts);
     } catch (const LoweringError& e) {
       out.errors.push_back(std::string("lowering: ") + e.what());
+      return finish();
+    } catch (const std::logic_error& e) {
+      // A corrupted send/recv can name a device the layouts do not hold;
+      // lowering's own invariant checks refuse it (a bug caught, not a crash).
+      out.errors.push_back(std::string("lowering: the corrupted communication does not lower: ") + e.what());
       return finish();
     }
   }

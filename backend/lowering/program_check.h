@@ -36,12 +36,14 @@ enum class SeededBug {
   MissingAllreduce,       // drop the first allreduce step
   AllgatherForAllreduce,  // an allgather where an allreduce is needed
   WrongGroup,             // a collective over the wrong device group
-  WrongStageDevice,       // send/recv to the wrong pipeline-stage device
+  WrongStageDevice,       // send/recv to a device that is not the receiver (the sender itself on 2 devices)
   ReplicaScale,           // one replica averages gradients with another factor
   EarlyUpdate,            // a weight update issued before its gradient is reduced
   DoubleCount,            // a partial sum counted twice (the allreduce runs twice)
-  CollectiveOrder,        // two collectives swapped on one rank (deadlock)
+  CollectiveOrder,        // rank 0 reorders its collectives into a deadlock (two group collectives a peer
+                          // shares swapped, else a receive waited on before the send it answers)
   GradientCopies,         // a replicated gradient piece not labelled as a copy (counted twice)
+  GradientScale1Pct,      // one replica averages a gradient with a factor 1% too large
 };
 bool seeded_bug_from_name(const std::string& name, SeededBug& out);
 std::string seeded_bug_names();  // "missing-allreduce, allgather-for-allreduce, ..."
@@ -50,6 +52,10 @@ struct ProgramCheck {
   bool ok = true;
   std::vector<std::string> errors;  // precise diagnoses, first first
   std::string applied;              // what the seeded bug changed ("" if none)
+  // The seeded bug has nothing to corrupt in this plan (no allreduce, no
+  // second replica, ...): the programs are left as they are and not
+  // verified; the driver exits with its own status (see docs/verify.md).
+  bool seed_not_applicable = false;
   std::vector<std::string> notes;   // what lowering decided that the user should know (LoweredPlan::notes)
   int ranks = 0, edges = 0, steps = 0, collectives = 0;
   double ms = 0;

@@ -102,7 +102,9 @@ bool seed_comm_bug(const sema::Graph& g, CommPlan& cp, const std::vector<int>& u
         si = static_cast<int>(s);
       }
   if (ei < 0) {
-    out.errors.push_back(std::string("seeded bug: the plan has no ") + (on_allreduce ? "allreduce" : "send/recv") + " to corrupt");
+    out.errors.push_back(std::string("seeded bug does not apply: the plan has no ") +
+                         (on_allreduce ? "allreduce" : "send/recv") + " to corrupt");
+    out.seed_not_applicable = true;
     return false;
   }
   auto& steps = cp.edges[ei].adapter.steps;
@@ -130,8 +132,17 @@ bool seed_comm_bug(const sema::Graph& g, CommPlan& cp, const std::vector<int>& u
     std::sort(grp.begin(), grp.end());
     out.applied = "the allreduce of " + where + " runs over " + group_text(grp) + " instead of " + before;
   } else {
+    // Any device but the sender and the receiver; on 2 devices there is
+    // none, so the sender sends to itself (the receiver still gets nothing).
     auto& pr = steps[si].groups[0];
-    int wrong = (pr[1] + 1) % devices == pr[0] ? (pr[1] + 2) % devices : (pr[1] + 1) % devices;
+    int wrong = pr[0];
+    for (int k = 1; k < devices; ++k) {
+      int d = (pr[1] + k) % devices;
+      if (d != pr[0] && d != pr[1]) {
+        wrong = d;
+        break;
+      }
+    }
     out.applied = "send/recv of " + where + " goes to device " + std::to_string(wrong) + " instead of " + std::to_string(pr[1]);
     pr[1] = wrong;
   }
@@ -149,8 +160,8 @@ class OrderCheck {
 
   // Seeded bugs in the lowered programs themselves.
   bool seed(SeededBug bug) {
-    if (bug != SeededBug::ReplicaScale && bug != SeededBug::EarlyUpdate && bug != SeededBug::CollectiveOrder &&
-        bug != SeededBug::GradientCopies)
+    if (bug != SeededBug::ReplicaScale && bug != SeededBug::GradientScale1Pct && bug != SeededBug::EarlyUpdate &&
+        bug != SeededBug::CollectiveOrder && bug != SeededBug::GradientCopies)
       return true;
     bool done = false;
     if (bug == SeededBug::GradientCopies) {
@@ -165,13 +176,17 @@ class OrderCheck {
         done = true;
       }
     }
-    if (bug == SeededBug::ReplicaScale && lp_.replicas > 1)
+    // replica-scale: factor 1 instead of 1/replicas; gradient-scale-1pct:
+    // 1% too large (a subtle scaling mistake is caught as surely).
+    bool scale = bug == SeededBug::ReplicaScale || bug == SeededBug::GradientScale1Pct;
+    if (scale && lp_.replicas > 1)
       for (PInstr& in : lp_.programs[static_cast<size_t>(lp_.devices)].instrs)  // rank k: device 0 of replica 1
         if (in.kind == PInstr::ReplicaAverage && !done) {
-          in.scale = 1.f;
+          in.scale = bug == SeededBug::ReplicaScale ? 1.f : in.scale * 1.01f;
           done = true;
-          out_.applied = "replica 1 averages the gradient of " + name(lp_.programs[static_cast<size_t>(lp_.devices)], in.a) +
-                         " with factor 1 instead of 1/" + std::to_string(lp_.replicas);
+          out_.applied = "replica 1 averages the gradient of " +
+                         name(lp_.programs[static_cast<size_t>(lp_.devices)], in.a) + " with factor " +
+                         std::to_string(in.scale) + " instead of 1/" + std::to_string(lp_.replicas);
         }
     std::vector<PInstr>& sq = lp_.programs[0].instrs;
     if (bug == SeededBug::EarlyUpdate)
@@ -185,24 +200,73 @@ class OrderCheck {
               out_.applied = "rank 0 issues the update of " + name(lp_.programs[0], u.a) + " before its gradient is reduced";
               done = true;
             }
-    if (bug == SeededBug::CollectiveOrder) {
-      std::vector<size_t> colls;
-      for (size_t i = 0; i < sq.size(); ++i)
-        if (sq[i].is_collective()) colls.push_back(i);
-      for (size_t x = 0; x + 1 < colls.size() && !done; ++x)
-        for (size_t y = x + 1; y < colls.size() && !done; ++y) {
-          if (same(lp_.programs[0], sq[colls[x]], sq[colls[y]])) continue;
-          std::swap(sq[colls[x]], sq[colls[y]]);
-          out_.applied = "rank 0 issues '" + describe(lp_.programs[0], sq[colls[x]]) + "' before '" + describe(lp_.programs[0], sq[colls[y]]) + "'";
-          done = true;
-        }
-    }
+    if (bug == SeededBug::CollectiveOrder) done = seed_collective_order();
     if (!done) {
-      out_.errors.push_back("seeded bug: nothing to corrupt in this plan (needs " +
-                            std::string(bug == SeededBug::ReplicaScale ? "replicas" : bug == SeededBug::GradientCopies ? "a replicated gradient" : "collectives") + ")");
+      out_.seed_not_applicable = true;
+      out_.errors.push_back(
+          "seeded bug does not apply: nothing to corrupt in this plan (needs " +
+          std::string(scale                              ? "replicas"
+                      : bug == SeededBug::GradientCopies ? "a replicated gradient"
+                      : bug == SeededBug::CollectiveOrder
+                          ? "two group collectives that another rank shares, or a send answered by a later receive"
+                          : "collectives") +
+          ")");
       return false;
     }
     return true;
+  }
+
+  // collective-order: a reorder of rank 0's program that is a deadlock
+  // whatever the timing. Two group collectives that another rank also runs,
+  // swapped: that rank issues them in program order and waits on the first
+  // while rank 0 waits on the second. Without such a pair (a pure
+  // pipeline): rank 0 waits for a message from a peer before its own
+  // earlier send to that peer, which the peer's message answers.
+  bool seed_collective_order() {
+    const RankProgram& p = lp_.programs[0];
+    std::vector<PInstr>& sq = lp_.programs[0].instrs;
+    std::vector<size_t> colls;
+    Entry e;
+    for (size_t i = 0; i < sq.size(); ++i)
+      if (entry_of(p, sq[i], e) && e.kind != Entry::Update && e.p2p == Entry::None) colls.push_back(i);
+    for (size_t x = 0; x + 1 < colls.size(); ++x)
+      for (size_t y = x + 1; y < colls.size(); ++y) {
+        const PInstr &a = sq[colls[x]], &b = sq[colls[y]];
+        if (same(p, a, b) || !shares_another_rank(a.group, b.group)) continue;
+        out_.applied = "rank 0 issues '" + describe(p, b) + "' before '" + describe(p, a) + "'";
+        std::swap(sq[colls[x]], sq[colls[y]]);
+        return true;
+      }
+    for (size_t i = 0; i < sq.size(); ++i) {
+      if (sq[i].kind != PInstr::Send) continue;
+      for (size_t j = i + 1; j < sq.size(); ++j) {
+        if (sq[j].kind != PInstr::Wait || sq[j].peer != sq[i].peer) continue;
+        // The receive the wait completes, posted before the wait.
+        size_t k = j;
+        while (k-- > 0)
+          if (sq[k].kind == PInstr::Recv && sq[k].b == sq[j].a) break;
+        if (k >= j) break;
+        out_.applied = "rank 0 waits for tag " + std::to_string(sq[j].tag) + " from rank " +
+                       std::to_string(sq[j].peer) + " before its send of tag " + std::to_string(sq[i].tag) + " to it";
+        PInstr recv = sq[k], wait = sq[j];
+        sq.erase(sq.begin() + static_cast<long>(j));
+        sq.erase(sq.begin() + static_cast<long>(k));
+        size_t at = std::min(i, k);
+        sq.insert(sq.begin() + static_cast<long>(at), wait);
+        sq.insert(sq.begin() + static_cast<long>(at), recv);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  bool shares_another_rank(int ga, int gb) const {
+    if (ga < 0 || gb < 0) return false;
+    const std::vector<int>& a = lp_.groups[static_cast<size_t>(ga)];
+    const std::vector<int>& b = lp_.groups[static_cast<size_t>(gb)];
+    for (int r : a)
+      if (r != 0 && std::find(b.begin(), b.end(), r) != b.end()) return true;
+    return false;
   }
 
   void run() {

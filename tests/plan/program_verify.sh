@@ -43,8 +43,20 @@ bug double-count "step 2 (allreduce): group {0,1} counts partial sum 0 2 times" 
 bug collective-order "deadlock: the ranks wait on different collectives: rank 0 on the allreduce of %67 (blocks.0.mlp.fc2.linear#0 -> blocks.0.mlp.fc2.add#0) over {0,1}; rank 1 on the allreduce of %60" $G
 bug early-update "rank 0: the update of wte is issued before its gradient is reduced (bucketed gradient allreduce over {0,1})" examples/gpt.nns tiny dp 2
 bug replica-scale "rank 2: the gradient of ln_f.weight is scaled by 1.000000 but by 1/2 on the other replicas" examples/gpt.nns tiny megatron 4 2
+bug gradient-scale-1pct "rank 2: the gradient of ln_f.weight is scaled by 0.505000 but by 1/2 on the other replicas" examples/gpt.nns tiny megatron 4 2
 bug gradient-copies "the gradient of wte is counted 1.5 times over the ranks" examples/gpt.nns tiny dp 2
 bug wrong-stage-device "program: %4 (linear#0 -> gelu#0), step 1 (send/recv): device 2 of the next stage receives nothing" tests/plan/plans/collectives.nns small stages 4
+# On 2 devices there is no third device: the send goes to the sender itself.
+bug wrong-stage-device "program: %5 (gelu#0 -> linear#1), step 1 (send/recv): device 1 of the next stage receives nothing" examples/01_mlp.nns small pipeline 2
+# A pipeline's point-to-point order: rank 0 waits for a gradient before the
+# activation send that gradient answers.
+bug collective-order "deadlock: the ranks wait on different collectives: rank 0 waits for the send/recv of gradient of" examples/alphafold2.nns tiny pipeline3f1b 4
+# A kind with nothing to corrupt says so, with its own exit status.
+out="$("$NNS" check examples/01_mlp.nns --config small --plan dp --gpus 2 --seed-bug wrong-stage-device 2>&1)"
+rc=$?
+if [ $rc -ne 69 ] || ! grep -qF "nns: seeded bug does not apply: the plan has no send/recv to corrupt (--seed-bug wrong-stage-device; exit 69)" <<<"$out"; then
+  echo "FAIL: wrong-stage-device on dp: exit $rc, expected 69 and 'does not apply'"; echo "$out" | tail -3; fail=1
+fi
 
 [ $fail -eq 0 ] && echo PASS
 exit $fail
