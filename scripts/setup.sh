@@ -2,7 +2,7 @@
 # Installs every Debian package nns needs to build and test (idempotent).
 set -euo pipefail
 PACKAGES=(g++ cmake make ccache pkg-config antlr4 libantlr4-runtime-dev libz3-dev libdnnl-dev
-          libgloo-dev catch2 libedit-dev python3 universal-ctags clang-format nlohmann-json3-dev)
+          libgloo-dev catch2 libedit-dev python3 universal-ctags clang-format nlohmann-json3-dev xz-utils)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
