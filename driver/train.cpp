@@ -17,6 +17,7 @@
 #include "backend/runtime/comm/launcher.h"
 #include "backend/runtime/cpu/kernels.h"
 #include "backend/runtime/cpu/thread_policy.h"
+#include "backend/runtime/lr_horizon.h"
 #include "backend/runtime/plan_runtime.h"
 #include "backend/runtime/safetensors.h"
 #include "backend/runtime/trace.h"
@@ -224,6 +225,9 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
   backend::LoopOptions lo;
   lo.rank = rank;
   lo.steps = p.spec.steps;
+  if (rank == 0)
+    for (const std::string& w : backend::lr_horizon_warnings(p.spec.schedule, p.spec.optimizer.lr, p.spec.steps))
+      std::fprintf(stderr, "nns: warning: %s\n", w.c_str());
   lo.verify = r.verify;
   set_verify_bound(p.spec, lo);
   lo.verify_hint = "nns verify-op " + o.path + " '*'" + (p.interp->config_name().empty() ? "" : " --config " + p.interp->config_name());

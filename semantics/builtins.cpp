@@ -456,7 +456,10 @@ void Interpreter::run_train(const front::TrainDecl& t, const std::shared_ptr<Env
       spec.schedule.kind = r.get("kind")->as<std::string>();
       if (const Value* w = r.get("warmup")) spec.schedule.warmup = w->as<int64_t>();
       if (const Value* m = r.get("min_lr")) spec.schedule.min_lr = m->as<double>();
-      if (const Value* n = r.get("steps")) spec.schedule.steps = n->as<int64_t>();
+      if (const Value* n = r.get("steps")) {
+        spec.schedule.steps = n->as<int64_t>();
+        spec.schedule.pinned = spec.schedule.steps > 0;
+      }
       if (spec.schedule.warmup < 0) fail(vl, "warmup must be non-negative");
       if (spec.schedule.steps < 0) fail(vl, "the schedule's steps must be positive (0: the train block's steps)");
     } else if (key == "data") {

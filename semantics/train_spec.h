@@ -28,10 +28,13 @@ struct ScheduleSpec {
   int64_t warmup = 0;
   double min_lr = 0;
   // The schedule's length in steps: the `steps=` of cosine_lr/linear_lr, else
-  // the train block's `steps`. Never `nns run --steps`, which only says how
+  // the train block's `steps` (which `--set steps=N` sets). Never `nns run --steps`, which only says how
   // far this run goes: a run stopped and resumed must see the same rates as
   // an unbroken one.
   int64_t steps = 0;
+  // True when the train block wrote `steps=` in the schedule call; the run
+  // warns before its first step when such a horizon ends before the run.
+  bool pinned = false;
 };
 struct DataSpec {
   // "synthetic" | "safetensors" | "token_file" (a flat uint16/uint32 file)

@@ -11,6 +11,7 @@
 #include <memory>
 #include <unistd.h>
 
+#include "backend/runtime/lr_horizon.h"
 #include "backend/runtime/optimizer.h"
 #include "backend/runtime/train_loop.h"
 #include "backend/runtime/trainer.h"
@@ -89,6 +90,30 @@ TEST_CASE("learning_rate: warmup, then constant, cosine or linear decay", "[opti
   s.kind = "linear";
   CHECK(backend::learning_rate(s, 1.0, 10, 6) == Approx(0.55));
   CHECK(backend::learning_rate(s, 1.0, 10, 10) == Approx(0.1));
+}
+
+TEST_CASE("lr_horizon_warnings: a pinned horizon shorter than the run, more than one step at lr 0", "[optimizer]") {
+  sema::ScheduleSpec s;
+  s.kind = "cosine";
+  s.steps = 10;
+  // The horizon's last step is at min_lr 0: one such step says nothing.
+  CHECK(backend::zero_lr_steps(s, 1.0, 10) == 1);
+  CHECK(backend::lr_horizon_warnings(s, 1.0, 10).empty());
+  // Past an unpinned horizon: only the lr-0 count.
+  auto w = backend::lr_horizon_warnings(s, 1.0, 13);
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].find("4 of this run's 13 steps") == 0);
+  // Pinned: both; with a min_lr above 0, only the pinned one.
+  s.pinned = true;
+  CHECK(backend::lr_horizon_warnings(s, 1.0, 13).size() == 2);
+  s.min_lr = 0.1;
+  w = backend::lr_horizon_warnings(s, 1.0, 13);
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].find("pinned at 10 steps, shorter than this run's 13; steps 11 to 13 train at the final rate (0.1)") !=
+        std::string::npos);
+  // A constant schedule has no horizon to outrun.
+  s.kind = "constant";
+  CHECK(backend::lr_horizon_warnings(s, 1.0, 13).empty());
 }
 
 TEST_CASE("clip_factor: 1 unless clipping is on and the norm exceeds it", "[optimizer]") {
