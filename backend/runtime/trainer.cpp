@@ -414,6 +414,21 @@ std::vector<std::vector<uint8_t>> read_input_data(const std::string& path, const
       throw SafetensorsError(path + ": tensor '" + t.name + "' has shape " + sema::shape_to_string(st->shape) + "; expected " + want +
                              "] (k >= 1 micro-batches of the input " + sema::shape_to_string(t.shape) + ")");
     }
+    // Token ids and class labels are checked here, at load, against the
+    // range their declaration gives (tokens(vocab), labels(classes)), not
+    // found mid-step by the embedding that cannot index them.
+    if (t.dtype == sema::DType::I32 && (t.init.kind == "tokens" || t.init.kind == "labels") && !t.init.args.empty()) {
+      const int64_t bound = static_cast<int64_t>(t.init.args[0]);
+      const size_t n = st->data.size() / sizeof(int32_t);
+      for (size_t i = 0; i < n; ++i) {
+        int32_t v;
+        std::memcpy(&v, st->data.data() + i * sizeof(int32_t), sizeof v);
+        if (v < 0 || v >= bound)
+          throw SafetensorsError(path + ": tensor '" + t.name + "': element " + std::to_string(i) + " is " +
+                                 std::to_string(v) + ", outside [0, " + std::to_string(bound) + ") (the input is " +
+                                 t.init.kind + "(" + std::to_string(bound) + "))");
+      }
+    }
     data.push_back(st->data);
   }
   // A data file holds the inputs and nothing else: another tensor means a
