@@ -120,3 +120,27 @@ TEST_CASE("p2p channel: a size mismatch and a vanished peer are errors", "[p2p]"
     CHECK_THROWS_WITH(b.wait(r, Ms(100)), Catch::Contains("timed out"));
   }
 }
+
+TEST_CASE("p2p channel: a receive posted while its message is still arriving gets all of it", "[p2p]") {
+  Pair p;
+  P2pChannel a(p.fd[0]), b(p.fd[1]);
+  // A small message (tag 1) and, behind it, one far larger than a socket
+  // buffer (tag 2). b waits for tag 1 first: reading it, it starts reading
+  // tag 2's message too, before any receive for tag 2 exists, and puts
+  // that start aside. Only then is tag 2's receive posted. It must get the
+  // whole message, the part put aside and the rest still arriving (it used
+  // to get the part put aside followed by zeros).
+  const size_t n = size_t(2) << 20;
+  auto small = ramp(4, 5), big = ramp(n, 3);
+  std::vector<float> gs(4), gb(n, 0.f);
+  auto s1 = a.post_send(small.data(), small.size() * 4, 1);
+  auto s2 = a.post_send(big.data(), n * 4, 2);
+  auto r1 = b.post_recv(gs.data(), gs.size() * 4, 1);
+  b.wait(r1, Ms(5000));
+  auto r2 = b.post_recv(gb.data(), n * 4, 2);
+  b.wait(r2, Ms(20000));
+  a.wait(s1, Ms(5000));
+  a.wait(s2, Ms(20000));
+  CHECK(gs == small);
+  CHECK(gb == big);
+}

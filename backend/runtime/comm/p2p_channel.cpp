@@ -121,9 +121,23 @@ P2pChannel::Id P2pChannel::post_recv(void* data, size_t bytes, uint32_t tag) {
     if (early->second.size() != bytes)
       fail_recv("the peer sent " + std::to_string(early->second.size()) + " bytes with tag " + std::to_string(tag) +
                 " where this rank receives " + std::to_string(bytes));
-    std::memcpy(p.data, early->second.data(), bytes);
+    // The message may still be arriving (read_available put its start
+    // aside): what came so far is copied, and the rest is read straight
+    // into this receive. Copying a half-read message and dropping its
+    // buffer left the receive with zeros past the part read and the rest
+    // of the message written into freed memory.
+    const bool arriving =
+        in_posted_ == 0 && in_done_ >= sizeof(Header) && in_h_.tag == tag && in_target_ == early->second.data();
+    const size_t got = arriving ? in_done_ - sizeof(Header) : bytes;
+    std::memcpy(p.data, early->second.data(), got);
     unexpected_.erase(early);
-    p.done = true;
+    if (arriving) {
+      in_target_ = p.data;
+      in_posted_ = id;
+      posted_by_tag_[tag] = id;
+    } else {
+      p.done = true;
+    }
   } else {
     posted_by_tag_[tag] = id;
   }
