@@ -181,6 +181,13 @@ void PlanExecutor::lset(int t, DeviceBuffer v) {
   slot = std::move(v);
 }
 
+void PlanExecutor::read_in_place(int t, int b, int64_t at) {
+  drop_local(t);
+  (*alias_cur)[static_cast<size_t>(t)] = b;
+  (*alias_at_cur)[static_cast<size_t>(t)] = at;
+  ++buf_refs_[static_cast<size_t>(b)];
+}
+
 void PlanExecutor::drop_local(int t) {
   if (int& b = (*alias_cur)[static_cast<size_t>(t)]; b >= 0) unref(std::exchange(b, -1));
   DeviceBuffer& slot = (*lbuf_cur)[static_cast<size_t>(t)];
@@ -403,10 +410,7 @@ void PlanExecutor::exec_compute(const PInstr& in) {
         if (fresh.in_place < 0) fresh.box = region_box(piece(in.a), want, want.start, want.length);
       });
       if (m.in_place >= 0) {  // read where it lives, no copy
-        drop_local(t);
-        (*alias_cur)[static_cast<size_t>(t)] = in.a;
-        (*alias_at_cur)[static_cast<size_t>(t)] = m.in_place;
-        ++buf_refs_[static_cast<size_t>(in.a)];
+        read_in_place(t, in.a, m.in_place);
         return;
       }
       lset(t, extract_box(bufs[static_cast<size_t>(in.a)], want.numel(), m.box, in.scale));
@@ -445,10 +449,7 @@ void PlanExecutor::exec_compute(const PInstr& in) {
         if (fresh.in_place < 0) fresh.box = region_box(piece(in.a), sl, sl.start, sl.length);
       });
       if (m.in_place >= 0) {  // read where it lives, as SliceIn does
-        drop_local(dy);
-        (*alias_cur)[static_cast<size_t>(dy)] = in.a;
-        (*alias_at_cur)[static_cast<size_t>(dy)] = m.in_place;
-        ++buf_refs_[static_cast<size_t>(in.a)];
+        read_in_place(dy, in.a, m.in_place);
         return;
       }
       lset(dy, extract_box(bufs[static_cast<size_t>(in.a)], sl.numel(), m.box, in.scale));

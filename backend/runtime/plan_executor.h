@@ -112,6 +112,7 @@ struct PlanExecutor {
   void exec_collective(const PInstr& in);
   void exec_step(const PInstr& in);
   void replica_average(const PInstr& in, bool talk);  // `in` and the averages fused with it
+  void post_flat_allreduce(const std::vector<int>& members, const std::vector<int>& grp, float scale);
   bool round_bf16() const { return spec.grad_reduce == "bf16"; }  // grad_reduce = "bf16" (collectives.h)
   DeviceBuffer alloc(int64_t numel) { return DeviceBuffer(be, static_cast<size_t>(numel) * 4); }
   DeviceBuffer alloc_uninit(int64_t numel) {
@@ -136,6 +137,7 @@ struct PlanExecutor {
   void free_buf(int b);
   void lset(int t, DeviceBuffer v);
   void drop_local(int t);
+  void read_in_place(int t, int b, int64_t at);  // local tensor t reads buffer b from element `at` (no copy)
   void release_buf(int b);  // Free: now, or parked while a send of it is in flight
   void unref(int b);
   std::vector<int> buf_refs_;     // kernel inputs reading each buffer in place

@@ -137,10 +137,15 @@ void PlanExecutor::exec_collective(const PInstr& in) {
 // bucket's gradients after its BucketAllReduce (lowering places it after
 // their last contribution), so the copy back overwrites nothing.
 void PlanExecutor::post_bucket(const PInstr& in) {
-  const std::vector<int>& members = P.buckets[static_cast<size_t>(in.index)];
+  post_flat_allreduce(P.buckets[static_cast<size_t>(in.index)], group(in), 1.f);
+}
+
+// `members` concatenated and posted as one allreduce over `grp`; when it
+// completes, each member gets its part back, times `scale` unless 1.
+void PlanExecutor::post_flat_allreduce(const std::vector<int>& members, const std::vector<int>& grp, float scale) {
   int64_t total = 0;
   for (int b : members) total += bufs[static_cast<size_t>(b)].numel();
-  auto flat = std::make_shared<DeviceBuffer>(alloc(total));
+  auto flat = std::make_shared<DeviceBuffer>(alloc_uninit(total));  // every element copied in below
   int64_t off = 0;
   for (int b : members) {
     const DeviceBuffer& v = bufs[static_cast<size_t>(b)];
@@ -149,12 +154,13 @@ void PlanExecutor::post_bucket(const PInstr& in) {
   }
   PendingTable::Entry e;
   e.buffers = members;
-  e.op = coll->post_allreduce(flat->data(), total, group(in), round_bf16());
-  e.done = [this, flat, members] {
+  e.op = coll->post_allreduce(flat->data(), total, grp, round_bf16());
+  e.done = [this, flat, members, scale] {
     int64_t at_ = 0;
     for (int b : members) {
       DeviceBuffer& v = bufs[static_cast<size_t>(b)];
       be.copy(v.data(), flat->element(at_), v.bytes());
+      if (scale != 1.f) be.scale(fview(v), scale);
       at_ += v.numel();
     }
   };
@@ -185,28 +191,7 @@ void PlanExecutor::replica_average(const PInstr& in, bool talk) {
     for (int b : members) be.scale(fview(bufs[static_cast<size_t>(b)]), scale);
     return;
   }
-  int64_t total = 0;
-  for (int b : members) total += bufs[static_cast<size_t>(b)].numel();
-  auto flat = std::make_shared<DeviceBuffer>(alloc_uninit(total));
-  int64_t off = 0;
-  for (int b : members) {
-    const DeviceBuffer& v = bufs[static_cast<size_t>(b)];
-    be.copy(flat->element(off), v.data(), v.bytes());
-    off += v.numel();
-  }
-  PendingTable::Entry e;
-  e.buffers = members;
-  e.op = coll->post_allreduce(flat->data(), total, group(in), round_bf16());
-  e.done = [this, flat, members, scale] {
-    int64_t at_ = 0;
-    for (int b : members) {
-      DeviceBuffer& v = bufs[static_cast<size_t>(b)];
-      be.copy(v.data(), flat->element(at_), v.bytes());
-      be.scale(fview(v), scale);
-      at_ += v.numel();
-    }
-  };
-  (fault_consume_before_wait ? late_ : pending_).post(std::move(e));
+  post_flat_allreduce(members, group(in), scale);
 }
 
 }  // namespace nns::backend

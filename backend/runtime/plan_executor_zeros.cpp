@@ -101,12 +101,10 @@ bool PlanExecutor::whole_write(const PInstr& in) {
   }
   if (in.kind == PInstr::CollectOut && collect_out_whole(P, in)) {
     std::swap(dst, from);  // equal sizes: the memory counts stay as they are
-    drop_local(local);     // (the allocated block, now in the kernel's slot)
-    if (!dropped) {        // the kernel still reads its output: where it now lives
-      (*alias_cur)[static_cast<size_t>(local)] = in.b;
-      (*alias_at_cur)[static_cast<size_t>(local)] = 0;
-      ++buf_refs_[static_cast<size_t>(in.b)];
-    }
+    if (dropped)
+      drop_local(local);  // (the allocated block, now in the kernel's slot)
+    else
+      read_in_place(local, in.b, 0);  // the kernel still reads its output: where it now lives
     return true;
   }
   if (dropped && scale == 1.f) {
