@@ -21,22 +21,31 @@ Env make_env(const SearchModel& m, const SearchOptions& o, int tp, int dp, doubl
   return e;
 }
 
+// For each activation input k of the unit's i-th op made inside the unit:
+// fn(producer op, its position in the unit, its output index, k).
+template <class Fn>
+void for_each_unit_input(const Env& e, int unit, size_t i, Fn&& fn) {
+  const SearchUnit& u = e.m.units[unit];
+  const SearchOp& op = e.m.ops[u.ops[i]];
+  for (size_t k = 0; k < op.in_tensor.size(); ++k) {
+    int tt = op.in_tensor[k];
+    if (tt < 0 || op.in_param[k]) continue;
+    int p = e.m.producer[tt];
+    if (p < 0 || e.m.unit_of_op[p] != unit) continue;
+    size_t pos = static_cast<size_t>(std::find(u.ops.begin(), u.ops.end(), p) - u.ops.begin());
+    fn(p, pos, e.m.producer_out[tt], static_cast<int>(k));
+  }
+}
+
 double unit_objective_env(const Env& e, int unit, const std::vector<OpDecision>& d, const Weights& w) {
   const SearchUnit& u = e.m.units[unit];
   double total = 0;
   for (size_t i = 0; i < u.ops.size(); ++i) {
     int opi = u.ops[i];
     total += node_objective(e, opi, d[i], w);
-    const SearchOp& op = e.m.ops[opi];
-    for (size_t k = 0; k < op.in_tensor.size(); ++k) {
-      int tt = op.in_tensor[k];
-      if (tt < 0 || op.in_param[k]) continue;
-      int p = e.m.producer[tt];
-      if (p < 0 || e.m.unit_of_op[p] != unit) continue;
-      size_t pos = static_cast<size_t>(std::find(u.ops.begin(), u.ops.end(), p) - u.ops.begin());
-      total += edge_time(e, p, d[pos], e.m.producer_out[tt], opi, d[i], static_cast<int>(k)) +
-               w.act * edge_mem(e, p, d[pos], e.m.producer_out[tt], opi, d[i], static_cast<int>(k));
-    }
+    for_each_unit_input(e, unit, i, [&](int p, size_t pos, int out, int k) {
+      total += edge_time(e, p, d[pos], out, opi, d[i], k) + w.act * edge_mem(e, p, d[pos], out, opi, d[i], k);
+    });
   }
   return total;
 }
@@ -159,15 +168,9 @@ UnitStats unit_stats(const Env& e, int unit, const std::vector<OpDecision>& d) {
     s.work = std::max(s.work, c.work);
     s.param += c.param;
     s.param_multi += c.param_multi;
-    const SearchOp& op = e.m.ops[u.ops[i]];
-    for (size_t k = 0; k < op.in_tensor.size(); ++k) {
-      int tt = op.in_tensor[k];
-      if (tt < 0 || op.in_param[k]) continue;
-      int p = e.m.producer[tt];
-      if (p < 0 || e.m.unit_of_op[p] != unit) continue;
-      size_t pos = static_cast<size_t>(std::find(u.ops.begin(), u.ops.end(), p) - u.ops.begin());
-      s.kept += edge_mem(e, p, d[pos], e.m.producer_out[tt], u.ops[i], d[i], static_cast<int>(k));
-    }
+    for_each_unit_input(e, unit, i, [&](int p, size_t pos, int out, int k) {
+      s.kept += edge_mem(e, p, d[pos], out, u.ops[i], d[i], k);
+    });
     s.sync_dp += c.sync_dp;
     s.sync_tp += c.sync_tp;
   }
