@@ -31,7 +31,14 @@ while [ $# -gt 0 ]; do
     *) echo "gpu_kit.sh: unknown argument '$1'" >&2; exit 64 ;;
   esac
 done
-links_cuda() { [ -x "$1/nns" ] && ldd "$1/nns" | grep -q 'libcudart\.so'; }
+# ldd's output is captured first: `ldd | grep -q` under pipefail fails when
+# grep exits at its match and ldd dies of SIGPIPE (seen in CI).
+links_cuda() {
+  [ -x "$1/nns" ] || return 1
+  local deps
+  deps="$(ldd "$1/nns")" || return 1
+  grep -q 'libcudart\.so' <<<"$deps"
+}
 if [ -z "$BUILD" ]; then
   if links_cuda "$ROOT/build"; then BUILD="$ROOT/build"
   else

@@ -26,8 +26,9 @@ cuda_libs=""
 for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do [ -d "$d" ] && cuda_libs="$cuda_libs:$d"; done
 bare() { env -i LD_LIBRARY_PATH="$tmp/unpacked/lib$cuda_libs" NNS_STDLIB="$PWD/stdlib" "$@"; }
 for b in "$tmp"/unpacked/bin/*; do
-  if bare /usr/bin/ldd "$b" | grep -q "not found"; then
-    echo "FAIL: $(basename "$b") under env -i:"; bare /usr/bin/ldd "$b" | grep "not found"; fail=1
+  deps="$(bare /usr/bin/ldd "$b" 2>&1)"
+  if grep -q "not found" <<<"$deps"; then
+    echo "FAIL: $(basename "$b") under env -i:"; grep "not found" <<<"$deps"; fail=1
   fi
 done
 bare "$tmp/unpacked/bin/nns" --version > "$tmp/version.txt" 2>&1 || { echo "FAIL: nns --version under env -i"; cat "$tmp/version.txt"; fail=1; }

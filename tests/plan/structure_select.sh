@@ -32,7 +32,8 @@ fi
 # A plan that uses 2 of 4 devices is a warning naming the idle ones; none at 2.
 idle="$("$NNS" check tests/plan/plans/structure.nns --config small --plan two_stages --gpus 4 2>&1 >/dev/null)"
 if ! grep -q "warning: plan two_stages on 4 devices leaves devices 2, 3 idle" <<<"$idle"; then echo "FAIL: no idle-device warning: $idle"; fail=1; fi
-if "$NNS" check tests/plan/plans/structure.nns --config small --plan two_stages --gpus 2 2>&1 | grep -q "idle"; then
+two="$("$NNS" check tests/plan/plans/structure.nns --config small --plan two_stages --gpus 2 2>&1)"
+if grep -q "idle" <<<"$two"; then
   echo "FAIL: an idle-device warning on 2 devices"; fail=1
 fi
 [ $fail = 0 ] && echo "structure_select: selections as expected; gpt's structural 1F1B stages = its hand-written ones"
