@@ -3,6 +3,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "backend/runtime/cpu/kernels.h"
+#include "backend/runtime/cuda/cuda_backend.h"
 
 namespace nns::driver {
 
@@ -42,9 +43,10 @@ std::string version_text() {
 #if NNS_HAVE_CUDA
   text += "  CUDA backend: built (cuBLASLt products, own kernels";
 #if NNS_HAVE_CUDNN
-  text += ", cuDNN";
+  text += ", cuDNN convolutions and pooling";
 #endif
   text += "); used with --device cuda where a GPU is visible\n";
+  text += "  CUDA libraries loaded: " + backend::cuda_libraries() + "\n";
 #else
   text += "  CUDA backend: not built (no CUDA toolkit at configure time)\n";
 #endif

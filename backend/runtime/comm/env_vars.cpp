@@ -29,6 +29,7 @@ constexpr EnvVar kVars[] = {
     {"NNS_BIND", Kind::Flag, 0, 1, "0 leaves local ranks unbound, 1 binds them to cores"},
     {"NNS_VERBOSE_RANKS", Kind::Flag, 0, 1, "1 lets every rank print"},
     {"NNS_COMM_TIMEOUT", Kind::Seconds, 0.001, 86400, "seconds a collective or the rendezvous waits"},
+    {"NNS_CUDNN", Kind::Flag, 0, 1, "0 runs the CUDA backend's own convolution and pooling kernels instead of cuDNN"},
     {"NNS_MAX_LOCAL_RANKS", Kind::Int, 1, 65536, "the most ranks nns run --gpus starts on this host"},
 };
 

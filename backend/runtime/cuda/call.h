@@ -1,5 +1,5 @@
 // What a kernel wrapper of the CUDA backend gets for one node: the node and
-// its operands (node_call.h), the matrix-product engine, the stream, and
+// its operands (node_call.h), the matrix-product engine, cuDNN, the stream, and
 // scratch memory that lives until the node's work is enqueued (the stream
 // orders its reuse). Kernel files register their wrappers by node kind.
 #pragma once
@@ -11,6 +11,7 @@
 
 #include "backend/runtime/cuda/caching_allocator.h"
 #include "backend/runtime/cuda/device.h"
+#include "backend/runtime/cuda/dnn.h"
 #include "backend/runtime/cuda/gemm.h"
 #include "backend/runtime/node_call.h"
 
@@ -41,6 +42,7 @@ class Scratch {
 
 struct Call : NodeCall {
   Gemm& gemm;
+  Dnn& dnn;  // cuDNN's convolutions and pooling, when it takes the shape (dnn.h)
   Stream stream;
   Scratch& scratch;
   ProductInput products = ProductInput::F32;  // autocast: the matrix products round their operands to bf16 / fp16

@@ -1,11 +1,22 @@
 // make_cuda_backend on the GPU build (library nns_cuda).
 #include "backend/runtime/cuda/cuda_backend.h"
 
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
 #include "backend/runtime/cuda/device_backend.h"
+#include "backend/runtime/cuda/dnn.h"
 
 namespace nns::backend {
 
 int cuda_device_count() { return cuda::device_count(); }
+
+std::string cuda_libraries() {
+  int runtime = 0;
+  cudaRuntimeGetVersion(&runtime);
+  return "cudart " + std::to_string(runtime) + ", cuBLASLt " + std::to_string(cublasLtGetVersion()) + ", " +
+         cuda::dnn_library_version();
+}
 
 std::unique_ptr<Backend> make_cuda_backend(int device, std::string& why_not) {
   int n = cuda_device_count();

@@ -7,11 +7,13 @@
 // stream, host copies, the matrix products on cuBLASLt (matmul, bmm,
 // linear, linear_bias, forward and backward; fp32 inputs with
 // CUBLAS_COMPUTE_32F, so no TF32 rounding; the bias as a cuBLASLt
-// epilogue), fill and add_n, and the optimizer arithmetic (sum of squares,
-// scale, axpy, SGD, a fused AdamW) as kernels of our own. Every other node
-// kind is refused by has_kernel() and by run_node() with a RuntimeError
-// that names it. No GPU has run this code yet: the conformance test
-// (tests/cuda) is the first thing to run where one is.
+// epilogue), convolution and pooling on cuDNN where it takes the shape
+// (dnn.h), and kernels of our own for every other registry row and the
+// optimizer arithmetic (sum of squares, scale, axpy, SGD, a fused AdamW).
+// A node kind without a kernel is refused by has_kernel() and by
+// run_node() with a RuntimeError that names it. No GPU has run this code
+// yet: the GPU kit (scripts/gpu_kit.sh) runs the conformance test first
+// where one is.
 #pragma once
 
 #include <memory>
@@ -24,6 +26,11 @@ namespace nns::backend {
 // CUDA devices visible to this process (0 without a driver or device, and
 // in a build without CUDA).
 int cuda_device_count();
+
+// The CUDA libraries this process loaded, with their versions, e.g.
+// "cudart 13000, cuBLASLt 130100, cuDNN 9.19.0 (built against 9.19.0)";
+// asks no device. "" in a build without CUDA.
+std::string cuda_libraries();
 
 // A backend on `device`, or null with `why_not` set (no device, a driver
 // error, a build without CUDA).

@@ -27,14 +27,22 @@ const KernelTable& table() {
 
 class DeviceBackend : public Backend {
  public:
-  DeviceBackend(Stream stream, std::string name, bool native) : stream_(stream), name_(std::move(name)), native_(native), gemm_(std::make_unique<Gemm>(stream)) {}
+  DeviceBackend(Stream stream, std::string name, bool native)
+      : stream_(stream),
+        name_(std::move(name)),
+        native_(native),
+        gemm_(std::make_unique<Gemm>(stream)),
+        dnn_(std::make_unique<Dnn>(stream)) {}
   ~DeviceBackend() override {
     synchronize(stream_);
     gemm_.reset();
+    dnn_.reset();
     alloc_.empty_cache();
     destroy_stream(stream_);
   }
-  std::string name() const override { return name_; }
+  // A GPU backend without cuDNN says so: the conformance test runs one of
+  // each, and a run with NNS_CUDNN=0 shows it in its messages.
+  std::string name() const override { return native_ && !dnn_->active() ? name_ + " (no cuDNN)" : name_; }
 
   void* allocate(size_t bytes) override {
     void* p = alloc_.allocate(bytes);
@@ -81,7 +89,7 @@ class DeviceBackend : public Backend {
                                   : precision() == Precision::F16 ? ProductInput::F16
                                                                   : ProductInput::F32;
     Scratch scratch(alloc_);
-    it->second(Call{{n, in, out}, *gemm_, stream_, scratch, products, step()});
+    it->second(Call{{n, in, out}, *gemm_, *dnn_, stream_, scratch, products, step()});
     check_launch(n.kind.c_str());
   }
 
@@ -144,6 +152,7 @@ class DeviceBackend : public Backend {
   bool native_;  // stream_ is a real cudaStream_t (not the emulation's)
   CachingAllocator alloc_;
   std::unique_ptr<Gemm> gemm_;
+  std::unique_ptr<Dnn> dnn_;
 };
 
 }  // namespace

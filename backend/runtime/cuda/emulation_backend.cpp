@@ -16,6 +16,7 @@ std::unique_ptr<Backend> make_cuda_emulation_backend(bool reversed) {
 
 #if !defined(NNS_HAVE_CUDA)
 int cuda_device_count() { return 0; }
+std::string cuda_libraries() { return ""; }
 std::unique_ptr<Backend> make_cuda_backend(int, std::string& why_not) {
   why_not = "this nns was built without CUDA (NNS_CUDA=OFF or no toolkit found)";
   return nullptr;

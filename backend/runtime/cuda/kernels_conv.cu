@@ -3,13 +3,14 @@
 // (cpu/ops_conv.cpp: NCHW, one stride and one padding for both axes) and the
 // arithmetic of cpu::ref (ref_linalg.cpp, ref_pool.cpp).
 //
-// These are our own direct kernels: one index per output element of the
-// forward, per input-gradient element and per weight-gradient element of
-// the backward, each summing its terms serially (in double for the
-// convolution, as ref). They are correct and deterministic, not fast:
-// cuDNN's implicit-GEMM / Winograd convolutions (or an im2col + cuBLASLt
-// path) should replace them once a GPU is there to measure the choice
-// against; the conformance tables here are what a replacement must pass.
+// On a GPU with cuDNN the wrappers run cuDNN (dnn.h: measured, cached,
+// deterministic algorithms) and fall back to the kernels here where cuDNN
+// declines a shape, is switched off (NNS_CUDNN=0) or absent (the
+// emulation). These are our own direct kernels: one index per output
+// element of the forward, per input-gradient element and per
+// weight-gradient element of the backward, each summing its terms serially
+// (in double for the convolution, as ref): correct and deterministic, not
+// fast. The conformance tables compare both paths with the CPU reference.
 #include <cmath>
 #include <string>
 
@@ -195,14 +196,27 @@ conv::ConvDims conv_dims(const Call& c, const sema::Shape& x, const sema::Shape&
   d.ow = (d.w + 2 * d.pad - d.kw) / d.stride + 1;
   return d;
 }
+ConvGeometry geometry(const conv::ConvDims& d) {
+  ConvGeometry g;
+  g.n = d.n, g.c = d.c, g.h = d.h, g.w = d.w, g.o = d.o, g.kh = d.kh, g.kw = d.kw;
+  g.stride = d.stride, g.pad = d.pad, g.oh = d.oh, g.ow = d.ow;
+  return g;
+}
+// cuDNN where it takes the shape (dnn.h), else the own kernel.
 void conv_fwd(const Call& c) {
-  conv::conv2d(c.in[0].f32(), c.in[1].f32(), c.in.size() > 2 ? c.in[2].f32() : nullptr, c.out[0].f32(),
-               conv_dims(c, c.in[0].shape, c.in[1].shape), c.stream);
+  const conv::ConvDims d = conv_dims(c, c.in[0].shape, c.in[1].shape);
+  const float* bias = c.in.size() > 2 ? c.in[2].f32() : nullptr;
+  if (c.dnn.conv_forward(geometry(d), c.in[0].f32(), c.in[1].f32(), bias, c.out[0].f32(), c.scratch)) return;
+  conv::conv2d(c.in[0].f32(), c.in[1].f32(), bias, c.out[0].f32(), d, c.stream);
 }
 void conv_bwd(const Call& c) {
   conv::ConvDims d = conv_dims(c, c.x(0).shape, c.x(1).shape);
-  if (float* dx = c.dx(0)) conv::conv2d_backward_data(c.dy(0).f32(), c.x(1).f32(), dx, d, c.stream);
-  if (float* dw = c.dx(1)) conv::conv2d_backward_weights(c.x(0).f32(), c.dy(0).f32(), dw, d, c.stream);
+  if (float* dx = c.dx(0))
+    if (!c.dnn.conv_backward_data(geometry(d), c.dy(0).f32(), c.x(1).f32(), dx, c.scratch))
+      conv::conv2d_backward_data(c.dy(0).f32(), c.x(1).f32(), dx, d, c.stream);
+  if (float* dw = c.dx(1))
+    if (!c.dnn.conv_backward_filter(geometry(d), c.x(0).f32(), c.dy(0).f32(), dw, c.scratch))
+      conv::conv2d_backward_weights(c.x(0).f32(), c.dy(0).f32(), dw, d, c.stream);
   if (c.fwd_inputs() > 2)
     if (float* dbias = c.dx(2)) conv::conv2d_backward_bias(c.dy(0).f32(), dbias, d, c.stream);
 }
@@ -218,12 +232,24 @@ conv::PoolDims pool_dims(const Call& c, const sema::Shape& x) {
   return d;
 }
 bool is_max(const std::string& kind) { return kind.compare(0, 3, "max") == 0; }
+PoolGeometry geometry(const conv::PoolDims& d, const sema::Shape& x) {
+  PoolGeometry g;
+  g.n = x[0], g.c = x[1], g.h = d.h, g.w = d.w, g.k = d.k, g.stride = d.stride, g.pad = d.pad, g.oh = d.oh, g.ow = d.ow;
+  return g;
+}
 void pool_fwd(const Call& c) {
-  conv::pool2d(c.in[0].f32(), c.out[0].f32(), pool_dims(c, c.in[0].shape), is_max(c.node.kind), c.stream);
+  const conv::PoolDims d = pool_dims(c, c.in[0].shape);
+  const bool max = is_max(c.node.kind);
+  if (c.dnn.pool_forward(geometry(d, c.in[0].shape), max, c.in[0].f32(), c.out[0].f32())) return;
+  conv::pool2d(c.in[0].f32(), c.out[0].f32(), d, max, c.stream);
 }
 void pool_bwd(const Call& c) {
-  if (float* dx = c.dx(0))
-    conv::pool2d_backward(c.x(0).f32(), c.dy(0).f32(), dx, pool_dims(c, c.x(0).shape), is_max(c.node.kind), c.stream);
+  float* dx = c.dx(0);
+  if (!dx) return;
+  const conv::PoolDims d = pool_dims(c, c.x(0).shape);
+  const bool max = is_max(c.node.kind);
+  if (c.dnn.pool_backward(geometry(d, c.x(0).shape), max, c.x(0).f32(), c.dy(0).f32(), dx, c.scratch)) return;
+  conv::pool2d_backward(c.x(0).f32(), c.dy(0).f32(), dx, d, max, c.stream);
 }
 
 }  // namespace

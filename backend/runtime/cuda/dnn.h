@@ -1,0 +1,78 @@
+// cuDNN behind the CUDA backend's device seam (device.h): convolution
+// forward and both backwards, and pooling forward and backward. Each call
+// returns false when it does not run the work — the emulation (no cuDNN),
+// a GPU build without cuDNN, cuDNN switched off (NNS_CUDNN=0), or a shape
+// cuDNN declines — and the kernel wrapper then runs our own kernel
+// (kernels_conv.cu), which is also what the conformance tables compare
+// cuDNN against on a GPU.
+//
+// Numerics: fp32 data, fp32 compute, CUDNN_FMA_MATH (no TF32 rounding of
+// fp32 operands, as the matrix products use CUBLAS_COMPUTE_32F), and only
+// algorithms cuDNN reports deterministic, so a run repeats bit for bit and
+// a resumed run equals an unbroken one. The algorithm of each convolution
+// shape is measured once (cudnnFind*AlgorithmEx on the call's own buffers)
+// and cached per shape and direction.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backend/runtime/cuda/device.h"
+
+namespace nns::backend::NNS_DEV {
+
+class Scratch;
+
+// NCHW input [n, c, h, w], weight [o, c, kh, kw], output [n, o, oh, ow]; one
+// stride and one padding for both axes (the conv2d node's contract).
+struct ConvGeometry {
+  int64_t n = 0, c = 0, h = 0, w = 0;
+  int64_t o = 0, kh = 0, kw = 0;
+  int64_t stride = 1, pad = 0;
+  int64_t oh = 0, ow = 0;
+};
+
+// [n, c, h, w] planes pooled by a k x k window; padding counts in the
+// average (the pool nodes' contract: divide by k*k).
+struct PoolGeometry {
+  int64_t n = 0, c = 0, h = 0, w = 0;
+  int64_t k = 1, stride = 1, pad = 0;
+  int64_t oh = 0, ow = 0;
+};
+
+// "cuDNN 9.19.0 (built against 9.19.0)" for the library this process
+// loaded, or "no cuDNN (...)".
+std::string dnn_library_version();
+
+class Dnn {
+ public:
+  explicit Dnn(Stream stream);
+  ~Dnn();
+  Dnn(const Dnn&) = delete;
+  Dnn& operator=(const Dnn&) = delete;
+
+  // y = conv(x, w) (+ bias[o] on every output plane when bias is given).
+  bool conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias, float* y,
+                    Scratch& scratch);
+  // dx = the gradient of conv(x, w) with respect to x, given dy (overwrites dx).
+  bool conv_backward_data(const ConvGeometry& g, const float* dy, const float* w, float* dx, Scratch& scratch);
+  // dw = the gradient with respect to w, given x and dy (overwrites dw).
+  bool conv_backward_filter(const ConvGeometry& g, const float* x, const float* dy, float* dw, Scratch& scratch);
+  bool pool_forward(const PoolGeometry& g, bool max, const float* x, float* y);
+  // Needs the forward's output: recomputed into scratch (the node keeps only x).
+  bool pool_backward(const PoolGeometry& g, bool max, const float* x, const float* dy, float* dx, Scratch& scratch);
+
+  // Whether calls may run on cuDNN (false: every call declines).
+  bool active() const;
+  // "cuDNN 9.19.0 (built against 9.19.0)", or why cuDNN is not used.
+  std::string describe() const;
+  // Convolution shapes whose algorithm has been measured (tests and traces).
+  size_t cached_algorithms() const;
+
+ private:
+  struct Impl;  // the cuDNN handle and the algorithm cache (null: declines all)
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace nns::backend::NNS_DEV
