@@ -391,7 +391,8 @@ bool Session::cmd_gpus(const Command& c) {
 
 // ---- save, run --------------------------------------------------------------------------
 
-bool Session::write_runnable(const std::string& path, const std::string& plan_name, bool plan_only, std::string& error) const {
+bool Session::write_runnable(const std::string& path, const std::string& plan_name, bool plan_only, std::string& error,
+                             const std::string* body) const {
   std::string text;
   if (!plan_only && !opts_.file.empty()) {
     std::ifstream in(opts_.file, std::ios::binary);
@@ -406,7 +407,7 @@ bool Session::write_runnable(const std::string& path, const std::string& plan_na
     text += "\n# ---- plan " + plan_name + ": made in nns repl for " + std::to_string(plan_.ngpus) + " device(s)" +
             (interp_->config_name().empty() ? std::string() : ", config " + interp_->config_name()) + " ----\n";
   }
-  text += plan_text(plan_name);
+  text += body ? *body : plan_text(plan_name);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out || !(out << text) || !(out.flush())) {
     error = "cannot write '" + path + "'";
@@ -425,12 +426,20 @@ bool Session::cmd_save(const Command& c) {
     else return usage("save");
   }
   if (path.empty()) return usage("save");
-  std::string name = unique_plan_name(), error;
-  if (!write_runnable(path, name, plan_only, error)) {
+  std::string name = unique_plan_name(), error, why_pinned;
+  int unplaced = unplaced_leaves(plan_);
+  // Parametric in ngpus where the plan's directives allow it (checked by
+  // evaluating it again); else pinned, saying which directive pins it.
+  std::string parametric = unplaced ? std::string() : parametric_plan(name, why_pinned);
+  if (!write_runnable(path, name, plan_only, error, parametric.empty() ? nullptr : &parametric)) {
     err_ << "nns: error: " << error << "\n";
     return false;
   }
-  out_ << "saved plan " << name << " for " << plan_.ngpus << " device(s) to " << path;
+  if (!parametric.empty())
+    out_ << "saved plan " << name << " for any device count (parametric in ngpus; checked at " << plan_.ngpus << " and "
+         << (plan_.ngpus == 2 ? 4 : 2) << ") to " << path;
+  else
+    out_ << "saved plan " << name << " for " << plan_.ngpus << " device(s) to " << path;
   if (plan_only || opts_.file.empty()) {
     out_ << " (the plan block only)\n";
   } else {
@@ -444,7 +453,7 @@ bool Session::cmd_save(const Command& c) {
     if (!same_dir && (src.find("import \"./") != std::string::npos || src.find("import \"../") != std::string::npos))
       out_ << "  note: " << opts_.file << " imports files by relative path; keep " << path << " in its folder\n";
   }
-  int unplaced = unplaced_leaves(plan_);
+  if (!why_pinned.empty()) out_ << "  note: pinned to " << plan_.ngpus << " device(s): " << why_pinned << "\n";
   if (unplaced)
     out_ << "  note: " << unplaced << " sub-op(s) have no device yet: the saved plan is refused until they do "
          << "(e.g. replicate(unassigned(), 0..ngpus))\n";

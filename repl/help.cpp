@@ -15,27 +15,37 @@ struct Topic {
 };
 
 const Topic kTopics[] = {
-    {"help", "help [TOPIC]", "Lists the commands, or explains one command or plan primitive (help trans, help directives, help keys).", "this text, or one command or plan primitive"},
+    {"help", "help [TOPIC]",
+     "Lists the commands, or explains one command or plan primitive (help trans, help directives, help keys).",
+     "this text, or one command or plan primitive"},
     {"ops", "ops [PATTERN]",
      "Lists the model's top-level ops (those a plan partitions), or those whose qualified\n"
      "name matches PATTERN — the glob select() uses: '*' any run of characters, '?' one.\n"
      "Each line: name, op kind, dimop annotation (bound to this call's shapes), input and\n"
      "output shapes, and the op's current partition and devices in the session plan.\n"
-     "  ops blocks.0.*        ops *.linear#*        ops *attention*", "list ops: annotation, shapes, partition and devices"},
+     "  ops blocks.0.*        ops *.linear#*        ops *attention*",
+     "list ops: annotation, shapes, partition and devices"},
     {"show", "show OP | PARAM",
      "One op: annotation, identifier sizes, operands, current partition, and its transform\n"
      "space — every legal trans() choice. Each choice is tried on a scratch copy of the\n"
      "plan (split into ngpus parts, part i on device i) and answered with the collectives\n"
      "it would add or remove and the memory per device; the session plan is not touched.\n"
      "For an op that is partitioned already the trials start from it unpartitioned.\n"
-     "With a parameter or input name: its shape and the slices each device holds.", "one op: transform space and what each choice would communicate"},
-    {"status", "status", "The plan in numbers: devices, partitioned ops, sub-ops without a device, order\n"
-                         "constraints, collectives per step and their bytes, memory per device by kind.", "the plan in numbers: collectives, memory per device"},
-    {"comm", "comm", "Every collective the current plan derives, forward and backward (as nns check\n"
-                     "--emit=comm prints it). Sub-ops without a device count as on every device.", "every collective the plan derives"},
-    {"schedule", "schedule", "The tasks each rank runs per step under the plan's schedule (schedule(...) or\n"
-                             "order(task, task)), as a text timeline with unit task times (as nns check\n"
-                             "--emit=schedule prints it).", "the plan's pipeline schedule as a timeline"},
+     "With a parameter or input name: its shape and the slices each device holds.",
+     "one op: transform space and what each choice would communicate"},
+    {"status", "status",
+     "The plan in numbers: devices, partitioned ops, sub-ops without a device, order\n"
+     "constraints, collectives per step and their bytes, memory per device by kind.",
+     "the plan in numbers: collectives, memory per device"},
+    {"comm", "comm",
+     "Every collective the current plan derives, forward and backward (as nns check\n"
+     "--emit=comm prints it). Sub-ops without a device count as on every device.",
+     "every collective the plan derives"},
+    {"schedule", "schedule",
+     "The tasks each rank runs per step under the plan's schedule (schedule(...) or\n"
+     "order(task, task)), as a text timeline with unit task times (as nns check\n"
+     "--emit=schedule prints it).",
+     "the plan's pipeline schedule as a timeline"},
     {"plan", "plan [NAME | search DEVICE [NODES]]",
      "Without NAME: prints the session plan as a .nns plan block; pasted into the model\n"
      "file (or written by save) it evaluates to the same plan. With NAME: evaluates plan\n"
@@ -44,22 +54,35 @@ const Topic kTopics[] = {
      "plan search DEVICE [NODES] runs nns plan's search for the session's device count on\n"
      "profile DEVICE (a profile's name, as nns help lists them, or a .json; NODES nodes), keeping the config's\n"
      "micro-batches, prints the best plan and the Megatron-style one, declares the best as\n"
-     "plan searched_N and makes it the session plan (undo goes back).", "print the plan as .nns; with NAME, use the file's plan NAME; search: find one"},
-    {"undo", "undo [N]", "Takes back the last N (default 1) changes to the plan: directives, reset, gpus, plan NAME.", "take back the last change(s) to the plan"},
-    {"reset", "reset", "Back to the unpartitioned model: every op whole and without a device. undo brings the plan back.", "back to the unpartitioned model"},
-    {"gpus", "gpus [N]", "Shows the number of devices, or starts a new plan for N devices (binding ngpus = N). undo goes back.", "show or set the device count (starts a new plan)"},
+     "plan searched_N and makes it the session plan (undo goes back).",
+     "print the plan as .nns; with NAME, use the file's plan NAME; search: find one"},
+    {"undo", "undo [N]", "Takes back the last N (default 1) changes to the plan: directives, reset, gpus, plan NAME.",
+     "take back the last change(s) to the plan"},
+    {"reset", "reset",
+     "Back to the unpartitioned model: every op whole and without a device. undo brings the plan back.",
+     "back to the unpartitioned model"},
+    {"gpus", "gpus [N]",
+     "Shows the number of devices, or starts a new plan for N devices (binding ngpus = N). undo goes back.",
+     "show or set the device count (starts a new plan)"},
     {"save", "save FILE [--plan-only]",
      "Writes the model file with the session plan appended as a plan block (named session,\n"
      "or session_2... if the file has one), so that `nns check FILE --plan session --gpus N`\n"
      "and `nns run` read it. --plan-only writes the plan block alone, to paste elsewhere.\n"
-     "A model that imports files by relative path should be saved beside it.", "write the model file with the plan appended"},
+     "The plan is written parametric in ngpus (split counts and device ranges equal to the\n"
+     "device count become ngpus) when evaluating it again gives this plan at this count and a\n"
+     "complete plan at another (2, or 4 from 2); otherwise it is pinned to this count, and\n"
+     "save names the directive that fails at the other count.\n"
+     "A model that imports files by relative path should be saved beside it.",
+     "write the model file with the plan appended"},
     {"run", "run N [--verify]",
      "Trains N steps of the file's train block on CPU ranks, one per device of the plan, by\n"
      "starting this nns binary's run command (output streams as it trains; Ctrl-C stops it\n"
      "and the session goes on). --verify compares every step's loss, gradients and weights\n"
      "with one device. When this build's `nns run` cannot execute partitioned plans yet,\n"
-     "the ranks run as data-parallel replicas of the model instead, and run says so.", "train N steps on CPU ranks (--verify: against one device)"},
-    {"quit", "quit", "Ends the session (so does exit, or Ctrl-D on an empty line).", "end the session (also exit, Ctrl-D)"},
+     "the ranks run as data-parallel replicas of the model instead, and run says so.",
+     "train N steps on CPU ranks (--verify: against one device)"},
+    {"quit", "quit", "Ends the session (so does exit, or Ctrl-D on an empty line).",
+     "end the session (also exit, Ctrl-D)"},
     {"directives", "directives",
      "Any .nns text that changes the session plan is a directive: a call of trans, assign,\n"
      "replicate, order or recompute, or any statement that makes them (a for loop over\n"
@@ -81,8 +104,9 @@ const Topic kTopics[] = {
      "op-assign: places sub-ops on one device (0..ngpus-1), or parts[i] on devices[i];\n"
      "with order = \"auto\" nns chooses which part goes to which listed device (the order\n"
      "whose adapters around the op cost least, e.g. 0,4,1,5,2,6,3,7 after a V(2) D0(4) producer)."},
-    {"replicate", "replicate(op | ops, devices)", "op-assign of one sub-op to several devices, each running it whole:\n"
-                                                  "  replicate(unassigned(), 0..ngpus)   places everything not placed yet."},
+    {"replicate", "replicate(op | ops, devices)",
+     "op-assign of one sub-op to several devices, each running it whole:\n"
+     "  replicate(unassigned(), 0..ngpus)   places everything not placed yet."},
     {"order", "order(before, after)", "op-order: every leaf of `before` runs before every leaf of `after`."},
     {"recompute", "recompute(ops)", "Marks sub-ops (and their parts) to be recomputed in backward instead of kept."},
     {"select", "select(pattern = \"*\", kind = none)",

@@ -21,22 +21,26 @@ std::string quoted(const std::string& s) {
   return out + "\"";
 }
 
-std::string device_list(const std::vector<int>& devs) {
-  // 0..n for a run of consecutive devices, else a list.
-  bool run = devs.size() > 1;
-  for (size_t i = 1; i < devs.size(); ++i) run = run && devs[i] == devs[i - 1] + 1;
-  if (run) return std::to_string(devs.front()) + ".." + std::to_string(devs.back() + 1);
-  std::string s = "[";
-  for (size_t i = 0; i < devs.size(); ++i) s += (i ? ", " : "") + std::to_string(devs[i]);
-  return s + "]";
-}
-
 struct Writer {
   const sema::Graph& g;
   const Plan& p;
+  bool parametric = false;  // counts equal to the device count written as ngpus
   std::ostringstream out;
   std::map<int, std::string> var;  // split sub-op -> the variable holding its parts
   int next_var = 0;
+
+  // A split count or the end of a device range: `ngpus` where it is the
+  // device count and the text is parametric.
+  std::string count(int64_t n) const { return parametric && n == p.ngpus ? std::string("ngpus") : std::to_string(n); }
+  std::string device_list(const std::vector<int>& devs) const {
+    // a..n for a run of consecutive devices, else a list.
+    bool run = devs.size() > 1;
+    for (size_t i = 1; i < devs.size(); ++i) run = run && devs[i] == devs[i - 1] + 1;
+    if (run) return std::to_string(devs.front()) + ".." + count(devs.back() + 1);
+    std::string s = "[";
+    for (size_t i = 0; i < devs.size(); ++i) s += (i ? ", " : "") + std::to_string(devs[i]);
+    return s + "]";
+  }
 
   std::string ref(int sub) {
     const SubOp& s = p.subops[sub];
@@ -45,7 +49,7 @@ struct Writer {
   }
   std::string trans(int sub) {
     const SubOp& first = p.subops[p.subops[sub].children.front()];
-    return "trans(" + ref(sub) + ", dim = " + quoted(first.split_id) + ", num = " + std::to_string(first.split_num) + ")";
+    return "trans(" + ref(sub) + ", dim = " + quoted(first.split_id) + ", num = " + count(first.split_num) + ")";
   }
 };
 
@@ -108,14 +112,15 @@ std::set<int> write_splits(Writer& w) {
       const SubOp& c0 = p.subops[p.subops[s].children.front()];
       if (j - i == 1) {
         out << "  let p" << w.next_var << " = " << w.trans(s) << "\n";
-        out << "  for i in 0.." << c0.split_num << " { assign(p" << w.next_var << "[i], i) }\n";
+        out << "  for i in 0.." << w.count(c0.split_num) << " { assign(p" << w.next_var << "[i], i) }\n";
         ++w.next_var;
       } else {
         out << "  for opname in [";
         for (size_t k = i; k < j; ++k) out << (k > i ? ",\n                  " : "") << quoted(g.node(p.subops[splits[k]].node).name);
         out << "] {\n";
-        out << "    let parts = trans(by_name(opname), dim = " << quoted(c0.split_id) << ", num = " << c0.split_num << ")\n";
-        out << "    for i in 0.." << c0.split_num << " { assign(parts[i], i) }\n";
+        out << "    let parts = trans(by_name(opname), dim = " << quoted(c0.split_id)
+            << ", num = " << w.count(c0.split_num) << ")\n";
+        out << "    for i in 0.." << w.count(c0.split_num) << " { assign(parts[i], i) }\n";
         out << "  }\n";
       }
       for (size_t k = i; k < j; ++k)
@@ -153,7 +158,7 @@ bool write_placements(Writer& w, const std::set<int>& placed_inline) {
       in_order = in_order && c.leaf() && c.devices.size() == 1 && c.devices[0] == static_cast<int>(i);
     }
     if (in_order) {
-      out << "  for i in 0.." << s.children.size() << " { assign(" << v << "[i], i) }\n";
+      out << "  for i in 0.." << w.count(static_cast<int64_t>(s.children.size())) << " { assign(" << v << "[i], i) }\n";
       for (int c : s.children) done.insert(c);
     }
   }
@@ -165,9 +170,10 @@ bool write_placements(Writer& w, const std::set<int>& placed_inline) {
       continue;
     }
     if (s.devices.size() == 1) out << "  assign(" << w.ref(static_cast<int>(i)) << ", " << s.devices[0] << ")\n";
-    else out << "  replicate(" << w.ref(static_cast<int>(i)) << ", " << device_list(s.devices) << ")\n";
+    else
+      out << "  replicate(" << w.ref(static_cast<int>(i)) << ", " << w.device_list(s.devices) << ")\n";
   }
-  if (rest_replicated) out << "  replicate(unassigned(), 0.." << p.ngpus << ")\n";
+  if (rest_replicated) out << "  replicate(unassigned(), 0.." << w.count(p.ngpus) << ")\n";
   return complete;
 }
 
@@ -253,11 +259,12 @@ void write_constraints(Writer& w) {
 
 }  // namespace
 
-std::string plan_to_nns(const sema::Graph& g, const Plan& p, const std::string& name) {
-  Writer w{g, p, {}, {}, 0};
+std::string plan_to_nns(const sema::Graph& g, const Plan& p, const std::string& name, bool parametric) {
+  Writer w{g, p, parametric, {}, {}, 0};
   std::ostringstream& out = w.out;
   out << "plan " << name << "(ngpus) {\n";
-  out << "  assert(ngpus == " << p.ngpus << ", \"plan " << name << " was made for " << p.ngpus << " device(s)\")\n";
+  if (!parametric)
+    out << "  assert(ngpus == " << p.ngpus << ", \"plan " << name << " was made for " << p.ngpus << " device(s)\")\n";
   out << "  fn by_name(qualified) { return select(qualified)[0] }  # the one op of that name\n";
 
   std::set<int> placed_inline = write_splits(w);

@@ -13,6 +13,11 @@
 
 namespace nns::repl {
 
-std::string plan_to_nns(const sema::Graph& g, const sema::Plan& plan, const std::string& name);
+// Pinned (parametric = false): the text asserts ngpus == plan.ngpus.
+// Parametric: no assert, and every split count and device range end equal
+// to the device count is written as `ngpus`; whether that text is the same
+// plan at the count it was made for, and a legal one at another, is for the
+// caller to check (save does, repl/save_check.cpp).
+std::string plan_to_nns(const sema::Graph& g, const sema::Plan& plan, const std::string& name, bool parametric = false);
 
 }  // namespace nns::repl

@@ -80,7 +80,14 @@ class Session {
   int find_op(const std::string& name) const;  // top-level forward node by exact name, or -1
   std::vector<int> select_ops(const std::string& pattern, bool& ok);
   void define_ngpus();
-  bool write_runnable(const std::string& path, const std::string& plan_name, bool plan_only, std::string& error) const;
+  // Model + plan (or the plan only) to `path`; the plan block is `body`
+  // when given, else the session's plan pinned to its device count.
+  bool write_runnable(const std::string& path, const std::string& plan_name, bool plan_only, std::string& error,
+                      const std::string* body = nullptr) const;
+  // The session's plan as a block parametric in ngpus when a fresh
+  // evaluation shows it is this plan at this count and a complete plan at
+  // another (repl/save_check.cpp); else "" and why it stays pinned.
+  std::string parametric_plan(const std::string& name, std::string& why_pinned) const;
   std::string unique_plan_name() const;
 
   bool cmd_help(const Command& c);

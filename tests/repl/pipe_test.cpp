@@ -48,7 +48,8 @@ TEST_CASE("pipe: megatron directive by directive, saved, run with --verify", "[p
   CHECK(r.output.find("\x1b[") == std::string::npos);  // no colour
   CHECK(count(r.output, "+ allreduce {0,1} 64.00 KiB") == 8);  // attention: 2 per block; MLP: fc1 input grad, fc2 output
   CHECK(r.output.find("comm    8 collective(s) per step, 512.00 KiB") != std::string::npos);
-  CHECK(r.output.find("saved plan session for 2 device(s)") != std::string::npos);
+  CHECK(r.output.find("saved plan session for any device count (parametric in ngpus; checked at 2 and 4)") !=
+        std::string::npos);
   CHECK(r.output.find("running the session plan on 2 CPU rank(s), 3 step(s), verified against one device") != std::string::npos);
   CHECK(r.output.find("step    3/3") != std::string::npos);
   CHECK(r.output.find("verify: largest relative error") != std::string::npos);
@@ -63,6 +64,53 @@ TEST_CASE("pipe: megatron directive by directive, saved, run with --verify", "[p
   REQUIRE(mine.exit_code == 0);
   REQUIRE(theirs.exit_code == 0);
   CHECK(mine.output.substr(mine.output.find('\n')) == theirs.output.substr(theirs.output.find('\n')));
+  fs::remove(saved);
+}
+
+// save writes a plan parametric in ngpus where its directives allow it: a
+// plan made at 4 devices runs at 2. Where a directive names a device that
+// exists only at 4, the plan stays pinned and save names that directive.
+TEST_CASE("pipe: a plan saved at 4 devices runs at 2; a pinned one says which directive pins it", "[pipe]") {
+  fs::path saved = fs::temp_directory_path() / ("nns_repl_param_" + std::to_string(getpid()) + ".nns");
+  std::string script =
+      "for op in select(\"blocks.*.attn.attention#*\") {\n"
+      "  let parts = trans(op, dim = \"h\", num = ngpus)\n"
+      "  for i in 0..ngpus { assign(parts[i], i) }\n"
+      "}\n"
+      "replicate(unassigned(), 0..ngpus)\n"
+      "save " +
+      saved.string() + "\n";
+  repl_test::Piped r = repl({"examples/gpt.nns", "--config", "tiny", "--gpus", "4"}, script);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("saved plan session for any device count (parametric in ngpus; checked at 4 and 2)") !=
+        std::string::npos);
+  repl_test::Piped two = run_piped({NNS_BINARY, "run", saved.string(), "--config", "tiny", "--plan", "session",
+                                    "--gpus", "2", "--steps", "2", "--verify"},
+                                   "", NNS_SOURCE_DIR);
+  INFO(two.output);
+  CHECK(two.exit_code == 0);
+  CHECK(two.output.find(": PASS (fp32 bound") != std::string::npos);
+
+  std::string pinned_script =
+      "let p = trans(select(\"blocks.0.attn.attention#*\")[0], dim = \"h\", num = 2)\n"
+      "assign(p[0], 0)\n"
+      "assign(p[1], 3)\n"
+      "replicate(unassigned(), 0..ngpus)\n"
+      "save " +
+      saved.string() + "\n";
+  repl_test::Piped pinned = repl({"examples/gpt.nns", "--config", "tiny", "--gpus", "4"}, pinned_script);
+  INFO(pinned.output);
+  REQUIRE(pinned.exit_code == 0);
+  CHECK(pinned.output.find("saved plan session for 4 device(s)") != std::string::npos);
+  CHECK(
+      pinned.output.find("note: pinned to 4 device(s): at 2 device(s) `assign(p0[1], 3)`: device 3 is out of range") !=
+      std::string::npos);
+  repl_test::Piped at_two =
+      run_piped({NNS_BINARY, "check", saved.string(), "--config", "tiny", "--plan", "session", "--gpus", "2"}, "",
+                NNS_SOURCE_DIR);
+  CHECK(at_two.exit_code == 65);
+  CHECK(at_two.output.find("was made for 4 device(s)") != std::string::npos);
   fs::remove(saved);
 }
 
