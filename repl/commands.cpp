@@ -74,6 +74,7 @@ bool Session::run_command(const Command& c) {
   if (c.name == "undo") return cmd_undo(c);
   if (c.name == "reset") return cmd_reset(c);
   if (c.name == "gpus") return cmd_gpus(c);
+  if (c.name == "config") return cmd_config(c);
   if (c.name == "save") return cmd_save(c);
   if (c.name == "run") return cmd_run(c);
   if (c.name == "quit") {

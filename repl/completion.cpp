@@ -52,6 +52,43 @@ std::vector<std::string> complete_path(const std::string& typed) {
 
 }  // namespace
 
+std::string open_call_first_arg(const std::string& before) {
+  std::vector<size_t> open;  // positions of the brackets open so far
+  for (size_t i = 0; i < before.size(); ++i) {
+    char ch = before[i];
+    if (ch == '"') {  // skip the string (an unterminated one runs to the end)
+      for (++i; i < before.size() && before[i] != '"'; ++i)
+        if (before[i] == '\\') ++i;
+    } else if (ch == '#' && !(i > 0 && ident_char(before[i - 1]))) {
+      while (i < before.size() && before[i] != '\n') ++i;
+    } else if (ch == '(' || ch == '[' || ch == '{') {
+      open.push_back(i);
+    } else if ((ch == ')' || ch == ']' || ch == '}') && !open.empty()) {
+      open.pop_back();
+    }
+  }
+  if (open.empty() || before[open.back()] != '(') return "";
+  const size_t from = open.back() + 1;
+  int depth = 0;
+  size_t end = from;
+  for (; end < before.size(); ++end) {
+    char ch = before[end];
+    if (ch == '"') {
+      for (++end; end < before.size() && before[end] != '"'; ++end)
+        if (before[end] == '\\') ++end;
+    } else if (ch == '(' || ch == '[' || ch == '{') {
+      ++depth;
+    } else if (ch == ')' || ch == ']' || ch == '}') {
+      --depth;
+    } else if (ch == ',' && depth == 0) {
+      break;
+    }
+  }
+  std::string arg = before.substr(from, end - from);
+  size_t a = arg.find_first_not_of(" \t\n"), b = arg.find_last_not_of(" \t\n");
+  return a == std::string::npos ? "" : arg.substr(a, b - a + 1);
+}
+
 std::vector<std::string> complete_dotted(const std::string& typed, const std::vector<std::string>& names, const std::string& suffix) {
   std::set<std::string> out;
   for (const std::string& n : names) {
@@ -94,7 +131,14 @@ Completion complete_input(const std::string& before, bool first_line, const Comp
       after_dim = before.substr(s, e - s) == "dim";
     }
     if (after_dim) {
-      std::vector<std::string> ids = data.anno_ids;
+      // The op's own identifiers when the call's first argument names it
+      // (trans(op, dim = "...")); every op's otherwise.
+      std::vector<std::string> ids;
+      if (data.op_anno_ids) {
+        std::string arg = open_call_first_arg(before.substr(0, quote));
+        if (!arg.empty()) ids = data.op_anno_ids(arg);
+      }
+      if (ids.empty()) ids = data.anno_ids;
       ids.push_back("value");
       ids.push_back("batch");
       c.candidates = with_prefix(typed, ids, "\"");

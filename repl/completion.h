@@ -21,10 +21,19 @@ struct CompletionData {
   std::vector<std::string> names;        // identifiers in scope at the prompt
   // Members of the value named by a dotted chain ("cfg", "l.Block"); empty if none.
   std::function<std::vector<std::string>(const std::string& chain)> members;
+  // The annotation identifiers of the op(s) an expression names (the first
+  // argument of the call whose dim = "..." is being typed); empty when it
+  // names none or cannot be worked out without side effects.
+  std::function<std::vector<std::string>(const std::string& expr)> op_anno_ids;
 };
 
 // `first_line`: the text is the start of an input (commands are possible).
 Completion complete_input(const std::string& before_cursor, bool first_line, const CompletionData& data);
+
+// The first argument of the call that is open at the end of `before` (the
+// text from its '(' to the first comma at its level), trimmed; "" when no
+// call is open. Strings and comments are skipped.
+std::string open_call_first_arg(const std::string& before);
 
 // Names that extend `typed`, one dotted level at a time ("blocks." offers
 // "blocks.0.", "blocks.1."); a full name gets `suffix` appended.

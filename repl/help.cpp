@@ -64,6 +64,11 @@ const Topic kTopics[] = {
     {"gpus", "gpus [N]",
      "Shows the number of devices, or starts a new plan for N devices (binding ngpus = N). undo goes back.",
      "show or set the device count (starts a new plan)"},
+    {"config", "config [NAME]",
+     "Shows the session's config and the file's configs, or evaluates the model file again with\n"
+     "config NAME: the plan starts over on the same device count, and the undo history and the\n"
+     "session's own definitions are gone. A config that does not evaluate leaves the session as it was.",
+     "show or switch the model file's config (starts a new plan)"},
     {"save", "save FILE [--plan-only]",
      "Writes the model file with the session plan appended as a plan block (named session,\n"
      "or session_2... if the file has one), so that `nns check FILE --plan session --gpus N`\n"

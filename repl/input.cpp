@@ -25,8 +25,9 @@ bool input_complete(const std::string& text) {
 }
 
 const std::vector<std::string>& command_names() {
-  static const std::vector<std::string> names = {"help", "ops", "show", "status", "comm", "schedule", "plan", "undo",
-                                                 "reset", "gpus", "save", "run", "quit", "exit"};
+  static const std::vector<std::string> names = {"help",     "ops",  "show", "status", "comm",
+                                                 "schedule", "plan", "undo", "reset",  "gpus",
+                                                 "config",   "save", "run",  "quit",   "exit"};
   return names;
 }
 

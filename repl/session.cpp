@@ -2,6 +2,8 @@
 // state and undo. The commands are in commands.cpp, help texts in help.cpp.
 #include "repl/session.h"
 
+#include <regex>
+
 #include <algorithm>
 #include <functional>
 #include <ostream>
@@ -282,6 +284,48 @@ std::string Session::unique_plan_name() const {
 
 // ---- completion -------------------------------------------------------------------
 
+namespace {
+
+// Expressions completion may evaluate: a name or dotted chain, select("...")
+// or by_name("..."), each optionally indexed by integers. Nothing that can
+// call a user function or change the plan.
+bool harmless_op_expression(const std::string& e) {
+  static const std::regex form(R"(^([A-Za-z_][A-Za-z_0-9.]*|(select|by_name)\("[^"\\]*"\))(\[[0-9]+\])*$)");
+  return std::regex_match(e, form);
+}
+
+void add_ids(const sema::OpNode& node, std::set<std::string>& ids) {
+  for (const auto* side : {&node.anno.anno.inputs, &node.anno.anno.outputs})
+    for (const sema::OperandAnno& o : *side)
+      for (const sema::DimAnno& d : o.dims)
+        for (const sema::DimId& id : d.ids)
+          if (!id.numeric && id.reduce != sema::Reduce::Frozen) ids.insert(id.name);
+}
+
+}  // namespace
+
+std::vector<std::string> Session::anno_ids_of(const std::string& expr) const {
+  if (!harmless_op_expression(expr)) return {};
+  // Evaluated on a scratch copy of the plan; its diagnostics are dropped
+  // (a name that is not an op handle simply gives no identifiers).
+  Plan scratch = plan_;
+  std::optional<Value> result;
+  bool ok = interp_->run_session_input("<completion>", expr, &scratch, &result);
+  diags_->clear();
+  if (!ok || !result) return {};
+  std::set<std::string> ids;
+  auto add = [&](const Value& v) {
+    if (v.is<sema::OpHandle>() && v.as<sema::OpHandle>().subop >= 0 &&
+        v.as<sema::OpHandle>().subop < static_cast<int>(scratch.subops.size()))
+      add_ids(interp_->graph().node(scratch.subops[static_cast<size_t>(v.as<sema::OpHandle>().subop)].node), ids);
+  };
+  if (result->is<std::shared_ptr<sema::List>>())
+    for (const Value& v : *result->as<std::shared_ptr<sema::List>>()) add(v);
+  else
+    add(*result);
+  return {ids.begin(), ids.end()};
+}
+
 Completion Session::complete(const std::string& before, bool first_line) const {
   const sema::Graph& g = interp_->graph();
   if (!completion_ready_) {
@@ -295,11 +339,7 @@ Completion Session::complete(const std::string& before, bool first_line) const {
       if (plan_.root_of_node[n] < 0) continue;
       const sema::OpNode& node = g.node(static_cast<int>(n));
       completion_.op_names.push_back(node.name);
-      for (const auto* side : {&node.anno.anno.inputs, &node.anno.anno.outputs})
-        for (const sema::OperandAnno& o : *side)
-          for (const sema::DimAnno& d : o.dims)
-            for (const sema::DimId& id : d.ids)
-              if (!id.numeric && id.reduce != sema::Reduce::Frozen) ids.insert(id.name);
+      add_ids(node, ids);
     }
     completion_.anno_ids.assign(ids.begin(), ids.end());
     for (const sema::TensorInfo& t : g.tensors())
@@ -351,6 +391,7 @@ Completion Session::complete(const std::string& before, bool first_line) const {
     (void)g;
     return out;
   };
+  data.op_anno_ids = [this](const std::string& expr) { return anno_ids_of(expr); };
   return complete_input(before, first_line, data);
 }
 

@@ -50,6 +50,10 @@ class Session {
   bool quit_requested() const { return quit_; }
 
   Completion complete(const std::string& before_cursor, bool first_line) const;
+  // Annotation identifiers of the op(s) `expr` names, for completion after
+  // dim = "; empty when it names none or is not a plain name, select(...)
+  // or by_name(...) (completion evaluates nothing else).
+  std::vector<std::string> anno_ids_of(const std::string& expr) const;
 
   // ---- state, for tests and the driver ----
   const sema::Plan& plan() const { return plan_; }
@@ -104,6 +108,7 @@ class Session {
   bool cmd_undo(const Command& c);
   bool cmd_reset(const Command& c);
   bool cmd_gpus(const Command& c);
+  bool cmd_config(const Command& c);  // repl/config_command.cpp
   bool cmd_save(const Command& c);
   bool cmd_run(const Command& c);
   bool usage(const std::string& command);

@@ -124,3 +124,24 @@ TEST_CASE("completion: annotation identifiers after dim =, plan names, help topi
   CHECK(c.candidates == std::vector<std::string>{"--verify "});
   CHECK(complete_input("x = 1  # sh", true, d).candidates.empty());
 }
+
+TEST_CASE("completion: after dim = \", the identifiers of the op the call's first argument names") {
+  CompletionData d = data();
+  std::vector<std::string> asked;
+  d.op_anno_ids = [&](const std::string& expr) -> std::vector<std::string> {
+    asked.push_back(expr);
+    if (expr == "op") return {"b", "h"};
+    return {};
+  };
+  Completion c = complete_input("trans(op, dim = \"", true, d);
+  CHECK(c.candidates == std::vector<std::string>{"b\"", "batch\"", "h\"", "value\""});
+  // The open call's first argument, past nested calls, strings and brackets.
+  c = complete_input("for o in x { spread(trans(select(\"a(,\")[0], dim = \"", false, d);
+  CHECK(asked.back() == "select(\"a(,\")[0]");
+  CHECK(c.candidates ==
+        std::vector<std::string>{"b\"", "batch\"", "h\"", "k\"", "n\"", "value\""});  // names no op: all
+  CHECK(open_call_first_arg("f(a, g(b, c), ") == "a");
+  CHECK(open_call_first_arg("f(a, g(b, ") == "b");
+  CHECK(open_call_first_arg("f(a) + ").empty());
+  CHECK(open_call_first_arg("x[1, ").empty());  // a list, not a call
+}

@@ -317,6 +317,44 @@ TEST_CASE("a session without a model file") {
   CHECK(f.run("run 1", false).find("this session has no model file") != std::string::npos);
 }
 
+TEST_CASE("completion after dim = \" offers the identifiers of that op only") {
+  Fixture f("examples/gpt.nns");
+  auto cands = [&](const std::string& before) { return f.session.complete(before, true).candidates; };
+  const std::string plan_before = f.session.plan_text("p");
+  std::vector<std::string> attention = cands("trans(select(\"blocks.0.attn.attention#*\")[0], dim = \"");
+  CHECK(std::find(attention.begin(), attention.end(), "h\"") != attention.end());
+  CHECK(std::find(attention.begin(), attention.end(), "k\"") == attention.end());  // a linear's reduction dim
+  f.run("let fc = select(\"blocks.0.mlp.fc1.linear#*\")");
+  std::vector<std::string> linear = cands("trans(fc[0], dim = \"");
+  CHECK(std::find(linear.begin(), linear.end(), "k\"") != linear.end());
+  CHECK(std::find(linear.begin(), linear.end(), "h\"") == linear.end());
+  // Not a plain name or select(...): nothing is evaluated, every op's identifiers.
+  std::vector<std::string> any = cands("trans(f(1), dim = \"");
+  CHECK(std::find(any.begin(), any.end(), "h\"") != any.end());
+  CHECK(std::find(any.begin(), any.end(), "k\"") != any.end());
+  CHECK(f.session.plan_text("p") == plan_before);  // completion evaluates on a scratch plan
+}
+
+TEST_CASE("config NAME evaluates the file again with that config; a bad one changes nothing") {
+  Fixture f("examples/gpt.nns");
+  f.run(
+      "for op in select(\"blocks.*.attn.attention#*\") { let p = trans(op, dim = \"h\", num = 2)\n  for i in 0..2 { assign(p[i], i) } }");
+  REQUIRE(f.session.undo_depth() == 1);
+  CHECK(f.run("config").find("config tiny; the file's configs: tiny tiny_pipe") == 0);
+  CHECK(f.run("config tiny_pip", false).find("has no config 'tiny_pip' (did you mean 'tiny_pipe'?)") !=
+        std::string::npos);
+  CHECK(f.session.interpreter().config_name() == "tiny");
+  CHECK(f.session.undo_depth() == 1);  // refused: nothing changed
+  std::string r = f.run("config sc21_1_7b");
+  CHECK(r.find("config sc21_1_7b: ") == 0);
+  CHECK(r.find("a new plan for 2 device(s)") != std::string::npos);
+  CHECK(f.session.interpreter().config_name() == "sc21_1_7b");
+  CHECK(f.session.undo_depth() == 0);
+  for (const sema::SubOp& s : f.session.plan().subops) CHECK(s.leaf());  // the plan starts over
+  // The new config's shapes: sc21_1_7b has hidden 2304 (Megatron SC'21 Table 1).
+  CHECK(f.run("cfg.dim").find("2304") != std::string::npos);
+}
+
 TEST_CASE("save writes a file that nns check reads back") {
   Fixture f("examples/gpt.nns");
   f.run("plan megatron");
