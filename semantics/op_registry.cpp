@@ -60,6 +60,15 @@ int64_t conv_macs(const BoundAnno& b, const OpCall& c) {
   return numel(out) * w[1] * w[2] * w[3];
 }
 
+// sdpa: q kt over [..., s, e] x [..., e, t], then p v over [..., s, t] x [..., t, f].
+int64_t sdpa_macs(const BoundAnno& b, const OpCall& c) {
+  const Shape& q = tensor_shape(c, 0);
+  const Shape& kt = tensor_shape(c, 1);
+  const Shape& out = b.output_shapes.at(0);
+  const int64_t rows = numel(out) / out.back();  // batch * s
+  return rows * kt.back() * (q.back() + out.back());
+}
+
 // ---- slice facts (per-rank lowering) ---------------------------------------------
 
 // Every input of the sub-op complete: the slice is the whole op.
@@ -166,6 +175,7 @@ std::vector<OpRow> make_rows() {
   add("split", split);
   add("chunk", chunk);
   add("pad", pad);
+  add("sdpa", nullptr, sdpa_macs);
   add("conv2d", conv2d, conv_macs);
   add("conv2d_bias", conv2d_bias, conv_macs);
   add("max_pool2d", pool2d, pool_macs);

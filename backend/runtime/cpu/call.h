@@ -39,6 +39,7 @@ void register_reduce_kernels(KernelTable& table);       // ops_reduce.cpp: reduc
 void register_index_kernels(KernelTable& table);        // ops_index.cpp: scans, topk, gather, scatter_add, casts
 void register_layout_kernels(KernelTable& table);       // ops_layout.cpp: reshape, permute, roll, pad, concat, split
 void register_conv_kernels(KernelTable& table);         // ops_conv.cpp: conv2d, pooling
+void register_attention_kernels(KernelTable& table);    // ops_attention.cpp: sdpa (fused attention)
 
 // The fast or the reference kernel, as the backend was made.
 #define KERNEL(name) (c.reference ? &ref::name : &fast::name)

@@ -23,6 +23,7 @@ const cpu_ops::KernelTable& table() {
     cpu_ops::register_core_kernels(k);
     cpu_ops::register_elementwise_kernels(k);
     cpu_ops::register_nn_kernels(k);
+    cpu_ops::register_attention_kernels(k);
     cpu_ops::register_reduce_kernels(k);
     cpu_ops::register_index_kernels(k);
     cpu_ops::register_layout_kernels(k);

@@ -59,6 +59,7 @@ void register_reduce_kernels(KernelTable& table);  // kernels_reduce.cu: reducti
 void register_layout_kernels(KernelTable& table);  // kernels_layout.cu: reshape, permute, roll, pad, concat, split
 void register_nn_kernels(KernelTable& table);      // kernels_nn.cu: softmax, layer_norm, embedding, losses, dropout
 void register_conv_kernels(KernelTable& table);    // kernels_conv.cu: conv2d, pooling
+void register_attention_kernels(KernelTable& table);  // kernels_attention.cu: sdpa
 void register_index_kernels(KernelTable& table);   // kernels_index.cu: gathers, scans, topk, constant tables
 
 }  // namespace nns::backend::NNS_DEV

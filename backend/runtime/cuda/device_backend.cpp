@@ -19,6 +19,7 @@ const KernelTable& table() {
     register_layout_kernels(k);
     register_nn_kernels(k);
     register_conv_kernels(k);
+    register_attention_kernels(k);
     register_index_kernels(k);
     return k;
   }();

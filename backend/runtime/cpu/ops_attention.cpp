@@ -1,0 +1,93 @@
+// sdpa: scaled dot-product attention as one node,
+//   out = softmax(causal_mask(matmul(q, kt) * scale)) v,
+// q [..., s, e], kt [..., e, t] (keys already transposed, as the stdlib's
+// attention lays them out), v [..., t, f]. It runs the same kernels, in the
+// same order and on the same values, as the unfused composition of those
+// five ops, so its output and gradients equal theirs bit for bit; what it
+// changes is memory: the node keeps only q, kt and v for its backward and
+// recomputes the probabilities there (flash attention's trade), instead of
+// the graph saving the scores, the masked scores and the probabilities of
+// every micro-batch. The scratch lives for the node's call only.
+#include <cmath>
+#include <vector>
+
+#include "backend/runtime/cpu/call.h"
+
+namespace nns::backend::cpu_ops {
+
+namespace {
+
+struct AttentionDims {
+  int64_t batch = 1, s = 0, e = 0, t = 0, f = 0;
+};
+
+AttentionDims attention_dims(const Shape& q, const Shape& kt, const Shape& v) {
+  AttentionDims d;
+  d.s = q[q.size() - 2], d.e = q.back(), d.t = kt.back(), d.f = v.back();
+  d.batch = prod(q, 0, q.size() - 2);
+  return d;
+}
+
+// A bool attribute, false when absent.
+bool attr_flag(const Call& c, const char* name) { return c.node.attrs.count(name) && c.attr_int(name) != 0; }
+
+// The probabilities p [batch, s, t] of q, kt: the forward's first three
+// ops (and the mask) into `p`, with `scaled` as the scores' scratch.
+void probabilities(const Call& c, const float* q, const float* kt, const AttentionDims& d, bool causal, float scale,
+                   std::vector<float>& scaled, std::vector<float>& p) {
+  const int64_t n = d.batch * d.s * d.t;
+  std::vector<float> raw(static_cast<size_t>(n));
+  scaled.resize(static_cast<size_t>(n));
+  p.resize(static_cast<size_t>(n));
+  MATMUL_KERNEL(matmul)(q, kt, raw.data(), d.batch, d.batch, d.s, d.e, d.t, false, false, 0.f);
+  KERNEL(scale)(raw.data(), scaled.data(), n, scale);
+  if (causal)  // causal_mask: -inf where j > i
+    for (int64_t b = 0; b < d.batch; ++b)
+      for (int64_t i = 0; i < d.s; ++i)
+        for (int64_t j = i + 1; j < d.t; ++j) scaled[static_cast<size_t>((b * d.s + i) * d.t + j)] = -INFINITY;
+  KERNEL(softmax)(scaled.data(), p.data(), d.batch * d.s, d.t);
+}
+
+void sdpa_fwd(const Call& c) {
+  const AttentionDims d = attention_dims(c.in[0].shape, c.in[1].shape, c.in[2].shape);
+  std::vector<float> scaled, p;
+  probabilities(c, c.in[0].f32(), c.in[1].f32(), d, attr_flag(c, "causal"),
+                static_cast<float>(c.attr_float("scale", 1)), scaled, p);
+  MATMUL_KERNEL(matmul)(p.data(), c.in[2].f32(), c.out[0].f32(), d.batch, d.batch, d.s, d.t, d.f, false, false, 0.f);
+}
+
+// The unfused backward, op by op in reverse: matmul(p, v), softmax,
+// causal_mask, the scale, matmul(q, kt).
+void sdpa_bwd(const Call& c) {
+  const AttentionDims d = attention_dims(c.x(0).shape, c.x(1).shape, c.x(2).shape);
+  const bool causal = attr_flag(c, "causal");
+  const float scale = static_cast<float>(c.attr_float("scale", 1));
+  float *dq = c.dx(0), *dkt = c.dx(1), *dv = c.dx(2);
+  if (!dq && !dkt && !dv) return;
+  std::vector<float> scaled, p;
+  probabilities(c, c.x(0).f32(), c.x(1).f32(), d, causal, scale, scaled, p);
+  const int64_t n = d.batch * d.s * d.t;
+  std::vector<float> dp(static_cast<size_t>(n));
+  MATMUL_KERNEL(matmul_backward)
+  (p.data(), c.x(2).f32(), c.dy(0).f32(), dp.data(), dv, d.batch, d.batch, d.s, d.t, d.f, false, false);
+  if (!dq && !dkt) return;
+  std::vector<float> dmasked(static_cast<size_t>(n));
+  KERNEL(softmax_backward)(p.data(), dp.data(), dmasked.data(), d.batch * d.s, d.t);
+  if (causal)  // causal_mask's backward: no gradient where it wrote -inf
+    for (int64_t b = 0; b < d.batch; ++b)
+      for (int64_t i = 0; i < d.s; ++i)
+        for (int64_t j = i + 1; j < d.t; ++j) dmasked[static_cast<size_t>((b * d.s + i) * d.t + j)] = 0.f;
+  std::vector<float>& draw = scaled;  // the scores' scratch is free again
+  KERNEL(scale_backward)(dmasked.data(), draw.data(), n, scale);
+  MATMUL_KERNEL(matmul_backward)
+  (c.x(0).f32(), c.x(1).f32(), draw.data(), dq, dkt, d.batch, d.batch, d.s, d.e, d.t, false, false);
+}
+
+}  // namespace
+
+void register_attention_kernels(KernelTable& t) {
+  t["sdpa"] = sdpa_fwd;
+  t["sdpa_backward"] = sdpa_bwd;
+}
+
+}  // namespace nns::backend::cpu_ops
