@@ -219,7 +219,7 @@ void PlanExecutor::run_local(int n) {
     const int t = node.outputs[i];
     const sema::TensorInfo& info = P.local.tensor(t);
     if (sema::dtype_bytes(info.dtype) != 4) throw RuntimeError(node.name + ": only 4-byte dtypes run on plan ranks");
-    lset(t, alloc(sema::numel(info.shape)));
+    lset(t, alloc_uninit(sema::numel(info.shape)));  // every kernel writes all of its outputs (node_conformance.h)
     outs_[i].data = (*lbuf_cur)[static_cast<size_t>(t)].data();
     outs_[i].dtype = info.dtype;
     outs_[i].shape = info.shape;

@@ -7,6 +7,8 @@
 // tested_backends(); nothing else changes.
 #pragma once
 
+#include <limits>
+
 #include <map>
 #include <memory>
 #include <string>
@@ -123,6 +125,18 @@ inline NodeCase backward_case(const NodeCase& fwd, std::vector<HostTensor> ys, s
   return b;
 }
 
+// Fills `c`'s outputs with values no kernel result could keep by accident.
+// Every kernel, reference and fast, CPU and CUDA, writes all of its
+// outputs: the plan executor allocates node outputs without zero-filling
+// them (plan_executor.cpp, run_local), and these tables are where that
+// contract is checked, for every kernel kind they cover (all of them).
+inline void poison_outputs(NodeCase& c) {
+  for (HostTensor& t : c.outputs) {
+    for (float& v : t.f) v = std::numeric_limits<float>::quiet_NaN();
+    for (int32_t& v : t.i) v = 0x5a5a5a5a;
+  }
+}
+
 // Runs `c` on the reference and on every tested backend and compares each
 // output (named by `names`, one per output) with tolerance `tol` (0:
 // bit-identical; see expect_close). `tested_init`, when given, replaces the
@@ -133,8 +147,20 @@ inline std::vector<HostTensor> expect_node(const std::string& op, const std::str
                                            const std::vector<Buf>& tested_init = {}) {
   REQUIRE(names.size() == c.outputs.size());
   std::vector<HostTensor> want = run_case(reference_backend(), c);
+  {  // the reference kernels too write every output element (nns run --reference)
+    NodeCase poisoned = c;
+    poison_outputs(poisoned);
+    std::vector<HostTensor> again = run_case(reference_backend(), poisoned);
+    for (size_t k = 0; k < names.size(); ++k)
+      expect_close("reference " + op + " (outputs poisoned)", name, names[k], as_floats(again[k]), as_floats(want[k]),
+                   0);
+  }
   NodeCase tested = c;
   for (size_t k = 0; k < tested_init.size(); ++k) tested.outputs[k].f = tested_init[k];
+  // Unless a case gives its own, the tested backends' outputs start as
+  // garbage (NaN, or a large int): every kernel writes all of its outputs,
+  // so the executor hands node outputs over without zero-filling them.
+  if (tested_init.empty()) poison_outputs(tested);
   std::map<const Backend*, std::vector<HostTensor>> results;
   for (Backend* b : tested_backends()) {
     if (!b->has_kernel(c.kind)) {
@@ -167,7 +193,9 @@ inline std::vector<HostTensor> run_tested(const NodeCase& c) {
     CHECK(kernel_pending(b, c.kind));
     return run_case(reference_backend(), c);
   }
-  return run_case(b, c);
+  NodeCase poisoned = c;  // as in expect_node: the kernel must write every output element
+  poison_outputs(poisoned);
+  return run_case(b, poisoned);
 }
 
 }  // namespace nns::backend::test

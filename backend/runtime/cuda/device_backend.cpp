@@ -51,6 +51,13 @@ class DeviceBackend : public Backend {
     track_alloc(static_cast<int64_t>(bytes));
     return p;
   }
+  // For buffers their first writer covers whole (node outputs: every kernel
+  // writes all of its outputs, tests/backend/node_conformance.h).
+  void* allocate_uninit(size_t bytes) override {
+    void* p = alloc_.allocate(bytes);
+    track_alloc(static_cast<int64_t>(bytes));
+    return p;
+  }
   void release(void* p, size_t bytes) override {
     alloc_.release(p, bytes);
     track_free(static_cast<int64_t>(bytes));
