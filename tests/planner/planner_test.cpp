@@ -716,3 +716,52 @@ TEST_CASE("profiles: the shipped cpu profile (measured by nns profile) loads, wi
   }
   each_source("cpu", [](const std::string& src) { CHECK(src.find("nns profile") != std::string::npos); });
 }
+
+#include "backend/planner/profile_build.h"
+
+namespace nns::planner {
+
+// A measured profile's peak is the fastest rate any kernel reached above its
+// curve's fixed cost: a kernel measured faster than the fastest linear (noise
+// on a loaded machine, or the linear's own fixed cost) raises the peak
+// instead of writing an efficiency above 1, which the profile's schema
+// refuses (nns profile used to exit 70 so under load). Predicted times stay
+// peak x efficiency.
+TEST_CASE("measured profile: every efficiency at most 1, the peak the fastest rate above fixed costs") {
+  ProfileSettings s;
+  CommPoints comm;
+  for (const char* name : {"allreduce", "allgather", "reduce_scatter", "all_to_all", "sendrecv"})
+    comm.by_name[name] = {{4, 1e-5}, {1024, 1.2e-5}, {65536, 5e-5}, {1048576, 4e-4}};
+  CopyPoints copies;
+  for (MeasuredPoints* m :
+       {&copies.copy, &copies.accumulate, &copies.update, &copies.copy_cold, &copies.accumulate_cold})
+    *m = {{1024, 1e-6}, {65536, 1e-5}, {1048576, 1.2e-4}};
+  std::vector<KernelPoint> kernels;
+  auto kernel = [&](const std::string& op, double flops, double seconds) {
+    KernelPoint k;
+    k.kind = op;
+    k.work.op = op;
+    k.work.kind = op;
+    k.work.flops = flops;
+    k.seconds = seconds;
+    kernels.push_back(k);
+  };
+  kernel("matmul", 1e3, 2e-6);  // 0.5 GFLOP/s with its fixed cost
+  kernel("matmul", 1e8, 1e-3);  // 100 GFLOP/s: the fastest linear
+  kernel("softmax", 1e3, 1e-6);
+  kernel("softmax", 2e8, 1e-3 + 1e-6);  // 200 GFLOP/s above its fixed cost: faster than the linear
+  std::string err;
+  std::string json = build_profile(s, comm, kernels, 1e-6, copies, err);
+  INFO(err);
+  REQUIRE(!json.empty());
+  DeviceProfile p;
+  REQUIRE(parse_profile(json, p, err));  // the schema refuses efficiencies above 1 (+1% noise)
+  CHECK(p.peak_flops["fp32"] == Approx(2e11).epsilon(1e-4));
+  for (const auto& [name, curve] : p.efficiency)
+    for (const auto& [flops, eff] : curve) {
+      INFO(name << " at " << flops);
+      CHECK(eff <= 1.0 + 1e-9);
+    }
+}
+
+}  // namespace nns::planner
