@@ -16,6 +16,7 @@ struct AttentionCase {
   sema::Shape lead;  // leading dims (batch, heads, windows...)
   int64_t s, e, t, f;
   bool causal;
+  int64_t period = 0;  // causal rows are queries i mod period (grouped-query attention); 0: s
 };
 
 const std::vector<AttentionCase>& attention_cases() {
@@ -37,7 +38,7 @@ sema::Shape with(const sema::Shape& lead, int64_t a, int64_t b) {
 }
 
 std::map<std::string, sema::Attr> attrs(const AttentionCase& c, double scale) {
-  return {{"scale", scale}, {"causal", c.causal}};
+  return {{"scale", scale}, {"causal", c.causal}, {"period", c.period}};
 }
 
 std::string label(const AttentionCase& c) {
@@ -89,7 +90,21 @@ TEST_CASE("sdpa equals matmul, mul_scalar, causal_mask, softmax, matmul bit for 
     // Unfused forward.
     HostTensor raw = run1("matmul", {}, {q, k}, {f32_zeros(ss)})[0];
     HostTensor scaled = run1("mul_scalar", {{"s", scale}}, {raw}, {f32_zeros(ss)})[0];
-    HostTensor masked = c.causal ? run1("causal_mask", {}, {scaled}, {f32_zeros(ss)})[0] : scaled;
+    // With a period, the unfused mask sees [..., s / period, period, t] (gqa_attention's 5-D view).
+    sema::Shape mask_shape = ss;
+    if (c.period) {
+      mask_shape.pop_back();
+      mask_shape.pop_back();
+      mask_shape.push_back(c.s / c.period);
+      mask_shape.push_back(c.period);
+      mask_shape.push_back(c.t);
+    }
+    auto as = [](HostTensor t, const sema::Shape& shape) {
+      t.shape = shape;
+      return t;
+    };
+    HostTensor masked =
+        c.causal ? as(run1("causal_mask", {}, {as(scaled, mask_shape)}, {f32_zeros(mask_shape)})[0], ss) : scaled;
     HostTensor p = run1("softmax", {}, {masked}, {f32_zeros(ss)})[0];
     HostTensor y = run1("matmul", {}, {p, v}, {f32_zeros(ys)})[0];
     // Unfused backward, in reverse.
@@ -99,8 +114,8 @@ TEST_CASE("sdpa equals matmul, mul_scalar, causal_mask, softmax, matmul bit for 
     HostTensor d_masked = run_tested(backward_case(sm, {p}, {g_pv[0]}, {1}))[0];
     HostTensor d_scaled = d_masked;
     if (c.causal) {
-      NodeCase cm{"causal_mask", {}, {scaled}, {f32_zeros(ss)}};
-      d_scaled = run_tested(backward_case(cm, {masked}, {d_masked}, {1}))[0];
+      NodeCase cm{"causal_mask", {}, {as(scaled, mask_shape)}, {f32_zeros(mask_shape)}};
+      d_scaled = as(run_tested(backward_case(cm, {as(masked, mask_shape)}, {as(d_masked, mask_shape)}, {1}))[0], ss);
     }
     NodeCase ms{"mul_scalar", {{"s", scale}}, {raw}, {f32_zeros(ss)}};
     HostTensor d_raw = run_tested(backward_case(ms, {scaled}, {d_scaled}, {1}))[0];

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# gpt with its attention core as one sdpa op (fused_attention = true, stdlib
-# attention fused = true) against the unfused ops: the same losses and
+# gpt and llama with their attention core as one sdpa op (fused_attention =
+# true; stdlib attention / gqa_attention fused = true) against the unfused ops: the same losses and
 # gradient norms, bit for bit, on one device (the sdpa kernels run the
 # unfused kernels in their order, cpu/ops_attention.cpp); the megatron plan
 # on 2 ranks passes --verify; less activation memory, the same MACs.
@@ -16,6 +16,15 @@ fused=$("$NNS" run examples/gpt.nns --config tiny --steps 3 --set fused_attentio
 if [ "$(steps "$plain")" != "$(steps "$fused")" ] || [ -z "$(steps "$plain")" ]; then
   echo "FAIL: fused and unfused steps differ:"; diff <(steps "$plain") <(steps "$fused"); fail=1
 fi
+
+# llama: grouped-query attention, sdpa over each group's stacked queries (period = seq).
+lplain=$("$NNS" run examples/llama.nns --config tiny --steps 3 --set fused_attention=false 2>&1) || { echo "FAIL: llama unfused: $lplain"; exit 1; }
+lfused=$("$NNS" run examples/llama.nns --config tiny --steps 3 --set fused_attention=true 2>&1) || { echo "FAIL: llama fused: $lfused"; exit 1; }
+if [ "$(steps "$lplain")" != "$(steps "$lfused")" ] || [ -z "$(steps "$lplain")" ]; then
+  echo "FAIL: llama fused and unfused steps differ:"; diff <(steps "$lplain") <(steps "$lfused"); fail=1
+fi
+lout=$("$NNS" run examples/llama.nns --config tiny --steps 3 --set fused_attention=true --plan megatron --gpus 2 --verify 2>&1)
+if [ $? != 0 ] || ! grep -q ": PASS (fp32 bound" <<<"$lout"; then echo "FAIL: llama megatron with sdpa --verify:"; tail -5 <<<"$lout"; fail=1; fi
 
 out=$("$NNS" run examples/gpt.nns --config tiny --steps 3 --set fused_attention=true --plan megatron --gpus 2 --verify 2>&1)
 rc=$?
@@ -33,5 +42,5 @@ fi
 if [ "$(macs "$c_plain")" != "$(macs "$c_fused")" ] || [ -z "$(macs "$c_plain")" ]; then
   echo "FAIL: forward MACs differ: $(macs "$c_plain") vs $(macs "$c_fused")"; fail=1
 fi
-[ $fail = 0 ] && echo "PASS: fused attention equals the unfused ops bit for bit; megatron --verify passes; activations $a_plain -> $a_fused GiB at the same MACs"
+[ $fail = 0 ] && echo "PASS: fused attention (gpt, llama) equals the unfused ops bit for bit; megatron --verify passes; activations $a_plain -> $a_fused GiB at the same MACs"
 exit $fail

@@ -33,6 +33,13 @@ bool attr_flag(const Call& c, const char* name) { return c.node.attrs.count(name
 
 // The probabilities p [batch, s, t] of q, kt: the forward's first three
 // ops (and the mask) into `p`, with `scaled` as the scores' scratch.
+// The query position of row i: i mod the `period` attribute (grouped-query
+// attention stacks the groups' queries), i itself without one.
+int64_t mask_period(const Call& c, const AttentionDims& d) {
+  const int64_t period = c.attr_int_or("period", 0);
+  return period > 0 ? period : d.s;
+}
+
 void probabilities(const Call& c, const float* q, const float* kt, const AttentionDims& d, bool causal, float scale,
                    std::vector<float>& scaled, std::vector<float>& p) {
   const int64_t n = d.batch * d.s * d.t;
@@ -41,10 +48,12 @@ void probabilities(const Call& c, const float* q, const float* kt, const Attenti
   p.resize(static_cast<size_t>(n));
   MATMUL_KERNEL(matmul)(q, kt, raw.data(), d.batch, d.batch, d.s, d.e, d.t, false, false, 0.f);
   KERNEL(scale)(raw.data(), scaled.data(), n, scale);
-  if (causal)  // causal_mask: -inf where j > i
+  if (causal) {  // causal_mask: -inf where j > i
+    const int64_t period = mask_period(c, d);
     for (int64_t b = 0; b < d.batch; ++b)
       for (int64_t i = 0; i < d.s; ++i)
-        for (int64_t j = i + 1; j < d.t; ++j) scaled[static_cast<size_t>((b * d.s + i) * d.t + j)] = -INFINITY;
+        for (int64_t j = i % period + 1; j < d.t; ++j) scaled[static_cast<size_t>((b * d.s + i) * d.t + j)] = -INFINITY;
+  }
   KERNEL(softmax)(scaled.data(), p.data(), d.batch * d.s, d.t);
 }
 
@@ -73,10 +82,12 @@ void sdpa_bwd(const Call& c) {
   if (!dq && !dkt) return;
   std::vector<float> dmasked(static_cast<size_t>(n));
   KERNEL(softmax_backward)(p.data(), dp.data(), dmasked.data(), d.batch * d.s, d.t);
-  if (causal)  // causal_mask's backward: no gradient where it wrote -inf
+  if (causal) {  // causal_mask's backward: no gradient where it wrote -inf
+    const int64_t period = mask_period(c, d);
     for (int64_t b = 0; b < d.batch; ++b)
       for (int64_t i = 0; i < d.s; ++i)
-        for (int64_t j = i + 1; j < d.t; ++j) dmasked[static_cast<size_t>((b * d.s + i) * d.t + j)] = 0.f;
+        for (int64_t j = i % period + 1; j < d.t; ++j) dmasked[static_cast<size_t>((b * d.s + i) * d.t + j)] = 0.f;
+  }
   std::vector<float>& draw = scaled;  // the scores' scratch is free again
   KERNEL(scale_backward)(dmasked.data(), draw.data(), n, scale);
   MATMUL_KERNEL(matmul_backward)

@@ -46,6 +46,14 @@ RowMajorProduct product(const Call& call, const float* a, const float* b, float*
 
 bool attr_flag(const Call& c, const char* name) { return c.node.attrs.count(name) && c.attr_int(name) != 0; }
 
+// Rows per causal mask: the `period` attribute (grouped-query attention
+// stacks the groups' queries, row i is query i mod period), else s. The
+// mask kernel takes row i of a [rows, cols] matrix as (k / cols) % rows.
+int64_t mask_rows(const Call& c, const AttentionDims& d) {
+  const int64_t period = c.attr_int_or("period", 0);
+  return period > 0 ? period : d.s;
+}
+
 // p = softmax(mask(q kt * scale)) into `p`; `scaled` is the scores' scratch.
 void probabilities(const Call& c, const float* q, const float* kt, const AttentionDims& d, bool causal, float scale,
                    float* scaled, float* p) {
@@ -86,7 +94,7 @@ void sdpa_bwd(const Call& c) {
   c.gemm.run(product(c, dy, c.x(2).f32(), dp, d, d.s, d.f, d.t, false, true), c.scratch);  // dp = dy v^T
   float* dmasked = c.scratch.get<float>(n);
   nn::softmax_backward(p, dp, dmasked, rows, d.t, false, c.scratch.get<double>(rows), c.stream);
-  if (causal) nn::causal_mask(dmasked, dmasked, n, d.s, d.t, true, c.stream);
+  if (causal) nn::causal_mask(dmasked, dmasked, n, mask_rows(c, d), d.t, true, c.stream);
   kernels::scale(scaled, dmasked, n, scale, c.stream);  // the scores' gradient, into the free scratch
   if (dq) c.gemm.run(product(c, scaled, c.x(1).f32(), dq, d, d.s, d.t, d.e, false, true), c.scratch);    // dq = ds kt^T
   if (dkt) c.gemm.run(product(c, c.x(0).f32(), scaled, dkt, d, d.e, d.s, d.t, true, false), c.scratch);  // dkt = q^T ds
