@@ -130,7 +130,9 @@ int cmd_run(const Args& a) {
   if (!a.steps.empty() && (!parse_int(a.steps, steps) || steps < 1)) return usage_error("--steps must be a positive integer");
   if (!parse_int(a.seed, seed) || seed < 0) return usage_error("--seed must be a non-negative integer");
   if (!a.threads.empty() && (!parse_int(a.threads, threads) || threads < 1)) return usage_error("--threads must be a positive integer");
-  long long save_every = 0;
+  long long save_every = 0, stop_after = 0;
+  if (!a.stop_after.empty() && (!parse_int(a.stop_after, stop_after) || stop_after < 1))
+    return usage_error("--stop-after must be a positive number of steps");
   if (!a.save_every.empty() && (!parse_int(a.save_every, save_every) || save_every < 1))
     return usage_error("--save-every must be a positive number of steps");
   if (!a.save_every.empty() && a.save.empty()) return usage_error("--save-every needs --save (where to save)");
@@ -176,6 +178,7 @@ int cmd_run(const Args& a) {
   o.run.data = a.data;
   o.run.save = a.save;
   o.run.save_every = save_every;
+  o.run.stop_after = stop_after;
   o.run.metrics = a.metrics;
   o.run.resume = a.resume;
   o.run.dump_grads = a.dump_grads;

@@ -12,6 +12,7 @@
 
 #include "backend/lowering/lower_plan.h"
 #include "backend/runtime/backend.h"
+#include "backend/runtime/checkpoint_store.h"
 #include "backend/runtime/comm/communicator.h"
 #include "backend/runtime/comm/env_vars.h"
 #include "backend/runtime/comm/launcher.h"
@@ -225,6 +226,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
   backend::LoopOptions lo;
   lo.rank = rank;
   lo.steps = p.spec.steps;
+  lo.stop_after = r.stop_after;
   if (rank == 0)
     for (const std::string& w : backend::lr_horizon_warnings(p.spec.schedule, p.spec.optimizer.lr, p.spec.steps))
       std::fprintf(stderr, "nns: warning: %s\n", w.c_str());
@@ -419,6 +421,16 @@ int run_eval(Pipeline& p, const PipelineOptions& o) {
 }
 
 int run_training(Pipeline& p, const PipelineOptions& o) {
+  // A resumed run keeps the learning-rate horizon its checkpoint saved
+  // (lr_horizon.h), set here once for every rank and the --verify reference.
+  // A checkpoint that cannot be read is left to the load, which says why.
+  if (!o.run.resume.empty()) {
+    std::string note;
+    try {
+      note = backend::adopt_saved_horizon(backend::checkpoint_metadata(o.run.resume), p.spec.schedule);
+    } catch (const backend::SafetensorsError&) {}
+    if (!note.empty()) std::printf("nns: note: %s\n", note.c_str());
+  }
   int rc = run_on_ranks(o.topo, [&](backend::Communicator* comm) {
     try {
       return train_rank(p, o, comm);

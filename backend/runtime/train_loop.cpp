@@ -172,6 +172,14 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
     if (rank0) std::fprintf(out, "nns: the checkpoint is at step %lld; nothing left to run (raise --steps)\n", static_cast<long long>(start));
     return LoopResult::Ok;
   }
+  // --stop-after: this invocation ends early; the progress lines still count to o.steps.
+  const int64_t end = o.stop_after > 0 && o.stop_after < o.steps ? o.stop_after : o.steps;
+  if (start >= end) {
+    if (rank0)
+      std::fprintf(out, "nns: the checkpoint is at step %lld; nothing left to run before --stop-after %lld\n",
+                   static_cast<long long>(start), static_cast<long long>(end));
+    return LoopResult::Ok;
+  }
   if (rank0) std::fprintf(out, "%s", o.banner.c_str());
   std::unique_ptr<StepVerifier> verifier;
   if (rank0 && o.verify && o.reference) verifier = std::make_unique<StepVerifier>(*o.reference, o.reference_adopts_weights, o.verify_rounding, o.verify_undetermined);
@@ -192,7 +200,7 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
     std::string line = o.save();
     if (rank0) std::fprintf(out, "%s\n", line.c_str());
   };
-  for (int64_t s = start; s < o.steps; ++s) {
+  for (int64_t s = start; s < end; ++s) {
     set_fault_context(o.rank, s + 1);
     if (o.before_step) o.before_step();
     StepStats st = session.step();
@@ -214,7 +222,7 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
       weights = session.parameters();
     }
     // Every save_every-th step (the last step's save comes after the summary).
-    if (o.save && o.save_every > 0 && st.step % o.save_every == 0 && st.step < o.steps && (rank0 || o.collective)) save();
+    if (o.save && o.save_every > 0 && st.step % o.save_every == 0 && st.step < end && (rank0 || o.collective)) save();
     if (!rank0) continue;
     if (metrics) {
       // %.17g: the exact double, so runs can be compared bit for bit.
@@ -250,7 +258,7 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
     }
     std::fflush(out);
   }
-  const int64_t ran = o.steps - start;
+  const int64_t ran = end - start;
   if (rank0) {
     std::fprintf(out, "done: %lld steps, loss %.6f -> %.6f", static_cast<long long>(ran), first_loss, last_loss);
     if (ran > 1) std::fprintf(out, ", %.2f ms/step (steps after the first)", total / static_cast<double>(ran - 1) * 1e3);

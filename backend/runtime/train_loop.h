@@ -142,6 +142,7 @@ class StepVerifier {
 struct LoopOptions {
   int rank = 0;                // only rank 0 prints
   int64_t steps = 0;           // the run ends after this step (the train block's, or --steps)
+  int64_t stop_after = 0;      // --stop-after: this invocation ends after this step (0: at `steps`)
   std::string banner;          // printed by rank 0 before the first step
   // The session's parameters()/last_gradients(), `save` and `dump_gradients`
   // are collective: every rank calls them (a partitioned plan); otherwise
