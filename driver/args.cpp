@@ -42,6 +42,7 @@ const ValueFlag kValueFlags[] = {
     {"--init", &Args::init},
     {"--data", &Args::data},
     {"--save", &Args::save},
+    {"--save-best", &Args::save_best},
     {"--resume", &Args::resume},
     {"--dump-grads", &Args::dump_grads},
     {"--trace", &Args::trace},

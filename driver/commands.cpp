@@ -138,6 +138,8 @@ int cmd_run(const Args& a) {
   if (!a.save_every.empty() && a.save.empty()) return usage_error("--save-every needs --save (where to save)");
   if (std::string why = a.save.empty() ? "" : backend::save_target_problem(a.save); !why.empty())
     return usage_error("--save " + a.save + ": " + why);
+  if (std::string why = a.save_best.empty() ? "" : backend::save_target_problem(a.save_best); !why.empty())
+    return usage_error("--save-best " + a.save_best + ": " + why);
   if (const char* bad = backend::cpu::fast::check_bf16_env()) return usage_error(bad);
   // The device first, before anything starts threads: finding the GPUs
   // forks a probe (run_device.h).
@@ -154,8 +156,14 @@ int cmd_run(const Args& a) {
     return usage_error("--reference runs the CPU reference kernels; it does not take --device " + device + " (use --device cpu)");
   if (a.eval) {
     // Evaluation is forward passes: no gradients to verify or dump, no state to save.
-    const char* clash = a.verify ? "--verify" : !a.save.empty() ? "--save" : !a.dump_grads.empty() ? "--dump-grads"
-                        : !a.trace.empty() ? "--trace" : !a.metrics.empty() ? "--metrics" : a.stats ? "--stats" : nullptr;
+    const char* clash = a.verify                ? "--verify"
+                        : !a.save.empty()       ? "--save"
+                        : !a.save_best.empty()  ? "--save-best"
+                        : !a.dump_grads.empty() ? "--dump-grads"
+                        : !a.trace.empty()      ? "--trace"
+                        : !a.metrics.empty()    ? "--metrics"
+                        : a.stats               ? "--stats"
+                                                : nullptr;
     if (clash) return usage_error(std::string("--eval runs forward passes only; it does not take ") + clash);
   }
   PipelineOptions o;
@@ -179,6 +187,7 @@ int cmd_run(const Args& a) {
   o.run.save = a.save;
   o.run.save_every = save_every;
   o.run.stop_after = stop_after;
+  o.run.save_best = a.save_best;
   o.run.metrics = a.metrics;
   o.run.resume = a.resume;
   o.run.dump_grads = a.dump_grads;

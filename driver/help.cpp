@@ -130,7 +130,7 @@ const CommandHelp kCommands[] = {
     {"run",
      "run FILE [--gpus N] [--plan P [--plan-gpus K]] [--verify] [--config C] [--steps N] [--stop-after K] [--seed S]\n"
      "         [--threads T] [--init W.safetensors] [--data D.safetensors]\n"
-     "         [--save CKPT [--save-every K]] [--resume CKPT] [--dump-grads G.safetensors] [--metrics M.jsonl]\n"
+     "         [--save CKPT [--save-every K]] [--save-best CKPT] [--resume CKPT] [--dump-grads G.safetensors] [--metrics M.jsonl]\n"
      "         [--trace OUT.json] [--reference] [--eval] [--device cpu|cuda|cuda-emulation] [--stats] [--peak-by-rank]\n"
      "         [--comm auto|gloo|nccl] [--emit=STAGE]\n",
      "train the model of FILE's train block: one progress line per step\n"
@@ -157,7 +157,9 @@ const CommandHelp kCommands[] = {
      "step, and after every K-th with --save-every K; --resume continues one\n"
      "bit-identically (the learning-rate schedule's length is --steps or the\n"
      "block's steps unless the schedule pins it; checkpoints keep it;\n"
-     "--stop-after K ends this invocation after step K); --metrics writes one JSON line per step (loss,\n"
+     "--stop-after K ends this invocation after step K); a train block\n"
+     "with eval_every = K and val_data prints the validation loss every K\n"
+     "steps, and --save-best CKPT saves at each new lowest one; --metrics writes one JSON line per step (loss,\n"
      "lr, |g| exact, ms); --dump-grads writes the gradients of the run's\n"
      "first step (step 1, or the one after --resume's); --emit prints a stage instead of training. --eval runs the\n"
      "steps as forward passes (dropout off, no backward, no update; on one\n"
@@ -287,7 +289,7 @@ const CommandPage kPages[] = {
      "  --verify             compare every step with one device (fp32 bound 1e-5; exit 70 beyond)\n"
      "  --config C  --set KEY=VALUE  --steps N  --stop-after K  --seed S  --threads T\n"
      "  --init W  --data D   initial weights; input data (safetensors)\n"
-     "  --save CKPT [--save-every K]  --resume CKPT   checkpoints (bit-identical resume)\n"
+     "  --save CKPT [--save-every K]  --resume CKPT   checkpoints (bit-identical resume); --save-best CKPT\n"
      "  --dump-grads G       the gradients of the run's first step\n"
      "  --metrics M.jsonl    one JSON line per step; --trace OUT.json: Chrome trace of every rank\n"
      "  --eval               forward passes only, on --init/--resume weights\n"

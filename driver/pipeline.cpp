@@ -300,7 +300,8 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p) {
     return kExitOk;
   }
 
-  // run
+  // run (a pipeline built up to here only, as validation's is, stops)
+  if (o.last < Stage::Run) return kExitOk;
   if (o.run.eval) return run_eval(p, o);
   return run_training(p, o);
 }

@@ -43,6 +43,7 @@ struct RunOptions {
   uint64_t seed = 0;
   int threads = 0;  // kernel threads per rank; 0 = the default
   std::string init, data, save, resume, dump_grads;
+  std::string save_best;   // --save-best CKPT: saved after each validation loss lower than all before
   int64_t save_every = 0;  // --save-every K: also save after every K-th step (0: only after the last)
   // --stop-after K: this invocation ends after step K, though the run (and
   // its learning-rate horizon) is --steps long; --resume continues it.

@@ -81,6 +81,13 @@ struct TrainSpec {
   // rounded to bfloat16 before it is summed over the replicas, as a bf16
   // allreduce does; the sum itself is still carried in fp32).
   std::string grad_reduce = "fp32";
+  // Validation while training (driver/validation.h): every `eval_every`
+  // steps (0: never) the loss of `eval_batches` batches of `val_data`,
+  // forward only with dropout off, on the weights of that step. Each
+  // evaluation reads the same batches: val_data's first eval_batches steps.
+  int64_t eval_every = 0, eval_batches = 1;
+  DataSpec val_data;
+  bool has_val_data = false;
   front::SourceLoc loc;
 };
 

@@ -148,9 +148,21 @@ void PlanTrainer::save_whole(const std::string& path) {
   if (m.comm) m.comm->barrier();
 }
 
-void PlanTrainer::load(const std::string& path, bool checkpoint) {
+void PlanTrainer::load(const std::string& path, bool checkpoint) { load_file(read_checkpoint(path), path, checkpoint); }
+
+void PlanTrainer::set_parameters(const std::map<std::string, std::vector<float>>& weights) {
+  SafetensorsFile f;
+  for (const auto& [name, values] : weights) {
+    auto shape = std::vector<int64_t>{static_cast<int64_t>(values.size())};
+    for (int p : x_->g.params())
+      if (x_->g.tensor(p).name == name) shape = x_->g.tensor(p).shape;
+    f.tensors.push_back(f32_tensor(name, shape, values.data(), values.size()));
+  }
+  load_file(f, "the training run's weights", false);
+}
+
+void PlanTrainer::load_file(const SafetensorsFile& f, const std::string& path, bool checkpoint) {
   PlanExecutor& m = *x_;
-  SafetensorsFile f = read_checkpoint(path);
   if (auto fmt = f.metadata.find("format"); !checkpoint && fmt != f.metadata.end() && fmt->second == "nns-gradients-1")
     throw SafetensorsError(path + ": a gradients file (written by --dump-grads), not weights");
   if (checkpoint) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "backend/runtime/fault.h"
 #include "backend/runtime/trainer.h"
@@ -185,6 +186,8 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
   if (rank0 && o.verify && o.reference) verifier = std::make_unique<StepVerifier>(*o.reference, o.reference_adopts_weights, o.verify_rounding, o.verify_undetermined);
   double total = 0, first_loss = 0, last_loss = 0, last_scale = 0;
   int64_t skipped_total = 0;
+  double best_val = std::numeric_limits<double>::infinity();
+  std::string best_line;  // the best-checkpoint save's line, printed with the validation loss
   std::FILE* metrics = nullptr;
   if (rank0 && !o.metrics.empty()) {
     metrics = std::fopen(o.metrics.c_str(), "w");
@@ -223,6 +226,18 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
     }
     // Every save_every-th step (the last step's save comes after the summary).
     if (o.save && o.save_every > 0 && st.step % o.save_every == 0 && st.step < end && (rank0 || o.collective)) save();
+    // Validation: every rank takes part (the loss is the same on all of them).
+    double val_loss = std::nan("");
+    if (o.validate && o.eval_every > 0 && st.step % o.eval_every == 0) {
+      val_loss = o.validate();
+      if (val_loss < best_val) {  // a NaN never counts as the best
+        best_val = val_loss;
+        if (o.save_best && (rank0 || o.collective)) {
+          std::string line = o.save_best();
+          if (rank0) best_line = line;
+        }
+      }
+    }
     if (!rank0) continue;
     if (metrics) {
       // %.17g: the exact double, so runs can be compared bit for bit.
@@ -232,6 +247,7 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
       std::fprintf(metrics, "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.17g, \"grad_norm\": %s, \"ms\": %.3f", static_cast<long long>(st.step),
                    st.loss, st.lr, norm, st.seconds * 1e3);
       if (st.loss_scale > 0) std::fprintf(metrics, ", \"loss_scale\": %.17g, \"skipped\": %s", st.loss_scale, st.skipped ? "true" : "false");
+      if (!std::isnan(val_loss)) std::fprintf(metrics, ", \"val_loss\": %.17g", val_loss);
       std::fprintf(metrics, "}\n");
       std::fflush(metrics);
     }
@@ -247,6 +263,11 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
       std::fprintf(out, "  stats (rank 0): host->device %lld B, device->host %lld B; of these, collective staging %lld B host->device, %lld B device->host\n",
                    static_cast<long long>(st.to_device), static_cast<long long>(st.to_host), static_cast<long long>(st.staged_to_device),
                    static_cast<long long>(st.staged_to_host));
+    if (!std::isnan(val_loss)) {
+      std::fprintf(out, "  validation loss %.6f%s\n", val_loss,
+                   best_line.empty() ? "" : ("  (best; " + best_line + ")").c_str());
+      best_line.clear();
+    }
     if (verifier) {
       StepComparison c = verifier->compare(st.loss, grads, weights, st.skipped);
       if (c.skip_mismatch)

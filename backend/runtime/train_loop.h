@@ -177,6 +177,12 @@ struct LoopOptions {
   std::function<std::string()> save;     // after the last step (--save); returns the line rank 0 prints
   int64_t save_every = 0;
   std::function<void()> before_step;     // e.g. the thread count for the next step (cpu/thread_policy.h)                // also after every save_every-th step (--save-every)
+  // Validation (eval_every): after every eval_every-th step, `validate`
+  // (collective) gives the validation loss, printed and logged as
+  // "val_loss"; `save_best` saves after each one lower than all before it.
+  int64_t eval_every = 0;
+  std::function<double()> validate;
+  std::function<std::string()> save_best;
   std::string metrics;                   // rank 0 appends one JSON line per step to this file (--metrics)
   bool stats = false;                    // --stats: rank 0 prints each step's host<->device bytes
   std::FILE* out = stdout;
