@@ -52,6 +52,7 @@ const ValueFlag kValueFlags[] = {
     {"--eval-timeout", &Args::eval_timeout},
     {"--save-every", &Args::save_every},
     {"--metrics", &Args::metrics},
+    {"--tensorboard", &Args::tensorboard},
     {"--device", &Args::device},
     {"--precision", &Args::precision},
     {"--nodes", &Args::nodes},

@@ -156,14 +156,15 @@ int cmd_run(const Args& a) {
     return usage_error("--reference runs the CPU reference kernels; it does not take --device " + device + " (use --device cpu)");
   if (a.eval) {
     // Evaluation is forward passes: no gradients to verify or dump, no state to save.
-    const char* clash = a.verify                ? "--verify"
-                        : !a.save.empty()       ? "--save"
-                        : !a.save_best.empty()  ? "--save-best"
-                        : !a.dump_grads.empty() ? "--dump-grads"
-                        : !a.trace.empty()      ? "--trace"
-                        : !a.metrics.empty()    ? "--metrics"
-                        : a.stats               ? "--stats"
-                                                : nullptr;
+    const char* clash = a.verify                 ? "--verify"
+                        : !a.save.empty()        ? "--save"
+                        : !a.save_best.empty()   ? "--save-best"
+                        : !a.dump_grads.empty()  ? "--dump-grads"
+                        : !a.trace.empty()       ? "--trace"
+                        : !a.metrics.empty()     ? "--metrics"
+                        : !a.tensorboard.empty() ? "--tensorboard"
+                        : a.stats                ? "--stats"
+                                                 : nullptr;
     if (clash) return usage_error(std::string("--eval runs forward passes only; it does not take ") + clash);
   }
   PipelineOptions o;
@@ -188,6 +189,7 @@ int cmd_run(const Args& a) {
   o.run.save_every = save_every;
   o.run.stop_after = stop_after;
   o.run.save_best = a.save_best;
+  o.run.tensorboard = a.tensorboard;
   o.run.metrics = a.metrics;
   o.run.resume = a.resume;
   o.run.dump_grads = a.dump_grads;

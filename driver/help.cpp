@@ -131,7 +131,7 @@ const CommandHelp kCommands[] = {
      "run FILE [--gpus N] [--plan P [--plan-gpus K]] [--verify] [--config C] [--steps N] [--stop-after K] [--seed S]\n"
      "         [--threads T] [--init W.safetensors] [--data D.safetensors]\n"
      "         [--save CKPT [--save-every K]] [--save-best CKPT] [--resume CKPT] [--dump-grads G.safetensors] [--metrics M.jsonl]\n"
-     "         [--trace OUT.json] [--reference] [--eval] [--device cpu|cuda|cuda-emulation] [--stats] [--peak-by-rank]\n"
+     "         [--tensorboard DIR] [--trace OUT.json] [--reference] [--eval] [--device cpu|cuda|cuda-emulation] [--stats] [--peak-by-rank]\n"
      "         [--comm auto|gloo|nccl] [--emit=STAGE]\n",
      "train the model of FILE's train block: one progress line per step\n"
      "(step, loss, step time, throughput, peak memory) and a summary.\n"
@@ -292,6 +292,7 @@ const CommandPage kPages[] = {
      "  --save CKPT [--save-every K]  --resume CKPT   checkpoints (bit-identical resume); --save-best CKPT\n"
      "  --dump-grads G       the gradients of the run's first step\n"
      "  --metrics M.jsonl    one JSON line per step; --trace OUT.json: Chrome trace of every rank\n"
+     "  --tensorboard DIR    TensorBoard event file of the step scalars (loss, lr, |g|, throughput, memory, val loss)\n"
      "  --eval               forward passes only, on --init/--resume weights\n"
      "  --device cpu|cuda|cuda-emulation  --comm auto|gloo|nccl  --reference (reference kernels)\n"
      "  --stats  --peak-by-rank  --emit=STAGE\n"

@@ -49,6 +49,7 @@ struct RunOptions {
   // its learning-rate horizon) is --steps long; --resume continues it.
   int64_t stop_after = 0;
   std::string metrics;     // --metrics OUT.jsonl: one JSON line per step, losses exact (%.17g)
+  std::string tensorboard;  // --tensorboard DIR: event files of the step scalars (backend/runtime/tensorboard.h)
   std::string trace;  // --trace OUT.json: a Chrome trace of every rank's steps (backend/runtime/trace.h)
   bool reference = false, verify = false;
   bool peak_by_rank = false;  // --peak-by-rank: every rank's exact peak, gathered after the last step

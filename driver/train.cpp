@@ -253,6 +253,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
   lo.verify_hint = "nns verify-op " + o.path + " '*'" + (p.interp->config_name().empty() ? "" : " --config " + p.interp->config_name());
   lo.save_every = r.save_every;
   lo.metrics = r.metrics;
+  lo.tensorboard = r.tensorboard;
   lo.stats = r.stats;
   std::unique_ptr<backend::TrainSession> session;
   std::unique_ptr<backend::TraceRecorder> tracer;  // --trace

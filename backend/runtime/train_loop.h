@@ -184,6 +184,7 @@ struct LoopOptions {
   std::function<double()> validate;
   std::function<std::string()> save_best;
   std::string metrics;                   // rank 0 appends one JSON line per step to this file (--metrics)
+  std::string tensorboard;               // rank 0 writes event files into this folder (--tensorboard; tensorboard.h)
   bool stats = false;                    // --stats: rank 0 prints each step's host<->device bytes
   std::FILE* out = stdout;
 };
