@@ -39,7 +39,8 @@ struct Args {
   bool simulate = false;   // plan: --simulate (lower the plan found and replay it, beside the prediction)
   std::string ranks;   // profile: --ranks R
   bool quick = false;  // profile: --quick (fewer sizes and repetitions)
-  std::string steps, seed = "0", threads, init, data, save, save_every, resume, dump_grads, trace, metrics;
+  std::string steps, stop_after, save_best, tensorboard, seed = "0", threads, init, data, save, save_every, resume,
+                                                         dump_grads, trace, metrics;
   bool reference = false, verify = false, eval = false;
   bool help = false;  // CMD --help: that command's help page
   bool stats = false;  // run: --stats (each step's host<->device bytes)

@@ -130,12 +130,16 @@ int cmd_run(const Args& a) {
   if (!a.steps.empty() && (!parse_int(a.steps, steps) || steps < 1)) return usage_error("--steps must be a positive integer");
   if (!parse_int(a.seed, seed) || seed < 0) return usage_error("--seed must be a non-negative integer");
   if (!a.threads.empty() && (!parse_int(a.threads, threads) || threads < 1)) return usage_error("--threads must be a positive integer");
-  long long save_every = 0;
+  long long save_every = 0, stop_after = 0;
+  if (!a.stop_after.empty() && (!parse_int(a.stop_after, stop_after) || stop_after < 1))
+    return usage_error("--stop-after must be a positive number of steps");
   if (!a.save_every.empty() && (!parse_int(a.save_every, save_every) || save_every < 1))
     return usage_error("--save-every must be a positive number of steps");
   if (!a.save_every.empty() && a.save.empty()) return usage_error("--save-every needs --save (where to save)");
   if (std::string why = a.save.empty() ? "" : backend::save_target_problem(a.save); !why.empty())
     return usage_error("--save " + a.save + ": " + why);
+  if (std::string why = a.save_best.empty() ? "" : backend::save_target_problem(a.save_best); !why.empty())
+    return usage_error("--save-best " + a.save_best + ": " + why);
   if (const char* bad = backend::cpu::fast::check_bf16_env()) return usage_error(bad);
   // The device first, before anything starts threads: finding the GPUs
   // forks a probe (run_device.h).
@@ -152,8 +156,15 @@ int cmd_run(const Args& a) {
     return usage_error("--reference runs the CPU reference kernels; it does not take --device " + device + " (use --device cpu)");
   if (a.eval) {
     // Evaluation is forward passes: no gradients to verify or dump, no state to save.
-    const char* clash = a.verify ? "--verify" : !a.save.empty() ? "--save" : !a.dump_grads.empty() ? "--dump-grads"
-                        : !a.trace.empty() ? "--trace" : !a.metrics.empty() ? "--metrics" : a.stats ? "--stats" : nullptr;
+    const char* clash = a.verify                 ? "--verify"
+                        : !a.save.empty()        ? "--save"
+                        : !a.save_best.empty()   ? "--save-best"
+                        : !a.dump_grads.empty()  ? "--dump-grads"
+                        : !a.trace.empty()       ? "--trace"
+                        : !a.metrics.empty()     ? "--metrics"
+                        : !a.tensorboard.empty() ? "--tensorboard"
+                        : a.stats                ? "--stats"
+                                                 : nullptr;
     if (clash) return usage_error(std::string("--eval runs forward passes only; it does not take ") + clash);
   }
   PipelineOptions o;
@@ -176,6 +187,9 @@ int cmd_run(const Args& a) {
   o.run.data = a.data;
   o.run.save = a.save;
   o.run.save_every = save_every;
+  o.run.stop_after = stop_after;
+  o.run.save_best = a.save_best;
+  o.run.tensorboard = a.tensorboard;
   o.run.metrics = a.metrics;
   o.run.resume = a.resume;
   o.run.dump_grads = a.dump_grads;

@@ -128,10 +128,10 @@ const CommandHelp kCommands[] = {
      "transform space: every legal partition and what it does to each\n"
      "operand. With --shapes the annotation is bound to input shapes first.\n"},
     {"run",
-     "run FILE [--gpus N] [--plan P [--plan-gpus K]] [--verify] [--config C] [--steps N] [--seed S]\n"
+     "run FILE [--gpus N] [--plan P [--plan-gpus K]] [--verify] [--config C] [--steps N] [--stop-after K] [--seed S]\n"
      "         [--threads T] [--init W.safetensors] [--data D.safetensors]\n"
-     "         [--save CKPT [--save-every K]] [--resume CKPT] [--dump-grads G.safetensors] [--metrics M.jsonl]\n"
-     "         [--trace OUT.json] [--reference] [--eval] [--device cpu|cuda|cuda-emulation] [--stats] [--peak-by-rank]\n"
+     "         [--save CKPT [--save-every K]] [--save-best CKPT] [--resume CKPT] [--dump-grads G.safetensors] [--metrics M.jsonl]\n"
+     "         [--tensorboard DIR] [--trace OUT.json] [--reference] [--eval] [--device cpu|cuda|cuda-emulation] [--stats] [--peak-by-rank]\n"
      "         [--comm auto|gloo|nccl] [--emit=STAGE]\n",
      "train the model of FILE's train block: one progress line per step\n"
      "(step, loss, step time, throughput, peak memory) and a summary.\n"
@@ -155,8 +155,11 @@ const CommandHelp kCommands[] = {
      "--reference uses the plain reference kernels; --save writes\n"
      "a checkpoint (weights, optimizer state, step) atomically after the last\n"
      "step, and after every K-th with --save-every K; --resume continues one\n"
-     "bit-identically (the learning-rate schedule's length is the train\n"
-     "block's, not --steps); --metrics writes one JSON line per step (loss,\n"
+     "bit-identically (the learning-rate schedule's length is --steps or the\n"
+     "block's steps unless the schedule pins it; checkpoints keep it;\n"
+     "--stop-after K ends this invocation after step K); a train block\n"
+     "with eval_every = K and val_data prints the validation loss every K\n"
+     "steps, and --save-best CKPT saves at each new lowest one; --metrics writes one JSON line per step (loss,\n"
      "lr, |g| exact, ms); --dump-grads writes the gradients of the run's\n"
      "first step (step 1, or the one after --resume's); --emit prints a stage instead of training. --eval runs the\n"
      "steps as forward passes (dropout off, no backward, no update; on one\n"
@@ -284,11 +287,12 @@ const CommandPage kPages[] = {
      "  --gpus N             N rank processes (without --plan: data-parallel replicas)\n"
      "  --plan P [--plan-gpus K]  run plan P partitioned over the ranks (K devices per replica)\n"
      "  --verify             compare every step with one device (fp32 bound 1e-5; exit 70 beyond)\n"
-     "  --config C  --set KEY=VALUE  --steps N  --seed S  --threads T\n"
+     "  --config C  --set KEY=VALUE  --steps N  --stop-after K  --seed S  --threads T\n"
      "  --init W  --data D   initial weights; input data (safetensors)\n"
-     "  --save CKPT [--save-every K]  --resume CKPT   checkpoints (bit-identical resume)\n"
+     "  --save CKPT [--save-every K]  --resume CKPT   checkpoints (bit-identical resume); --save-best CKPT\n"
      "  --dump-grads G       the gradients of the run's first step\n"
      "  --metrics M.jsonl    one JSON line per step; --trace OUT.json: Chrome trace of every rank\n"
+     "  --tensorboard DIR    TensorBoard event file of the step scalars (loss, lr, |g|, throughput, memory, val loss)\n"
      "  --eval               forward passes only, on --init/--resume weights\n"
      "  --device cpu|cuda|cuda-emulation  --comm auto|gloo|nccl  --reference (reference kernels)\n"
      "  --stats  --peak-by-rank  --emit=STAGE\n"
@@ -305,7 +309,8 @@ const CommandPage kPages[] = {
      "  --device-memory SIZE  a capacity below the profile's\n",
      "nns plan examples/gpt.nns --config tiny --gpus 4 --device a100 --out /tmp/searched.nns"},
     {"profile", "  --out FILE  --ranks R  --threads T  --quick\n", "nns profile --quick --out /tmp/cpu.json"},
-    {"ckpt merge", "  -o FILE              the merged single-device checkpoint\n", "nns ckpt merge /tmp/ckpt -o /tmp/merged.safetensors"},
+    {"ckpt merge", "  -o FILE              the merged single-device checkpoint\n",
+     "nns ckpt merge /tmp/ckpt -o /tmp/merged.safetensors"},
     {"verify-op", "  --config C  --reference\n", "nns verify-op examples/gpt.nns linear --config tiny"},
     {"dimop", "  --shapes '[4,8],[8,16]'  the operands' shapes, to bind the identifiers\n",
      "nns dimop 'm k+, k+ n -> m n' --shapes '[4,8],[8,16]'"},

@@ -263,7 +263,13 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p) {
   // device's Program is lowered from the training graph, so that stage is
   // built for it here.
   p.spec = *p.interp->train();
-  if (o.steps > 0) p.spec.steps = o.steps;
+  if (o.steps > 0) {
+    // The run's length is the schedule's horizon unless the train block
+    // pins one (cosine_lr(steps = N)), as Megatron's decay iterations
+    // default to its train iterations.
+    p.spec.steps = o.steps;
+    if (!p.spec.schedule.pinned) p.spec.schedule.steps = o.steps;
+  }
   if (emits(Stage::Schedule)) {
     if (!plan) {
       std::cerr << "nns: error: --emit=schedule needs --plan NAME (a schedule is part of a plan)\n";
@@ -294,7 +300,8 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p) {
     return kExitOk;
   }
 
-  // run
+  // run (a pipeline built up to here only, as validation's is, stops)
+  if (o.last < Stage::Run) return kExitOk;
   if (o.run.eval) return run_eval(p, o);
   return run_training(p, o);
 }

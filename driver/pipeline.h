@@ -43,8 +43,13 @@ struct RunOptions {
   uint64_t seed = 0;
   int threads = 0;  // kernel threads per rank; 0 = the default
   std::string init, data, save, resume, dump_grads;
+  std::string save_best;   // --save-best CKPT: saved after each validation loss lower than all before
   int64_t save_every = 0;  // --save-every K: also save after every K-th step (0: only after the last)
+  // --stop-after K: this invocation ends after step K, though the run (and
+  // its learning-rate horizon) is --steps long; --resume continues it.
+  int64_t stop_after = 0;
   std::string metrics;     // --metrics OUT.jsonl: one JSON line per step, losses exact (%.17g)
+  std::string tensorboard;  // --tensorboard DIR: event files of the step scalars (backend/runtime/tensorboard.h)
   std::string trace;  // --trace OUT.json: a Chrome trace of every rank's steps (backend/runtime/trace.h)
   bool reference = false, verify = false;
   bool peak_by_rank = false;  // --peak-by-rank: every rank's exact peak, gathered after the last step
@@ -63,7 +68,7 @@ struct PipelineOptions {
   sema::check::CheckOptions check;  // --device-memory, --check-timeout
   std::string seed_bug;             // --seed-bug (a test hook)
   sema::EvalBudget eval_budget;     // --eval-budget STEPS, --eval-timeout SECONDS: what one evaluation may take
-  int64_t steps = -1;               // --steps: overrides the train block's
+  int64_t steps = -1;               // --steps: overrides the train block's, and its schedule's horizon unless pinned
   // The check stage's capacity check (lowering plan replica 0 with its
   // kernel bodies): always with --device-memory, else for the report's
   // "memory: peak" line unless turned off (nns simulate prints the same

@@ -12,6 +12,7 @@
 
 #include "backend/lowering/lower_plan.h"
 #include "backend/runtime/backend.h"
+#include "backend/runtime/checkpoint_store.h"
 #include "backend/runtime/comm/communicator.h"
 #include "backend/runtime/comm/env_vars.h"
 #include "backend/runtime/comm/launcher.h"
@@ -24,6 +25,7 @@
 #include "backend/runtime/train_loop.h"
 #include "backend/runtime/trainer.h"
 #include "driver/run_device.h"
+#include "driver/validation.h"
 #if NNS_HAVE_NCCL
 #include "backend/runtime/comm/nccl_collectives.h"
 #include "backend/runtime/cuda/cuda_backend.h"
@@ -201,9 +203,26 @@ std::string banner(const Pipeline& p, const PipelineOptions& o, int threads, boo
   return text;
 }
 
+// --save / --save-best under a plan: the implicit plan keeps a one-device
+// run's checkpoint, one file, which every replica holds whole (rank 0 writes
+// it); a plan saves one shard per rank. Returns the line rank 0 prints.
+std::function<std::string()> plan_saver(backend::PlanTrainer* t, bool implicit, const std::string& path) {
+  if (implicit)
+    return [t, path] {
+      t->save_whole(path);
+      return "checkpoint: " + path + " (step " + std::to_string(t->steps_done()) + ")";
+    };
+  return [t, path] {
+    t->save_shards(path);
+    return "checkpoint: " + path + " (step " + std::to_string(t->steps_done()) + ", one shard per rank; --resume " +
+           path + " continues it on any plan, 'nns ckpt merge " + path + " -o FILE' makes one file)";
+  };
+}
+
 // One rank's training. --verify: rank 0 steps a single-device Trainer beside
 // it with replicas x micro_batches (what the replicas compute together).
-int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* comm) {
+// `validation`: the eval_every pipeline (validation.h), or null.
+int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* comm, Pipeline* validation) {
   const RunOptions& r = o.run;
   const int rank = comm ? comm->rank() : 0;
   auto be = make_run_backend(r.device, r.reference, local_rank(o, comm));
@@ -225,6 +244,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
   backend::LoopOptions lo;
   lo.rank = rank;
   lo.steps = p.spec.steps;
+  lo.stop_after = r.stop_after;
   if (rank == 0)
     for (const std::string& w : backend::lr_horizon_warnings(p.spec.schedule, p.spec.optimizer.lr, p.spec.steps))
       std::fprintf(stderr, "nns: warning: %s\n", w.c_str());
@@ -233,6 +253,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
   lo.verify_hint = "nns verify-op " + o.path + " '*'" + (p.interp->config_name().empty() ? "" : " --config " + p.interp->config_name());
   lo.save_every = r.save_every;
   lo.metrics = r.metrics;
+  lo.tensorboard = r.tensorboard;
   lo.stats = r.stats;
   std::unique_ptr<backend::TrainSession> session;
   std::unique_ptr<backend::TraceRecorder> tracer;  // --trace
@@ -270,19 +291,8 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
         auto grads = t->last_gradients();
         if (rank == 0) backend::write_gradients(r.dump_grads, p.graph(), grads, t->steps_done());
       };
-    // The implicit plan keeps a one-device run's checkpoint: one file,
-    // which every replica holds whole (rank 0 writes it).
-    if (!r.save.empty() && p.implicit)
-      lo.save = [t, &r] {
-        t->save_whole(r.save);
-        return "checkpoint: " + r.save + " (step " + std::to_string(t->steps_done()) + ")";
-      };
-    else if (!r.save.empty())
-      lo.save = [t, &r] {
-        t->save_shards(r.save);
-        return "checkpoint: " + r.save + " (step " + std::to_string(t->steps_done()) + ", one shard per rank; --resume " + r.save +
-               " continues it on any plan, 'nns ckpt merge " + r.save + " -o FILE' makes one file)";
-      };
+    if (!r.save.empty()) lo.save = plan_saver(t, p.implicit, r.save);
+    if (!r.save_best.empty()) lo.save_best = plan_saver(t, p.implicit, r.save_best);
     session = std::move(ps);
   } else {
     auto trainer = std::make_unique<backend::Trainer>(p.graph(), p.info, p.spec, *be, opts);
@@ -293,12 +303,20 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
     lo.report_invariant_params = true;
     backend::Trainer* t = trainer.get();
     if (!r.dump_grads.empty()) lo.dump_gradients = [t, &r] { t->save_gradients(r.dump_grads); };
-    if (!r.save.empty())
-      lo.save = [t, &r] {
-        t->save_checkpoint(r.save);
-        return "checkpoint: " + r.save + " (step " + std::to_string(t->steps_done()) + ")";
-      };
+    for (auto [path, saver] : {std::pair{&r.save, &lo.save}, std::pair{&r.save_best, &lo.save_best}})
+      if (!path->empty())
+        *saver = [t, path] {
+          t->save_checkpoint(*path);
+          return "checkpoint: " + *path + " (step " + std::to_string(t->steps_done()) + ")";
+        };
     session = std::move(trainer);
+  }
+  std::unique_ptr<Validator> validator;  // eval_every: its own forward-only session
+  if (validation) {
+    validator = std::make_unique<Validator>(*validation, o, comm);
+    lo.eval_every = p.spec.eval_every;
+    backend::TrainSession* trained = session.get();
+    lo.validate = [&validator, trained] { return validator->evaluate(*trained); };
   }
   lo.banner = banner(p, o, threads, governor != nullptr, comm_used, comm_why);
   backend::Backend* backend_ptr = be.get();
@@ -377,26 +395,35 @@ void prepare_eval(sema::Graph& g) {
   }
 }
 
+EvalSession make_eval_session(Pipeline& p, const PipelineOptions& o, backend::Communicator* comm) {
+  const RunOptions& r = o.run;
+  EvalSession e;
+  e.be = make_run_backend(r.device, r.reference, local_rank(o, comm));
+  e.be->set_precision(precision_of(p.spec));
+  std::string comm_why;
+  int threads = r.threads > 0 ? r.threads : (comm ? backend::rank_threads() : 0);
+  if (threads > 0) e.be->set_threads(threads);
+  if (p.planned) {
+    std::unique_ptr<backend::PlanTrainer> ps = make_plan_trainer(p, o, *e.be, comm, e.solo_comm, comm_why);
+    if (!r.init.empty()) ps->load(r.init, false);
+    if (!r.resume.empty()) ps->load(r.resume, true);
+    e.plan = ps.get();
+    e.session = std::move(ps);
+  } else {
+    auto t = std::make_unique<backend::Trainer>(p.graph(), p.info, p.spec, *e.be, train_options(r));
+    e.one = t.get();
+    e.session = std::move(t);
+  }
+  return e;
+}
+
 int run_eval(Pipeline& p, const PipelineOptions& o) {
   const RunOptions& r = o.run;
   const int64_t steps = p.spec.steps;
   return run_on_ranks(o.topo, [&](backend::Communicator* comm) -> int {
     const int rank = comm ? comm->rank() : 0;
-    auto be = make_run_backend(r.device, r.reference, local_rank(o, comm));
-    be->set_precision(precision_of(p.spec));
-    std::unique_ptr<backend::Communicator> solo_comm;  // --comm nccl on one rank (make_plan_trainer)
-    std::string comm_why;
-    int threads = r.threads > 0 ? r.threads : (comm ? backend::rank_threads() : 0);
-    if (threads > 0) be->set_threads(threads);
-    std::unique_ptr<backend::TrainSession> session;
-    if (p.planned) {
-      std::unique_ptr<backend::PlanTrainer> ps = make_plan_trainer(p, o, *be, comm, solo_comm, comm_why);
-      if (!r.init.empty()) ps->load(r.init, false);
-      if (!r.resume.empty()) ps->load(r.resume, true);
-      session = std::move(ps);
-    } else {
-      session = std::make_unique<backend::Trainer>(p.graph(), p.info, p.spec, *be, train_options(r));
-    }
+    EvalSession e = make_eval_session(p, o, comm);
+    backend::TrainSession* session = e.session.get();
     const char* config = p.interp->config_name().empty() ? "-" : p.interp->config_name().c_str();
     const std::string kind = r.device == "cuda" ? " CUDA rank(s)" : " CPU rank(s)";
     std::string where = o.plan.empty() ? std::to_string(o.topo.ranks) + kind + (o.topo.ranks > 1 ? " as data-parallel replicas" : "")
@@ -419,9 +446,23 @@ int run_eval(Pipeline& p, const PipelineOptions& o) {
 }
 
 int run_training(Pipeline& p, const PipelineOptions& o) {
+  // A resumed run keeps the learning-rate horizon its checkpoint saved
+  // (lr_horizon.h), set here once for every rank and the --verify reference.
+  // A checkpoint that cannot be read is left to the load, which says why.
+  if (!o.run.resume.empty()) {
+    std::string note;
+    try {
+      note = backend::adopt_saved_horizon(backend::checkpoint_metadata(o.run.resume), p.spec.schedule);
+    } catch (const backend::SafetensorsError&) {}
+    if (!note.empty()) std::printf("nns: note: %s\n", note.c_str());
+  }
+  std::unique_ptr<Pipeline> validation;
+  if (int rc = build_validation(o, p, validation); rc != kExitOk) return rc;
+  if (!o.run.save_best.empty() && !validation)
+    return usage_error("--save-best needs validation: 'eval_every = K' and 'val_data' in the train block");
   int rc = run_on_ranks(o.topo, [&](backend::Communicator* comm) {
     try {
-      return train_rank(p, o, comm);
+      return train_rank(p, o, comm, validation.get());
     } catch (const backend::LoweringError& e) {
       // A rank lowers its program with kernel bodies, which finds what the
       // structure-only check could not (a dropout split along another dim):

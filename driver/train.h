@@ -6,12 +6,17 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 #include "driver/pipeline.h"
 
 namespace nns::backend {
+class Backend;
 class Communicator;
-}
+class PlanTrainer;
+class TrainSession;
+class Trainer;
+}  // namespace nns::backend
 
 namespace nns::driver {
 
@@ -30,6 +35,18 @@ void prepare_eval(sema::Graph& g);
 // weights come from --init / --resume (else their initializers). Rank 0
 // prints each step's loss and their mean. Returns 0, or 70 for a runtime error.
 int run_eval(Pipeline& p, const PipelineOptions& o);
+
+// A forward-only session on a prepare_eval'd pipeline (what --eval and
+// validation run): one device's Trainer or this rank's PlanTrainer, with its
+// backend, weights from o.run.init / o.run.resume if given.
+struct EvalSession {
+  std::unique_ptr<backend::Backend> be;
+  std::unique_ptr<backend::Communicator> solo_comm;  // --comm nccl on one rank
+  std::unique_ptr<backend::TrainSession> session;
+  backend::PlanTrainer* plan = nullptr;  // session, when it runs a plan
+  backend::Trainer* one = nullptr;       // session, on one device
+};
+EvalSession make_eval_session(Pipeline& p, const PipelineOptions& o, backend::Communicator* comm);
 
 // Runs `rank_main` once in this process (topo.ranks == 1, communicator
 // null), as the one rank an outside launcher started (topo.external()), or

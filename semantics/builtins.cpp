@@ -375,8 +375,22 @@ void install_builtins(Env& env) {
 namespace {
 constexpr int64_t kMaxMicroBatches = 1 << 20;
 
-const char* const kSettings[] = {"model", "loss", "optimizer", "schedule", "data", "steps", "micro_batches", "clip", "precision",
-                                 "loss_scale", "grad_reduce"};
+const char* const kSettings[] = {"model",       "loss",          "optimizer",  "schedule",    "data",
+                                 "steps",       "micro_batches", "clip",       "precision",   "loss_scale",
+                                 "grad_reduce", "val_data",      "eval_every", "eval_batches"};
+
+// A data source's record (synthetic(...), token_file(...), ...) as the runtime reads it.
+void data_spec_of(const Record& r, DataSpec& d) {
+  d.kind = r.get("kind")->as<std::string>();
+  if (const Value* s = r.get("seed")) d.seed = s->as<int64_t>();
+  if (const Value* p = r.get("path")) d.path = p->as<std::string>();
+  if (const Value* t = r.get("dtype")) d.token_dtype = t->as<std::string>();
+  if (const Value* i = r.get("input")) d.input = i->as<std::string>();
+  if (const Value* t = r.get("target")) d.target = t->as<std::string>();
+  if (const Value* files = r.get("files"))
+    for (const auto& [name, path] : files->as<std::shared_ptr<Record>>()->fields)
+      d.arrays.emplace_back(name, path.as<std::string>());
+}
 
 bool is_setting(const std::string& n) {
   for (const char* s : kSettings)
@@ -462,16 +476,14 @@ void Interpreter::run_train(const front::TrainDecl& t, const std::shared_ptr<Env
       }
       if (spec.schedule.warmup < 0) fail(vl, "warmup must be non-negative");
       if (spec.schedule.steps < 0) fail(vl, "the schedule's steps must be positive (0: the train block's steps)");
-    } else if (key == "data") {
+    } else if (key == "data" || key == "val_data") {
       const Record& r = need_record("data", "synthetic(seed), safetensors(path), token_file(path, ...), megatron_tokens(prefix, ...) or arrays({...})");
-      spec.data.kind = r.get("kind")->as<std::string>();
-      if (const Value* s2 = r.get("seed")) spec.data.seed = s2->as<int64_t>();
-      if (const Value* p = r.get("path")) spec.data.path = p->as<std::string>();
-      if (const Value* d = r.get("dtype")) spec.data.token_dtype = d->as<std::string>();
-      if (const Value* i = r.get("input")) spec.data.input = i->as<std::string>();
-      if (const Value* t = r.get("target")) spec.data.target = t->as<std::string>();
-      if (const Value* files = r.get("files"))
-        for (const auto& [name, path] : files->as<std::shared_ptr<Record>>()->fields) spec.data.arrays.emplace_back(name, path.as<std::string>());
+      data_spec_of(r, key == "data" ? spec.data : spec.val_data);
+      spec.has_val_data |= key == "val_data";
+    } else if (key == "eval_every" || key == "eval_batches") {
+      int64_t n = to_int(v, vl, key.c_str());
+      if (n <= 0) fail(vl, "'" + key + "' must be positive, got " + std::to_string(n));
+      (key == "eval_every" ? spec.eval_every : spec.eval_batches) = n;
     } else if (key == "steps" || key == "micro_batches") {
       int64_t n = to_int(v, vl, key.c_str());
       if (n <= 0) fail(vl, "'" + key + "' must be positive, got " + std::to_string(n));
@@ -506,6 +518,11 @@ void Interpreter::run_train(const front::TrainDecl& t, const std::shared_ptr<Env
   if (auto ls = set_at.find("loss_scale"); ls != set_at.end() && spec.precision != "fp16")
     fail(ls->second, "'loss_scale' applies to precision \"fp16\" only (this block trains in " + spec.precision + ")");
   if (spec.schedule.steps == 0) spec.schedule.steps = spec.steps;
+  // Validation needs both: when to evaluate and on what.
+  if (auto e = set_at.find("eval_every"); e != set_at.end() && !spec.has_val_data)
+    fail(e->second, "'eval_every' needs 'val_data' (the validation data source) in the train block");
+  if (auto d = set_at.find("val_data"); d != set_at.end() && spec.eval_every == 0)
+    fail(d->second, "'val_data' needs 'eval_every = K' (validate every K steps) in the train block");
   graph_.loss = spec.loss;
   train_ = spec;
 }

@@ -27,10 +27,11 @@ struct ScheduleSpec {
   std::string kind = "constant";  // "constant" | "cosine" | "linear"
   int64_t warmup = 0;
   double min_lr = 0;
-  // The schedule's length in steps: the `steps=` of cosine_lr/linear_lr, else
-  // the train block's `steps` (which `--set steps=N` sets). Never `nns run --steps`, which only says how
-  // far this run goes: a run stopped and resumed must see the same rates as
-  // an unbroken one.
+  // The schedule's length in steps (its horizon): the `steps=` of
+  // cosine_lr/linear_lr when given (pinned), else the run's step count: the
+  // train block's `steps` (which `--set steps=N` sets) or `nns run --steps`.
+  // Checkpoints save it and a resumed run keeps it (backend/runtime/lr_horizon.h),
+  // so a run stopped (--stop-after) and resumed sees an unbroken run's rates.
   int64_t steps = 0;
   // True when the train block wrote `steps=` in the schedule call; the run
   // warns before its first step when such a horizon ends before the run.
@@ -80,6 +81,13 @@ struct TrainSpec {
   // rounded to bfloat16 before it is summed over the replicas, as a bf16
   // allreduce does; the sum itself is still carried in fp32).
   std::string grad_reduce = "fp32";
+  // Validation while training (driver/validation.h): every `eval_every`
+  // steps (0: never) the loss of `eval_batches` batches of `val_data`,
+  // forward only with dropout off, on the weights of that step. Each
+  // evaluation reads the same batches: val_data's first eval_batches steps.
+  int64_t eval_every = 0, eval_batches = 1;
+  DataSpec val_data;
+  bool has_val_data = false;
   front::SourceLoc loc;
 };
 

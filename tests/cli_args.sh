@@ -56,6 +56,7 @@ expect 65 "bracket (h e^) of output 0 dim 1: h*e is past 64 bits" dimop 'b h e -
 expect 65 "cannot read file 'examples'" run examples
 expect 64 "--save-every must be a positive number of steps" run examples/01_mlp.nns --save-every 0 --save x.safetensors
 expect 64 "--save-every needs --save" run examples/01_mlp.nns --save-every 2
+expect 64 "--stop-after must be a positive number of steps" run examples/01_mlp.nns --stop-after 0
 # --check-timeout bounds the whole check (here plan evaluation and what
 # follows take seconds), naming the stage that ran out; exit 70.
 expect 70 "--check-timeout 1 ms ran out during plan evaluation" check examples/swin.nns --config swin_32gpu --plan coshard --gpus 128 --check-timeout 1

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -62,5 +63,8 @@ uint64_t file_checksum(const std::string& path, int64_t& bytes);
 SafetensorsFile assemble_shards(const std::string& dir);
 // A checkpoint file, or a shard folder's last complete save assembled.
 SafetensorsFile read_checkpoint(const std::string& path);
+// The metadata of a checkpoint file, or of a shard folder's last complete
+// save (read from its first shard, without assembling the tensors).
+std::map<std::string, std::string> checkpoint_metadata(const std::string& path);
 
 }  // namespace nns::backend

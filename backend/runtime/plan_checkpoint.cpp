@@ -12,6 +12,7 @@
 #include "backend/runtime/checkpoint_store.h"
 #include "backend/runtime/comm/communicator.h"
 #include "backend/runtime/fault.h"
+#include "backend/runtime/lr_horizon.h"
 #include "backend/runtime/optimizer.h"
 #include "backend/runtime/plan_executor.h"
 #include "backend/runtime/plan_runtime.h"
@@ -70,6 +71,7 @@ void PlanTrainer::save_shards(const std::string& dir) {
                                           {"world", std::to_string(m.world)},
                                           {"plan", m.lowered.plan}};
   add_loss_scale_metadata(m.scaler, meta);  // fp16: the same on every rank
+  add_horizon_metadata(m.spec.schedule, meta);
   if (m.source) m.source->add_metadata(step_, meta);  // the data stream's position, the same on every rank
   // One owner per element: replica 0, first copy of a replicated piece.
   if (m.P.replica == 0)
@@ -121,6 +123,7 @@ void PlanTrainer::save_whole(const std::string& path) {
     std::vector<StTensor> tensors;
     std::map<std::string, std::string> meta{{"format", "nns-checkpoint-1"}, {"step", std::to_string(step_)}, {"optimizer", m.spec.optimizer.kind}};
     add_loss_scale_metadata(m.scaler, meta);
+    add_horizon_metadata(m.spec.schedule, meta);
     // Only a rank that holds every tensor whole can write the one file.
     auto whole = [&](const Piece& pc, const sema::TensorInfo& t) {
       if (pc.length != t.shape || std::any_of(pc.start.begin(), pc.start.end(), [](int64_t s) { return s != 0; }))
@@ -145,9 +148,21 @@ void PlanTrainer::save_whole(const std::string& path) {
   if (m.comm) m.comm->barrier();
 }
 
-void PlanTrainer::load(const std::string& path, bool checkpoint) {
+void PlanTrainer::load(const std::string& path, bool checkpoint) { load_file(read_checkpoint(path), path, checkpoint); }
+
+void PlanTrainer::set_parameters(const std::map<std::string, std::vector<float>>& weights) {
+  SafetensorsFile f;
+  for (const auto& [name, values] : weights) {
+    auto shape = std::vector<int64_t>{static_cast<int64_t>(values.size())};
+    for (int p : x_->g.params())
+      if (x_->g.tensor(p).name == name) shape = x_->g.tensor(p).shape;
+    f.tensors.push_back(f32_tensor(name, shape, values.data(), values.size()));
+  }
+  load_file(f, "the training run's weights", false);
+}
+
+void PlanTrainer::load_file(const SafetensorsFile& f, const std::string& path, bool checkpoint) {
   PlanExecutor& m = *x_;
-  SafetensorsFile f = read_checkpoint(path);
   if (auto fmt = f.metadata.find("format"); !checkpoint && fmt != f.metadata.end() && fmt->second == "nns-gradients-1")
     throw SafetensorsError(path + ": a gradients file (written by --dump-grads), not weights");
   if (checkpoint) {
@@ -260,13 +275,22 @@ SafetensorsFile assemble_shards(const std::string& dir) {
     out.tensors.push_back(f32_tensor(name, fl.shape, fl.data.data(), fl.data.size()));
   }
   out.metadata = {{"format", "nns-checkpoint-1"}, {"step", meta0.at("step")}, {"optimizer", meta0.at("optimizer")}};
-  for (const char* key : {"loss_scale", "loss_scale_good_steps", "skipped_steps",  // fp16 loss scaling's state, when saved
-                          "data_seed", "data_windows", "data_epoch", "data_index"})  // a data source's position, when saved
+  for (const char* key :
+       {"loss_scale", "loss_scale_good_steps", "skipped_steps",   // fp16 loss scaling's state, when saved
+        "data_seed", "data_windows", "data_epoch", "data_index",  // a data source's position, when saved
+        "lr_horizon"})                                            // the schedule's horizon (lr_horizon.h)
     if (auto it = meta0.find(key); it != meta0.end()) out.metadata[key] = it->second;
   return out;
 }
 
 SafetensorsFile read_checkpoint(const std::string& path) { return is_directory(path) ? assemble_shards(path) : read_safetensors(path); }
+
+std::map<std::string, std::string> checkpoint_metadata(const std::string& path) {
+  if (!is_directory(path)) return read_safetensors(path).metadata;
+  const ShardManifest manifest = read_latest_shards(path);  // every rank's metadata is the same but its rank's
+  if (manifest.files.empty()) throw SafetensorsError(path + ": the checkpoint has no shards");
+  return read_safetensors(manifest.folder + "/" + manifest.files.front().name).metadata;
+}
 
 std::string merge_checkpoint_shards(const std::string& dir, const std::string& out) {
   SafetensorsFile f = assemble_shards(dir);

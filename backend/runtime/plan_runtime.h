@@ -22,6 +22,7 @@
 #include "backend/lowering/rank_program.h"
 #include "backend/runtime/backend.h"
 #include "backend/runtime/plan_executor.h"
+#include "backend/runtime/safetensors.h"
 #include "backend/runtime/train_loop.h"
 #include "backend/runtime/trainer.h"
 #include "semantics/train_spec.h"
@@ -74,8 +75,14 @@ class PlanTrainer : public TrainSession {
   // whole (the implicit data-parallel plan); rank 0 writes it (collective).
   void save_whole(const std::string& path);
   void load(const std::string& path, bool checkpoint);
+  // Validation (driver/validation.h): weights set from full tensors (as
+  // parameters() gives them; every rank passes the same), and the step
+  // count set back to 0 so that the data is read from its start again.
+  void set_parameters(const std::map<std::string, std::vector<float>>& weights);
+  void restart() { step_ = 0; }
 
  private:
+  void load_file(const SafetensorsFile& f, const std::string& path, bool checkpoint);
   std::map<std::string, std::vector<float>> assemble(bool grads);
   std::unique_ptr<PlanExecutor> x_;
   int64_t step_ = 0;

@@ -142,6 +142,7 @@ class StepVerifier {
 struct LoopOptions {
   int rank = 0;                // only rank 0 prints
   int64_t steps = 0;           // the run ends after this step (the train block's, or --steps)
+  int64_t stop_after = 0;      // --stop-after: this invocation ends after this step (0: at `steps`)
   std::string banner;          // printed by rank 0 before the first step
   // The session's parameters()/last_gradients(), `save` and `dump_gradients`
   // are collective: every rank calls them (a partitioned plan); otherwise
@@ -176,7 +177,14 @@ struct LoopOptions {
   std::function<std::string()> save;     // after the last step (--save); returns the line rank 0 prints
   int64_t save_every = 0;
   std::function<void()> before_step;     // e.g. the thread count for the next step (cpu/thread_policy.h)                // also after every save_every-th step (--save-every)
+  // Validation (eval_every): after every eval_every-th step, `validate`
+  // (collective) gives the validation loss, printed and logged as
+  // "val_loss"; `save_best` saves after each one lower than all before it.
+  int64_t eval_every = 0;
+  std::function<double()> validate;
+  std::function<std::string()> save_best;
   std::string metrics;                   // rank 0 appends one JSON line per step to this file (--metrics)
+  std::string tensorboard;               // rank 0 writes event files into this folder (--tensorboard; tensorboard.h)
   bool stats = false;                    // --stats: rank 0 prints each step's host<->device bytes
   std::FILE* out = stdout;
 };

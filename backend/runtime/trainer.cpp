@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "backend/runtime/checkpoint_store.h"
+#include "backend/runtime/lr_horizon.h"
 #include "backend/runtime/optimizer.h"
 #include "backend/runtime/safetensors.h"
 #include "backend/runtime/splitmix.h"
@@ -377,6 +378,7 @@ void Trainer::save_checkpoint(const std::string& path) const {
   }
   std::map<std::string, std::string> meta = {{"format", "nns-checkpoint-1"}, {"step", std::to_string(step_)}, {"optimizer", spec_.optimizer.kind}};
   add_loss_scale_metadata(scaler_, meta);  // fp16: the scale and skipped steps go on
+  add_horizon_metadata(spec_.schedule, meta);
   if (source_) source_->add_metadata(step_, meta);  // where the data stream stands
   write_safetensors_atomic(path, tensors, meta);
 }

@@ -76,6 +76,9 @@ class Trainer : public TrainSession {
   double forward_loss();
   void compute_gradients();
   void set_parameter(const std::string& name, const std::vector<float>& values);
+  // Validation (driver/validation.h): the step count set back to 0, so that
+  // the data is read from its start again.
+  void restart() { step_ = 0; }
   int64_t steps_done() const override { return step_; }
   const Program& program() const { return program_; }
   // --trace: records the next `steps` steps into `tracer` (trace.h): each

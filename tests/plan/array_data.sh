@@ -21,7 +21,7 @@ last=$(losses "$tmp/train.log" | tail -1 | cut -d' ' -f2)
 awk -v a="$first" -v b="$last" 'BEGIN { printf "arrays: loss %s -> %s over 20 steps\n", a, b; exit !(b < a / 2) }' || { echo "FAIL: the loss did not halve"; exit 1; }
 
 "$NNS" run "$tmp/m.nns" --steps 6 --save "$tmp/full6.safetensors" > "$tmp/full.log"
-"$NNS" run "$tmp/m.nns" --steps 3 --save "$tmp/ck.safetensors" > "$tmp/a.log"
+"$NNS" run "$tmp/m.nns" --steps 6 --stop-after 3 --save "$tmp/ck.safetensors" > "$tmp/a.log"
 "$NNS" run "$tmp/m.nns" --steps 6 --resume "$tmp/ck.safetensors" --save "$tmp/res6.safetensors" > "$tmp/b.log"
 [ "$(losses "$tmp/a.log"; losses "$tmp/b.log")" = "$(losses "$tmp/full.log")" ] || { echo "FAIL: 3 + resumed 3 differ from 6 unbroken"; exit 1; }
 cmp "$tmp/full6.safetensors" "$tmp/res6.safetensors" || { echo "FAIL: the resumed step-6 checkpoint differs"; exit 1; }

@@ -47,7 +47,7 @@ awk -v a="$m1" -v b="$m4" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-
 "$NNS" run $model --config small --eval --steps 1 --resume "$tmp/one.safetensors" | grep '^eval ' > "$tmp/l5"
 [ "$(head -1 "$tmp/l1" | awk '{print $NF}')" = "$(awk '{print $NF}' "$tmp/l5")" ] || fail "--eval --steps 1 differs from the first step of --eval"
 # Resuming a checkpoint with the buffer continues the run exactly, on one device and under a plan.
-"$NNS" run $model --config small --steps 2 --save "$tmp/half.safetensors" > /dev/null || fail "2 steps with --save"
+"$NNS" run $model --config small --stop-after 2 --save "$tmp/half.safetensors" > /dev/null || fail "2 steps with --save"
 whole=$(grep '^done' "$tmp/train.txt" | sed 's/.*-> \([0-9.]*\),.*/\1/')
 for args in "" "--plan seqsplit --gpus 2"; do
   # shellcheck disable=SC2086

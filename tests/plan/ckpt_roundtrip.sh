@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../.."
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
-"$NNS" run examples/gpt.nns --config tiny --gpus 2 --plan megatron --steps 4 --save "$tmp/shards" > "$tmp/a.log"
+"$NNS" run examples/gpt.nns --config tiny --gpus 2 --plan megatron --steps 7 --stop-after 4 --save "$tmp/shards" > "$tmp/a.log"
 [ "$(cat "$tmp/shards/latest")" = "step-4" ] || { echo "latest does not name step-4"; ls -R "$tmp/shards"; exit 1; }
 ls "$tmp/shards"/step-4/rank-0.safetensors "$tmp/shards"/step-4/rank-1.safetensors "$tmp/shards/step-4/manifest" > /dev/null
 "$NNS" ckpt merge "$tmp/shards" -o "$tmp/ck.safetensors" | grep -q "merged 2 shard(s)"
@@ -30,7 +30,7 @@ done
 
 # Without --plan: one file, resumed on 2 ranks as if never stopped, and on one device.
 "$NNS" run examples/gpt.nns --config tiny --gpus 2 --steps 7 > "$tmp/dp.log"
-"$NNS" run examples/gpt.nns --config tiny --gpus 2 --steps 4 --save "$tmp/dp.safetensors" > "$tmp/dp_a.log"
+"$NNS" run examples/gpt.nns --config tiny --gpus 2 --steps 7 --stop-after 4 --save "$tmp/dp.safetensors" > "$tmp/dp_a.log"
 [ -f "$tmp/dp.safetensors" ] || { echo "--gpus 2 without a plan did not write one file"; ls -la "$tmp"; exit 1; }
 "$NNS" run examples/gpt.nns --config tiny --gpus 2 --steps 7 --resume "$tmp/dp.safetensors" > "$tmp/dp_b.log"
 "$NNS" run examples/gpt.nns --config tiny --steps 7 --resume "$tmp/dp.safetensors" > "$tmp/dp_one.log"

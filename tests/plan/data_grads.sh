@@ -101,7 +101,7 @@ EOF
     python3 "$tmp/compare.py" "$tmp/one.safetensors" "$tmp/$plan.safetensors" "$plan"
   done
   # --resume: the dump is of the run's first step, step 3 here.
-  "$NNS" run examples/gpt.nns --config tiny --steps 2 --data "$tmp/data.safetensors" --save "$tmp/ck2.safetensors" > /dev/null
+  "$NNS" run examples/gpt.nns --config tiny --steps 3 --stop-after 2 --data "$tmp/data.safetensors" --save "$tmp/ck2.safetensors" > /dev/null
   run_one --config tiny --resume "$tmp/ck2.safetensors" --dump-grads "$tmp/resumed_one.safetensors" > "$tmp/resumed_one.log"
   run_plan dp tiny --resume "$tmp/ck2.safetensors" --dump-grads "$tmp/resumed_dp.safetensors" > "$tmp/resumed_dp.log"
   python3 "$tmp/compare.py" "$tmp/resumed_one.safetensors" "$tmp/resumed_dp.safetensors" "dp after --resume"

@@ -90,7 +90,7 @@ done
 # stopped at step 6 and resumed continues exactly as the unbroken one (one
 # device: the same losses and scales; plan dp: the same scale and count).
 "$NNS" run "$tmp/fp16_overflow.nns" --config tiny --steps 12 > "$tmp/whole.out" 2>&1 || fail "fp16 overflow 12 steps: $(tail -2 "$tmp/whole.out")"
-"$NNS" run "$tmp/fp16_overflow.nns" --config tiny --steps 6 --save "$tmp/ck.safetensors" > "$tmp/first.out" 2>&1 || fail "save: $(tail -2 "$tmp/first.out")"
+"$NNS" run "$tmp/fp16_overflow.nns" --config tiny --steps 12 --stop-after 6 --save "$tmp/ck.safetensors" > "$tmp/first.out" 2>&1 || fail "save: $(tail -2 "$tmp/first.out")"
 "$NNS" run "$tmp/fp16_overflow.nns" --config tiny --steps 12 --resume "$tmp/ck.safetensors" > "$tmp/rest.out" 2>&1 || fail "resume: $(tail -2 "$tmp/rest.out")"
 steps_after6() { grep -E '^step +([7-9]|1[0-2])/' "$1" | awk '{print $2, $4, $(NF-1), $NF}'; }
 summary() { grep -o 'loss scale [^,]*, [0-9]* step(s) skipped' "$1"; }
@@ -98,7 +98,7 @@ summary() { grep -o 'loss scale [^,]*, [0-9]* step(s) skipped' "$1"; }
 [ -n "$(summary "$tmp/whole.out")" ] && [ "$(summary "$tmp/whole.out")" = "$(summary "$tmp/rest.out")" ] ||
   fail "resumed summary '$(summary "$tmp/rest.out")' vs '$(summary "$tmp/whole.out")'"
 grep -q 'update skipped' "$tmp/first.out" || fail "the first 6 steps skipped nothing: the resume test tests nothing"
-"$NNS" run "$tmp/fp16_overflow.nns" --config tiny --steps 6 --plan dp --gpus 2 --save "$tmp/ckd" > "$tmp/pfirst.out" 2>&1 || fail "plan save: $(tail -2 "$tmp/pfirst.out")"
+"$NNS" run "$tmp/fp16_overflow.nns" --config tiny --steps 12 --stop-after 6 --plan dp --gpus 2 --save "$tmp/ckd" > "$tmp/pfirst.out" 2>&1 || fail "plan save: $(tail -2 "$tmp/pfirst.out")"
 "$NNS" run "$tmp/fp16_overflow.nns" --config tiny --steps 12 --plan dp --gpus 2 --resume "$tmp/ckd" > "$tmp/prest.out" 2>&1 || fail "plan resume: $(tail -2 "$tmp/prest.out")"
 [ "$(summary "$tmp/whole.out")" = "$(summary "$tmp/prest.out")" ] || fail "plan dp resumed summary '$(summary "$tmp/prest.out")' vs '$(summary "$tmp/whole.out")'"
 echo "ok: resume keeps the loss scale: $(summary "$tmp/rest.out")"

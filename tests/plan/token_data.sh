@@ -4,7 +4,8 @@
 #   - a byte-tokenised corpus (scripts/make_token_corpus.py): the loss falls;
 #   - the same tokens as a Megatron .bin/.idx (tests/data/write_mmidx.py, an
 #     independent writer) give the same losses as the flat file;
-#   - 6 steps unbroken = 3 steps, save, resume 3 more: losses bit-identical,
+#   - 6 steps unbroken = a 6-step run stopped after 3 (--stop-after), saved,
+#     resumed for 3 more: losses bit-identical,
 #     on one device and on the 2-rank dp plan (each rank reads its rows);
 #   - bad files: one line naming the file and the fault, exit 65.
 #   token_data.sh NNS_BINARY
@@ -36,14 +37,14 @@ awk -v a="$first" -v b="$last" 'BEGIN { printf "token file: loss %s -> %s (mean 
 [ "$(losses "$tmp/mm.log")" = "$(losses "$tmp/full.log")" ] || { echo "FAIL: megatron and flat losses differ"; paste <(losses "$tmp/mm.log") <(losses "$tmp/full.log"); exit 1; }
 
 # Resume: 3 + 3 steps = 6 steps, on one device and on dp over 2 ranks.
-"$NNS" run "$tmp/flat.nns" --config tiny --steps 3 --save "$tmp/ck.safetensors" > "$tmp/a.log"
+"$NNS" run "$tmp/flat.nns" --config tiny --steps 6 --stop-after 3 --save "$tmp/ck.safetensors" > "$tmp/a.log"
 "$NNS" run "$tmp/flat.nns" --config tiny --steps 6 --resume "$tmp/ck.safetensors" --save "$tmp/res6.safetensors" > "$tmp/b.log"
 # Bit for bit: the weights, optimizer state and data position after step 6.
 cmp "$tmp/full6.safetensors" "$tmp/res6.safetensors" || { echo "FAIL: the resumed run's step-6 checkpoint differs from the unbroken run's"; exit 1; }
 [ "$(losses "$tmp/a.log"; losses "$tmp/b.log")" = "$(losses "$tmp/full.log")" ] ||
   { echo "FAIL: one device: 3 + resumed 3 differ from 6 unbroken"; paste <(losses "$tmp/a.log"; losses "$tmp/b.log") <(losses "$tmp/full.log"); exit 1; }
 "$NNS" run "$tmp/flat.nns" --config tiny --plan dp --gpus 2 --steps 6 > "$tmp/dfull.log"
-"$NNS" run "$tmp/flat.nns" --config tiny --plan dp --gpus 2 --steps 3 --save "$tmp/dck" > "$tmp/da.log"
+"$NNS" run "$tmp/flat.nns" --config tiny --plan dp --gpus 2 --steps 6 --stop-after 3 --save "$tmp/dck" > "$tmp/da.log"
 "$NNS" run "$tmp/flat.nns" --config tiny --plan dp --gpus 2 --steps 6 --resume "$tmp/dck" > "$tmp/db.log"
 [ "$(losses "$tmp/da.log"; losses "$tmp/db.log")" = "$(losses "$tmp/dfull.log")" ] ||
   { echo "FAIL: dp: 3 + resumed 3 differ from 6 unbroken"; paste <(losses "$tmp/da.log"; losses "$tmp/db.log") <(losses "$tmp/dfull.log"); exit 1; }

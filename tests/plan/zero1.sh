@@ -58,7 +58,7 @@ expect_eq "optimizer memory on device 0" "$(grep -o 'optimizer [0-9.]* [KMG]*i*B
 # Save under dp (4 ranks) at step 2, resume under hybrid to step 4: the
 # unbroken run's losses.
 whole=$("$NNS" run "$FILE" --plan dp --gpus 4 --steps 4 2>&1 | grep -o 'loss [0-9.]* -> [0-9.]*' | awk '{print $4}')
-"$NNS" run "$FILE" --plan dp --gpus 4 --steps 2 --save "$tmp/ck" > /dev/null 2>&1 || { echo "FAIL: save under dp"; fail=1; }
+"$NNS" run "$FILE" --plan dp --gpus 4 --steps 4 --stop-after 2 --save "$tmp/ck" > /dev/null 2>&1 || { echo "FAIL: save under dp"; fail=1; }
 resumed=$("$NNS" run "$FILE" --plan hybrid --gpus 4 --steps 4 --resume "$tmp/ck" 2>&1 | grep -o 'loss [0-9.]* -> [0-9.]*' | awk '{print $4}')
 expect_eq "final loss after resuming a dp zero1 checkpoint under hybrid" "$resumed" "$whole"
 

@@ -228,3 +228,35 @@ TEST_CASE("run_train_loop --verify: a Trainer against an identical reference pas
   CHECK(c.weights > 1e-3);
   CHECK(v.worst() > 1e-5);
 }
+
+TEST_CASE("run_train_loop validates every eval_every steps and saves only a new best", "[loop][validation]") {
+  std::FILE* out = std::tmpfile();
+  REQUIRE(out);
+  FakeSession s;
+  s.losses = {2.0, 1.9, 1.8, 1.7, 1.6, 1.5, 1.4, 1.3};
+  std::vector<double> val = {3.0, 2.0, 2.5, 1.0};  // at steps 2, 4, 6, 8: 6 is no improvement
+  std::vector<int64_t> validated, saved;
+  backend::LoopOptions o;
+  o.steps = 8;
+  o.out = out;
+  o.eval_every = 2;
+  o.validate = [&] {
+    validated.push_back(s.done);
+    return val.at(validated.size() - 1);
+  };
+  o.save_best = [&] {
+    saved.push_back(s.done);
+    return "checkpoint: best (step " + std::to_string(s.done) + ")";
+  };
+  // --stop-after: the run ends after step 7 of 8 (so step 8's validation never comes).
+  o.stop_after = 7;
+  CHECK(backend::run_train_loop(s, o) == backend::LoopResult::Ok);
+  CHECK(validated == std::vector<int64_t>{2, 4, 6});
+  CHECK(saved == std::vector<int64_t>{2, 4});
+  std::string text = read_back(out);
+  CHECK(text.find("step    2/8  loss 1.900000") != std::string::npos);
+  CHECK(text.find("  validation loss 2.000000  (best; checkpoint: best (step 4))\n") != std::string::npos);
+  CHECK(text.find("  validation loss 2.500000\n") != std::string::npos);
+  CHECK(text.find("done: 7 steps") != std::string::npos);
+  std::fclose(out);
+}
