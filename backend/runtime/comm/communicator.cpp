@@ -1,4 +1,5 @@
 #include "backend/runtime/comm/communicator.h"
+#include "backend/runtime/comm/heartbeat.h"
 #include "backend/runtime/comm/launch_env.h"
 
 #include <gloo/barrier.h>
@@ -70,6 +71,19 @@ class TimeoutStore : public gloo::rendezvous::Store {
   std::function<Ms()> timeout_;
 };
 
+// A peer fell silent (heartbeat.h): its process stopped running. This rank's
+// main thread may be blocked in a collective waiting on it, which only the
+// collective timeout (60 s) would end, or inside Gloo's transport, which
+// cannot be interrupted; so the heartbeat thread reports and ends the
+// process itself, with the runtime-fault code the launcher expects.
+[[noreturn]] void stop_for_silent_peer(int rank, int peer, Ms silence) {
+  const std::string msg = "nns comm: rank " + std::to_string(peer) + " sent no heartbeat for " + seconds(silence) +
+                          ": it is stopped (SIGSTOP) or hung; rank " + std::to_string(rank) +
+                          " stops (NNS_HEARTBEAT_TIMEOUT sets the limit)\n";
+  (void)!::write(2, msg.data(), msg.size());
+  ::_exit(70);
+}
+
 }  // namespace
 
 struct Communicator::GroupState {
@@ -121,6 +135,7 @@ CommConfig CommConfig::from_env() {
       throw CommError(std::string("bad value for NNS_COMM_TIMEOUT: '") + v + "' (expected seconds > 0)");
     c.timeout = Ms(static_cast<int64_t>(s * 1000));
   }
+  c.heartbeat_limit = heartbeat_limit_from_env();
   return c;
 }
 
@@ -180,6 +195,12 @@ Communicator::Communicator(const CommConfig& cfg)
     }
   }
   create_group(world());
+  if (size_ > 1 && cfg.heartbeat_limit.count() > 0) {
+    gloo::rendezvous::PrefixStore prefixed("nns/hb", *store_);
+    heartbeat_ = std::make_unique<Heartbeat>(
+        prefixed, rank_, size_, host_, timeout_, cfg.heartbeat_limit,
+        [rank = rank_](int peer, Ms silence) { stop_for_silent_peer(rank, peer, silence); });
+  }
 }
 
 // Rank 0 publishes its job's identity; the others compare theirs before
@@ -208,6 +229,7 @@ void Communicator::trace(const std::string& line) {
 
 Communicator::~Communicator() {
   if (trace_) std::fclose(trace_);
+  heartbeat_.reset();  // goodbye first: peers stop watching a rank that is leaving
   groups_.clear();
   store_.reset();
   server_.reset();

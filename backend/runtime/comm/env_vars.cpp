@@ -30,6 +30,7 @@ constexpr EnvVar kVars[] = {
     {"NNS_VERBOSE_RANKS", Kind::Flag, 0, 1, "1 lets every rank print"},
     {"NNS_COMM_TIMEOUT", Kind::Seconds, 0.001, 86400, "seconds a collective or the rendezvous waits"},
     {"NNS_MAX_LOCAL_RANKS", Kind::Int, 1, 65536, "the most ranks nns run --gpus starts on this host"},
+    {"NNS_HEARTBEAT_TIMEOUT", Kind::Seconds, 0, 86400, "seconds of silence before a rank is reported stopped; 0: off"},
 };
 
 const EnvVar* find_var(const char* name) {
