@@ -128,6 +128,7 @@ CommConfig CommConfig::from_env() {
   for (const char* name : {"NNS_JOB_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"})
     if (const char* v = std::getenv(name); v && *v && c.job_id.empty()) c.job_id = std::string(name) + "=" + v;
   if (const char* v = std::getenv("NNS_COMM_HOST"); v && *v) c.host = v;
+  if (const char* v = std::getenv("NNS_STORE_SECRET"); v && *v) c.store_secret = v;
   if (const char* v = std::getenv("NNS_COMM_TIMEOUT"); v && *v) {
     char* end = nullptr;
     double s = std::strtod(v, &end);
@@ -168,9 +169,9 @@ Communicator::Communicator(const CommConfig& cfg)
       if (rank_ == 0) {
         // Listen on loopback only when the run is local.
         server_ = std::make_unique<TcpStoreServer>(is_loopback(cfg.master_addr) ? "127.0.0.1" : "0.0.0.0",
-                                                   cfg.master_port);
+                                                   cfg.master_port, cfg.store_secret);
       }
-      inner = std::make_unique<TcpStore>(cfg.master_addr, cfg.master_port, timeout_);
+      inner = std::make_unique<TcpStore>(cfg.master_addr, cfg.master_port, timeout_, cfg.store_secret);
     }
     store_ = std::make_unique<TimeoutStore>(std::move(inner), [this] { return timeout(); });
     check_job_identity(cfg);

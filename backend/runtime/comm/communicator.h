@@ -18,6 +18,9 @@
 //                     (default 127.0.0.1 when the master is local, else this
 //                     host's name)
 //   NNS_COMM_TIMEOUT  collective timeout in seconds               (default 60)
+//   NNS_STORE_SECRET  a shared secret every rank must present to the TCP
+//                     store (tcp_store.h); set it for a master that is not
+//                     on loopback, where the store listens on all addresses
 //   NNS_HEARTBEAT_TIMEOUT  seconds a rank may fall silent before the others
 //                     report it stopped and exit 70 (default 8, 0: off;
 //                     heartbeat.h)
@@ -106,6 +109,7 @@ struct CommConfig {
   // every other rank compares, so a rank of another job on the same
   // MASTER_PORT is refused before it joins.
   std::string job_id;
+  std::string store_secret;  // NNS_STORE_SECRET; empty: none
   // Silence after which a peer is reported stopped (heartbeat.h); 0: off.
   std::chrono::milliseconds heartbeat_limit{8000};
 
