@@ -198,9 +198,14 @@ Communicator::Communicator(const CommConfig& cfg)
   create_group(world());
   if (size_ > 1 && cfg.heartbeat_limit.count() > 0) {
     gloo::rendezvous::PrefixStore prefixed("nns/hb", *store_);
-    heartbeat_ = std::make_unique<Heartbeat>(
-        prefixed, rank_, size_, host_, timeout_, cfg.heartbeat_limit,
-        [rank = rank_](int peer, Ms silence) { stop_for_silent_peer(rank, peer, silence); });
+    try {
+      heartbeat_ = std::make_unique<Heartbeat>(
+          prefixed, rank_, size_, host_, timeout_, cfg.heartbeat_limit,
+          [rank = rank_](int peer, Ms silence) { stop_for_silent_peer(rank, peer, silence); });
+    } catch (const std::exception& e) {
+      throw CommError("rank " + std::to_string(rank_) + ": setting up heartbeats with the other ranks failed: " +
+                      strip_location(e.what()) + " (every rank must have the same NNS_HEARTBEAT_TIMEOUT, 0 or not)");
+    }
   }
 }
 
