@@ -191,14 +191,14 @@ int64_t invalid_utf8(const std::string& text) {
 // tokens before the parser runs (the parser would recurse once per level,
 // and, since ';' is optional and a statement may start with a sign, it
 // looks ahead to the end of a chain at every binary operator: quadratic).
-constexpr int kMaxNesting = 256;       // brackets, prefix operators, '**', 'else if', '=>' in a row
+constexpr int kMaxNesting = 256;       // brackets, prefix operators, '**', 'else if', '=>', 'x if c else' in a row
 constexpr int kMaxChain = 1000;        // binary operators and postfix links in one chain
 
 bool within_limits(antlr4::CommonTokenStream& tokens, int file, DiagnosticEngine& diags) {
   tokens.fill();
   static const std::set<std::string> open{"(", "[", "{"}, close{")", "]", "}"}, prefix{"-", "+", "not"};
   static const std::set<std::string> binary{"+", "-", "*", "/", "//", "%", "@", "**", "and", "or", "==", "!=", "<", "<=", ">", ">=", "in", ".."};
-  int depth = 0, prefix_run = 0, chain = 0, arrows = 0, closed_at = -1;
+  int depth = 0, prefix_run = 0, chain = 0, arrows = 0, closed_at = -1, conditionals = 0;
   std::vector<int> else_if{0};
   std::vector<int> pow_at_depth{0};
   std::string prev;
@@ -234,8 +234,13 @@ bool within_limits(antlr4::CommonTokenStream& tokens, int file, DiagnosticEngine
       if (++chain > kMaxChain) return refuse("more than " + std::to_string(kMaxChain) + " operators in one chain (binary operators, '.', indexing, calls); split the expression");
     } else if ((prev_operand && literal_or_name) || text == ";" || text == "{" || text == "}" || text == "let" || text == "return" ||
                text == "for") {
-      chain = 0;  // a new statement begins
+      chain = conditionals = 0;  // a new statement begins
     }
+    // An 'if' right after an operand is a conditional expression's; each
+    // nests the next ('a if c else b if d else ...'), as the parser recurses.
+    if (text == "if" && prev_operand && ++conditionals > kMaxNesting)
+      return refuse("more than " + std::to_string(kMaxNesting) +
+                    " conditional expressions ('x if c else y') nested in one expression");
     // 'else if' chains nest (each if is the else of the one before), per
     // bracket depth; a '}' not followed by 'else' ends the chain there.
     if (else_if.size() < static_cast<size_t>(depth) + 1) else_if.resize(static_cast<size_t>(depth) + 1, 0);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpus and dictionary of one fuzz target (fuzz/README.md).
 
-usage: seeds.py TARGET OUT_DIR      TARGET: parser | interpreter | dimop | safetensors
+usage: seeds.py TARGET OUT_DIR      TARGET: parser | interpreter | dimop | safetensors | profile | env | plan
 
 Seeds come from the repository, so they follow it: the .nns files of
 examples/, stdlib/ and tests/ (parser, interpreter); the dimop annotations
@@ -84,8 +84,20 @@ def safetensors_seeds(out):
         put(out, f.read_bytes())
 
 
+# Plan bodies for fuzz_plan's fixed model (fuzz/fuzz_plan.cpp): data,
+# tensor and pipeline parallelism, zero1 and recompute, an order; each
+# evaluates and is legal there.
+PLAN_BODIES = [
+    "  same_split(select(\"*\"), \"batch\", name = \"dp\")\n  for op in select(\"*\") {\n    if splittable(op, \"batch\") {\n      let parts = trans(op, dim = \"batch\", num = ngpus)\n      for i in 0..ngpus { assign(parts[i], i) }\n    } else {\n      replicate(op, 0..ngpus)\n    }\n  }",
+    "  for op in select(\"blocks.0.*linear#*\") {\n    let parts = trans(op, dim = \"n\", num = ngpus)\n    for i in 0..ngpus { assign(parts[i], i) }\n  }\n  split_only(select(\"*linear#*\"), [\"batch\", \"n\"], name = \"t\")\n  replicate(unassigned(), 0..ngpus)",
+    "  let s0 = select(\"blocks.0.*\")\n  let s1 = select(\"blocks.1.*\") + select(\"layer_norm#*\") + select(\"mse#*\")\n  assign(s0, 0)\n  assign(s1, 1)\n  schedule(\"1f1b\", [s0, s1])",
+    "  zero1(select(\"*\"))\n  recompute(select(\"blocks.0.*\"))\n  replicate(unassigned(), 0..ngpus)",
+    "  assign(select(\"blocks.0.*\"), 0)\n  assign(select(\"blocks.1.*\"), 1)\n  replicate(unassigned(), [0, 1])\n  order(select(\"blocks.1.linear#0\"), select(\"blocks.0.linear#0\"))",
+]
+
+
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("parser", "interpreter", "dimop", "safetensors", "profile", "env"):
+    if len(sys.argv) != 3 or sys.argv[1] not in ("parser", "interpreter", "dimop", "safetensors", "profile", "env", "plan"):
         sys.exit(__doc__)
     target, out = sys.argv[1], pathlib.Path(sys.argv[2])
     shutil.rmtree(out, ignore_errors=True)
@@ -108,6 +120,9 @@ def main():
                      "OMPI_COMM_WORLD_RANK=0\nOMPI_COMM_WORLD_SIZE=2\nNNS_MASTER_ADDR=h\n",
                      "NNS_THREADS=4\nNNS_COMM_SPIN_US=50\nNNS_BIND=1\nNNS_COMM_TIMEOUT=2.5\nNNS_LAUNCHER=local\nNNS_RANK=1\nNNS_WORLD_SIZE=2\n"):
             put(out, text.encode())
+    elif target == "plan":
+        for body in PLAN_BODIES:
+            put(out, body)
     else:
         safetensors_seeds(out)
     print(f"seeds: {len(list(out.iterdir()))} {target} inputs in {out}")

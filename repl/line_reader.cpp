@@ -199,6 +199,7 @@ LineReader::Status LineReader::read(const std::string& prompt, std::string& line
       std::fflush(stdout);
       return Status::Eof;
     }
+    if (static_cast<size_t>(count) > kMaxLineBytes) return Status::TooLong;
     line.assign(text, static_cast<size_t>(count));
     while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
     return Status::Line;
@@ -206,15 +207,38 @@ LineReader::Status LineReader::read(const std::string& prompt, std::string& line
   // Plain input: lines from a buffer refilled by read(2), waiting in poll()
   // so that an interrupt can cancel a pending multi-line input.
   for (;;) {
-    size_t nl = pending_.find('\n');
+    size_t nl = pending_.find('\n', scanned_);
     if (nl != std::string::npos) {
+      scanned_ = 0;
+      if (skipping_) {  // the end of a line already refused
+        pending_.erase(0, nl + 1);
+        skipping_ = false;
+        continue;
+      }
+      if (nl > kMaxLineBytes) {
+        pending_.erase(0, nl + 1);
+        return Status::TooLong;
+      }
       line = pending_.substr(0, nl);
       pending_.erase(0, nl + 1);
       if (!line.empty() && line.back() == '\r') line.pop_back();
       return Status::Line;
     }
+    scanned_ = pending_.size();
+    if (pending_.size() > kMaxLineBytes) {
+      // Refused now, not when its newline finally comes: the rest is dropped
+      // as it arrives.
+      pending_.clear();
+      scanned_ = 0;
+      const bool first = !skipping_;
+      skipping_ = true;
+      if (first) return Status::TooLong;
+      continue;
+    }
     if (eof_) {
+      if (skipping_) pending_.clear(), skipping_ = false;
       if (pending_.empty()) return Status::Eof;
+      scanned_ = 0;
       line.swap(pending_);
       pending_.clear();
       return Status::Line;

@@ -28,7 +28,12 @@ class LineReader {
   LineReader(const LineReader&) = delete;
   LineReader& operator=(const LineReader&) = delete;
 
-  enum class Status { Line, Interrupted, Eof };
+  // TooLong: the line ran past kMaxLineBytes; it is dropped (its rest is
+  // skipped up to the next newline) and `line` is empty.
+  enum class Status { Line, Interrupted, Eof, TooLong };
+  // The longest line read accepts. A 100 MB line used to hold the REPL for
+  // minutes (each 4 KB read scanned the whole buffer for its newline).
+  static constexpr size_t kMaxLineBytes = size_t{1} << 20;
   // One line (without its newline). The prompt is shown only interactively.
   Status read(const std::string& prompt, std::string& line);
   // Appends to the history (and its file) — interactive only.
@@ -45,6 +50,8 @@ class LineReader {
   Completer completer_;
   Impl* impl_ = nullptr;
   std::string pending_;  // non-interactive: bytes read past the last line
+  size_t scanned_ = 0;   // pending_[0, scanned_) holds no newline
+  bool skipping_ = false;  // dropping the rest of a line that was too long
   bool eof_ = false;
 };
 

@@ -54,6 +54,13 @@ int run_repl(const ReplOptions& o) {
       pending.clear();
       continue;
     }
+    if (st == LineReader::Status::TooLong) {
+      std::cerr << "nns: error: input line longer than " << LineReader::kMaxLineBytes
+                << " bytes; it is ignored (put large data in a file)\n";
+      pending.clear();
+      any_failed = true;
+      continue;
+    }
     if (st == LineReader::Status::Eof) {
       // A script that ends inside a block: let the parser say what is missing.
       if (!pending.empty() && !interactive && !session.handle(pending)) any_failed = true;

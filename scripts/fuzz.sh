@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs one libFuzzer target (fuzz/README.md) for SECONDS, in one process.
-#   scripts/fuzz.sh TARGET SECONDS     TARGET: parser | interpreter | dimop | safetensors | profile | env
+#   scripts/fuzz.sh TARGET SECONDS     TARGET: parser | interpreter | dimop | safetensors | profile | env | plan
 # Installs clang if missing, builds build-fuzz/ (NNS_FUZZ=ON: ASan + UBSan),
 # writes the seeds (fuzz/seeds.py), then fuzzes with the corpus kept in
 # build-fuzz/corpus/TARGET across runs. Crashes, timeouts (-timeout=10),
@@ -11,10 +11,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { echo "usage: scripts/fuzz.sh parser|interpreter|dimop|safetensors|profile|env SECONDS" >&2; exit 64; }
+usage() { echo "usage: scripts/fuzz.sh parser|interpreter|dimop|safetensors|profile|env|plan SECONDS" >&2; exit 64; }
 [ $# -eq 2 ] || usage
 target=${1#fuzz_}
-case "$target" in parser|interpreter|dimop|safetensors|profile|env) ;; *) usage ;; esac
+case "$target" in parser|interpreter|dimop|safetensors|profile|env|plan) ;; *) usage ;; esac
 [[ "$2" =~ ^[1-9][0-9]*$ ]] || usage
 seconds=$2
 

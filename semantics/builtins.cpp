@@ -106,7 +106,9 @@ Value b_print(Interpreter&, CallArgs& a) {
 
 Value b_str(Interpreter& in, CallArgs& a) {
   if (a.positional.size() != 1) in.fail(a.loc, "str() takes one argument");
-  return Value(to_text(a.positional[0]));
+  std::string text = to_text(a.positional[0]);
+  in.check_string_size(static_cast<int64_t>(text.size()), a.loc);
+  return Value(std::move(text));
 }
 
 Value b_int(Interpreter& in, CallArgs& a) {

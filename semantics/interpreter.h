@@ -52,6 +52,10 @@ struct EvalOptions {
 // not an allocation failure. A list of 10^7 values takes about 0.5 GB;
 // 10^8 let one doubled in a loop take 4 GB before the error (fuzz_interpreter).
 constexpr int64_t kMaxListElements = 10'000'000;
+// The longest string a program may make (bytes), for the same reason: a
+// string doubled in a loop used to grow until the kernel killed nns (23 GB
+// after 100 s); with this limit it stops after 23 doublings, at once.
+constexpr int64_t kMaxStringBytes = 16'000'000;
 
 class Interpreter {
  public:
@@ -124,6 +128,8 @@ class Interpreter {
   void check_no_cycle(const List& list, const Value& v, front::SourceLoc loc);
   // Fails at `loc` unless a list of `n` elements is within kMaxListElements.
   void check_list_size(int64_t n, front::SourceLoc loc);
+  // Fails at `loc` unless a string of `n` bytes is within kMaxStringBytes.
+  void check_string_size(int64_t n, front::SourceLoc loc);
   // Counts one step of work (a loop iteration, a call); past the budget's
   // steps it fails at `loc` (an endless loop ends, located). Now and then it
   // also looks at the clock, for --eval-timeout and --check-timeout.

@@ -112,7 +112,10 @@ std::optional<Value> Interpreter::eval_container_binary(const std::string& op, c
     }
     fail(loc, "'in' needs a list or range on the right, got " + type_name(b));
   }
-  if (op == "+" && a.is<std::string>() && b.is<std::string>()) return Value(a.as<std::string>() + b.as<std::string>());
+  if (op == "+" && a.is<std::string>() && b.is<std::string>()) {
+    check_string_size(static_cast<int64_t>(a.as<std::string>().size() + b.as<std::string>().size()), loc);
+    return Value(a.as<std::string>() + b.as<std::string>());
+  }
   if (op == "+" && a.is<ListPtr>() && b.is<ListPtr>()) {
     check_list_size(static_cast<int64_t>(a.as<ListPtr>()->size() + b.as<ListPtr>()->size()), loc);
     List r = *a.as<ListPtr>();

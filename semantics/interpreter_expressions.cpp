@@ -203,6 +203,12 @@ void Interpreter::check_no_cycle(const List& list, const Value& v, SourceLoc loc
   }
 }
 
+void Interpreter::check_string_size(int64_t n, SourceLoc loc) {
+  if (n > kMaxStringBytes)
+    fail(loc,
+         "this string would hold " + std::to_string(n) + " bytes (at most " + std::to_string(kMaxStringBytes) + ")");
+}
+
 void Interpreter::check_list_size(int64_t n, SourceLoc loc) {
   if (n > kMaxListElements)
     fail(loc,

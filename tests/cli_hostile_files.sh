@@ -39,4 +39,13 @@ if "$NNS" run examples/01_mlp.nns --plan dp --gpus 2 --steps 1 --save "$tmp/ck" 
 else
   echo "FAIL: the sharded save to set up the /dev/zero shard case failed"; fail=1
 fi
+# A 100 MB line to the REPL: refused at once (it held the REPL for minutes),
+# and the session goes on with the next line.
+head -c 100000000 /dev/zero | tr '\0' x > "$tmp/long_line"
+{ echo "let a = 1"; cat "$tmp/long_line"; printf '\nprint(a + 1)\n'; } > "$tmp/repl_input"
+out=$(timeout 30 "$NNS" repl examples/01_mlp.nns < "$tmp/repl_input" 2>&1); rc=$?
+if [ $rc != 65 ] || ! grep -qF "input line longer than 1048576 bytes" <<<"$out" || ! grep -qx "2" <<<"$out"; then
+  echo "FAIL: a 100 MB REPL line: exit $rc"; echo "$out" | cut -c1-200 | tail -3; fail=1
+fi
+rm -f "$tmp/long_line" "$tmp/repl_input"
 exit $fail

@@ -126,6 +126,11 @@ SearchResult search_plans(const SearchModel& m, const SearchOptions& o) {
   search.ranking.finish(res, o, cap);
   res.log10_space = search.space.all;
   res.log10_space_constrained = search.constrained ? search.space.constrained : search.space.all;
+  // No plan at all under the tables is their doing, not memory's (the
+  // note used to blame the capacity).
+  if (res.best.empty() && search.constrained && !(res.log10_space_constrained > -1e300))
+    res.note = "the constraint tables allow no plan of the space on " + std::to_string(o.gpus) +
+               " devices (check their split counts, devices and dimensions)";
   res.search_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

@@ -20,6 +20,7 @@
 #include <algorithm>
 
 #include "semantics/builtin_args.h"
+#include "semantics/dimop.h"
 #include "semantics/interpreter.h"
 #include "semantics/plan.h"
 
@@ -77,6 +78,30 @@ std::vector<int64_t> ints_of(Interpreter& in, const Value& v, SourceLoc loc, con
   return out;
 }
 
+// split_only's and same_split's dimension names must each be a dimension
+// of some op of the table ("batch" and "value" always are): a misspelt
+// name used to make a table that allowed nothing or constrained nothing,
+// without a word.
+void check_dims_exist(Interpreter& in, const Plan& p, const PlanConstraint& c, SourceLoc loc, const char* fn) {
+  for (const std::string& dim : c.dims) {
+    if (dim == "batch" || dim == "value" || c.ops.empty()) continue;
+    std::vector<std::string> ids;
+    bool found = false;
+    for (int sub : c.ops) {
+      const OpNode& node = in.graph().node(p.subops[static_cast<size_t>(sub)].node);
+      for (const TransformChoice& t : transform_space(node.anno, false)) {
+        found = found || t.id == dim;
+        if (std::find(ids.begin(), ids.end(), t.id) == ids.end()) ids.push_back(t.id);
+      }
+    }
+    if (found) continue;
+    std::string known;
+    for (const std::string& id : ids) known += (known.empty() ? "'" : ", '") + id + "'";
+    in.fail(loc, std::string(fn) + "(): no op of the table has a dimension '" + dim + "' (their dimensions: " +
+                     (known.empty() ? "none" : known) + "; \"batch\" and \"value\" are always allowed)");
+  }
+}
+
 Value declare(Interpreter& in, CallArgs& a, const char* fn, PlanConstraint::Kind kind) {
   Plan& p = active(in, a, fn);
   PlanConstraint c;
@@ -113,6 +138,7 @@ Value declare(Interpreter& in, CallArgs& a, const char* fn, PlanConstraint::Kind
       break;
     }
   }
+  check_dims_exist(in, p, c, a.loc, fn);
   if (c.values.empty() && (kind == PlanConstraint::SplitCounts || kind == PlanConstraint::PlaceOn))
     in.fail(a.loc, std::string(fn) + "(): the list of allowed values is empty");
   if (const Value* n = a.get("name")) {

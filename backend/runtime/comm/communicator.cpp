@@ -1,4 +1,5 @@
 #include "backend/runtime/comm/communicator.h"
+#include "backend/runtime/comm/heartbeat.h"
 #include "backend/runtime/comm/launch_env.h"
 
 #include <gloo/barrier.h>
@@ -70,6 +71,19 @@ class TimeoutStore : public gloo::rendezvous::Store {
   std::function<Ms()> timeout_;
 };
 
+// A peer fell silent (heartbeat.h): its process stopped running. This rank's
+// main thread may be blocked in a collective waiting on it, which only the
+// collective timeout (60 s) would end, or inside Gloo's transport, which
+// cannot be interrupted; so the heartbeat thread reports and ends the
+// process itself, with the runtime-fault code the launcher expects.
+[[noreturn]] void stop_for_silent_peer(int rank, int peer, Ms silence) {
+  const std::string msg = "nns comm: rank " + std::to_string(peer) + " sent no heartbeat for " + seconds(silence) +
+                          ": it is stopped (SIGSTOP) or hung; rank " + std::to_string(rank) +
+                          " stops (NNS_HEARTBEAT_TIMEOUT sets the limit)\n";
+  (void)!::write(2, msg.data(), msg.size());
+  ::_exit(70);
+}
+
 }  // namespace
 
 struct Communicator::GroupState {
@@ -114,6 +128,7 @@ CommConfig CommConfig::from_env() {
   for (const char* name : {"NNS_JOB_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"})
     if (const char* v = std::getenv(name); v && *v && c.job_id.empty()) c.job_id = std::string(name) + "=" + v;
   if (const char* v = std::getenv("NNS_COMM_HOST"); v && *v) c.host = v;
+  if (const char* v = std::getenv("NNS_STORE_SECRET"); v && *v) c.store_secret = v;
   if (const char* v = std::getenv("NNS_COMM_TIMEOUT"); v && *v) {
     char* end = nullptr;
     double s = std::strtod(v, &end);
@@ -121,6 +136,7 @@ CommConfig CommConfig::from_env() {
       throw CommError(std::string("bad value for NNS_COMM_TIMEOUT: '") + v + "' (expected seconds > 0)");
     c.timeout = Ms(static_cast<int64_t>(s * 1000));
   }
+  c.heartbeat_limit = heartbeat_limit_from_env();
   return c;
 }
 
@@ -153,9 +169,9 @@ Communicator::Communicator(const CommConfig& cfg)
       if (rank_ == 0) {
         // Listen on loopback only when the run is local.
         server_ = std::make_unique<TcpStoreServer>(is_loopback(cfg.master_addr) ? "127.0.0.1" : "0.0.0.0",
-                                                   cfg.master_port);
+                                                   cfg.master_port, cfg.store_secret);
       }
-      inner = std::make_unique<TcpStore>(cfg.master_addr, cfg.master_port, timeout_);
+      inner = std::make_unique<TcpStore>(cfg.master_addr, cfg.master_port, timeout_, cfg.store_secret);
     }
     store_ = std::make_unique<TimeoutStore>(std::move(inner), [this] { return timeout(); });
     check_job_identity(cfg);
@@ -180,6 +196,17 @@ Communicator::Communicator(const CommConfig& cfg)
     }
   }
   create_group(world());
+  if (size_ > 1 && cfg.heartbeat_limit.count() > 0) {
+    gloo::rendezvous::PrefixStore prefixed("nns/hb", *store_);
+    try {
+      heartbeat_ = std::make_unique<Heartbeat>(
+          prefixed, rank_, size_, host_, timeout_, cfg.heartbeat_limit,
+          [rank = rank_](int peer, Ms silence) { stop_for_silent_peer(rank, peer, silence); });
+    } catch (const std::exception& e) {
+      throw CommError("rank " + std::to_string(rank_) + ": setting up heartbeats with the other ranks failed: " +
+                      strip_location(e.what()) + " (every rank must have the same NNS_HEARTBEAT_TIMEOUT, 0 or not)");
+    }
+  }
 }
 
 // Rank 0 publishes its job's identity; the others compare theirs before
@@ -208,6 +235,7 @@ void Communicator::trace(const std::string& line) {
 
 Communicator::~Communicator() {
   if (trace_) std::fclose(trace_);
+  heartbeat_.reset();  // goodbye first: peers stop watching a rank that is leaving
   groups_.clear();
   store_.reset();
   server_.reset();

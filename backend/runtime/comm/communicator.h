@@ -18,17 +18,22 @@
 //                     (default 127.0.0.1 when the master is local, else this
 //                     host's name)
 //   NNS_COMM_TIMEOUT  collective timeout in seconds               (default 60)
+//   NNS_STORE_SECRET  a shared secret every rank must present to the TCP
+//                     store (tcp_store.h); set it for a master that is not
+//                     on loopback, where the store listens on all addresses
+//   NNS_HEARTBEAT_TIMEOUT  seconds a rank may fall silent before the others
+//                     report it stopped and exit 70 (default 8, 0: off;
+//                     heartbeat.h)
 //
 // Groups. Every collective runs over a sub-group of ranks given as a sorted
 // list of distinct global ranks that includes this rank ({} or world() means
 // all ranks). The first use of a group creates a Gloo context for it (a full
 // mesh of TCP connections among its members) and a second mesh of plain
-// sockets for its collectives, cached for the Communicator's lifetime. Creation is collective: every member must create the group, and
-// all members must create their new groups in the same order (otherwise
-// two ranks can each wait for the other inside different groups). Call
-// create_group() up front to make that order explicit. Point-to-point
-// send/recv use a private socket per pair of ranks (no Gloo context),
-// created on the first exchange between them, with the same rule.
+// sockets for its collectives, cached for the Communicator's lifetime. Creation is collective: every member must create
+// the group, and all members must create their new groups in the same order (otherwise two ranks can each wait for the
+// other inside different groups). Call create_group() up front to make that order explicit. Point-to-point send/recv
+// use a private socket per pair of ranks (no Gloo context), created on the first exchange between them, with the same
+// rule.
 //
 // Ordering and threads: within a group, members must issue the same
 // collectives in the same order. Different groups may be used from
@@ -104,6 +109,9 @@ struct CommConfig {
   // every other rank compares, so a rank of another job on the same
   // MASTER_PORT is refused before it joins.
   std::string job_id;
+  std::string store_secret;  // NNS_STORE_SECRET; empty: none
+  // Silence after which a peer is reported stopped (heartbeat.h); 0: off.
+  std::chrono::milliseconds heartbeat_limit{8000};
 
   // Reads the NNS_* variables above; throws CommError on malformed values.
   static CommConfig from_env();
@@ -215,6 +223,7 @@ class Communicator {
   int size_ = 1;
   std::chrono::milliseconds timeout_;
   std::unique_ptr<class TcpStoreServer> server_;  // rank 0 with the TCP store
+  std::unique_ptr<class Heartbeat> heartbeat_;    // multi-rank runs with heartbeats on
   std::unique_ptr<gloo::rendezvous::Store> store_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::string host_;  // the address this rank's transports bind

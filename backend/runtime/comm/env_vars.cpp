@@ -31,6 +31,7 @@ constexpr EnvVar kVars[] = {
     {"NNS_COMM_TIMEOUT", Kind::Seconds, 0.001, 86400, "seconds a collective or the rendezvous waits"},
     {"NNS_CUDNN", Kind::Flag, 0, 1, "0 runs the CUDA backend's own convolution and pooling kernels instead of cuDNN"},
     {"NNS_MAX_LOCAL_RANKS", Kind::Int, 1, 65536, "the most ranks nns run --gpus starts on this host"},
+    {"NNS_HEARTBEAT_TIMEOUT", Kind::Seconds, 0, 86400, "seconds of silence before a rank is reported stopped; 0: off"},
 };
 
 const EnvVar* find_var(const char* name) {

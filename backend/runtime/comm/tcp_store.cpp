@@ -17,8 +17,8 @@
 namespace nns::backend {
 namespace {
 
-enum Op : uint8_t { kSet = 1, kGet = 2, kWait = 3 };
-enum Status : uint8_t { kOk = 0, kTimeout = 1 };
+enum Op : uint8_t { kSet = 1, kGet = 2, kWait = 3, kAuth = 4 };
+enum Status : uint8_t { kOk = 0, kTimeout = 1, kDenied = 2 };
 
 // Values are a few hundred bytes; anything far larger means a corrupt or
 // foreign peer, which must not make us allocate gigabytes.
@@ -72,7 +72,7 @@ bool write_bytes(int fd, const char* p, size_t n) { return write_u32(fd, static_
 
 // ---- server -----------------------------------------------------------------
 
-TcpStoreServer::TcpStoreServer(const std::string& addr, int port) {
+TcpStoreServer::TcpStoreServer(const std::string& addr, int port, std::string secret) : secret_(std::move(secret)) {
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0) throw CommError(std::string("rendezvous store: socket: ") + std::strerror(errno));
   // The launcher probes a free port and closes it just before rank 0 binds
@@ -142,14 +142,30 @@ bool TcpStoreServer::wait_key(std::unique_lock<std::mutex>& lock, const std::str
 // One thread per client: a client sends one request at a time, and a
 // blocking get must not hold up the other ranks' requests.
 void TcpStoreServer::serve(int fd) {
+  bool trusted = secret_.empty();
   for (;;) {
     uint8_t op = 0;
     std::vector<char> key;
     if (!read_all(fd, &op, 1) || !read_bytes(fd, key)) return;
+    if (op == kAuth) {
+      // Without a secret of our own an auth request is a mismatch too: the
+      // client believes the job has one.
+      trusted = !secret_.empty() && secret_matches(key);
+      const uint8_t st = trusted ? kOk : kDenied;
+      if (!write_all(fd, &st, 1) || !trusted) return;
+      continue;
+    }
     std::string k(key.begin(), key.end());
     if (op == kSet) {
       std::vector<char> value;
       if (!read_bytes(fd, value)) return;
+      if (!trusted) {
+        // The whole request is read first, so that closing does not reset
+        // the connection before the client reads why.
+        const uint8_t st = kDenied;
+        write_all(fd, &st, 1);
+        return;
+      }
       {
         std::lock_guard<std::mutex> lock(mu_);
         data_[k] = std::move(value);
@@ -160,6 +176,11 @@ void TcpStoreServer::serve(int fd) {
     } else if (op == kGet || op == kWait) {
       uint32_t timeout_ms = 0;
       if (!read_u32(fd, timeout_ms)) return;
+      if (!trusted) {
+        const uint8_t st = kDenied;
+        write_all(fd, &st, 1);
+        return;
+      }
       auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
       std::vector<char> value;
       bool found;
@@ -177,9 +198,18 @@ void TcpStoreServer::serve(int fd) {
   }
 }
 
+bool TcpStoreServer::secret_matches(const std::vector<char>& given) const {
+  // Every byte is compared whatever the first difference, so the time
+  // taken does not tell a prober how much of a guess was right.
+  unsigned diff = given.size() == secret_.size() ? 0u : 1u;
+  for (size_t i = 0; i < given.size(); ++i)
+    diff |= static_cast<unsigned char>(given[i]) ^ static_cast<unsigned char>(secret_[i % secret_.size()]);
+  return diff == 0;
+}
+
 // ---- client -----------------------------------------------------------------
 
-TcpStore::TcpStore(const std::string& host, int port, std::chrono::milliseconds timeout)
+TcpStore::TcpStore(const std::string& host, int port, std::chrono::milliseconds timeout, const std::string& secret)
     : where_(host + ":" + std::to_string(port)), timeout_(timeout) {
   addrinfo hints{};
   hints.ai_family = AF_INET;
@@ -213,6 +243,7 @@ TcpStore::TcpStore(const std::string& host, int port, std::chrono::milliseconds 
   }
   int one = 1;
   ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (!secret.empty()) request(kAuth, secret, nullptr, timeout_, nullptr);
 }
 
 TcpStore::~TcpStore() {
@@ -234,10 +265,19 @@ void TcpStore::request(uint8_t op, const std::string& key, const std::vector<cha
 
   bool ok = write_all(fd_, &op, 1) && write_bytes(fd_, key.data(), key.size());
   if (ok && op == kSet) ok = write_bytes(fd_, value->data(), value->size());
-  if (ok && op != kSet)
+  if (ok && op != kSet && op != kAuth)
     ok = write_u32(fd_, static_cast<uint32_t>(std::min<int64_t>(timeout.count(), UINT32_MAX)));
   uint8_t st = 0;
   ok = ok && read_all(fd_, &st, 1);
+  if (ok && st == kDenied) {
+    ::close(fd_);
+    fd_ = -1;
+    throw CommError("rendezvous store " + where_ +
+                    " refused this rank: the job's store requires a shared secret (NNS_STORE_SECRET) that this "
+                    "rank " +
+                    std::string(op == kAuth ? "does not match" : "lacks") +
+                    "; give every rank the same NNS_STORE_SECRET");
+  }
   if (ok && st == kOk && reply) ok = read_bytes(fd_, *reply);
   if (!ok) {
     // The stream is out of sync now; refuse further use.

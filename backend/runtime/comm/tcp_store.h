@@ -10,6 +10,14 @@
 // throw CommError). The store only carries a few hundred bytes per rank and
 // group, so the protocol is one request and one reply at a time per
 // connection, length-prefixed, in network byte order.
+//
+// Shared secret (NNS_STORE_SECRET): a server given a secret answers a
+// connection only after its first request proves it, an auth request
+// carrying the same secret; anything else is answered "denied" and the
+// connection is closed, and a client told so stops with a message. The
+// store then refuses strangers on the network (for a non-loopback master
+// it listens on every address); the secret travels in clear text, so it
+// authenticates ranks but does not hide traffic from an eavesdropper.
 #pragma once
 
 #include <gloo/rendezvous/store.h>
@@ -31,7 +39,8 @@ namespace nns::backend {
 // Throws CommError if the port cannot be bound.
 class TcpStoreServer {
  public:
-  TcpStoreServer(const std::string& addr, int port);
+  // A non-empty `secret` makes every client prove it first (see above).
+  TcpStoreServer(const std::string& addr, int port, std::string secret = "");
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
@@ -41,6 +50,8 @@ class TcpStoreServer {
  private:
   void accept_loop();
   void serve(int fd);
+  // Whether `given` is the secret, compared in constant time.
+  bool secret_matches(const std::vector<char>& given) const;
   // Blocks until key is present, the deadline passes or the server stops;
   // returns whether the key is present. Called with mu_ held.
   bool wait_key(std::unique_lock<std::mutex>& lock, const std::string& key,
@@ -48,6 +59,7 @@ class TcpStoreServer {
 
   int listen_fd_ = -1;
   int port_ = 0;
+  std::string secret_;
   std::atomic<bool> stop_{false};
   std::mutex mu_;
   std::condition_variable cv_;
@@ -62,7 +74,8 @@ class TcpStoreServer {
 // time); each blocking request waits at most `timeout`.
 class TcpStore : public gloo::rendezvous::Store {
  public:
-  TcpStore(const std::string& host, int port, std::chrono::milliseconds timeout);
+  // A non-empty `secret` is sent first, for a server that requires it.
+  TcpStore(const std::string& host, int port, std::chrono::milliseconds timeout, const std::string& secret = "");
   ~TcpStore() override;
 
   void set(const std::string& key, const std::vector<char>& data) override;
