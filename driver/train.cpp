@@ -63,7 +63,6 @@ void set_verify_bound(const sema::TrainSpec& s, backend::LoopOptions& lo) {
     lo.verify_precision += ", bf16 gradient reduction,";
     lo.verify_bound = std::max(lo.verify_bound, kBf16ReduceVerifyBound);
     lo.verify_rounding = std::max(lo.verify_rounding, kBf16Rounding);
-    lo.verify_undetermined = kBf16Rounding;
   }
 }
 
@@ -268,15 +267,8 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
     if (!r.resume.empty()) ps->load(r.resume, true);
     lo.collective = true;  // every rank assembles the full tensors
     if (p.implicit) {
-      // As a one-device run: the parameters that do not affect the loss
-      // named, and the weights' drift checked over the whole run, unless
-      // a bf16 gradient reduction differs from one device's fp32 sum by
-      // design, every step: then the reference takes the run's weights
-      // after each comparison (as for plans), each step checked on its own.
-      lo.report_invariant_params = true;
-      lo.reference_adopts_weights = p.spec.grad_reduce == "bf16";
+      lo.report_invariant_params = true;  // as a one-device run: the parameters that do not affect the loss named
     } else {
-      lo.reference_adopts_weights = true;
       lo.peak_label = "peak piece memory";
     }
     lo.peak_of_rank0 = true;

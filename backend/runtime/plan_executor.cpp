@@ -45,6 +45,8 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
   const char* f = std::getenv("NNS_TEST_FAULT");
   fault_skip_allreduce = f && std::string(f) == "skip-allreduce";
   fault_consume_before_wait = f && std::string(f) == "consume-before-wait";
+  fault_grad_scale_1pct = f && std::string(f) == "grad-scale-1pct";
+  fault_update_lr_1pct = f && std::string(f) == "update-lr-1pct";
   bufs.resize(P.buffers.size());
   zero_pending_.assign(P.buffers.size(), 0);
   // Kernel-local tensors per micro-batch: a pipelined program interleaves
@@ -512,7 +514,9 @@ void PlanExecutor::exec_step(const PInstr& in) {
       TensorView pv = bufs[static_cast<size_t>(in.a)].view(t.dtype, pc.length), gv = bufs[static_cast<size_t>(in.b)].view(t.dtype, pc.length);
       OptimizerState state;
       for (const DeviceBuffer& v : opt[slot]) state.buffers.push_back(v.view(t.dtype, pc.length));
-      apply_update(be, spec.optimizer, pv, gv, state, static_cast<float>(lr), step - scaler.skipped());  // the optimizer's own step count
+      const double update_lr = fault_update_lr_1pct ? lr * 1.01 : lr;  // NNS_TEST_FAULT=update-lr-1pct
+      apply_update(be, spec.optimizer, pv, gv, state, static_cast<float>(update_lr),
+                   step - scaler.skipped());  // the optimizer's own step count
       return;
     }
     default:

@@ -69,6 +69,11 @@ struct PlanExecutor {
   // completed only at the step end, not before their first consumer, so
   // that a test shows --verify catching a consumer that runs before its wait.
   bool fault_consume_before_wait = false;
+  // NNS_TEST_FAULT=grad-scale-1pct (test hook): the replicas average their
+  // gradients with a factor 1% too large, which --verify's gradient check
+  // must catch; NNS_TEST_FAULT=update-lr-1pct: each update takes a learning
+  // rate 1% too large, with correct gradients: only the update check sees it.
+  bool fault_grad_scale_1pct = false, fault_update_lr_1pct = false;
   // Where the collectives run (collectives.h): the host path (Gloo, staged
   // through host copies when the backend's memory is not the host's, or
   // with NNS_TEST_HOST_STAGING=1, a test hook: CPU ranks then take the path

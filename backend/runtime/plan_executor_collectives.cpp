@@ -186,7 +186,7 @@ void PlanExecutor::replica_average(const PInstr& in, bool talk) {
   std::vector<int> members;
   for (size_t i = first; i < end; ++i) members.push_back(P.instrs[i].a);
   for (int b : members) pending_.complete(b);
-  const float scale = in.scale;
+  const float scale = fault_grad_scale_1pct ? in.scale * 1.01f : in.scale;  // NNS_TEST_FAULT=grad-scale-1pct
   if (!talk) {
     for (int b : members) be.scale(fview(bufs[static_cast<size_t>(b)]), scale);
     return;

@@ -13,8 +13,8 @@
 
 namespace nns::backend {
 
-double compare_tensors(const TensorMap& got, const TensorMap& want, std::string& worst, double floor, const std::set<std::string>& skip,
-                       const ElementMasks* masks) {
+double compare_tensors(const TensorMap& got, const TensorMap& want, std::string& worst, double floor,
+                       const std::set<std::string>& skip) {
   double max_err = 0;
   for (const auto& [name, ref] : want) {
     if (skip.count(name)) continue;
@@ -23,12 +23,9 @@ double compare_tensors(const TensorMap& got, const TensorMap& want, std::string&
       worst = name + " (missing)";
       return 1e30;
     }
-    const std::vector<char>* mask = nullptr;
-    if (masks)
-      if (auto m = masks->find(name); m != masks->end() && m->second.size() == ref.size()) mask = &m->second;
     double diff = 0, norm = 0;
     for (size_t i = 0; i < ref.size(); ++i) {
-      double d = mask && (*mask)[i] ? 0.0 : static_cast<double>(it->second[i]) - ref[i];
+      double d = static_cast<double>(it->second[i]) - ref[i];
       diff += d * d;
       norm += static_cast<double>(ref[i]) * ref[i];
     }
@@ -49,44 +46,6 @@ double compare_tensors(const TensorMap& got, const TensorMap& want, std::string&
   return max_err;
 }
 
-size_t mark_rounding_level(const TensorMap& grads, ElementMasks& masks) {
-  double gmax = 0;
-  for (const auto& [name, g] : grads)
-    for (float v : g) gmax = std::max(gmax, static_cast<double>(std::fabs(v)));
-  size_t total = 0;
-  for (const auto& [name, g] : grads) {
-    std::vector<char>& m = masks[name];
-    m.resize(g.size(), 0);
-    for (size_t i = 0; i < g.size(); ++i) {
-      if (std::fabs(static_cast<double>(g[i])) <= 1e-6 * gmax) m[i] = 1;
-      total += m[i] ? 1 : 0;
-    }
-  }
-  return total;
-}
-
-size_t mark_undetermined(const TensorMap& got, const TensorMap& want, ElementMasks& masks, double level) {
-  size_t added = 0;
-  for (const auto& [name, w] : want) {
-    auto it = got.find(name);
-    if (it == got.end() || it->second.size() != w.size()) continue;  // compare_tensors reports it
-    std::vector<char>& m = masks[name];
-    m.resize(w.size(), 0);
-    double wmax = 0;
-    for (float v : w) wmax = std::max(wmax, static_cast<double>(std::fabs(v)));
-    for (size_t i = 0; i < w.size(); ++i) {
-      double diff = std::fabs(static_cast<double>(it->second[i]) - w[i]);
-      // Large against the element, yet at rounding level against its tensor
-      // (a wrong gradient is not masked: it is far above that level).
-      if (!m[i] && diff > 1e-2 * std::fabs(static_cast<double>(w[i])) && diff <= level * wmax) {
-        m[i] = 1;
-        ++added;
-      }
-    }
-  }
-  return added;
-}
-
 std::set<std::string> loss_invariant(const TensorMap& grads, double& global_max, double rounding) {
   global_max = 0;
   std::map<std::string, double> local;
@@ -105,32 +64,43 @@ std::set<std::string> loss_invariant(const TensorMap& grads, double& global_max,
 
 StepComparison StepVerifier::compare(double loss, const TensorMap& gradients, const TensorMap& weights, bool skipped) {
   StepComparison c;
+  // The reference computes its own gradients (kept for the comparison) and
+  // then updates with the run's: its new weights are the optimizer applied
+  // to the run's gradients and to the state they built, which the run's
+  // new weights must equal.
+  TensorMap ref_grads;
+  bool updated = false;
+  ref_.set_gradient_hook([&](TensorMap own) {
+    ref_grads = std::move(own);
+    updated = true;
+    return gradients;
+  });
   StepStats rs = ref_.step();
+  ref_.set_gradient_hook({});
   if (rs.skipped != skipped) {
     c.skip_mismatch = true;
     c.loss = 1e30;
     worst_ = 1e30;
     return c;
   }
-  if (skipped) {  // nothing was updated on either side: the weights must still agree
-    c.loss = std::fabs(loss - rs.loss) / std::max(1e-30, std::fabs(rs.loss));
-    c.weights = compare_tensors(weights, ref_.parameters(), c.worst_weight, 1e-30, invariant_, &masks_);
-    worst_ = std::max({worst_, c.loss, c.weights});
-    return c;
-  }
-  TensorMap ref_grads = ref_.last_gradients();
-  double gmax = 0;
-  // Kept across steps: std::max of two sets is the lexicographically larger one.
-  invariant_ = std::max(invariant_, loss_invariant(ref_grads, gmax, rounding_));
   c.loss = std::fabs(loss - rs.loss) / std::max(1e-30, std::fabs(rs.loss));
-  // Gradient errors are relative to the tensor's norm, floored at the rounding level (fp32: a millionth) of the largest gradient norm.
-  c.gradients = compare_tensors(gradients, ref_grads, c.worst_gradient, rounding_ * gmax, invariant_);
-  rounding_elements_ = mark_rounding_level(ref_grads, masks_);
-  rounding_elements_ += mark_undetermined(gradients, ref_grads, masks_, undetermined_level_);
-  c.weights = compare_tensors(weights, ref_.parameters(), c.worst_weight, 1e-30, invariant_, &masks_);
-  if (adopt_)
-    for (const auto& [name, w] : weights) ref_.set_parameter(name, w);
-  worst_ = std::max({worst_, c.loss, c.gradients, c.weights});
+  if (updated) {  // a skipped step (inf/NaN on both sides) has no gradients to compare
+    double gmax = 0;
+    // Kept across steps: std::max of two sets is the lexicographically larger one.
+    invariant_ = std::max(invariant_, loss_invariant(ref_grads, gmax, rounding_));
+    // Gradient errors are relative to the tensor's norm, floored at the rounding level (fp32: a millionth) of the
+    // largest gradient norm.
+    c.gradients = compare_tensors(gradients, ref_grads, c.worst_gradient, rounding_ * gmax, invariant_);
+  }
+  // The update check covers every parameter, those the loss ignores too.
+  c.weights = compare_tensors(weights, ref_.parameters(), c.worst_weight);
+  for (const auto& [name, w] : weights)
+    ref_.set_parameter(name, w);  // the next step starts from the run's weights exactly
+  worst_ = std::max({worst_, c.loss, c.gradients});
+  if (c.weights > worst_update_) {
+    worst_update_ = c.weights;
+    worst_update_name_ = c.worst_weight;
+  }
   return c;
 }
 
@@ -141,14 +111,12 @@ std::string named(const std::string& name) { return name.empty() ? "" : " (" + n
 
 void print_verify_summary(const StepVerifier& v, const LoopOptions& o) {
   std::FILE* out = o.out;
-  bool ok = v.worst() <= o.verify_bound;
-  std::fprintf(out, "verify: largest relative error %.2e over losses, gradients and weights: %s (%s bound %.0e)", v.worst(),
-               ok ? "PASS" : "FAIL", o.verify_precision.c_str(), o.verify_bound);
-  // The weight elements left out (their gradient at rounding level: <= 1e-6
-  // of the largest, or run and one device disagreeing on it by over 1%):
-  // counted on the same line; NNS_VERIFY_DETAIL=1 prints the elements.
-  if (v.rounding_elements() > 0) std::fprintf(out, "; %zu weight element(s) at rounding level not compared", v.rounding_elements());
-  std::fprintf(out, "\n");
+  bool ok = v.worst() <= o.verify_bound && v.worst_update() <= o.verify_update_bound;
+  std::fprintf(
+      out,
+      "verify: largest relative error %.2e over losses and gradients, %.2e over the update%s: %s (%s bound %.0e; update %.0e)\n",
+      v.worst(), v.worst_update(), named(v.worst_update_name()).c_str(), ok ? "PASS" : "FAIL",
+      o.verify_precision.c_str(), o.verify_bound, o.verify_update_bound);
   // A wrong annotation makes a plan's gradients wrong where the op is split:
   // verify-op finds which op by running each partition against the whole.
   if (!ok && !o.verify_hint.empty())
@@ -228,7 +196,7 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
   }
   if (rank0) std::fprintf(out, "%s", o.banner.c_str());
   std::unique_ptr<StepVerifier> verifier;
-  if (rank0 && o.verify && o.reference) verifier = std::make_unique<StepVerifier>(*o.reference, o.reference_adopts_weights, o.verify_rounding, o.verify_undetermined);
+  if (rank0 && o.verify && o.reference) verifier = std::make_unique<StepVerifier>(*o.reference, o.verify_rounding);
   double total = 0, first_loss = 0, last_loss = 0, last_scale = 0;
   int64_t skipped_total = 0;
   double best_val = std::numeric_limits<double>::infinity();
@@ -324,9 +292,9 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
       if (c.skip_mismatch)
         std::fprintf(out, "  verify vs 1 device: the run %s this step's update and one device did not (loss scaling decided differently)\n",
                      st.skipped ? "skipped" : "applied");
-      std::fprintf(out, "  verify vs 1 device x %lld micro-batches: loss %.2e, gradients %.2e%s, weights %.2e%s\n",
-                   static_cast<long long>(o.reference_micro_batches), c.loss, c.gradients, named(c.worst_gradient).c_str(), c.weights,
-                   named(c.worst_weight).c_str());
+      std::fprintf(out, "  verify vs 1 device x %lld micro-batches: loss %.2e, gradients %.2e%s, update %.2e%s\n",
+                   static_cast<long long>(o.reference_micro_batches), c.loss, c.gradients,
+                   named(c.worst_gradient).c_str(), c.weights, named(c.worst_weight).c_str());
     }
     std::fflush(out);
   }

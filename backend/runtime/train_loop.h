@@ -40,7 +40,6 @@ struct StepStats {
 };
 
 using TensorMap = std::map<std::string, std::vector<float>>;  // host copies by qualified name
-using ElementMasks = std::map<std::string, std::vector<char>>;  // same names; 1 = leave the element out
 
 // What a training loop needs from whatever trains: a step, its counters and
 // host copies of the weights and the latest gradients.
@@ -61,34 +60,13 @@ class TrainSession {
 // --- The --verify comparison ------------------------------------------------
 
 // Largest normwise relative error between two sets of named tensors:
-// ||a - b||_2 / ||b||_2 per tensor (elementwise ratios explode near zero, and
-// AdamW amplifies rounding noise in a few tiny-gradient elements into
-// isolated weight differences that a max-norm would report as the whole
-// tensor's error). The denominator is floored at `floor`; tensors in `skip`
-// are not compared; elements flagged in `masks` are left out of the
-// difference. `worst` names the tensor with the largest error ("NAME
+// ||a - b||_2 / ||b||_2 per tensor (elementwise ratios explode near zero).
+// The denominator is floored at `floor`; tensors in `skip` are not
+// compared. `worst` names the tensor with the largest error ("NAME
 // (missing)" and 1e30 when `got` lacks one or has another size).
 // NNS_VERIFY_DETAIL=1 prints the first differing elements to stderr.
 double compare_tensors(const TensorMap& got, const TensorMap& want, std::string& worst, double floor = 1e-30,
-                       const std::set<std::string>& skip = {}, const ElementMasks* masks = nullptr);
-
-// Weight elements whose gradient is at rounding level (|g| at most 1e-6 of
-// the largest gradient element): AdamW divides such a gradient by its own
-// magnitude, so rounding noise becomes an update of up to lr. They are added
-// to `masks` (which only grow); returns how many elements are masked.
-size_t mark_rounding_level(const TensorMap& grads, ElementMasks& masks);
-
-// Weight elements whose gradient the run and the reference do not agree on
-// to 1% while the difference is at rounding level for its tensor (at most
-// 1e-5 of its largest element): a sum that cancels to near zero, so fp32
-// reordering decides even its sign: AdamW's early steps move such a weight by about lr whatever
-// the gradient's size, in the sign the rounding chose. The gradients
-// themselves are still compared normwise; only these elements' weights are
-// masked. Added to `masks`; returns how many were added. `level` is that
-// rounding level (1e-5 of the tensor's largest element for fp32 sums); a
-// gradient reduced in bf16 (grad_reduce = "bf16") rounds each rank's share
-// to 8 bits before the sum, so its level is 2^-8.
-size_t mark_undetermined(const TensorMap& got, const TensorMap& want, ElementMasks& masks, double level = 1e-5);
+                       const std::set<std::string>& skip = {});
 
 // Parameters the loss does not depend on (an attention key bias: softmax is
 // invariant to it): gradient norm at most `rounding` (fp32: 1e-6) of the
@@ -105,36 +83,39 @@ struct StepComparison {
 };
 
 // Steps a reference Trainer (one device running every replica's
-// micro-batches) beside a run and compares each step: loss, gradients
-// (relative to each tensor's norm, floored at 1e-6 of the largest gradient
-// norm) and updated weights (rounding-level elements left out).
+// micro-batches) beside a run and checks each step in two parts
+// (docs/verify.md):
+// - what the plan can change: the loss and every gradient tensor, normwise
+//   against the reference's own (the denominator floored at `rounding` of
+//   the largest gradient norm), both computed from the same weights;
+// - what it cannot: the update. The reference applies its optimizer to the
+//   run's gradients (Trainer::set_gradient_hook), with the state the run's
+//   gradients built, so the run's new weights must equal its new weights
+//   up to rounding of the update's own arithmetic.
+// The reference then takes the run's weights, so every step is checked on
+// its own: AdamW, which moves a weight with a rounding-level gradient by
+// about lr, cannot turn a rounding difference into a verdict.
 class StepVerifier {
  public:
-  // adopt_weights: after each comparison the reference takes the run's
-  // weights, so differences AdamW amplified out of rounding-level gradients
-  // do not compound into later steps.
   // rounding: the share of the largest gradient norm below which a whole
   // tensor's gradient is rounding noise of the precision (1e-6 for fp32;
-  // bf16 autocast 2^-8); the element masks stay at fp32's 1e-6.
-  // undetermined_level: mark_undetermined's level.
-  StepVerifier(Trainer& reference, bool adopt_weights, double rounding = 1e-6, double undetermined_level = 1e-5)
-      : ref_(reference), adopt_(adopt_weights), rounding_(rounding), undetermined_level_(undetermined_level) {}
+  // bf16 autocast 2^-8).
+  StepVerifier(Trainer& reference, double rounding = 1e-6) : ref_(reference), rounding_(rounding) {}
   // skipped: the run skipped this step's update (fp16 loss scaling); the
   // reference must have skipped it too (else the error is 1e30), and the
   // gradients of a skipped step (inf/NaN on both sides) are not compared.
   StepComparison compare(double loss, const TensorMap& gradients, const TensorMap& weights, bool skipped = false);
-  double worst() const { return worst_; }  // over every step so far
-  size_t rounding_elements() const { return rounding_elements_; }
+  double worst() const { return worst_; }                // losses and gradients, over every step so far
+  double worst_update() const { return worst_update_; }  // the update check, over every step so far
+  const std::string& worst_update_name() const { return worst_update_name_; }
   const std::set<std::string>& invariant_params() const { return invariant_; }
 
  private:
   Trainer& ref_;
-  bool adopt_;
-  double rounding_, undetermined_level_;
-  double worst_ = 0;
+  double rounding_;
+  double worst_ = 0, worst_update_ = 0;
+  std::string worst_update_name_;
   std::set<std::string> invariant_;
-  ElementMasks masks_;
-  size_t rounding_elements_ = 0;
 };
 
 // --- The loop ----------------------------------------------------------------
@@ -153,14 +134,16 @@ struct LoopOptions {
   bool verify = false;
   Trainer* reference = nullptr;
   int64_t reference_micro_batches = 0;
-  bool reference_adopts_weights = false;  // see StepVerifier
   // The largest relative error --verify accepts, and the precision it is
   // for (printed): 1e-5 for fp32; bf16 autocast rounds every product's
   // operands to 8 significant bits, so fp32 reordering differences between
   // the ranks' slices and one device can flip a rounding (see README).
   double verify_bound = 1e-5;
   double verify_rounding = 1e-6;  // StepVerifier's rounding level
-  double verify_undetermined = 1e-5;  // StepVerifier's undetermined_level
+  // The update check's bound: the optimizer applied to the same gradients,
+  // weights and state is elementwise arithmetic in the same order on both
+  // sides; only a clipping factor from a differently ordered norm differs.
+  double verify_update_bound = 1e-6;
   std::string verify_precision = "fp32";
   // On a --verify failure, the command that checks every op's annotation by
   // partitioning it (nns verify-op FILE '*'); "" for none.

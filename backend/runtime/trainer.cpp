@@ -317,6 +317,7 @@ StepStats Trainer::step() {
   if (!st.skipped) {
     if (float factor = clip_factor(spec_.clip, st.grad_norm) / scale; factor != 1.0f)
       for (TensorView& gv : grads) be_.scale(gv, factor);
+    if (gradient_hook_) replace_gradients(grads);
     for (size_t i = 0; i < info_.param_grads.size(); ++i) {
       int p = info_.param_grads[i].first;
       int64_t b = tracer_ ? TraceRecorder::now_ns() : 0;
@@ -329,6 +330,17 @@ StepStats Trainer::step() {
   st.to_host = be_.host_traffic().to_host - traffic0.to_host;
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return st;
+}
+
+void Trainer::replace_gradients(const std::vector<TensorView>& grads) {
+  // Called after clipping, which also divided out the fp16 loss scale: the
+  // gradients here are the ones the update reads, as the run reports its own.
+  const TensorMap use = gradient_hook_(last_gradients());
+  for (size_t i = 0; i < grads.size(); ++i) {
+    auto it = use.find(g_.tensor(info_.param_grads[i].first).name);
+    if (it == use.end() || static_cast<int64_t>(it->second.size()) != grads[i].numel()) continue;
+    be_.copy_from_host(grads[i].data, it->second.data(), it->second.size() * 4);
+  }
 }
 
 std::map<std::string, std::vector<float>> Trainer::parameters() const {

@@ -84,6 +84,15 @@ class Trainer : public TrainSession {
   // --trace: records the next `steps` steps into `tracer` (trace.h): each
   // node run, input loading and each update.
   void set_tracer(TraceRecorder* tracer, int64_t steps);
+  // --verify's update check (StepVerifier): each step that updates hands
+  // the hook its own gradients (host copies, clipped and unscaled, as the
+  // update reads them); the gradients
+  // the hook returns replace them for the update, so the reference applies
+  // the optimizer to the run's gradients and, step after step, keeps the
+  // optimizer state the run's gradients build. Tensors the hook leaves out
+  // keep the step's own. An empty hook turns this off.
+  using GradientHook = std::function<TensorMap(TensorMap own)>;
+  void set_gradient_hook(GradientHook hook) { gradient_hook_ = std::move(hook); }
 
   // Host copies, by qualified parameter name.
   std::map<std::string, std::vector<float>> parameters() const;
@@ -126,6 +135,8 @@ class Trainer : public TrainSession {
   // --trace: keys are node ids, then trace_base_ + 0 (input loading) and
   // trace_base_ + 1 + i (parameter i's update).
   TraceRecorder* tracer_ = nullptr;
+  GradientHook gradient_hook_;
+  void replace_gradients(const std::vector<TensorView>& grads);  // with gradient_hook_'s
   int trace_base_ = 0, trace_mb_ = -1;
 };
 

@@ -29,14 +29,14 @@ PY
 for p in dp megatron hybrid; do
   "$NNS" run "$tmp/gpt_bf16.nns" --config tiny --steps 5 --plan $p --gpus 2 --verify > "$tmp/$p" 2>&1 ||
     fail "$p: $(grep -E 'verify|error' "$tmp/$p" | tail -3)"
-  grep -q "PASS (bf16 bound 1e-02)" "$tmp/$p" || fail "$p: no bf16 verify line"
+  grep -q "PASS (bf16 bound 1e-02; update 1e-06)" "$tmp/$p" || fail "$p: no bf16 verify line"
   echo "ok: $p $(grep 'largest relative error' "$tmp/$p")"
 done
 # The emulated bf16 path (every x86-64 CPU; forced here so that a CPU with
 # a native bf16 matmul tests it too) under a plan, and a bad setting refused.
 NNS_CPU_BF16=emulate "$NNS" run "$tmp/gpt_bf16.nns" --config tiny --steps 5 --plan megatron --gpus 2 --verify > "$tmp/emu" 2>&1 ||
   fail "emulated megatron: $(grep -E 'verify|error' "$tmp/emu" | tail -3)"
-grep -q "PASS (bf16 bound 1e-02)" "$tmp/emu" || fail "emulated megatron: no bf16 verify line"
+grep -q "PASS (bf16 bound 1e-02; update 1e-06)" "$tmp/emu" || fail "emulated megatron: no bf16 verify line"
 grep -q "emulated" "$tmp/emu" || fail "emulated megatron: the banner does not say emulated: $(head -1 "$tmp/emu")"
 echo "ok: emulated megatron $(grep 'largest relative error' "$tmp/emu")"
 NNS_CPU_BF16=fast "$NNS" run "$tmp/gpt_bf16.nns" --config tiny --steps 1 > "$tmp/bad" 2>&1

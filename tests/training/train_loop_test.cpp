@@ -126,7 +126,7 @@ TEST_CASE("clip_factor: 1 unless clipping is on and the norm exceeds it", "[opti
   CHECK(std::string(backend::optimizer_slot_name("adamw", 1)) == "exp_avg_sq");
 }
 
-TEST_CASE("compare_tensors: normwise relative error, skips, masks and missing tensors", "[verify]") {
+TEST_CASE("compare_tensors: normwise relative error, skips and missing tensors", "[verify]") {
   backend::TensorMap want{{"a", {3, 4}}, {"b", {1, 0}}};
   std::string worst;
   CHECK(backend::compare_tensors(want, want, worst) == 0.0);
@@ -135,33 +135,12 @@ TEST_CASE("compare_tensors: normwise relative error, skips, masks and missing te
   CHECK(worst == "b");
   worst.clear();
   CHECK(backend::compare_tensors(got, want, worst, 1e-30, {"b"}) == 0.0);
-  backend::ElementMasks masks{{"b", {0, 1}}};
-  CHECK(backend::compare_tensors(got, want, worst, 1e-30, {}, &masks) == 0.0);
   CHECK(backend::compare_tensors({{"a", {3, 4}}}, want, worst) == 1e30);
   CHECK(worst == "b (missing)");
 }
 
-TEST_CASE("mark_undetermined masks elements whose gradient the run and one device disagree on", "[verify]") {
-  backend::TensorMap want{{"w", {1.0f, 2e-6f, -3e-5f, 0.5f}}};
-  backend::TensorMap got{{"w", {1.0000001f, -1e-6f, -3.01e-5f, 0.5f}}};
-  backend::ElementMasks masks;
-  // Element 1 flips sign (masked); element 2 differs by 0.3% (kept).
-  CHECK(backend::mark_undetermined(got, want, masks) == 1);
-  CHECK(masks["w"] == std::vector<char>{0, 1, 0, 0});
-  // Masks only grow: a second call adds nothing new.
-  CHECK(backend::mark_undetermined(got, want, masks) == 0);
-  CHECK(masks["w"] == std::vector<char>{0, 1, 0, 0});
-  // A wrong gradient (far above the tensor's rounding level) is never masked.
-  backend::TensorMap wrong{{"w", {1.0f, 0.3f, -3e-5f, 0.1f}}};
-  backend::ElementMasks fresh;
-  CHECK(backend::mark_undetermined(wrong, want, fresh) == 0);
-}
-
-TEST_CASE("mark_rounding_level and loss_invariant find rounding-level gradients", "[verify]") {
+TEST_CASE("loss_invariant finds parameters with a rounding-level gradient", "[verify]") {
   backend::TensorMap grads{{"w", {1.0f, 1e-9f}}, {"bias", {1e-8f, 0}}};
-  backend::ElementMasks masks;
-  CHECK(backend::mark_rounding_level(grads, masks) == 3);
-  CHECK(masks["w"] == std::vector<char>{0, 1});
   double gmax = 0;
   CHECK(backend::loss_invariant(grads, gmax) == std::set<std::string>{"bias"});
   CHECK(gmax == Approx(1.0));
@@ -213,8 +192,12 @@ TEST_CASE("run_train_loop --verify: a Trainer against an identical reference pas
   CHECK(backend::run_train_loop(run, o) == backend::LoopResult::Ok);
   std::string text = read_back(out);
   std::fclose(out);
-  CHECK(text.find("  verify vs 1 device x 1 micro-batches: loss 0.00e+00, gradients 0.00e+00, weights 0.00e+00\n") != std::string::npos);
-  CHECK(text.find("verify: largest relative error 0.00e+00 over losses, gradients and weights: PASS (fp32 bound 1e-05)") != std::string::npos);
+  CHECK(text.find("  verify vs 1 device x 1 micro-batches: loss 0.00e+00, gradients 0.00e+00, update 0.00e+00\n") !=
+        std::string::npos);
+  CHECK(
+      text.find(
+          "verify: largest relative error 0.00e+00 over losses and gradients, 0.00e+00 over the update: PASS (fp32 bound 1e-05; update 1e-06)") !=
+      std::string::npos);
   CHECK(ref.steps_done() == 3);
 
   // A reference that starts from other weights fails the comparison.
@@ -222,7 +205,7 @@ TEST_CASE("run_train_loop --verify: a Trainer against an identical reference pas
   backend::TrainOptions other;
   other.seed = 7;
   backend::Trainer ref2(m.interp->graph(), m.info, m.spec, *ref_be, other);
-  backend::StepVerifier v(ref2, /*adopt_weights=*/false);
+  backend::StepVerifier v(ref2);
   double loss = run2.step().loss;
   backend::StepComparison c = v.compare(loss, run2.last_gradients(), run2.parameters());
   CHECK(c.weights > 1e-3);
@@ -259,4 +242,34 @@ TEST_CASE("run_train_loop validates every eval_every steps and saves only a new 
   CHECK(text.find("  validation loss 2.500000\n") != std::string::npos);
   CHECK(text.find("done: 7 steps") != std::string::npos);
   std::fclose(out);
+}
+
+TEST_CASE("StepVerifier's update check: the run's weights must be the optimizer applied to its own gradients",
+          "[loop][verify]") {
+  Model m(kProgram);
+  auto be = backend::make_cpu_backend(true), ref_be = backend::make_cpu_backend(true);
+  be->set_threads(1);
+  ref_be->set_threads(1);
+  backend::Trainer run(m.interp->graph(), m.info, m.spec, *be, {});
+  backend::Trainer ref(m.interp->graph(), m.info, m.spec, *ref_be, {});
+  backend::StepVerifier v(ref);
+  // Same weights, same gradients: the update, made from the run's
+  // gradients on both sides, is exact.
+  double loss = run.step().loss;
+  backend::TensorMap g = run.last_gradients();
+  backend::StepComparison c = v.compare(loss, g, run.parameters());
+  CHECK(c.gradients == 0.0);
+  CHECK(c.weights == 0.0);
+  // A weight the run updated wrongly (1% off in one tensor) fails the update
+  // check though its gradients agree.
+  loss = run.step().loss;
+  g = run.last_gradients();
+  backend::TensorMap w = run.parameters();
+  for (float& x : w.begin()->second) x *= 1.01f;
+  c = v.compare(loss, g, w);
+  CHECK(c.gradients < 1e-6);
+  CHECK(c.weights > 1e-3);
+  CHECK(c.worst_weight == w.begin()->first);
+  CHECK(v.worst_update() > 1e-3);
+  CHECK(v.worst() < 1e-5);
 }
