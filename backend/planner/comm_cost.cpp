@@ -13,6 +13,23 @@ double numel(const backend::RankProgram& prog, int buf) {
   return static_cast<double>(prog.buffers[static_cast<size_t>(buf)].piece.numel());
 }
 
+// The run of consecutive ReplicaAverage instructions over the same group
+// that `in` is part of: the executor posts such a run (one gradient bucket
+// of replica_bucket_bytes) as one allreduce. Returns the run's elements;
+// just `in`'s when it is not an instruction of `prog`.
+double replica_bucket_elements(const backend::RankProgram& prog, const PInstr& in) {
+  const auto& v = prog.instrs;
+  if (v.empty() || &in < v.data() || &in >= v.data() + v.size()) return numel(prog, in.a);
+  const size_t at = static_cast<size_t>(&in - v.data());
+  auto same = [&](size_t i) { return v[i].kind == PInstr::ReplicaAverage && v[i].group == in.group; };
+  size_t lo = at, hi = at;
+  while (lo > 0 && same(lo - 1)) --lo;
+  while (hi + 1 < v.size() && same(hi + 1)) ++hi;
+  double elems = 0;
+  for (size_t i = lo; i <= hi; ++i) elems += numel(prog, v[i].a);
+  return elems;
+}
+
 }  // namespace
 
 double comm_bytes(const backend::RankProgram& prog, const PInstr& in, int bytes_per_element) {
@@ -57,7 +74,14 @@ double comm_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const b
     default: return 0.0;
   }
   if (in.group < 0 || static_cast<size_t>(in.group) >= lp.groups.size()) return 0.0;
-  return topology_collective_time(p, kind, bytes, lp.groups[static_cast<size_t>(in.group)]);
+  const auto& group = lp.groups[static_cast<size_t>(in.group)];
+  if (in.kind == PInstr::ReplicaAverage && bytes > 0) {
+    // One allreduce per bucket: each member pays its share, by elements, of
+    // the bucket's time, so the bucket pays the ring latency once.
+    double bucket = replica_bucket_elements(prog, in) * bytes_per_element;
+    if (bucket > bytes) return topology_collective_time(p, kind, bucket, group) * (bytes / bucket);
+  }
+  return topology_collective_time(p, kind, bytes, group);
 }
 
 }  // namespace nns::planner

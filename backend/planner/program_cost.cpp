@@ -5,6 +5,8 @@
 #include <memory>
 
 #include <algorithm>
+#include <set>
+#include <variant>
 
 #include "backend/planner/comm_cost.h"
 
@@ -19,6 +21,26 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 
 bool is_matrix_product(const std::string& cls) { return cls == "matmul" || cls == "attention"; }
+
+// The attention composite (attention, gqa_attention) a primitive node of
+// the score path belongs to, or null. A backward node is placed by the
+// forward node it differentiates.
+const sema::OpNode* enclosing_attention(const sema::Graph& g, const sema::OpNode& n) {
+  const sema::OpNode* f = &n;
+  if (n.forward_of >= 0 && static_cast<size_t>(n.forward_of) < g.nodes().size()) f = &g.node(n.forward_of);
+  static const std::set<std::string> score_path = {"matmul", "mul", "causal_mask", "softmax"};
+  if (!score_path.count(f->kind)) return nullptr;
+  for (int up = f->parent; up >= 0 && static_cast<size_t>(up) < g.nodes().size(); up = g.node(up).parent) {
+    const sema::OpNode& c = g.node(up);
+    if (c.kind == "attention" || c.kind == "gqa_attention") return &c;
+  }
+  return nullptr;
+}
+
+bool attr_true(const sema::OpNode& n, const std::string& key) {
+  auto it = n.attrs.find(key);
+  return it != n.attrs.end() && std::holds_alternative<bool>(it->second) && std::get<bool>(it->second);
+}
 
 }  // namespace
 
@@ -55,10 +77,23 @@ NodeWork node_work(const sema::Graph& g, const sema::OpNode& n) {
   }
   // Ops without a macs rule do about one operation per output element.
   w.flops = std::max(2.0 * macs, out_elems);
+  if (const sema::OpNode* att = enclosing_attention(g, n)) {
+    const sema::OpNode& f = n.forward_of >= 0 ? g.node(n.forward_of) : n;
+    w.attention_part = f.kind == "matmul" ? NodeWork::AttentionPart::Product : NodeWork::AttentionPart::Inner;
+    w.causal = attr_true(*att, "causal");
+  }
   return w;
 }
 
 double node_time(const DeviceProfile& p, const NodeWork& w) {
+  if (w.attention_part != NodeWork::AttentionPart::None && p.efficiency.count("fused_attention")) {
+    // One fused kernel: the scores never reach memory, so the products are
+    // compute-bound at the kernel's own efficiency and the scaling, mask
+    // and softmax between them cost nothing of their own.
+    if (w.attention_part == NodeWork::AttentionPart::Inner) return 0;
+    double flops = w.causal ? w.flops / 2 : w.flops;
+    return kernel_overhead_for(p, "fused_attention") / 2 + compute_time(p, "fused_attention", w.dtype, flops, 0);
+  }
   // A kind's own curve is stored as "op:<kind>" (kind and class names
   // overlap: the kind "matmul" is of class "attention").
   const std::string own = "op:" + w.kind;

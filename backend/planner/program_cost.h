@@ -41,6 +41,12 @@ struct NodeWork {
   std::string kind;  // the node's own kind: a measured profile's curve for it, if any, wins over the class's
   std::string dtype = "fp32";
   double flops = 0, bytes = 0;
+  // Part of an attention's score path (its two batched products, the
+  // scaling, the mask and the softmax, forward or backward). A profile with
+  // a "fused_attention" curve runs that path as one kernel (FlashAttention,
+  // cuDNN SDPA): the products at that curve, the rest inside them.
+  enum class AttentionPart { None, Product, Inner } attention_part = AttentionPart::None;
+  bool causal = false;  // of the attention: a fused causal kernel skips the masked half
 };
 NodeWork node_work(const sema::Graph& g, const sema::OpNode& n);
 // kernel_overhead + compute_time of the node's work, with the profile's

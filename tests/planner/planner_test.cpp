@@ -365,6 +365,36 @@ TEST_CASE("comm cost: bytes from the program's buffers, devices from the group")
   CHECK(comm_time(p, lp, prog, instr(PInstr::Forward), 4) == 0.0);
 }
 
+TEST_CASE("comm cost: a run of replica averages is one bucket's allreduce, its latency paid once") {
+  DeviceProfile p = toy();  // 4 devices per node; intra 1e10 B/s + 1us, inter 1e9 + 10us
+  LoweredPlan lp;
+  lp.groups = {{1, 6}, {2, 7}};
+  RankProgram prog;
+  prog.rank = 1;
+  nns::backend::BufferDecl a, b;
+  a.piece.start = {0};
+  a.piece.length = {250000};  // 1e6 B
+  b.piece.start = {0};
+  b.piece.length = {1000000};  // 4e6 B
+  prog.buffers = {a, b, a};
+  auto avg = [](int buf, int group) {
+    PInstr in = instr(PInstr::ReplicaAverage, buf);
+    in.group = group;
+    return in;
+  };
+  // Buffers 0 and 1 in one bucket, then a kernel, then buffer 2 alone on
+  // its own; buffer 0 again over another group right after it.
+  prog.instrs = {avg(0, 0), avg(1, 0), instr(PInstr::Forward), avg(2, 0), avg(0, 1)};
+  // The bucket, 5e6 B across nodes: 2*10us + 5e6/1e9, shared by elements.
+  const double bucket = 2e-5 + 5e-3;
+  CHECK(comm_time(p, lp, prog, prog.instrs[0], 4) == Approx(bucket * 0.2));
+  CHECK(comm_time(p, lp, prog, prog.instrs[1], 4) == Approx(bucket * 0.8));
+  CHECK(comm_time(p, lp, prog, prog.instrs[3], 4) == Approx(2e-5 + 1e-3));
+  CHECK(comm_time(p, lp, prog, prog.instrs[4], 4) == Approx(2e-5 + 1e-3));
+  // An instruction outside the program: only its own buffer.
+  CHECK(comm_time(p, lp, prog, avg(0, 0), 4) == Approx(2e-5 + 1e-3));
+}
+
 #include "backend/planner/program_cost.h"
 
 TEST_CASE("program cost: kernels by the roofline of their nodes' macs and bytes; copies and updates at bandwidth") {
@@ -765,3 +795,48 @@ TEST_CASE("measured profile: every efficiency at most 1, the peak the fastest ra
 }
 
 }  // namespace nns::planner
+
+TEST_CASE("program cost: a profile with a fused_attention curve runs the score path as one kernel") {
+  namespace sema = nns::sema;
+  sema::Graph g;
+  auto tensor = [&](int64_t rows, int64_t cols) {
+    sema::TensorInfo t;
+    t.shape = {rows, cols};
+    return g.add_tensor(t);
+  };
+  int q = tensor(1000, 100), k = tensor(100, 1000), scores = tensor(1000, 1000), probs = tensor(1000, 1000);
+  sema::OpNode att;
+  att.kind = "attention";
+  att.composite = true;
+  att.attrs["causal"] = true;
+  int att_id = g.add_node(att);
+  sema::OpNode mm;
+  mm.kind = "matmul";
+  mm.parent = att_id;
+  mm.inputs = {q, k};
+  mm.outputs = {scores};
+  mm.macs = 100000000;  // 1000 x 1000 x 100
+  sema::OpNode sm;
+  sm.kind = "softmax";
+  sm.parent = att_id;
+  sm.inputs = {scores};
+  sm.outputs = {probs};
+  sema::OpNode outside = sm;  // a softmax outside any attention
+  outside.parent = -1;
+  const NodeWork wm = node_work(g, g.node(g.add_node(mm)));
+  const NodeWork ws = node_work(g, g.node(g.add_node(sm)));
+  const NodeWork wo = node_work(g, g.node(g.add_node(outside)));
+  CHECK(wm.attention_part == NodeWork::AttentionPart::Product);
+  CHECK(ws.attention_part == NodeWork::AttentionPart::Inner);
+  CHECK(wo.attention_part == NodeWork::AttentionPart::None);
+  DeviceProfile p = toy();
+  // Unfused: the product at the matmul roofline, the softmax at its bytes.
+  const double unfused_mm = node_time(p, wm), unfused_sm = node_time(p, ws);
+  CHECK(unfused_sm > 0);
+  p.efficiency["fused_attention"] = {{1e6, 0.8}};
+  // Fused: 2e8 FLOPs, half of them skipped by the causal kernel, at 0.8 of 1 TFLOP/s.
+  CHECK(node_time(p, wm) == Approx(1e8 / 0.8e12));
+  CHECK(node_time(p, wm) < unfused_mm);
+  CHECK(node_time(p, ws) == 0.0);
+  CHECK(node_time(p, wo) == Approx(unfused_sm));
+}

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Predicted vs published Megatron-LM throughput on H100 (Megatron-LM's
+# README throughput table: H100 80GB SXM, bf16, sequence 4096, vocabulary
+# 131072, untied output layer). For each row, `nns simulate` replays plan
+# megatron_h100 of examples/gpt.nns (config h100_*) on the h100 profile at
+# bf16. TFLOP/s per GPU on both sides are FLOPs per iteration as
+# Megatron-LM's training code counts them (num_floating_point_operations,
+# no GQA, no MoE, no SwiGLU, ffn = 4h):
+#   12 B s L h^2 (2 + s/h + 4 + V/(2 L h))
+# over the step time and the GPU count (the published figures were computed
+# with this formula). Prints predicted, published, the error and the
+# simulation's wall time, with the gradient allreduce blocking and
+# overlapped with the backward (--overlap-grad-reduce).
+# --check exits 1 when an overlapped prediction misses by more than 15%.
+#   bench/megatron_h100.sh [--check] [--rows h100_1_7b,h100_16b]     NNS=path selects the binary
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+NNS="${NNS:-$ROOT/build/nns}"
+CHECK=0
+ROWS_WANTED=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --check) CHECK=1; shift ;;
+    --rows) ROWS_WANTED=",$2,"; shift 2 ;;
+    *) echo "megatron_h100.sh: unknown argument '$1'" >&2; exit 64 ;;
+  esac
+done
+cd "$ROOT"
+
+# config hidden layers tp pp gpus global_batch published_tflops
+ROWS=(
+  "h100_1_7b 2048 24 1 1 48 192 408.8"
+  "h100_16b 6144 32 4 1 192 192 489.1"
+  "h100_70b 8192 84 8 2 768 384 419.7"
+)
+SEQ=4096
+VOCAB=131072
+
+# simulate CONFIG GPUS PLAN_GPUS [FLAGS...] -> "step_ms wall_s peak_GiB"
+simulate() {
+  local cfg=$1 gpus=$2 plan_gpus=$3
+  shift 3
+  local t0 t1 out
+  t0=$(date +%s.%N)
+  out=$("$NNS" simulate examples/gpt.nns --config "$cfg" --plan megatron_h100 --gpus "$gpus" --plan-gpus "$plan_gpus" \
+        --device h100 --precision bf16 "$@")
+  t1=$(date +%s.%N)
+  local step peak
+  step=$(sed -n 's/^simulated .*: step \([0-9.]*\) ms$/\1/p' <<<"$out")
+  peak=$(sed -n 's/^  peak memory: rank [0-9]* \([0-9.]*\) GiB.*/\1/p' <<<"$out")
+  [ -n "$step" ] || { echo "megatron_h100.sh: no step time from nns simulate ($cfg)" >&2; echo "$out" >&2; exit 70; }
+  echo "$step $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') ${peak:-?}"
+}
+
+MISSES=0
+printf "%-10s %5s %4s %3s %3s %5s  %9s %9s %7s   %9s %7s %7s %8s\n" config hidden L tp pp gpus published blocking error \
+  overlapped error sim_s peak_GiB
+for row in "${ROWS[@]}"; do
+  read -r cfg h l tp pp gpus gb pub <<<"$row"
+  if [ -n "$ROWS_WANTED" ] && [[ "$ROWS_WANTED" != *",$cfg,"* ]]; then continue; fi
+  plan_gpus=$((tp * pp))
+  read -r step wall peak <<<"$(simulate "$cfg" "$gpus" "$plan_gpus")"
+  read -r step_o wall_o peak_o <<<"$(simulate "$cfg" "$gpus" "$plan_gpus" --overlap-grad-reduce)"
+  line=$(awk -v cfg="$cfg" -v h="$h" -v l="$l" -v tp="$tp" -v pp="$pp" -v g="$gpus" -v B="$gb" -v s="$SEQ" -v V="$VOCAB" \
+      -v pub="$pub" -v step="$step" -v wall="$wall" -v step_o="$step_o" -v peak="$peak" 'BEGIN {
+    flops = 12 * B * s * l * h * h * (2 + s / h + 4 + V / (2 * l * h))
+    pred = flops / (step / 1000) / g / 1e12
+    pred_o = flops / (step_o / 1000) / g / 1e12
+    printf "%-10s %5d %4d %3d %3d %5d  %9.1f %9.1f %+6.1f%%   %9.1f %+6.1f%% %7.2f %8s\n", cfg, h, l, tp, pp, g, pub, pred,
+           100 * (pred - pub) / pub, pred_o, 100 * (pred_o - pub) / pub, wall, peak
+    if (pred_o < 0.85 * pub || pred_o > 1.15 * pub) print "MISS"
+  }')
+  echo "${line%$'\n'MISS}"
+  case "$line" in *MISS) MISSES=$((MISSES + 1)) ;; esac
+done
+echo "(TFLOP/s per GPU; sim_s: wall seconds of the blocking simulation; peak_GiB: its simulated peak per GPU)"
+if [ "$CHECK" = 1 ]; then
+  if [ "$MISSES" -gt 0 ]; then echo "check: $MISSES row(s) outside +-15%"; exit 1; fi
+  echo "check: every row within +-15%"
+fi
