@@ -168,7 +168,7 @@ TEST_CASE("pty: Ctrl-C stops a run and the session goes on", "[pty]") {
   s.send("plan megatron\r");
   SCREEN(s, "legal and complete");
   s.send("run 100000\r");
-  SCREEN_WITHIN(s, "step    1/100000", 120);
+  SCREEN_WITHIN(s, "step 1/100000", 120);  // on a terminal: the progress line (progress_line.h)
   s.send("\x03");
   SCREEN_WITHIN(s, "run interrupted", 60);
   SCREEN(s, "nns> ");
