@@ -40,6 +40,9 @@ const ValueFlag kValueFlags[] = {
     {"--seed", &Args::seed},
     {"--threads", &Args::threads},
     {"--init", &Args::init},
+    {"--init-map", &Args::init_map},
+    {"--map", &Args::init_map},
+    {"--dump-outputs", &Args::dump_outputs},
     {"--data", &Args::data},
     {"--save", &Args::save},
     {"--save-best", &Args::save_best},
@@ -62,10 +65,17 @@ const ValueFlag kValueFlags[] = {
     {"--comm", &Args::comm},
 };
 const SwitchFlag kSwitchFlags[] = {
-    {"--reference", &Args::reference}, {"--verify", &Args::verify}, {"--stats", &Args::stats},
-    {"--peak-by-rank", &Args::peak_by_rank}, {"--eval", &Args::eval}, {"--overlap-grad-reduce", &Args::overlap_grad},
-    {"--all-ranks", &Args::all_ranks}, {"--no-check", &Args::no_check}, {"--simulate", &Args::simulate},
+    {"--reference", &Args::reference},
+    {"--verify", &Args::verify},
+    {"--stats", &Args::stats},
+    {"--peak-by-rank", &Args::peak_by_rank},
+    {"--eval", &Args::eval},
+    {"--overlap-grad-reduce", &Args::overlap_grad},
+    {"--all-ranks", &Args::all_ranks},
+    {"--no-check", &Args::no_check},
+    {"--simulate", &Args::simulate},
     {"--quick", &Args::quick},
+    {"--init-partial", &Args::init_partial},
 };
 
 std::vector<std::string> flag_names() {

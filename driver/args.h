@@ -45,6 +45,9 @@ struct Args {
   bool help = false;  // CMD --help: that command's help page
   bool stats = false;  // run: --stats (each step's host<->device bytes)
   bool peak_by_rank = false;  // run --plan: every rank's exact peak piece memory
+  std::string init_map;  // run: --init-map NAME (a weights block: --init is in that layout); ckpt export: --map NAME
+  bool init_partial = false;  // run: --init-partial (parameters --init lacks keep their initializers)
+  std::string dump_outputs;   // run --eval: --dump-outputs FILE
 };
 
 // "--flag VALUE" and "--flag=VALUE"; false with `err` for an unknown option

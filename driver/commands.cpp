@@ -1,4 +1,5 @@
 #include "driver/commands.h"
+#include "driver/weights.h"
 
 #include <cctype>
 #include <cstdio>
@@ -184,6 +185,12 @@ int cmd_run(const Args& a) {
   o.run.seed = static_cast<uint64_t>(seed);
   o.run.threads = static_cast<int>(threads);
   o.run.init = a.init;
+  o.run.init_map = a.init_map;
+  o.run.init_partial = a.init_partial;
+  o.run.dump_outputs = a.dump_outputs;
+  if (!a.dump_outputs.empty() && (!a.eval || !a.plan.empty() || o.topo.ranks != 1))
+    return usage_error(
+        "--dump-outputs writes the train block's named tensors of an --eval on one device (no --plan, no --gpus N)");
   o.run.data = a.data;
   o.run.save = a.save;
   o.run.save_every = save_every;
@@ -229,6 +236,7 @@ int cmd_run(const Args& a) {
 
 // nns ckpt merge DIR -o FILE
 int cmd_ckpt(const Args& a) {
+  if (!a.positional.empty() && a.positional[0] == "export") return cmd_ckpt_export(a);
   if (a.positional.size() != 2 || a.positional[0] != "merge" || a.output.empty())
     return usage_error("usage: nns ckpt merge DIR -o FILE (DIR: the folder 'nns run --plan P --save DIR' wrote; its last complete save is merged)");
   try {

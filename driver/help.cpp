@@ -109,11 +109,14 @@ const CommandHelp kCommands[] = {
      "runtime's communicator; fit the cost model's parameters and write a\n"
      "device profile for simulate --device FILE. --quick measures fewer\n"
      "sizes (seconds; for tests).\n"},
-    {"ckpt merge", "ckpt merge DIR -o FILE\n",
-     "assemble the last complete save a partitioned run made (nns run --plan\n"
+    {"ckpt merge",
+     "ckpt merge DIR -o FILE\n       ckpt export CKPT FILE.nns --map NAME [--config C] -o OUT.safetensors\n",
+     "merge: assemble the last complete save a partitioned run made (nns run --plan\n"
      "P --save DIR: DIR/latest, its manifest, every shard's size and\n"
      "checksum checked) into one single-device checkpoint; it resumes any\n"
-     "plan on any number of ranks (--resume FILE), or one device.\n"},
+     "plan on any number of ranks (--resume FILE), or one device.\n"
+     "export: write CKPT's weights in the layout of FILE's `weights NAME`\n"
+     "block (Hugging Face's, say): every take inverted, F32.\n"},
     {"verify-op", "verify-op FILE OP [--config C] [--reference]\n",
      "check op OP's annotation numerically (OP: an op kind such as linear,\n"
      "or a qualified-name glob; every call of a distinct shape): each\n"
@@ -129,7 +132,7 @@ const CommandHelp kCommands[] = {
      "operand. With --shapes the annotation is bound to input shapes first.\n"},
     {"run",
      "run FILE [--gpus N] [--plan P [--plan-gpus K]] [--verify] [--config C] [--steps N] [--stop-after K] [--seed S]\n"
-     "         [--threads T] [--init W.safetensors] [--data D.safetensors]\n"
+     "         [--threads T] [--init W.safetensors [--init-map NAME] [--init-partial]] [--data D.safetensors]\n"
      "         [--save CKPT [--save-every K]] [--save-best CKPT] [--resume CKPT] [--dump-grads G.safetensors] [--metrics M.jsonl]\n"
      "         [--tensorboard DIR] [--trace OUT.json] [--reference] [--eval] [--device cpu|cuda|cuda-emulation] [--stats] [--peak-by-rank]\n"
      "         [--comm auto|gloo|nccl] [--emit=STAGE]\n",
@@ -289,11 +292,13 @@ const CommandPage kPages[] = {
      "  --verify             compare every step with one device (fp32 bound 1e-5; exit 70 beyond)\n"
      "  --config C  --set KEY=VALUE  --steps N  --stop-after K  --seed S  --threads T\n"
      "  --init W  --data D   initial weights; input data (safetensors)\n"
+     "  --init-map NAME      read --init (a file, an index.json or a folder) through FILE's weights block NAME\n"
+     "  --init-partial       parameters --init lacks keep their initializers (listed)\n"
      "  --save CKPT [--save-every K]  --resume CKPT   checkpoints (bit-identical resume); --save-best CKPT\n"
      "  --dump-grads G       the gradients of the run's first step\n"
      "  --metrics M.jsonl    one JSON line per step; --trace OUT.json: Chrome trace of every rank\n"
      "  --tensorboard DIR    TensorBoard event file of the step scalars (loss, lr, |g|, throughput, memory, val loss)\n"
-     "  --eval               forward passes only, on --init/--resume weights\n"
+     "  --eval               forward passes only, on --init/--resume weights; --dump-outputs F: the block's named tensors\n"
      "  --device cpu|cuda|cuda-emulation  --comm auto|gloo|nccl  --reference (reference kernels)\n"
      "  --stats  --peak-by-rank  --emit=STAGE\n"
      "  NNS_CPU_BF16=emulate forces the emulated bf16 products (precision = \"bf16\")\n",
@@ -309,7 +314,8 @@ const CommandPage kPages[] = {
      "  --device-memory SIZE  a capacity below the profile's\n",
      "nns plan examples/gpt.nns --config tiny --gpus 4 --device a100 --out /tmp/searched.nns"},
     {"profile", "  --out FILE  --ranks R  --threads T  --quick\n", "nns profile --quick --out /tmp/cpu.json"},
-    {"ckpt merge", "  -o FILE              the merged single-device checkpoint\n",
+    {"ckpt merge",
+     "  -o FILE              the merged single-device checkpoint (export: the file in the map's layout)\n  --map NAME           export: the weights block\n",
      "nns ckpt merge /tmp/ckpt -o /tmp/merged.safetensors"},
     {"verify-op", "  --config C  --reference\n", "nns verify-op examples/gpt.nns linear --config tiny"},
     {"dimop", "  --shapes '[4,8],[8,16]'  the operands' shapes, to bind the identifiers\n",

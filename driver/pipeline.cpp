@@ -15,7 +15,9 @@
 #include "backend/lowering/program.h"
 #include "backend/lowering/program_check.h"
 #include "backend/lowering/schedule_view.h"
+#include "driver/setup_notice.h"
 #include "driver/train.h"
+#include "driver/weights.h"
 #include "frontend/ast_printer.h"
 #include "frontend/parser.h"
 #include "frontend/regular_file.h"
@@ -218,7 +220,10 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p) {
   }
 
   // graph: the program evaluated with its config; the forward operator graph.
-  if (!p.interp->evaluate()) return failed(p, kExitBadInput);
+  {
+    SetupNotice notice("elaborating " + o.path + (o.config.empty() ? "" : " (config " + o.config + ")"));
+    if (!p.interp->evaluate()) return failed(p, kExitBadInput);
+  }
   if (o.run.eval) prepare_eval(p.graph());  // nns run --eval, also with --emit
   p.elaborate_ms = ms_since(t0);
   print_diagnostics(p);  // warnings
@@ -230,6 +235,13 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p) {
     std::cerr << "nns: error: " << o.path << " has no train block; nothing to run\n";
     return kExitBadInput;
   }
+  // nns check: the file's weights maps name parameters the model has.
+  if (o.last == Stage::Check && !o.emit)
+    if (int rc = check_weight_maps(p); rc != kExitOk) return rc;
+  // --init through a weights map (or --init-partial): read before anything
+  // is lowered, so a checkpoint that does not fit fails in seconds.
+  if (o.last == Stage::Run && !o.emit)
+    if (int rc = import_init_weights(p, o.run); rc != kExitOk) return rc;
 
   // plan, check, comm: only with --plan (evaluated on the forward graph).
   if (plan && o.last >= Stage::Plan) {
@@ -239,6 +251,8 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p) {
       ~DeadlineScope() { sema::CheckDeadline::clear(); }
     } deadline(o.check.total_timeout_ms);
     try {
+      SetupNotice notice("checking plan " + o.plan + " on " + std::to_string(o.topo.devices) +
+                         " device(s) (Z3, then program verification)");
       if (int rc = plan_stage(o, p, report(Stage::Plan)); rc != kExitOk) return rc;
       if (emits(Stage::Plan)) {
         std::cout << p.plan.dump(p.graph());

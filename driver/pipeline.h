@@ -11,13 +11,14 @@
 // run trains (driver/train.h).
 #pragma once
 
+#include <cstdint>
+#include <memory>
+#include <string>
 #include "backend/lowering/comm_plan.h"
 #include "backend/lowering/lower_plan.h"
 #include "backend/lowering/memory_check.h"
 #include "backend/lowering/rank_program.h"
-#include <cstdint>
-#include <memory>
-#include <string>
+#include "backend/runtime/safetensors.h"
 
 #include "driver/args.h"
 #include "frontend/diagnostics.h"
@@ -43,6 +44,9 @@ struct RunOptions {
   uint64_t seed = 0;
   int threads = 0;  // kernel threads per rank; 0 = the default
   std::string init, data, save, resume, dump_grads;
+  std::string init_map;       // --init-map NAME: --init is read through that weights block (weight_import.h)
+  bool init_partial = false;  // --init-partial
+  std::string dump_outputs;   // --eval --dump-outputs FILE: the train block's named tensors after step 1 (one device)
   std::string save_best;   // --save-best CKPT: saved after each validation loss lower than all before
   int64_t save_every = 0;  // --save-every K: also save after every K-th step (0: only after the last)
   // --stop-after K: this invocation ends after step K, though the run (and
@@ -94,6 +98,9 @@ struct Pipeline {
   sema::TrainSpec spec;            // the train block, --steps applied
   sema::TrainingGraphInfo info;    // after the training-graph stage: the graph has its backward and optimizer ops
   double elaborate_ms = 0;         // parse + evaluate
+  // --init read through --init-map (driver/weights.cpp), once, before the
+  // ranks start: they load their pieces from it. Null without a map.
+  std::shared_ptr<const backend::SafetensorsFile> init_weights;
   sema::Graph& graph() { return interp->graph(); }
 };
 

@@ -1,4 +1,5 @@
 #include "driver/train.h"
+#include "driver/setup_notice.h"
 
 #include "driver/pipeline.h"
 
@@ -6,6 +7,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -127,11 +129,22 @@ backend::Precision precision_of(const sema::TrainSpec& s) {
   return p;
 }
 
+// --init into a plan's pieces: weights already read (through a map, or
+// with --init-partial), else the file.
+void load_init(backend::PlanTrainer& ps, const Pipeline& p, const RunOptions& r) {
+  if (p.init_weights)
+    ps.load_init(*p.init_weights, r.init, r.init_partial);
+  else if (!r.init.empty())
+    ps.load(r.init, false);
+}
+
 // What a one-device trainer reads: seed and files of the run.
-backend::TrainOptions train_options(const RunOptions& r) {
+backend::TrainOptions train_options(const Pipeline& p, const RunOptions& r) {
   backend::TrainOptions opts;
   opts.seed = r.seed;
   opts.init_path = r.init;
+  opts.init_weights = p.init_weights;  // --init-map / --init-partial: read once (driver/weights.h)
+  opts.init_partial = r.init_partial;
   opts.data_path = r.data;
   opts.resume_path = r.resume;
   return opts;
@@ -238,7 +251,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
     if (threads > 1) governor = std::make_unique<backend::cpu::ThreadGovernor>(threads, cores);
   }
   if (threads > 0) be->set_threads(threads);
-  backend::TrainOptions opts = train_options(r);
+  backend::TrainOptions opts = train_options(p, r);
 
   backend::LoopOptions lo;
   lo.rank = rank;
@@ -257,13 +270,18 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
   std::unique_ptr<backend::TrainSession> session;
   std::unique_ptr<backend::TraceRecorder> tracer;  // --trace
   if (p.planned) {  // --plan, or several ranks without one: the implicit plan
+    std::optional<SetupNotice> notice;  // rank 0 says so when lowering its program runs long
+    if (rank == 0)
+      notice.emplace("lowering " + (p.implicit ? std::string("the data-parallel program") : "plan " + o.plan) +
+                     " for rank 0");
     std::unique_ptr<backend::PlanTrainer> ps = make_plan_trainer(p, o, *be, comm, solo_comm, comm_why);
+    notice.reset();
     comm_used = ps->collectives_name();
     if (!r.trace.empty()) {
       tracer = std::make_unique<backend::TraceRecorder>(rank, ps->program().device);
       ps->set_tracer(tracer.get(), p.spec.steps);
     }
-    if (!r.init.empty()) ps->load(r.init, false);
+    load_init(*ps, p, r);
     if (!r.resume.empty()) ps->load(r.resume, true);
     lo.collective = true;  // every rank assembles the full tensors
     if (p.implicit) {
@@ -397,12 +415,12 @@ EvalSession make_eval_session(Pipeline& p, const PipelineOptions& o, backend::Co
   if (threads > 0) e.be->set_threads(threads);
   if (p.planned) {
     std::unique_ptr<backend::PlanTrainer> ps = make_plan_trainer(p, o, *e.be, comm, e.solo_comm, comm_why);
-    if (!r.init.empty()) ps->load(r.init, false);
+    load_init(*ps, p, r);
     if (!r.resume.empty()) ps->load(r.resume, true);
     e.plan = ps.get();
     e.session = std::move(ps);
   } else {
-    auto t = std::make_unique<backend::Trainer>(p.graph(), p.info, p.spec, *e.be, train_options(r));
+    auto t = std::make_unique<backend::Trainer>(p.graph(), p.info, p.spec, *e.be, train_options(p, r));
     e.one = t.get();
     e.session = std::move(t);
   }
@@ -424,10 +442,27 @@ int run_eval(Pipeline& p, const PipelineOptions& o) {
     if (rank == 0)
       std::printf("nns: evaluating %s (config %s) with %s, %s kernels; %lld step(s) of data, forward only (dropout off, no update)\n",
                   o.path.c_str(), config, where.c_str(), kernels, static_cast<long long>(steps));
+    std::vector<std::pair<std::string, int>> dumped;  // --dump-outputs: the train block's named f32 tensors
+    if (!r.dump_outputs.empty()) {
+      for (const auto& [name, t] : p.spec.named_tensors)
+        if (p.graph().tensor(t).dtype == sema::DType::F32) dumped.emplace_back(name, t);
+      std::vector<int> ids;
+      for (const auto& [name, t] : dumped) ids.push_back(t);
+      e.one->keep_tensors(ids);
+    }
     double sum = 0;
     for (int64_t s = 1; s <= steps; ++s) {
       // The graph trains nothing (prepare_eval): a step is the forward and the loss.
       double loss = session->step().loss;
+      if (s == 1 && !dumped.empty()) {
+        std::vector<backend::StTensor> out;
+        for (const auto& [name, t] : dumped) {
+          std::vector<float> v = e.one->tensor_values(t);
+          out.push_back(backend::f32_tensor(name, p.graph().tensor(t).shape, v.data(), v.size()));
+        }
+        backend::write_safetensors_atomic(r.dump_outputs, out, {{"format", "nns-outputs-1"}, {"step", "1"}});
+        std::printf("nns: wrote %s: %zu tensor(s) of step 1's forward pass\n", r.dump_outputs.c_str(), out.size());
+      }
       sum += loss;
       if (rank == 0) std::printf("eval %4lld/%lld  loss %.6f\n", static_cast<long long>(s), static_cast<long long>(steps), loss);
       std::fflush(stdout);

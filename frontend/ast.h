@@ -102,10 +102,15 @@ struct OpDecl { std::shared_ptr<FnDef> fn; std::vector<Annotation> annotations; 
 struct ModelDecl { std::string name; std::vector<Param> params; Block body; };
 struct PlanDecl { std::shared_ptr<FnDef> fn; };
 struct TrainDecl { std::string name; Block body; };
+// weights NAME(params) { take(...) ... }: a checkpoint layout map, run like a
+// plan body (docs/language.md "Pretrained weights").
+struct WeightsDecl {
+  std::shared_ptr<FnDef> fn;
+};
 
 struct Item {
   SourceLoc loc;
-  std::variant<ImportDecl, ConfigDecl, OpDecl, FnStmt, ModelDecl, PlanDecl, TrainDecl, StmtPtr> node;
+  std::variant<ImportDecl, ConfigDecl, OpDecl, FnStmt, ModelDecl, PlanDecl, TrainDecl, WeightsDecl, StmtPtr> node;
 };
 
 struct Program {

@@ -68,7 +68,7 @@ class AstBuilder {
     return prog;
   }
 
-  // item : importDecl | configDecl | opDecl | modelDecl | planDecl | trainDecl | statement
+  // item : importDecl | configDecl | opDecl | modelDecl | planDecl | trainDecl | weightsDecl | statement
   void build_item(P::ItemContext* ctx, std::vector<Item>& out) {
     Item item;
     item.loc = loc(ctx);
@@ -93,6 +93,14 @@ class AstBuilder {
       if (c->paramList()) fn->params = build_params(c->paramList());
       fn->body = build_block(c->block());
       item.node = PlanDecl{fn};
+      item.loc = fn->loc;
+    } else if (auto* c = ctx->weightsDecl()) {
+      auto fn = std::make_shared<FnDef>();
+      fn->name = c->name->getText();
+      fn->loc = loc(c->name);
+      if (c->paramList()) fn->params = build_params(c->paramList());
+      fn->body = build_block(c->block());
+      item.node = WeightsDecl{fn};
       item.loc = fn->loc;
     } else if (auto* c = ctx->trainDecl()) {
       TrainDecl t;
@@ -166,7 +174,7 @@ class AstBuilder {
     return fn;
   }
 
-  // tensorDecl : kind=('param'|'input'|'buffer') name=ID ':' shape=expr dtype=ID? ('=' init=expr)? ';'?
+  // tensorDecl : kind=('param'|'input'|'buffer') name=ident ':' shape=expr dtype=ID? ('=' init=expr)? ';'?
   TensorDecl build_tensor_decl(P::TensorDeclContext* ctx) {
     TensorDecl t;
     t.is_buffer = ctx->kind->getText() == "buffer";
@@ -377,7 +385,7 @@ class AstBuilder {
       } else if (auto* c = dynamic_cast<P::MemberOpContext*>(op)) {
         ExprPtr obj = std::move(e);
         e = std::make_unique<Expr>();
-        e->node = Member{std::move(obj), c->ID() ? c->ID()->getText() : ""};
+        e->node = Member{std::move(obj), c->ident() ? c->ident()->getText() : ""};
       }
       // Span of "callee(args)": from the start of the callee to the end of the op.
       e->loc = l;

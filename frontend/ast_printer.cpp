@@ -171,6 +171,8 @@ class Dumper {
             block(1, n.body);
           } else if constexpr (std::is_same_v<T, PlanDecl>) {
             fn(0, "plan", *n.fn);
+          } else if constexpr (std::is_same_v<T, WeightsDecl>) {
+            fn(0, "weights", *n.fn);
           } else if constexpr (std::is_same_v<T, TrainDecl>) {
             line(0, "train" + (n.name.empty() ? "" : " " + n.name) + " " + at(it.loc));
             block(1, n.body);

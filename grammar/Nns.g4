@@ -12,6 +12,7 @@ item
     | modelDecl
     | planDecl
     | trainDecl
+    | weightsDecl
     | statement
     ;
 
@@ -36,10 +37,13 @@ modelDecl : 'model' name=ID '(' paramList? ')' block ;
 
 // param w: [h, d] = normal(0.02)      input x: [batch, seq] i32 = tokens(vocab)
 // buffer table: [s, d] = rotary(10000.0)   (model state without a gradient)
-tensorDecl : kind=('param' | 'input' | 'buffer') name=ID ':' shape=expr dtype=ID? ('=' init=expr)? ';'? ;
+tensorDecl : kind=('param' | 'input' | 'buffer') name=ident ':' shape=expr dtype=ID? ('=' init=expr)? ';'? ;
 
 planDecl : 'plan' name=ID '(' paramList? ')' block ;
 trainDecl : 'train' name=ID? block ;
+// weights hf_gpt2 { take("wte", "wte.weight") ... }: how a checkpoint of
+// another layout (Hugging Face names) maps onto the model's parameters.
+weightsDecl : 'weights' name=ID ('(' paramList? ')')? block ;
 
 block : '{' statement* '}' ;
 
@@ -83,7 +87,7 @@ postfix : primary postfixOp* ;
 postfixOp
     : '(' argList? ')'                                         # callOp
     | '[' expr ']'                                             # indexOp
-    | '.' ID                                                   # memberOp
+    | '.' ident                                                # memberOp
     ;
 argList : arg (',' arg)* ','? ;
 arg : (ident '=')? expr ;
@@ -104,7 +108,7 @@ dictEntry : (ID | STRING) ':' expr ;
 
 // Keywords that are also natural variable names ("for op in select(...)")
 // stay usable as names wherever a name is expected.
-ident : ID | 'op' | 'input' | 'param' | 'buffer' | 'model' | 'plan' | 'train' | 'config' ;
+ident : ID | 'op' | 'input' | 'param' | 'buffer' | 'model' | 'plan' | 'train' | 'config' | 'weights' ;
 
 ID     : [a-zA-Z_] [a-zA-Z_0-9]* ;
 INT    : [0-9]+ ;

@@ -525,6 +525,11 @@ void Interpreter::run_train(const front::TrainDecl& t, const std::shared_ptr<Env
     fail(e->second, "'eval_every' needs 'val_data' (the validation data source) in the train block");
   if (auto d = set_at.find("val_data"); d != set_at.end() && spec.eval_every == 0)
     fail(d->second, "'val_data' needs 'eval_every = K' (validate every K steps) in the train block");
+  // The block's own names for tensors (`let logits = model(ids)`), which
+  // `nns run --eval --dump-outputs` writes; settings are not among them.
+  for (const std::string& n : env->order)
+    if (const Value* v = env->find_local(n); v && v->is<TensorV>() && !is_setting(n))
+      spec.named_tensors[n] = v->as<TensorV>().id;
   graph_.loss = spec.loss;
   train_ = spec;
 }

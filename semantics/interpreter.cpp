@@ -29,12 +29,14 @@ namespace fs = std::filesystem;
 
 void install_builtins(Env& env);       // builtins.cpp
 void install_plan_builtins(Env& env);  // plan_builtins.cpp
+void install_weights_builtins(Env& env);  // weights_eval.cpp
 
 Interpreter::Interpreter(front::SourceManager& sources, front::DiagnosticEngine& diags, EvalOptions opts)
     : sources_(sources), diags_(diags), opts_(std::move(opts)) {
   builtins_ = new_env(nullptr);
   install_builtins(*builtins_);
   install_plan_builtins(*builtins_);
+  install_weights_builtins(*builtins_);
   if (opts_.stdlib_dirs.empty()) opts_.stdlib_dirs.push_back(NNS_STDLIB_DIR);
 }
 
@@ -303,6 +305,14 @@ void Interpreter::declare_items(const front::Program& prog, const std::shared_pt
           auto same = std::find_if(plans_.begin(), plans_.end(), [&](const PlanInfo& o) { return o.name == p->fn->name; });
           if (same != plans_.end()) *same = PlanInfo{p->fn->name, p->fn, env};
           else plans_.push_back(PlanInfo{p->fn->name, p->fn, env});
+        }
+      } else if (auto* w = std::get_if<front::WeightsDecl>(&item.node)) {
+        if (&prog == main_program_) {
+          for (const PlanInfo& other : weight_maps_)
+            if (other.name == w->fn->name) fail(w->fn->loc, "weights '" + w->fn->name + "' is defined twice");
+          weight_maps_.push_back(PlanInfo{w->fn->name, w->fn, env});
+        } else if (&prog == session_program_) {
+          fail(w->fn->loc, "a weights block belongs in the model's file, not at the REPL prompt");
         }
       } else if (auto* c = std::get_if<front::ConfigDecl>(&item.node)) {
         if (&prog == main_program_) {

@@ -18,6 +18,7 @@
 #include "semantics/plan.h"
 #include "semantics/train_spec.h"
 #include "semantics/value.h"
+#include "semantics/weight_map.h"
 
 namespace nns::sema {
 
@@ -90,6 +91,12 @@ class Interpreter {
   // reported too.
   bool evaluate_plan(const std::string& name, int64_t ngpus, Plan& out);
   Plan* active_plan() { return plan_; }
+  // Phase 3 for a checkpoint layout (weights_eval.cpp): runs `weights NAME`
+  // block `name` and fills `out` with its entries. False on errors
+  // (reported, located); an unknown name is reported with the known ones.
+  bool evaluate_weights(const std::string& name, WeightMapSpec& out);
+  std::vector<std::string> weight_map_names() const;
+  WeightMapSpec* active_weight_map() { return weight_map_; }
   // The plan before any directive: every top-level forward op whole and
   // unplaced (what a plan block starts from).
   Plan new_plan(const std::string& name, int64_t ngpus) const;
@@ -228,6 +235,7 @@ class Interpreter {
   bool instantiating_ = false;
   std::optional<TrainSpec> train_;
   std::vector<PlanInfo> plans_;
+  std::vector<PlanInfo> weight_maps_;  // `weights NAME` blocks of the main file
   std::string config_name_;
   std::vector<const front::ConfigDecl*> configs_;
 
@@ -244,6 +252,7 @@ class Interpreter {
   std::vector<std::unique_ptr<front::Program>> session_programs_;  // kept: closures point into them
   const front::Program* session_program_ = nullptr;                // the one being declared
   Plan* plan_ = nullptr;
+  WeightMapSpec* weight_map_ = nullptr;  // the weights block being run
   Failure failure_ = Failure::None;
   front::SourceLoc flow_loc_;  // the last return/break/continue run (misplaced ones are reported there)
   int in_method_depth_ = 0;  // > 0 while a function body runs (params are refused there)

@@ -139,9 +139,10 @@ std::vector<OpRow> make_rows() {
   for (const char* n : {"matmul", "bmm", "linear"}) add(n, nullptr, product_of_ids)->value_split = true;
   add("linear_bias", nullptr, product_of_ids);
   for (const char* n : {"add", "sub", "mul", "div", "maximum", "minimum"}) add(n, broadcast_binary);
-  for (const char* n : {"add_scalar", "mul_scalar", "gelu", "relu", "sigmoid", "tanh", "dropout",
-                        "softmax", "log_softmax", "layer_norm", "embedding", "cross_entropy", "causal_mask",
-                        "silu", "exp", "log", "sqrt", "rsqrt", "abs", "neg", "sin", "cos", "pow_scalar"})
+  for (const char* n :
+       {"add_scalar", "mul_scalar",  "gelu",       "gelu_tanh", "relu",          "sigmoid",     "tanh", "dropout",
+        "softmax",    "log_softmax", "layer_norm", "embedding", "cross_entropy", "causal_mask", "silu", "exp",
+        "log",        "sqrt",        "rsqrt",      "abs",       "neg",           "sin",         "cos",  "pow_scalar"})
     add(n);
   add("detach")->no_grad = true;
   // Comparisons: a float 0/1 mask, constant almost everywhere.

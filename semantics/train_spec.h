@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -88,6 +89,9 @@ struct TrainSpec {
   int64_t eval_every = 0, eval_batches = 1;
   DataSpec val_data;
   bool has_val_data = false;
+  // Tensors the block binds to names of its own (`let logits = ...`), by
+  // name: what `nns run --eval --dump-outputs FILE` writes.
+  std::map<std::string, int> named_tensors;
   front::SourceLoc loc;
 };
 

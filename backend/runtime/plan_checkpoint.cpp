@@ -47,18 +47,6 @@ std::vector<int64_t> parse_ints(const std::string& s, const std::string& what) {
   return out;
 }
 
-StTensor f32_tensor(const std::string& name, const std::vector<int64_t>& shape, const float* data, size_t n) {
-  StTensor t;
-  t.name = name;
-  t.dtype = "F32";
-  t.shape = shape;
-  t.data.resize(n * 4);
-  std::memcpy(t.data.data(), data, n * 4);
-  return t;
-}
-
-
-
 }  // namespace
 
 void PlanTrainer::save_shards(const std::string& dir) {
@@ -161,7 +149,7 @@ void PlanTrainer::set_parameters(const std::map<std::string, std::vector<float>>
   load_file(f, "the training run's weights", false);
 }
 
-void PlanTrainer::load_file(const SafetensorsFile& f, const std::string& path, bool checkpoint) {
+void PlanTrainer::load_file(const SafetensorsFile& f, const std::string& path, bool checkpoint, bool partial) {
   PlanExecutor& m = *x_;
   if (auto fmt = f.metadata.find("format"); !checkpoint && fmt != f.metadata.end() && fmt->second == "nns-gradients-1")
     throw SafetensorsError(path + ": a gradients file (written by --dump-grads), not weights");
@@ -181,7 +169,8 @@ void PlanTrainer::load_file(const SafetensorsFile& f, const std::string& path, b
   for (size_t i = 0; i < m.P.params.size(); ++i) {
     const ParamSlot& slot = m.P.params[i];
     const sema::TensorInfo& t = m.g.tensor(slot.tensor);
-    if (!checkpoint && t.buffer && !f.find(t.name)) continue;  // as on one device: an --init file may leave out a buffer
+    if (!checkpoint && (t.buffer || partial) && !f.find(t.name))
+      continue;  // as on one device: an --init file may leave out a buffer
     slice_into(t.name, t.shape, m.piece(slot.param), m.bufs[static_cast<size_t>(slot.param)]);
     if (slot.shard >= 0) slice_into(t.name, t.shape, m.piece(slot.shard), m.bufs[static_cast<size_t>(slot.shard)]);
     if (!checkpoint) continue;

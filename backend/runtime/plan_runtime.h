@@ -75,6 +75,11 @@ class PlanTrainer : public TrainSession {
   // whole (the implicit data-parallel plan); rank 0 writes it (collective).
   void save_whole(const std::string& path);
   void load(const std::string& path, bool checkpoint);
+  // --init from weights already read (through a weights map, weight_import.h);
+  // `partial`: parameters `f` lacks keep their initializers.
+  void load_init(const SafetensorsFile& f, const std::string& label, bool partial) {
+    load_file(f, label, false, partial);
+  }
   // Validation (driver/validation.h): weights set from full tensors (as
   // parameters() gives them; every rank passes the same), and the step
   // count set back to 0 so that the data is read from its start again.
@@ -82,7 +87,7 @@ class PlanTrainer : public TrainSession {
   void restart() { step_ = 0; }
 
  private:
-  void load_file(const SafetensorsFile& f, const std::string& path, bool checkpoint);
+  void load_file(const SafetensorsFile& f, const std::string& path, bool checkpoint, bool partial = false);
   std::map<std::string, std::vector<float>> assemble(bool grads);
   std::unique_ptr<PlanExecutor> x_;
   int64_t step_ = 0;

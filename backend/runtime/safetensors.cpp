@@ -251,6 +251,12 @@ std::vector<float> read_f32(const SafetensorsFile& f, const std::string& name, c
   return out;
 }
 
+StTensor f32_tensor(const std::string& name, const std::vector<int64_t>& shape, const float* data, size_t n) {
+  StTensor t{name, "F32", shape, std::vector<uint8_t>(n * 4)};
+  if (n) std::memcpy(t.data.data(), data, n * 4);
+  return t;
+}
+
 size_t dtype_size(const std::string& dtype) {
   const int r = dtype_rank(dtype);
   return r < 0 ? 0 : kDtypes[r].size;
@@ -275,12 +281,16 @@ bool parse_count(const std::string& text, int64_t& out) {
   return true;
 }
 
-SafetensorsFile read_safetensors(const std::string& path) {
+namespace {
+
+// Opens `path` (a regular file, non-blocking) and parses and checks its
+// header; the data is not read. `fd` stays open for the caller.
+SafetensorsHeader parse_header(const std::string& path, Fd& f) {
   // Non-blocking open and a type check first: a shard that is a FIFO or a
   // link to /dev/zero is refused, not read forever.
   std::string why;
   int64_t size = 0;
-  Fd f{front::open_regular_file(path, why, &size)};
+  f.fd = front::open_regular_file(path, why, &size);
   if (f.fd < 0) fail(path, why);
   const auto file_size = static_cast<uint64_t>(size);
   if (file_size < 8)
@@ -307,7 +317,9 @@ SafetensorsFile read_safetensors(const std::string& path) {
   if (root.kind != Json::Object)
     fail(path, std::string("header is ") + kind_name(root.kind) + ", not an object");
 
-  SafetensorsFile out;
+  SafetensorsHeader out;
+  out.path = path;
+  out.data_start = 8 + n;
   std::vector<Entry> entries;
   for (size_t k = 0; k < root.keys.size(); ++k) {
     const Json& v = root.items[k];
@@ -329,15 +341,48 @@ SafetensorsFile read_safetensors(const std::string& path) {
     return std::tie(a.begin, a.end, a.tensor.name) < std::tie(b.begin, b.end, b.tensor.name);
   });
   check_layout(entries, file_size - 8 - n, path);
+  for (Entry& e : entries)
+    out.entries.push_back(
+        StEntry{std::move(e.tensor.name), std::move(e.tensor.dtype), std::move(e.tensor.shape), e.begin, e.end});
+  return out;
+}
 
-  // Only now, with every size checked against the file size, allocate.
-  for (Entry& e : entries) {
-    e.tensor.data.resize(e.end - e.begin);
-    if (!pread_all(f.fd, e.tensor.data.data(), e.tensor.data.size(), 8 + n + e.begin, path))
-      fail(path,
-           "tensor '" + e.tensor.name + "': unexpected end of file (file changed while reading?)");
-    out.tensors.push_back(std::move(e.tensor));
-  }
+std::vector<uint8_t> read_entry(int fd, const SafetensorsHeader& h, const StEntry& e) {
+  // Every size was checked against the file size by parse_header: allocate.
+  std::vector<uint8_t> data(e.end - e.begin);
+  if (!pread_all(fd, data.data(), data.size(), h.data_start + e.begin, h.path))
+    fail(h.path, "tensor '" + e.name + "': unexpected end of file (file changed while reading?)");
+  return data;
+}
+
+}  // namespace
+
+const StEntry* SafetensorsHeader::find(const std::string& name) const {
+  for (const StEntry& e : entries)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+SafetensorsHeader read_safetensors_header(const std::string& path) {
+  Fd f{-1};
+  return parse_header(path, f);
+}
+
+std::vector<uint8_t> read_tensor_data(const SafetensorsHeader& h, const StEntry& e) {
+  Fd f{-1};
+  SafetensorsHeader again = parse_header(h.path, f);  // the file as it is now: it may have changed
+  const StEntry* now = again.find(e.name);
+  if (!now || now->begin != e.begin || now->end != e.end || now->dtype != e.dtype)
+    fail(h.path, "tensor '" + e.name + "' changed since its header was read");
+  return read_entry(f.fd, again, *now);
+}
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  Fd f{-1};
+  SafetensorsHeader h = parse_header(path, f);
+  SafetensorsFile out;
+  out.metadata = h.metadata;
+  for (const StEntry& e : h.entries) out.tensors.push_back(StTensor{e.name, e.dtype, e.shape, read_entry(f.fd, h, e)});
   return out;
 }
 

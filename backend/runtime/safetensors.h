@@ -56,6 +56,26 @@ size_t dtype_size(const std::string& dtype);
 // SafetensorsError on any I/O error or any deviation from the format.
 SafetensorsFile read_safetensors(const std::string& path);
 
+// A file's header alone, checked as read_safetensors checks it: what a
+// checkpoint larger than memory, or a shard of one, is read through, one
+// tensor at a time.
+struct StEntry {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;  // data_offsets
+};
+struct SafetensorsHeader {
+  std::string path;
+  std::vector<StEntry> entries;  // in data-offset order
+  std::map<std::string, std::string> metadata;
+  uint64_t data_start = 0;  // 8 + the header's length
+  const StEntry* find(const std::string& name) const;
+};
+SafetensorsHeader read_safetensors_header(const std::string& path);
+// The bytes of entry `e` of `h`'s file (opened again; refused if the entry
+// is no longer where the header said).
+std::vector<uint8_t> read_tensor_data(const SafetensorsHeader& h, const StEntry& e);
+
 // Metadata field `key` of `f` (read from `path`) as a non-negative integer:
 // decimal digits only (no sign, space, padding or leading zero), within 64
 // bits. Throws SafetensorsError "PATH: metadata 'step' must be a
@@ -71,6 +91,9 @@ bool parse_count(const std::string& text, int64_t& out);
 // is I32, expected F32" or "...: tensor 'NAME' has shape [4, 3], expected
 // [3, 4]". Weights, optimizer state and checkpoints are read through it.
 std::vector<float> read_f32(const SafetensorsFile& f, const std::string& name, const std::vector<int64_t>& shape, const std::string& path);
+
+// An F32 tensor of `n` floats.
+StTensor f32_tensor(const std::string& name, const std::vector<int64_t>& shape, const float* data, size_t n);
 
 // Writes `tensors` and `metadata` to `path`, byte-for-byte the way the
 // reference (Rust/Python) implementation does for the same input: tensors

@@ -128,8 +128,11 @@ Trainer::Trainer(const sema::Graph& g, const sema::TrainingGraphInfo& info, cons
     if (std::string path = data_file(opts_.data_path, spec_); !path.empty()) data_ = read_input_data(path, g_, inputs);
     else
       source_ = data::make_input_source(spec_.data, g_, spec_.micro_batches);
-    if (!opts_.init_path.empty()) load_weights(opts_.init_path, false);
-    if (!opts_.resume_path.empty()) load_weights(opts_.resume_path, true);
+    if (opts_.init_weights)
+      load_weights(*opts_.init_weights, opts_.init_path, false);
+    else if (!opts_.init_path.empty())
+      load_weights(read_checkpoint(opts_.init_path), opts_.init_path, false);
+    if (!opts_.resume_path.empty()) load_weights(read_checkpoint(opts_.resume_path), opts_.resume_path, true);
   } catch (...) {
     release_all();
     throw;
@@ -209,7 +212,7 @@ double Trainer::run_micro_batch(int64_t k, bool backward) {
     if (in.kind == Instr::Free) {
       // Parameter gradients stay until the update (or accumulation).
       if (g_.tensor(in.tensor).grad_of >= 0 && g_.tensor(g_.tensor(in.tensor).grad_of).kind == sema::TensorKind::Param) continue;
-      if (buffers_[in.tensor]) release(in.tensor);
+      if (buffers_[in.tensor] && !kept_.count(in.tensor)) release(in.tensor);
       continue;
     }
     const sema::OpNode& n = g_.node(in.node);
@@ -241,6 +244,15 @@ double Trainer::run_micro_batch(int64_t k, bool backward) {
 }
 
 double Trainer::forward_loss() { return run_micro_batch(0, false); }
+
+std::vector<float> Trainer::tensor_values(int tensor) const {
+  const sema::TensorInfo& t = g_.tensor(tensor);
+  if (!buffers_[tensor] || t.dtype != sema::DType::F32)
+    throw RuntimeError("internal: tensor " + t.name + " is not a kept f32 tensor");
+  std::vector<float> out(static_cast<size_t>(sema::numel(t.shape)));
+  be_.copy_to_host(out.data(), buffers_[tensor], out.size() * 4);
+  return out;
+}
 
 void Trainer::compute_gradients() {
   run_micro_batch(0, true);
@@ -457,8 +469,8 @@ std::vector<std::vector<uint8_t>> read_input_data(const std::string& path, const
 
 // Weights (and, for a checkpoint, optimizer state and step) from a file;
 // every mismatch names the tensor.
-void Trainer::load_weights(const std::string& path, bool checkpoint) {
-  SafetensorsFile f = read_checkpoint(path);  // a file, or the last complete save of a shard folder
+// `f`: a file, or the last complete save of a shard folder (read_checkpoint).
+void Trainer::load_weights(const SafetensorsFile& f, const std::string& path, bool checkpoint) {
   auto load = [&](const std::string& name, const sema::Shape& shape, void* dst) {
     std::vector<float> values = read_f32(f, name, shape, path);
     be_.copy_from_host(dst, values.data(), values.size() * 4);
@@ -468,7 +480,8 @@ void Trainer::load_weights(const std::string& path, bool checkpoint) {
   for (int p : g_.params()) {
     // A weights file (--init, e.g. converted from another framework) may
     // leave out a buffer: it keeps its initializer. A checkpoint has them all.
-    if (!checkpoint && g_.tensor(p).buffer && !f.find(g_.tensor(p).name)) continue;
+    // --init-partial lets it leave out parameters too (the driver lists them).
+    if (!checkpoint && (g_.tensor(p).buffer || opts_.init_partial) && !f.find(g_.tensor(p).name)) continue;
     load(g_.tensor(p).name, g_.tensor(p).shape, buffers_[p]);
   }
   // Every tensor of the file must be one this run reads: an extra or

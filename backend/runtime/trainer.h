@@ -10,15 +10,18 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "backend/runtime/data/input_source.h"
-#include "backend/runtime/backend.h"
-#include "backend/runtime/loss_scale.h"
-#include "backend/runtime/train_loop.h"
 #include "backend/lowering/program.h"
+#include "backend/runtime/backend.h"
+#include "backend/runtime/data/input_source.h"
+#include "backend/runtime/loss_scale.h"
+#include "backend/runtime/safetensors.h"
+#include "backend/runtime/train_loop.h"
 #include "semantics/autograd.h"
 #include "semantics/train_spec.h"
 
@@ -56,6 +59,10 @@ void write_gradients(const std::string& path, const sema::Graph& g, const std::m
 struct TrainOptions {
   uint64_t seed = 0;           // weight init (data has its own seed in the train block)
   std::string init_path;       // weights from safetensors (names = qualified param names)
+  // --init read through a weights map (weight_import.h): used instead of
+  // reading init_path, which then only names it in messages.
+  std::shared_ptr<const SafetensorsFile> init_weights;
+  bool init_partial = false;   // --init-partial: parameters the file lacks keep their initializers
   std::string data_path;       // overrides the train block's data source
   std::string resume_path;     // checkpoint to resume from
 };
@@ -74,6 +81,10 @@ class Trainer : public TrainSession {
   // gradients (forward + backward, no update; read with last_gradients with
   // micro_batches == 1), and overwriting a parameter.
   double forward_loss();
+  // --eval --dump-outputs: tensors the program must not free, so that they
+  // can be read after a forward pass (tensor_values, f32 tensors only).
+  void keep_tensors(const std::vector<int>& tensors) { kept_.insert(tensors.begin(), tensors.end()); }
+  std::vector<float> tensor_values(int tensor) const;
   void compute_gradients();
   void set_parameter(const std::string& name, const std::vector<float>& values);
   // Validation (driver/validation.h): the step count set back to 0, so that
@@ -115,7 +126,7 @@ class Trainer : public TrainSession {
   void release(int tensor);
   void init_parameter(int tensor);
   void load_inputs(int64_t micro_batch_index);
-  void load_weights(const std::string& path, bool checkpoint);
+  void load_weights(const SafetensorsFile& f, const std::string& path, bool checkpoint);
 
   const sema::Graph& g_;
   const sema::TrainingGraphInfo& info_;
@@ -124,6 +135,7 @@ class Trainer : public TrainSession {
   TrainOptions opts_;
   Program program_;
   std::vector<void*> buffers_;                   // by tensor id
+  std::set<int> kept_;                           // never freed (keep_tensors)
   std::map<int, OptimizerState> state_;           // optimizer state per param
   std::map<int, TensorView> accum_;               // accumulated gradients per param (micro-batches)
   std::vector<std::vector<uint8_t>> data_;        // safetensors data per input, if any

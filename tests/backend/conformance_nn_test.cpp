@@ -113,8 +113,10 @@ TEST_CASE("conformance: activations", "[backend][conformance]") {
     Buf x = random_away_from_zero(n, ++seed, 0.01f, 5.0f), dy = random_buf(n, ++seed);
     for (const auto& [act, name] : acts) {
       std::string shape = "n" + std::to_string(n);
-      // The graph's gelu is the exact (erf) form: gelu_tanh is a kernel option only.
-      const char* kind = act == cpu::Activation::gelu_erf ? "gelu" : act == cpu::Activation::gelu_tanh ? nullptr : name;
+      // The graph has both forms: gelu (erf, exact) and gelu_tanh (GPT-2).
+      const char* kind = act == cpu::Activation::gelu_erf    ? "gelu"
+                         : act == cpu::Activation::gelu_tanh ? "gelu_tanh"
+                                                             : name;
       if (kind) {
         NodeCase fwd{kind, {}, {f32({n}, x)}, {f32_zeros({n})}};
         std::vector<HostTensor> y = expect_node(name, shape, fwd, {"y"}, 1e-5);

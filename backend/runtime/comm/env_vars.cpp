@@ -32,6 +32,8 @@ constexpr EnvVar kVars[] = {
     {"NNS_CUDNN", Kind::Flag, 0, 1, "0 runs the CUDA backend's own convolution and pooling kernels instead of cuDNN"},
     {"NNS_MAX_LOCAL_RANKS", Kind::Int, 1, 65536, "the most ranks nns run --gpus starts on this host"},
     {"NNS_HEARTBEAT_TIMEOUT", Kind::Seconds, 0, 86400, "seconds of silence before a rank is reported stopped; 0: off"},
+    {"NNS_SETUP_NOTICE", Kind::Seconds, 0, 86400,
+     "seconds a setup phase (elaboration, check, lowering) runs before it says what it does; set: also when not on a terminal"},
 };
 
 const EnvVar* find_var(const char* name) {

@@ -352,11 +352,20 @@ using cpu::BinaryOp;
 // ---- unary --------------------------------------------------------------------------------------------
 Activation act_kind(const std::string& k) {
   static const std::unordered_map<std::string, Activation> kinds = {
-      {"gelu", Activation::gelu_erf},  // PyTorch's nn.GELU default (exact), as the CPU backend
-      {"relu", Activation::relu},      {"sigmoid", Activation::sigmoid}, {"tanh", Activation::tanh},
-      {"silu", Activation::silu},      {"exp", Activation::exp},         {"log", Activation::log},
-      {"sqrt", Activation::sqrt},      {"rsqrt", Activation::rsqrt},     {"abs", Activation::abs},
-      {"neg", Activation::neg},        {"sin", Activation::sin},         {"cos", Activation::cos},
+      {"gelu", Activation::gelu_erf},        // PyTorch's nn.GELU default (exact), as the CPU backend
+      {"gelu_tanh", Activation::gelu_tanh},  // GPT-2's "gelu_new"
+      {"relu", Activation::relu},
+      {"sigmoid", Activation::sigmoid},
+      {"tanh", Activation::tanh},
+      {"silu", Activation::silu},
+      {"exp", Activation::exp},
+      {"log", Activation::log},
+      {"sqrt", Activation::sqrt},
+      {"rsqrt", Activation::rsqrt},
+      {"abs", Activation::abs},
+      {"neg", Activation::neg},
+      {"sin", Activation::sin},
+      {"cos", Activation::cos},
       {"pow_scalar", Activation::pow}};
   return kinds.at(k);
 }
@@ -464,8 +473,8 @@ void to_i32_fwd(const Call& c) {
 }  // namespace
 
 void register_elementwise_kernels(KernelTable& t) {
-  for (const char* k : {"gelu", "relu", "sigmoid", "tanh", "silu", "exp", "log", "sqrt", "rsqrt", "abs", "neg", "sin", "cos",
-                        "pow_scalar"}) {
+  for (const char* k : {"gelu", "gelu_tanh", "relu", "sigmoid", "tanh", "silu", "exp", "log", "sqrt", "rsqrt", "abs",
+                        "neg", "sin", "cos", "pow_scalar"}) {
     t[k] = act_fwd;
     t[std::string(k) + "_backward"] = act_bwd;
   }
