@@ -1,4 +1,5 @@
 #include "driver/commands.h"
+#include "backend/runtime/comm/env_vars.h"
 #include "driver/weights.h"
 
 #include <cctype>
@@ -117,6 +118,8 @@ bool parse_shapes(const std::string& text, std::vector<sema::InputShape>& out, s
 int cmd_check(const Args& a) {
   if (a.positional.size() != 1) return usage_error("check needs exactly one FILE");
   if (!a.trace.empty()) return usage_error("--trace is a flag of run (nns run FILE ... --trace OUT.json)");
+  // The NNS_* variables check reads (NNS_SETUP_NOTICE), refused as run refuses them.
+  if (std::string bad = backend::check_nns_variables(backend::process_env()); !bad.empty()) return usage_error(bad);
   PipelineOptions o;
   if (int rc = pipeline_options(a, /*check=*/true, Stage::Check, o); rc != kExitOk) return rc;
   Pipeline p;
