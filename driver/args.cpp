@@ -62,9 +62,16 @@ const ValueFlag kValueFlags[] = {
     {"--comm", &Args::comm},
 };
 const SwitchFlag kSwitchFlags[] = {
-    {"--reference", &Args::reference}, {"--verify", &Args::verify}, {"--stats", &Args::stats},
-    {"--peak-by-rank", &Args::peak_by_rank}, {"--eval", &Args::eval}, {"--overlap-grad-reduce", &Args::overlap_grad},
-    {"--all-ranks", &Args::all_ranks}, {"--no-check", &Args::no_check}, {"--simulate", &Args::simulate},
+    {"--reference", &Args::reference},
+    {"--verify", &Args::verify},
+    {"--verify-drift", &Args::verify_drift},
+    {"--stats", &Args::stats},
+    {"--peak-by-rank", &Args::peak_by_rank},
+    {"--eval", &Args::eval},
+    {"--overlap-grad-reduce", &Args::overlap_grad},
+    {"--all-ranks", &Args::all_ranks},
+    {"--no-check", &Args::no_check},
+    {"--simulate", &Args::simulate},
     {"--quick", &Args::quick},
 };
 
