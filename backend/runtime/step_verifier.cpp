@@ -151,6 +151,7 @@ StepComparison StepVerifier::compare(double loss, const TensorMap& gradients, co
     c.loss = 1e30;
     worst_ = 1e30;
     c.ratio = 1e30;
+    c.ratio_name = "the loss scaling's skip decision";
     worst_ratio_ = c;
     return c;
   }
