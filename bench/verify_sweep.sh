@@ -18,8 +18,11 @@ STEPS="${STEPS:-30}"
 RANKS="${RANKS:-2 4 8}"
 OLD_NNS="${OLD_NNS:-}"
 
-# "PASS 1.70e-06/0.00e+00" style cell for one run: the verdict and the
-# summary's first figures, or the exit code when no summary was printed.
+# One run's cell: the verdict, the largest gradient/loss error over the run
+# and the update's ("PASS 1.70e-06/0.00e+00"), then under fp32's derived
+# bounds the largest error/bound ratio with that tensor's error and bound
+# ("0.0113 = 1.24e-06/1.10e-04 blocks.1.attn.wo"); the exit code when no
+# summary was printed.
 verdict() {
   local out="$1" rc="$2" line
   line=$(grep '^verify: largest relative error' <<<"$out" | head -1)
@@ -27,12 +30,13 @@ verdict() {
     echo "exit $rc"
     return
   fi
-  local v
+  local v ratio
   v=$(grep -oE ': (PASS|FAIL)' <<<"$line" | head -1 | tr -d ': ')
-  echo "$v $(awk '{print $5}' <<<"$line")$(grep -oE ', [^ ]+ over the update' <<<"$line" | awk '{print "/" $2}')"
+  ratio=$(sed -nE 's/.*largest error\/bound ([^,]+), ([^ ]+) ([^ ]+) of ([^;]+);.*/\1 = \3\/\4 \2/p' <<<"$line")
+  echo "$v $(awk '{print $5}' <<<"$line")$(grep -oE ', [^ ]+ over the update' <<<"$line" | awk '{print "/" $2}') ${ratio}"
 }
 
-printf '%-14s %-24s %5s  %-28s %s\n' example plan ranks new old
+printf '%-14s %-24s %5s  %-72s %s\n' example plan ranks new old
 fails=0
 for f in "${files[@]}"; do
   cfg=()
@@ -49,7 +53,7 @@ for f in "${files[@]}"; do
         old=$(verdict "$out" $?)
       fi
       [[ $new == PASS* ]] || fails=$((fails + 1))
-      printf '%-14s %-24s %5s  %-28s %s\n' "$(basename "$f" .nns)" "$plan" "$ranks" "$new" "$old"
+      printf '%-14s %-24s %5s  %-72s %s\n' "$(basename "$f" .nns)" "$plan" "$ranks" "$new" "$old"
     done
   done
 done

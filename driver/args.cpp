@@ -67,6 +67,7 @@ const ValueFlag kValueFlags[] = {
 const SwitchFlag kSwitchFlags[] = {
     {"--reference", &Args::reference},
     {"--verify", &Args::verify},
+    {"--verify-drift", &Args::verify_drift},
     {"--stats", &Args::stats},
     {"--peak-by-rank", &Args::peak_by_rank},
     {"--eval", &Args::eval},

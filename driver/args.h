@@ -42,6 +42,8 @@ struct Args {
   std::string steps, stop_after, save_best, tensorboard, seed = "0", threads, init, data, save, save_every, resume,
                                                          dump_grads, trace, metrics;
   bool reference = false, verify = false, eval = false;
+  bool verify_drift =
+      false;          // --verify-drift: --verify plus a free-running one-device copy (weight drift, information)
   bool help = false;  // CMD --help: that command's help page
   bool stats = false;  // run: --stats (each step's host<->device bytes)
   bool peak_by_rank = false;  // run --plan: every rank's exact peak piece memory

@@ -160,15 +160,15 @@ int cmd_run(const Args& a) {
     return usage_error("--reference runs the CPU reference kernels; it does not take --device " + device + " (use --device cpu)");
   if (a.eval) {
     // Evaluation is forward passes: no gradients to verify or dump, no state to save.
-    const char* clash = a.verify                 ? "--verify"
-                        : !a.save.empty()        ? "--save"
-                        : !a.save_best.empty()   ? "--save-best"
-                        : !a.dump_grads.empty()  ? "--dump-grads"
-                        : !a.trace.empty()       ? "--trace"
-                        : !a.metrics.empty()     ? "--metrics"
-                        : !a.tensorboard.empty() ? "--tensorboard"
-                        : a.stats                ? "--stats"
-                                                 : nullptr;
+    const char* clash = a.verify || a.verify_drift ? "--verify"
+                        : !a.save.empty()          ? "--save"
+                        : !a.save_best.empty()     ? "--save-best"
+                        : !a.dump_grads.empty()    ? "--dump-grads"
+                        : !a.trace.empty()         ? "--trace"
+                        : !a.metrics.empty()       ? "--metrics"
+                        : !a.tensorboard.empty()   ? "--tensorboard"
+                        : a.stats                  ? "--stats"
+                                                   : nullptr;
     if (clash) return usage_error(std::string("--eval runs forward passes only; it does not take ") + clash);
   }
   PipelineOptions o;
@@ -205,7 +205,8 @@ int cmd_run(const Args& a) {
   o.run.dump_grads = a.dump_grads;
   o.run.trace = a.trace;
   o.run.reference = a.reference;
-  o.run.verify = a.verify;
+  o.run.verify = a.verify || a.verify_drift;
+  o.run.verify_drift = a.verify_drift;
   o.run.peak_by_rank = a.peak_by_rank;
   if (a.peak_by_rank && a.plan.empty()) return usage_error("--peak-by-rank needs --plan NAME (a partitioned run's ranks)");
   o.run.eval = a.eval;

@@ -131,7 +131,7 @@ const CommandHelp kCommands[] = {
      "transform space: every legal partition and what it does to each\n"
      "operand. With --shapes the annotation is bound to input shapes first.\n"},
     {"run",
-     "run FILE [--gpus N] [--plan P [--plan-gpus K]] [--verify] [--config C] [--steps N] [--stop-after K] [--seed S]\n"
+     "run FILE [--gpus N] [--plan P [--plan-gpus K]] [--verify | --verify-drift] [--config C] [--steps N] [--stop-after K] [--seed S]\n"
      "         [--threads T] [--init W.safetensors [--init-map NAME] [--init-partial]] [--data D.safetensors]\n"
      "         [--save CKPT [--save-every K]] [--save-best CKPT] [--resume CKPT] [--dump-grads G.safetensors] [--metrics M.jsonl]\n"
      "         [--tensorboard DIR] [--trace OUT.json] [--reference] [--eval] [--device cpu|cuda|cuda-emulation] [--stats] [--peak-by-rank]\n"
@@ -143,8 +143,9 @@ const CommandHelp kCommands[] = {
      "cores shared: threads per rank = cores / N) that train as data-parallel\n"
      "replicas (the implicit plan: every op on one device, N replicas,\n"
      "lowered and run as a plan is), and --verify compares every step's loss, gradients and\n"
-     "weights with one device running N x micro_batches (exit 70 beyond a\n"
-     "relative error of 1e-5). --plan P runs FILE's plan P partitioned\n"
+     "update with one device running N x micro_batches (exit 70 when a\n"
+     "gradient's error passes its bound, derived from the fp32 rounding of\n"
+     "its reductions: docs/verify.md). --plan P runs FILE's plan P partitioned\n"
      "over the ranks: each rank runs its sub-ops and the collectives the plan\n"
      "derives, after the Z3 checker has proved the plan legal (--device-memory\n"
      "and --check-timeout as for check); --plan-gpus K evaluates P for K devices and runs N/K replicas\n"
@@ -289,7 +290,8 @@ const CommandPage kPages[] = {
     {"run",
      "  --gpus N             N rank processes (without --plan: data-parallel replicas)\n"
      "  --plan P [--plan-gpus K]  run plan P partitioned over the ranks (K devices per replica)\n"
-     "  --verify             compare every step with one device (fp32 bound 1e-5; exit 70 beyond)\n"
+     "  --verify             compare every step with one device (fp32: each gradient against its derived bound; exit 70 beyond)\n"
+     "  --verify-drift       --verify, and print the weights' drift from a free-running one-device copy (information)\n"
      "  --config C  --set KEY=VALUE  --steps N  --stop-after K  --seed S  --threads T\n"
      "  --init W  --data D   initial weights; input data (safetensors)\n"
      "  --init-map NAME      read --init (a file, an index.json or a folder) through FILE's weights block NAME\n"

@@ -56,6 +56,7 @@ struct RunOptions {
   std::string tensorboard;  // --tensorboard DIR: event files of the step scalars (backend/runtime/tensorboard.h)
   std::string trace;  // --trace OUT.json: a Chrome trace of every rank's steps (backend/runtime/trace.h)
   bool reference = false, verify = false;
+  bool verify_drift = false;  // --verify-drift (implies verify)
   bool peak_by_rank = false;  // --peak-by-rank: every rank's exact peak, gathered after the last step
   bool eval = false;  // --eval: forward passes only (driver/train.h, run_eval)
   std::string device = "cpu";  // --device, resolved (run_device.h): cpu | cuda

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -26,6 +27,7 @@
 #include "backend/runtime/trace.h"
 #include "backend/runtime/train_loop.h"
 #include "backend/runtime/trainer.h"
+#include "backend/runtime/verify_bound.h"
 #include "driver/run_device.h"
 #include "driver/validation.h"
 #if NNS_HAVE_NCCL
@@ -338,6 +340,9 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
 
   std::unique_ptr<backend::Backend> ref_be;
   std::unique_ptr<backend::Trainer> reference;
+  backend::DerivedBounds bounds;               // --verify's per-tensor bounds (fp32)
+  std::unique_ptr<backend::Backend> drift_be;  // --verify-drift: a free-running one-device copy
+  std::unique_ptr<backend::Trainer> drift;
   if (r.verify && rank == 0 && session->steps_done() < p.spec.steps) {
     sema::TrainSpec ref_spec = p.spec;
     ref_spec.micro_batches = p.spec.micro_batches * o.topo.replicas;
@@ -350,6 +355,29 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
     reference = std::make_unique<backend::Trainer>(p.graph(), p.info, ref_spec, *ref_be, opts);
     lo.reference = reference.get();
     lo.reference_micro_batches = ref_spec.micro_batches;
+    // fp32: every gradient against the bound its reductions' rounding
+    // allows (verify_bound.h); the reduced precisions keep their constants.
+    if (lo.verify_precision == "fp32") {
+      backend::BoundShape shape;
+      shape.plan_devices = o.topo.devices;
+      shape.replicas = o.topo.replicas;
+      shape.micro_batches = p.spec.micro_batches;
+      shape.clip = p.spec.clip > 0;
+      bounds = backend::derive_bounds(p.graph(), p.info, shape);
+      lo.verify_bounds = &bounds;
+      // Ops whose annotation could not be read count one rounding: said under NNS_VERIFY_DETAIL.
+      if (bounds.unanalysed_nodes > 0 && std::getenv("NNS_VERIFY_DETAIL"))
+        std::fprintf(stderr,
+                     "verify: %lld node(s) without a readable annotation counted as one rounding each in the bounds\n",
+                     static_cast<long long>(bounds.unanalysed_nodes));
+    }
+    if (r.verify_drift) {
+      drift_be = make_run_backend(r.device, r.reference, local_rank(o, comm));
+      drift_be->set_precision(precision_of(p.spec));
+      if (threads > 0) drift_be->set_threads(threads);
+      drift = std::make_unique<backend::Trainer>(p.graph(), p.info, ref_spec, *drift_be, opts);
+      lo.drift_reference = drift.get();
+    }
   }
   if (backend::run_train_loop(*session, lo) != backend::LoopResult::Ok) return kExitRuntime;
   if (tracer) tracer->write_part(r.trace);  // merged by run_training once every rank has exited

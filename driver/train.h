@@ -21,7 +21,7 @@ class Trainer;
 namespace nns::driver {
 
 // Trains after the training-graph stage (p.info set). Returns the exit code:
-// 0, or 70 for divergence, a --verify beyond 1e-5 or a runtime error.
+// 0, or 70 for divergence, a --verify beyond its bounds or a runtime error.
 int run_training(Pipeline& p, const PipelineOptions& o);
 
 // --eval, before any plan is evaluated: the graph trains nothing

@@ -47,6 +47,7 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
   fault_consume_before_wait = f && std::string(f) == "consume-before-wait";
   fault_grad_scale_1pct = f && std::string(f) == "grad-scale-1pct";
   fault_update_lr_1pct = f && std::string(f) == "update-lr-1pct";
+  fault_wrong_group = f && std::string(f) == "wrong-group";
   bufs.resize(P.buffers.size());
   zero_pending_.assign(P.buffers.size(), 0);
   // Kernel-local tensors per micro-batch: a pipelined program interleaves

@@ -74,6 +74,10 @@ struct PlanExecutor {
   // must catch; NNS_TEST_FAULT=update-lr-1pct: each update takes a learning
   // rate 1% too large, with correct gradients: only the update check sees it.
   bool fault_grad_scale_1pct = false, fault_update_lr_1pct = false;
+  // NNS_TEST_FAULT=wrong-group (test hook): the activation allreduces run
+  // over another group of the same size (plan_executor_collectives.cpp,
+  // wrong_group), which --verify must catch.
+  bool fault_wrong_group = false;
   // Where the collectives run (collectives.h): the host path (Gloo, staged
   // through host copies when the backend's memory is not the host's, or
   // with NNS_TEST_HOST_STAGING=1, a test hook: CPU ranks then take the path

@@ -11,6 +11,29 @@
 
 namespace nns::backend {
 
+namespace {
+
+// NNS_TEST_FAULT=wrong-group: the group an allreduce runs over instead of
+// the plan's `grp`. The world's ranks are cut the other way into groups of
+// the same size (contiguous blocks where the plan's group is not one, else
+// every (world / size)-th rank), so that every rank still meets peers that
+// run the same instruction (no deadlock) but sums the wrong partial sums;
+// a group that is the whole world has no other of its size, so there the
+// rank sums alone (a member lost).
+std::vector<int> wrong_group(const std::vector<int>& grp, int rank, int world) {
+  const int g = static_cast<int>(grp.size());
+  if (g >= world || world % g != 0) return {rank};
+  std::vector<int> block;
+  for (int i = 0; i < g; ++i) block.push_back(rank / g * g + i);
+  if (block != grp) return block;
+  const int stride = world / g;
+  std::vector<int> strided;
+  for (int i = 0; i < g; ++i) strided.push_back(rank % stride + i * stride);
+  return strided;
+}
+
+}  // namespace
+
 void PlanExecutor::exec_collective(const PInstr& in) {
   const std::vector<int>* grp = in.group >= 0 ? &group(in) : nullptr;
   bool talk = world > 1 && grp && grp->size() > 1;
@@ -19,6 +42,11 @@ void PlanExecutor::exec_collective(const PInstr& in) {
       DeviceBuffer& b = bufs[static_cast<size_t>(in.a)];
       // NNS_TEST_FAULT=skip-allreduce: a test-only seeded bug (the
       // activation allreduces are skipped), which --verify must catch.
+      if (talk && fault_wrong_group) {
+        const std::vector<int> wrong = wrong_group(*grp, coll->rank(), world);
+        if (wrong.size() > 1) coll->allreduce(b.data(), b.numel(), wrong, false);
+        return;
+      }
       if (talk && !fault_skip_allreduce) coll->allreduce(b.data(), b.numel(), *grp, false);
       return;
     }

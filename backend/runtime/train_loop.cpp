@@ -13,110 +13,33 @@
 
 namespace nns::backend {
 
-double compare_tensors(const TensorMap& got, const TensorMap& want, std::string& worst, double floor,
-                       const std::set<std::string>& skip) {
-  double max_err = 0;
-  for (const auto& [name, ref] : want) {
-    if (skip.count(name)) continue;
-    auto it = got.find(name);
-    if (it == got.end() || it->second.size() != ref.size()) {
-      worst = name + " (missing)";
-      return 1e30;
-    }
-    double diff = 0, norm = 0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-      double d = static_cast<double>(it->second[i]) - ref[i];
-      diff += d * d;
-      norm += static_cast<double>(ref[i]) * ref[i];
-    }
-    double err = std::sqrt(diff) / std::max(std::sqrt(norm), floor);
-    if (std::getenv("NNS_VERIFY_DETAIL") && err > 1e-5) {
-      size_t shown = 0;
-      for (size_t i = 0; i < ref.size() && shown < 6; ++i)
-        if (std::fabs(static_cast<double>(it->second[i]) - ref[i]) > 1e-5 * std::sqrt(norm)) {
-          std::fprintf(stderr, "  %s[%zu]: %.9g vs %.9g\n", name.c_str(), i, it->second[i], ref[i]);
-          ++shown;
-        }
-    }
-    if (err > max_err) {
-      max_err = err;
-      worst = name;
-    }
-  }
-  return max_err;
-}
-
-std::set<std::string> loss_invariant(const TensorMap& grads, double& global_max, double rounding) {
-  global_max = 0;
-  std::map<std::string, double> local;
-  for (const auto& [name, g] : grads) {
-    double m = 0;
-    for (float v : g) m += static_cast<double>(v) * v;
-    m = std::sqrt(m);
-    local[name] = m;
-    global_max = std::max(global_max, m);
-  }
-  std::set<std::string> out;
-  for (const auto& [name, m] : local)
-    if (m <= rounding * global_max) out.insert(name);
-  return out;
-}
-
-StepComparison StepVerifier::compare(double loss, const TensorMap& gradients, const TensorMap& weights, bool skipped) {
-  StepComparison c;
-  // The reference computes its own gradients (kept for the comparison) and
-  // then updates with the run's: its new weights are the optimizer applied
-  // to the run's gradients and to the state they built, which the run's
-  // new weights must equal.
-  TensorMap ref_grads;
-  bool updated = false;
-  ref_.set_gradient_hook([&](TensorMap own) {
-    ref_grads = std::move(own);
-    updated = true;
-    return gradients;
-  });
-  StepStats rs = ref_.step();
-  ref_.set_gradient_hook({});
-  if (rs.skipped != skipped) {
-    c.skip_mismatch = true;
-    c.loss = 1e30;
-    worst_ = 1e30;
-    return c;
-  }
-  c.loss = std::fabs(loss - rs.loss) / std::max(1e-30, std::fabs(rs.loss));
-  if (updated) {  // a skipped step (inf/NaN on both sides) has no gradients to compare
-    double gmax = 0;
-    // Kept across steps: std::max of two sets is the lexicographically larger one.
-    invariant_ = std::max(invariant_, loss_invariant(ref_grads, gmax, rounding_));
-    // Gradient errors are relative to the tensor's norm, floored at the rounding level (fp32: a millionth) of the
-    // largest gradient norm.
-    c.gradients = compare_tensors(gradients, ref_grads, c.worst_gradient, rounding_ * gmax, invariant_);
-  }
-  // The update check covers every parameter, those the loss ignores too.
-  c.weights = compare_tensors(weights, ref_.parameters(), c.worst_weight);
-  for (const auto& [name, w] : weights)
-    ref_.set_parameter(name, w);  // the next step starts from the run's weights exactly
-  worst_ = std::max({worst_, c.loss, c.gradients});
-  if (c.weights > worst_update_) {
-    worst_update_ = c.weights;
-    worst_update_name_ = c.worst_weight;
-  }
-  return c;
-}
-
 namespace {
 
 // Appended to a figure: " (NAME)", or nothing without a name.
 std::string named(const std::string& name) { return name.empty() ? "" : " (" + name + ")"; }
 
+// Whether the run passed: every loss and gradient within its bound (each
+// its own derived one, or the one constant), and the update within its.
+bool verify_passed(const StepVerifier& v, const LoopOptions& o) {
+  const bool grads = v.bounds() ? v.worst_ratio().ratio <= 1 : v.worst() <= o.verify_bound;
+  return grads && v.worst_update() <= o.verify_update_bound;
+}
+
 void print_verify_summary(const StepVerifier& v, const LoopOptions& o) {
   std::FILE* out = o.out;
-  bool ok = v.worst() <= o.verify_bound && v.worst_update() <= o.verify_update_bound;
-  std::fprintf(
-      out,
-      "verify: largest relative error %.2e over losses and gradients, %.2e over the update%s: %s (%s bound %.0e; update %.0e)\n",
-      v.worst(), v.worst_update(), named(v.worst_update_name()).c_str(), ok ? "PASS" : "FAIL",
-      o.verify_precision.c_str(), o.verify_bound, o.verify_update_bound);
+  bool ok = verify_passed(v, o);
+  char bound[256];
+  if (v.bounds()) {
+    const StepComparison& w = v.worst_ratio();
+    std::snprintf(bound, sizeof bound, "%s derived bounds: largest error/bound %.3g, %s %.2e of %.2e; update %.0e",
+                  o.verify_precision.c_str(), w.ratio, w.ratio_name.c_str(), w.ratio_error, w.ratio_bound,
+                  o.verify_update_bound);
+  } else {
+    std::snprintf(bound, sizeof bound, "%s bound %.0e; update %.0e", o.verify_precision.c_str(), o.verify_bound,
+                  o.verify_update_bound);
+  }
+  std::fprintf(out, "verify: largest relative error %.2e over losses and gradients, %.2e over the update%s: %s (%s)\n",
+               v.worst(), v.worst_update(), named(v.worst_update_name()).c_str(), ok ? "PASS" : "FAIL", bound);
   // A wrong annotation makes a plan's gradients wrong where the op is split:
   // verify-op finds which op by running each partition against the whole.
   if (!ok && !o.verify_hint.empty())
@@ -131,6 +54,34 @@ void print_verify_summary(const StepVerifier& v, const LoopOptions& o) {
       if (shown++ < 4) std::fprintf(out, " %s", n.c_str());
     std::fprintf(out, "%s\n", inv.size() > 4 ? " ..." : "");
   }
+}
+
+// --verify after a step (rank 0): the comparison and its line and, with
+// --verify-drift, the free-running copy's step; returns the weight drift
+// (NaN without --verify-drift), kept in `drift` for the summary.
+double verify_step(StepVerifier& verifier, const LoopOptions& o, const StepStats& st, const TensorMap& grads,
+                   const TensorMap& weights, WeightDrift& drift) {
+  std::FILE* out = o.out;
+  StepComparison c = verifier.compare(st.loss, grads, weights, st.skipped);
+  if (c.skip_mismatch)
+    std::fprintf(
+        out,
+        "  verify vs 1 device: the run %s this step's update and one device did not (loss scaling decided differently)\n",
+        st.skipped ? "skipped" : "applied");
+  char bound[160] = "";
+  if (o.verify_bounds)
+    std::snprintf(bound, sizeof bound, ", largest error/bound %.3g (%s)", c.ratio, c.ratio_name.c_str());
+  std::fprintf(out, "  verify vs 1 device x %lld micro-batches: loss %.2e, gradients %.2e%s, update %.2e%s%s\n",
+               static_cast<long long>(o.reference_micro_batches), c.loss, c.gradients, named(c.worst_gradient).c_str(),
+               c.weights, named(c.worst_weight).c_str(), bound);
+  if (!o.drift_reference) return std::nan("");
+  // The free-running copy steps on its own weights and optimizer state.
+  o.drift_reference->step();
+  drift = weight_drift(weights, o.drift_reference->parameters());
+  if (std::getenv("NNS_VERIFY_DETAIL"))
+    std::fprintf(stderr, "  weight drift from the free-running copy: %.2e overall, largest %.2e (%s)\n", drift.overall,
+                 drift.worst, drift.worst_name.c_str());
+  return drift.overall;
 }
 
 // One step's scalars for TensorBoard (a skipped fp16 step's norm, inf or
@@ -148,8 +99,9 @@ void write_scalars(TensorBoardWriter& board, const StepStats& st, double rate, c
 
 // One step's --metrics line. %.17g: the exact double, so runs can be
 // compared bit for bit. A skipped fp16 step's norm is inf or NaN, which JSON
-// cannot spell: null. "val_loss" only at validation steps.
-void write_metrics_line(std::FILE* metrics, const StepStats& st, double val_loss) {
+// cannot spell: null. "val_loss" only at validation steps; "weight_drift"
+// (--verify-drift) the run's weights' distance from a free-running copy.
+void write_metrics_line(std::FILE* metrics, const StepStats& st, double val_loss, double drift) {
   char norm[32] = "null";
   if (std::isfinite(st.grad_norm)) std::snprintf(norm, sizeof norm, "%.17g", st.grad_norm);
   std::fprintf(metrics, "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.17g, \"grad_norm\": %s, \"ms\": %.3f",
@@ -157,6 +109,7 @@ void write_metrics_line(std::FILE* metrics, const StepStats& st, double val_loss
   if (st.loss_scale > 0)
     std::fprintf(metrics, ", \"loss_scale\": %.17g, \"skipped\": %s", st.loss_scale, st.skipped ? "true" : "false");
   if (!std::isnan(val_loss)) std::fprintf(metrics, ", \"val_loss\": %.17g", val_loss);
+  if (!std::isnan(drift)) std::fprintf(metrics, ", \"weight_drift\": %.17g", drift);
   std::fprintf(metrics, "}\n");
   std::fflush(metrics);
 }
@@ -196,7 +149,9 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
   }
   if (rank0) std::fprintf(out, "%s", o.banner.c_str());
   std::unique_ptr<StepVerifier> verifier;
-  if (rank0 && o.verify && o.reference) verifier = std::make_unique<StepVerifier>(*o.reference, o.verify_rounding);
+  if (rank0 && o.verify && o.reference)
+    verifier = std::make_unique<StepVerifier>(*o.reference, o.verify_rounding, o.verify_bounds);
+  WeightDrift last_drift;
   double total = 0, first_loss = 0, last_loss = 0, last_scale = 0;
   int64_t skipped_total = 0;
   double best_val = std::numeric_limits<double>::infinity();
@@ -255,7 +210,6 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
     // Validation: every rank takes part (the loss is the same on all of them).
     const double val_loss = validate_at(o, st.step, best_val, best_line);
     if (!rank0) continue;
-    if (metrics) write_metrics_line(metrics, st, val_loss);
     double rate = static_cast<double>(session.samples_per_step()) / st.seconds;
     if (board) write_scalars(*board, st, rate, session, val_loss);
     // fp16: the loss scale the step ran with, and a skipped update said so.
@@ -287,15 +241,8 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
                    best_line.empty() ? "" : ("  (best; " + best_line + ")").c_str());
       best_line.clear();
     }
-    if (verifier) {
-      StepComparison c = verifier->compare(st.loss, grads, weights, st.skipped);
-      if (c.skip_mismatch)
-        std::fprintf(out, "  verify vs 1 device: the run %s this step's update and one device did not (loss scaling decided differently)\n",
-                     st.skipped ? "skipped" : "applied");
-      std::fprintf(out, "  verify vs 1 device x %lld micro-batches: loss %.2e, gradients %.2e%s, update %.2e%s\n",
-                   static_cast<long long>(o.reference_micro_batches), c.loss, c.gradients,
-                   named(c.worst_gradient).c_str(), c.weights, named(c.worst_weight).c_str());
-    }
+    const double drift = verifier ? verify_step(*verifier, o, st, grads, weights, last_drift) : std::nan("");
+    if (metrics) write_metrics_line(metrics, st, val_loss, drift);
     std::fflush(out);
   }
   const int64_t ran = end - start;
@@ -318,7 +265,12 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
   if (o.save && (rank0 || o.collective)) save();
   if (!verifier) return LoopResult::Ok;
   print_verify_summary(*verifier, o);
-  return verifier->worst() <= o.verify_bound ? LoopResult::Ok : LoopResult::VerifyFailed;
+  if (o.drift_reference && rank0)
+    std::fprintf(
+        out,
+        "verify: weight drift from a free-running one-device copy after %lld steps: %.2e overall, largest %.2e (%s) (information, not a verdict)\n",
+        static_cast<long long>(ran), last_drift.overall, last_drift.worst, last_drift.worst_name.c_str());
+  return verify_passed(*verifier, o) ? LoopResult::Ok : LoopResult::VerifyFailed;
 }
 
 }  // namespace nns::backend

@@ -59,12 +59,18 @@ class TrainSession {
 
 // --- The --verify comparison ------------------------------------------------
 
-// Largest normwise relative error between two sets of named tensors:
-// ||a - b||_2 / ||b||_2 per tensor (elementwise ratios explode near zero).
-// The denominator is floored at `floor`; tensors in `skip` are not
-// compared. `worst` names the tensor with the largest error ("NAME
-// (missing)" and 1e30 when `got` lacks one or has another size).
-// NNS_VERIFY_DETAIL=1 prints the first differing elements to stderr.
+// Normwise relative error per tensor of `want`: ||a - b||_2 / ||b||_2
+// (elementwise ratios explode near zero), the denominator floored at
+// `floor`; tensors in `skip` are left out; 1e30 for one that `got` lacks or
+// has with another size. NNS_VERIFY_DETAIL=1 prints, for a tensor whose
+// error exceeds its threshold (`detail_at`, else 1e-5), its first elements
+// that differ by more than that share of its norm.
+std::map<std::string, double> tensor_errors(const TensorMap& got, const TensorMap& want, double floor = 1e-30,
+                                            const std::set<std::string>& skip = {},
+                                            const std::map<std::string, double>& detail_at = {});
+
+// The largest of tensor_errors; `worst` names its tensor ("NAME (missing)"
+// and 1e30 when `got` lacks one or has another size).
 double compare_tensors(const TensorMap& got, const TensorMap& want, std::string& worst, double floor = 1e-30,
                        const std::set<std::string>& skip = {});
 
@@ -75,19 +81,38 @@ double compare_tensors(const TensorMap& got, const TensorMap& want, std::string&
 // reported, not compared.
 std::set<std::string> loss_invariant(const TensorMap& grads, double& global_max, double rounding = 1e-6);
 
+// How far the run's weights lie from a free-running one-device copy's
+// (--verify-drift): normwise over all weights together, and the tensor
+// farthest off. Information, not a verdict: rounding differences compound
+// over steps (AdamW moves a weight with a rounding-level gradient by about lr).
+struct WeightDrift {
+  double overall = 0, worst = 0;
+  std::string worst_name;
+};
+WeightDrift weight_drift(const TensorMap& run, const TensorMap& free_running);
+
 // One step's comparison with the reference.
 struct StepComparison {
   double loss = 0, gradients = 0, weights = 0;  // relative errors
   std::string worst_gradient, worst_weight;     // tensor names, empty if none
   bool skip_mismatch = false;                   // one side skipped the update, the other did not
+  // With derived bounds (verify_bound.h): the largest error / bound over the
+  // loss and the gradients, the tensor ("loss" for the loss), its error and
+  // bound.
+  double ratio = 0, ratio_error = 0, ratio_bound = 0;
+  std::string ratio_name;
 };
+
+struct DerivedBounds;
 
 // Steps a reference Trainer (one device running every replica's
 // micro-batches) beside a run and checks each step in two parts
 // (docs/verify.md):
 // - what the plan can change: the loss and every gradient tensor, normwise
 //   against the reference's own (the denominator floored at `rounding` of
-//   the largest gradient norm), both computed from the same weights;
+//   the largest gradient norm), both computed from the same weights; with
+//   `bounds`, each against its own derived bound, else all against one
+//   constant (LoopOptions::verify_bound);
 // - what it cannot: the update. The reference applies its optimizer to the
 //   run's gradients (Trainer::set_gradient_hook), with the state the run's
 //   gradients built, so the run's new weights must equal its new weights
@@ -99,8 +124,9 @@ class StepVerifier {
  public:
   // rounding: the share of the largest gradient norm below which a whole
   // tensor's gradient is rounding noise of the precision (1e-6 for fp32;
-  // bf16 autocast 2^-8).
-  StepVerifier(Trainer& reference, double rounding = 1e-6) : ref_(reference), rounding_(rounding) {}
+  // bf16 autocast 2^-8). bounds: kept by the caller; null for the constant.
+  StepVerifier(Trainer& reference, double rounding = 1e-6, const DerivedBounds* bounds = nullptr)
+      : ref_(reference), rounding_(rounding), bounds_(bounds) {}
   // skipped: the run skipped this step's update (fp16 loss scaling); the
   // reference must have skipped it too (else the error is 1e30), and the
   // gradients of a skipped step (inf/NaN on both sides) are not compared.
@@ -109,13 +135,20 @@ class StepVerifier {
   double worst_update() const { return worst_update_; }  // the update check, over every step so far
   const std::string& worst_update_name() const { return worst_update_name_; }
   const std::set<std::string>& invariant_params() const { return invariant_; }
+  const DerivedBounds* bounds() const { return bounds_; }
+  // With bounds: the step comparison with the largest error / bound so far.
+  const StepComparison& worst_ratio() const { return worst_ratio_; }
 
  private:
+  void rate(StepComparison& c, const std::map<std::string, double>& errors);
+
   Trainer& ref_;
   double rounding_;
+  const DerivedBounds* bounds_;
   double worst_ = 0, worst_update_ = 0;
   std::string worst_update_name_;
   std::set<std::string> invariant_;
+  StepComparison worst_ratio_;
 };
 
 // --- The loop ----------------------------------------------------------------
@@ -133,6 +166,11 @@ struct LoopOptions {
   // running `reference_micro_batches` micro-batches.
   bool verify = false;
   Trainer* reference = nullptr;
+  // fp32: each tensor's own bound (verify_bound.h) instead of verify_bound.
+  const DerivedBounds* verify_bounds = nullptr;
+  // --verify-drift: a one-device Trainer that never takes the run's
+  // weights; their distance is printed (information, not a verdict).
+  Trainer* drift_reference = nullptr;
   int64_t reference_micro_batches = 0;
   // The largest relative error --verify accepts, and the precision it is
   // for (printed): 1e-5 for fp32; bf16 autocast rounds every product's

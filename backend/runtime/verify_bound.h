@@ -1,0 +1,54 @@
+// --verify's derived bound (docs/verify.md, "The bound"): for each gradient
+// tensor and the loss, how far a plan's result may lie from the one-device
+// reference under fp32 rounding alone, from the standard error analysis of
+// summation (|fl(sum x_i) - sum x_i| <= gamma_n sum |x_i|, gamma_n =
+// n u / (1 - n u), u = 2^-24) applied to the reduction lengths of the
+// training graph: the longest chain of reductions that feeds the tensor on
+// one device (forward and backward), then the micro-batch accumulation and,
+// for the run, the extra additions a plan can put into each reduction (its
+// partial sums over the plan's devices) and the replicas' average.
+//
+// The bound of a tensor is gamma(L_run) + gamma(L_ref): each side is at
+// most its own gamma away from the exact value, normwise, under the
+// assumptions docs/verify.md lists (no cancellation, i.e. sum |x| ~ |sum x|;
+// Jacobians of the nonlinear ops of norm about 1). It is a worst-case
+// bound, not a fit: the measured errors are typically far below it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace nns::sema {
+class Graph;
+struct TrainingGraphInfo;
+}  // namespace nns::sema
+
+namespace nns::backend {
+
+// What the plan adds to the one-device reduction order.
+struct BoundShape {
+  int64_t plan_devices =
+      1;                 // devices one copy of the plan spans: each reduction split into at most this many partial sums
+  int64_t replicas = 1;  // data-parallel copies of the plan, averaged
+  int64_t micro_batches = 1;  // per replica; the reference runs micro_batches * replicas
+  bool clip = false;          // gradient clipping by the global norm (a factor from a differently ordered norm)
+};
+
+struct DerivedBounds {
+  static constexpr double kUnitRoundoff = 1.0 / (1 << 24);  // fp32: 2^-24
+  std::map<std::string, double> gradient;                   // by parameter name: the relative normwise bound
+  std::map<std::string, int64_t> length;  // by parameter name: L_run (the longer chain), for the detail output
+  double loss = 0;
+  int64_t loss_length = 0;
+  int64_t unanalysed_nodes = 0;  // nodes whose annotation could not be read (counted with one rounding each)
+};
+
+// gamma_n = n u / (1 - n u) (infinite when n u >= 1).
+double gamma_n(int64_t n, double u = DerivedBounds::kUnitRoundoff);
+
+// The bounds for every trained parameter of the training graph (g with the
+// backward nodes of `info`) and for its loss.
+DerivedBounds derive_bounds(const sema::Graph& g, const sema::TrainingGraphInfo& info, const BoundShape& shape);
+
+}  // namespace nns::backend
