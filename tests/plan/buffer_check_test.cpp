@@ -6,6 +6,7 @@
 // is caught by the buffer check alone.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -320,4 +321,33 @@ TEST_CASE("buffer check: the double in-place allreduce of issue 25 is caught by 
       backend::verify_programs(l.interp->graph(), l.plan, 1, backend::SeededBug::None, &*l.interp->train(), nullptr);
   INFO(all(clean.errors));
   CHECK(clean.ok);
+}
+
+TEST_CASE("buffer check: mistakes put into a full lowering are caught there", "[buffer_check]") {
+  Lowered l("examples/gpt.nns", "tiny", "megatron", 2);
+  backend::LoweredPlan lp = l.lower(1);
+  backend::RankProgram& p = lp.programs[0];
+  std::vector<std::string> errors;
+  SECTION("an activation's allreduce dropped: the consumer's kernel reads a partial sum") {
+    auto it = std::find_if(p.instrs.begin(), p.instrs.end(), [&](const PInstr& in) {
+      return in.kind == PInstr::AllReduce && in.edge >= 0 && !lp.comm.edges[static_cast<size_t>(in.edge)].backward;
+    });
+    REQUIRE(it != p.instrs.end());
+    p.instrs.erase(it);
+    backend::check_buffers(l.interp->graph(), lp, errors);
+    REQUIRE_FALSE(errors.empty());
+    CHECK(errors[0].find("slice-in") != std::string::npos);
+    CHECK(errors[0].find("a kernel input reads") != std::string::npos);
+    CHECK(errors[0].find("expecting the full sum but it holds a partial sum of 2 parts") != std::string::npos);
+  }
+  SECTION("a free moved before the last read of its buffer") {
+    size_t i = 1;
+    while (i < p.instrs.size() && !(p.instrs[i].kind == PInstr::Free && p.instrs[i - 1].a == p.instrs[i].a)) ++i;
+    REQUIRE(i < p.instrs.size());
+    std::swap(p.instrs[i - 1], p.instrs[i]);
+    backend::check_buffers(l.interp->graph(), lp, errors);
+    REQUIRE_FALSE(errors.empty());
+    CHECK(errors[0].find("rank 0, instruction " + std::to_string(i)) == 0);
+    CHECK(errors[0].find("after its free at instruction " + std::to_string(i - 1)) != std::string::npos);
+  }
 }
