@@ -290,7 +290,19 @@ TEST_CASE("buffer check: the full lowerings the runtime executes pass (kernel re
        {Case{"tests/plan/plans/shared_partial.nns", "small", "vs", 2, 1},
         Case{"examples/gpt.nns", "tiny", "megatron", 2, 2}, Case{"examples/gpt.nns", "tiny_pipe", "pipeline", 2, 1},
         Case{"examples/gpt.nns", "tiny", "dp_zero1", 4, 1}, Case{"examples/swin.nns", "tiny", "coshard", 2, 1},
-        Case{"examples/moe.nns", "tiny", "ep_recompute", 4, 1}, Case{"examples/t5.nns", "tiny", "interlaced", 2, 1}}) {
+        Case{"examples/moe.nns", "tiny", "ep_recompute", 4, 1}, Case{"examples/t5.nns", "tiny", "interlaced", 2, 1},
+        Case{"examples/gpt.nns", "tiny_pipe", "zero_bubble", 2, 1},
+        Case{"examples/alphafold2.nns", "tiny", "dap", 2, 1},
+        Case{"examples/alphafold2.nns", "tiny", "pipeline3f1b", 2, 1},
+        Case{"examples/llama.nns", "tiny", "hybrid", 4, 1},
+        Case{"tests/plan/plans/recompute.nns", "small", "megatron", 2, 1},
+        Case{"tests/plan/plans/recompute.nns", "small", "pipeline", 2, 1},
+        Case{"tests/plan/plans/zero1.nns", "small", "hybrid", 4, 1},
+        Case{"tests/plan/plans/collectives.nns", "small", "alltoall", 4, 1},
+        Case{"tests/plan/plans/collectives.nns", "small", "reducescatter", 4, 1},
+        Case{"tests/plan/plans/collectives.nns", "small", "stages", 4, 1},
+        Case{"tests/plan/plans/layouts.nns", "small", "disjoint", 4, 1},
+        Case{"tests/plan/plans/pipeline.nns", "small", "interleaved", 4, 1}}) {
     INFO(c.file << " " << c.plan << " on " << c.devices << " x " << c.replicas);
     Lowered l(c.file, c.config, c.plan, c.devices);
     backend::LoweredPlan lp = l.lower(c.replicas);
@@ -339,6 +351,24 @@ TEST_CASE("buffer check: mistakes put into a full lowering are caught there", "[
     CHECK(errors[0].find("slice-in") != std::string::npos);
     CHECK(errors[0].find("a kernel input reads") != std::string::npos);
     CHECK(errors[0].find("expecting the full sum but it holds a partial sum of 2 parts") != std::string::npos);
+  }
+  SECTION("an in-place write into a value a kernel still reads in place") {
+    auto it = std::find_if(p.instrs.begin(), p.instrs.end(), [&](const PInstr& in) {
+      return in.kind == PInstr::SliceIn && backend::slice_in_place(p, in) >= 0 &&
+             p.buffers[static_cast<size_t>(in.a)].role == BufferDecl::Value;
+    });
+    REQUIRE(it != p.instrs.end());
+    PInstr ar;
+    ar.kind = PInstr::AllReduce;
+    ar.a = it->a;
+    ar.group = 0;
+    ar.mb = it->mb;
+    const size_t at = static_cast<size_t>(it - p.instrs.begin()) + 1;
+    p.instrs.insert(p.instrs.begin() + static_cast<long>(at), ar);
+    backend::check_buffers(l.interp->graph(), lp, errors);
+    REQUIRE_FALSE(errors.empty());
+    CHECK(errors[0].find("rank 0, instruction " + std::to_string(at)) == 0);
+    CHECK(errors[0].find("while a kernel still reads it in place") != std::string::npos);
   }
   SECTION("a free moved before the last read of its buffer") {
     size_t i = 1;
