@@ -392,8 +392,10 @@ int verify_lowered(const sema::Graph& g, const sema::Plan& plan, const backend::
   }
   if (!pc.applied.empty()) report << "program: seeded bug (test hook): " << pc.applied << "\n";
   char line[512];
-  std::snprintf(line, sizeof line, "program: %d rank(s), %d edge(s), %d adapter step(s), %d collective(s) matched across ranks: %s (%.1f ms)\n",
-                pc.ranks, pc.edges, pc.steps, pc.collectives, pc.ok ? "verified" : "WRONG", pc.ms);
+  std::snprintf(
+      line, sizeof line,
+      "program: %d rank(s), %d edge(s), %d adapter step(s), %d buffer(s) interpreted, %d collective(s) matched across ranks: %s (%.1f ms, of which buffers %.1f ms)\n",
+      pc.ranks, pc.edges, pc.steps, pc.buffers, pc.collectives, pc.ok ? "verified" : "WRONG", pc.ms, pc.buffer_ms);
   report << line;
   for (const std::string& n : pc.notes) report << "  note: " << n << "\n";
   report << std::flush;

@@ -11,6 +11,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "backend/lowering/buffer_check.h"
 #include "backend/lowering/comm_plan.h"
 #include "backend/lowering/geometry.h"
 #include "backend/lowering/lower_plan.h"
@@ -30,7 +31,8 @@ const std::vector<std::pair<const char*, SeededBug>> kBugs = {
     {"double-count", SeededBug::DoubleCount},
     {"collective-order", SeededBug::CollectiveOrder},
     {"gradient-copies", SeededBug::GradientCopies},
-    {"gradient-scale-1pct", SeededBug::GradientScale1Pct}};
+    {"gradient-scale-1pct", SeededBug::GradientScale1Pct},
+    {"double-inplace-allreduce", SeededBug::DoubleInplaceAllreduce}};
 
 // Per value label of the producer's partial sums, how many times a piece
 // counts it; sorted by label. Immutable and shared: after a reduction every
@@ -468,9 +470,20 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int r
       return finish();
     }
   }
+  if (bug == SeededBug::DoubleInplaceAllreduce && !seed_double_inplace_allreduce(g, lp, out.applied)) {
+    out.errors.push_back("seeded bug does not apply: no partial sum read by two ops is allreduced for both");
+    out.seed_not_applicable = true;
+    return finish();
+  }
   // Order and grouping: the ranks' instruction lists.
   check_order(g, lp, bug, out);
   check_gradient_counts(g, lp, out);
+  // Buffers: each rank's instructions over its buffers (buffer_check.h).
+  const size_t before = out.errors.size();
+  auto b0 = std::chrono::steady_clock::now();
+  out.buffers = check_buffers(g, lp, out.errors).buffers;
+  out.buffer_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - b0).count();
+  out.buffer_errors = static_cast<int>(out.errors.size() - before);
   return finish();
 }
 

@@ -16,6 +16,10 @@
 // deadlock it would be, each update must come after every reduction of its
 // gradient, with the same scale on every replica.
 //
+// Third, buffers (buffer_check.h): each rank's instructions interpreted over
+// its buffers (lifetimes, partial-sum state, in-place reductions, replica
+// averages), what the value half's own abstract pieces cannot see.
+//
 // Seeded bugs (a test-only hook, `nns check --plan P --seed-bug KIND`)
 // corrupt the lowered programs before verification; the test suite asserts
 // the exact diagnosis of each.
@@ -33,17 +37,19 @@ namespace nns::backend {
 
 enum class SeededBug {
   None,
-  MissingAllreduce,       // drop the first allreduce step
-  AllgatherForAllreduce,  // an allgather where an allreduce is needed
-  WrongGroup,             // a collective over the wrong device group
-  WrongStageDevice,       // send/recv to a device that is not the receiver (the sender itself on 2 devices)
-  ReplicaScale,           // one replica averages gradients with another factor
-  EarlyUpdate,            // a weight update issued before its gradient is reduced
-  DoubleCount,            // a partial sum counted twice (the allreduce runs twice)
-  CollectiveOrder,        // rank 0 reorders its collectives into a deadlock (two group collectives a peer
-                          // shares swapped, else a receive waited on before the send it answers)
-  GradientCopies,         // a replicated gradient piece not labelled as a copy (counted twice)
-  GradientScale1Pct,      // one replica averages a gradient with a factor 1% too large
+  MissingAllreduce,        // drop the first allreduce step
+  AllgatherForAllreduce,   // an allgather where an allreduce is needed
+  WrongGroup,              // a collective over the wrong device group
+  WrongStageDevice,        // send/recv to a device that is not the receiver (the sender itself on 2 devices)
+  ReplicaScale,            // one replica averages gradients with another factor
+  EarlyUpdate,             // a weight update issued before its gradient is reduced
+  DoubleCount,             // a partial sum counted twice (the allreduce runs twice)
+  CollectiveOrder,         // rank 0 reorders its collectives into a deadlock (two group collectives a peer
+                           // shares swapped, else a receive waited on before the send it answers)
+  GradientCopies,          // a replicated gradient piece not labelled as a copy (counted twice)
+  GradientScale1Pct,       // one replica averages a gradient with a factor 1% too large
+  DoubleInplaceAllreduce,  // a partial sum read by two ops allreduced twice in place on the producer's buffer
+                           // (issue 25; only the buffer check, buffer_check.h, sees it)
 };
 bool seeded_bug_from_name(const std::string& name, SeededBug& out);
 std::string seeded_bug_names();  // "missing-allreduce, allgather-for-allreduce, ..."
@@ -58,7 +64,10 @@ struct ProgramCheck {
   bool seed_not_applicable = false;
   std::vector<std::string> notes;   // what lowering decided that the user should know (LoweredPlan::notes)
   int ranks = 0, edges = 0, steps = 0, collectives = 0;
+  int buffers = 0;        // buffers the buffer check interpreted, over every rank
+  int buffer_errors = 0;  // how many of `errors` the buffer check found (the last ones)
   double ms = 0;
+  double buffer_ms = 0;  // of which the buffer check
 };
 
 // `replicas`: plan replicas (N = replicas x plan.ngpus ranks).

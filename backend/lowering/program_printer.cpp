@@ -145,6 +145,80 @@ std::vector<std::string> LoweredPlan::collective_trace(const RankProgram& p) con
   return out;
 }
 
+std::string LoweredPlan::instr_text(const sema::Graph& g, const RankProgram& p, const PInstr& in) const {
+  std::ostringstream o;
+  auto buf = [](int b) { return b < 0 ? std::string("zeros") : "b" + std::to_string(b); };
+  auto edge_note = [&]() {
+    if (in.edge < 0)
+      return in.kind == PInstr::ReduceScatter || in.kind == PInstr::AllGather
+                 ? "  (zero1: " +
+                       std::string(in.kind == PInstr::ReduceScatter ? "gradient of " : "updated shards of ") +
+                       tensor_text(g, p.buffers[static_cast<size_t>(in.a)].tensor) + ")"
+                 : std::string();
+    const CommEdge& e = comm.edges[static_cast<size_t>(in.edge)];
+    std::string from = e.producer >= 0 ? g.node(e.producer).name : "storage";
+    std::string to = e.consumer >= 0 ? g.node(e.consumer).name : "update";
+    return "  (" + std::string(e.backward ? "gradient of " : "") + tensor_text(g, e.tensor) + " " + from + " -> " + to +
+           ", step " + std::to_string(in.step + 1) + ")";
+  };
+  auto over = [&]() {
+    return " count " + std::to_string(collective_count(p, in)) + " over ranks " +
+           group_text(groups[static_cast<size_t>(in.group)]);
+  };
+  o << (in.mb >= 0 ? "mb" + std::to_string(in.mb) : std::string("step")) << " " << instr_name(in.kind);
+  std::string k = "k" + std::to_string(in.kernel);
+  switch (in.kind) {
+    case PInstr::Alloc:
+    case PInstr::SeedGrad: o << " " << buf(in.b); break;
+    case PInstr::Free: o << " " << buf(in.a); break;
+    case PInstr::LoadInput:
+      o << " " << buf(in.b) << " = " << tensor_text(g, p.buffers[static_cast<size_t>(in.b)].tensor);
+      break;
+    case PInstr::Extract: o << " " << buf(in.b) << " <- " << buf(in.a) << scale_text(in.scale); break;
+    case PInstr::AddTo: o << " " << buf(in.b) << " += " << buf(in.a) << scale_text(in.scale); break;
+    case PInstr::Insert: o << " " << buf(in.b) << " <+ " << buf(in.a); break;
+    case PInstr::SliceIn: o << " " << k << ".in" << in.index << " <- " << buf(in.a) << scale_text(in.scale); break;
+    case PInstr::Forward:
+    case PInstr::DropForward:
+    case PInstr::Backward:
+    case PInstr::BackwardW:
+    case PInstr::FreeKernel: o << " " << k; break;
+    case PInstr::Wait: o << " " << buf(in.a); break;
+    case PInstr::CollectOut: o << " " << buf(in.b) << " += " << k << ".out" << in.index << scale_text(in.scale); break;
+    case PInstr::SliceGrad: o << " " << k << ".dy" << in.index << " <- " << buf(in.a) << scale_text(in.scale); break;
+    case PInstr::CollectGrad: o << " " << buf(in.b) << " += " << k << ".din" << in.index; break;
+    case PInstr::AllReduce: o << " " << buf(in.a) << over() << edge_note(); break;
+    case PInstr::AllGather:
+    case PInstr::ReduceScatter:
+    case PInstr::AllToAll: o << " " << buf(in.a) << " -> " << buf(in.b) << over() << edge_note(); break;
+    case PInstr::Send:
+      o << " " << buf(in.a) << " count " << collective_count(p, in) << " to rank " << in.peer << " tag " << in.tag
+        << edge_note();
+      break;
+    case PInstr::Recv:
+      o << " " << buf(in.b) << " count " << collective_count(p, in) << " from rank " << in.peer << " tag " << in.tag
+        << edge_note();
+      break;
+    case PInstr::BucketAllReduce: {
+      o << " bucket " << in.index << " [";
+      const auto& bs = p.buckets[static_cast<size_t>(in.index)];
+      for (size_t i = 0; i < bs.size(); ++i) o << (i ? " " : "") << buf(bs[i]);
+      o << "]" << over();
+      break;
+    }
+    case PInstr::ReplicaAverage: o << " " << buf(in.a) << over() << scale_text(in.scale); break;
+    case PInstr::LossShare: o << " " << buf(in.a); break;
+    case PInstr::LossAllReduce: o << over(); break;
+    case PInstr::Clip: break;
+    case PInstr::Update:
+      o << " " << buf(in.a) << " (" << tensor_text(g, p.buffers[static_cast<size_t>(in.a)].tensor) << ") with "
+        << buf(in.b);
+      break;
+  }
+
+  return o.str();
+}
+
 std::string LoweredPlan::dump_rank(const sema::Graph& g, const RankProgram& p) const {
   std::ostringstream o;
   o << "program rank " << p.rank << " (device " << p.device << " of plan " << plan << ", replica " << p.replica << " of " << replicas
@@ -172,68 +246,7 @@ std::string LoweredPlan::dump_rank(const sema::Graph& g, const RankProgram& p) c
     if (d.mb >= 0) o << " mb" << d.mb;
     o << " " << piece_text(d.piece) << "\n";
   }
-  auto buf = [](int b) { return b < 0 ? std::string("zeros") : "b" + std::to_string(b); };
-  auto edge_note = [&](const PInstr& in) {
-    if (in.edge < 0)
-      return in.kind == PInstr::ReduceScatter || in.kind == PInstr::AllGather
-                 ? "  (zero1: " + std::string(in.kind == PInstr::ReduceScatter ? "gradient of " : "updated shards of ") +
-                       tensor_text(g, p.buffers[static_cast<size_t>(in.a)].tensor) + ")"
-                 : std::string();
-    const CommEdge& e = comm.edges[static_cast<size_t>(in.edge)];
-    std::string from = e.producer >= 0 ? g.node(e.producer).name : "storage";
-    std::string to = e.consumer >= 0 ? g.node(e.consumer).name : "update";
-    return "  (" + std::string(e.backward ? "gradient of " : "") + tensor_text(g, e.tensor) + " " + from + " -> " + to + ", step " +
-           std::to_string(in.step + 1) + ")";
-  };
-  auto over = [&](const PInstr& in) {
-    return " count " + std::to_string(collective_count(p, in)) + " over ranks " + group_text(groups[static_cast<size_t>(in.group)]);
-  };
-  for (const PInstr& in : p.instrs) {
-    o << "  " << (in.mb >= 0 ? "mb" + std::to_string(in.mb) : std::string("step")) << " " << instr_name(in.kind);
-    std::string k = "k" + std::to_string(in.kernel);
-    switch (in.kind) {
-      case PInstr::Alloc:
-      case PInstr::SeedGrad: o << " " << buf(in.b); break;
-      case PInstr::Free: o << " " << buf(in.a); break;
-      case PInstr::LoadInput: o << " " << buf(in.b) << " = " << tensor_text(g, p.buffers[static_cast<size_t>(in.b)].tensor); break;
-      case PInstr::Extract: o << " " << buf(in.b) << " <- " << buf(in.a) << scale_text(in.scale); break;
-      case PInstr::AddTo: o << " " << buf(in.b) << " += " << buf(in.a) << scale_text(in.scale); break;
-      case PInstr::Insert: o << " " << buf(in.b) << " <+ " << buf(in.a); break;
-      case PInstr::SliceIn: o << " " << k << ".in" << in.index << " <- " << buf(in.a) << scale_text(in.scale); break;
-      case PInstr::Forward:
-      case PInstr::DropForward:
-      case PInstr::Backward:
-      case PInstr::BackwardW:
-      case PInstr::FreeKernel: o << " " << k; break;
-      case PInstr::Wait: o << " " << buf(in.a); break;
-      case PInstr::CollectOut: o << " " << buf(in.b) << " += " << k << ".out" << in.index << scale_text(in.scale); break;
-      case PInstr::SliceGrad: o << " " << k << ".dy" << in.index << " <- " << buf(in.a) << scale_text(in.scale); break;
-      case PInstr::CollectGrad: o << " " << buf(in.b) << " += " << k << ".din" << in.index; break;
-      case PInstr::AllReduce: o << " " << buf(in.a) << over(in) << edge_note(in); break;
-      case PInstr::AllGather:
-      case PInstr::ReduceScatter:
-      case PInstr::AllToAll: o << " " << buf(in.a) << " -> " << buf(in.b) << over(in) << edge_note(in); break;
-      case PInstr::Send:
-        o << " " << buf(in.a) << " count " << collective_count(p, in) << " to rank " << in.peer << " tag " << in.tag << edge_note(in);
-        break;
-      case PInstr::Recv:
-        o << " " << buf(in.b) << " count " << collective_count(p, in) << " from rank " << in.peer << " tag " << in.tag << edge_note(in);
-        break;
-      case PInstr::BucketAllReduce: {
-        o << " bucket " << in.index << " [";
-        const auto& bs = p.buckets[static_cast<size_t>(in.index)];
-        for (size_t i = 0; i < bs.size(); ++i) o << (i ? " " : "") << buf(bs[i]);
-        o << "]" << over(in);
-        break;
-      }
-      case PInstr::ReplicaAverage: o << " " << buf(in.a) << over(in) << scale_text(in.scale); break;
-      case PInstr::LossShare: o << " " << buf(in.a); break;
-      case PInstr::LossAllReduce: o << over(in); break;
-      case PInstr::Clip: break;
-      case PInstr::Update: o << " " << buf(in.a) << " (" << tensor_text(g, p.buffers[static_cast<size_t>(in.a)].tensor) << ") with " << buf(in.b); break;
-    }
-    o << "\n";
-  }
+  for (const PInstr& in : p.instrs) o << "  " << instr_text(g, p, in) << "\n";
   o << "}\n";
   return o.str();
 }

@@ -201,6 +201,9 @@ struct LoweredPlan {
   // --emit=program: every program, deterministic.
   std::string dump(const sema::Graph& g) const;
   std::string dump_rank(const sema::Graph& g, const RankProgram& p) const;
+  // One instruction of p as --emit=program prints it, without indentation
+  // ("mb0 allreduce b5 count 32 over ranks {0,1}  (%3 embedding#0 -> add#0, step 1)").
+  std::string instr_text(const sema::Graph& g, const RankProgram& p, const PInstr& in) const;
   // The collectives a rank issues in one step, one line each, as the
   // Communicator's trace writes them (NNS_COMM_TRACE): "allreduce 2048 {0,1}".
   std::vector<std::string> collective_trace(const RankProgram& p) const;

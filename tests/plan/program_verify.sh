@@ -51,6 +51,16 @@ bug wrong-stage-device "program: %5 (gelu#0 -> linear#1), step 1 (send/recv): de
 # A pipeline's point-to-point order: rank 0 waits for a gradient before the
 # activation send that gradient answers.
 bug collective-order "deadlock: the ranks wait on different collectives: rank 0 waits for the send/recv of gradient of" examples/alphafold2.nns tiny pipeline3f1b 4
+# Issue 25: a partial sum read by two ops allreduced twice in place on the
+# producer's buffer. Only the buffer check sees it: every diagnosis is one
+# of its (rank, instruction) lines, none of the value or order halves.
+bug double-inplace-allreduce "already reduced it in place: the partial sum is reduced twice (its reduction count is 2)" tests/plan/plans/shared_partial.nns small vs 2
+errs=$(grep "^nns: error: program: " <<<"$out")
+other=$(grep -v "^nns: error: program: rank [0-9]*, instruction [0-9]* (" <<<"$errs")
+if [ -z "$errs" ] || [ -n "$other" ]; then
+  echo "FAIL: double-inplace-allreduce: expected only buffer-check diagnoses, got:"; echo "$errs" | head -5; fail=1
+fi
+ok tests/plan/plans/shared_partial.nns small vs 2
 # A kind with nothing to corrupt says so, with its own exit status.
 out="$("$NNS" check examples/01_mlp.nns --config small --plan dp --gpus 2 --seed-bug wrong-stage-device 2>&1)"
 rc=$?
