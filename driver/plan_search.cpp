@@ -18,10 +18,11 @@
 #include "backend/planner/cost_model.h"
 #include "backend/planner/profiles.h"
 #include "backend/planner/program_cost.h"
-#include "backend/planner/simulator.h"
 #include "backend/planner/search.h"
+#include "backend/planner/simulator.h"
 #include "driver/commands.h"
 #include "driver/pipeline.h"
+#include "driver/setup_notice.h"
 
 namespace nns::driver {
 
@@ -321,7 +322,10 @@ int cmd_plan(const Args& a) {
     }
   }
   if (int rc = search_options(run, constraints, top); rc != kExitOk) return rc;
-  run.r = planner::search_plans(run.model, run.so);
+  {
+    SetupNotice notice("searching plans for " + std::to_string(run.n) + " x " + run.prof.name);
+    run.r = planner::search_plans(run.model, run.so);
+  }
   print_search(run);
   if (run.r.best.empty()) {
     std::printf("no plan found: %s\n", run.r.note.c_str());
