@@ -34,14 +34,35 @@ struct CommEdge {
   Layout from, to;
   Adapter adapter;
   std::string note;    // why an edge could not be expressed as a layout, if so
+  // Traffic once (mark_shared_transfers). Consumers of one tensor that need
+  // it in the same layout, in the same plan segment, share one transfer:
+  // `shared_with` names the edge that carries it, -1 when the edge carries
+  // its own. Forward, the carrier is the first consumer's edge and the
+  // others read its result; backward, it is the edge of the consumer whose
+  // backward runs last (the first in graph order), and the others' gradient
+  // shares are summed into its contribution before its one adapter runs.
+  int shared_with = -1;
+  // Once per step instead of once per micro-batch: a parameter's edges. A
+  // weight does not change within a step, so its forward transfer runs in
+  // the first micro-batch and every micro-batch reads what it received;
+  // its gradient is summed over the micro-batches and moved once (a
+  // bucket's allreduce at the step's end, any other adapter in the last
+  // micro-batch).
+  bool per_step = false;
 };
 
 struct CommPlan {
   std::vector<CommEdge> edges;
+  // Over the edges that carry a transfer (shared_with < 0), each once:
   int64_t collectives() const;  // number of collective launches (all groups of a step count once)
   double bytes() const;         // total volume by the cost model, summed over devices
   double cross_bytes() const;   // of which moves between device groups (send/recv out of the source group)
-  std::string dump(const sema::Graph& g) const;
+  // The same for a step of `micro_batches`: per-micro-batch edges that many
+  // times, per-step edges once.
+  int64_t step_collectives(int micro_batches) const;
+  double step_bytes(int micro_batches) const;
+  // `micro_batches` > 1 adds the step's totals.
+  std::string dump(const sema::Graph& g, int micro_batches = 1) const;
 };
 
 // Reads a layout off the pieces that leaf sub-ops hold of one tensor.
@@ -59,6 +80,16 @@ bool layout_of_pieces(const std::vector<std::pair<int, sema::OperandSlice>>& pie
 // before it left gets a note instead of an adapter.
 CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, const std::vector<bool>* only_nodes = nullptr,
                               const AdapterCost& cost = {});
+
+// Sets CommEdge::shared_with and per_step over derived edges (the last step
+// of derive_communication; exposed for tests). Forward edges share when
+// they carry the same tensor between the same layouts to consumers in one
+// plan segment; backward edges likewise, between consumers that run a
+// backward (an activation's gradient shares; a parameter's gradient edges
+// are per step instead). One segment: the carrier's task then runs on that
+// rank before (forward) or after (backward) every sharer's, whatever the
+// schedule.
+void mark_shared_transfers(const sema::Graph& g, const sema::Plan& plan, CommPlan& cp);
 
 // The pieces of operand k of top-level op `node` that the plan's leaf
 // sub-ops hold, one (device, slice) per device of each leaf; and the
