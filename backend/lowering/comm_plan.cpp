@@ -365,9 +365,15 @@ void mark_shared_transfers(const sema::Graph& g, const sema::Plan& plan, CommPla
                ? plan.segment_of_node[static_cast<size_t>(node)]
                : -1;
   };
-  // Which forward consumers run a backward: only they produce a gradient
-  // share (computed only when some backward edge could share).
-  std::vector<bool> runs_backward;
+  // Which forward consumers run a backward, and which tensors need a
+  // gradient: only those gradient edges run (lowering's PlanAnalysis reads
+  // the same flow).
+  const sema::GradientFlow flow = sema::gradient_flow(g, plan);
+  auto runs = [&](const CommEdge& e) {
+    if (!e.backward) return true;
+    const size_t n = static_cast<size_t>(e.producer), t = static_cast<size_t>(e.tensor);
+    return n < flow.backward.size() && flow.backward[n] && t < flow.requires_grad.size() && flow.requires_grad[t];
+  };
   // Edges that could share, by (direction, tensor, layouts, segment of the
   // consumer: backward, of the forward consumer that makes the share).
   std::map<std::tuple<bool, int, std::string, int>, std::vector<size_t>> groups;
@@ -376,7 +382,8 @@ void mark_shared_transfers(const sema::Graph& g, const sema::Plan& plan, CommPla
     e.shared_with = -1;
     const bool param = g.tensor(e.tensor).kind == sema::TensorKind::Param;
     e.per_step = param;
-    if (!e.note.empty() || e.adapter.steps.empty() || (e.backward && param)) continue;
+    e.idle = !runs(e);
+    if (!e.note.empty() || e.adapter.steps.empty() || (e.backward && param) || e.idle) continue;
     const int consumer = e.backward ? e.producer : e.consumer;
     groups[{e.backward, e.tensor, e.from.to_string() + "|" + e.to.to_string(), segment(consumer)}].push_back(i);
   }
@@ -388,14 +395,7 @@ void mark_shared_transfers(const sema::Graph& g, const sema::Plan& plan, CommPla
       for (size_t j = 1; j < members.size(); ++j) cp.edges[members[j]].shared_with = static_cast<int>(members[0]);
       continue;
     }
-    if (runs_backward.empty()) runs_backward = sema::gradient_flow(g, plan).backward;
-    std::vector<size_t> live;
-    for (size_t i : members) {
-      int n = cp.edges[i].producer;
-      if (n >= 0 && static_cast<size_t>(n) < runs_backward.size() && runs_backward[static_cast<size_t>(n)])
-        live.push_back(i);
-    }
-    if (live.size() < 2) continue;
+    const std::vector<size_t>& live = members;
     // Backward runs the ops in reverse graph order and an op's inputs in
     // order: the carrier is the last input of the first consumer (the edges
     // are listed by node, then input).
@@ -420,7 +420,7 @@ template <class F>
 double sum_edges(const std::vector<CommEdge>& edges, int micro_batches, const F& f) {
   double v = 0;
   for (const CommEdge& e : edges)
-    if (e.shared_with < 0) v += f(e) * (e.per_step ? 1 : micro_batches);
+    if (e.shared_with < 0 && !e.idle) v += f(e) * (e.per_step ? 1 : micro_batches);
   return v;
 }
 
@@ -435,21 +435,21 @@ int64_t launches_of(const CommEdge& e) {
 int64_t CommPlan::collectives() const {
   int64_t n = 0;
   for (const CommEdge& e : edges)
-    if (e.shared_with < 0) n += launches_of(e);
+    if (e.shared_with < 0 && !e.idle) n += launches_of(e);
   return n;
 }
 
 double CommPlan::bytes() const {
   double b = 0;
   for (const CommEdge& e : edges)
-    if (e.shared_with < 0) b += e.adapter.bytes;
+    if (e.shared_with < 0 && !e.idle) b += e.adapter.bytes;
   return b;
 }
 
 double CommPlan::cross_bytes() const {
   double b = 0;
   for (const CommEdge& e : edges)
-    if (e.shared_with < 0) b += e.adapter.cross;
+    if (e.shared_with < 0 && !e.idle) b += e.adapter.cross;
   return b;
 }
 
@@ -471,7 +471,7 @@ std::string CommPlan::dump(const sema::Graph& g, int micro_batches) const {
     if (edges[i].shared_with >= 0) sharers[static_cast<size_t>(edges[i].shared_with)].push_back(i);
   for (size_t i = 0; i < edges.size(); ++i) {
     const CommEdge& e = edges[i];
-    if ((e.adapter.steps.empty() && e.note.empty()) || e.shared_with >= 0) continue;
+    if ((e.adapter.steps.empty() && e.note.empty()) || e.shared_with >= 0 || (e.idle && e.note.empty())) continue;
     const sema::TensorInfo& t = g.tensor(e.tensor);
     out << "  " << (e.backward ? "backward grad " : "forward ") << "%" << e.tensor
         << (t.kind == sema::TensorKind::Activation ? "" : "(" + t.name + ")") << " " << sema::dtype_name(t.dtype)

@@ -49,11 +49,15 @@ struct CommEdge {
   // bucket's allreduce at the step's end, any other adapter in the last
   // micro-batch).
   bool per_step = false;
+  // A gradient edge that no backward runs (its forward consumer has none,
+  // e.g. a no-grad recycling pass, or the tensor needs no gradient):
+  // derived, but not listed by dump() nor counted in the totals.
+  bool idle = false;
 };
 
 struct CommPlan {
   std::vector<CommEdge> edges;
-  // Over the edges that carry a transfer (shared_with < 0), each once:
+  // Over the edges that carry a transfer (shared_with < 0, not idle), each once:
   int64_t collectives() const;  // number of collective launches (all groups of a step count once)
   double bytes() const;         // total volume by the cost model, summed over devices
   double cross_bytes() const;   // of which moves between device groups (send/recv out of the source group)
@@ -81,7 +85,7 @@ bool layout_of_pieces(const std::vector<std::pair<int, sema::OperandSlice>>& pie
 CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, const std::vector<bool>* only_nodes = nullptr,
                               const AdapterCost& cost = {});
 
-// Sets CommEdge::shared_with and per_step over derived edges (the last step
+// Sets CommEdge::shared_with, per_step and idle over derived edges (the last step
 // of derive_communication; exposed for tests). Forward edges share when
 // they carry the same tensor between the same layouts to consumers in one
 // plan segment; backward edges likewise, between consumers that run a
