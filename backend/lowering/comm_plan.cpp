@@ -383,7 +383,7 @@ void mark_shared_transfers(const sema::Graph& g, const sema::Plan& plan, CommPla
     const bool param = g.tensor(e.tensor).kind == sema::TensorKind::Param;
     e.per_step = param;
     e.idle = !runs(e);
-    if (!e.note.empty() || e.adapter.steps.empty() || (e.backward && param) || e.idle) continue;
+    if (!e.note.empty() || e.adapter.steps.empty() || bucketed(e) || e.idle) continue;
     const int consumer = e.backward ? e.producer : e.consumer;
     groups[{e.backward, e.tensor, e.from.to_string() + "|" + e.to.to_string(), segment(consumer)}].push_back(i);
   }

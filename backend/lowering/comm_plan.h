@@ -82,17 +82,25 @@ bool layout_of_pieces(const std::vector<std::pair<int, sema::OperandSlice>>& pie
 // `cost` goes to derive_adapter, with cost.give_up_above a bound on all the
 // edges together: an edge whose every chain costs more than what the edges
 // before it left gets a note instead of an adapter.
+// Whether a parameter's gradient edge is one allreduce: lowering sums it
+// over the micro-batches into its bucket and reduces the bucket at the
+// step's end (PlanAnalysis); such edges do not share (each has its bucket
+// buffer).
+inline bool bucketed(const CommEdge& e) {
+  return e.backward && e.consumer < 0 && e.adapter.steps.size() == 1 &&
+         e.adapter.steps[0].prim == AdapterStep::AllReduce;
+}
+
 CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, const std::vector<bool>* only_nodes = nullptr,
                               const AdapterCost& cost = {});
 
-// Sets CommEdge::shared_with, per_step and idle over derived edges (the last step
-// of derive_communication; exposed for tests). Forward edges share when
-// they carry the same tensor between the same layouts to consumers in one
-// plan segment; backward edges likewise, between consumers that run a
-// backward (an activation's gradient shares; a parameter's gradient edges
-// are per step instead). One segment: the carrier's task then runs on that
-// rank before (forward) or after (backward) every sharer's, whatever the
-// schedule.
+// Sets CommEdge::shared_with, per_step and idle over derived edges (the
+// last step of derive_communication). Forward edges share when they carry
+// the same tensor between the same layouts to consumers in one plan
+// segment; backward edges likewise, between consumers that run a backward
+// (a parameter's gradient edges too, unless bucketed). One segment: the
+// carrier's task then runs on that rank before (forward) or after
+// (backward) every sharer's, whatever the schedule.
 void mark_shared_transfers(const sema::Graph& g, const sema::Plan& plan, CommPlan& cp);
 
 // The pieces of operand k of top-level op `node` that the plan's leaf

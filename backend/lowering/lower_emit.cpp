@@ -180,38 +180,42 @@ constexpr int kHeld = -2;
 
 // Traffic once, backward. A sharer's gradient share (CommEdge::shared_with)
 // is summed on this rank until its carrier runs, which adds the sum to its
-// own share and moves it in one transfer; a parameter's gradient share (per
-// step) is summed over the micro-batches and moved in the last. Returns the
-// buffer to move now (-1: this rank holds no share), or kHeld.
+// own share and moves it in one transfer; a parameter's gradient shares
+// (per step: its carrier's and its sharers') are summed over the
+// micro-batches and moved by the carrier in the last. Returns the buffer
+// to move now (-1: this rank holds no share), or kHeld.
 int share_gradient(RankBuild& R, const CommEdge& e, int contrib, int mb) {
   auto add = [&](int from, int to) {
     PInstr& in = R.emit(PInstr::AddTo, mb);
     in.a = from;
     in.b = to;
   };
-  if (e.shared_with >= 0) {
+  const int self = R.edge_index(e), carrier = e.shared_with >= 0 ? e.shared_with : self;
+  if (e.per_step) {
     if (contrib >= 0) {
-      auto [it, fresh] = R.pending_share.emplace(std::make_pair(mb, e.shared_with), contrib);
+      auto [it, fresh] = R.step_grad.emplace(carrier, -1);
+      if (fresh) {
+        it->second = R.new_buffer(BufferDecl::Contrib, e.tensor, -1, R.label(contrib));
+        R.emit(PInstr::Alloc, mb).b = it->second;
+      }
+      add(contrib, it->second);
+    }
+    if (carrier != self || mb + 1 < static_cast<int>(R.spec.micro_batches)) return kHeld;
+    auto it = R.step_grad.find(self);
+    return it == R.step_grad.end() ? -1 : it->second;
+  }
+  if (carrier != self) {
+    if (contrib >= 0) {
+      auto [it, fresh] = R.pending_share.emplace(std::make_pair(mb, carrier), contrib);
       if (!fresh) add(contrib, it->second);
     }
     return kHeld;
   }
-  if (auto it = R.pending_share.find({mb, R.edge_index(e)}); it != R.pending_share.end()) {
+  if (auto it = R.pending_share.find({mb, self}); it != R.pending_share.end()) {
     if (contrib >= 0) add(it->second, contrib);
     R.pending_share.erase(it);
   }
-  if (!e.per_step) return contrib;
-  if (contrib >= 0) {
-    auto [it, fresh] = R.step_grad.emplace(R.edge_index(e), -1);
-    if (fresh) {
-      it->second = R.new_buffer(BufferDecl::Contrib, e.tensor, -1, R.label(contrib));
-      R.emit(PInstr::Alloc, mb).b = it->second;
-    }
-    add(contrib, it->second);
-  }
-  if (mb + 1 < static_cast<int>(R.spec.micro_batches)) return kHeld;
-  auto it = R.step_grad.find(R.edge_index(e));
-  return it == R.step_grad.end() ? -1 : it->second;
+  return contrib;
 }
 
 // The gradient of input kk of an op: collected from its kernels, then

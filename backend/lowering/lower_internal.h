@@ -83,9 +83,7 @@ struct PlanAnalysis {
     return l;
   }
 
-  static bool deferrable(const CommEdge& e) {
-    return e.backward && e.consumer < 0 && e.adapter.steps.size() == 1 && e.adapter.steps[0].prim == AdapterStep::AllReduce;
-  }
+  static bool deferrable(const CommEdge& e) { return bucketed(e); }
 
   void run() {
     for (const CommEdge& e : cp.edges)
