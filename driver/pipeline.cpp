@@ -270,7 +270,11 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p) {
   p.planned = plan;
   if (!plan && o.topo.ranks > 1 && o.last >= Stage::Check)
     if (int rc = implicit_plan_stage(o, p, report(Stage::Check)); rc != kExitOk) return rc;
-  if (plan && emits(Stage::Comm)) std::cout << p.comm.dump(p.graph());
+  if (plan && emits(Stage::Comm)) {
+    // With the train block's micro-batches the dump adds the step's totals.
+    const int mbs = p.interp->train() ? static_cast<int>(p.interp->train()->micro_batches) : 1;
+    std::cout << p.comm.dump(p.graph(), mbs);
+  }
   if (o.last <= Stage::Comm) return kExitOk;
 
   // program: what each rank runs. On one device without a plan, the

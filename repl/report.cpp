@@ -86,6 +86,7 @@ CommSummary summarize_comm(const Graph& g, const Plan& plan) {
     return out;
   }
   for (const backend::CommEdge& e : cp.edges) {
+    if (e.shared_with >= 0) continue;  // reads (or sends its gradient through) another edge's transfer
     const sema::TensorInfo& t = g.tensor(e.tensor);
     std::string tensor = "%" + std::to_string(e.tensor) + (t.kind == sema::TensorKind::Activation ? "" : "(" + t.name + ")");
     std::string from = e.producer >= 0 ? g.node(e.producer).name : std::string(t.kind == sema::TensorKind::Param ? "param" : "input");

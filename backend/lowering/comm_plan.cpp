@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 
 namespace nns::backend {
 
@@ -354,39 +355,141 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, cons
       cp.edges.push_back(std::move(e));
     }
   }
+  mark_shared_transfers(g, plan, cp);
   return cp;
 }
+
+void mark_shared_transfers(const sema::Graph& g, const sema::Plan& plan, CommPlan& cp) {
+  auto segment = [&](int node) {
+    return node >= 0 && static_cast<size_t>(node) < plan.segment_of_node.size()
+               ? plan.segment_of_node[static_cast<size_t>(node)]
+               : -1;
+  };
+  // Which forward consumers run a backward, and which tensors need a
+  // gradient: only those gradient edges run (lowering's PlanAnalysis reads
+  // the same flow).
+  const sema::GradientFlow flow = sema::gradient_flow(g, plan);
+  auto runs = [&](const CommEdge& e) {
+    if (!e.backward) return true;
+    const size_t n = static_cast<size_t>(e.producer), t = static_cast<size_t>(e.tensor);
+    return n < flow.backward.size() && flow.backward[n] && t < flow.requires_grad.size() && flow.requires_grad[t];
+  };
+  // Edges that could share, by (direction, tensor, layouts, segment of the
+  // consumer: backward, of the forward consumer that makes the share).
+  std::map<std::tuple<bool, int, std::string, int>, std::vector<size_t>> groups;
+  for (size_t i = 0; i < cp.edges.size(); ++i) {
+    CommEdge& e = cp.edges[i];
+    e.shared_with = -1;
+    const bool param = g.tensor(e.tensor).kind == sema::TensorKind::Param;
+    e.per_step = param;
+    e.idle = !runs(e);
+    if (!e.note.empty() || e.adapter.steps.empty() || bucketed(e) || e.idle) continue;
+    const int consumer = e.backward ? e.producer : e.consumer;
+    groups[{e.backward, e.tensor, e.from.to_string() + "|" + e.to.to_string(), segment(consumer)}].push_back(i);
+  }
+  for (auto& [key, members] : groups) {
+    if (members.size() < 2) continue;
+    if (!std::get<0>(key)) {
+      // Forward: the first consumer (graph order, then input order) is
+      // emitted first; the others read what it received.
+      for (size_t j = 1; j < members.size(); ++j) cp.edges[members[j]].shared_with = static_cast<int>(members[0]);
+      continue;
+    }
+    const std::vector<size_t>& live = members;
+    // Backward runs the ops in reverse graph order and an op's inputs in
+    // order: the carrier is the last input of the first consumer (the edges
+    // are listed by node, then input).
+    size_t carrier = live[0];
+    for (size_t i : live)
+      if (cp.edges[i].producer == cp.edges[live[0]].producer) carrier = i;
+    for (size_t i : live)
+      if (i != carrier) cp.edges[i].shared_with = static_cast<int>(carrier);
+  }
+}
+
+namespace {
+
+bool launches(const AdapterStep& s) {
+  return s.prim != AdapterStep::Chunk && s.prim != AdapterStep::ValueSplit &&
+         (s.prim != AdapterStep::SendRecv || s.bytes > 0);
+}
+
+// Sums `f` over the edges that carry a transfer, per-micro-batch edges
+// `micro_batches` times.
+template <class F>
+double sum_edges(const std::vector<CommEdge>& edges, int micro_batches, const F& f) {
+  double v = 0;
+  for (const CommEdge& e : edges)
+    if (e.shared_with < 0 && !e.idle) v += f(e) * (e.per_step ? 1 : micro_batches);
+  return v;
+}
+
+int64_t launches_of(const CommEdge& e) {
+  int64_t n = 0;
+  for (const AdapterStep& s : e.adapter.steps) n += launches(s) ? 1 : 0;
+  return n;
+}
+
+}  // namespace
 
 int64_t CommPlan::collectives() const {
   int64_t n = 0;
   for (const CommEdge& e : edges)
-    for (const AdapterStep& s : e.adapter.steps)
-      if (s.prim != AdapterStep::Chunk && s.prim != AdapterStep::ValueSplit && (s.prim != AdapterStep::SendRecv || s.bytes > 0)) ++n;
+    if (e.shared_with < 0 && !e.idle) n += launches_of(e);
   return n;
 }
 
 double CommPlan::bytes() const {
   double b = 0;
-  for (const CommEdge& e : edges) b += e.adapter.bytes;
+  for (const CommEdge& e : edges)
+    if (e.shared_with < 0 && !e.idle) b += e.adapter.bytes;
   return b;
 }
 
 double CommPlan::cross_bytes() const {
   double b = 0;
-  for (const CommEdge& e : edges) b += e.adapter.cross;
+  for (const CommEdge& e : edges)
+    if (e.shared_with < 0 && !e.idle) b += e.adapter.cross;
   return b;
 }
 
-std::string CommPlan::dump(const sema::Graph& g) const {
+int64_t CommPlan::step_collectives(int micro_batches) const {
+  return static_cast<int64_t>(
+      sum_edges(edges, micro_batches, [](const CommEdge& e) { return static_cast<double>(launches_of(e)); }));
+}
+
+double CommPlan::step_bytes(int micro_batches) const {
+  return sum_edges(edges, micro_batches, [](const CommEdge& e) { return e.adapter.bytes; });
+}
+
+std::string CommPlan::dump(const sema::Graph& g, int micro_batches) const {
   std::ostringstream out;
   out << "communication {\n";
-  for (const CommEdge& e : edges) {
-    if (e.adapter.steps.empty() && e.note.empty()) continue;
+  // The edges that share each carrier's transfer (listed with it).
+  std::map<size_t, std::vector<size_t>> sharers;
+  for (size_t i = 0; i < edges.size(); ++i)
+    if (edges[i].shared_with >= 0) sharers[static_cast<size_t>(edges[i].shared_with)].push_back(i);
+  for (size_t i = 0; i < edges.size(); ++i) {
+    const CommEdge& e = edges[i];
+    if ((e.adapter.steps.empty() && e.note.empty()) || e.shared_with >= 0 || (e.idle && e.note.empty())) continue;
     const sema::TensorInfo& t = g.tensor(e.tensor);
-    out << "  " << (e.backward ? "backward grad " : "forward ") << "%" << e.tensor << (t.kind == sema::TensorKind::Activation ? "" : "(" + t.name + ")")
-        << " " << sema::dtype_name(t.dtype) << sema::shape_to_string(t.shape) << ": "
-        << (e.producer >= 0 ? g.node(e.producer).name : std::string(t.kind == sema::TensorKind::Param ? "param" : "input")) << " -> "
-        << (e.consumer >= 0 ? g.node(e.consumer).name : std::string("update of " + t.name)) << "\n";
+    out << "  " << (e.backward ? "backward grad " : "forward ") << "%" << e.tensor
+        << (t.kind == sema::TensorKind::Activation ? "" : "(" + t.name + ")") << " " << sema::dtype_name(t.dtype)
+        << sema::shape_to_string(t.shape) << ": ";
+    // Backward the sharers are more sources of the gradient, forward more
+    // destinations of the tensor.
+    auto name = [&](int node) { return g.node(node).name; };
+    std::string src =
+        e.producer >= 0 ? name(e.producer) : std::string(t.kind == sema::TensorKind::Param ? "param" : "input");
+    std::string dst = e.consumer >= 0 ? name(e.consumer) : std::string("update of " + t.name);
+    auto it = sharers.find(i);
+    if (it != sharers.end())
+      for (size_t j : it->second)
+        (e.backward ? src : dst) += " + " + name(e.backward ? edges[j].producer : edges[j].consumer);
+    out << src << " -> " << dst;
+    if (it != sharers.end()) out << (e.backward ? " (gradient shares summed, one transfer)" : " (one transfer)");
+    if (e.per_step) out << " (once per step)";
+    out << "\n";
     if (!e.note.empty()) {
       out << "    " << e.note << "\n";
       continue;
@@ -398,6 +501,13 @@ std::string CommPlan::dump(const sema::Graph& g) const {
       << " bytes by the volume model";
   if (cross_bytes() > 0) out << ", " << static_cast<int64_t>(cross_bytes()) << " of them across device groups";
   out << "\n";
+  if (micro_batches > 1) {
+    double cross = sum_edges(edges, micro_batches, [](const CommEdge& e) { return e.adapter.cross; });
+    out << "  per step of " << micro_batches << " micro-batches: " << step_collectives(micro_batches)
+        << " collective(s), " << static_cast<int64_t>(step_bytes(micro_batches)) << " bytes";
+    if (cross > 0) out << ", " << static_cast<int64_t>(cross) << " of them across device groups";
+    out << " (edges once per step counted once, the others per micro-batch)\n";
+  }
   out << "}\n";
   return out.str();
 }

@@ -34,14 +34,39 @@ struct CommEdge {
   Layout from, to;
   Adapter adapter;
   std::string note;    // why an edge could not be expressed as a layout, if so
+  // Traffic once (mark_shared_transfers). Consumers of one tensor that need
+  // it in the same layout, in the same plan segment, share one transfer:
+  // `shared_with` names the edge that carries it, -1 when the edge carries
+  // its own. Forward, the carrier is the first consumer's edge and the
+  // others read its result; backward, it is the edge of the consumer whose
+  // backward runs last (the first in graph order), and the others' gradient
+  // shares are summed into its contribution before its one adapter runs.
+  int shared_with = -1;
+  // Once per step instead of once per micro-batch: a parameter's edges. A
+  // weight does not change within a step, so its forward transfer runs in
+  // the first micro-batch and every micro-batch reads what it received;
+  // its gradient is summed over the micro-batches and moved once (a
+  // bucket's allreduce at the step's end, any other adapter in the last
+  // micro-batch).
+  bool per_step = false;
+  // A gradient edge that no backward runs (its forward consumer has none,
+  // e.g. a no-grad recycling pass, or the tensor needs no gradient):
+  // derived, but not listed by dump() nor counted in the totals.
+  bool idle = false;
 };
 
 struct CommPlan {
   std::vector<CommEdge> edges;
+  // Over the edges that carry a transfer (shared_with < 0, not idle), each once:
   int64_t collectives() const;  // number of collective launches (all groups of a step count once)
   double bytes() const;         // total volume by the cost model, summed over devices
   double cross_bytes() const;   // of which moves between device groups (send/recv out of the source group)
-  std::string dump(const sema::Graph& g) const;
+  // The same for a step of `micro_batches`: per-micro-batch edges that many
+  // times, per-step edges once.
+  int64_t step_collectives(int micro_batches) const;
+  double step_bytes(int micro_batches) const;
+  // `micro_batches` > 1 adds the step's totals.
+  std::string dump(const sema::Graph& g, int micro_batches = 1) const;
 };
 
 // Reads a layout off the pieces that leaf sub-ops hold of one tensor.
@@ -57,8 +82,26 @@ bool layout_of_pieces(const std::vector<std::pair<int, sema::OperandSlice>>& pie
 // `cost` goes to derive_adapter, with cost.give_up_above a bound on all the
 // edges together: an edge whose every chain costs more than what the edges
 // before it left gets a note instead of an adapter.
+// Whether a parameter's gradient edge is one allreduce: lowering sums it
+// over the micro-batches into its bucket and reduces the bucket at the
+// step's end (PlanAnalysis); such edges do not share (each has its bucket
+// buffer).
+inline bool bucketed(const CommEdge& e) {
+  return e.backward && e.consumer < 0 && e.adapter.steps.size() == 1 &&
+         e.adapter.steps[0].prim == AdapterStep::AllReduce;
+}
+
 CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, const std::vector<bool>* only_nodes = nullptr,
                               const AdapterCost& cost = {});
+
+// Sets CommEdge::shared_with, per_step and idle over derived edges (the
+// last step of derive_communication). Forward edges share when they carry
+// the same tensor between the same layouts to consumers in one plan
+// segment; backward edges likewise, between consumers that run a backward
+// (a parameter's gradient edges too, unless bucketed). One segment: the
+// carrier's task then runs on that rank before (forward) or after
+// (backward) every sharer's, whatever the schedule.
+void mark_shared_transfers(const sema::Graph& g, const sema::Plan& plan, CommPlan& cp);
 
 // The pieces of operand k of top-level op `node` that the plan's leaf
 // sub-ops hold, one (device, slice) per device of each leaf; and the

@@ -45,6 +45,35 @@ int load_input(RankBuild& R, int t, int mb) {
   return b;
 }
 
+// Tensor `src` through edge `e` for micro-batch mb, once: the transfer
+// of e's carrier (CommEdge::shared_with) runs when its first consumer reads
+// it, the other consumers in its segment read what it left, and a
+// parameter's (per step) runs in the first micro-batch only. `again`: in a
+// region's recompute, the adapter runs again on the recomputed value, in
+// the backward task that recomputes (shared there too, apart from the
+// first forward's).
+int forward_transfer(RankBuild& R, const CommEdge& e, int src, int mb, bool again) {
+  const int carrier = e.shared_with >= 0 ? e.shared_with : R.edge_index(e);
+  const std::pair<int, int> key{again ? -2 - mb : e.per_step ? -1 : mb, carrier};
+  if (auto got = R.received.find(key); got != R.received.end()) return got->second;
+  const CommEdge& c = R.A.cp.edges[static_cast<size_t>(carrier)];
+  int in = -1;
+  if (again) {
+    in = emit_adapter(R, c, src, mb, /*stay=*/true);
+  } else {
+    // The adapter is a block of its own: on a rank that runs the producer
+    // it belongs to the producer's task (a send as soon as the value
+    // exists; a collective at the same point on every member), elsewhere
+    // to the consumer's.
+    const RankBuild::Block here = R.blocks[static_cast<size_t>(R.cur_block)];
+    R.open_block(mb, here.op, here.phase, c.producer >= 0 ? R.A.op_of_node[static_cast<size_t>(c.producer)] : -1);
+    in = emit_adapter(R, c, src, mb);
+    R.open_block(mb, here.op, here.phase);
+  }
+  R.received[key] = in;
+  return in;
+}
+
 // forward_op and region_forward call each other (a region's recompute runs its ops' forward again).
 void forward_op(RankBuild& R, const PlanAnalysis::Op& op, const std::vector<int>& ks, int mb, std::unordered_map<int, int>& value, bool again = false);
 
@@ -71,21 +100,8 @@ void forward_op(RankBuild& R, const PlanAnalysis::Op& op, const std::vector<int>
     else if (R.g.tensor(t).kind == sema::TensorKind::Input) src = value[t] = load_input(R, t, mb);
     // An edge without steps leaves the piece as it is: read it in place.
     int in = src;
-    if (op.in_edge[kk] && !op.in_edge[kk]->adapter.steps.empty() && again) {
-      // Inside a region's recompute: the adapter runs again on the
-      // recomputed value, in the backward task that recomputes.
-      in = emit_adapter(R, *op.in_edge[kk], src, mb, /*stay=*/true);
-    } else if (op.in_edge[kk] && !op.in_edge[kk]->adapter.steps.empty()) {
-      // The adapter is a block of its own: on a rank that runs the
-      // producer it belongs to the producer's task (a send as soon as
-      // the value exists; a collective at the same point on every
-      // member), elsewhere to the consumer's.
-      const RankBuild::Block here = R.blocks[static_cast<size_t>(R.cur_block)];
-      int prod = op.in_edge[kk]->producer;
-      R.open_block(mb, here.op, here.phase, prod >= 0 ? R.A.op_of_node[static_cast<size_t>(prod)] : -1);
-      in = emit_adapter(R, *op.in_edge[kk], src, mb);
-      R.open_block(mb, here.op, here.phase);
-    }
+    if (op.in_edge[kk] && !op.in_edge[kk]->adapter.steps.empty())
+      in = forward_transfer(R, *op.in_edge[kk], src, mb, again);
     if (!ks.empty() && in < 0) fail("internal: no piece of %" + std::to_string(t) + " for " + n.name);
     if (region >= 0 && outside && !again) R.region_inputs[{mb, op.node, static_cast<int>(kk)}] = in;
     slice_in(R, n, ks, kk, in, mb);
@@ -160,6 +176,48 @@ bool split_w(RankBuild& R, int i) {
   return seg >= 0 && R.plan.segments[static_cast<size_t>(seg)].split_w;
 }
 
+constexpr int kHeld = -2;
+
+// Traffic once, backward. A sharer's gradient share (CommEdge::shared_with)
+// is summed on this rank until its carrier runs, which adds the sum to its
+// own share and moves it in one transfer; a parameter's gradient shares
+// (per step: its carrier's and its sharers') are summed over the
+// micro-batches and moved by the carrier in the last. Returns the buffer
+// to move now (-1: this rank holds no share), or kHeld.
+int share_gradient(RankBuild& R, const CommEdge& e, int contrib, int mb) {
+  auto add = [&](int from, int to) {
+    PInstr& in = R.emit(PInstr::AddTo, mb);
+    in.a = from;
+    in.b = to;
+  };
+  const int self = R.edge_index(e), carrier = e.shared_with >= 0 ? e.shared_with : self;
+  if (e.per_step) {
+    if (contrib >= 0) {
+      auto [it, fresh] = R.step_grad.emplace(carrier, -1);
+      if (fresh) {
+        it->second = R.new_buffer(BufferDecl::Contrib, e.tensor, -1, R.label(contrib));
+        R.emit(PInstr::Alloc, mb).b = it->second;
+      }
+      add(contrib, it->second);
+    }
+    if (carrier != self || mb + 1 < static_cast<int>(R.spec.micro_batches)) return kHeld;
+    auto it = R.step_grad.find(self);
+    return it == R.step_grad.end() ? -1 : it->second;
+  }
+  if (carrier != self) {
+    if (contrib >= 0) {
+      auto [it, fresh] = R.pending_share.emplace(std::make_pair(mb, carrier), contrib);
+      if (!fresh) add(contrib, it->second);
+    }
+    return kHeld;
+  }
+  if (auto it = R.pending_share.find({mb, self}); it != R.pending_share.end()) {
+    if (contrib >= 0) add(it->second, contrib);
+    R.pending_share.erase(it);
+  }
+  return contrib;
+}
+
 // The gradient of input kk of an op: collected from its kernels, then
 // through its adapter (or into a bucket) to where the tensor lives.
 void backward_input(RankBuild& R, const PlanAnalysis::Op& op, const std::vector<int>& ks, size_t kk, int mb, std::unordered_map<int, int>& grad) {
@@ -177,6 +235,10 @@ void backward_input(RankBuild& R, const PlanAnalysis::Op& op, const std::vector<
       c.kernel = k;
       c.index = static_cast<int>(kk);
     }
+  }
+  if (!e->adapter.steps.empty() && !R.A.bucket_of.count(e)) {
+    contrib = share_gradient(R, *e, contrib, mb);
+    if (contrib == kHeld) return;
   }
   if (auto bk = R.A.bucket_of.find(e); bk != R.A.bucket_of.end()) {
     // Summed locally over the step's micro-batches; one fused allreduce

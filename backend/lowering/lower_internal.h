@@ -41,7 +41,7 @@ struct PlanAnalysis {
   std::vector<bool> requires_grad;
   std::vector<int> op_of_node;  // node -> index into ops (-1: not a top-level op)
   sema::RecomputeRegions regions;  // recompute regions (activation checkpointing), by node
-  std::vector<int> readers;     // per tensor: how many op inputs read it (each through its own edge)
+  std::vector<int> readers;        // per tensor: how many op inputs read it through their own edge (not a shared one)
   std::map<const CommEdge*, int> bucket_of;  // deferred parameter-gradient edges -> bucket (key order)
   int buckets = 0;
   std::vector<const AdapterStep*> bucket_step;  // per bucket: the allreduce step of one of its edges (its groups)
@@ -83,9 +83,7 @@ struct PlanAnalysis {
     return l;
   }
 
-  static bool deferrable(const CommEdge& e) {
-    return e.backward && e.consumer < 0 && e.adapter.steps.size() == 1 && e.adapter.steps[0].prim == AdapterStep::AllReduce;
-  }
+  static bool deferrable(const CommEdge& e) { return bucketed(e); }
 
   void run() {
     for (const CommEdge& e : cp.edges)
@@ -103,7 +101,10 @@ struct PlanAnalysis {
     for (int n : order) {
       op_of_node[static_cast<size_t>(n)] = static_cast<int>(ops.size());
       ops.push_back(analyse_op(n, fwd, bwd, flow));
-      for (int t : g.node(n).inputs) ++readers[static_cast<size_t>(t)];
+      // An input that shares another's transfer reads what it received.
+      for (size_t k = 0; k < g.node(n).inputs.size(); ++k)
+        if (!ops.back().in_edge[k] || ops.back().in_edge[k]->shared_with < 0)
+          ++readers[static_cast<size_t>(g.node(n).inputs[k])];
     }
     for (auto& [t, l] : storage)
       for (const LayoutFactor& f : l.factors)
@@ -262,6 +263,14 @@ struct RankBuild {
   std::unordered_map<int, int> accum_buf;        // parameter tensor -> its Accum buffer
   std::map<std::pair<int, int>, int> bucket_buf;  // (bucket, tensor) -> buffer
   uint32_t tag = 0;                              // the last send/recv tag
+  // Traffic once (CommEdge::shared_with, per_step). What a carrier edge's
+  // adapter left on this rank, by (micro-batch, -1 for a per-step edge;
+  // edge index): its sharers and later micro-batches read it. Backward: the
+  // sharers' gradient shares summed until their carrier runs, by
+  // (micro-batch, carrier edge); a parameter gradient edge's shares summed
+  // over the micro-batches, by edge.
+  std::map<std::pair<int, int>, int> received, pending_share;
+  std::map<int, int> step_grad;
   // Recompute regions: the buffer each region op read for an input from
   // outside its region in forward, (mb, node, input) -> buffer, read again
   // by the region's recompute; the forward values of the micro-batch.
@@ -310,6 +319,7 @@ struct RankBuild {
   // The id of a device group of an adapter step, in global ranks (cached:
   // a 1024-device group is built and compared once per replica, not per rank).
   int group_of(const std::vector<int>& devs);
+  int edge_index(const CommEdge& e) const { return static_cast<int>(&e - A.cp.edges.data()); }
   // The member devices of the group of `st` this device is in (null: none).
   const std::vector<int>* my_devices(const AdapterStep& st) const { return A.devices_of_group(st, device()); }
 };

@@ -28,13 +28,15 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
   PlanAnalysis analysis(g, plan, out.comm);
   analysis.run();
   out.notes = analysis.zero1_notes;
+  // The edges the programs run: an edge that shares another's transfer
+  // (CommEdge::shared_with) runs none of its own.
   std::set<int> used;
   for (const PlanAnalysis::Op& op : analysis.ops) {
     for (const CommEdge* e : op.in_edge)
-      if (e) used.insert(static_cast<int>(e - out.comm.edges.data()));
+      if (e && e->shared_with < 0) used.insert(static_cast<int>(e - out.comm.edges.data()));
     if (op.backward)
       for (const CommEdge* e : op.grad_edge)
-        if (e) used.insert(static_cast<int>(e - out.comm.edges.data()));
+        if (e && e->shared_with < 0) used.insert(static_cast<int>(e - out.comm.edges.data()));
   }
   out.edges.assign(used.begin(), used.end());
   GroupTable groups{{}, out.groups, {}, {}, -1};
