@@ -470,6 +470,28 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int r
       return finish();
     }
   }
+  if (bug == SeededBug::DoubleInplaceAllreduce) {
+    // Traffic once gives a partial sum's consumers one shared allreduce;
+    // the bug lives in the derivation before it, one allreduce per consumer
+    // (each on its own copy), which the seed then runs in place. Lower that
+    // derivation again with the forward transfers unshared.
+    CommPlan unshared = lp.comm;
+    bool any = false;
+    for (CommEdge& e : unshared.edges)
+      if (!e.backward && e.shared_with >= 0) {
+        e.shared_with = -1;
+        any = true;
+      }
+    if (any) {
+      opts.comm = &unshared;
+      try {
+        lp = lower_plan(g, plan, sp, opts);
+      } catch (const LoweringError& e) {
+        out.errors.push_back(std::string("lowering: ") + e.what());
+        return finish();
+      }
+    }
+  }
   if (bug == SeededBug::DoubleInplaceAllreduce && !seed_double_inplace_allreduce(g, lp, out.applied)) {
     out.errors.push_back("seeded bug does not apply: no partial sum read by two ops is allreduced for both");
     out.seed_not_applicable = true;
