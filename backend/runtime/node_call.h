@@ -29,6 +29,8 @@ struct NodeCall {
     if (auto* b = std::get_if<bool>(&it->second)) return *b;
     throw RuntimeError("node " + node.name + ": attribute '" + k + "' is not an int");
   }
+  // A bool (or int) attribute, false when absent.
+  bool attr_flag(const std::string& k) const { return node.attrs.count(k) && attr_int(k) != 0; }
   int64_t attr_int_or(const std::string& k, int64_t fallback) const {
     auto it = node.attrs.find(k);
     return it != node.attrs.end() && std::holds_alternative<int64_t>(it->second) ? std::get<int64_t>(it->second) : fallback;

@@ -11,35 +11,15 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/runtime/attention_dims.h"
 #include "backend/runtime/cpu/call.h"
 
 namespace nns::backend::cpu_ops {
 
 namespace {
 
-struct AttentionDims {
-  int64_t batch = 1, s = 0, e = 0, t = 0, f = 0;
-};
-
-AttentionDims attention_dims(const Shape& q, const Shape& kt, const Shape& v) {
-  AttentionDims d;
-  d.s = q[q.size() - 2], d.e = q.back(), d.t = kt.back(), d.f = v.back();
-  d.batch = prod(q, 0, q.size() - 2);
-  return d;
-}
-
-// A bool attribute, false when absent.
-bool attr_flag(const Call& c, const char* name) { return c.node.attrs.count(name) && c.attr_int(name) != 0; }
-
 // The probabilities p [batch, s, t] of q, kt: the forward's first three
 // ops (and the mask) into `p`, with `scaled` as the scores' scratch.
-// The query position of row i: i mod the `period` attribute (grouped-query
-// attention stacks the groups' queries), i itself without one.
-int64_t mask_period(const Call& c, const AttentionDims& d) {
-  const int64_t period = c.attr_int_or("period", 0);
-  return period > 0 ? period : d.s;
-}
-
 void probabilities(const Call& c, const float* q, const float* kt, const AttentionDims& d, bool causal, float scale,
                    std::vector<float>& scaled, std::vector<float>& p) {
   const int64_t n = d.batch * d.s * d.t;
@@ -60,8 +40,8 @@ void probabilities(const Call& c, const float* q, const float* kt, const Attenti
 void sdpa_fwd(const Call& c) {
   const AttentionDims d = attention_dims(c.in[0].shape, c.in[1].shape, c.in[2].shape);
   std::vector<float> scaled, p;
-  probabilities(c, c.in[0].f32(), c.in[1].f32(), d, attr_flag(c, "causal"),
-                static_cast<float>(c.attr_float("scale", 1)), scaled, p);
+  probabilities(c, c.in[0].f32(), c.in[1].f32(), d, c.attr_flag("causal"), static_cast<float>(c.attr_float("scale", 1)),
+                scaled, p);
   MATMUL_KERNEL(matmul)(p.data(), c.in[2].f32(), c.out[0].f32(), d.batch, d.batch, d.s, d.t, d.f, false, false, 0.f);
 }
 
@@ -69,7 +49,7 @@ void sdpa_fwd(const Call& c) {
 // causal_mask, the scale, matmul(q, kt).
 void sdpa_bwd(const Call& c) {
   const AttentionDims d = attention_dims(c.x(0).shape, c.x(1).shape, c.x(2).shape);
-  const bool causal = attr_flag(c, "causal");
+  const bool causal = c.attr_flag("causal");
   const float scale = static_cast<float>(c.attr_float("scale", 1));
   float *dq = c.dx(0), *dkt = c.dx(1), *dv = c.dx(2);
   if (!dq && !dkt && !dv) return;

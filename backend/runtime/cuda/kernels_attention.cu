@@ -6,6 +6,7 @@
 // is the next step where a GPU can check it against this path.
 #include <cmath>
 
+#include "backend/runtime/attention_dims.h"
 #include "backend/runtime/cuda/call.h"
 #include "backend/runtime/cuda/kernels.h"
 
@@ -20,18 +21,6 @@ void causal_mask(const float* x, float* y, int64_t n, int64_t rows, int64_t cols
 
 namespace {
 
-struct AttentionDims {
-  int64_t batch = 1, s = 0, e = 0, t = 0, f = 0;
-  int64_t scores() const { return batch * s * t; }
-};
-
-AttentionDims attention_dims(const sema::Shape& q, const sema::Shape& kt, const sema::Shape& v) {
-  AttentionDims d;
-  d.s = q[q.size() - 2], d.e = q.back(), d.t = kt.back(), d.f = v.back();
-  for (size_t i = 0; i + 2 < q.size(); ++i) d.batch *= q[i];
-  return d;
-}
-
 // Row-major c[i] = op(a[i]) op(b[i]) over the batch (gemm.h).
 RowMajorProduct product(const Call& call, const float* a, const float* b, float* c, const AttentionDims& d, int64_t m,
                         int64_t k, int64_t n, bool trans_a, bool trans_b) {
@@ -44,15 +33,9 @@ RowMajorProduct product(const Call& call, const float* a, const float* b, float*
   return p;
 }
 
-bool attr_flag(const Call& c, const char* name) { return c.node.attrs.count(name) && c.attr_int(name) != 0; }
-
-// Rows per causal mask: the `period` attribute (grouped-query attention
-// stacks the groups' queries, row i is query i mod period), else s. The
-// mask kernel takes row i of a [rows, cols] matrix as (k / cols) % rows.
-int64_t mask_rows(const Call& c, const AttentionDims& d) {
-  const int64_t period = c.attr_int_or("period", 0);
-  return period > 0 ? period : d.s;
-}
+// Rows per causal mask (attention_dims.h mask_period): the mask kernel
+// takes row i of a [rows, cols] matrix as (k / cols) % rows.
+int64_t mask_rows(const Call& c, const AttentionDims& d) { return mask_period(c, d); }
 
 // p = softmax(mask(q kt * scale)) into `p`; `scaled` is the scores' scratch.
 void probabilities(const Call& c, const float* q, const float* kt, const AttentionDims& d, bool causal, float scale,
@@ -71,8 +54,8 @@ void sdpa_fwd(const Call& c) {
   if (d.scores() == 0 || d.f == 0) return;
   float* scaled = c.scratch.get<float>(d.scores());
   float* p = c.scratch.get<float>(d.scores());
-  probabilities(c, c.in[0].f32(), c.in[1].f32(), d, attr_flag(c, "causal"),
-                static_cast<float>(c.attr_float("scale", 1)), scaled, p);
+  probabilities(c, c.in[0].f32(), c.in[1].f32(), d, c.attr_flag("causal"), static_cast<float>(c.attr_float("scale", 1)),
+                scaled, p);
   c.gemm.run(product(c, p, c.in[2].f32(), c.out[0].f32(), d, d.s, d.t, d.f, false, false), c.scratch);
 }
 
@@ -81,7 +64,7 @@ void sdpa_bwd(const Call& c) {
   const AttentionDims d = attention_dims(c.x(0).shape, c.x(1).shape, c.x(2).shape);
   float *dq = c.dx(0), *dkt = c.dx(1), *dv = c.dx(2);
   if ((!dq && !dkt && !dv) || d.scores() == 0) return;
-  const bool causal = attr_flag(c, "causal");
+  const bool causal = c.attr_flag("causal");
   const float scale = static_cast<float>(c.attr_float("scale", 1));
   const int64_t n = d.scores(), rows = d.batch * d.s;
   float* scaled = c.scratch.get<float>(n);
