@@ -23,13 +23,24 @@ std::vector<backend::ModelParam> model_params(sema::Graph& g) {
   return out;
 }
 
-// A located problem of the map (or of the checkpoint against it): printed
-// with the block's source line and a caret, exit 65.
-int report(Pipeline& p, const backend::WeightMapError& e) {
-  p.diags.error(e.loc, e.what());
-  p.diags.print(std::cerr, front::want_colour());
-  p.diags.clear();
-  return kExitBadInput;
+// Runs `body` (which reads or writes checkpoints) and turns its errors into
+// the exit code: a problem of the map, or of the checkpoint against it, is
+// printed located at the block's line with a caret; any other checkpoint
+// error as "nns: error: ...". Both are bad input (65).
+template <class Body>
+int guarded(Pipeline& p, Body body) {
+  try {
+    body();
+  } catch (const backend::WeightMapError& e) {
+    p.diags.error(e.loc, e.what());
+    p.diags.print(std::cerr, front::want_colour());
+    p.diags.clear();
+    return kExitBadInput;
+  } catch (const backend::SafetensorsError& e) {
+    std::cerr << "nns: error: " << e.what() << "\n";
+    return kExitBadInput;
+  }
+  return kExitOk;
 }
 
 void list_kept(const std::vector<std::string>& kept) {
@@ -38,11 +49,13 @@ void list_kept(const std::vector<std::string>& kept) {
   for (const std::string& k : kept) std::printf("  %s\n", k.c_str());
 }
 
-bool evaluate_map(Pipeline& p, const std::string& name, sema::WeightMapSpec& map) {
-  if (p.interp->evaluate_weights(name, map)) return true;
+// Runs weights block `name` into `map`: kExitOk, else its errors printed
+// and 64 for an unknown name (a usage error, as an unknown plan) or 65.
+int evaluate_map(Pipeline& p, const std::string& name, sema::WeightMapSpec& map) {
+  if (p.interp->evaluate_weights(name, map)) return kExitOk;
   p.diags.print(std::cerr, front::want_colour());
   p.diags.clear();
-  return false;
+  return p.interp->failure() == sema::Interpreter::Failure::UnknownPlan ? kExitUsage : kExitBadInput;
 }
 
 }  // namespace
@@ -52,7 +65,7 @@ int check_weight_maps(Pipeline& p) {
   bool ok = true;
   for (const std::string& name : p.interp->weight_map_names()) {
     sema::WeightMapSpec map;
-    if (!evaluate_map(p, name, map)) return kExitBadInput;
+    if (int rc = evaluate_map(p, name, map); rc != kExitOk) return rc;
     for (const backend::WeightMapError& e : backend::unknown_parameters(map, params)) {
       p.diags.error(e.loc, e.what());
       ok = false;
@@ -68,26 +81,21 @@ int import_init_weights(Pipeline& p, const RunOptions& r) {
   if (r.init_map.empty() && r.init_partial) {
     // The model's own names, some left out on purpose: read once here, so
     // that the names left out are listed once.
-    try {
+    return guarded(p, [&] {
       auto f = std::make_shared<backend::SafetensorsFile>(backend::read_checkpoint(r.init));
       std::vector<std::string> kept;
       for (const backend::ModelParam& m : model_params(p.graph()))
         if (!m.buffer && !f->find(m.name)) kept.push_back(m.name);
       list_kept(kept);
       p.init_weights = std::move(f);
-    } catch (const backend::SafetensorsError& e) {
-      std::cerr << "nns: error: " << e.what() << "\n";
-      return kExitBadInput;
-    }
-    return kExitOk;
+    });
   }
   if (r.init_map.empty()) return kExitOk;
   if (r.init.empty())
     return usage_error("--init-map " + r.init_map + " needs --init CHECKPOINT (the file or folder in that layout)");
   sema::WeightMapSpec map;
-  if (!evaluate_map(p, r.init_map, map))
-    return p.interp->failure() == sema::Interpreter::Failure::UnknownPlan ? kExitUsage : kExitBadInput;
-  try {
+  if (int rc = evaluate_map(p, r.init_map, map); rc != kExitOk) return rc;
+  return guarded(p, [&] {
     SetupNotice notice("reading " + r.init + " through weights " + map.name);
     backend::ExternalCheckpoint ckpt(r.init);
     backend::ImportedWeights w = backend::import_weights(map, ckpt, model_params(p.graph()), r.init_partial);
@@ -98,13 +106,7 @@ int import_init_weights(Pipeline& p, const RunOptions& r) {
       std::printf("nns: %zu tensor(s) of %s ignored by the map (ignore(...))\n", w.ignored.size(), r.init.c_str());
     std::fflush(stdout);
     p.init_weights = std::make_shared<const backend::SafetensorsFile>(std::move(w.tensors));
-  } catch (const backend::WeightMapError& e) {
-    return report(p, e);
-  } catch (const backend::SafetensorsError& e) {
-    std::cerr << "nns: error: " << e.what() << "\n";
-    return kExitBadInput;
-  }
-  return kExitOk;
+  });
 }
 
 // nns ckpt export CKPT FILE.nns --map NAME [--config C] [--set K=V] -o OUT
@@ -119,9 +121,8 @@ int cmd_ckpt_export(const Args& a) {
   Pipeline p;
   if (int rc = run_pipeline(o, p); rc != kExitOk) return rc;
   sema::WeightMapSpec map;
-  if (!evaluate_map(p, a.init_map, map))
-    return p.interp->failure() == sema::Interpreter::Failure::UnknownPlan ? kExitUsage : kExitBadInput;
-  try {
+  if (int rc = evaluate_map(p, a.init_map, map); rc != kExitOk) return rc;
+  return guarded(p, [&] {
     backend::SafetensorsFile f = backend::read_checkpoint(a.positional[1]);
     std::vector<std::string> notes;
     std::vector<backend::StTensor> out = backend::export_weights(map, f, a.positional[1], notes);
@@ -130,13 +131,7 @@ int cmd_ckpt_export(const Args& a) {
     std::printf("nns: wrote %s: %zu tensor(s) in the layout of weights %s (F32)\n", a.output.c_str(), out.size(),
                 map.name.c_str());
     for (const std::string& n : notes) std::printf("note: %s\n", n.c_str());
-  } catch (const backend::WeightMapError& e) {
-    return report(p, e);
-  } catch (const backend::SafetensorsError& e) {
-    std::cerr << "nns: error: " << e.what() << "\n";
-    return kExitBadInput;
-  }
-  return kExitOk;
+  });
 }
 
 }  // namespace nns::driver

@@ -253,8 +253,13 @@ ImportedWeights import_weights(const sema::WeightMapSpec& map, const ExternalChe
       cached = ckpt.read_f32(source);
       cached_name = source;
     }
-    std::vector<float> values = cached;
-    if (t.axis >= 0) {
+    // A whole tensor is taken out of the cache (no copy of a 150 MB
+    // embedding); a cut is read out of it, which stays for the next cut.
+    std::vector<float> values;
+    if (t.axis < 0) {
+      values = std::move(cached);
+      cached_name.clear();
+    } else {
       if (t.axis >= static_cast<int>(shape.size()))
         throw WeightMapError(
             t.loc, "'" + source + "' " + sema::shape_to_string(shape) + " has no axis " + std::to_string(t.axis));
@@ -262,7 +267,7 @@ ImportedWeights import_weights(const sema::WeightMapSpec& map, const ExternalChe
         throw WeightMapError(t.loc, "slice [" + std::to_string(t.start) + ", " + std::to_string(t.end) + ") of axis " +
                                         std::to_string(t.axis) + " is outside '" + source + "' " +
                                         sema::shape_to_string(shape));
-      values = slice(values, shape, t.axis, t.start, t.end);
+      values = slice(cached, shape, t.axis, t.start, t.end);
       shape[static_cast<size_t>(t.axis)] = t.end - t.start;
     }
     if (t.transpose) {
