@@ -16,36 +16,16 @@
 #include "backend/runtime/checkpoint_store.h"
 #include "backend/runtime/safetensors.h"
 #include "frontend/regular_file.h"
+#include "temp_dir.h"
 
 using namespace nns::backend;
 namespace fs = std::filesystem;
 
-namespace {
-
-struct Folder {
-  fs::path path;
-  Folder() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/nns_fs_XXXXXX";
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~Folder() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-std::string slurp(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-}  // namespace
+using nns::backend::test::slurp;
+using nns::backend::test::TempDir;
 
 TEST_CASE("file safety: FIFOs and devices are refused without blocking", "[backend][file_safety]") {
-  Folder dir;
+  TempDir dir;
   const std::string fifo = dir.file("pipe");
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);  // no writer: a blocking open would hang here
   std::string why, text;
@@ -68,7 +48,7 @@ TEST_CASE("file safety: FIFOs and devices are refused without blocking", "[backe
 
 TEST_CASE("file safety: a planted symlink under a temporary's name is never written through",
           "[backend][file_safety]") {
-  Folder dir;
+  TempDir dir;
   const std::string target = dir.file("victim"), out = dir.file("out.txt");
   std::ofstream(target) << "precious";
   // The old predictable name, and a guess at the new one: neither is used.
@@ -80,7 +60,7 @@ TEST_CASE("file safety: a planted symlink under a temporary's name is never writ
 }
 
 TEST_CASE("file safety: special files are refused as outputs", "[backend][file_safety]") {
-  Folder dir;
+  TempDir dir;
   const std::string fifo = dir.file("pipe");
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   CHECK_THROWS_WITH(write_text_atomic(fifo, "x"), Catch::Contains("not a regular file"));
@@ -96,7 +76,7 @@ TEST_CASE("file safety: special files are refused as outputs", "[backend][file_s
 }
 
 TEST_CASE("file safety: a symlinked step-* folder is never cleaned through", "[backend][file_safety]") {
-  Folder save, elsewhere;
+  TempDir save, elsewhere;
   std::ofstream(elsewhere.file("manifest")) << "someone else's";
   std::ofstream(elsewhere.file("rank-0.safetensors")) << "someone else's";
   fs::create_directories(save.path);

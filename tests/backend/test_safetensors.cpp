@@ -12,37 +12,13 @@
 #include <vector>
 
 #include "backend/runtime/safetensors.h"
+#include "temp_dir.h"
 
 namespace nns::backend::test {
 
 namespace {
 
 namespace fs = std::filesystem;
-
-// A fresh directory under $TMPDIR (or /tmp), removed with its content.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/nns_st_XXXXXX";
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-void spit(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
 
 // A file as the reference writer lays it out: 8-byte LE length, the JSON
 // (space-padded to a multiple of 8 when `pad`), then `data`.

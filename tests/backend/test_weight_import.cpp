@@ -12,24 +12,13 @@
 
 #include "backend/runtime/cpu/half_bits.h"
 #include "backend/runtime/weight_import.h"
+#include "temp_dir.h"
 
 namespace nns::backend::test {
 
 namespace {
 
 namespace fs = std::filesystem;
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/nns_wi_XXXXXX";
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 StTensor f32(const std::string& name, std::vector<int64_t> shape, std::vector<float> v) {
   return f32_tensor(name, shape, v.data(), v.size());
