@@ -37,20 +37,8 @@ SEQ=4096
 VOCAB=131072
 
 # simulate CONFIG GPUS PLAN_GPUS [FLAGS...] -> "step_ms wall_s peak_GiB"
-simulate() {
-  local cfg=$1 gpus=$2 plan_gpus=$3
-  shift 3
-  local t0 t1 out
-  t0=$(date +%s.%N)
-  out=$("$NNS" simulate examples/gpt.nns --config "$cfg" --plan megatron_h100 --gpus "$gpus" --plan-gpus "$plan_gpus" \
-        --device h100 --precision bf16 "$@")
-  t1=$(date +%s.%N)
-  local step peak
-  step=$(sed -n 's/^simulated .*: step \([0-9.]*\) ms$/\1/p' <<<"$out")
-  peak=$(sed -n 's/^  peak memory: rank [0-9]* \([0-9.]*\) GiB.*/\1/p' <<<"$out")
-  [ -n "$step" ] || { echo "megatron_h100.sh: no step time from nns simulate ($cfg)" >&2; echo "$out" >&2; exit 70; }
-  echo "$step $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') ${peak:-?}"
-}
+source "$ROOT/bench/simulate_step.sh"
+simulate() { simulate_step "$NNS" megatron_h100 h100 bf16 "$@"; }
 
 MISSES=0
 printf "%-10s %5s %4s %3s %3s %5s  %9s %9s %7s   %9s %7s %7s %8s\n" config hidden L tp pp gpus published blocking error \

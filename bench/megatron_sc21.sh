@@ -43,20 +43,9 @@ ROWS=(
 SEQ=2048
 VOCAB=51200
 
-# simulate CONFIG GPUS PLAN_GPUS [FLAGS...] -> "step_ms wall_s"
-simulate() {
-  local cfg=$1 gpus=$2 plan_gpus=$3
-  shift 3
-  local t0 t1 out
-  t0=$(date +%s.%N)
-  out=$("$NNS" simulate examples/gpt.nns --config "$cfg" --plan megatron_sc21 --gpus "$gpus" --plan-gpus "$plan_gpus" \
-        --device "$DEVICE" --precision fp16 "$@")
-  t1=$(date +%s.%N)
-  local step
-  step=$(sed -n 's/^simulated .*: step \([0-9.]*\) ms$/\1/p' <<<"$out")
-  [ -n "$step" ] || { echo "megatron_sc21.sh: no step time from nns simulate ($cfg)" >&2; echo "$out" >&2; exit 70; }
-  echo "$step $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')"
-}
+# simulate CONFIG GPUS PLAN_GPUS [FLAGS...] -> "step_ms wall_s peak_GiB"
+source "$ROOT/bench/simulate_step.sh"
+simulate() { simulate_step "$NNS" megatron_sc21 "$DEVICE" fp16 "$@"; }
 
 MISSES=0
 printf "%-10s %5s %4s %3s %3s %5s  %9s %9s %7s %7s   %9s %7s\n" config hidden L tp pp gpus published predicted error sim_s overlapped error
@@ -64,10 +53,10 @@ for row in "${ROWS[@]}"; do
   read -r cfg h l heads tp pp gpus gb mb pub <<<"$row"
   if [ -n "$ROWS_WANTED" ] && [[ "$ROWS_WANTED" != *",$cfg,"* ]]; then continue; fi
   plan_gpus=$((tp * pp))
-  read -r step wall <<<"$(simulate "$cfg" "$gpus" "$plan_gpus")"
+  read -r step wall _ <<<"$(simulate "$cfg" "$gpus" "$plan_gpus")"
   # --check (ctest) costs the blocking runs only.
   step_o=$step
-  [ "$CHECK" = 1 ] || read -r step_o wall_o <<<"$(simulate "$cfg" "$gpus" "$plan_gpus" --overlap-grad-reduce)"
+  [ "$CHECK" = 1 ] || read -r step_o wall_o _ <<<"$(simulate "$cfg" "$gpus" "$plan_gpus" --overlap-grad-reduce)"
   line=$(awk -v cfg="$cfg" -v h="$h" -v l="$l" -v tp="$tp" -v pp="$pp" -v g="$gpus" -v B="$gb" -v s="$SEQ" -v V="$VOCAB" \
       -v pub="$pub" -v step="$step" -v wall="$wall" -v step_o="$step_o" 'BEGIN {
     flops = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))

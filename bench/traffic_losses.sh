@@ -14,16 +14,7 @@ cd "$ROOT"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
-cases=(
-  "examples/gpt.nns tiny_pipe pipeline 2"
-  "examples/gpt.nns tiny_pipe zero_bubble 2"
-  "examples/gpt.nns tiny_pipe megatron 2"
-  "examples/t5.nns tiny interlaced 4"
-  "examples/t5.nns tiny pipeline 2"
-  "examples/bert.nns tiny_pipe pipeline 2"
-  "examples/alphafold2.nns tiny pipeline3f1b 2"
-  "examples/llama.nns tiny megatron 2"
-)
+mapfile -t cases < <(grep -v '^#' bench/traffic_cases.txt)
 for c in "${cases[@]}"; do
   read -r file config plan ranks <<< "$c"
   args=("$file" --config "$config" --plan "$plan" --gpus "$ranks" --steps "$STEPS" --verify)

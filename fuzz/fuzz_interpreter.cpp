@@ -32,41 +32,22 @@ constexpr int64_t kBudgetSteps = 2'000'000;
 constexpr double kBudgetSeconds = 0.25;
 constexpr int kMaxPlans = 2;
 
-std::string g_dir, g_path;
-
-void remove_dir() {
-  std::error_code ec;
-  std::filesystem::remove_all(g_dir, ec);
-}
+nns::fuzz::InputFile g_input("fuzz_interpreter", "input.nns");
 
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   nns::fuzz::silence_streams();
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/nns_fuzz_interpreter.XXXXXX";
-  if (!::mkdtemp(pattern.data())) {
-    std::perror("fuzz_interpreter: mkdtemp");
-    std::abort();
-  }
-  g_dir = pattern;
-  g_path = g_dir + "/input.nns";
-  std::atexit(remove_dir);
+  g_input.create();
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace nns::driver;
-  {
-    std::FILE* f = std::fopen(g_path.c_str(), "wb");
-    if (!f || std::fwrite(data, 1, size, f) != size || std::fclose(f) != 0) {
-      std::perror("fuzz_interpreter: writing the input");
-      std::abort();
-    }
-  }
+  g_input.write(data, size);
   nns::fuzz::run_guarded("fuzz_interpreter", [&] {
     PipelineOptions o;
-    o.path = g_path;
+    o.path = g_input.path();
     o.last = Stage::Graph;
     o.eval_budget.steps = kBudgetSteps;
     o.eval_budget.seconds = kBudgetSeconds;

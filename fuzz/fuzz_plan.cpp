@@ -55,42 +55,23 @@ train {
 plan p(ngpus) {
 )";
 
-std::string g_dir, g_path;
-
-void remove_dir() {
-  std::error_code ec;
-  std::filesystem::remove_all(g_dir, ec);
-}
+nns::fuzz::InputFile g_input("fuzz_plan", "input.nns");
 
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   nns::fuzz::silence_streams();
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/nns_fuzz_plan.XXXXXX";
-  if (!::mkdtemp(pattern.data())) {
-    std::perror("fuzz_plan: mkdtemp");
-    std::abort();
-  }
-  g_dir = pattern;
-  g_path = g_dir + "/input.nns";
-  std::atexit(remove_dir);
+  g_input.create();
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace nns::driver;
-  {
-    const std::string text = std::string(kModel) + std::string(reinterpret_cast<const char*>(data), size) + "\n}\n";
-    std::FILE* f = std::fopen(g_path.c_str(), "wb");
-    if (!f || std::fwrite(text.data(), 1, text.size(), f) != text.size() || std::fclose(f) != 0) {
-      std::perror("fuzz_plan: writing the input");
-      std::abort();
-    }
-  }
+  const std::string text = std::string(kModel) + std::string(reinterpret_cast<const char*>(data), size) + "\n}\n";
+  g_input.write(text.data(), text.size());
   nns::fuzz::run_guarded("fuzz_plan", [&] {
     PipelineOptions o;
-    o.path = g_path;
+    o.path = g_input.path();
     o.last = Stage::Graph;
     o.eval_budget.steps = kBudgetSteps;
     o.eval_budget.seconds = kBudgetSeconds;

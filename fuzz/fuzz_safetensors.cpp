@@ -20,18 +20,13 @@
 
 namespace {
 
-std::string g_dir, g_path;
-
-void remove_dir() {
-  std::error_code ec;
-  std::filesystem::remove_all(g_dir, ec);
-}
+nns::fuzz::InputFile g_input("fuzz_safetensors", "input.safetensors");
 
 void run() {
   using namespace nns::backend;
   SafetensorsFile f;
   try {
-    f = read_safetensors(g_path);
+    f = read_safetensors(g_input.path());
   } catch (const SafetensorsError&) {
     return;
   }
@@ -43,13 +38,13 @@ void run() {
     if (t.data.size() != numel * dtype_size(t.dtype))
       nns::fuzz::internal_error("fuzz_safetensors", "tensor '" + t.name + "' holds " + std::to_string(t.data.size()) + " bytes for its shape");
     try {
-      if (t.dtype == "F32") (void)read_f32(f, t.name, found->shape, g_path);
+      if (t.dtype == "F32") (void)read_f32(f, t.name, found->shape, g_input.path());
     } catch (const SafetensorsError&) {
     }
   }
   for (const char* key : {"step", "world"}) {
     try {
-      (void)metadata_count(f, key, g_path);
+      (void)metadata_count(f, key, g_input.path());
     } catch (const SafetensorsError&) {
     }
   }
@@ -59,24 +54,12 @@ void run() {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   nns::fuzz::silence_streams();
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/nns_fuzz_safetensors.XXXXXX";
-  if (!::mkdtemp(pattern.data())) {
-    std::perror("fuzz_safetensors: mkdtemp");
-    std::abort();
-  }
-  g_dir = pattern;
-  g_path = g_dir + "/input.safetensors";
-  std::atexit(remove_dir);
+  g_input.create();
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  std::FILE* f = std::fopen(g_path.c_str(), "wb");
-  if (!f || std::fwrite(data, 1, size, f) != size || std::fclose(f) != 0) {
-    std::perror("fuzz_safetensors: writing the input");
-    std::abort();
-  }
+  g_input.write(data, size);
   nns::fuzz::run_guarded("fuzz_safetensors", run);
   return 0;
 }

@@ -5,9 +5,12 @@
 // main) aborts here, so libFuzzer records the input as a crash.
 #pragma once
 
+#include <stdlib.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 #include <streambuf>
 #include <string>
@@ -33,6 +36,52 @@ inline void silence_streams() {
   std::fflush(stderr);
   std::abort();
 }
+
+// The one file a target hands its input to the code under test through
+// (the readers take paths, as every caller gives them one): NAME in a
+// private temporary folder under $TMPDIR, made once, removed at exit.
+class InputFile {
+ public:
+  InputFile(const char* target, const char* name) : target_(target), name_(name) {}
+
+  // Makes the folder; call from LLVMFuzzerInitialize.
+  void create() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/nns_" + target_ + ".XXXXXX";
+    if (!::mkdtemp(pattern.data())) {
+      std::perror((std::string(target_) + ": mkdtemp").c_str());
+      std::abort();
+    }
+    dir() = pattern;
+    path_ = pattern + "/" + name_;
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(dir(), ec);
+    });
+  }
+
+  // Replaces the file's content with `size` bytes at `data`.
+  void write(const void* data, size_t size) const {
+    std::FILE* f = std::fopen(path_.c_str(), "wb");
+    if (!f || std::fwrite(data, 1, size, f) != size || std::fclose(f) != 0) {
+      std::perror((std::string(target_) + ": writing the input").c_str());
+      std::abort();
+    }
+  }
+
+  const std::string& path() const { return path_; }
+
+ private:
+  // One folder per process (each target makes one InputFile), reachable
+  // from the atexit handler, which cannot capture.
+  static std::string& dir() {
+    static std::string d;
+    return d;
+  }
+  const char* target_;
+  const char* name_;
+  std::string path_;
+};
 
 // Runs `body`; an exception other than the expected kinds is a finding.
 template <typename F>
