@@ -28,6 +28,8 @@ expect "NNS_COMM_TIMEOUT='inf': expected a number of seconds" NNS_COMM_TIMEOUT=i
 # Local ranks are capped by cores and memory, with an explicit override.
 out=$(timeout 60 "$NNS" run examples/01_mlp.nns --steps 1 --gpus 65536 2>&1); rc=$?
 if [ $rc != 64 ] || ! grep -qF "65536 local ranks on" <<<"$out"; then echo "FAIL: --gpus 65536: exit $rc"; echo "$out" | tail -2; fail=1; fi
+# ... before the model is elaborated and 65536 programs lowered (18 s).
+if grep -qF "program:" <<<"$out"; then echo "FAIL: --gpus 65536 lowered the ranks' programs before refusing"; fail=1; fi
 out=$(NNS_MAX_LOCAL_RANKS=1 timeout 60 "$NNS" run examples/01_mlp.nns --steps 1 --gpus 2 2>&1); rc=$?
 if [ $rc != 64 ] || ! grep -qF "more than NNS_MAX_LOCAL_RANKS=1" <<<"$out"; then echo "FAIL: NNS_MAX_LOCAL_RANKS=1 --gpus 2: exit $rc"; fail=1; fi
 # Two jobs on one MASTER_PORT: job B's rank 1 reaches job A's store and is
