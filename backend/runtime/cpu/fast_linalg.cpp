@@ -9,6 +9,7 @@
 #include <string>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -289,7 +290,15 @@ __attribute__((target("avx,f16c"))) void round_fp16_f16c(const float* p, float* 
   for (int64_t i = vec; i < n; ++i) out[i] = round_to_fp16(p[i]);
 }
 bool have_f16c() {
-  static const bool yes = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  // F16C from CPUID leaf 1 (ECX bit 29): clang before 15 does not know
+  // "f16c" as a __builtin_cpu_supports feature (the fuzz and sanitizer
+  // builds use clang 14). AVX is asked the builtin, which also checks that
+  // the OS saves the YMM registers.
+  static const bool yes = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+    return (ecx & (1u << 29)) != 0 && __builtin_cpu_supports("avx");
+  }();
   return yes;
 }
 #else
