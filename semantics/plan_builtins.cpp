@@ -225,25 +225,29 @@ bool resolve_choice(Interpreter& in, const Plan& p, int sub, const Value* dim, c
   return false;
 }
 
-// "; it splits into 2 or 4 parts" for a size whose split was refused: the
-// counts that would work (its divisors above 1, the first few), and, when
-// the refused count is the plan's device count, the device counts that
-// directive allows, so a plan refused at --gpus N says what it needs.
-static std::string split_counts_hint(int64_t size, bool num_is_device_count) {
-  std::vector<int64_t> counts;
-  for (int64_t d = 2; d <= size && counts.size() < 7; ++d)
-    if (size % d == 0) counts.push_back(d);
-  if (counts.empty()) return "; it cannot be split";
+// The part counts a dim of `size` splits into, for a refusal at a device
+// count: "num = 2, 4 or 8" (the first few divisors above 1), or why none.
+std::string accepted_counts(int64_t size) {
+  std::vector<int64_t> divs;
+  for (int64_t d = 2; d <= size && divs.size() < 7; ++d)
+    if (size % d == 0) divs.push_back(d);
+  if (divs.empty()) return "no split of it is possible";
+  std::string text = "this split accepts num = ";
+  size_t shown = std::min<size_t>(divs.size(), 6);
+  for (size_t i = 0; i < shown; ++i)
+    text += (i == 0 ? "" : i + 1 == shown && divs.size() <= 6 ? " or " : ", ") + std::to_string(divs[i]);
+  return text + (divs.size() > 6 ? ", ... (the divisors of " + std::to_string(size) + ")" : "");
+}
+
+// When the refused count is the plan's device count: the --gpus values
+// this directive allows, so a plan refused at --gpus N says what it needs.
+static std::string device_count_hint(int64_t size, bool num_is_device_count) {
+  if (!num_is_device_count) return "";
   std::string list;
-  const size_t shown = std::min<size_t>(counts.size(), 6);
-  for (size_t i = 0; i < shown; ++i) {
-    if (i > 0) list += i + 1 == shown && counts.size() <= 6 ? " or " : ", ";
-    list += std::to_string(counts[i]);
-  }
-  if (counts.size() > 6) list += ", ...";
-  std::string hint = "; it splits into " + list + " parts";
-  if (num_is_device_count) hint += " (num is this plan's device count: this split allows --gpus " + list + ")";
-  return hint;
+  int shown = 0;
+  for (int64_t d = 2; d <= size && shown < 6; ++d)
+    if (size % d == 0) list += (shown++ ? ", " : "") + std::to_string(d);
+  return list.empty() ? "" : " (num is this plan's device count: --gpus " + list + ")";
 }
 
 // trans(op, dim = "ID" | "value" | "batch", num = n) or trans(op, idx = i, dim = d, num = n)
@@ -263,8 +267,8 @@ std::string trans_refusal(Interpreter& in, Plan& p, int sub, const Value* dim, c
       if (p.subops[up].split_id == choice.id) local /= p.subops[up].split_num;
     if (num > 0 && local % num != 0)
       return "cannot split '" + choice.id + "' of op " + op_label(in, p, sub) + " into " + std::to_string(num) +
-             " parts: its size " + std::to_string(local) + " is not divisible by " + std::to_string(num) +
-             split_counts_hint(local, num == p.ngpus);
+             " parts: its size " + std::to_string(local) + " is not divisible by " + std::to_string(num) + "; " +
+             accepted_counts(local) + device_count_hint(local, num == p.ngpus);
     if (num == 0 && local < 2) return "'" + choice.id + "' of op " + op_label(in, p, sub) + " has size " + std::to_string(local) + " here: nothing to split";
   }
   return "";
