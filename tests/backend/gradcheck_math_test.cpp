@@ -46,8 +46,11 @@ TEST_CASE("gradcheck: maximum / minimum", "[backend][gradcheck]") {
   using Dims = std::vector<int64_t>;
   const std::pair<Dims, Dims> shapes[] = {{{3, 1, 4}, {2, 4}}, {{2, 3}, {2, 3}}, {{}, {2, 2}}};
   uint32_t seed = 5100;
-  for (const auto& [ad, bd] : shapes)
+  // Not a structured binding: C++17 lambdas (the loss below) cannot capture one.
+  for (const auto& shape_pair : shapes)
     for (cpu::BinaryOp op : {cpu::BinaryOp::maximum, cpu::BinaryOp::minimum}) {
+      const Dims& ad = shape_pair.first;
+      const Dims& bd = shape_pair.second;
       int64_t out[cpu::kMaxRank];
       int rank = cpu::broadcast_shape(int(ad.size()), ad.data(), int(bd.size()), bd.data(), out);
       int64_t nc = numel(Dims(out, out + rank));
