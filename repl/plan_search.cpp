@@ -57,7 +57,8 @@ bool Session::cmd_plan_search(const Command& c) {
                   k.throughput(), sema::format_bytes(static_cast<int64_t>(k.memory)).c_str(), k.fits ? "" : " (does not fit)");
     out_ << line;
   };
-  if (r.megatron_found) row("megatron", r.megatron);
+  if (r.one_device.applies) row("1 device", r.one_device.best);
+  if (r.megatron.applies) row("megatron", r.megatron.best);
   if (r.best.empty()) {
     out_ << "no plan found: " << r.note << " (the session's config fixes " << spec.micro_batches << " micro-batch(es))\n";
     return false;
