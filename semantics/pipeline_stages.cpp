@@ -109,7 +109,8 @@ Value pipeline_stages_builtin(Interpreter& in, CallArgs& a) {
             "' (ops named PATH.0.*, PATH.1.*, ...); pass blocks = \"PATH\" (or a list of paths) of its repeated layers");
   if (stages > nblocks)
     in.fail(a.loc, "pipeline_stages(" + std::to_string(stages) + "): the model has " + std::to_string(nblocks) +
-                       " block(s) under '" + prefix + "', at most one stage per block");
+                       " block(s) under '" + prefix + "', at most one stage per block (stages = 1 to " +
+                       std::to_string(nblocks) + ")");
 
   // Loose ops fed by a block (directly or not) follow the blocks; the rest precede them.
   std::vector<bool> after_blocks(p.root_of_node.size(), false);

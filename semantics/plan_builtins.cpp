@@ -225,6 +225,20 @@ bool resolve_choice(Interpreter& in, const Plan& p, int sub, const Value* dim, c
   return false;
 }
 
+// The part counts a dim of `size` splits into, for a refusal at a device
+// count: "num = 2, 4 or 8" (the first few divisors above 1), or why none.
+std::string accepted_counts(int64_t size) {
+  std::vector<int64_t> divs;
+  for (int64_t d = 2; d <= size && divs.size() < 7; ++d)
+    if (size % d == 0) divs.push_back(d);
+  if (divs.empty()) return "no split of it is possible";
+  std::string text = "this split accepts num = ";
+  size_t shown = std::min<size_t>(divs.size(), 6);
+  for (size_t i = 0; i < shown; ++i)
+    text += (i == 0 ? "" : i + 1 == shown && divs.size() <= 6 ? " or " : ", ") + std::to_string(divs[i]);
+  return text + (divs.size() > 6 ? ", ... (the divisors of " + std::to_string(size) + ")" : "");
+}
+
 // trans(op, dim = "ID" | "value" | "batch", num = n) or trans(op, idx = i, dim = d, num = n)
 // Why trans(op = sub, dim, idx, num) would be refused, "" when it would
 // not (num 0: any count the dim's size allows). trans() and splittable()
@@ -241,8 +255,9 @@ std::string trans_refusal(Interpreter& in, Plan& p, int sub, const Value* dim, c
     for (int up = sub; up >= 0 && p.subops[up].parent >= 0; up = p.subops[up].parent)
       if (p.subops[up].split_id == choice.id) local /= p.subops[up].split_num;
     if (num > 0 && local % num != 0)
-      return "cannot split '" + choice.id + "' of op " + op_label(in, p, sub) + " into " + std::to_string(num) + " parts: its size " +
-             std::to_string(local) + " is not divisible by " + std::to_string(num);
+      return "cannot split '" + choice.id + "' of op " + op_label(in, p, sub) + " into " + std::to_string(num) +
+             " parts: its size " + std::to_string(local) + " is not divisible by " + std::to_string(num) + "; " +
+             accepted_counts(local);
     if (num == 0 && local < 2) return "'" + choice.id + "' of op " + op_label(in, p, sub) + " has size " + std::to_string(local) + " here: nothing to split";
   }
   return "";

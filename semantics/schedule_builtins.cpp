@@ -182,6 +182,14 @@ Value b_schedule(Interpreter& in, CallArgs& a) {
     }
   }
   if (ranks < 1) in.fail(a.loc, "schedule(): STAGES is empty");
+  // An empty stage is what a plan split for fewer devices gives at a larger
+  // count: say which stage at how many ranks, so the count can be fixed.
+  for (size_t s = 0; s < groups.size(); ++s)
+    if (groups[s].empty())
+      in.fail(a.loc,
+              "schedule(\"" + kind + "\"): " + names[s] + " has no ops, with " + std::to_string(ranks) +
+                  " pipeline ranks: the plan's stage split leaves it empty at this count (run it on fewer devices, or "
+                  "give every stage ops)");
   // Sized before anything is generated: every stage runs up to three tasks
   // per micro-batch, and each becomes an order directive of the plan.
   const int64_t tasks = static_cast<int64_t>(groups.size()) * m * 3;

@@ -178,6 +178,35 @@ TEST_CASE("gradcheck: ResNet layers (BatchNorm2d, GroupNorm, pooling)", "[gradch
                   3, /*eps=*/1e-3f);
 }
 
+// stdlib upsample_nearest: each pixel repeated factor x factor times (its
+// values against a repeat built from concat, on a non-square map so that a
+// swapped h/w shows), and its gradient (the sum over each pixel's copies)
+// through autograd of its reshape / broadcast-mul / reshape.
+TEST_CASE("upsample_nearest: values and gradcheck", "[gradcheck]") {
+  std::string repeat_program =
+      "import \"nn\"\n"
+      "model Under() {\n"
+      "  param p: [2, 3, 2, 4] = normal(1.0)\n"
+      "  fn forward(x) { return upsample_nearest(p, 3) }\n"
+      "}\n"
+      "train {\n"
+      "  model = Under()\n"
+      "  input x: [1] = randn(1.0)\n"
+      "  let p = model.p\n"
+      "  let w3 = reshape(concat([reshape(p, [2, 3, 2, 4, 1]) for i in 0..3], dim = 4), [2, 3, 2, 12])\n"
+      "  let hw3 = reshape(concat([reshape(w3, [2, 3, 2, 1, 12]) for i in 0..3], dim = 3), [2, 3, 6, 12])\n"
+      "  loss = mse(model(x), hw3)\n"
+      "  optimizer = sgd(lr = 0.1)\n"
+      "}\n";
+  Session s(write_temp("upsample_values", repeat_program), "", /*reference=*/true);
+  CHECK(s.trainer->forward_loss() == 0.0);
+  check_gradients("upsample",
+                  layer_program("  c = Conv2d(2, 3, 3, padding = 1, has_bias = true)\n"
+                                "  fn forward(x) { return c(upsample_nearest(x, 2)) * upsample_nearest(c(x), 2) }",
+                                "[2, 2, 3, 2]", "[2, 3, 6, 4]"),
+                  5, /*eps=*/1e-3f);
+}
+
 TEST_CASE("gradcheck: binary cross-entropy (probabilities and logits)", "[gradcheck]") {
   std::string program =
       "import \"nn\"\n"
