@@ -69,6 +69,33 @@ struct EdgeTable {
   std::vector<double> cost;  // [class * width + option]
 };
 
+// The frontier's bound. A model whose names show no layers (a U-Net written
+// with named submodules, tests/planner/unet_flat.nns) is one unit whose
+// skip connections and timestep embedding stay live across it: the exact
+// frontier grows as the product of their choice classes (29 s for the
+// flat U-Net tiny on 4 devices). Past this many states a step keeps the
+// cheapest so far (a beam): exact wherever the frontier is narrower, as in
+// every layered model (a Transformer block: a few dozen states).
+constexpr size_t kMaxStates = 256;
+
+void keep_cheapest(std::vector<Entry>& next, std::vector<std::string>& next_states) {
+  std::vector<size_t> order(next.size());
+  for (size_t j = 0; j < order.size(); ++j) order[j] = j;
+  std::nth_element(order.begin(), order.begin() + kMaxStates, order.end(), [&](size_t a, size_t b) {
+    return next[a].cost != next[b].cost ? next[a].cost < next[b].cost : a < b;
+  });
+  order.resize(kMaxStates);
+  std::sort(order.begin(), order.end());  // keep the first-seen order: the result does not depend on the sort
+  std::vector<Entry> kept;
+  std::vector<std::string> kept_states;
+  for (size_t j : order) {
+    kept.push_back(next[j]);
+    kept_states.push_back(std::move(next_states[j]));
+  }
+  next = std::move(kept);
+  next_states = std::move(kept_states);
+}
+
 }  // namespace
 
 double frontier_dp(const Env& e, int unit, const Weights& w, const std::vector<std::vector<OpDecision>>& options,
@@ -128,6 +155,7 @@ double frontier_dp(const Env& e, int unit, const Weights& w, const std::vector<s
         }
       }
     }
+    if (next.size() > kMaxStates) keep_cheapest(next, next_states);
     steps[i] = next;
     states = std::move(next_states);
     prev = std::move(next);
