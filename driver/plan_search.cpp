@@ -20,6 +20,7 @@
 #include "backend/planner/program_cost.h"
 #include "backend/planner/search.h"
 #include "backend/planner/simulator.h"
+#include "backend/runtime/comm/env_vars.h"
 #include "driver/commands.h"
 #include "driver/pipeline.h"
 #include "driver/search_progress.h"
@@ -326,6 +327,9 @@ int cmd_plan(const Args& a) {
   if (!a.top.empty() && (!parse_int(a.top, top) || top < 1 || top > 100)) return usage_error("--top must be an integer from 1 to 100");
   if (!a.plan_gpus.empty() || !a.emit.empty() || a.verify || !a.trace.empty())
     return usage_error("plan takes FILE, --config, --gpus, --device, --nodes, --plan, --out, --top, --no-check, --device-memory");
+  // NNS_SETUP_NOTICE sets when the search's progress speaks: refused when
+  // malformed, as check and run refuse it.
+  if (std::string bad = backend::check_nns_variables(backend::process_env()); !bad.empty()) return usage_error(bad);
   PlanRun run(a);
   run.n = n;
   std::string err;

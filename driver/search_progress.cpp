@@ -1,5 +1,6 @@
 #include "driver/search_progress.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -23,13 +24,12 @@ SearchProgressLine::~SearchProgressLine() {
 
 std::string SearchProgressLine::text(const std::string& what, const planner::SearchProgress& p) {
   char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "%s: %s, %d of %d grid point(s), %lld candidates costed, %lld unit solves, best so far: ", what.c_str(),
+  std::snprintf(buf, sizeof buf, "%s: %s %d of %d done, %lld candidates, %lld unit solves, best ", what.c_str(),
                 p.phase, p.points_done, p.points, static_cast<long long>(p.evaluated),
                 static_cast<long long>(p.unit_solves));
   std::string line = buf;
   if (!p.best) return line + "none yet";
-  std::snprintf(buf, sizeof buf, "%.4g ms per step (%s)", p.best->step_time * 1e3, p.best->describe().c_str());
+  std::snprintf(buf, sizeof buf, "%.4g ms/step (%s)", p.best->step_time * 1e3, p.best->describe().c_str());
   return line + buf;
 }
 
@@ -41,10 +41,15 @@ void SearchProgressLine::update(const planner::SearchProgress& p) {
   if (spoke_ && std::chrono::duration<double>(now - last_).count() < 1.0) return;
   last_ = now;
   spoke_ = true;
-  const std::string line = "nns: " + text(what_, p);
-  if (live_)
+  std::string line = "nns: " + text(what_, p);
+  if (live_) {
+    // A redrawn line must not wrap: the carriage return goes back to the
+    // start of the last screen line only.
+    struct winsize ws {};
+    if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 && line.size() >= ws.ws_col)
+      line.resize(ws.ws_col - 1);
     std::fprintf(stderr, "\r\033[K%s", line.c_str());
-  else
+  } else
     std::fprintf(stderr, "%s\n", line.c_str());
   std::fflush(stderr);
 }

@@ -55,7 +55,7 @@ struct Search {
         any_place_on(std::any_of(rules.begin(), rules.end(), [](const OpRules& x) { return !x.place_on.empty(); })) {}
 
   // Progress (o.progress): the phase, grid points done of all.
-  const char* phase = "tensor x pipeline x data grid";
+  const char* phase = "grid points";
   int points_done = 0, points = 0;
   Candidate best_so_far;  // kept only for o.progress
   bool has_best = false;
@@ -148,7 +148,7 @@ Baseline one_device(const SearchModel& m, const SearchOptions& o, double cap, Se
   one.constraint_plan = nullptr;
   SearchResult r;
   Search s(m, one, r, cap);
-  s.phase = "one-device reference";
+  s.phase = "one-device reference: points";
   s.points = 1;
   for (int64_t mcount : micro_batch_counts(one, 1, 1))
     for (bool rc : {false, true}) s.point(GridPoint{1, 1, 1}, mcount, rc);

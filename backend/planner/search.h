@@ -165,8 +165,8 @@ struct Candidate {
 
 // Where the search stands, for a progress line (SearchOptions::progress).
 struct SearchProgress {
-  const char* phase = "";           // "tensor x pipeline x data grid", "one-device reference"
-  int points_done = 0, points = 0;  // grid points (pp x tp x dp) finished, of
+  const char* phase = "";           // "grid points" (pp x tp x dp), "one-device reference: points"
+  int points_done = 0, points = 0;  // the phase's points finished, of
   int64_t evaluated = 0, unit_solves = 0;
   const Candidate* best = nullptr;  // the fastest feasible so far (nullptr: none yet)
 };
