@@ -84,6 +84,7 @@ void print_verdict(const PlanRun& run) {
   const planner::SearchResult& r = run.r;
   const planner::Candidate& best = r.best[0];
   const planner::Baseline& one = r.one_device;
+  if (run.n == 1) return;  // the best is the one-device plan: nothing to compare
   if (one.applies && one.best.fits && best.throughput() <= one.best.throughput() * (1 + 1e-9)) {
     std::printf("no plan beats one device on %lld x %s: the best reaches %.3fx one device's throughput%s\n", run.n,
                 run.prof.name.c_str(), best.throughput() / one.best.throughput(),

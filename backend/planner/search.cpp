@@ -169,7 +169,10 @@ Baseline one_device(const SearchModel& m, const SearchOptions& o, double cap, Se
 
 // Why a baseline that produced no candidate does not apply.
 void explain_baselines(const SearchModel& m, const SearchOptions& o, SearchResult& res) {
-  if (!res.data_parallel.applies)
+  if (o.gpus == 1) {  // the fixed layout on one device is the one-device row itself
+    res.data_parallel.applies = false;
+    res.data_parallel.why_not = "one device: nothing to split the batch over";
+  } else if (!res.data_parallel.applies)
     res.data_parallel.why_not = o.global_batch % o.gpus != 0
                                     ? "the global batch (" + std::to_string(o.global_batch) + ") does not split over " +
                                           std::to_string(o.gpus) + " devices"
