@@ -28,7 +28,7 @@ run() {
   # 65 with "no plan found": nothing in the space fits (reported, not a failure).
   if [ $rc != 0 ] && ! { [ $rc = 65 ] && grep -q "^no plan found" "$TMP/log"; }; then cat "$TMP/log"; exit 1; fi
   echo "== $label: nns plan $* ($(echo "$t1 - $t0" | bc) s wall)"
-  grep -E "^(model|search|space)|^  (best|megatron|runner)|^  +\(no Mega|vs Megatron|^check:|^  memory:|^no plan found" "$TMP/log"
+  grep -E "^(model|search|space)|^  (best|megatron|runner|1 device|data par)|^  +\(no |^best vs|^no plan beats|^\(the best|^check:|^  memory:|^no plan found" "$TMP/log"
   [ $rc = 0 ] && sed -n '/^plan searched/,/^}/p' "$TMP/out.nns" > "$TMP/$label.plan" && cp "$TMP/out.nns" "$TMP/$label.nns"
   return 0
 }

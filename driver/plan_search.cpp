@@ -20,9 +20,10 @@
 #include "backend/planner/program_cost.h"
 #include "backend/planner/search.h"
 #include "backend/planner/simulator.h"
+#include "backend/runtime/comm/env_vars.h"
 #include "driver/commands.h"
 #include "driver/pipeline.h"
-#include "driver/setup_notice.h"
+#include "driver/search_progress.h"
 
 namespace nns::driver {
 
@@ -58,6 +59,58 @@ struct PlanRun {
   std::string plan_name, base_cfg, cfg, out;
 };
 
+// The baselines the best is measured against: one device always; data
+// parallelism and Megatron-style TP where they apply, else why not.
+void print_baselines(const planner::SearchResult& r, double cap) {
+  auto row = [&](const char* label, const char* name, const planner::Baseline& b) {
+    if (!b.applies) {
+      std::printf("  %-10s skipped: %s\n", label, b.why_not.c_str());
+      return;
+    }
+    print_candidate(label, b.best);
+    if (!b.best.fits)
+      std::printf("             (no %s plan fits %s per device: the one above needs the least memory)\n", name,
+                  gib(cap).c_str());
+  };
+  row("1 device", "one-device", r.one_device);
+  row("data par.", "data-parallel", r.data_parallel);
+  row("megatron", "Megatron-style", r.megatron);
+}
+
+// What the best plan is worth, said plainly: against one device first (a
+// plan no faster than one device is no parallel speedup, whatever else it
+// beats), then against each baseline that applies.
+void print_verdict(const PlanRun& run) {
+  const planner::SearchResult& r = run.r;
+  const planner::Candidate& best = r.best[0];
+  const planner::Baseline& one = r.one_device;
+  if (run.n == 1) return;  // the best is the one-device plan: nothing to compare
+  if (one.applies && one.best.fits && best.throughput() <= one.best.throughput() * (1 + 1e-9)) {
+    std::printf("no plan beats one device on %lld x %s: the best reaches %.3fx one device's throughput%s\n", run.n,
+                run.prof.name.c_str(), best.throughput() / one.best.throughput(),
+                best.replicated()
+                    ? "; it splits no op (every op replicated in its TP group): replication, not parallelism"
+                    : "");
+    return;
+  }
+  std::string line = "best vs ";
+  char buf[160];
+  bool first = true;
+  auto vs = [&](const char* name, const planner::Baseline& b) {
+    if (!b.applies) return;
+    std::snprintf(buf, sizeof buf, "%s%s: %.3fx throughput%s", first ? "" : "; vs ", name,
+                  best.throughput() / b.best.throughput(), b.best.fits ? "" : " (it does not fit)");
+    line += buf;
+    first = false;
+  };
+  vs("one device", one);
+  vs("data parallel", r.data_parallel);
+  vs("Megatron-style", r.megatron);
+  std::printf("%s\n", line.c_str());
+  if (best.replicated())
+    std::printf("(the best splits no op: its TP groups of %d repeat one another's work)\n", best.tp);
+}
+
 void print_search(const PlanRun& run) {
   const planner::SearchResult& r = run.r;
   const Args& a = run.a;
@@ -73,18 +126,10 @@ void print_search(const PlanRun& run) {
     std::printf("; under the constraint tables of plan %s: %s (pruned by 10^%.1f)", a.plan.c_str(), space_text(r.log10_space_constrained).c_str(),
                 r.log10_space - r.log10_space_constrained);
   std::printf("\n");
-  if (r.megatron_found) {
-    print_candidate("megatron", r.megatron);
-    if (!r.megatron.fits)
-      std::printf("             (no Megatron-style plan fits %s per device: the one above needs the least memory)\n", gib(cap).c_str());
-  } else {
-    std::printf("  megatron   no Megatron-style plan in the grid\n");
-  }
+  print_baselines(r, cap);
   if (r.best.empty()) return;
   for (size_t i = 0; i < r.best.size(); ++i) print_candidate(i == 0 ? "best" : "runner-up", r.best[i]);
-  if (r.megatron_found)
-    std::printf("best vs Megatron-style: %.3fx throughput%s\n", r.best[0].throughput() / r.megatron.throughput(),
-                r.megatron.fits ? "" : " (the Megatron-style plan does not fit)");
+  print_verdict(run);
 }
 
 // Names the output file's plan and config so that they do not collide
@@ -283,6 +328,9 @@ int cmd_plan(const Args& a) {
   if (!a.top.empty() && (!parse_int(a.top, top) || top < 1 || top > 100)) return usage_error("--top must be an integer from 1 to 100");
   if (!a.plan_gpus.empty() || !a.emit.empty() || a.verify || !a.trace.empty())
     return usage_error("plan takes FILE, --config, --gpus, --device, --nodes, --plan, --out, --top, --no-check, --device-memory");
+  // NNS_SETUP_NOTICE sets when the search's progress speaks: refused when
+  // malformed, as check and run refuse it.
+  if (std::string bad = backend::check_nns_variables(backend::process_env()); !bad.empty()) return usage_error(bad);
   PlanRun run(a);
   run.n = n;
   std::string err;
@@ -323,8 +371,10 @@ int cmd_plan(const Args& a) {
   }
   if (int rc = search_options(run, constraints, top); rc != kExitOk) return rc;
   {
-    SetupNotice notice("searching plans for " + std::to_string(run.n) + " x " + run.prof.name);
+    SearchProgressLine progress("searching plans for " + std::to_string(run.n) + " x " + run.prof.name);
+    run.so.progress = [&progress](const planner::SearchProgress& sp) { progress.update(sp); };
     run.r = planner::search_plans(run.model, run.so);
+    run.so.progress = nullptr;
   }
   print_search(run);
   if (run.r.best.empty()) {

@@ -7,16 +7,11 @@
 
 namespace nns::driver {
 
-namespace {
-
-// Seconds before a phase speaks; negative: never (not a terminal, not asked).
 double notice_after() {
   // check_nns_variables (before anything runs) has refused a malformed value.
   if (const char* text = std::getenv("NNS_SETUP_NOTICE"); text && *text) return std::strtod(text, nullptr);
   return ::isatty(STDERR_FILENO) == 1 ? 2.0 : -1.0;
 }
-
-}  // namespace
 
 SetupNotice::SetupNotice(std::string what) : what_(std::move(what)), start_(std::chrono::steady_clock::now()) {
   const double after = notice_after();

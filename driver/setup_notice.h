@@ -14,6 +14,10 @@
 
 namespace nns::driver {
 
+// Seconds before a long phase speaks: NNS_SETUP_NOTICE when set (0: at
+// once), else 2 on a terminal; negative: never (stderr piped, not asked).
+double notice_after();
+
 class SetupNotice {
  public:
   // `what`: "checking plan megatron (Z3, then program verification)".

@@ -53,7 +53,8 @@ const Topic kTopics[] = {
      "it the session plan, reporting what changed (undo goes back).\n"
      "plan search DEVICE [NODES] runs nns plan's search for the session's device count on\n"
      "profile DEVICE (a profile's name, as nns help lists them, or a .json; NODES nodes), keeping the config's\n"
-     "micro-batches, prints the best plan and the Megatron-style one, declares the best as\n"
+     "micro-batches, prints the best plan, the one-device reference and the Megatron-style one\n"
+     "(where the model has its structure), declares the best as\n"
      "plan searched_N and makes it the session plan (undo goes back).",
      "print the plan as .nns; with NAME, use the file's plan NAME; search: find one"},
     {"undo", "undo [N]", "Takes back the last N (default 1) changes to the plan: directives, reset, gpus, plan NAME.",

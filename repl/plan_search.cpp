@@ -57,12 +57,20 @@ bool Session::cmd_plan_search(const Command& c) {
                   k.throughput(), sema::format_bytes(static_cast<int64_t>(k.memory)).c_str(), k.fits ? "" : " (does not fit)");
     out_ << line;
   };
-  if (r.megatron_found) row("megatron", r.megatron);
+  if (r.one_device.applies) row("1 device", r.one_device.best);
+  if (r.megatron.applies) row("megatron", r.megatron.best);
+  else
+    out_ << "  megatron   skipped: " << r.megatron.why_not << "\n";
   if (r.best.empty()) {
     out_ << "no plan found: " << r.note << " (the session's config fixes " << spec.micro_batches << " micro-batch(es))\n";
     return false;
   }
   for (size_t i = 0; i < r.best.size(); ++i) row(i ? "runner-up" : "best", r.best[i]);
+  // As nns plan says it: a best no faster than one device is no speedup.
+  const planner::Baseline& one = r.one_device;
+  if (n > 1 && one.applies && one.best.fits && r.best[0].throughput() <= one.best.throughput() * (1 + 1e-9))
+    out_ << "no plan beats one device"
+         << (r.best[0].replicated() ? " (the best splits no op: replication, not parallelism)" : "") << "\n";
   std::string name = "searched_" + std::to_string(++searches_);
   std::string text = planner::plan_text(model, r.best[0], name);
   out_ << text;

@@ -54,7 +54,14 @@ struct Search {
         space(m_, rules), units(m_, o_, rules, constrained, lambdas, r.unit_solves),
         any_place_on(std::any_of(rules.begin(), rules.end(), [](const OpRules& x) { return !x.place_on.empty(); })) {}
 
+  // Progress (o.progress): the phase, grid points done of all.
+  const char* phase = "grid points";
+  int points_done = 0, points = 0;
+  Candidate best_so_far;  // kept only for o.progress
+  bool has_best = false;
+
   void point(const GridPoint& gr, int64_t mcount, bool rc);
+  void report();
   void variant(const GridPoint& gr, int64_t mcount, const Env& e, int li, bool megatron, const std::vector<double>& cut_split);
 };
 
@@ -81,6 +88,9 @@ void Search::point(const GridPoint& gr, int64_t mcount, bool rc) {
     for (int v = 0; v <= static_cast<int>(lambdas.size()); ++v) {
       const bool megatron = v == static_cast<int>(lambdas.size());
       if (megatron && seq) continue;
+      // Megatron-style TP is a baseline only for Megatron's structure; at
+      // tp 1 the fixed layout is data parallelism (or a pipeline).
+      if (megatron && gr.tp > 1 && !m.megatron.found()) continue;
       if (!megatron && dp_bad) continue;
       variant(gr, mcount, e, megatron ? 0 : v, megatron, cut_split);
     }
@@ -106,7 +116,76 @@ void Search::variant(const GridPoint& gr, int64_t mcount, const Env& e, int li, 
     best.ops.assign(m.ops.size(), OpDecision{});
     for (int u = 0; u < U; ++u)
       for (size_t i = 0; i < m.units[u].ops.size(); ++i) best.ops[m.units[u].ops[i]] = sol[u]->first[i];
+    if (o.progress && !best.megatron && (!has_best || best.step_time < best_so_far.step_time)) {
+      best_so_far = best;
+      has_best = true;
+    }
     ranking.add(std::move(best));
+    report();
+  }
+}
+
+// Tells o.progress where the search stands (it throttles).
+void Search::report() {
+  if (!o.progress) return;
+  SearchProgress p;
+  p.phase = phase;
+  p.points_done = points_done;
+  p.points = points;
+  p.evaluated = res.evaluated;
+  p.unit_solves = res.unit_solves;
+  if (has_best) p.best = &best_so_far;
+  o.progress(p);
+}
+
+// The model on one device: every micro-batch count, recompute on and off
+// (coshard too), the fastest that fits, else the leanest.
+Baseline one_device(const SearchModel& m, const SearchOptions& o, double cap, SearchResult& res) {
+  SearchOptions one = o;
+  one.gpus = 1;
+  one.top = 1;
+  one.constraints = nullptr;
+  one.constraint_plan = nullptr;
+  SearchResult r;
+  Search s(m, one, r, cap);
+  s.phase = "one-device reference: points";
+  s.points = 1;
+  for (int64_t mcount : micro_batch_counts(one, 1, 1))
+    for (bool rc : {false, true}) s.point(GridPoint{1, 1, 1}, mcount, rc);
+  s.ranking.finish(r, one, cap);
+  res.evaluated += r.evaluated;
+  res.unit_solves += r.unit_solves;
+  Baseline b;
+  b.applies = true;
+  if (!r.best.empty())
+    b.best = r.best[0];
+  else if (r.data_parallel.applies)
+    b.best = r.data_parallel.best;  // the fixed layout: reported even when it does not fit
+  else
+    b.applies = false;
+  if (!b.applies) b.why_not = "no layout of the model is costed on one device";
+  return b;
+}
+
+// Why a baseline that produced no candidate does not apply.
+void explain_baselines(const SearchModel& m, const SearchOptions& o, SearchResult& res) {
+  if (o.gpus == 1) {  // the fixed layout on one device is the one-device row itself
+    res.data_parallel.applies = false;
+    res.data_parallel.why_not = "one device: nothing to split the batch over";
+  } else if (!res.data_parallel.applies)
+    res.data_parallel.why_not = o.global_batch % o.gpus != 0
+                                    ? "the global batch (" + std::to_string(o.global_batch) + ") does not split over " +
+                                          std::to_string(o.gpus) + " devices"
+                                    : "the model's ops do not split along their batch";
+  if (res.megatron.applies) return;
+  if (!m.megatron.found()) {
+    res.megatron.why_not = "the model has no Megatron structure (" + m.megatron.describe() + ")";
+  } else if (o.gpus == 1) {
+    res.megatron.why_not = "one device: no tensor parallelism";
+  } else {
+    res.megatron.why_not = "its " + m.megatron.describe() + " do not split over any TP degree of " +
+                           std::to_string(o.gpus) +
+                           " devices (heads or hidden features not divisible, or the batch not divisible by the rest)";
   }
 }
 
@@ -117,13 +196,19 @@ SearchResult search_plans(const SearchModel& m, const SearchOptions& o) {
   SearchResult res;
   const double cap = (o.memory_cap > 0 ? o.memory_cap : o.profile.memory_bytes) * o.memory_margin;
   Search search(m, o, res, cap);
-  for (const GridPoint& gr : outer_grid(m, o)) {
+  const std::vector<GridPoint> grid = outer_grid(m, o);
+  search.points = static_cast<int>(grid.size());
+  for (const GridPoint& gr : grid) {
     for (int64_t mcount : micro_batch_counts(o, gr.dp, gr.pp)) {
       if (gr.pp > 1 && mcount < gr.pp && !o.exhaustive) continue;
       for (bool rc : {false, true}) search.point(gr, mcount, rc);
     }
+    ++search.points_done;
+    search.report();
   }
   search.ranking.finish(res, o, cap);
+  explain_baselines(m, o, res);
+  res.one_device = one_device(m, o, cap, res);
   res.log10_space = search.space.all;
   res.log10_space_constrained = search.constrained ? search.space.constrained : search.space.all;
   // No plan at all under the tables is their doing, not memory's (the

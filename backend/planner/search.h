@@ -39,6 +39,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,7 @@ struct SearchOp {
   std::string batch_id;
   std::vector<int> in_tensor, out_tensor;  // tensor ids per operand (-1: not a tensor)
   std::vector<int64_t> in_bytes, out_bytes;
+  std::vector<int> out_rank;               // dims of each output (0: not a tensor)
   std::vector<bool> in_batch, out_batch;   // the operand carries the batch identifier
   std::vector<bool> in_param;
   int64_t inner_bytes = 0;      // a composite op's body tensors (what it keeps besides its outputs)
@@ -80,6 +82,24 @@ struct SearchOp {
   std::vector<NodeWork> parts;
   bool backward = true;         // a gradient flows through it
   std::vector<SearchChoice> choices;
+};
+
+// Megatron-LM's structure found in the graph by its shape, not by names
+// (search_structure.cpp): a Transformer block is an attention op (one op
+// whose body holds a softmax, split by heads: a partial-sum output from
+// weights split along an identifier while its activations stay whole)
+// followed downstream by an MLP pair: a column linear (a matrix product
+// with a weight whose split gives its output's last dim) and a row linear
+// (a weight split along the contraction, partial sums out) of the same
+// hidden size, with only elementwise ops between them. Megatron-style
+// tensor parallelism is a baseline only for a model that has such blocks.
+struct MegatronStructure {
+  int blocks = 0;           // attention ops followed by an MLP pair
+  int attention_ops = 0;    // attention ops seen (with or without an MLP after)
+  int mlp_pairs = 0;        // column/row pairs seen (with or without attention before)
+  std::vector<int> choice;  // per op: its Megatron-layout choice (index into choices), -1: replicated
+  bool found() const { return blocks > 0; }
+  std::string describe() const;  // "4 attention + MLP blocks" / why not
 };
 
 struct SearchUnit {
@@ -106,10 +126,14 @@ struct SearchModel {
   // residual stream crosses unit boundaries split along it.
   std::vector<int64_t> seq_len;
   std::vector<int> unit_of_op;
+  MegatronStructure megatron;  // build_search_model fills it (find_megatron_structure)
 };
 
 // Reads the forward graph (after evaluate(), before any training graph).
 SearchModel build_search_model(const sema::Graph& g, const sema::Plan& empty_plan);
+
+// The Megatron structure of m (search_structure.cpp); m.megatron is this.
+MegatronStructure find_megatron_structure(const SearchModel& m);
 
 // One op's decision in a candidate.
 struct OpDecision {
@@ -130,9 +154,21 @@ struct Candidate {
   std::vector<OpDecision> ops;                 // per op
   double step_time = 0, stage_time = 0, sync_time = 0, bubble = 0;
   double memory = 0;                           // peak predicted bytes per device
-  bool fits = true;                            // memory within the search's bound (false only for a reported Megatron-style plan)
+  bool fits = true;                            // memory within the search's bound (false only for a reported baseline)
+  // tp > 1 and no op of the candidate splits inside its TP group: the tp
+  // devices of a group repeat one another's work (a plan that leaves
+  // devices idle, in effect), which describe() says.
+  bool replicated() const;
   double throughput() const { return step_time > 0 ? static_cast<double>(micro_batches * micro_batch * dp) / step_time : 0; }
   std::string describe() const;                // "pp 8 x tp 8 x dp 16, 96 micro-batches of 1, recompute, zero1"
+};
+
+// Where the search stands, for a progress line (SearchOptions::progress).
+struct SearchProgress {
+  const char* phase = "";           // "grid points" (pp x tp x dp), "one-device reference: points"
+  int points_done = 0, points = 0;  // the phase's points finished, of
+  int64_t evaluated = 0, unit_solves = 0;
+  const Candidate* best = nullptr;  // the fastest feasible so far (nullptr: none yet)
 };
 
 struct SearchOptions {
@@ -152,12 +188,31 @@ struct SearchOptions {
   // > 0: only this micro-batch count (the REPL keeps its session's config,
   // whose inputs are one micro-batch of global_batch / fixed_micro_batches).
   int64_t fixed_micro_batches = 0;
+  // Called after every costed variant (often: the callee throttles);
+  // empty: none.
+  std::function<void(const SearchProgress&)> progress;
+};
+
+// A plan the best is compared with, and whether it applies to this model
+// on these devices (why not, when it does not).
+struct Baseline {
+  bool applies = false;
+  std::string why_not;  // when !applies: "the global batch (4) does not split over 8 devices"
+  Candidate best;       // the fastest that fits, else the one needing the least memory (fits = false)
 };
 
 struct SearchResult {
   std::vector<Candidate> best;        // ascending step time, feasible ones
-  Candidate megatron;                 // best Megatron-style that fits, else the one needing the least memory (fits = false)
-  bool megatron_found = false;
+  // The same model on one device (pp = tp = dp = 1, every micro-batch
+  // count searched): what "a speedup" means. Always costed.
+  Baseline one_device;
+  // Data parallelism over all N devices (tp = pp = 1): applies where the
+  // global batch splits over N.
+  Baseline data_parallel;
+  // Megatron-style tensor parallelism (TP > 1, with PP and DP around it):
+  // applies where the model has Megatron's structure (SearchModel::megatron)
+  // and its layout splits over some TP degree of the grid.
+  Baseline megatron;
   double log10_space = 0;             // the space without constraint tables
   double log10_space_constrained = 0; // with them (== log10_space without --plan)
   int64_t evaluated = 0;              // candidates costed

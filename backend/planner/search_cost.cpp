@@ -1,10 +1,8 @@
 // The plan search's per-op costs (search_internal.h): one op's time and
 // memory under a decision, the reshards on an edge and at a unit's
-// boundary, the Megatron-style layout, constraint checks and each op's
-// options.
+// boundary, constraint checks and each op's options.
 #include <algorithm>
 #include <cmath>
-#include <functional>
 
 #include "backend/planner/search_internal.h"
 
@@ -16,10 +14,6 @@ std::vector<int> range_devices(int n, int stride) {
   return v;
 }
 
-namespace {
-
-double scale_of(const Env& e, const SearchOp& op, bool batch) { return op.batch_ok && batch ? e.s : 1.0; }
-
 int out_layout(const SearchOp& op, const OpDecision& d, size_t k) {
   if (d.choice < 0) return kR;
   const sema::PartitionEffect& pe = op.choices[d.choice].out[k];
@@ -27,6 +21,11 @@ int out_layout(const SearchOp& op, const OpDecision& d, size_t k) {
   if (pe.kind == sema::PartitionEffect::PartialSum) return kV;
   return kR;
 }
+
+namespace {
+
+double scale_of(const Env& e, const SearchOp& op, bool batch) { return op.batch_ok && batch ? e.s : 1.0; }
+
 int in_need(const SearchOp& op, const OpDecision& d, size_t k) {
   if (d.choice < 0) return kR;
   const sema::PartitionEffect& pe = op.choices[d.choice].in[k];
@@ -206,38 +205,6 @@ double node_objective(const Env& e, int opi, const OpDecision& d, const Weights&
   };
   t += (bw(c.sync_dp, e.dp_group) + bw(c.sync_tp, e.tp_group)) / e.micro_batches;
   return t + w.act * kept + w.transient * c.transient + w.param * c.param;
-}
-
-bool megatron_match(const std::string& name, const char* pat) {
-  std::function<bool(const char*, const char*)> g = [&](const char* p, const char* s) -> bool {
-    if (!*p) return !*s;
-    if (*p == '*') return g(p + 1, s) || (*s && g(p, s + 1));
-    if (*s && (*p == '?' || *p == *s)) return g(p + 1, s + 1);
-    return false;
-  };
-  return g(pat, name.c_str());
-}
-
-// The Megatron-LM layout of an op: attention by heads, the MLP's first
-// linear by output features (column parallel) with its bias add and GELU,
-// the second by the contraction (row parallel); everything else replicated.
-int megatron_choice(const SearchOp& op) {
-  auto by_id = [&](const char* id) {
-    for (size_t i = 0; i < op.choices.size(); ++i)
-      if (op.choices[i].id == id) return static_cast<int>(i);
-    return -1;
-  };
-  if (op.kind == "attention" || op.kind == "window_attention") return by_id("h");
-  if (megatron_match(op.name, "*mlp.fc1.linear#*")) return by_id("n");
-  if (megatron_match(op.name, "*mlp.fc2.linear#*")) return by_id("k");
-  if (megatron_match(op.name, "*mlp.fc1.add#*") || megatron_match(op.name, "*mlp.gelu#*")) {
-    // The last dim of input 0 (hidden features).
-    int best = -1;
-    for (size_t i = 0; i < op.choices.size(); ++i)
-      if (op.choices[i].idx == 0 && !op.choices[i].is_batch && (best < 0 || op.choices[i].dim > op.choices[best].dim)) best = static_cast<int>(i);
-    return best;
-  }
-  return -1;
 }
 
 bool decision_allowed(const SearchOp& op, const OpRules& r, const OpDecision& d, int tp, int dp) {

@@ -1,9 +1,9 @@
 // The plan search's parts (search.h, steps 2 and 3), shared by its files
 // and by nothing else:
-//   search_cost.cpp   per-op costs, the Megatron-style layout, the
-//                     constraint tables and each op's options;
-//   search_unit.cpp   the per-unit solve (a frontier DP over one unit's ops)
-//                     and its memo;
+//   search_cost.cpp   per-op costs, the constraint tables and each op's
+//                     options;
+//   search_unit.cpp   the per-unit solve and its memo;
+//   search_frontier.cpp the frontier DP over one unit's ops;
 //   search_space.cpp  the space: constraint tables, the outer grid, the
 //                     micro-batch counts, the space's size and cut bytes;
 //   search_rank.cpp   one grid point's stage partition and the ranking of
@@ -59,12 +59,13 @@ struct Weights {  // the Lagrangian multipliers, seconds per byte
 };
 
 // search_cost.cpp
+// The layout output k of an op leaves in its TP group under decision d.
+int out_layout(const SearchOp& op, const OpDecision& d, size_t k);
 OpCost op_cost(const Env& e, int opi, const OpDecision& d);
 double edge_time(const Env& e, int po, const OpDecision& pd, int pk, int ci, const OpDecision& cd, int ck);
 double edge_mem(const Env& e, int po, const OpDecision& pd, int pk, int ci, const OpDecision& cd, int ck);
 double boundary_time(const Env& e, int opi, const OpDecision& d, double* kept);
 double node_objective(const Env& e, int opi, const OpDecision& d, const Weights& w);
-int megatron_choice(const SearchOp& op);
 std::vector<int> range_devices(int n, int stride);
 
 // Constraint tables resolved per op.
@@ -93,6 +94,9 @@ double unit_objective_env(const Env& e, int unit, const std::vector<OpDecision>&
 double solve_unit_env(const Env& e, int unit, const Weights& w, bool exhaustive, std::vector<OpDecision>& out,
                       const std::vector<std::vector<OpDecision>>& options);
 UnitStats unit_stats(const Env& e, int unit, const std::vector<OpDecision>& d);
+// search_frontier.cpp: the frontier DP (search.h, step 2).
+double frontier_dp(const Env& e, int unit, const Weights& w, const std::vector<std::vector<OpDecision>>& options,
+                   std::vector<OpDecision>& out);
 
 // Unit solutions memoised by (signature, tp, dp, s, rc, lambda, megatron,
 // seq): units with one signature get the same decisions and stats.
@@ -175,11 +179,13 @@ struct StageProblem {
 // returned even when it does not fit).
 Candidate partition_stages(const StageProblem& p);
 
-// Ranking: the candidates found, the best Megatron-style one and the space.
+// Ranking: the candidates found, the baselines (the fixed-layout variant
+// at tp 1 and pp 1 is data parallelism; at tp > 1, Megatron-style) and
+// the space.
 struct Ranking {
   std::vector<Candidate> found;
-  Candidate megatron;
-  bool megatron_found = false;
+  Candidate megatron, data_parallel;
+  bool megatron_found = false, data_parallel_found = false;
   void add(Candidate c);
   void finish(SearchResult& res, const SearchOptions& o, double cap);
 };

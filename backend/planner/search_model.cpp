@@ -136,6 +136,7 @@ SearchOp read_op(const sema::Graph& g, const sema::GradientFlow& flow, int node)
   for (int t : n.outputs) {
     op.out_tensor.push_back(t);
     op.out_bytes.push_back(t >= 0 ? g.tensor(t).bytes() : 0);
+    op.out_rank.push_back(t >= 0 ? static_cast<int>(g.tensor(t).shape.size()) : 0);
   }
   op.in_batch.assign(op.in_tensor.size(), false);
   op.out_batch.assign(op.out_tensor.size(), false);
@@ -262,6 +263,7 @@ SearchModel build_search_model(const sema::Graph& g, const sema::Plan& empty_pla
   m.graph_batch = find_graph_batch(g, m, m.graph_batch);
   make_units(m);
   sign_units(g, m);
+  m.megatron = find_megatron_structure(m);
   return m;
 }
 

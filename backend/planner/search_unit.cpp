@@ -50,13 +50,12 @@ double unit_objective_env(const Env& e, int unit, const std::vector<OpDecision>&
   return total;
 }
 
-// The frontier DP over one unit's ops (search.h, step 2).
+// The unit's optimum: the frontier DP (search_frontier.cpp), or every
+// combination (tests).
 double solve_unit_env(const Env& e, int unit, const Weights& w, bool exhaustive, std::vector<OpDecision>& out,
                       const std::vector<std::vector<OpDecision>>& options) {
   const SearchUnit& u = e.m.units[unit];
   const size_t n = u.ops.size();
-  std::vector<int> pos_of(e.m.ops.size(), -1);  // small models only pay this once per solve
-  for (size_t i = 0; i < n; ++i) pos_of[u.ops[i]] = static_cast<int>(i);
   for (size_t i = 0; i < n; ++i)
     if (options[i].empty()) return kInf;
   if (exhaustive) {
@@ -76,80 +75,7 @@ double solve_unit_env(const Env& e, int unit, const Weights& w, bool exhaustive,
     }
     return best;
   }
-  // last_use[i]: the last position reading an output of op i inside the unit.
-  std::vector<int> last_use(n, -1);
-  std::vector<std::vector<std::tuple<int, int, int>>> in_edges(n);  // (producer position, its output, input k)
-  for (size_t i = 0; i < n; ++i) {
-    const SearchOp& op = e.m.ops[u.ops[i]];
-    for (size_t k = 0; k < op.in_tensor.size(); ++k) {
-      int tt = op.in_tensor[k];
-      if (tt < 0 || op.in_param[k]) continue;
-      int p = e.m.producer[tt];
-      if (p < 0 || pos_of[p] < 0) continue;
-      in_edges[i].emplace_back(pos_of[p], e.m.producer_out[tt], static_cast<int>(k));
-      last_use[pos_of[p]] = std::max(last_use[pos_of[p]], static_cast<int>(i));
-    }
-  }
-  struct Entry {
-    double cost;
-    int parent;
-    int option;
-  };
-  std::vector<std::vector<Entry>> steps(n);
-  std::vector<int> live;  // positions whose choice the state holds
-  std::vector<std::vector<int>> states{{}};
-  std::vector<Entry> prev{{0.0, -1, -1}};
-  for (size_t i = 0; i < n; ++i) {
-    std::vector<int> live_after;
-    for (int p : live)
-      if (last_use[p] > static_cast<int>(i)) live_after.push_back(p);
-    if (last_use[i] > static_cast<int>(i)) live_after.push_back(static_cast<int>(i));
-    std::vector<double> node_obj(options[i].size());
-    for (size_t o = 0; o < options[i].size(); ++o) node_obj[o] = node_objective(e, u.ops[i], options[i][o], w);
-    std::map<std::vector<int>, int> index;
-    std::vector<std::vector<int>> next_states;
-    std::vector<Entry> next;
-    for (size_t si = 0; si < states.size(); ++si) {
-      const std::vector<int>& st = states[si];
-      auto choice_at = [&](int p) {
-        for (size_t j = 0; j < live.size(); ++j)
-          if (live[j] == p) return st[j];
-        return -1;
-      };
-      for (size_t o = 0; o < options[i].size(); ++o) {
-        double c = prev[si].cost + node_obj[o];
-        for (const auto& [pp, pk, k] : in_edges[i]) {
-          int pc = choice_at(pp);
-          c += edge_time(e, u.ops[pp], options[pp][pc], pk, u.ops[i], options[i][o], k) +
-               w.act * edge_mem(e, u.ops[pp], options[pp][pc], pk, u.ops[i], options[i][o], k);
-        }
-        std::vector<int> ns;
-        for (int p : live_after) ns.push_back(p == static_cast<int>(i) ? static_cast<int>(o) : choice_at(p));
-        auto [it, fresh] = index.emplace(ns, static_cast<int>(next.size()));
-        if (fresh) {
-          next.push_back({c, static_cast<int>(si), static_cast<int>(o)});
-          next_states.push_back(std::move(ns));
-        } else if (c < next[it->second].cost) {
-          next[it->second] = {c, static_cast<int>(si), static_cast<int>(o)};
-        }
-      }
-    }
-    steps[i] = next;
-    states = std::move(next_states);
-    prev = std::move(next);
-    live = std::move(live_after);
-  }
-  int best = 0;
-  for (size_t si = 1; si < prev.size(); ++si)
-    if (prev[si].cost < prev[best].cost) best = static_cast<int>(si);
-  double cost = prev.empty() ? kInf : prev[best].cost;
-  out.assign(n, OpDecision{});
-  for (int i = static_cast<int>(n) - 1, si = best; i >= 0; --i) {
-    const Entry& en = steps[i][si];
-    out[i] = options[i][en.option];
-    si = en.parent;
-  }
-  return cost;
+  return frontier_dp(e, unit, w, options, out);
 }
 
 UnitStats unit_stats(const Env& e, int unit, const std::vector<OpDecision>& d) {
@@ -182,15 +108,17 @@ std::vector<std::vector<OpDecision>> UnitSolver::options_of(int unit, const Env&
   for (int opi : m_.units[unit].ops) {
     std::vector<OpDecision> v;
     if (megatron) {
-      int c = megatron_choice(m_.ops[opi]);
-      OpDecision d{c, 1, false};
-      bool ok = c >= 0 && e.tp > 1;
-      if (ok) {
-        bool found = false;
-        for (const OpDecision& x : op_options(m_, opi, e.tp, e.s, e.rc)) found = found || (x.choice == c && x.k == 1);
-        ok = found;
+      // The layout of Megatron's structure (search.h); an op of it that
+      // cannot split over this TP degree (4 heads over 8 devices) leaves
+      // no option: Megatron-style does not apply at this degree, rather
+      // than being costed as a half-replicated plan under its name.
+      const int c = m_.megatron.choice[opi];
+      if (c < 0 || e.tp == 1) {
+        v.push_back(OpDecision{});
+      } else {
+        for (const OpDecision& x : op_options(m_, opi, e.tp, e.s, e.rc))
+          if (x.choice == c && x.k == 1) v.push_back(x);
       }
-      v.push_back(ok ? d : OpDecision{});
     } else {
       for (const OpDecision& d : op_options(m_, opi, e.tp, e.s, e.rc))
         if (!constrained_ || decision_allowed(m_.ops[opi], rules_[opi], d, e.tp, e.dp)) v.push_back(d);
