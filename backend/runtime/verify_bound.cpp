@@ -153,7 +153,7 @@ DerivedBounds derive_bounds(const sema::Graph& g, const sema::TrainingGraphInfo&
   for (const auto& [param, grad] : info.param_grads) {
     const int64_t lr = ref[static_cast<size_t>(grad)] + acc_ref, lp = run[static_cast<size_t>(grad)] + acc_run;
     const std::string& name = g.tensor(param).name;
-    b.gradient[name] = gamma_n(lr, u) + gamma_n(lp, u);
+    b.gradient[name] = b.chain[name] = gamma_n(lr, u) + gamma_n(lp, u);
     b.length[name] = std::max(lr, lp);
     worst = std::max(worst, b.gradient[name]);
   }
@@ -165,8 +165,9 @@ DerivedBounds derive_bounds(const sema::Graph& g, const sema::TrainingGraphInfo&
     // (cpu/fast_train.cpp), then at most one more term per tensor and per
     // device), and the factor's cast and the product round once each side.
     const int64_t terms = 512 + static_cast<int64_t>(info.param_grads.size()) + shape.plan_devices * r;
-    const double clip_term = worst + gamma_n(terms, u) + 4 * u;
-    for (auto& [name, v] : b.gradient) v += clip_term;
+    b.clip = true;
+    b.clip_extra = gamma_n(terms, u) + 4 * u;
+    for (auto& [name, v] : b.gradient) v += worst + b.clip_extra;
   }
   if (g.loss >= 0) {
     // The loss: averaged over the micro-batches (and the replicas).
@@ -175,6 +176,19 @@ DerivedBounds derive_bounds(const sema::Graph& g, const sema::TrainingGraphInfo&
     b.loss_length = std::max(lr, lp);
   }
   return b;
+}
+
+std::map<std::string, double> conditioned_bounds(const DerivedBounds& b, const std::map<std::string, double>& kappa) {
+  std::map<std::string, double> out;
+  double worst = 0;
+  for (const auto& [name, v] : b.chain) {
+    auto k = kappa.find(name);
+    out[name] = v * (k == kappa.end() ? 1.0 : std::max(1.0, k->second));
+    worst = std::max(worst, out[name]);
+  }
+  if (b.clip)
+    for (auto& [name, v] : out) v += worst + b.clip_extra;
+  return out;
 }
 
 }  // namespace nns::backend
