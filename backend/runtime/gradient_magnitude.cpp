@@ -147,4 +147,14 @@ std::map<std::string, double> GradientMagnitudes::conditions() const {
   return out;
 }
 
+std::map<std::string, double> GradientMagnitudes::norms() const {
+  std::map<std::string, double> out;
+  for (size_t i = 0; i < info_.param_grads.size(); ++i) {
+    double gg = 0;
+    for (double x : sum_g_[i]) gg += x * x;
+    out[g_.tensor(info_.param_grads[i].first).name] = std::sqrt(gg);
+  }
+  return out;
+}
+
 }  // namespace nns::backend

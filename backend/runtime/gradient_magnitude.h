@@ -53,6 +53,8 @@ class GradientMagnitudes {
   void start_step();  // the step's sums from zero
   // kappa = ||S|| / ||g|| by parameter name (1 where g is 0), of the latest step.
   std::map<std::string, double> conditions() const;
+  // ||g||_2 by parameter name, of the latest step (before clipping).
+  std::map<std::string, double> norms() const;
   // How many parameters' gradients had a magnitude computed (the others have kappa = 1).
   size_t analysed() const { return analysed_; }
 

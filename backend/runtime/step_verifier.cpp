@@ -112,7 +112,7 @@ StepVerifier::StepVerifier(Trainer& reference, double rounding, const DerivedBou
 // bound: an unbounded comparison never passes).
 void StepVerifier::rate(StepComparison& c, const std::map<std::string, double>& errors) {
   const std::map<std::string, double> kappa = ref_.gradient_conditions();
-  const std::map<std::string, double> bounds = conditioned_bounds(*bounds_, kappa);
+  const std::map<std::string, double> bounds = conditioned_bounds(*bounds_, kappa, ref_.gradient_norms());
   auto condition = [&kappa](const std::string& name) {
     auto k = kappa.find(name);
     return k == kappa.end() ? 1.0 : k->second;

@@ -150,6 +150,10 @@ std::map<std::string, double> Trainer::gradient_conditions() const {
   return magnitudes_ ? magnitudes_->conditions() : std::map<std::string, double>{};
 }
 
+std::map<std::string, double> Trainer::gradient_norms() const {
+  return magnitudes_ ? magnitudes_->norms() : std::map<std::string, double>{};
+}
+
 void Trainer::release_all() {
   for (size_t t = 0; t < buffers_.size(); ++t)
     if (buffers_[t]) release(static_cast<int>(t));

@@ -111,6 +111,7 @@ class Trainer : public TrainSession {
   // of the latest step (empty when off).
   void track_gradient_magnitudes();
   std::map<std::string, double> gradient_conditions() const;
+  std::map<std::string, double> gradient_norms() const;  // ||g|| of the latest step's (tracked) gradients
 
   // Host copies, by qualified parameter name.
   std::map<std::string, std::vector<float>> parameters() const;

@@ -1,6 +1,7 @@
 #include "backend/runtime/verify_bound.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <set>
 #include <vector>
@@ -178,16 +179,26 @@ DerivedBounds derive_bounds(const sema::Graph& g, const sema::TrainingGraphInfo&
   return b;
 }
 
-std::map<std::string, double> conditioned_bounds(const DerivedBounds& b, const std::map<std::string, double>& kappa) {
+std::map<std::string, double> conditioned_bounds(const DerivedBounds& b, const std::map<std::string, double>& kappa,
+                                                 const std::map<std::string, double>& norms) {
   std::map<std::string, double> out;
-  double worst = 0;
+  double worst = 0, err2 = 0, norm2 = 0;
   for (const auto& [name, v] : b.chain) {
     auto k = kappa.find(name);
     out[name] = v * (k == kappa.end() ? 1.0 : std::max(1.0, k->second));
     worst = std::max(worst, out[name]);
+    auto n = norms.find(name);
+    const double gn = n == norms.end() ? 0 : n->second;
+    err2 += out[name] * out[name] * gn * gn;
+    norm2 += gn * gn;
   }
+  // The global norm's relative error: sqrt(sum_t bound_t^2 ||g_t||^2) /
+  // ||g||, each tensor weighted by its norm (a tensor with a tiny gradient
+  // may have a huge condition, but its error is small in the global norm);
+  // without norms, the largest bound (an upper bound of the same).
+  const double norm_error = norms.empty() || norm2 <= 0 ? worst : std::sqrt(err2 / norm2);
   if (b.clip)
-    for (auto& [name, v] : out) v += worst + b.clip_extra;
+    for (auto& [name, v] : out) v += norm_error + b.clip_extra;
   return out;
 }
 

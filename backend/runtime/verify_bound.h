@@ -59,9 +59,12 @@ DerivedBounds derive_bounds(const sema::Graph& g, const sema::TrainingGraphInfo&
 
 // The bounds of one step with the condition of each parameter gradient's
 // sum (kappa = ||sum |c_j| || / ||sum c_j|| >= 1, gradient_magnitude.h):
-// each chain term times its tensor's kappa (1 for a name kappa lacks), then
-// the clip term with the largest of those. With every kappa 1 it is
-// `b.gradient`.
-std::map<std::string, double> conditioned_bounds(const DerivedBounds& b, const std::map<std::string, double>& kappa);
+// each chain term times its tensor's kappa (1 for a name kappa lacks),
+// then, with clipping, the global norm's relative error, sqrt(sum_t
+// bound_t^2 ||g_t||^2) / ||g|| with the gradients' norms `norms` (the
+// largest bound without them), and the clip factor's roundings. With every
+// kappa 1 and no norms it is `b.gradient`.
+std::map<std::string, double> conditioned_bounds(const DerivedBounds& b, const std::map<std::string, double>& kappa,
+                                                 const std::map<std::string, double>& norms = {});
 
 }  // namespace nns::backend

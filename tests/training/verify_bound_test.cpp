@@ -147,6 +147,12 @@ TEST_CASE("conditioned_bounds: each chain term times its sum's condition, then t
   k = backend::conditioned_bounds(b, {{"a", 10.0}});
   CHECK(k.at("a") == Approx(1e-3 + 1e-3 + 1e-6));  // the norm's error: the largest conditioned term
   CHECK(k.at("b") == Approx(2e-4 + 1e-3 + 1e-6));
+  // With the gradients' norms, the global norm's error weighs each tensor
+  // by its norm: a tensor whose sum cancels to almost nothing (kappa 1e6)
+  // adds next to nothing to it.
+  k = backend::conditioned_bounds(b, {{"a", 1e6}}, {{"a", 1e-9}, {"b", 1.0}});
+  CHECK(k.at("a") == Approx(100 + std::hypot(100 * 1e-9, 2e-4) + 1e-6));
+  CHECK(k.at("b") == Approx(2e-4 + std::hypot(100 * 1e-9, 2e-4) + 1e-6));
 }
 
 // A bias added to 8 rows of 4, a linear layer and an MSE loss: b's
