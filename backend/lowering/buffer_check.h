@@ -66,4 +66,13 @@ BufferCheckStats check_buffers(const sema::Graph& g, const LoweredPlan& lp, std:
 // exists; otherwise says in `applied` what changed.
 bool seed_double_inplace_allreduce(const sema::Graph& g, LoweredPlan& lp, std::string& applied);
 
+// Seeded bug `kernel-read-after-free` (program_check.h): on the first rank
+// whose kernels read a buffer that is freed later in the step (not a
+// parameter, gradient accumulator or shard), the first such buffer's Free
+// moves to just before the kernel's SliceIn that reads it. Only the buffer
+// check sees it, and only in a lowering that carries the kernels'
+// instructions (LowerOptions::kernel_buffers). False when no kernel reads
+// such a buffer (a communication-only lowering).
+bool seed_kernel_read_after_free(const sema::Graph& g, LoweredPlan& lp, std::string& applied);
+
 }  // namespace nns::backend
