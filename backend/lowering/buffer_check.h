@@ -32,9 +32,10 @@
 // Not modelled: what kernels compute (a kernel's output is taken to be the
 // partial sum its layout says), element-level overlap of Insert parts, and
 // a read of a buffer whose only content is Alloc's zeros (legitimate for
-// accumulators, e.g. a gradient nothing contributed to). In a
-// communication-only lowering (what verify_programs lowers) the kernels and
-// their instructions are absent: the producer's Alloc then stands for its
+// accumulators, e.g. a gradient nothing contributed to). verify_programs
+// lowers communication only but with the kernels' buffer instructions
+// (LowerOptions::kernel_buffers), so kernel reads and writes are checked
+// there; in a lowering without them the producer's Alloc stands for its
 // output.
 #pragma once
 

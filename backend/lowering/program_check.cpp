@@ -433,7 +433,7 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int r
     return out;
   };
   // The programs every rank runs (structure only: the sub-op bodies do not
-  // change what is communicated).
+  // change what is communicated), with the kernels' buffer instructions.
   LowerOptions opts;
   opts.replicas = replicas;
   opts.communication_only = true;
