@@ -21,7 +21,8 @@ OLD_NNS="${OLD_NNS:-}"
 # One run's cell: the verdict, the largest gradient/loss error over the run
 # and the update's ("PASS 1.70e-06/0.00e+00"), then under fp32's derived
 # bounds the largest error/bound ratio with that tensor's error and bound
-# ("0.0113 = 1.24e-06/1.10e-04 blocks.1.attn.wo"); the exit code when no
+# ("0.0113 = 1.24e-06/1.10e-04 blocks.1.attn.wo k=2.1", k: the condition of
+# that tensor's sum the bound was scaled by); the exit code when no
 # summary was printed.
 verdict() {
   local out="$1" rc="$2" line
@@ -32,7 +33,7 @@ verdict() {
   fi
   local v ratio
   v=$(grep -oE ': (PASS|FAIL)' <<<"$line" | head -1 | tr -d ': ')
-  ratio=$(sed -nE 's/.*largest error\/bound ([^,]+), ([^ ]+) ([^ ]+) of ([^;]+);.*/\1 = \3\/\4 \2/p' <<<"$line")
+  ratio=$(sed -nE 's/.*largest error\/bound ([^,]+), ([^ ]+) ([^ ]+) of ([^,;]+)(, condition ([^;]+))?;.*/\1 = \3\/\4 \2 k=\6/p' <<<"$line")
   echo "$v $(awk '{print $5}' <<<"$line")$(grep -oE ', [^ ]+ over the update' <<<"$line" | awk '{print "/" $2}') ${ratio}"
 }
 

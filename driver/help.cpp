@@ -56,7 +56,7 @@ const CommandHelp kCommands[] = {
      "missing-allreduce, allgather-for-allreduce, wrong-group,\n"
      "wrong-stage-device, replica-scale, early-update, double-count,\n"
      "collective-order, gradient-copies, gradient-scale-1pct,\n"
-     "double-inplace-allreduce (exit 69: the\n"
+     "double-inplace-allreduce, kernel-read-after-free (exit 69: the\n"
      "kind does not apply to the plan, nothing was changed). --plan-gpus,\n"
      "--device-memory and --check-timeout describe a plan: without --plan\n"
      "they are refused.\n"

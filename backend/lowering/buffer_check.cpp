@@ -200,8 +200,11 @@ class RankRun {
     const int64_t after = e ? parts_in(e->adapter.steps[static_cast<size_t>(in.step)].after) : 0;
     switch (in.kind) {
       case PInstr::AllReduce: {
-        if (!read(in.a) || !update(in.a)) return;
-        if (!expect_parts(in.a, want_before, "allreduces")) return;
+        if (!read(in.a)) return;
+        // A write while a kernel reads the buffer in place, and what the
+        // buffer holds: both diagnosed (a second in-place allreduce is both).
+        const bool writable = update(in.a);
+        if (!expect_parts(in.a, want_before, "allreduces") || !writable) return;
         BufState& s = st_[static_cast<size_t>(in.a)];
         s.parts = after > 0 ? after : 1;
         s.reduced_at = at_;

@@ -32,9 +32,10 @@
 // Not modelled: what kernels compute (a kernel's output is taken to be the
 // partial sum its layout says), element-level overlap of Insert parts, and
 // a read of a buffer whose only content is Alloc's zeros (legitimate for
-// accumulators, e.g. a gradient nothing contributed to). In a
-// communication-only lowering (what verify_programs lowers) the kernels and
-// their instructions are absent: the producer's Alloc then stands for its
+// accumulators, e.g. a gradient nothing contributed to). verify_programs
+// lowers communication only but with the kernels' buffer instructions
+// (LowerOptions::kernel_buffers), so kernel reads and writes are checked
+// there; in a lowering without them the producer's Alloc stands for its
 // output.
 #pragma once
 
@@ -65,5 +66,14 @@ BufferCheckStats check_buffers(const sema::Graph& g, const LoweredPlan& lp, std:
 // verify; only the buffer check sees it. Returns false when no such value
 // exists; otherwise says in `applied` what changed.
 bool seed_double_inplace_allreduce(const sema::Graph& g, LoweredPlan& lp, std::string& applied);
+
+// Seeded bug `kernel-read-after-free` (program_check.h): on the first rank
+// whose kernels read a buffer that is freed later in the step (not a
+// parameter, gradient accumulator or shard), the first such buffer's Free
+// moves to just before the kernel's SliceIn that reads it. Only the buffer
+// check sees it, and only in a lowering that carries the kernels'
+// instructions (LowerOptions::kernel_buffers). False when no kernel reads
+// such a buffer (a communication-only lowering).
+bool seed_kernel_read_after_free(const sema::Graph& g, LoweredPlan& lp, std::string& applied);
 
 }  // namespace nns::backend

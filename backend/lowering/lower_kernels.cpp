@@ -130,10 +130,12 @@ void make_kernels(RankBuild& R) {
   for (const PlanAnalysis::Op& op : R.A.ops) {
     std::vector<int> ks;
     auto mine = op.leaves_on.find(R.device());
-    // A communication-only lowering (verification) skips the kernels,
-    // except under a schedule: their reads of received tensors place the
+    // A communication-only lowering skips the kernels, unless it is asked
+    // for their buffer instructions (program verification's buffer check)
+    // or runs under a schedule: their reads of received tensors place the
     // receives, so without them the order would not be the one that runs.
-    if (mine != op.leaves_on.end() && (!R.opts.communication_only || !R.plan.task_orders.empty()))
+    if (mine != op.leaves_on.end() &&
+        (!R.opts.communication_only || R.opts.kernel_buffers || !R.plan.task_orders.empty()))
       for (int leaf : mine->second) {
         ks.push_back(static_cast<int>(R.P.kernels.size()));
         R.P.kernels.push_back(make_kernel(R, leaf, op.backward, &op));

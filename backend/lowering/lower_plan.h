@@ -54,6 +54,12 @@ struct LowerOptions {
   // the same code as in a full lowering, so the collective sequence is the
   // one the runtime issues. What program verification reads (1024 ranks).
   bool communication_only = false;
+  // With communication_only: the kernels' instructions too (SliceIn,
+  // Forward, CollectOut, SliceGrad, Backward, CollectGrad, FreeKernel), the
+  // kernels not elaborated (no local graphs, no payloads), so that the
+  // buffer check (buffer_check.h) sees every read and write of a buffer the
+  // runtime makes. What `nns check --plan` lowers.
+  bool kernel_buffers = false;
   // Stop each rank's lowering after this pass (lower_rank.h lists them;
   // empty: run them all). What `--emit=program:PASS` prints.
   std::string stop_after;

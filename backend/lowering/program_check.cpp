@@ -32,7 +32,8 @@ const std::vector<std::pair<const char*, SeededBug>> kBugs = {
     {"collective-order", SeededBug::CollectiveOrder},
     {"gradient-copies", SeededBug::GradientCopies},
     {"gradient-scale-1pct", SeededBug::GradientScale1Pct},
-    {"double-inplace-allreduce", SeededBug::DoubleInplaceAllreduce}};
+    {"double-inplace-allreduce", SeededBug::DoubleInplaceAllreduce},
+    {"kernel-read-after-free", SeededBug::KernelReadAfterFree}};
 
 // Per value label of the producer's partial sums, how many times a piece
 // counts it; sorted by label. Immutable and shared: after a reduction every
@@ -432,10 +433,11 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int r
     return out;
   };
   // The programs every rank runs (structure only: the sub-op bodies do not
-  // change what is communicated).
+  // change what is communicated), with the kernels' buffer instructions.
   LowerOptions opts;
   opts.replicas = replicas;
   opts.communication_only = true;
+  opts.kernel_buffers = true;  // the buffer check reads the kernels' reads and writes
   opts.comm = comm;
   LoweredPlan lp;
   try {
@@ -494,6 +496,11 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int r
   }
   if (bug == SeededBug::DoubleInplaceAllreduce && !seed_double_inplace_allreduce(g, lp, out.applied)) {
     out.errors.push_back("seeded bug does not apply: no partial sum read by two ops is allreduced for both");
+    out.seed_not_applicable = true;
+    return finish();
+  }
+  if (bug == SeededBug::KernelReadAfterFree && !seed_kernel_read_after_free(g, lp, out.applied)) {
+    out.errors.push_back("seeded bug does not apply: no kernel reads a buffer that is freed");
     out.seed_not_applicable = true;
     return finish();
   }

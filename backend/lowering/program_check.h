@@ -50,6 +50,8 @@ enum class SeededBug {
   GradientScale1Pct,       // one replica averages a gradient with a factor 1% too large
   DoubleInplaceAllreduce,  // a partial sum read by two ops allreduced twice in place on the producer's buffer
                            // (issue 25; only the buffer check, buffer_check.h, sees it)
+  KernelReadAfterFree,     // a kernel reads a buffer after its free (the Free moved before the read;
+                           // only the buffer check sees it, on the kernels' instructions)
 };
 bool seeded_bug_from_name(const std::string& name, SeededBug& out);
 std::string seeded_bug_names();  // "missing-allreduce, allgather-for-allreduce, ..."

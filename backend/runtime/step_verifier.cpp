@@ -101,32 +101,47 @@ WeightDrift weight_drift(const TensorMap& run, const TensorMap& free_running) {
   return d;
 }
 
-// Each gradient's error against its own bound, and the loss's: the largest
-// ratio names the step's tensor (1e30 for a missing tensor or a parameter
-// without a bound: an unbounded comparison never passes).
+StepVerifier::StepVerifier(Trainer& reference, double rounding, const DerivedBounds* bounds)
+    : ref_(reference), rounding_(rounding), bounds_(bounds) {
+  if (bounds_) ref_.track_gradient_magnitudes();
+}
+
+// Each gradient's error against its own bound, scaled by the condition of
+// its sum in this step's reference, and the loss's: the largest ratio names
+// the step's tensor (1e30 for a missing tensor or a parameter without a
+// bound: an unbounded comparison never passes).
 void StepVerifier::rate(StepComparison& c, const std::map<std::string, double>& errors) {
-  auto consider = [&c](const std::string& name, double err, double bound) {
+  const std::map<std::string, double> kappa = ref_.gradient_conditions();
+  const std::map<std::string, double> bounds = conditioned_bounds(*bounds_, kappa, ref_.gradient_norms());
+  auto condition = [&kappa](const std::string& name) {
+    auto k = kappa.find(name);
+    return k == kappa.end() ? 1.0 : k->second;
+  };
+  auto consider = [&c](const std::string& name, double err, double bound, double cond) {
     const double ratio = bound > 0 ? err / bound : 1e30;
     if (ratio > c.ratio || c.ratio_name.empty()) {
       c.ratio = ratio;
       c.ratio_name = name;
       c.ratio_error = err;
       c.ratio_bound = bound;
+      c.ratio_condition = cond;
     }
   };
-  consider("loss", c.loss, bounds_->loss);
+  consider("loss", c.loss, bounds_->loss, 1);
   for (const auto& [name, err] : errors) {
-    auto b = bounds_->gradient.find(name);
-    consider(name, err, b == bounds_->gradient.end() ? 0 : b->second);
+    auto b = bounds.find(name);
+    consider(name, err, b == bounds.end() ? 0 : b->second, condition(name));
   }
   if (c.ratio > worst_ratio_.ratio || worst_ratio_.ratio_name.empty()) worst_ratio_ = c;
-  if (std::getenv("NNS_VERIFY_DETAIL")) {  // every tensor past a tenth of its bound, with the bound
+  // Every tensor past a tenth of its bound (NNS_VERIFY_DETAIL=all: every tensor), with the bound.
+  if (const char* detail = std::getenv("NNS_VERIFY_DETAIL")) {
+    const double share = std::string(detail) == "all" ? 0 : 0.1;
     for (const auto& [name, err] : errors) {
-      auto b = bounds_->gradient.find(name);
-      if (b == bounds_->gradient.end() || err > 0.1 * b->second)
-        std::fprintf(stderr, "  %s: error %.2e, bound %.2e (chain of %lld)\n", name.c_str(), err,
-                     b == bounds_->gradient.end() ? 0.0 : b->second,
-                     static_cast<long long>(b == bounds_->gradient.end() ? 0 : bounds_->length.at(name)));
+      auto b = bounds.find(name);
+      if (b == bounds.end() || err >= share * b->second)
+        std::fprintf(stderr, "  %s: error %.2e, bound %.2e (chain of %lld, condition %.3g)\n", name.c_str(), err,
+                     b == bounds.end() ? 0.0 : b->second,
+                     static_cast<long long>(b == bounds.end() ? 0 : bounds_->length.at(name)), condition(name));
     }
   }
 }

@@ -31,9 +31,10 @@ void print_verify_summary(const StepVerifier& v, const LoopOptions& o) {
   char bound[256];
   if (v.bounds()) {
     const StepComparison& w = v.worst_ratio();
-    std::snprintf(bound, sizeof bound, "%s derived bounds: largest error/bound %.3g, %s %.2e of %.2e; update %.0e",
+    std::snprintf(bound, sizeof bound,
+                  "%s derived bounds: largest error/bound %.3g, %s %.2e of %.2e, condition %.3g; update %.0e",
                   o.verify_precision.c_str(), w.ratio, w.ratio_name.c_str(), w.ratio_error, w.ratio_bound,
-                  o.verify_update_bound);
+                  w.ratio_condition, o.verify_update_bound);
   } else {
     std::snprintf(bound, sizeof bound, "%s bound %.0e; update %.0e", o.verify_precision.c_str(), o.verify_bound,
                   o.verify_update_bound);

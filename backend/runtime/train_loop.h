@@ -100,6 +100,7 @@ struct StepComparison {
   // loss and the gradients, the tensor ("loss" for the loss), its error and
   // bound.
   double ratio = 0, ratio_error = 0, ratio_bound = 0;
+  double ratio_condition = 1;  // the condition (kappa) of that tensor's sum, by which its bound was scaled
   std::string ratio_name;
 };
 
@@ -125,8 +126,10 @@ class StepVerifier {
   // rounding: the share of the largest gradient norm below which a whole
   // tensor's gradient is rounding noise of the precision (1e-6 for fp32;
   // bf16 autocast 2^-8). bounds: kept by the caller; null for the constant.
-  StepVerifier(Trainer& reference, double rounding = 1e-6, const DerivedBounds* bounds = nullptr)
-      : ref_(reference), rounding_(rounding), bounds_(bounds) {}
+  // With bounds, the reference also computes the magnitude of each
+  // parameter gradient's sum, and each step's bound of a tensor is its
+  // derived one times the condition of that sum (conditioned_bounds).
+  StepVerifier(Trainer& reference, double rounding = 1e-6, const DerivedBounds* bounds = nullptr);
   // skipped: the run skipped this step's update (fp16 loss scaling); the
   // reference must have skipped it too (else the error is 1e30), and the
   // gradients of a skipped step (inf/NaN on both sides) are not compared.

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "backend/runtime/checkpoint_store.h"
+#include "backend/runtime/gradient_magnitude.h"
 #include "backend/runtime/lr_horizon.h"
 #include "backend/runtime/optimizer.h"
 #include "backend/runtime/safetensors.h"
@@ -141,6 +142,18 @@ Trainer::Trainer(const sema::Graph& g, const sema::TrainingGraphInfo& info, cons
 
 Trainer::~Trainer() { release_all(); }
 
+void Trainer::track_gradient_magnitudes() {
+  if (!magnitudes_) magnitudes_ = std::make_unique<GradientMagnitudes>(g_, info_);
+}
+
+std::map<std::string, double> Trainer::gradient_conditions() const {
+  return magnitudes_ ? magnitudes_->conditions() : std::map<std::string, double>{};
+}
+
+std::map<std::string, double> Trainer::gradient_norms() const {
+  return magnitudes_ ? magnitudes_->norms() : std::map<std::string, double>{};
+}
+
 void Trainer::release_all() {
   for (size_t t = 0; t < buffers_.size(); ++t)
     if (buffers_[t]) release(static_cast<int>(t));
@@ -213,6 +226,7 @@ double Trainer::run_micro_batch(int64_t k, bool backward) {
       // Parameter gradients stay until the update (or accumulation).
       if (g_.tensor(in.tensor).grad_of >= 0 && g_.tensor(g_.tensor(in.tensor).grad_of).kind == sema::TensorKind::Param) continue;
       if (buffers_[in.tensor] && !kept_.count(in.tensor)) release(in.tensor);
+      if (magnitudes_) magnitudes_->forget(in.tensor);
       continue;
     }
     const sema::OpNode& n = g_.node(in.node);
@@ -233,6 +247,7 @@ double Trainer::run_micro_batch(int64_t k, bool backward) {
     } else {
       be_.run_node(g_, n, ins, outs);
     }
+    if (magnitudes_ && n.phase == sema::Phase::Backward) magnitudes_->after_node(be_, n, ins);
     // The backward starts from the loss gradient: its "fill" node's seed,
     // times the fp16 loss scale (loss_scale.h).
     if (n.kind == "fill" && g_.tensor(n.outputs[0]).grad_of == g_.loss)
@@ -302,9 +317,15 @@ StepStats Trainer::step() {
   int64_t m = spec_.micro_batches;
   double loss_sum = 0;
   for (auto& [p, v] : accum_) be_.scale(v, 0.f);  // a new step accumulates from zero
+  if (magnitudes_) magnitudes_->start_step();
   for (int64_t mb = 0; mb < m; ++mb) {
     trace_mb_ = static_cast<int>(mb);
     loss_sum += run_micro_batch((step_ - 1) * m + mb, true);
+    if (magnitudes_) {
+      std::vector<TensorView> own;
+      for (const auto& [p, grad] : info_.param_grads) own.push_back(view(grad));
+      magnitudes_->end_micro_batch(be_, own, 1.0 / static_cast<double>(m));
+    }
     if (m > 1)
       for (const auto& [p, grad] : info_.param_grads) {
         be_.axpy(accum_.at(p), view(grad), 1.0f / static_cast<float>(m));

@@ -28,6 +28,7 @@
 namespace nns::backend {
 
 class TraceRecorder;
+class GradientMagnitudes;
 
 // Counter-based initial values: a tensor's values are a pure function of
 // (key, element index), so every rank can produce any slice of it. The key
@@ -104,6 +105,13 @@ class Trainer : public TrainSession {
   // keep the step's own. An empty hook turns this off.
   using GradientHook = std::function<TensorMap(TensorMap own)>;
   void set_gradient_hook(GradientHook hook) { gradient_hook_ = std::move(hook); }
+  // --verify's derived bound: from now on each step also computes the
+  // magnitude sum |c_j| of every parameter gradient's sum (gradient_magnitude.h);
+  // gradient_conditions() is then, by parameter name, ||sum |c_j| || / ||g||
+  // of the latest step (empty when off).
+  void track_gradient_magnitudes();
+  std::map<std::string, double> gradient_conditions() const;
+  std::map<std::string, double> gradient_norms() const;  // ||g|| of the latest step's (tracked) gradients
 
   // Host copies, by qualified parameter name.
   std::map<std::string, std::vector<float>> parameters() const;
@@ -148,6 +156,7 @@ class Trainer : public TrainSession {
   // trace_base_ + 1 + i (parameter i's update).
   TraceRecorder* tracer_ = nullptr;
   GradientHook gradient_hook_;
+  std::unique_ptr<GradientMagnitudes> magnitudes_;               // track_gradient_magnitudes()
   void replace_gradients(const std::vector<TensorView>& grads);  // with gradient_hook_'s
   int trace_base_ = 0, trace_mb_ = -1;
 };

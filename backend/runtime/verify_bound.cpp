@@ -1,6 +1,7 @@
 #include "backend/runtime/verify_bound.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <set>
 #include <vector>
@@ -153,7 +154,7 @@ DerivedBounds derive_bounds(const sema::Graph& g, const sema::TrainingGraphInfo&
   for (const auto& [param, grad] : info.param_grads) {
     const int64_t lr = ref[static_cast<size_t>(grad)] + acc_ref, lp = run[static_cast<size_t>(grad)] + acc_run;
     const std::string& name = g.tensor(param).name;
-    b.gradient[name] = gamma_n(lr, u) + gamma_n(lp, u);
+    b.gradient[name] = b.chain[name] = gamma_n(lr, u) + gamma_n(lp, u);
     b.length[name] = std::max(lr, lp);
     worst = std::max(worst, b.gradient[name]);
   }
@@ -165,8 +166,9 @@ DerivedBounds derive_bounds(const sema::Graph& g, const sema::TrainingGraphInfo&
     // (cpu/fast_train.cpp), then at most one more term per tensor and per
     // device), and the factor's cast and the product round once each side.
     const int64_t terms = 512 + static_cast<int64_t>(info.param_grads.size()) + shape.plan_devices * r;
-    const double clip_term = worst + gamma_n(terms, u) + 4 * u;
-    for (auto& [name, v] : b.gradient) v += clip_term;
+    b.clip = true;
+    b.clip_extra = gamma_n(terms, u) + 4 * u;
+    for (auto& [name, v] : b.gradient) v += worst + b.clip_extra;
   }
   if (g.loss >= 0) {
     // The loss: averaged over the micro-batches (and the replicas).
@@ -175,6 +177,29 @@ DerivedBounds derive_bounds(const sema::Graph& g, const sema::TrainingGraphInfo&
     b.loss_length = std::max(lr, lp);
   }
   return b;
+}
+
+std::map<std::string, double> conditioned_bounds(const DerivedBounds& b, const std::map<std::string, double>& kappa,
+                                                 const std::map<std::string, double>& norms) {
+  std::map<std::string, double> out;
+  double worst = 0, err2 = 0, norm2 = 0;
+  for (const auto& [name, v] : b.chain) {
+    auto k = kappa.find(name);
+    out[name] = v * (k == kappa.end() ? 1.0 : std::max(1.0, k->second));
+    worst = std::max(worst, out[name]);
+    auto n = norms.find(name);
+    const double gn = n == norms.end() ? 0 : n->second;
+    err2 += out[name] * out[name] * gn * gn;
+    norm2 += gn * gn;
+  }
+  // The global norm's relative error: sqrt(sum_t bound_t^2 ||g_t||^2) /
+  // ||g||, each tensor weighted by its norm (a tensor with a tiny gradient
+  // may have a huge condition, but its error is small in the global norm);
+  // without norms, the largest bound (an upper bound of the same).
+  const double norm_error = norms.empty() || norm2 <= 0 ? worst : std::sqrt(err2 / norm2);
+  if (b.clip)
+    for (auto& [name, v] : out) v += norm_error + b.clip_extra;
+  return out;
 }
 
 }  // namespace nns::backend

@@ -38,6 +38,12 @@ struct BoundShape {
 struct DerivedBounds {
   static constexpr double kUnitRoundoff = 1.0 / (1 << 24);  // fp32: 2^-24
   std::map<std::string, double> gradient;                   // by parameter name: the relative normwise bound
+  // The parts of `gradient`: the chains' gamma_ref + gamma_run, and, with
+  // clipping, what the clip factor adds to every tensor besides the largest
+  // chain term (conditioned_bounds recombines them).
+  std::map<std::string, double> chain;
+  bool clip = false;
+  double clip_extra = 0;
   std::map<std::string, int64_t> length;  // by parameter name: L_run (the longer chain), for the detail output
   double loss = 0;
   int64_t loss_length = 0;
@@ -50,5 +56,15 @@ double gamma_n(int64_t n, double u = DerivedBounds::kUnitRoundoff);
 // The bounds for every trained parameter of the training graph (g with the
 // backward nodes of `info`) and for its loss.
 DerivedBounds derive_bounds(const sema::Graph& g, const sema::TrainingGraphInfo& info, const BoundShape& shape);
+
+// The bounds of one step with the condition of each parameter gradient's
+// sum (kappa = ||sum |c_j| || / ||sum c_j|| >= 1, gradient_magnitude.h):
+// each chain term times its tensor's kappa (1 for a name kappa lacks),
+// then, with clipping, the global norm's relative error, sqrt(sum_t
+// bound_t^2 ||g_t||^2) / ||g|| with the gradients' norms `norms` (the
+// largest bound without them), and the clip factor's roundings. With every
+// kappa 1 and no norms it is `b.gradient`.
+std::map<std::string, double> conditioned_bounds(const DerivedBounds& b, const std::map<std::string, double>& kappa,
+                                                 const std::map<std::string, double>& norms = {});
 
 }  // namespace nns::backend

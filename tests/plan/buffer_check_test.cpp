@@ -327,12 +327,51 @@ TEST_CASE("buffer check: the double in-place allreduce of issue 25 is caught by 
   CHECK(pc.buffer_errors > 0);
   CHECK(pc.buffer_errors == static_cast<int>(pc.errors.size()));
   REQUIRE_FALSE(pc.errors.empty());
-  CHECK(pc.errors[0].find("the partial sum is reduced twice") != std::string::npos);
+  // With the kernels' instructions (what nns check lowers) the second
+  // allreduce is both a write under a kernel's in-place read and a second
+  // reduction of a whole sum; both are said.
+  CHECK(pc.errors[0].find("while a kernel still reads it in place") != std::string::npos);
+  CHECK(all(pc.errors).find("the partial sum is reduced twice") != std::string::npos);
   // Unseeded, the plan verifies.
   backend::ProgramCheck clean =
       backend::verify_programs(l.interp->graph(), l.plan, 1, backend::SeededBug::None, &*l.interp->train(), nullptr);
   INFO(all(clean.errors));
   CHECK(clean.ok);
+}
+
+TEST_CASE("buffer check: nns check's lowering carries the kernels' reads, and a read after a free is caught",
+          "[buffer_check]") {
+  Lowered l("examples/gpt.nns", "tiny", "megatron", 2);
+  // Communication only, as verification lowers: with kernel_buffers the
+  // kernels' instructions are there (unelaborated), without them none.
+  backend::LowerOptions o;
+  o.communication_only = true;
+  backend::LoweredPlan bare = backend::lower_plan(l.interp->graph(), l.plan, *l.interp->train(), o);
+  o.kernel_buffers = true;
+  backend::LoweredPlan with = backend::lower_plan(l.interp->graph(), l.plan, *l.interp->train(), o);
+  auto slice_ins = [](const backend::LoweredPlan& lp) {
+    return std::count_if(lp.programs[0].instrs.begin(), lp.programs[0].instrs.end(),
+                         [](const PInstr& in) { return in.kind == PInstr::SliceIn; });
+  };
+  CHECK(slice_ins(bare) == 0);
+  CHECK(slice_ins(with) > 0);
+  CHECK(slice_ins(with) == slice_ins(l.lower(1)));  // the same reads the runtime's lowering makes
+  std::string applied;
+  CHECK_FALSE(backend::seed_kernel_read_after_free(l.interp->graph(), bare, applied));
+  std::vector<std::string> errors;
+  backend::check_buffers(l.interp->graph(), with, errors);
+  INFO(all(errors));
+  CHECK(errors.empty());
+  // Through verify_programs: only the buffer check sees it, naming the read.
+  backend::ProgramCheck pc = backend::verify_programs(
+      l.interp->graph(), l.plan, 1, backend::SeededBug::KernelReadAfterFree, &*l.interp->train(), nullptr);
+  INFO(all(pc.errors));
+  CHECK(pc.applied.find("rank 0 frees b") != std::string::npos);
+  CHECK_FALSE(pc.ok);
+  CHECK(pc.buffer_errors == static_cast<int>(pc.errors.size()));
+  REQUIRE_FALSE(pc.errors.empty());
+  CHECK(pc.errors[0].find("slice-in") != std::string::npos);
+  CHECK(pc.errors[0].find("after its free at instruction") != std::string::npos);
 }
 
 TEST_CASE("buffer check: mistakes put into a full lowering are caught there", "[buffer_check]") {

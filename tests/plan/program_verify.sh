@@ -61,6 +61,16 @@ if [ -z "$errs" ] || [ -n "$other" ]; then
   echo "FAIL: double-inplace-allreduce: expected only buffer-check diagnoses, got:"; echo "$errs" | head -5; fail=1
 fi
 ok tests/plan/plans/shared_partial.nns small vs 2
+# Issue 25: a kernel reading a buffer after its free. The lowering nns
+# check verifies carries the kernels' instructions, so the buffer check
+# sees the read; its diagnosis is the only one.
+bug kernel-read-after-free "(mb0 slice-in k0.in0 <- b36): reads b36 (input of ids, mb0) after its free at instruction 1" $G
+errs=$(grep "^nns: error: program: " <<<"$out")
+other=$(grep -v "^nns: error: program: rank [0-9]*, instruction [0-9]* (" <<<"$errs")
+if [ -z "$errs" ] || [ -n "$other" ]; then
+  echo "FAIL: kernel-read-after-free: expected only buffer-check diagnoses, got:"; echo "$errs" | head -5; fail=1
+fi
+bug kernel-read-after-free "reads b" examples/alphafold2.nns tiny pipeline3f1b 4
 # A kind with nothing to corrupt says so, with its own exit status.
 out="$("$NNS" check examples/01_mlp.nns --config small --plan dp --gpus 2 --seed-bug wrong-stage-device 2>&1)"
 rc=$?

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "backend/runtime/gradient_magnitude.h"
 #include "backend/runtime/train_loop.h"
 #include "backend/runtime/trainer.h"
 #include "backend/runtime/verify_bound.h"
@@ -125,10 +126,110 @@ TEST_CASE("StepVerifier with derived bounds: each gradient against its own, the 
     backend::StepComparison c = v.compare(loss, g, run.parameters());
     CHECK(c.ratio_name == "w");
     CHECK(c.ratio_error == Approx(0.01).epsilon(1e-3));
-    CHECK(c.ratio_bound == Approx(bounds.gradient.at("w")));
+    // The bound is the derived one times the condition of w's sum in this step.
+    CHECK(c.ratio_condition >= 1);
+    CHECK(c.ratio_bound == Approx(bounds.gradient.at("w") * c.ratio_condition));
     CHECK(c.ratio > 100);
     CHECK(v.worst_ratio().ratio == c.ratio);
   }
+}
+
+TEST_CASE("conditioned_bounds: each chain term times its sum's condition, then the clip term", "[verify]") {
+  backend::DerivedBounds b;
+  b.chain = {{"a", 1e-4}, {"b", 2e-4}};
+  b.gradient = b.chain;
+  CHECK(backend::conditioned_bounds(b, {}) == b.gradient);
+  auto k = backend::conditioned_bounds(b, {{"a", 10.0}, {"b", 0.5}});  // below 1 counts as 1
+  CHECK(k.at("a") == Approx(1e-3));
+  CHECK(k.at("b") == Approx(2e-4));
+  b.clip = true;
+  b.clip_extra = 1e-6;
+  k = backend::conditioned_bounds(b, {{"a", 10.0}});
+  CHECK(k.at("a") == Approx(1e-3 + 1e-3 + 1e-6));  // the norm's error: the largest conditioned term
+  CHECK(k.at("b") == Approx(2e-4 + 1e-3 + 1e-6));
+  // With the gradients' norms, the global norm's error weighs each tensor
+  // by its norm: a tensor whose sum cancels to almost nothing (kappa 1e6)
+  // adds next to nothing to it.
+  k = backend::conditioned_bounds(b, {{"a", 1e6}}, {{"a", 1e-9}, {"b", 1.0}});
+  CHECK(k.at("a") == Approx(100 + std::hypot(100 * 1e-9, 2e-4) + 1e-6));
+  CHECK(k.at("b") == Approx(2e-4 + std::hypot(100 * 1e-9, 2e-4) + 1e-6));
+}
+
+// A bias added to 8 rows of 4, a linear layer and an MSE loss: b's
+// gradient is the sum over the rows of dh = dp w, dp = c (p - y), terms of
+// both signs; w's the sum over the rows of dp_r^T h_r.
+const char* kBias =
+    "model M() {\n"
+    "  param b: [4] = normal(0.5)\n"
+    "  param w: [3, 4] = normal(0.5)\n"
+    "  fn forward(x) { return linear(x + b, w) }\n"
+    "}\n"
+    "train {\n"
+    "  model = M()\n"
+    "  input x: [8, 4] = randn(1.0)\n"
+    "  input y: [8, 3] = randn(1.0)\n"
+    "  loss = mse(model(x), y)\n"
+    "  optimizer = sgd(lr = 0.01)\n"
+    "  steps = 1\n"
+    "}\n";
+
+TEST_CASE("GradientMagnitudes: the condition sum |c_j| / |sum c_j| of each parameter gradient's sum", "[verify]") {
+  using R = backend::GradientMagnitudes::Role;
+  CHECK(backend::GradientMagnitudes::role_of("linear_backward") == R::Reduce);
+  CHECK(backend::GradientMagnitudes::role_of("add_backward") == R::Reduce);
+  CHECK(backend::GradientMagnitudes::role_of("reshape_backward") == R::Pass);
+  CHECK(backend::GradientMagnitudes::role_of("add_n") == R::Pass);
+  CHECK(backend::GradientMagnitudes::role_of("relu_backward") == R::None);
+  CHECK(backend::GradientMagnitudes::role_of("softmax_backward") == R::None);
+
+  Model m(kBias);
+  auto be = backend::make_cpu_backend(true);
+  be->set_threads(1);
+  backend::Trainer t(m.interp->graph(), m.info, m.spec, *be, {});
+  CHECK(t.gradient_conditions().empty());  // off until asked for
+  t.track_gradient_magnitudes();
+  const backend::TensorMap w0 = t.parameters();
+  t.step();
+  const backend::TensorMap g = t.last_gradients();
+  const std::map<std::string, double> kappa = t.gradient_conditions();
+  REQUIRE(kappa.count("b"));
+  REQUIRE(kappa.count("w"));
+  // Recompute both from the step's inputs in double: h = x + b, p = h w^T,
+  // dp = c (p - y); b's gradient is sum_r (dp_r w), w's sum_r dp_r^T h_r.
+  const sema::Graph& gr = m.interp->graph();
+  std::vector<int> in = gr.inputs();
+  t.keep_tensors(in);
+  std::vector<float> x = t.tensor_values(in[0]), y = t.tensor_values(in[1]);
+  const std::vector<float>&b = w0.at("b"), &w = w0.at("w");
+  std::vector<double> gb(4, 0), sb(4, 0), gw(12, 0), sw(12, 0);
+  for (int r = 0; r < 8; ++r) {
+    double h[4], dp[3];
+    for (int j = 0; j < 4; ++j) h[j] = static_cast<double>(x[r * 4 + j]) + b[j];
+    for (int i = 0; i < 3; ++i) {
+      double p = 0;
+      for (int j = 0; j < 4; ++j) p += h[j] * w[i * 4 + j];
+      dp[i] = p - y[r * 3 + i];  // the loss's constant factor cancels in the ratio
+    }
+    for (int j = 0; j < 4; ++j) {
+      double s = 0;
+      for (int i = 0; i < 3; ++i) {
+        s += dp[i] * w[i * 4 + j];
+        gw[i * 4 + j] += dp[i] * h[j];
+        sw[i * 4 + j] += std::fabs(dp[i] * h[j]);
+      }
+      gb[j] += s;
+      sb[j] += std::fabs(s);  // the add's terms: dh_rj as computed (its own sum over i is upstream)
+    }
+  }
+  auto ratio = [](const std::vector<double>& s, const std::vector<double>& gg) {
+    double a = 0, c = 0;
+    for (size_t i = 0; i < s.size(); ++i) a += s[i] * s[i], c += gg[i] * gg[i];
+    return std::sqrt(a / c);
+  };
+  CHECK(kappa.at("w") == Approx(ratio(sw, gw)).epsilon(1e-4));
+  CHECK(kappa.at("b") == Approx(ratio(sb, gb)).epsilon(1e-4));
+  CHECK(kappa.at("b") > 1.05);  // random signs: a visible cancellation
+  CHECK(g.at("b").size() == 4);
 }
 
 TEST_CASE("run_train_loop fails a run whose update alone is wrong", "[verify]") {
