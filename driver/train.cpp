@@ -315,12 +315,15 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
     lo.report_invariant_params = true;
     backend::Trainer* t = trainer.get();
     if (!r.dump_grads.empty()) lo.dump_gradients = [t, &r] { t->save_gradients(r.dump_grads); };
-    for (auto [path, saver] : {std::pair{&r.save, &lo.save}, std::pair{&r.save_best, &lo.save_best}})
+    // Not structured bindings: C++17 lambdas cannot capture one (clang refuses).
+    for (auto path_saver : {std::pair{&r.save, &lo.save}, std::pair{&r.save_best, &lo.save_best}}) {
+      const std::string* path = path_saver.first;
       if (!path->empty())
-        *saver = [t, path] {
+        *path_saver.second = [t, path] {
           t->save_checkpoint(*path);
           return "checkpoint: " + *path + " (step " + std::to_string(t->steps_done()) + ")";
         };
+    }
     session = std::move(trainer);
   }
   std::unique_ptr<Validator> validator;  // eval_every: its own forward-only session

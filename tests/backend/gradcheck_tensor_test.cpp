@@ -14,7 +14,10 @@ TEST_CASE("gradcheck: binary broadcasting and scale", "[backend][gradcheck]") {
                                                        {cpu::BinaryOp::mul, "mul"},
                                                        {cpu::BinaryOp::div, "div"}};
   uint32_t seed = 3000;
-  for (const auto& [ad, bd] : shapes) {
+  // Not a structured binding: C++17 lambdas (the loss below) cannot capture one.
+  for (const auto& shape_pair : shapes) {
+    const Dims& ad = shape_pair.first;
+    const Dims& bd = shape_pair.second;
     int64_t out[cpu::kMaxRank];
     int rank = cpu::broadcast_shape(int(ad.size()), ad.data(), int(bd.size()), bd.data(), out);
     int64_t nc = numel(Dims(out, out + rank));

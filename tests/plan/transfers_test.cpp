@@ -375,7 +375,10 @@ TEST_CASE("disjoint groups: reduce on the source, send each byte once, gather on
 }
 
 TEST_CASE("groups of different sizes: 4 producers to 8 consumers and back", "[transfers]") {
-  for (auto [a, b] : {std::pair{range(0, 4), range(4, 12)}, std::pair{range(0, 8), range(8, 12)}, std::pair{range(0, 4), range(0, 8)}}) {
+  for (const auto& a_b : {std::pair{range(0, 4), range(4, 12)}, std::pair{range(0, 8), range(8, 12)},
+                          std::pair{range(0, 4), range(0, 8)}}) {
+    const auto& a = a_b.first;  // not a structured binding: the lambda below captures it
+    const auto& b = a_b.second;
     Layout from{a, {{F::D, 0, static_cast<int64_t>(a.size()), 0}}};
     Layout to{b, {{F::D, 1, static_cast<int64_t>(b.size()), 0}}};
     Adapter ad = derive_adapter(from, to, kShape, 4);
