@@ -135,6 +135,11 @@ class Trainer : public TrainSession {
   TrainOptions opts_;
   Program program_;
   std::vector<void*> buffers_;                   // by tensor id
+  // By tensor id: held in bf16 (bf16 activation storage, lowering/bf16_storage.h);
+  // empty when every tensor keeps its dtype.
+  std::vector<char> bf16_;
+  bool stored_bf16(int tensor) const { return !bf16_.empty() && bf16_[static_cast<size_t>(tensor)]; }
+  size_t stored_bytes(int tensor) const;
   std::set<int> kept_;                           // never freed (keep_tensors)
   std::map<int, OptimizerState> state_;           // optimizer state per param
   std::map<int, TensorView> accum_;               // accumulated gradients per param (micro-batches)
