@@ -97,7 +97,7 @@ Trainer::Trainer(const sema::Graph& g, const sema::TrainingGraphInfo& info, cons
                  TrainOptions opts)
     : g_(g), info_(info), spec_(spec), be_(backend), opts_(std::move(opts)), scaler_(spec.loss_scale, spec.precision == "fp16") {
   program_ = lower_single_device(g_, info_);
-  if (spec_.precision == "bf16" && be_.bf16_storage()) bf16_ = bf16_graph_tensors(g_);
+  if (spec_.precision == "bf16" && be_.bf16_storage()) bf16_ = bf16_graph_tensors(g_, opts_.keep_f32);
   // A constructor that throws (a bad --init/--resume file) runs no
   // destructor: give back what was allocated before rethrowing.
   try {

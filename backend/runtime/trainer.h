@@ -65,6 +65,9 @@ struct TrainOptions {
   bool init_partial = false;   // --init-partial: parameters the file lacks keep their initializers
   std::string data_path;       // overrides the train block's data source
   std::string resume_path;     // checkpoint to resume from
+  // bf16 activation storage: tensors held in f32 all the same (a --verify
+  // reference's: lowering/bf16_storage.h, partial_sum_tensors).
+  std::vector<int> keep_f32;
 };
 
 // Implements the TrainSession of the shared loop (train_loop.h); the

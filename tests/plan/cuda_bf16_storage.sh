@@ -9,7 +9,9 @@
 #     measured peak is below fp32's, and the checker (nns check --precision
 #     bf16-storage) and the simulator (nns simulate --precision
 #     bf16-storage) give exactly the measured peak, as memory_bound.sh
-#     requires of fp32.
+#     requires of fp32;
+#   - every other plan of tests/plan/cuda_emulation.sh passes --verify
+#     under bf16 storage.
 #   tests/plan/cuda_bf16_storage.sh NNS_BINARY
 set -uo pipefail
 NNS=${1:?usage: cuda_bf16_storage.sh NNS_BINARY}
@@ -66,4 +68,26 @@ for plan in dp megatron; do
   [ "$chk" = "$run" ] || fail "$plan: the checker's bf16-storage peak $chk is not the measured $run"
   [ "$sim" = "$run" ] || fail "$plan: the simulator's bf16-storage peak $sim is not the measured $run"
 done
+
+# Every plan tests/plan/cuda_emulation.sh trains, under bf16 storage: --verify
+# passes against the one-device reference (which keeps f32 what the plan
+# sums in f32: lowering/bf16_storage.h, partial_sum_tensors).
+run_bf16() {  # FILE CONFIG PLAN GPUS STEPS
+  local f="$tmp/$(basename "$1")" out="$tmp/$3.bf16.log"
+  sed 's/^train {$/train {\n  precision = "bf16"/' "$1" > "$f"
+  grep -q 'precision = "bf16"' "$f" || fail "could not add precision bf16 to $1"
+  "$NNS" run "$f" --config "$2" --plan "$3" --gpus "$4" --steps "$5" --device cuda-emulation --verify > "$out" 2>&1 ||
+    fail "$1 $3 on $4 under bf16 storage: $(grep -E 'error|verify' "$out" | tail -3)"
+  echo "ok: $1 --config $2 --plan $3 --gpus $4 (bf16 storage): $(grep 'largest relative error' "$out")"
+}
+run_bf16 examples/gpt.nns tiny hybrid 4 2
+run_bf16 examples/gpt.nns tiny_pipe pipeline 2 2
+run_bf16 examples/gpt.nns tiny dp_zero1 2 2
+run_bf16 examples/01_mlp.nns small megatron 2 3
+run_bf16 examples/t5.nns tiny interlaced 2 2
+run_bf16 examples/llama.nns tiny megatron 2 2
+run_bf16 examples/moe.nns tiny ep 2 2
+run_bf16 examples/swin.nns tiny coshard 2 1
+run_bf16 examples/resnet.nns tiny dp 2 2
+run_bf16 examples/alphafold2.nns tiny pipeline3f1b 2 2
 echo PASS
