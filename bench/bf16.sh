@@ -19,7 +19,7 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 config='
-config bench_bf16 {
+config bench_bf16 extends tiny {
   batch = 8
   seq = 256
   vocab = 4096

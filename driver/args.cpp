@@ -247,8 +247,9 @@ bool parse_check_limits(const Args& a, sema::check::CheckOptions& opts, std::str
     opts.timeout_ms = opts.total_timeout_ms = static_cast<unsigned>(ms);
   }
   if (a.precision == "fp16" || a.precision == "bf16") opts.bytes_per_element = 2;
-  else if (!a.precision.empty() && a.precision != "fp32") {
-    usage = "--precision must be fp32, bf16 or fp16";
+  else if (!a.precision.empty() && a.precision != "fp32" &&
+           a.precision != "bf16-storage") {  // bf16-storage: PipelineOptions::bf16_storage
+    usage = "--precision must be fp32, bf16, fp16 or bf16-storage";
     return false;
   }
   if ((!a.device_memory.empty() || !a.check_timeout.empty()) && a.plan.empty()) {

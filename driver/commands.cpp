@@ -48,6 +48,7 @@ int pipeline_options(const Args& a, bool check, Stage last, PipelineOptions& o) 
   std::string usage;
   if (!parse_topology(a, check, o.topo, usage) || !parse_check_limits(a, o.check, usage) || !parse_eval_budget(a, o.eval_budget, usage))
     return usage_error(usage);
+  o.bf16_storage = a.precision == "bf16-storage";
   // Ranks this process would start itself: refused before the model is
   // elaborated and every rank's program lowered and verified (65536 ranks
   // took 18 s of that before the same refusal at launch).

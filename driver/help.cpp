@@ -21,7 +21,7 @@ struct CommandHelp {
 
 const CommandHelp kCommands[] = {
     {"check",
-     "check FILE [--config NAME] [--gpus N] [--plan P [--plan-gpus K] [--device-memory SIZE] [--precision fp16|bf16] [--check-timeout MS] [--seed-bug KIND]]\n"
+     "check FILE [--config NAME] [--gpus N] [--plan P [--plan-gpus K] [--device-memory SIZE] [--precision fp16|bf16|bf16-storage] [--check-timeout MS] [--seed-bug KIND]]\n"
      "        [--emit=STAGE]\n",
      "parse and elaborate FILE with a config preset (default: the first one in\n"
      "the file) and print a summary: ops, parameters and their bytes,\n"
@@ -43,7 +43,10 @@ const CommandHelp kCommands[] = {
      "allocates (kernel copies, gradient contributions, the largest kernel\n"
      "working set included); --precision fp16|bf16 counts mixed-precision\n"
      "training instead (2-byte weights, gradients and activations, fp32\n"
-     "optimizer state and master weights), as nns simulate --precision. --check-timeout MS bounds the whole check (plan\n"
+     "optimizer state and master weights), as nns simulate --precision;\n"
+     "--precision bf16-storage counts what the CUDA backend holds under\n"
+     "precision = \"bf16\" (bf16 kernel activations, the rest fp32; a run on\n"
+     "a CUDA device counts this itself). --check-timeout MS bounds the whole check (plan\n"
      "evaluation, device orders, Z3, communication, program verification;\n"
      "without it each Z3 call has 10000 ms); running out exits 70 and says\n"
      "which stage ran out. Then the lowered per-rank programs\n"
@@ -68,7 +71,7 @@ const CommandHelp kCommands[] = {
      "the same on any machine; --eval-timeout SECONDS adds a wall-clock cap.\n"},
     {"simulate",
      "simulate FILE --plan P [--gpus N [--plan-gpus K]] --device PROFILE|PATH.json [--config C]\n"
-     "           [--precision fp32|bf16|fp16] [--overlap-grad-reduce] [--all-ranks] [--trace OUT.json]\n",
+     "           [--precision fp32|bf16|fp16|bf16-storage] [--overlap-grad-reduce] [--all-ranks] [--trace OUT.json]\n",
      "lower plan P to its per-rank programs (what run executes) and replay\n"
      "them on a device profile (stdlib/profiles/, or a JSON file): kernels\n"
      "by roofline from their multiply-adds and bytes, collectives by an\n"
@@ -79,7 +82,9 @@ const CommandHelp kCommands[] = {
      "replicas are identical; their gradient averaging is costed over its\n"
      "group); --all-ranks replays every rank. --precision costs kernels at\n"
      "the profile's peak for that dtype and every element at its size (the\n"
-     "CPU runtime computes fp32; default fp32). --overlap-grad-reduce starts\n"
+     "CPU runtime computes fp32; default fp32); bf16-storage costs kernels in\n"
+     "bf16 and memory as the CUDA backend's bf16 activation storage holds it.\n"
+     "--overlap-grad-reduce starts\n"
      "each gradient allreduce when its gradients are final, on a\n"
      "communication stream beside the compute. --trace writes the simulated\n"
      "timeline as a Chrome trace (the format of run --trace). A measured\n"
@@ -289,7 +294,7 @@ const CommandPage kPages[] = {
      "  --plan P --gpus N    evaluate plan P for N devices, prove it legal (Z3), check memory, verify the programs\n"
      "  --plan-gpus K        evaluate P for K devices, run as N/K replicas\n"
      "  --device-memory SIZE capacity per device (80GiB, 512MiB) or a device profile's name\n"
-     "  --precision fp16|bf16  count memory for mixed-precision training\n"
+     "  --precision fp16|bf16|bf16-storage  count memory for mixed precision, or the CUDA bf16 storage\n"
      "  --check-timeout MS   bound the whole check\n"
      "  --eval-budget STEPS  interpreter steps one evaluation may take (default 50M); --eval-timeout SECONDS\n",
      "nns check examples/gpt.nns --config tiny --plan megatron --gpus 2 --emit=comm"},
@@ -314,7 +319,7 @@ const CommandPage kPages[] = {
     {"simulate",
      "  --plan P --gpus N [--plan-gpus K]  the plan and its devices\n"
      "  --device NAME|PATH.json  a device profile (stdlib/profiles/) or a file\n"
-     "  --precision fp32|bf16|fp16  --overlap-grad-reduce  --all-ranks  --trace OUT.json\n",
+     "  --precision fp32|bf16|fp16|bf16-storage  --overlap-grad-reduce  --all-ranks  --trace OUT.json\n",
      "nns simulate examples/gpt.nns --config gpt3_1_3b --plan megatron --gpus 32 --plan-gpus 8 --device a100"},
     {"plan",
      "  --gpus N --device D  devices and their profile\n"

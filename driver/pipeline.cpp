@@ -142,6 +142,8 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
   sema::CheckDeadline::stage("the memory check");
   std::optional<backend::MemoryCheck> mem;
   backend::MemoryCheckOptions mo = memory_options(o.check, spec);
+  mo.bf16_storage =
+      o.bf16_storage || (o.last >= Stage::Run && o.run.device != "cpu" && spec && spec->precision == "bf16");
   try {
     if (o.memory_report || mo.capacity >= 0) mem = check_plan_memory(p, o.topo, mo);
   } catch (const backend::LoweringError&) {

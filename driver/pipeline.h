@@ -79,6 +79,10 @@ struct PipelineOptions {
   // "memory: peak" line unless turned off (nns simulate prints the same
   // replay's peak itself).
   bool memory_report = true;
+  // --precision bf16-storage: the memory check costs the CUDA backend's
+  // bf16 activation storage (lowering/bf16_storage.h), as a run on a CUDA
+  // device with precision = "bf16" holds it (set then too).
+  bool bf16_storage = false;
   Stage last = Stage::Check;        // the stages run up to this one
   bool emit = false;                // print `last`'s result instead of the stage reports
   std::string program_pass;         // --emit=program:PASS: the programs after that lowering pass

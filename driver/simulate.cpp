@@ -56,15 +56,19 @@ int cmd_simulate(const Args& a) {
   if (a.plan.empty()) return usage_error("simulate needs --plan NAME");
   if (a.device.empty()) return usage_error("simulate needs --device " + planner::device_choices());
   // --precision: the dtype whose peak the kernels are costed at, and its element size.
+  // bf16-storage: kernels costed in bf16, memory as the CUDA backend's bf16
+  // activation storage holds it (4-byte buffers, bf16 kernel activations).
   std::string dtype;
-  int bpe = 4;
-  if (a.precision == "fp16" || a.precision == "bf16") {
-    dtype = a.precision;
+  int bpe = 4, mem_bpe = 4;
+  const bool bf16_storage = a.precision == "bf16-storage";
+  if (a.precision == "fp16" || a.precision == "bf16" || bf16_storage) {
+    dtype = bf16_storage ? "bf16" : a.precision;
     bpe = 2;
+    mem_bpe = bf16_storage ? 4 : 2;
   } else if (a.precision == "fp32") {
     dtype = "fp32";
   } else if (!a.precision.empty()) {
-    return usage_error("--precision must be fp32, bf16 or fp16");
+    return usage_error("--precision must be fp32, bf16, fp16 or bf16-storage");
   }
   planner::DeviceProfile prof;
   std::string err;
@@ -100,7 +104,8 @@ int cmd_simulate(const Args& a) {
   backend::MemoryPeak top;
   int top_rank = -1;
   for (size_t i = 0; i < r.ranks.size(); ++i) {
-    backend::MemoryPeak m = backend::peak_memory(lp.programs[i], bpe, static_cast<int>(sema::optimizer_slots(p.spec.optimizer)));
+    backend::MemoryPeak m = backend::peak_memory(
+        lp.programs[i], mem_bpe, static_cast<int>(sema::optimizer_slots(p.spec.optimizer)), bf16_storage);
     if (m.peak > top.peak) {
       top = m;
       top_rank = lp.programs[i].rank;

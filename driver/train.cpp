@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/lowering/bf16_storage.h"
 #include "backend/lowering/lower_plan.h"
 #include "backend/runtime/backend.h"
 #include "backend/runtime/checkpoint_store.h"
@@ -271,12 +272,14 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
   lo.stats = r.stats;
   std::unique_ptr<backend::TrainSession> session;
   std::unique_ptr<backend::TraceRecorder> tracer;  // --trace
+  backend::TrainOptions ref_opts = opts;  // --verify's reference: f32 where rank 0's program sums in f32 (bf16 storage)
   if (p.planned) {  // --plan, or several ranks without one: the implicit plan
     std::optional<SetupNotice> notice;  // rank 0 says so when lowering its program runs long
     if (rank == 0)
       notice.emplace("lowering " + (p.implicit ? std::string("the data-parallel program") : "plan " + o.plan) +
                      " for rank 0");
     std::unique_ptr<backend::PlanTrainer> ps = make_plan_trainer(p, o, *be, comm, solo_comm, comm_why);
+    if (r.verify && rank == 0) ref_opts.keep_f32 = backend::partial_sum_tensors(ps->program(), p.graph());
     notice.reset();
     comm_used = ps->collectives_name();
     if (!r.trace.empty()) {
@@ -355,7 +358,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
     ref_be = make_run_backend(r.device, r.reference, local_rank(o, comm));
     ref_be->set_precision(precision_of(p.spec));
     if (threads > 0) ref_be->set_threads(threads);
-    reference = std::make_unique<backend::Trainer>(p.graph(), p.info, ref_spec, *ref_be, opts);
+    reference = std::make_unique<backend::Trainer>(p.graph(), p.info, ref_spec, *ref_be, ref_opts);
     lo.reference = reference.get();
     lo.reference_micro_batches = ref_spec.micro_batches;
     // fp32: every gradient against the bound its reductions' rounding
@@ -378,7 +381,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
       drift_be = make_run_backend(r.device, r.reference, local_rank(o, comm));
       drift_be->set_precision(precision_of(p.spec));
       if (threads > 0) drift_be->set_threads(threads);
-      drift = std::make_unique<backend::Trainer>(p.graph(), p.info, ref_spec, *drift_be, opts);
+      drift = std::make_unique<backend::Trainer>(p.graph(), p.info, ref_spec, *drift_be, ref_opts);
       lo.drift_reference = drift.get();
     }
   }

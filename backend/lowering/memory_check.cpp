@@ -134,7 +134,7 @@ MemoryCheck check_memory(const sema::Graph& g, const sema::Plan& plan, const Low
     RankMemory r;
     r.rank = prog.rank;
     r.device = prog.device;
-    r.peak = peak_memory(prog, opts.bytes_per_element, opts.optimizer_slots);
+    r.peak = peak_memory(prog, opts.bytes_per_element, opts.optimizer_slots, opts.bf16_storage);
     if (out.worst < 0 || r.peak.peak > out.ranks[static_cast<size_t>(out.worst)].peak.peak) out.worst = static_cast<int>(out.ranks.size());
     out.ranks.push_back(std::move(r));
   }
@@ -157,6 +157,8 @@ std::string memory_line(const MemoryCheck& m, const MemoryCheckOptions& opts) {
   if (opts.capacity >= 0) line += " of " + (opts.capacity_label.empty() ? sema::format_bytes(opts.capacity) : opts.capacity_label);
   else line += "; no capacity assumed (--device-memory SIZE or a device profile's name checks it)";
   if (opts.bytes_per_element < 4) line += "; mixed precision: 2-byte weights, gradients and activations, fp32 optimizer state and master weights";
+  else if (opts.bf16_storage)
+    line += "; bf16 activation storage: bf16 kernel activations, fp32 buffers, weights, gradients and optimizer state";
   return line;
 }
 

@@ -33,6 +33,9 @@ struct MemoryCheckOptions {
   std::string capacity_label;  // how the capacity was given ("80 GiB", "80 GiB (h100)"); empty: the bytes
   int bytes_per_element = 4;   // 2 under --precision fp16/bf16 (the CPU executor keeps every dtype in 4 bytes)
   int optimizer_slots = 2;     // sema::optimizer_slots of the train block's optimizer
+  // The CUDA backend's bf16 activation storage (bf16_storage.h): 4-byte
+  // buffers, bf16 kernel activations (memory_replay.h).
+  bool bf16_storage = false;
 };
 
 struct RankMemory {

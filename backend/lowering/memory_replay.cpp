@@ -1,5 +1,7 @@
 #include "backend/lowering/memory_replay.h"
 
+#include "backend/lowering/bf16_storage.h"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -14,7 +16,7 @@ namespace {
 // now (per micro-batch), and the largest sum seen so far with what made it.
 class Replay {
  public:
-  Replay(const RankProgram& prog, int bpe, int optimizer_slots)
+  Replay(const RankProgram& prog, int bpe, int optimizer_slots, bool bf16_storage)
       : prog_(prog),
         L_(prog.local),
         nb_(prog.buffers.size()),
@@ -23,6 +25,7 @@ class Replay {
         refs_(nb_, 0),
         free_later_(nb_, 0),
         fresh_(nb_, 0) {
+    if (bf16_storage) half_ = bf16_local_tensors(prog);
     count_persistent(optimizer_slots);
     index_kernel_tensors();
   }
@@ -54,8 +57,12 @@ class Replay {
     return r == BufferDecl::Param || r == BufferDecl::Accum || r == BufferDecl::Shard;
   }
   // Kernel tensors are fp32 in the local graph (the CPU executor keeps any
-  // dtype in 4-byte slots): scale them to the costed element size.
-  double tbytes(int t) const { return static_cast<double>(sema::numel(L_.tensor(t).shape)) * 4 * (bpe_ / 4.0); }
+  // dtype in 4-byte slots): scale them to the costed element size; under
+  // bf16 storage, the executor's bf16 activations take 2 bytes.
+  double tbytes(int t) const {
+    const bool half = !half_.empty() && half_[static_cast<size_t>(t)];
+    return static_cast<double>(sema::numel(L_.tensor(t).shape)) * (half ? 2 : bpe_);
+  }
 
   void count_persistent(int optimizer_slots) {
     for (size_t b = 0; b < nb_; ++b) {
@@ -268,6 +275,7 @@ class Replay {
   const sema::Graph& L_;
   const size_t nb_;
   const int bpe_;
+  std::vector<char> half_;  // bf16 storage: the local tensors held in bf16 (empty: none)
   MemoryPeak out_;
   std::vector<char> live_;
   std::set<int> sending_;  // buffers with a Send posted this step: a Free parks them until the step ends
@@ -289,11 +297,11 @@ class Replay {
 
 }  // namespace
 
-MemoryPeak peak_memory(const RankProgram& prog, int bpe, int optimizer_slots) {
-  Replay find(prog, bpe, optimizer_slots);
+MemoryPeak peak_memory(const RankProgram& prog, int bpe, int optimizer_slots, bool bf16_storage) {
+  Replay find(prog, bpe, optimizer_slots, bf16_storage);
   MemoryPeak found = find.run();
   if (found.at_instr < 0) return found;  // persistent state only: nothing else is live
-  return Replay(prog, bpe, optimizer_slots).run(found.at_instr, find.peak_sub());
+  return Replay(prog, bpe, optimizer_slots, bf16_storage).run(found.at_instr, find.peak_sub());
 }
 
 }  // namespace nns::backend

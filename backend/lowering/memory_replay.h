@@ -49,6 +49,10 @@ struct MemoryPeak {
   double activations() const { return peak - persistent; }
 };
 
-MemoryPeak peak_memory(const RankProgram& prog, int bytes_per_element = 4, int optimizer_slots = 2);
+// bf16_storage: the CUDA backend's bf16 activation storage (bf16_storage.h):
+// with bytes_per_element 4, the local tensors the executor holds in bf16
+// cost 2 bytes an element and everything else stays as costed.
+MemoryPeak peak_memory(const RankProgram& prog, int bytes_per_element = 4, int optimizer_slots = 2,
+                       bool bf16_storage = false);
 
 }  // namespace nns::backend

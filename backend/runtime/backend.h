@@ -34,9 +34,13 @@ struct RuntimeError : std::runtime_error {
 // A box of 4-byte elements moved between two row-major buffers (the plan
 // executor's pieces): `length` elements per dimension; the source buffer's
 // extents are src_dims and the box starts at src_at in it, likewise for the
-// destination. Rank 0 is one element.
+// destination. Rank 0 is one element. src_bf16: the source holds bf16
+// (2-byte) elements, widened exactly into the f32 destination; only a
+// backend with bf16_storage() takes it (a kernel's bf16 activation
+// collected into an f32 buffer).
 struct BoxCopy {
   std::vector<int64_t> length, src_dims, src_at, dst_dims, dst_at;
+  bool src_bf16 = false;
 };
 
 // The box copy on host memory: dst box (+)= scale * src box; with !add and
@@ -116,6 +120,14 @@ class Backend {
   int64_t current_bytes() const { return current_; }
   int64_t peak_bytes() const { return peak_; }
   void reset_peak() { peak_ = current_; }
+
+  // bf16 activation storage (precision = "bf16"): whether run_node takes
+  // views of dtype BF16 over f32 tensors (2-byte storage: inputs widened
+  // exactly, f32 results rounded to nearest even into them, the kernels
+  // themselves f32) and copy_box a BoxCopy::src_bf16 source. The plan
+  // executor and the Trainer store activations in bf16 only where this is
+  // true (the CUDA backend); the CPU backend keeps every tensor in f32.
+  virtual bool bf16_storage() const { return false; }
 
   // Whether run_node has a kernel for nodes of this kind ("linear",
   // "linear_backward", "fill"...): lets tests check that every registry row

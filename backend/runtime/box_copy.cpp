@@ -9,6 +9,8 @@ void host_copy_box(void* dst, const void* src, const BoxCopy& box, bool add, flo
   const size_t rank = box.length.size();
   if (box.src_dims.size() != rank || box.src_at.size() != rank || box.dst_dims.size() != rank || box.dst_at.size() != rank)
     throw RuntimeError("internal: a box copy whose buffers and box differ in rank");
+  if (box.src_bf16)
+    throw RuntimeError("internal: a bf16 box source on host memory (only a backend with bf16_storage() stores bf16)");
   float* d = static_cast<float*>(dst);
   const float* s = static_cast<const float*>(src);
   const bool raw = !add && scale == 1.f;

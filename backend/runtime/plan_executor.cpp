@@ -9,6 +9,7 @@
 #include <cstring>
 #include <utility>
 
+#include "backend/lowering/bf16_storage.h"
 #include "backend/runtime/comm/communicator.h"
 #include "backend/runtime/optimizer.h"
 #include "backend/runtime/trace.h"
@@ -61,6 +62,7 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
   alias_at_cur = &alias_at_mb[0];
   buf_refs_.assign(P.buffers.size(), 0);
   free_later_.assign(P.buffers.size(), 0);
+  if (spec.precision == "bf16" && be.bf16_storage()) bf16_local_ = bf16_local_tensors(P);
   // Point-to-point contexts, created up front in ascending order of the
   // pair on every rank (creation is collective between the two; a common
   // order means no two ranks wait on each other's creation).
@@ -166,21 +168,22 @@ void PlanExecutor::track(int64_t delta) {
 
 void PlanExecutor::set_buf(int b, DeviceBuffer v) {
   DeviceBuffer& slot = bufs[static_cast<size_t>(b)];
-  track((v.numel() - slot.numel()) * 4);
+  track(static_cast<int64_t>(v.bytes()) - static_cast<int64_t>(slot.bytes()));
   slot = std::move(v);
 }
 
 void PlanExecutor::free_buf(int b) {
   take_zero(b);
   DeviceBuffer& slot = bufs[static_cast<size_t>(b)];
-  track(-slot.numel() * 4);
+  track(-static_cast<int64_t>(slot.bytes()));
   slot.reset();
 }
 
 void PlanExecutor::lset(int t, DeviceBuffer v) {
   if (int& b = (*alias_cur)[static_cast<size_t>(t)]; b >= 0) unref(std::exchange(b, -1));
   DeviceBuffer& slot = (*lbuf_cur)[static_cast<size_t>(t)];
-  track((v.numel() - slot.numel()) * 4);
+  track(static_cast<int64_t>(v.bytes()) -
+        static_cast<int64_t>(slot.bytes()));  // bytes: a bf16 tensor holds 2 per element
   slot = std::move(v);
 }
 
@@ -194,7 +197,7 @@ void PlanExecutor::read_in_place(int t, int b, int64_t at) {
 void PlanExecutor::drop_local(int t) {
   if (int& b = (*alias_cur)[static_cast<size_t>(t)]; b >= 0) unref(std::exchange(b, -1));
   DeviceBuffer& slot = (*lbuf_cur)[static_cast<size_t>(t)];
-  track(-slot.numel() * 4);
+  track(-static_cast<int64_t>(slot.bytes()));
   slot.reset();
 }
 
@@ -209,6 +212,7 @@ void PlanExecutor::lview_into(int t, TensorView& v) {
   const DeviceBuffer& b = (*lbuf_cur)[static_cast<size_t>(t)];
   if (b.empty() && sema::numel(info.shape) > 0) throw RuntimeError("internal: local tensor %" + std::to_string(t) + " not computed");
   v.data = b.data();
+  if (local_bf16(t)) v.dtype = sema::DType::BF16;
 }
 
 void PlanExecutor::run_local(int n) {
@@ -222,9 +226,12 @@ void PlanExecutor::run_local(int n) {
     const int t = node.outputs[i];
     const sema::TensorInfo& info = P.local.tensor(t);
     if (sema::dtype_bytes(info.dtype) != 4) throw RuntimeError(node.name + ": only 4-byte dtypes run on plan ranks");
-    lset(t, alloc_uninit(sema::numel(info.shape)));  // every kernel writes all of its outputs (node_conformance.h)
+    // Every kernel writes all of its outputs (node_conformance.h); a bf16 activation takes 2 bytes an element.
+    const bool half = !bf16_local_.empty() && bf16_local_[static_cast<size_t>(t)];
+    const int64_t n_el = sema::numel(info.shape);
+    lset(t, half ? DeviceBuffer(be, static_cast<size_t>(n_el) * 2, DeviceBuffer::Uninit{}) : alloc_uninit(n_el));
     outs_[i].data = (*lbuf_cur)[static_cast<size_t>(t)].data();
-    outs_[i].dtype = info.dtype;
+    outs_[i].dtype = half ? sema::DType::BF16 : info.dtype;
     outs_[i].shape = info.shape;
   }
   be.run_node(P.local, node, ins_, outs_);
@@ -306,7 +313,7 @@ void PlanExecutor::finish_transfers() {
   send_pending_.clear();
   for (auto& [data, reqs] : send_parked_) {
     for (auto& r : reqs) r->wait();
-    track(-data.numel() * 4);
+    track(-static_cast<int64_t>(data.bytes()));
   }
   send_parked_.clear();
 }
@@ -428,9 +435,13 @@ void PlanExecutor::exec_compute(const PInstr& in) {
       return;
     case PInstr::CollectOut: {
       const Piece& sl = kn.out_slices[static_cast<size_t>(in.index)];
-      const InstrMemo& m = memo(in, [&](InstrMemo& fresh) { fresh.box = region_box(sl, piece(in.b), sl.start, sl.length); });
-      be.copy_box(bufs[static_cast<size_t>(in.b)].data(), (*lbuf_cur)[static_cast<size_t>(kn.inst.outputs[static_cast<size_t>(in.index)])].data(),
-                  m.box, true, in.scale);
+      const int out = kn.inst.outputs[static_cast<size_t>(in.index)];
+      const InstrMemo& m = memo(in, [&](InstrMemo& fresh) {
+        fresh.box = region_box(sl, piece(in.b), sl.start, sl.length);
+        fresh.box.src_bf16 = local_bf16(out);  // a bf16 activation widened into its f32 buffer
+      });
+      be.copy_box(bufs[static_cast<size_t>(in.b)].data(), (*lbuf_cur)[static_cast<size_t>(out)].data(), m.box, true,
+                  in.scale);
       if (static_cast<size_t>(in.index) < kn.drop_after_collect.size() && kn.drop_after_collect[static_cast<size_t>(in.index)])
         drop_local(kn.inst.outputs[static_cast<size_t>(in.index)]);
       return;
@@ -472,7 +483,10 @@ void PlanExecutor::exec_compute(const PInstr& in) {
       auto gt = kn.bwd.grads.find(kn.inst.inputs[static_cast<size_t>(in.index)]);
       if (gt == kn.bwd.grads.end() || gt->second < 0) return;
       const Piece& sl = kn.in_slices[static_cast<size_t>(in.index)];
-      const InstrMemo& m = memo(in, [&](InstrMemo& fresh) { fresh.box = region_box(sl, piece(in.b), sl.start, sl.length); });
+      const InstrMemo& m = memo(in, [&](InstrMemo& fresh) {
+        fresh.box = region_box(sl, piece(in.b), sl.start, sl.length);
+        fresh.box.src_bf16 = local_bf16(gt->second);  // an activation gradient held in bf16
+      });
       be.copy_box(bufs[static_cast<size_t>(in.b)].data(), (*lbuf_cur)[static_cast<size_t>(gt->second)].data(), m.box, true, 1.f);
       return;
     }

@@ -170,6 +170,13 @@ struct PlanExecutor {
   template <class Make>
   const InstrMemo& memo(const PInstr& in, Make&& make);
   std::vector<TensorView> ins_, outs_;  // run_local's views, reused from node to node
+  // By local tensor id: held in bf16 (bf16 activation storage,
+  // lowering/bf16_storage.h); empty when every tensor keeps its dtype.
+  std::vector<char> bf16_local_;
+  // Local tensor t holds bf16 in its own block (not read in place from an f32 buffer).
+  bool local_bf16(int t) const {
+    return !bf16_local_.empty() && bf16_local_[static_cast<size_t>(t)] && (*alias_cur)[static_cast<size_t>(t)] < 0;
+  }
   TensorView fview(const DeviceBuffer& b) const { return TensorView{b.data(), sema::DType::F32, {b.numel()}}; }
   void run_local(int n);
   void track(int64_t delta);

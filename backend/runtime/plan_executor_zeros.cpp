@@ -86,7 +86,8 @@ bool PlanExecutor::whole_write(const PInstr& in) {
   }
   if (!sl->same_box(piece(in.b)) || (*alias_cur)[static_cast<size_t>(local)] >= 0) return false;
   DeviceBuffer& from = (*lbuf_cur)[static_cast<size_t>(local)];
-  if (from.numel() != dst.numel()) return false;
+  const bool half = local_bf16(local);  // a bf16 tensor: widened into the f32 buffer, never swapped in
+  if (!half && from.numel() != dst.numel()) return false;
   const float scale = in.kind == PInstr::CollectOut ? in.scale : 1.f;
   take_zero(in.b);
   // The kernel's tensor is not needed after this: an output the kernel
@@ -98,6 +99,20 @@ bool PlanExecutor::whole_write(const PInstr& in) {
     for (int x : kn.inst.inputs)
       if (auto g = kn.bwd.grads.find(x); g != kn.bwd.grads.end() && g->second == local) ++sharing;
     dropped = sharing == 1 && std::count(kn.inst.inputs.begin(), kn.inst.inputs.end(), kn.inst.inputs[i]) == 1;
+  }
+  if (half) {
+    // What the f32 path below leaves live, the memory replay's model: an
+    // output dropped after its collect goes; one the kernel still reads is
+    // read in the buffer (the same values: bf16 widened exactly); a
+    // gradient stays until the kernel drops it.
+    BoxCopy box = region_box(*sl, piece(in.b), sl->start, sl->length);
+    box.src_bf16 = true;
+    be.copy_box(dst.data(), from.data(), box, false, scale);
+    if (in.kind == PInstr::CollectOut && dropped)
+      drop_local(local);
+    else if (in.kind == PInstr::CollectOut && collect_out_whole(P, in))
+      read_in_place(local, in.b, 0);
+    return true;
   }
   if (in.kind == PInstr::CollectOut && collect_out_whole(P, in)) {
     std::swap(dst, from);  // equal sizes: the memory counts stay as they are

@@ -32,9 +32,10 @@ int64_t PlanTrainer::piece_bytes_peak() const { return x_->peak_bytes; }
 
 std::vector<int64_t> PlanTrainer::piece_bytes_peaks() {
   const int n = x_->world;
-  // The communicator moves floats: the peak in 4-byte words (every tracked
-  // size is a multiple of 4), split in two parts of at most 2^24, exact in fp32.
-  const int64_t words = x_->peak_bytes / 4;
+  // The communicator moves floats: the peak in 2-byte units (every tracked
+  // size is a multiple of 2: a bf16 activation of odd length is not one of
+  // 4), split in two parts of at most 2^24, exact in fp32.
+  const int64_t words = x_->peak_bytes / 2;
   float mine[2] = {static_cast<float>(words >> 24), static_cast<float>(words & ((int64_t{1} << 24) - 1))};
   std::vector<float> all(static_cast<size_t>(2 * n), 0.f);
   if (x_->comm && n > 1) {
@@ -45,7 +46,7 @@ std::vector<int64_t> PlanTrainer::piece_bytes_peaks() {
   }
   std::vector<int64_t> out;
   for (int r = 0; r < n; ++r)
-    out.push_back(((static_cast<int64_t>(all[2 * r]) << 24) + static_cast<int64_t>(all[2 * r + 1])) * 4);
+    out.push_back(((static_cast<int64_t>(all[2 * r]) << 24) + static_cast<int64_t>(all[2 * r + 1])) * 2);
   return out;
 }
 

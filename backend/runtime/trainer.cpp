@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/lowering/bf16_storage.h"
 #include "backend/runtime/checkpoint_store.h"
+#include "backend/runtime/cpu/half_bits.h"
 #include "backend/runtime/gradient_magnitude.h"
 #include "backend/runtime/lr_horizon.h"
 #include "backend/runtime/optimizer.h"
@@ -96,6 +98,7 @@ Trainer::Trainer(const sema::Graph& g, const sema::TrainingGraphInfo& info, cons
                  TrainOptions opts)
     : g_(g), info_(info), spec_(spec), be_(backend), opts_(std::move(opts)), scaler_(spec.loss_scale, spec.precision == "fp16") {
   program_ = lower_single_device(g_, info_);
+  if (spec_.precision == "bf16" && be_.bf16_storage()) bf16_ = bf16_graph_tensors(g_, opts_.keep_f32);
   // A constructor that throws (a bad --init/--resume file) runs no
   // destructor: give back what was allocated before rethrowing.
   try {
@@ -166,16 +169,21 @@ void Trainer::release_all() {
 
 TensorView Trainer::view(int tensor) const {
   const sema::TensorInfo& t = g_.tensor(tensor);
-  return TensorView{buffers_[tensor], t.dtype, t.shape};
+  return TensorView{buffers_[tensor], stored_bf16(tensor) ? sema::DType::BF16 : t.dtype, t.shape};
+}
+
+size_t Trainer::stored_bytes(int tensor) const {
+  const sema::TensorInfo& t = g_.tensor(tensor);
+  return static_cast<size_t>(stored_bf16(tensor) ? sema::numel(t.shape) * 2 : t.bytes());
 }
 
 void* Trainer::ensure(int tensor) {
-  if (!buffers_[tensor]) buffers_[tensor] = be_.allocate(static_cast<size_t>(g_.tensor(tensor).bytes()));
+  if (!buffers_[tensor]) buffers_[tensor] = be_.allocate(stored_bytes(tensor));
   return buffers_[tensor];
 }
 
 void Trainer::release(int tensor) {
-  be_.release(buffers_[tensor], static_cast<size_t>(g_.tensor(tensor).bytes()));
+  be_.release(buffers_[tensor], stored_bytes(tensor));
   buffers_[tensor] = nullptr;
 }
 
@@ -265,6 +273,12 @@ std::vector<float> Trainer::tensor_values(int tensor) const {
   if (!buffers_[tensor] || t.dtype != sema::DType::F32)
     throw RuntimeError("internal: tensor " + t.name + " is not a kept f32 tensor");
   std::vector<float> out(static_cast<size_t>(sema::numel(t.shape)));
+  if (stored_bf16(tensor)) {  // a bf16 activation: its values widened (exact)
+    std::vector<uint16_t> half(out.size());
+    be_.copy_to_host(half.data(), buffers_[tensor], half.size() * 2);
+    for (size_t i = 0; i < half.size(); ++i) out[i] = cpu::bf16_to_float(half[i]);
+    return out;
+  }
   be_.copy_to_host(out.data(), buffers_[tensor], out.size() * 4);
   return out;
 }

@@ -66,6 +66,9 @@ struct TrainOptions {
   bool init_partial = false;   // --init-partial: parameters the file lacks keep their initializers
   std::string data_path;       // overrides the train block's data source
   std::string resume_path;     // checkpoint to resume from
+  // bf16 activation storage: tensors held in f32 all the same (a --verify
+  // reference's: lowering/bf16_storage.h, partial_sum_tensors).
+  std::vector<int> keep_f32;
 };
 
 // Implements the TrainSession of the shared loop (train_loop.h); the
@@ -143,6 +146,11 @@ class Trainer : public TrainSession {
   TrainOptions opts_;
   Program program_;
   std::vector<void*> buffers_;                   // by tensor id
+  // By tensor id: held in bf16 (bf16 activation storage, lowering/bf16_storage.h);
+  // empty when every tensor keeps its dtype.
+  std::vector<char> bf16_;
+  bool stored_bf16(int tensor) const { return !bf16_.empty() && bf16_[static_cast<size_t>(tensor)]; }
+  size_t stored_bytes(int tensor) const;
   std::set<int> kept_;                           // never freed (keep_tensors)
   std::map<int, OptimizerState> state_;           // optimizer state per param
   std::map<int, TensorView> accum_;               // accumulated gradients per param (micro-batches)

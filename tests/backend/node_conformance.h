@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/runtime/backend.h"
+#include "backend/runtime/cpu/half_bits.h"
 #include "backend_test_util.h"
 #include "semantics/graph.h"
 
@@ -46,8 +47,11 @@ struct NodeCase {
 };
 
 // Runs `c` on backend `b`: device buffers for every operand, inputs copied
-// in, run_node on a one-node graph, outputs copied back.
-inline std::vector<HostTensor> run_case(Backend& b, const NodeCase& c) {
+// in, run_node on a one-node graph, outputs copied back. bf16_storage (a
+// backend with Backend::bf16_storage()): every f32 operand is held in bf16,
+// as the executor hands bf16 activations over: inputs rounded to bf16 on
+// the host, outputs read back as bf16 and widened.
+inline std::vector<HostTensor> run_case(Backend& b, const NodeCase& c, bool bf16_storage = false) {
   sema::Graph g;
   sema::OpNode node;
   node.kind = c.kind;
@@ -62,10 +66,16 @@ inline std::vector<HostTensor> run_case(Backend& b, const NodeCase& c) {
     info.dtype = t.dtype;
     info.name = "t" + std::to_string(g.tensors().size());
     ids.push_back(g.add_tensor(info));
-    size_t bytes = static_cast<size_t>(sema::numel(t.shape) * sema::dtype_bytes(t.dtype));
-    TensorView v{b.allocate(bytes), t.dtype, t.shape};
+    const bool half = bf16_storage && t.dtype == sema::DType::F32;
+    size_t bytes = static_cast<size_t>(sema::numel(t.shape) * (half ? 2 : sema::dtype_bytes(t.dtype)));
+    TensorView v{b.allocate(bytes), half ? sema::DType::BF16 : t.dtype, t.shape};
     const void* host = t.dtype == sema::DType::I32 ? static_cast<const void*>(t.i.data()) : static_cast<const void*>(t.f.data());
     REQUIRE((t.dtype == sema::DType::I32 ? t.i.size() : t.f.size()) == static_cast<size_t>(sema::numel(t.shape)));
+    std::vector<uint16_t> bits;
+    if (half) {
+      for (float x : t.f) bits.push_back(cpu::bf16_bits(x));
+      host = bits.data();
+    }
     if (bytes > 0) b.copy_from_host(v.data, host, bytes);
     views.push_back(v);
     sizes.push_back(bytes);
@@ -77,6 +87,12 @@ inline std::vector<HostTensor> run_case(Backend& b, const NodeCase& c) {
   std::vector<HostTensor> result = c.outputs;
   for (size_t k = 0; k < out.size(); ++k) {
     void* host = result[k].dtype == sema::DType::I32 ? static_cast<void*>(result[k].i.data()) : static_cast<void*>(result[k].f.data());
+    if (out[k].dtype == sema::DType::BF16) {
+      std::vector<uint16_t> bits(result[k].f.size());
+      if (bytes_out[k] > 0) b.copy_to_host(bits.data(), out[k].data, bytes_out[k]);
+      for (size_t i = 0; i < bits.size(); ++i) result[k].f[i] = cpu::bf16_to_float(bits[i]);
+      continue;
+    }
     if (bytes_out[k] > 0) b.copy_to_host(host, out[k].data, bytes_out[k]);
   }
   for (size_t k = 0; k < in.size(); ++k) b.release(in[k].data, bytes_in[k]);
@@ -137,6 +153,29 @@ inline void poison_outputs(NodeCase& c) {
   }
 }
 
+// bf16 activation storage (Backend::bf16_storage): `c` with every f32
+// operand held in bf16 must give, bit for bit, the f32 kernel's outputs on
+// the bf16-rounded inputs, rounded to bf16: the conversion at the kernel
+// boundary adds nothing else (and every output element is still written).
+inline void expect_bf16_storage(Backend& b, const std::string& op, const std::string& name, const NodeCase& c) {
+  NodeCase rounded = c;
+  for (HostTensor& t : rounded.inputs)
+    for (float& v : t.f) v = cpu::round_to_bf16(v);
+  std::vector<HostTensor> want = run_case(b, rounded);
+  std::vector<HostTensor> got = run_case(b, c, true);
+  REQUIRE(got.size() == want.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    int64_t differ = 0, first = -1;
+    for (size_t i = 0; i < got[k].f.size(); ++i)
+      if (cpu::f32_bits(got[k].f[i]) != cpu::f32_bits(cpu::round_to_bf16(want[k].f[i])) && differ++ == 0)
+        first = static_cast<int64_t>(i);
+    INFO(b.name() << " " << op << " " << name << " output " << k << " under bf16 storage: " << differ
+                  << " element(s) differ from the f32 kernel on bf16 inputs, first at " << first);
+    CHECK(differ == 0);
+    CHECK(got[k].i == want[k].i);
+  }
+}
+
 // Runs `c` on the reference and on every tested backend and compares each
 // output (named by `names`, one per output) with tolerance `tol` (0:
 // bit-identical; see expect_close). `tested_init`, when given, replaces the
@@ -175,6 +214,8 @@ inline std::vector<HostTensor> expect_node(const std::string& op, const std::str
     }
     results[b] = std::move(got);
   }
+  if (Backend* b = tested_backends()[0]; b->bf16_storage() && b->has_kernel(c.kind))
+    expect_bf16_storage(*b, op, name, tested);
   for (auto& [b, got] : results)
     if (const Backend* twin = order_twin(*b); twin && results.count(twin))
       for (size_t k = 0; k < names.size(); ++k)

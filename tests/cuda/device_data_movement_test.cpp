@@ -84,4 +84,55 @@ TEST_CASE("device data movement: raw copies keep i32 bit patterns; fill; copy; c
   }
 }
 
+// bf16 activation storage: a kernel's bf16 output collected into an f32
+// buffer (BoxCopy::src_bf16) is the f32 box copy of the widened values, bit
+// for bit, in every mode; the CPU backend, which stores nothing in bf16,
+// refuses such a box.
+TEST_CASE("device data movement: a bf16 box source widens exactly", "[cuda][data-movement][bf16]") {
+  std::unique_ptr<Backend> host = make_cpu_backend(false);
+  CHECK_FALSE(host->bf16_storage());
+  for (Backend* dev : tested_backends()) {
+    CHECK(dev->bf16_storage());
+    std::mt19937 rng(9);
+    auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+    for (int trial = 0; trial < 100; ++trial) {
+      BoxCopy b;
+      const size_t rank = static_cast<size_t>(pick(0, 4));
+      for (size_t d = 0; d < rank; ++d) {
+        int64_t len = pick(1, 5), sdim = len + pick(0, 2), ddim = len + pick(0, 2);
+        b.length.push_back(len);
+        b.src_dims.push_back(sdim);
+        b.dst_dims.push_back(ddim);
+        b.src_at.push_back(pick(0, sdim - len));
+        b.dst_at.push_back(pick(0, ddim - len));
+      }
+      std::vector<float> src = random_buf(numel(b.src_dims), 900 + trial),
+                         dst = random_buf(numel(b.dst_dims), 1300 + trial);
+      std::vector<uint16_t> bits;
+      for (float& x : src) {
+        bits.push_back(cpu::bf16_bits(x));
+        x = cpu::bf16_to_float(bits.back());  // what the bf16 source holds
+      }
+      for (int mode = 0; mode < 4; ++mode) {
+        const bool add = mode >= 2;
+        const float scale = mode % 2 ? -0.625f : 1.f;
+        DeviceBuffer cs = put(*host, src), cd = put(*host, dst), gd = put(*dev, dst);
+        DeviceBuffer gs(*dev, bits.size() * 2);
+        dev->copy_from_host(gs.data(), bits.data(), bits.size() * 2);
+        host->copy_box(cd.data(), cs.data(), b, add, scale);
+        BoxCopy half = b;
+        half.src_bf16 = true;
+        dev->copy_box(gd.data(), gs.data(), half, add, scale);
+        std::vector<float> want = get(*host, cd), got = get(*dev, gd);
+        INFO(dev->name() << " trial " << trial << " rank " << rank << " add " << add << " scale " << scale);
+        REQUIRE(std::memcmp(want.data(), got.data(), want.size() * 4) == 0);
+        if (trial == 0 && mode == 0) {
+          half.length = b.length;
+          CHECK_THROWS_AS(host->copy_box(cd.data(), cs.data(), half, add, scale), RuntimeError);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace nns::backend::test

@@ -81,6 +81,7 @@ class DeviceBackend : public Backend {
       dstride *= box.dst_dims[k];
       count *= box.length[k];
     }
+    dims.src_bf16 = box.src_bf16;
     kernels::copy_box(dst, src, dims, count, add, scale, stream_);
   }
   void fill(void* dst, int64_t count, float value) override { kernels::fill(static_cast<float*>(dst), count, value, stream_); }
@@ -88,6 +89,7 @@ class DeviceBackend : public Backend {
     if (bytes > 0) copy_device_async(dst, src, bytes, stream_);
   }
 
+  bool bf16_storage() const override { return true; }
   bool has_kernel(const std::string& kind) const override { return table().count(kind) > 0; }
   void run_node(const sema::Graph&, const sema::OpNode& n, const std::vector<TensorView>& in,
                 const std::vector<TensorView>& out) override {
@@ -97,8 +99,29 @@ class DeviceBackend : public Backend {
                                   : precision() == Precision::F16 ? ProductInput::F16
                                                                   : ProductInput::F32;
     Scratch scratch(alloc_);
-    it->second(Call{{n, in, out}, *gemm_, *dnn_, stream_, scratch, products, step()});
+    auto is_bf16 = [](const TensorView& v) { return v.dtype == sema::DType::BF16; };
+    if (std::none_of(in.begin(), in.end(), is_bf16) && std::none_of(out.begin(), out.end(), is_bf16)) {
+      it->second(Call{{n, in, out}, *gemm_, *dnn_, stream_, scratch, products, step()});
+      return check_launch(n.kind.c_str());
+    }
+    // bf16 storage (Backend::bf16_storage): the kernels stay f32. A bf16
+    // input is widened into f32 scratch (exact); an f32 result meant for a
+    // bf16 tensor is computed into scratch and rounded to nearest even into
+    // it, the rounding of the products' bf16 operands (cpu/half_bits.h).
+    std::vector<TensorView> in32 = in, out32 = out;
+    for (TensorView& v : in32)
+      if (is_bf16(v)) {
+        float* wide = scratch.get<float>(v.numel());
+        kernels::from_bf16(static_cast<const uint16_t*>(v.data), wide, v.numel(), stream_);
+        v = TensorView{wide, sema::DType::F32, v.shape};
+      }
+    for (TensorView& v : out32)
+      if (is_bf16(v)) v = TensorView{scratch.get<float>(v.numel()), sema::DType::F32, v.shape};
+    it->second(Call{{n, in32, out32}, *gemm_, *dnn_, stream_, scratch, products, step()});
     check_launch(n.kind.c_str());
+    for (size_t i = 0; i < out.size(); ++i)
+      if (is_bf16(out[i]))
+        kernels::to_bf16(out32[i].f32(), static_cast<uint16_t*>(out[i].data), out[i].numel(), stream_);
   }
 
   double sum_of_squares(const std::vector<TensorView>& grads) override {

@@ -22,15 +22,20 @@ struct BoxDims {
   int rank = 0;
   int64_t length[kMaxBoxRank] = {}, src_stride[kMaxBoxRank] = {}, dst_stride[kMaxBoxRank] = {};
   int64_t src_offset = 0, dst_offset = 0;
+  bool src_bf16 = false;  // the source holds bf16 elements, widened exactly (BoxCopy::src_bf16)
 };
 // dst box (+)= scale * src box, `count` = the box's elements; !add with
-// scale == 1 copies raw 32-bit words (i32 data survives). The product is
+// scale == 1 copies raw 32-bit words (i32 data survives), unless the source
+// is bf16 (box.src_bf16: widened, then as for f32). The product is
 // rounded before the add (no fused multiply-add), as the CPU backend
 // computes it, so the two agree bit for bit.
 void copy_box(void* dst, const void* src, const BoxDims& box, int64_t count, bool add, float scale, Stream stream);
 // y[i] = x[i] rounded to bfloat16 (cpu/half_bits.h), as 16-bit patterns: the
 // operands of a bf16 product.
 void to_bf16(const float* x, uint16_t* y, int64_t n, Stream stream);
+// y[i] = the bf16 pattern x[i] widened to f32 (exact): a bf16-stored
+// activation read by an f32 kernel.
+void from_bf16(const uint16_t* x, float* y, int64_t n, Stream stream);
 // The same to IEEE binary16 (fp16 autocast).
 void to_fp16(const float* x, uint16_t* y, int64_t n, Stream stream);
 // y = x0 + x1 + ... (count inputs, in order)

@@ -23,7 +23,7 @@ void fill(float* y, int64_t n, float value, Stream s) {
 // first), it gives both offsets.
 void copy_box(void* dst, const void* src, const BoxDims& box, int64_t count, bool add, float scale, Stream s) {
   const BoxDims b = box;
-  if (!add && scale == 1.f) {
+  if (!add && scale == 1.f && !b.src_bf16) {
     uint32_t* d = static_cast<uint32_t*>(dst);
     const uint32_t* x = static_cast<const uint32_t*>(src);
     for_each(count, s, NNS_KERNEL(int64_t i) {
@@ -40,6 +40,7 @@ void copy_box(void* dst, const void* src, const BoxDims& box, int64_t count, boo
   }
   float* d = static_cast<float*>(dst);
   const float* x = static_cast<const float*>(src);
+  const uint16_t* xh = static_cast<const uint16_t*>(src);  // read instead of x when b.src_bf16
   for_each(count, s, NNS_KERNEL(int64_t i) {
     int64_t rest = i, so = b.src_offset, doff = b.dst_offset;
     for (int k = b.rank - 1; k >= 0; --k) {
@@ -48,11 +49,12 @@ void copy_box(void* dst, const void* src, const BoxDims& box, int64_t count, boo
       so += j * b.src_stride[k];
       doff += j * b.dst_stride[k];
     }
+    const float xv = b.src_bf16 ? cpu::bf16_to_float(xh[so]) : x[so];
 #if defined(__CUDA_ARCH__)
-    const float v = __fmul_rn(scale, x[so]);  // no contraction into an FMA with the add
+    const float v = __fmul_rn(scale, xv);  // no contraction into an FMA with the add
     d[doff] = add ? __fadd_rn(d[doff], v) : v;
 #else
-    const float v = scale * x[so];
+    const float v = scale * xv;
     d[doff] = add ? d[doff] + v : v;
 #endif
   });
@@ -60,6 +62,11 @@ void copy_box(void* dst, const void* src, const BoxDims& box, int64_t count, boo
 
 void to_bf16(const float* x, uint16_t* y, int64_t n, Stream s) {
   for_each(n, s, NNS_KERNEL(int64_t i) { y[i] = cpu::bf16_bits(x[i]); });
+}
+
+void from_bf16(const uint16_t* x, float* y, int64_t n, Stream s) {
+  for_each(
+      n, s, NNS_KERNEL(int64_t i) { y[i] = cpu::bf16_to_float(x[i]); });
 }
 
 void to_fp16(const float* x, uint16_t* y, int64_t n, Stream s) {
