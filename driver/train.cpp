@@ -221,6 +221,14 @@ std::string banner(const Pipeline& p, const PipelineOptions& o, int threads, boo
 // --save / --save-best under a plan: the implicit plan keeps a one-device
 // run's checkpoint, one file, which every replica holds whole (rank 0 writes
 // it); a plan saves one shard per rank. Returns the line rank 0 prints.
+// The one-device Trainer's --save / --save-best: a whole checkpoint.
+std::function<std::string()> trainer_saver(backend::Trainer* t, const std::string& path) {
+  return [t, path] {
+    t->save_checkpoint(path);
+    return "checkpoint: " + path + " (step " + std::to_string(t->steps_done()) + ")";
+  };
+}
+
 std::function<std::string()> plan_saver(backend::PlanTrainer* t, bool implicit, const std::string& path) {
   if (implicit)
     return [t, path] {
@@ -318,15 +326,8 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
     lo.report_invariant_params = true;
     backend::Trainer* t = trainer.get();
     if (!r.dump_grads.empty()) lo.dump_gradients = [t, &r] { t->save_gradients(r.dump_grads); };
-    // Not structured bindings: C++17 lambdas cannot capture one (clang refuses).
-    for (auto path_saver : {std::pair{&r.save, &lo.save}, std::pair{&r.save_best, &lo.save_best}}) {
-      const std::string* path = path_saver.first;
-      if (!path->empty())
-        *path_saver.second = [t, path] {
-          t->save_checkpoint(*path);
-          return "checkpoint: " + *path + " (step " + std::to_string(t->steps_done()) + ")";
-        };
-    }
+    if (!r.save.empty()) lo.save = trainer_saver(t, r.save);
+    if (!r.save_best.empty()) lo.save_best = trainer_saver(t, r.save_best);
     session = std::move(trainer);
   }
   std::unique_ptr<Validator> validator;  // eval_every: its own forward-only session

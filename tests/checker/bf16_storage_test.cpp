@@ -14,33 +14,13 @@
 #include "backend/lowering/lower_plan.h"
 #include "backend/lowering/memory_replay.h"
 #include "semantics/interpreter.h"
+#include "tp_model.h"
 
 using namespace nns;
 
 namespace {
 
-// linear#0 split on its output columns, linear#1 on its reduction dim (its
-// output is a partial sum on each device), the rest replicated.
-const char* kModel =
-    "model M() {\n"
-    "  param w1: [16, 8] = normal(0.02)\n"
-    "  param w2: [16, 8] = normal(0.02)\n"
-    "  fn forward(x) { return gelu(linear(x, w1)) + linear(x, w2) }\n"
-    "}\n"
-    "train {\n"
-    "  model = M()\n"
-    "  input x: [4, 8] = randn()\n"
-    "  input y: [4, 16] = randn()\n"
-    "  loss = mse(model(x), y)\n"
-    "  optimizer = adamw(lr = 0.1)\n"
-    "}\n"
-    "plan tp(ngpus) {\n"
-    "  let a = trans(select(\"linear#0\")[0], dim = \"n\", num = ngpus)\n"
-    "  for i in 0..ngpus { assign(a[i], i) }\n"
-    "  let b = trans(select(\"linear#1\")[0], dim = \"k\", num = ngpus)\n"
-    "  for i in 0..ngpus { assign(b[i], i) }\n"
-    "  replicate(unassigned(), 0..ngpus)\n"
-    "}\n";
+using nns::test::kTensorParallelModel;
 
 struct Lowered {
   front::SourceManager sources;
@@ -51,7 +31,7 @@ struct Lowered {
 
   Lowered() {
     std::string path = "/tmp/nns_bf16_storage_test_" + std::to_string(getpid()) + ".nns";
-    std::ofstream(path) << kModel;
+    std::ofstream(path) << kTensorParallelModel;
     interp = std::make_unique<sema::Interpreter>(sources, diags, sema::EvalOptions{"", {}});
     REQUIRE(interp->parse(path));
     REQUIRE(interp->evaluate());

@@ -11,33 +11,13 @@
 #include "backend/lowering/lower_plan.h"
 #include "backend/lowering/memory_check.h"
 #include "semantics/interpreter.h"
+#include "tp_model.h"
 
 using namespace nns;
 
 namespace {
 
-// Tensor parallel: linear#0 split on its output columns (line 14-15),
-// linear#1 on its reduction dim (16-17), the rest replicated (18).
-const char* kModel =
-    "model M() {\n"
-    "  param w1: [16, 8] = normal(0.02)\n"
-    "  param w2: [16, 8] = normal(0.02)\n"
-    "  fn forward(x) { return gelu(linear(x, w1)) + linear(x, w2) }\n"
-    "}\n"
-    "train {\n"
-    "  model = M()\n"
-    "  input x: [4, 8] = randn()\n"
-    "  input y: [4, 16] = randn()\n"
-    "  loss = mse(model(x), y)\n"
-    "  optimizer = adamw(lr = 0.1)\n"
-    "}\n"
-    "plan tp(ngpus) {\n"                                                   // line 13
-    "  let a = trans(select(\"linear#0\")[0], dim = \"n\", num = ngpus)\n"  // 14
-    "  for i in 0..ngpus { assign(a[i], i) }\n"                            // 15
-    "  let b = trans(select(\"linear#1\")[0], dim = \"k\", num = ngpus)\n"  // 16
-    "  for i in 0..ngpus { assign(b[i], i) }\n"                            // 17
-    "  replicate(unassigned(), 0..ngpus)\n"                                // 18
-    "}\n";
+using nns::test::kTensorParallelModel;
 
 struct Lowered {
   front::SourceManager sources;
@@ -48,7 +28,7 @@ struct Lowered {
 
   explicit Lowered(int64_t ngpus, bool communication_only = false) {
     std::string path = "/tmp/nns_memory_check_test_" + std::to_string(getpid()) + ".nns";
-    std::ofstream(path) << kModel;
+    std::ofstream(path) << kTensorParallelModel;
     interp = std::make_unique<sema::Interpreter>(sources, diags, sema::EvalOptions{"", {}});
     REQUIRE(interp->parse(path));
     REQUIRE(interp->evaluate());
