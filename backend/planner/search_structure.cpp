@@ -148,7 +148,7 @@ struct Finder {
     std::deque<std::pair<int, int>> todo{{att, 0}};
     std::vector<bool> seen(m.ops.size(), false);
     while (!todo.empty()) {
-      auto [o, depth] = todo.front();
+      const int o = todo.front().first, depth = todo.front().second;  // the lambda captures depth
       todo.pop_front();
       if (depth >= 12) continue;
       bool hit = false;
