@@ -60,6 +60,16 @@ inline std::vector<HostTensor> run_case(Backend& b, const NodeCase& c, bool bf16
   if (c.kind.size() > 9 && c.kind.compare(c.kind.size() - 9, 9, "_backward") == 0) node.phase = sema::Phase::Backward;
   std::vector<TensorView> in, out;
   std::vector<size_t> bytes_in, bytes_out;
+  // Released however run_case ends: cases that expect run_node to throw
+  // (an index out of range) must not leak their buffers into the next case.
+  struct Release {
+    Backend& b;
+    std::vector<TensorView>& views;
+    std::vector<size_t>& bytes;
+    ~Release() {
+      for (size_t k = 0; k < views.size(); ++k) b.release(views[k].data, bytes[k]);
+    }
+  } release_in{b, in, bytes_in}, release_out{b, out, bytes_out};
   auto add = [&](const HostTensor& t, std::vector<int>& ids, std::vector<TensorView>& views, std::vector<size_t>& sizes) {
     sema::TensorInfo info;
     info.shape = t.shape;
@@ -68,17 +78,18 @@ inline std::vector<HostTensor> run_case(Backend& b, const NodeCase& c, bool bf16
     ids.push_back(g.add_tensor(info));
     const bool half = bf16_storage && t.dtype == sema::DType::F32;
     size_t bytes = static_cast<size_t>(sema::numel(t.shape) * (half ? 2 : sema::dtype_bytes(t.dtype)));
-    TensorView v{b.allocate(bytes), half ? sema::DType::BF16 : t.dtype, t.shape};
-    const void* host = t.dtype == sema::DType::I32 ? static_cast<const void*>(t.i.data()) : static_cast<const void*>(t.f.data());
     REQUIRE((t.dtype == sema::DType::I32 ? t.i.size() : t.f.size()) == static_cast<size_t>(sema::numel(t.shape)));
+    TensorView v{b.allocate(bytes), half ? sema::DType::BF16 : t.dtype, t.shape};
+    views.push_back(v);  // owned by the Release guard from here
+    sizes.push_back(bytes);
+    const void* host =
+        t.dtype == sema::DType::I32 ? static_cast<const void*>(t.i.data()) : static_cast<const void*>(t.f.data());
     std::vector<uint16_t> bits;
     if (half) {
       for (float x : t.f) bits.push_back(cpu::bf16_bits(x));
       host = bits.data();
     }
     if (bytes > 0) b.copy_from_host(v.data, host, bytes);
-    views.push_back(v);
-    sizes.push_back(bytes);
   };
   for (const HostTensor& t : c.inputs) add(t, node.inputs, in, bytes_in);
   for (const HostTensor& t : c.outputs) add(t, node.outputs, out, bytes_out);
@@ -95,8 +106,6 @@ inline std::vector<HostTensor> run_case(Backend& b, const NodeCase& c, bool bf16
     }
     if (bytes_out[k] > 0) b.copy_to_host(host, out[k].data, bytes_out[k]);
   }
-  for (size_t k = 0; k < in.size(); ++k) b.release(in[k].data, bytes_in[k]);
-  for (size_t k = 0; k < out.size(); ++k) b.release(out[k].data, bytes_out[k]);
   return result;
 }
 
