@@ -76,7 +76,11 @@ class CpuBackend : public Backend {
     float* d = static_cast<float*>(dst);
     std::fill(d, d + count, value);
   }
-  void copy(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  // An empty buffer may have no block (null): memcpy of null is undefined
+  // even for 0 bytes (UBSan caught a 0-byte member of a flat allreduce).
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
 
   bool has_kernel(const std::string& kind) const override { return table().count(kind) > 0; }
   void run_node(const sema::Graph&, const OpNode& n, const std::vector<TensorView>& in, const std::vector<TensorView>& out) override {
@@ -119,8 +123,12 @@ class CpuBackend : public Backend {
   void set_threads(int n) override { cpu::set_threads(n); }
 
  protected:
-  void upload(void* dst, const void* host, size_t bytes) override { std::memcpy(dst, host, bytes); }
-  void download(void* host, const void* src, size_t bytes) override { std::memcpy(host, src, bytes); }
+  void upload(void* dst, const void* host, size_t bytes) override {
+    if (bytes) std::memcpy(dst, host, bytes);
+  }
+  void download(void* host, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(host, src, bytes);
+  }
 
  private:
   bool reference_;
