@@ -20,29 +20,8 @@ using namespace nns;
 
 namespace {
 
-using nns::test::kTensorParallelModel;
-
-struct Lowered {
-  front::SourceManager sources;
-  front::DiagnosticEngine diags{sources};
-  std::unique_ptr<sema::Interpreter> interp;
-  sema::Plan plan;
-  backend::LoweredPlan lp;
-
-  Lowered() {
-    std::string path = "/tmp/nns_bf16_storage_test_" + std::to_string(getpid()) + ".nns";
-    std::ofstream(path) << kTensorParallelModel;
-    interp = std::make_unique<sema::Interpreter>(sources, diags, sema::EvalOptions{"", {}});
-    REQUIRE(interp->parse(path));
-    REQUIRE(interp->evaluate());
-    REQUIRE(interp->evaluate_plan("tp", 2, plan));
-    backend::LowerOptions lo;
-    sema::Interpreter& in = *interp;
-    lo.elaborate = [&in](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
-                         const std::map<std::string, int64_t>& divisors,
-                         sema::Graph& local) { return in.instantiate_op(node, ins, outs, divisors, local); };
-    lp = backend::lower_plan(interp->graph(), plan, *interp->train(), lo);
-  }
+struct Lowered : test::TensorParallelLowered {
+  Lowered() : TensorParallelLowered(2) {}
 };
 
 bool marked(const std::vector<char>& m, int t) {

@@ -11,6 +11,7 @@
 #include "semantics/checker/checker.h"
 #include "semantics/interpreter.h"
 #include "tests/test_util.h"
+#include "tp_model.h"
 
 using namespace nns;
 using sema::check::Verdict;
@@ -48,30 +49,13 @@ struct Checked : test::Elaboration {
   }
 };
 
-// x -> linear#0 -> gelu#0 -> add#0 <- linear#1 <- x; mse#0 as the loss.
-const char* kModel =
-    "model M() {\n"
-    "  param w1: [16, 8] = normal(0.02)\n"
-    "  param w2: [16, 8] = normal(0.02)\n"
-    "  fn forward(x) { return gelu(linear(x, w1)) + linear(x, w2) }\n"
-    "}\n"
-    "train {\n"
-    "  model = M()\n"
-    "  input x: [4, 8] = randn()\n"
-    "  input y: [4, 16] = randn()\n"
-    "  loss = mse(model(x), y)\n"
-    "  optimizer = adamw(lr = 0.1)\n"
-    "}\n"
-    "plan tp(ngpus) {\n"                                                          // line 13
-    "  let a = trans(select(\"linear#0\")[0], dim = \"n\", num = ngpus)\n"         // 14
-    "  for i in 0..ngpus { assign(a[i], i) }\n"                                   // 15
-    "  let b = trans(select(\"linear#1\")[0], dim = \"k\", num = ngpus)\n"         // 16
-    "  for i in 0..ngpus { assign(b[i], i) }\n"                                   // 17
-    "  replicate(unassigned(), 0..ngpus)\n"                                       // 18
-    "}\n"
-    "plan whole(ngpus) {\n"                                                       // 20
-    "  replicate(select(\"*\"), 0..ngpus)\n"                                      // 21
-    "}\n";
+// x -> linear#0 -> gelu#0 -> add#0 <- linear#1 <- x; mse#0 as the loss:
+// the memory tests' model (its plan tp on lines 13-18) and a plan that
+// replicates every op.
+const std::string kModel = std::string(test::kTensorParallelModel) +
+                           "plan whole(ngpus) {\n"                   // line 20
+                           "  replicate(select(\"*\"), 0..ngpus)\n"  // 21
+                           "}\n";
 
 std::string model_path() {
   static std::string path = write_temp("model", kModel);

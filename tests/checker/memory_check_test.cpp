@@ -17,32 +17,9 @@ using namespace nns;
 
 namespace {
 
-using nns::test::kTensorParallelModel;
-
-struct Lowered {
-  front::SourceManager sources;
-  front::DiagnosticEngine diags{sources};
-  std::unique_ptr<sema::Interpreter> interp;
-  sema::Plan plan;
-  backend::LoweredPlan lp;
-
-  explicit Lowered(int64_t ngpus, bool communication_only = false) {
-    std::string path = "/tmp/nns_memory_check_test_" + std::to_string(getpid()) + ".nns";
-    std::ofstream(path) << kTensorParallelModel;
-    interp = std::make_unique<sema::Interpreter>(sources, diags, sema::EvalOptions{"", {}});
-    REQUIRE(interp->parse(path));
-    REQUIRE(interp->evaluate());
-    REQUIRE(interp->evaluate_plan("tp", ngpus, plan));
-    backend::LowerOptions lo;
-    lo.communication_only = communication_only;
-    sema::Interpreter& in = *interp;
-    lo.elaborate = [&in](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
-                         const std::map<std::string, int64_t>& divisors, sema::Graph& local) {
-      return in.instantiate_op(node, ins, outs, divisors, local);
-    };
-    if (communication_only) lo.elaborate = nullptr;
-    lp = backend::lower_plan(interp->graph(), plan, *interp->train(), lo);
-  }
+// The tp fixture with the memory check of its programs.
+struct Lowered : test::TensorParallelLowered {
+  using TensorParallelLowered::TensorParallelLowered;
   backend::MemoryCheck check(backend::MemoryCheckOptions o) { return backend::check_memory(interp->graph(), plan, lp, o); }
 };
 

@@ -1,6 +1,18 @@
-// The tensor-parallel model of the memory tests (memory_check_test.cpp,
-// bf16_storage_test.cpp): one text, so their line references agree.
+// The tensor-parallel model of the checker tests (checker_test.cpp,
+// memory_check_test.cpp, bf16_storage_test.cpp): one text, so their line
+// references agree, and its plan `tp` lowered, the fixture of the tests
+// that read the lowered programs.
 #pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "backend/lowering/lower_plan.h"
+#include "tests/test_util.h"
 
 namespace nns::test {
 
@@ -26,5 +38,28 @@ inline const char* kTensorParallelModel =
     "  for i in 0..ngpus { assign(b[i], i) }\n"                             // 17
     "  replicate(unassigned(), 0..ngpus)\n"                                 // 18
     "}\n";
+
+// kTensorParallelModel's plan `tp` on `ngpus` devices, lowered (kernels
+// elaborated unless communication_only).
+struct TensorParallelLowered : Elaboration {
+  sema::Plan plan;
+  backend::LoweredPlan lp;
+
+  explicit TensorParallelLowered(int64_t ngpus, bool communication_only = false) {
+    const std::string path = write_temp("tp_model", "model", kTensorParallelModel);
+    REQUIRE(interp->parse(path));
+    std::remove(path.c_str());
+    REQUIRE(interp->evaluate());
+    REQUIRE(evaluate_plan("tp", ngpus, plan));
+    backend::LowerOptions lo;
+    lo.communication_only = communication_only;
+    sema::Interpreter& in = *interp;
+    if (!communication_only)
+      lo.elaborate = [&in](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
+                           const std::map<std::string, int64_t>& divisors,
+                           sema::Graph& local) { return in.instantiate_op(node, ins, outs, divisors, local); };
+    lp = backend::lower_plan(interp->graph(), plan, *interp->train(), lo);
+  }
+};
 
 }  // namespace nns::test
