@@ -225,12 +225,25 @@ bool resolve_choice(Interpreter& in, const Plan& p, int sub, const Value* dim, c
   return false;
 }
 
+// The first `limit` divisors above 1 of `size`, ascending. Trial division
+// up to sqrt(size), so a large prime dimension (up to the 2^48 elements a
+// tensor may have) costs milliseconds, not a count to its size.
+static std::vector<int64_t> small_divisors(int64_t size, size_t limit) {
+  std::vector<int64_t> divs;
+  for (int64_t d = 1; d <= size / d; ++d)
+    if (size % d == 0) {
+      if (d > 1) divs.push_back(d);
+      if (size / d != d) divs.push_back(size / d);
+    }
+  std::sort(divs.begin(), divs.end());
+  if (divs.size() > limit) divs.resize(limit);
+  return divs;
+}
+
 // The part counts a dim of `size` splits into, for a refusal at a device
 // count: "num = 2, 4 or 8" (the first few divisors above 1), or why none.
 std::string accepted_counts(int64_t size) {
-  std::vector<int64_t> divs;
-  for (int64_t d = 2; d <= size && divs.size() < 7; ++d)
-    if (size % d == 0) divs.push_back(d);
+  const std::vector<int64_t> divs = small_divisors(size, 7);
   if (divs.empty()) return "no split of it is possible";
   std::string text = "this split accepts num = ";
   size_t shown = std::min<size_t>(divs.size(), 6);
@@ -244,9 +257,7 @@ std::string accepted_counts(int64_t size) {
 static std::string device_count_hint(int64_t size, bool num_is_device_count) {
   if (!num_is_device_count) return "";
   std::string list;
-  int shown = 0;
-  for (int64_t d = 2; d <= size && shown < 6; ++d)
-    if (size % d == 0) list += (shown++ ? ", " : "") + std::to_string(d);
+  for (int64_t d : small_divisors(size, 6)) list += (list.empty() ? "" : ", ") + std::to_string(d);
   return list.empty() ? "" : " (num is this plan's device count: --gpus " + list + ")";
 }
 
