@@ -18,7 +18,6 @@
 #include "backend/runtime/backend.h"
 #include "backend/runtime/checkpoint_store.h"
 #include "backend/runtime/comm/communicator.h"
-#include "backend/runtime/comm/env_vars.h"
 #include "backend/runtime/comm/launcher.h"
 #include "backend/runtime/cpu/kernels.h"
 #include "backend/runtime/cpu/thread_policy.h"
@@ -427,8 +426,8 @@ int run_on_ranks(const Topology& topo, const std::function<int(backend::Communic
   // one rank; parse_topology made --gpus equal the launcher's world and
   // cmd_run silenced the stdout of ranks other than 0.
   if (topo.external()) return as_rank();
-  if (std::string why = backend::local_ranks_problem(topo.ranks); !why.empty())
-    return usage_error("--gpus " + std::to_string(topo.ranks) + ": " + why);
+  // The local-rank cap (cores, memory) was checked with the options,
+  // before elaboration (pipeline_options in commands.cpp).
   return backend::launch_local_ranks(static_cast<int>(topo.ranks), [&](int) { return as_rank(); });
 }
 
