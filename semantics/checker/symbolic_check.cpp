@@ -25,6 +25,10 @@ namespace nns::sema::check {
 
 namespace {
 
+// Z3 resource units for one shortcut lemma: far above what a linear size
+// fact needs (a few thousand), far below what makes a lemma slow.
+constexpr unsigned kLemmaResourceLimit = 2000000;
+
 class Prover {
  public:
   Prover(Encoder& e, CheckResult& r) : e_(e), r_(r), c_(e.ctx), s_(e.ctx) {
@@ -62,11 +66,14 @@ class Prover {
       if (!seen_.insert("s:" + sym_text(holds)).second) continue;
       if (!prove(holds, [&](const std::string& values) {
             const Directive& dir = e_.info(f.directive);
-            std::string pieces = f.divisor == f.num ? std::to_string(f.num) + " parts"
-                                                    : std::to_string(f.num) + " parts (" + std::to_string(f.divisor) + " pieces in all)";
-            front::Diagnostic d{front::Severity::Error, dir.loc,
-                                "cannot split '" + f.id + "' of " + e_.part_label(f.sub) + " into " + pieces + " for every admissible size: for " +
-                                    values + " its size " + sym_text(size) + " = " + std::to_string(value_of(size)) + " is not divisible by " +
+            std::string pieces =
+                f.divisor == f.num ? std::to_string(f.num) + " parts"
+                                   : std::to_string(f.num) + " parts (" + std::to_string(f.divisor) + " pieces in all)";
+            front::Diagnostic d{front::Severity::Error,
+                                dir.loc,
+                                "cannot split '" + f.id + "' of " + e_.part_label(f.sub) + " into " + pieces +
+                                    " for every admissible size: for " + values + " its size " + sym_text(size) +
+                                    " = " + std::to_string(value_of(size)) + " is not divisible by " +
                                     std::to_string(f.divisor),
                                 {}};
             add_symbol_notes(d, size);
@@ -87,15 +94,9 @@ class Prover {
     auto it = divisor_cache_.find(key);
     if (it != divisor_cache_.end()) return it->second;
     int64_t best = 1;
-    // These lemmas are a shortcut: a short limit each, the full one stays for the obligation.
-    s_.set("timeout", CheckDeadline::remaining_ms(std::min<unsigned>(e_.opts.timeout_ms, 500)));
     for (int64_t k = d; k > 1; --k) {
       if (d % k != 0) continue;
-      s_.push();
-      s_.add(z3::mod(vars_.at(f->name), c_.int_val(k)) != 0);
-      bool proved = s_.check() == z3::unsat;
-      s_.pop();
-      if (proved) {
+      if (lemma(z3::mod(vars_.at(f->name), c_.int_val(k)) == 0)) {
         best = k;
         break;
       }
@@ -111,7 +112,32 @@ class Prover {
     if (holds->op != SymExpr::Eq || !sym_is_const(holds->b) || holds->b->value != 0) return false;
     const SymPtr& mod = holds->a;
     if (mod->op != SymExpr::Mod || !sym_is_const(mod->b) || mod->b->value <= 0) return false;
-    std::vector<SymPtr> factors, stack{mod->a};
+    int64_t remaining = mod->b->value;
+    for (const SymPtr& f : product_factors(mod->a)) {
+      if (remaining == 1) break;
+      remaining /= std::gcd(remaining, guaranteed_divisor(f, remaining));
+    }
+    return remaining == 1;
+  }
+
+  // A shortcut's claim, proved or not within a resource budget. The budget
+  // counts Z3's own work (rlimit), not time, so a slow or loaded machine
+  // reaches the same verdict as a fast one; the time limit stays only as
+  // the user's overall bound (--check-timeout). A claim the budget cannot
+  // settle is simply not used: the obligation then goes to Z3 whole.
+  bool lemma(const z3::expr& claim) {
+    s_.push();
+    s_.add(!claim);
+    s_.set("rlimit", kLemmaResourceLimit);
+    s_.set("timeout", CheckDeadline::remaining_ms(e_.opts.timeout_ms));
+    const bool proved = s_.check() == z3::unsat;
+    s_.set("rlimit", 0u);
+    s_.pop();
+    return proved;
+  }
+
+  static std::vector<SymPtr> product_factors(const SymPtr& e) {
+    std::vector<SymPtr> factors, stack{e};
     while (!stack.empty()) {
       SymPtr x = stack.back();
       stack.pop_back();
@@ -122,19 +148,49 @@ class Prover {
         factors.push_back(x);
       }
     }
-    int64_t remaining = mod->b->value;
-    for (const SymPtr& f : factors) {
-      if (remaining == 1) break;
-      remaining /= std::gcd(remaining, guaranteed_divisor(f, remaining));
+    return factors;
+  }
+
+  // A sound shortcut for an equality of two products: it holds when the
+  // constant factors multiply to the same number and the other factors pair
+  // up into equal ones. Each pairing is linear (sizes with floor divisions
+  // by constants), which Z3 settles at once, where the product as a whole
+  // is nonlinear arithmetic that can take seconds or come back "unknown"
+  // (4 * (((image - 1) // 2) // 2 + 1)^2 == 4 * (image // 4)^2).
+  bool equal_products(const SymPtr& holds) {
+    if (holds->op != SymExpr::Eq) return false;
+    std::vector<SymPtr> left = product_factors(holds->a), right = product_factors(holds->b);
+    int64_t left_const = 1, right_const = 1;
+    auto split = [](std::vector<SymPtr>& factors, int64_t& constant) {
+      std::vector<SymPtr> rest;
+      for (const SymPtr& f : factors) {
+        if (sym_is_const(f))
+          constant *= f->value;  // sizes: small constants, no overflow in practice
+        else
+          rest.push_back(f);
+      }
+      factors = rest;
+    };
+    split(left, left_const);
+    split(right, right_const);
+    if (left.size() < 2 || left.size() != right.size() || left_const != right_const) return false;
+    std::vector<bool> used(right.size(), false);
+    for (const SymPtr& l : left) {
+      bool matched = false;
+      for (size_t j = 0; j < right.size() && !matched; ++j) {
+        if (used[j] || !lemma(as_int(l) == as_int(right[j]))) continue;
+        used[j] = matched = true;
+      }
+      if (!matched) return false;
     }
-    return remaining == 1;
+    return true;
   }
 
   // True when proved; otherwise fills the result (Illegal or Unknown).
   template <class Report>
   bool prove(const SymPtr& holds, Report report) {
     ++e_.stats.obligations;
-    if (divisible_by_factors(holds)) return true;
+    if (divisible_by_factors(holds) || equal_products(holds)) return true;
     opaque_.clear();
     opaque_names_.clear();
     z3::expr phi = as_bool(holds);
@@ -149,8 +205,9 @@ class Prover {
     if (res == z3::unknown) {
       r_.verdict = Verdict::Unknown;
       std::string why = s_.reason_unknown();
-      r_.reason = (why == "timeout" || why == "canceled" ? "the Z3 time limit (" + std::to_string(e_.opts.timeout_ms) + " ms, --check-timeout) ran out"
-                                                         : "Z3 could not decide (" + why + ")") +
+      r_.reason = (why == "timeout" || why == "canceled"
+                       ? "the Z3 time limit (" + std::to_string(e_.opts.timeout_ms) + " ms, --check-timeout) ran out"
+                       : "Z3 could not decide (" + why + ")") +
                   " while proving \"" + sym_text(holds) + "\" for every admissible size";
       s_.pop();
       return false;
@@ -165,7 +222,8 @@ class Prover {
       return false;
     }
     std::string values;
-    for (const SymbolDecl& d : e_.g.symbols) values += (values.empty() ? "" : ", ") + d.name + " = " + std::to_string(value_of(sym_var(d.name)));
+    for (const SymbolDecl& d : e_.g.symbols)
+      values += (values.empty() ? "" : ", ") + d.name + " = " + std::to_string(value_of(sym_var(d.name)));
     r_.verdict = Verdict::Illegal;
     r_.diagnostics.push_back(report(values));
     s_.pop();
@@ -193,8 +251,10 @@ class Prover {
       if (std::find(names.begin(), names.end(), s.name) == names.end()) continue;
       std::string admits;
       for (const std::string& t : s.constraint_text) admits += (admits.empty() ? "" : " and ") + t;
-      d.notes.push_back({front::Severity::Note, s.loc,
-                         "'" + s.name + "' is symbolic (witness " + std::to_string(s.witness) + (admits.empty() ? ", any size" : ", admitting " + admits) + ")",
+      d.notes.push_back({front::Severity::Note,
+                         s.loc,
+                         "'" + s.name + "' is symbolic (witness " + std::to_string(s.witness) +
+                             (admits.empty() ? ", any size" : ", admitting " + admits) + ")",
                          {}});
     }
   }
