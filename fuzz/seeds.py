@@ -85,12 +85,22 @@ def safetensors_seeds(out):
 
 
 # Plan bodies for fuzz_plan's fixed model (fuzz/fuzz_plan.cpp): data,
-# tensor and pipeline parallelism, zero1 and recompute, an order; each
-# evaluates and is legal there.
+# tensor and pipeline parallelism, every schedule kind, zero1 and
+# recompute, an order. Each evaluates; all are legal there except
+# interlaced, nf1b and 3f1b, which the checker refuses with a located error
+# (the model has one pass and no head or tail), so their refusals are
+# fuzzed too.
 PLAN_BODIES = [
     "  same_split(select(\"*\"), \"batch\", name = \"dp\")\n  for op in select(\"*\") {\n    if splittable(op, \"batch\") {\n      let parts = trans(op, dim = \"batch\", num = ngpus)\n      for i in 0..ngpus { assign(parts[i], i) }\n    } else {\n      replicate(op, 0..ngpus)\n    }\n  }",
     "  for op in select(\"blocks.0.*linear#*\") {\n    let parts = trans(op, dim = \"n\", num = ngpus)\n    for i in 0..ngpus { assign(parts[i], i) }\n  }\n  split_only(select(\"*linear#*\"), [\"batch\", \"n\"], name = \"t\")\n  replicate(unassigned(), 0..ngpus)",
     "  let s0 = select(\"blocks.0.*\")\n  let s1 = select(\"blocks.1.*\") + select(\"layer_norm#*\") + select(\"mse#*\")\n  assign(s0, 0)\n  assign(s1, 1)\n  schedule(\"1f1b\", [s0, s1])",
+    # The other schedule kinds, so mutations start from each one's arguments.
+    "  let s0 = select(\"blocks.0.*\")\n  let s1 = select(\"blocks.1.*\") + select(\"layer_norm#*\") + select(\"mse#*\")\n  assign(s0, 0)\n  assign(s1, 1)\n  schedule(\"gpipe\", [s0, s1])",
+    "  let s0 = select(\"blocks.0.*\")\n  let s1 = select(\"blocks.1.*\") + select(\"layer_norm#*\") + select(\"mse#*\")\n  assign(s0, 0)\n  assign(s1, 1)\n  schedule(\"zb-h1\", [s0, s1])",
+    "  let s0 = select(\"blocks.0.*\")\n  let s1 = select(\"blocks.1.*\") + select(\"layer_norm#*\") + select(\"mse#*\")\n  assign(s0, 0)\n  assign(s1, 1)\n  schedule(\"interleaved\", [s0, s1], v = 1)",
+    "  let s0 = select(\"blocks.0.*\")\n  let s1 = select(\"blocks.1.*\") + select(\"layer_norm#*\") + select(\"mse#*\")\n  assign(s0, 0)\n  assign(s1, 1)\n  schedule(\"interlaced\", [s0, s1], head = s0, tail = s1)",
+    "  let s0 = select(\"blocks.0.*\")\n  let s1 = select(\"blocks.1.*\") + select(\"layer_norm#*\") + select(\"mse#*\")\n  assign(s0, 0)\n  assign(s1, 1)\n  schedule(\"nf1b\", [[s0, s1], [s0, s1]])",
+    "  let s0 = select(\"blocks.0.*\")\n  let s1 = select(\"blocks.1.*\") + select(\"layer_norm#*\") + select(\"mse#*\")\n  assign(s0, 0)\n  assign(s1, 1)\n  schedule(\"3f1b\", [[s0, s1], [s0, s1], [s0, s1]])",
     "  zero1(select(\"*\"))\n  recompute(select(\"blocks.0.*\"))\n  replicate(unassigned(), 0..ngpus)",
     "  assign(select(\"blocks.0.*\"), 0)\n  assign(select(\"blocks.1.*\"), 1)\n  replicate(unassigned(), [0, 1])\n  order(select(\"blocks.1.linear#0\"), select(\"blocks.0.linear#0\"))",
 ]
