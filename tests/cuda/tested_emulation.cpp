@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "backend/runtime/cuda/cuda_backend.h"
+#include "cudnn_twin.h"
 #include "node_conformance.h"
 #include "pending_kernels.h"
 
@@ -27,5 +28,7 @@ std::vector<Backend*> tested_backends() { return {&forwards(), &reversed()}; }
 bool kernel_pending(const Backend&, const std::string& kind) { return cuda_kind_pending(kind); }
 
 Backend* order_twin(const Backend& b) { return &b == &reversed() ? &forwards() : nullptr; }
+
+Backend* cudnn_off_twin(const Backend&) { return nullptr; }  // no cuDNN in the emulation
 
 }  // namespace nns::backend::test

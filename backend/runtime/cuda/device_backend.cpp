@@ -117,7 +117,7 @@ class DeviceBackend : public Backend {
       }
     for (TensorView& v : out32)
       if (is_bf16(v)) v = TensorView{scratch.get<float>(v.numel()), sema::DType::F32, v.shape};
-    it->second(Call{{n, in32, out32}, *gemm_, *dnn_, stream_, scratch, products, step()});
+    it->second(Call{{n, in32, out32}, *gemm_, *dnn_, stream_, scratch, products, step(), &in});
     check_launch(n.kind.c_str());
     for (size_t i = 0; i < out.size(); ++i)
       if (is_bf16(out[i]))

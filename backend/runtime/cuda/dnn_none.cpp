@@ -18,6 +18,17 @@ bool Dnn::conv_backward_filter(const ConvGeometry&, const float*, const float*, 
 bool Dnn::pool_forward(const PoolGeometry&, bool, const float*, float*) { return false; }
 bool Dnn::pool_backward(const PoolGeometry&, bool, const float*, const float*, float*, Scratch&) { return false; }
 
+bool Dnn::sdpa_forward(const CudnnSdpaPlan&, float, const uint16_t*, const uint16_t*, const uint16_t*, uint16_t*,
+                       float*, Scratch&) {
+  return false;
+}
+bool Dnn::sdpa_backward(const CudnnSdpaPlan&, float, const uint16_t*, const uint16_t*, const uint16_t*, const uint16_t*,
+                        const uint16_t*, const float*, uint16_t*, uint16_t*, uint16_t*, Scratch&) {
+  return false;
+}
+std::string Dnn::attention_declined() const { return describe(); }
+size_t Dnn::cached_attention_graphs() const { return 0; }
+
 std::string dnn_library_version() {
 #if defined(NNS_DNN_EMULATION)
   return "no cuDNN (emulation)";
