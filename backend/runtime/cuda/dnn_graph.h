@@ -42,6 +42,7 @@ class Graph {
 
   bool ok() const { return error_.empty(); }
   const std::string& error() const { return error_; }
+  size_t operations() const { return ops_.size(); }
 
   // A tensor in device memory, bound at execute() by its uid.
   Tensor tensor(const Dims& dims, const Dims& strides, cudnnDataType_t type);

@@ -34,20 +34,13 @@
 #include "backend/runtime/cuda/dnn.h"
 #include "backend/runtime/cuda/dnn_cudnn_impl.h"
 #include "backend/runtime/cuda/dnn_graph.h"
+#include "backend/runtime/cuda/dnn_sdpa_graph.h"
 
 namespace nns::backend::NNS_DEV {
 
 using dnn_graph::Dims;
 using dnn_graph::Graph;
 using dnn_graph::Tensor;
-
-struct SdpaGraph {
-  std::unique_ptr<Graph> graph;
-  bool usable = false;
-  std::string why;  // when not usable
-  // The uids execute() binds.
-  int64_t q = 0, k = 0, v = 0, o = 0, d_o = 0, stats = 0, scale = 0, dq = 0, dk = 0, dv = 0, row_sum = 0;
-};
 
 namespace {
 
@@ -87,10 +80,9 @@ Tensor scaled_scores(Graph& g, const CudnnSdpaPlan& p, const Tensor& q, const Te
   return masked;
 }
 
-std::shared_ptr<SdpaGraph> build_forward(cudnnHandle_t handle, const CudnnSdpaPlan& p) {
-  auto r = std::make_shared<SdpaGraph>();
-  r->graph = std::make_unique<Graph>(handle);
-  Graph& g = *r->graph;
+}  // namespace
+
+void add_forward_ops(Graph& g, const CudnnSdpaPlan& p, SdpaGraph& r) {
   const Tensor q = bf16_tensor(g, p.q), kt = transposed_bf16(g, p.k), v = bf16_tensor(g, p.v);
   const Tensor scale = g.scalar_input();
   const Tensor s = scaled_scores(g, p, q, kt, scale);
@@ -108,11 +100,10 @@ std::shared_ptr<SdpaGraph> build_forward(cudnnHandle_t handle, const CudnnSdpaPl
   Tensor probs = g.pointwise(CUDNN_POINTWISE_DIV, e, &sum);
   Tensor o = bf16_tensor(g, p.o);
   g.matmul(probs, v, o);
-  r->q = q.uid, r->k = kt.uid, r->v = v.uid, r->scale = scale.uid, r->stats = stats.uid, r->o = o.uid;
-  r->usable = g.ok() && g.build(false);  // the forward has no accumulation order to choose
-  if (!r->usable) r->why = "forward graph: " + g.error();
-  return r;
+  r.q = q.uid, r.k = kt.uid, r.v = v.uid, r.scale = scale.uid, r.stats = stats.uid, r.o = o.uid;
 }
+
+namespace {
 
 // y = x summed over the query heads into the one K/V head (GQA), or the
 // product written straight into y when there is one query head.
@@ -123,10 +114,9 @@ void product_into(Graph& g, const CudnnSdpaPlan& p, const Tensor& a, const Tenso
   g.reduction(CUDNN_REDUCE_TENSOR_ADD, full, y);
 }
 
-std::shared_ptr<SdpaGraph> build_backward(cudnnHandle_t handle, const CudnnSdpaPlan& p) {
-  auto r = std::make_shared<SdpaGraph>();
-  r->graph = std::make_unique<Graph>(handle);
-  Graph& g = *r->graph;
+}  // namespace
+
+void add_backward_ops(Graph& g, const CudnnSdpaPlan& p, SdpaGraph& r) {
   const Tensor q = bf16_tensor(g, p.q), kt = transposed_bf16(g, p.k), vt = transposed_bf16(g, p.v);
   const Tensor o = bf16_tensor(g, p.o), d_o = bf16_tensor(g, p.o);
   const Tensor stats = g.tensor(dims_of(p.stats), strides_of(p.stats), CUDNN_DATA_FLOAT);
@@ -163,16 +153,27 @@ std::shared_ptr<SdpaGraph> build_backward(cudnnHandle_t handle, const CudnnSdpaP
   g.reshape(kt, k);
   Tensor dq = bf16_tensor(g, p.q);
   g.matmul(ds, k, dq);  // dQ = dS K, written directly: no fp32 atomics
-  r->q = q.uid, r->k = kt.uid, r->v = vt.uid, r->o = o.uid, r->d_o = d_o.uid, r->stats = stats.uid;
-  r->scale = scale.uid, r->dq = dq.uid, r->dk = dk.uid, r->dv = dv.uid, r->row_sum = row_sum.uid;
-  r->usable = g.ok() && g.build(true);
-  if (!r->usable) r->why = "backward graph: " + g.error();
-  return r;
+  r.q = q.uid, r.k = kt.uid, r.v = vt.uid, r.o = o.uid, r.d_o = d_o.uid, r.stats = stats.uid;
+  r.scale = scale.uid, r.dq = dq.uid, r.dk = dk.uid, r.dv = dv.uid, r.row_sum = row_sum.uid;
 }
 
-}  // namespace
-
 namespace {
+
+// The graph of one pass and shape with its execution plan; the forward has
+// no accumulation order to choose, the backward takes deterministic
+// engines only.
+std::shared_ptr<SdpaGraph> build_graph(cudnnHandle_t handle, Pass pass, const CudnnSdpaPlan& p) {
+  auto r = std::make_shared<SdpaGraph>();
+  r->graph = std::make_unique<Graph>(handle);
+  Graph& g = *r->graph;
+  if (pass == Pass::Forward)
+    add_forward_ops(g, p, *r);
+  else
+    add_backward_ops(g, p, *r);
+  r->usable = g.ok() && g.build(pass == Pass::Backward);
+  if (!r->usable) r->why = std::string(pass == Pass::Forward ? "forward" : "backward") + " graph: " + g.error();
+  return r;
+}
 
 const char* pass_name(Pass pass) { return pass == Pass::Forward ? "forward" : "backward"; }
 
@@ -191,8 +192,7 @@ void declined(Dnn::Impl& impl, Pass pass, const std::string& why) {
 
 // The cached graph of (pass, shape), built the first time; null when the
 // call declines (the reason is kept in impl.attention_declined).
-template <class Build>
-std::shared_ptr<SdpaGraph> attention_graph(Dnn::Impl& impl, Pass pass, const CudnnSdpaPlan& p, Build build) {
+std::shared_ptr<SdpaGraph> attention_graph(Dnn::Impl& impl, Pass pass, const CudnnSdpaPlan& p) {
   std::lock_guard<std::mutex> lock(impl.mutex);
   if (!impl.handle) {
     declined(impl, pass, impl.off_reason);
@@ -204,7 +204,7 @@ std::shared_ptr<SdpaGraph> attention_graph(Dnn::Impl& impl, Pass pass, const Cud
   }
   std::shared_ptr<SdpaGraph>& slot = impl.attention[attention_key(pass, p)];
   if (!slot) {
-    slot = build(impl.handle, p);
+    slot = build_graph(impl.handle, pass, p);
     if (slot->usable && nns_env_int("NNS_CUDNN_TRACE", 0) != 0)
       std::fprintf(stderr, "nns: sdpa %s on cuDNN (%s): workspace %lld bytes\n", pass_name(pass), shape_text(p).c_str(),
                    static_cast<long long>(slot->graph->workspace_bytes()));
@@ -235,7 +235,7 @@ void* mut(const void* p) { return const_cast<void*>(p); }
 
 bool Dnn::sdpa_forward(const CudnnSdpaPlan& p, float scale, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                        uint16_t* o, float* stats, Scratch& scratch) {
-  std::shared_ptr<SdpaGraph> sg = attention_graph(*impl_, Pass::Forward, p, build_forward);
+  std::shared_ptr<SdpaGraph> sg = attention_graph(*impl_, Pass::Forward, p);
   if (!sg) return false;
   return run(*impl_, Pass::Forward, *sg,
              {{sg->q, mut(q)}, {sg->k, mut(k)}, {sg->v, mut(v)}, {sg->o, o}, {sg->stats, stats}, {sg->scale, &scale}},
@@ -245,7 +245,7 @@ bool Dnn::sdpa_forward(const CudnnSdpaPlan& p, float scale, const uint16_t* q, c
 bool Dnn::sdpa_backward(const CudnnSdpaPlan& p, float scale, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                         const uint16_t* o, const uint16_t* d_o, const float* stats, uint16_t* dq, uint16_t* dk,
                         uint16_t* dv, Scratch& scratch) {
-  std::shared_ptr<SdpaGraph> sg = attention_graph(*impl_, Pass::Backward, p, build_backward);
+  std::shared_ptr<SdpaGraph> sg = attention_graph(*impl_, Pass::Backward, p);
   if (!sg) return false;
   float* row_sum = scratch.get<float>(p.stats_elems());
   return run(*impl_, Pass::Backward, *sg,
