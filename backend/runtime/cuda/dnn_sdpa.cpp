@@ -97,7 +97,8 @@ void add_forward_ops(Graph& g, const CudnnSdpaPlan& p, SdpaGraph& r) {
   Tensor log_sum = g.pointwise(CUDNN_POINTWISE_LOG, sum);
   Tensor stats = g.tensor(dims_of(p.stats), strides_of(p.stats), CUDNN_DATA_FLOAT);
   g.pointwise(CUDNN_POINTWISE_ADD, max, &log_sum, nullptr, stats);
-  Tensor probs = g.pointwise(CUDNN_POINTWISE_DIV, e, &sum);
+  // P in bf16 for the second product, as flash attention rounds it.
+  Tensor probs = g.pointwise(CUDNN_POINTWISE_DIV, e, &sum, CUDNN_DATA_BFLOAT16);
   Tensor o = bf16_tensor(g, p.o);
   g.matmul(probs, v, o);
   r.q = q.uid, r.k = kt.uid, r.v = v.uid, r.scale = scale.uid, r.stats = stats.uid, r.o = o.uid;
