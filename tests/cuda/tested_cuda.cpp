@@ -53,6 +53,8 @@ Backend* order_twin(const Backend&) { return nullptr; }
 
 Backend* cudnn_off_twin(const Backend& b) { return &b == &gpu() ? &gpu_own_kernels() : nullptr; }
 
+std::vector<Backend*> attention_backends() { return tested_backends(); }
+
 }  // namespace nns::backend::test
 
 int main(int argc, char** argv) {

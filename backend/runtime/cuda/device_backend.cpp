@@ -28,12 +28,12 @@ const KernelTable& table() {
 
 class DeviceBackend : public Backend {
  public:
-  DeviceBackend(Stream stream, std::string name, bool native)
+  DeviceBackend(Stream stream, std::string name, bool native, bool attention_model)
       : stream_(stream),
         name_(std::move(name)),
         native_(native),
         gemm_(std::make_unique<Gemm>(stream)),
-        dnn_(std::make_unique<Dnn>(stream)) {}
+        dnn_(std::make_unique<Dnn>(stream, attention_model)) {}
   ~DeviceBackend() override {
     synchronize(stream_);
     gemm_.reset();
@@ -188,8 +188,9 @@ class DeviceBackend : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_device_backend(Stream stream, std::string name, bool native_stream) {
-  return std::make_unique<DeviceBackend>(stream, std::move(name), native_stream);
+std::unique_ptr<Backend> make_device_backend(Stream stream, std::string name, bool native_stream,
+                                             bool attention_model) {
+  return std::make_unique<DeviceBackend>(stream, std::move(name), native_stream, attention_model);
 }
 
 }  // namespace nns::backend::NNS_DEV

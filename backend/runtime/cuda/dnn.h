@@ -55,7 +55,11 @@ std::string dnn_library_version();
 
 class Dnn {
  public:
-  explicit Dnn(Stream stream);
+  // `attention_model`: only in the host emulation (dnn_none.cpp), where it
+  // makes the attention calls run a host model of cuDNN's fused kernel on
+  // the plan's layouts, so that the emulation tests the kernel wrapper's
+  // side of the cuDNN path; the cuDNN build ignores it.
+  explicit Dnn(Stream stream, bool attention_model = false);
   ~Dnn();
   Dnn(const Dnn&) = delete;
   Dnn& operator=(const Dnn&) = delete;

@@ -124,7 +124,7 @@ bool cudnn_wanted() { return nns_env_int("NNS_CUDNN", 1) != 0; }
 
 }  // namespace
 
-Dnn::Dnn(Stream stream) : impl_(std::make_unique<Impl>()) {
+Dnn::Dnn(Stream stream, bool) : impl_(std::make_unique<Impl>()) {
   if (!cudnn_wanted()) {
     impl_->off_reason = "cuDNN switched off (NNS_CUDNN=0): own kernels";
     return;
