@@ -42,9 +42,10 @@ struct CudnnSdpaPlan {
   int64_t stats_elems() const { return b * h_q * s_q; }
 };
 
-// The largest head dimension taken (cuDNN 9's fused attention on sm80/sm90
-// documents up to 128 for every mask and both directions; larger ones
-// decline rather than risk an engine that has no kernel).
+// The largest head dimension taken. cuDNN's attention support matrix (its
+// documentation, for 9.18) gives d <= 256 on Hopper in both directions but
+// d <= 128 for the Ampere backward; 128 is taken everywhere until a GPU run
+// has checked more, and larger heads run the own kernels.
 constexpr int64_t kCudnnSdpaMaxHeadDim = 128;
 
 // `period`: the node's attribute (0: none). Pure: no cuDNN, no device.
