@@ -54,21 +54,20 @@ void probabilities(const Call& c, const float* q, const float* kt, const Attenti
   float* raw = c.scratch.get<float>(n);
   c.gemm.run(product(c, q, kt, raw, d, d.s, d.e, d.t, false, false), c.scratch);
   kernels::scale(scaled, raw, n, scale, c.stream);
-  // Rows of the mask: the period (grouped-query attention's stacked queries), not s.
-  if (causal)
-    nn::causal_mask(scaled, scaled, n, mask_rows(c, d), d.t, false,
-                    c.stream);  // each index reads and writes its own element
+  // Rows of the mask: the period (grouped-query attention's stacked
+  // queries), not s. In place: each index reads and writes its own element.
+  if (causal) nn::causal_mask(scaled, scaled, n, mask_rows(c, d), d.t, false, c.stream);
   nn::softmax(scaled, p, rows, d.t, false, c.scratch.get<double>(2 * rows), c.stream);
 }
 
-// kt [batch, e, t] (f32, bf16-exact) -> its bf16 copy k [batch, t, e],
-// the D-innermost layout cuDNN's fused kernels read.
-void kt_to_k_bf16(const float* kt, uint16_t* k, const AttentionDims& d, Stream s) {
+// kt [batch, e, t] as stored (bf16) -> k [batch, t, e], the D-innermost
+// layout cuDNN's fused kernels read: a transpose of the bits.
+void kt_to_k_bf16(const uint16_t* kt, uint16_t* k, const AttentionDims& d, Stream s) {
   const int64_t e = d.e, t = d.t;
   for_each(
       d.batch * t * e, s, NNS_KERNEL(int64_t i) {
         const int64_t b = i / (t * e), r = i % (t * e), j = r / e, x = r % e;
-        k[i] = cpu::bf16_bits(kt[(b * e + x) * t + j]);
+        k[i] = kt[(b * e + x) * t + j];
       });
 }
 
@@ -83,7 +82,7 @@ void dk_bf16_to_dkt(const uint16_t* dk, float* dkt, const AttentionDims& d, Stre
 }
 
 // The forward on cuDNN into bf16 o and fp32 stats (scratch); false when it
-// declines. q and v are read as stored; k is the [t, e] copy of kt.
+// declines. q and v are read as stored; k is the [t, e] copy of kt's bits.
 struct CudnnForward {
   uint16_t* o = nullptr;
   float* stats = nullptr;
@@ -94,7 +93,7 @@ bool cudnn_forward(const Call& c, const CudnnSdpaPlan& p, float scale, CudnnForw
     return c.dnn.sdpa_forward(p, scale, nullptr, nullptr, nullptr, nullptr, nullptr, c.scratch);
   const AttentionDims d = attention_dims(c.in[0].shape, c.in[1].shape, c.in[2].shape);
   uint16_t* k = c.scratch.get<uint16_t>(p.k_elems());
-  kt_to_k_bf16(c.in[1].f32(), k, d, c.stream);
+  kt_to_k_bf16(c.bf16_input(1), k, d, c.stream);
   f.k = k;
   f.o = c.scratch.get<uint16_t>(p.o_elems());
   f.stats = c.scratch.get<float>(p.stats_elems());
