@@ -160,9 +160,9 @@ void add_backward_ops(Graph& g, const CudnnSdpaPlan& p, SdpaGraph& r) {
 
 namespace {
 
-// The graph of one pass and shape with its execution plan; the forward has
-// no accumulation order to choose, the backward takes deterministic
-// engines only.
+// The graph of one pass and shape with its execution plan, on an engine
+// cuDNN does not note non-deterministic (both passes: a run repeats bit for
+// bit, as with the convolutions' algorithms).
 std::shared_ptr<SdpaGraph> build_graph(cudnnHandle_t handle, Pass pass, const CudnnSdpaPlan& p) {
   auto r = std::make_shared<SdpaGraph>();
   r->graph = std::make_unique<Graph>(handle);
@@ -171,7 +171,7 @@ std::shared_ptr<SdpaGraph> build_graph(cudnnHandle_t handle, Pass pass, const Cu
     add_forward_ops(g, p, *r);
   else
     add_backward_ops(g, p, *r);
-  r->usable = g.ok() && g.build(pass == Pass::Backward);
+  r->usable = g.ok() && g.build(/*deterministic=*/true);
   if (!r->usable) r->why = std::string(pass == Pass::Forward ? "forward" : "backward") + " graph: " + g.error();
   return r;
 }
