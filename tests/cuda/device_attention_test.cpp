@@ -6,7 +6,9 @@
 //   - the own kernels (cuDNN off) against the same reference;
 //   - that cuDNN ran where it should (its result differs from the own
 //     kernels': it rounds the probabilities to bf16 before P V and sums in
-//     its own order) and did not where it must decline (bit for bit equal).
+//     its own order) and did not where it must decline (bit for bit equal);
+//   - that a second run repeats the first bit for bit (deterministic
+//     engines only).
 // In the emulation (no cuDNN) the own kernels' bf16-storage path is checked
 // against the reference, and so is the kernel wrapper's cuDNN path with a
 // host model of the fused kernel in cuDNN's place (dnn_none.cpp), with the
@@ -99,6 +101,8 @@ void check_fused(const FusedCase& fc, const std::string& what, const NodeCase& c
       expect_close(b->name() + " " + c.kind + " bf16", std::string(fc.name) + " " + what, names[k], got[k].f, want[k].f,
                    tol);
     if (Backend* own = cudnn_off_twin(*b)) {
+      // Deterministic engines only (dnn_sdpa.cpp): a second run repeats the first bit for bit.
+      CHECK(bitwise_equal(got, run_case(*b, c, true)));
       const std::vector<HostTensor> own_got = run_case(*own, c, true);
       INFO(fc.name << " " << what << ": cuDNN must " << (fc.taken ? "take" : "decline") << " this shape");
       if (fc.taken)
