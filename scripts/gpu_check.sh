@@ -2,7 +2,8 @@
 # What to run first on a machine with a GPU (the device tool's machine).
 # Configures with the CUDA backend required, builds, and runs in order:
 #   1. the CUDA conformance table (every registry row, forward and backward,
-#      against the CPU reference kernels; tests/cuda);
+#      against the CPU reference kernels; tests/cuda), then its cuDNN
+#      fused-attention case alone with NNS_CUDNN_TRACE=1;
 #   2. the NCCL communicator on a world of one rank, and the plan
 #      executor's NCCL path on it (stream ordering, posted allreduces; a
 #      plan with --comm nccl on one rank: NCCL's setup under the executor);
@@ -27,6 +28,9 @@ if [ $rc -eq 77 ]; then
   exit 77
 fi
 echo "gpu_check: conformance exit $rc"
+# cuDNN's fused attention on its own, with the trace of what ran on cuDNN.
+NNS_CUDNN_TRACE=1 "$build/tests/cuda/nns_cuda_tests" "[cudnn]"
+echo "gpu_check: cuDNN attention exit $?"
 if cmake --build "$build" -j"$(nproc)" --target nns_nccl_tests nns_nccl_collectives_tests > /dev/null 2>&1; then
   "$build/tests/cuda/nns_nccl_tests"
   echo "gpu_check: nccl exit $?"

@@ -2,7 +2,8 @@
 # The GPU checks, on the GPU machine, from the repository root (the kit made
 # by scripts/gpu_kit.sh beside this script). Unpacks the kit, finds the CUDA
 # libraries, says which were loaded, then runs, each bounded in time:
-#   1. the CUDA conformance tables (nns_cuda_tests);
+#   1. the CUDA conformance tables (nns_cuda_tests), and their cuDNN
+#      fused-attention case alone with its trace;
 #   2. NCCL on one rank (nns_nccl_tests, nns_nccl_collectives_tests);
 #   3. training on the GPU: one device, and ten plans whose ranks share
 #      the GPU, each with --verify against one device;
@@ -75,6 +76,10 @@ check() {  # NAME SECONDS COMMAND...
   printf '%-28s %s in %ds\n' "$name" "$verdict" $((SECONDS - t0)) >> "$summary"
 }
 check conformance 240 "$KIT/bin/nns_cuda_tests"
+# cuDNN's fused attention (sdpa under bf16 storage) again on its own, with
+# NNS_CUDNN_TRACE=1: the log names the shapes built on cuDNN and why any
+# declined (the case is also part of the table above).
+check cudnn_attention 60 env NNS_CUDNN_TRACE=1 "$KIT/bin/nns_cuda_tests" "[cudnn]"
 [ -x "$KIT/bin/nns_nccl_tests" ] && check nccl_one_rank 60 "$KIT/bin/nns_nccl_tests"
 [ -x "$KIT/bin/nns_nccl_collectives_tests" ] && check nccl_collectives 60 "$KIT/bin/nns_nccl_collectives_tests"
 check nccl_plan_executor 120 "$NNS" run examples/gpt.nns --config tiny --plan dp --gpus 1 --steps 3 --device cuda --comm nccl --verify
@@ -91,6 +96,8 @@ done
 # and the fused attention op (sdpa) under a tensor-parallel plan.
 check resnet_own_kernels 30 env NNS_CUDNN=0 "$NNS" run examples/resnet.nns --config tiny --plan dp --gpus 2 --steps 3 --device cuda --verify
 check gpt_sdpa_megatron 30 "$NNS" run examples/gpt.nns --config tiny --set fused_attention=true --plan megatron --gpus 2 --steps 3 --device cuda --verify
-check bench_vs_torch 240 bash bench/gpu/gpt_step.sh --nns "$NNS"
+# gpu_stack in bf16 with fused attention (head dim 128): its sdpa runs on
+# cuDNN where the graph builds; the trace in the log says which.
+check bench_vs_torch 240 env NNS_CUDNN_TRACE=1 bash bench/gpu/gpt_step.sh --nns "$NNS"
 cat "$summary"
 exit $fail

@@ -21,11 +21,12 @@ struct AttentionCase {
 
 const std::vector<AttentionCase>& attention_cases() {
   static const std::vector<AttentionCase> cases = {
-      {{2, 3}, 5, 4, 5, 4, true},     // decoder self-attention: GPT's layout
-      {{2, 3}, 5, 4, 5, 4, false},    // encoder
-      {{3}, 4, 8, 7, 6, false},       // cross-attention: t != s, f != e
-      {{1, 2, 2}, 6, 3, 6, 5, true},  // three leading dims
-      {{2}, 1, 4, 1, 4, true},        // one position
+      {{2, 3}, 5, 4, 5, 4, true},      // decoder self-attention: GPT's layout
+      {{2, 3}, 5, 4, 5, 4, false},     // encoder
+      {{3}, 4, 8, 7, 6, false},        // cross-attention: t != s, f != e
+      {{1, 2, 2}, 6, 3, 6, 5, true},   // three leading dims
+      {{2}, 1, 4, 1, 4, true},         // one position
+      {{2, 2}, 12, 4, 4, 4, true, 4},  // grouped-query: 3 query heads of 4 positions stacked over one K/V head
   };
   return cases;
 }

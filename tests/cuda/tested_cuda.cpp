@@ -11,6 +11,7 @@
 #include <string>
 
 #include "backend/runtime/cuda/cuda_backend.h"
+#include "cudnn_twin.h"
 #include "node_conformance.h"
 #include "pending_kernels.h"
 
@@ -49,6 +50,10 @@ std::vector<Backend*> tested_backends() { return {&gpu(), &gpu_own_kernels()}; }
 bool kernel_pending(const Backend&, const std::string& kind) { return cuda_kind_pending(kind); }
 
 Backend* order_twin(const Backend&) { return nullptr; }
+
+Backend* cudnn_off_twin(const Backend& b) { return &b == &gpu() ? &gpu_own_kernels() : nullptr; }
+
+std::vector<Backend*> attention_backends() { return tested_backends(); }
 
 }  // namespace nns::backend::test
 

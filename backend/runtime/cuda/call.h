@@ -42,11 +42,18 @@ class Scratch {
 
 struct Call : NodeCall {
   Gemm& gemm;
-  Dnn& dnn;  // cuDNN's convolutions and pooling, when it takes the shape (dnn.h)
+  Dnn& dnn;  // cuDNN's convolutions, pooling and fused attention, when it takes the shape (dnn.h)
   Stream stream;
   Scratch& scratch;
   ProductInput products = ProductInput::F32;  // autocast: the matrix products round their operands to bf16 / fp16
   int64_t step = 0;  // the training step (Backend::step): dropout's stream is keyed by it
+  // Under bf16 storage: the inputs as stored (in[i] is their f32 widening).
+  // Where stored_bf16(i), rounding in[i] to bf16 again is exact, and
+  // bf16_input(i) is those bits: cuDNN's fused attention, which reads bf16,
+  // is used only on such operands (kernels_attention.cu).
+  const std::vector<TensorView>* stored = nullptr;
+  bool stored_bf16(size_t i) const { return stored && i < stored->size() && (*stored)[i].dtype == sema::DType::BF16; }
+  const uint16_t* bf16_input(size_t i) const { return static_cast<const uint16_t*>((*stored)[i].data); }
 };
 
 using KernelFn = void (*)(const Call&);

@@ -38,7 +38,10 @@ std::unique_ptr<Backend> make_cuda_backend(int device, std::string& why_not);
 
 // The CUDA backend's code emulated on the host: kernels' index spaces run
 // forwards, or backwards when `reversed` (a kernel whose result depends on
-// the order is racy on a GPU). For tests; always built.
-std::unique_ptr<Backend> make_cuda_emulation_backend(bool reversed);
+// the order is racy on a GPU). For tests; always built. With
+// `attention_model`, sdpa under bf16 storage takes the cuDNN path of the
+// kernel wrapper with a host model of the fused kernel in cuDNN's place
+// (dnn_none.cpp): the emulation then tests that path's side of the seam.
+std::unique_ptr<Backend> make_cuda_emulation_backend(bool reversed, bool attention_model = false);
 
 }  // namespace nns::backend

@@ -28,12 +28,12 @@ const KernelTable& table() {
 
 class DeviceBackend : public Backend {
  public:
-  DeviceBackend(Stream stream, std::string name, bool native)
+  DeviceBackend(Stream stream, std::string name, bool native, bool attention_model)
       : stream_(stream),
         name_(std::move(name)),
         native_(native),
         gemm_(std::make_unique<Gemm>(stream)),
-        dnn_(std::make_unique<Dnn>(stream)) {}
+        dnn_(std::make_unique<Dnn>(stream, attention_model)) {}
   ~DeviceBackend() override {
     synchronize(stream_);
     gemm_.reset();
@@ -117,7 +117,7 @@ class DeviceBackend : public Backend {
       }
     for (TensorView& v : out32)
       if (is_bf16(v)) v = TensorView{scratch.get<float>(v.numel()), sema::DType::F32, v.shape};
-    it->second(Call{{n, in32, out32}, *gemm_, *dnn_, stream_, scratch, products, step()});
+    it->second(Call{{n, in32, out32}, *gemm_, *dnn_, stream_, scratch, products, step(), &in});
     check_launch(n.kind.c_str());
     for (size_t i = 0; i < out.size(); ++i)
       if (is_bf16(out[i]))
@@ -188,8 +188,9 @@ class DeviceBackend : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_device_backend(Stream stream, std::string name, bool native_stream) {
-  return std::make_unique<DeviceBackend>(stream, std::move(name), native_stream);
+std::unique_ptr<Backend> make_device_backend(Stream stream, std::string name, bool native_stream,
+                                             bool attention_model) {
+  return std::make_unique<DeviceBackend>(stream, std::move(name), native_stream, attention_model);
 }
 
 }  // namespace nns::backend::NNS_DEV

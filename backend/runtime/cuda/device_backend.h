@@ -13,7 +13,9 @@ namespace nns::backend::NNS_DEV {
 // A backend running on `stream` (it takes ownership) of the current
 // device, named `name` ("cuda:0", "cuda-emulation"). `native_stream`: the
 // stream is a CUDA stream that Backend::native_stream() may hand out (the
-// GPU build); the emulation's streams are not.
-std::unique_ptr<Backend> make_device_backend(Stream stream, std::string name, bool native_stream = false);
+// GPU build); the emulation's streams are not. `attention_model`: Dnn's
+// (dnn.h; the emulation only).
+std::unique_ptr<Backend> make_device_backend(Stream stream, std::string name, bool native_stream = false,
+                                             bool attention_model = false);
 
 }  // namespace nns::backend::NNS_DEV

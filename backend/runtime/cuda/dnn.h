@@ -1,5 +1,6 @@
 // cuDNN behind the CUDA backend's device seam (device.h): convolution
-// forward and both backwards, and pooling forward and backward. Each call
+// forward and both backwards, pooling forward and backward, and fused
+// scaled-dot-product attention forward and backward (dnn_sdpa.cpp). Each call
 // returns false when it does not run the work — the emulation (no cuDNN),
 // a GPU build without cuDNN, cuDNN switched off (NNS_CUDNN=0), or a shape
 // cuDNN declines — and the kernel wrapper then runs our own kernel
@@ -12,12 +13,19 @@
 // a resumed run equals an unbroken one. The algorithm of each convolution
 // shape is measured once (cudnnFind*AlgorithmEx on the call's own buffers)
 // and cached per shape and direction.
+//
+// Attention is the exception to fp32: cuDNN's fused attention reads bf16.
+// The kernel wrapper (kernels_attention.cu) calls it only when q, kt, v (and
+// dy) are stored in bf16 (bf16 storage), so handing them to cuDNN in bf16
+// rounds nothing; statistics and products accumulate in fp32, and the bf16
+// results are widened back to fp32. Its graphs are cached per shape.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "backend/runtime/attention_cudnn_plan.h"
 #include "backend/runtime/cuda/device.h"
 
 namespace nns::backend::NNS_DEV {
@@ -47,7 +55,11 @@ std::string dnn_library_version();
 
 class Dnn {
  public:
-  explicit Dnn(Stream stream);
+  // `attention_model`: only in the host emulation (dnn_none.cpp), where it
+  // makes the attention calls run a host model of cuDNN's fused kernel on
+  // the plan's layouts, so that the emulation tests the kernel wrapper's
+  // side of the cuDNN path; the cuDNN build ignores it.
+  explicit Dnn(Stream stream, bool attention_model = false);
   ~Dnn();
   Dnn(const Dnn&) = delete;
   Dnn& operator=(const Dnn&) = delete;
@@ -63,6 +75,21 @@ class Dnn {
   // Needs the forward's output: recomputed into scratch (the node keeps only x).
   bool pool_backward(const PoolGeometry& g, bool max, const float* x, const float* dy, float* dx, Scratch& scratch);
 
+  // Fused attention on bf16 operands in the layouts of `p`
+  // (attention_cudnn_plan.h): q, the [t, e] copy of kt, v; o [.., s, f] and
+  // the softmax statistics (fp32, p.stats_elems(): what the backward reads).
+  bool sdpa_forward(const CudnnSdpaPlan& p, float scale, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                    uint16_t* o, float* stats, Scratch& scratch);
+  // dq, dk ([t, e]), dv from the forward's o and stats and the output
+  // gradient d_o (o's layout). Deterministic engines only.
+  bool sdpa_backward(const CudnnSdpaPlan& p, float scale, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                     const uint16_t* o, const uint16_t* d_o, const float* stats, uint16_t* dq, uint16_t* dk,
+                     uint16_t* dv, Scratch& scratch);
+  // Why the last attention call declined ("" when none has).
+  std::string attention_declined() const;
+  // Attention shapes and directions whose graph has been built or refused.
+  size_t cached_attention_graphs() const;
+
   // Whether calls may run on cuDNN (false: every call declines).
   bool active() const;
   // "cuDNN 9.19.0 (built against 9.19.0)", or why cuDNN is not used.
@@ -70,8 +97,11 @@ class Dnn {
   // Convolution shapes whose algorithm has been measured (tests and traces).
   size_t cached_algorithms() const;
 
+  // The cuDNN handle and the caches (dnn_cudnn_impl.h; empty without
+  // cuDNN). Named here so that the cuDNN files' helpers can take it.
+  struct Impl;
+
  private:
-  struct Impl;  // the cuDNN handle and the algorithm cache (null: declines all)
   std::unique_ptr<Impl> impl_;
 };
 

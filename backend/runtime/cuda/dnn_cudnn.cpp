@@ -15,6 +15,7 @@
 #include "backend/runtime/comm/env_vars.h"
 #include "backend/runtime/cuda/call.h"
 #include "backend/runtime/cuda/dnn.h"
+#include "backend/runtime/cuda/dnn_cudnn_impl.h"
 
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
@@ -102,19 +103,9 @@ struct PoolDescs {
 
 enum class Direction { Forward, BackwardData, BackwardFilter };
 
-using ShapeKey = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
-
 ShapeKey key_of(Direction dir, const ConvGeometry& g) {
   return {static_cast<int>(dir), g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.stride, g.pad};
 }
-
-// A measured algorithm, or none (cuDNN has no deterministic FMA algorithm
-// for the shape within the workspace limit: the own kernel runs).
-struct Choice {
-  bool usable = false;
-  int algo = 0;
-  size_t workspace = 0;
-};
 
 // The fastest of `results` (cuDNN sorts them by time) that succeeded, is
 // deterministic, computes in FMA and fits the workspace limit.
@@ -133,28 +124,7 @@ bool cudnn_wanted() { return nns_env_int("NNS_CUDNN", 1) != 0; }
 
 }  // namespace
 
-struct Dnn::Impl {
-  cudnnHandle_t handle = nullptr;
-  std::string off_reason;  // why the handle is null
-  std::map<ShapeKey, Choice> chosen;
-  std::mutex mutex;  // the cache; one backend's calls come from one thread, but be safe
-
-  // The cached choice for `key`, measured by `measure` the first time.
-  template <class Measure>
-  Choice choice(const ShapeKey& key, Measure measure) {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      auto it = chosen.find(key);
-      if (it != chosen.end()) return it->second;
-    }
-    Choice c = measure();
-    std::lock_guard<std::mutex> lock(mutex);
-    chosen[key] = c;
-    return c;
-  }
-};
-
-Dnn::Dnn(Stream stream) : impl_(std::make_unique<Impl>()) {
+Dnn::Dnn(Stream stream, bool) : impl_(std::make_unique<Impl>()) {
   if (!cudnn_wanted()) {
     impl_->off_reason = "cuDNN switched off (NNS_CUDNN=0): own kernels";
     return;

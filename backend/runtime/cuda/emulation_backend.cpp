@@ -9,9 +9,10 @@ namespace cuda_emu {
 Stream create_emulated_stream(bool reversed);  // device_api_emu.cpp
 }
 
-std::unique_ptr<Backend> make_cuda_emulation_backend(bool reversed) {
-  return cuda_emu::make_device_backend(cuda_emu::create_emulated_stream(reversed),
-                                       reversed ? "cuda-emulation (reversed)" : "cuda-emulation");
+std::unique_ptr<Backend> make_cuda_emulation_backend(bool reversed, bool attention_model) {
+  std::string name = reversed ? "cuda-emulation (reversed)" : "cuda-emulation";
+  if (attention_model) name += " (attention model)";
+  return cuda_emu::make_device_backend(cuda_emu::create_emulated_stream(reversed), name, false, attention_model);
 }
 
 #if !defined(NNS_HAVE_CUDA)

@@ -2,13 +2,23 @@
 // the same steps as the CPU node (cpu/ops_attention.cpp) and the unfused
 // ops it replaces: batched products on cuBLASLt, the scale, the mask and the
 // row softmax as our own kernels (kernels_nn.cu), the probabilities
-// recomputed in the backward instead of saved. A fused cuDNN SDPA kernel
-// is the next step where a GPU can check it against this path.
+// recomputed in the backward instead of saved.
+//
+// Under bf16 storage, when q, kt and v (and the backward's dy) are stored in
+// bf16, the node runs on cuDNN's fused attention instead (dnn_sdpa.cpp):
+// their bf16 bits are exactly the f32 values the own kernels would read, so
+// only the accumulation order differs. fp32 runs keep the own kernels, equal
+// bit for bit with the CPU backend. Where cuDNN declines (the shape, the
+// library, NNS_CUDNN=0) the own kernels run; Dnn::attention_declined says why.
 #include <cmath>
+#include <initializer_list>
 
+#include "backend/runtime/attention_cudnn_plan.h"
 #include "backend/runtime/attention_dims.h"
+#include "backend/runtime/cpu/half_bits.h"
 #include "backend/runtime/cuda/call.h"
 #include "backend/runtime/cuda/kernels.h"
+#include "backend/runtime/cuda/launch.h"
 
 namespace nns::backend::NNS_DEV {
 
@@ -44,14 +54,95 @@ void probabilities(const Call& c, const float* q, const float* kt, const Attenti
   float* raw = c.scratch.get<float>(n);
   c.gemm.run(product(c, q, kt, raw, d, d.s, d.e, d.t, false, false), c.scratch);
   kernels::scale(scaled, raw, n, scale, c.stream);
-  if (causal)
-    nn::causal_mask(scaled, scaled, n, d.s, d.t, false, c.stream);  // each index reads and writes its own element
+  // Rows of the mask: the period (grouped-query attention's stacked
+  // queries), not s. In place: each index reads and writes its own element.
+  if (causal) nn::causal_mask(scaled, scaled, n, mask_rows(c, d), d.t, false, c.stream);
   nn::softmax(scaled, p, rows, d.t, false, c.scratch.get<double>(2 * rows), c.stream);
+}
+
+// kt [batch, e, t] as stored (bf16) -> k [batch, t, e], the D-innermost
+// layout cuDNN's fused kernels read: a transpose of the bits.
+void kt_to_k_bf16(const uint16_t* kt, uint16_t* k, const AttentionDims& d, Stream s) {
+  const int64_t e = d.e, t = d.t;
+  for_each(
+      d.batch * t * e, s, NNS_KERNEL(int64_t i) {
+        const int64_t b = i / (t * e), r = i % (t * e), j = r / e, x = r % e;
+        k[i] = kt[(b * e + x) * t + j];
+      });
+}
+
+// dk [batch, t, e] (bf16) -> dkt [batch, e, t] (f32, exact).
+void dk_bf16_to_dkt(const uint16_t* dk, float* dkt, const AttentionDims& d, Stream s) {
+  const int64_t e = d.e, t = d.t;
+  for_each(
+      d.batch * e * t, s, NNS_KERNEL(int64_t i) {
+        const int64_t b = i / (e * t), r = i % (e * t), x = r / t, j = r % t;
+        dkt[i] = cpu::bf16_to_float(dk[(b * t + j) * e + x]);
+      });
+}
+
+// The forward on cuDNN into bf16 o and fp32 stats (scratch); false when it
+// declines. q and v are read as stored; k is the [t, e] copy of kt's bits.
+struct CudnnForward {
+  uint16_t* o = nullptr;
+  float* stats = nullptr;
+  const uint16_t* k = nullptr;
+};
+bool cudnn_forward(const Call& c, const CudnnSdpaPlan& p, float scale, CudnnForward& f) {
+  if (!p.accepted || !c.dnn.active())  // records the reason, touches no data
+    return c.dnn.sdpa_forward(p, scale, nullptr, nullptr, nullptr, nullptr, nullptr, c.scratch);
+  const AttentionDims d = attention_dims(c.in[0].shape, c.in[1].shape, c.in[2].shape);
+  uint16_t* k = c.scratch.get<uint16_t>(p.k_elems());
+  kt_to_k_bf16(c.bf16_input(1), k, d, c.stream);
+  f.k = k;
+  f.o = c.scratch.get<uint16_t>(p.o_elems());
+  f.stats = c.scratch.get<float>(p.stats_elems());
+  return c.dnn.sdpa_forward(p, scale, c.bf16_input(0), k, c.bf16_input(2), f.o, f.stats, c.scratch);
+}
+
+CudnnSdpaPlan cudnn_plan(const Call& c, const AttentionDims& d) {
+  return plan_cudnn_sdpa(d, c.attr_flag("causal"), c.attr_int_or("period", 0));
+}
+
+bool stored_bf16(const Call& c, std::initializer_list<size_t> inputs) {
+  for (size_t i : inputs)
+    if (!c.stored_bf16(i)) return false;
+  return true;
+}
+
+bool sdpa_fwd_cudnn(const Call& c, const AttentionDims& d) {
+  if (!stored_bf16(c, {0, 1, 2})) return false;
+  CudnnForward f;
+  if (!cudnn_forward(c, cudnn_plan(c, d), static_cast<float>(c.attr_float("scale", 1)), f)) return false;
+  kernels::from_bf16(f.o, c.out[0].f32(), c.out[0].numel(), c.stream);
+  return true;
+}
+
+// The backward on cuDNN: the forward graph recomputes o and the statistics
+// (the node keeps only q, kt, v), then the backward graph gives dq, dk, dv.
+bool sdpa_bwd_cudnn(const Call& c, const AttentionDims& d, float* dq, float* dkt, float* dv) {
+  const size_t dy_index = c.fwd_inputs() + c.fwd_outputs();
+  if (!stored_bf16(c, {0, 1, 2, dy_index})) return false;
+  const CudnnSdpaPlan p = cudnn_plan(c, d);
+  const float scale = static_cast<float>(c.attr_float("scale", 1));
+  CudnnForward f;
+  if (!cudnn_forward(c, p, scale, f)) return false;
+  uint16_t* dq16 = c.scratch.get<uint16_t>(p.q_elems());
+  uint16_t* dk16 = c.scratch.get<uint16_t>(p.k_elems());
+  uint16_t* dv16 = c.scratch.get<uint16_t>(p.v_elems());
+  if (!c.dnn.sdpa_backward(p, scale, c.bf16_input(0), f.k, c.bf16_input(2), f.o, c.bf16_input(dy_index), f.stats, dq16,
+                           dk16, dv16, c.scratch))
+    return false;
+  if (dq) kernels::from_bf16(dq16, dq, p.q_elems(), c.stream);
+  if (dkt) dk_bf16_to_dkt(dk16, dkt, d, c.stream);
+  if (dv) kernels::from_bf16(dv16, dv, p.v_elems(), c.stream);
+  return true;
 }
 
 void sdpa_fwd(const Call& c) {
   const AttentionDims d = attention_dims(c.in[0].shape, c.in[1].shape, c.in[2].shape);
   if (d.scores() == 0 || d.f == 0) return;
+  if (sdpa_fwd_cudnn(c, d)) return;
   float* scaled = c.scratch.get<float>(d.scores());
   float* p = c.scratch.get<float>(d.scores());
   probabilities(c, c.in[0].f32(), c.in[1].f32(), d, c.attr_flag("causal"), static_cast<float>(c.attr_float("scale", 1)),
@@ -64,6 +155,7 @@ void sdpa_bwd(const Call& c) {
   const AttentionDims d = attention_dims(c.x(0).shape, c.x(1).shape, c.x(2).shape);
   float *dq = c.dx(0), *dkt = c.dx(1), *dv = c.dx(2);
   if ((!dq && !dkt && !dv) || d.scores() == 0) return;
+  if (sdpa_bwd_cudnn(c, d, dq, dkt, dv)) return;
   const bool causal = c.attr_flag("causal");
   const float scale = static_cast<float>(c.attr_float("scale", 1));
   const int64_t n = d.scores(), rows = d.batch * d.s;
