@@ -83,6 +83,32 @@ void insert_instructions(RankBuild& R, const std::vector<std::pair<int, PInstr>>
   R.P.instrs = std::move(out);
 }
 
+// The distributed optimizer (LowerOptions::distributed_optimizer): slot's
+// parameter, whole on every replica, gets a Shard of 1/replicas of its
+// piece, this replica's (cut along the piece's first dimension that divides
+// evenly), which the Update and the optimizer state cover; the step end
+// gathers the shards back over the replicas (R.zero1, as for a plan's
+// zero1). A parameter the plan's zero1 already shards, or none of whose
+// dimensions divides, stays whole and is averaged as before.
+void shard_over_replicas(RankBuild& R, ParamSlot& slot, int group, int replicas) {
+  if (slot.shard >= 0 || !slot.trainable) return;
+  const Piece whole = R.P.buffers[static_cast<size_t>(slot.param)].piece;
+  int dim = -1;
+  for (size_t d = 0; d < whole.length.size() && dim < 0; ++d)
+    if (whole.length[d] >= replicas && whole.length[d] % replicas == 0) dim = static_cast<int>(d);
+  if (dim < 0) return;
+  RankBuild::Zero1Shards z;
+  z.group = group;
+  for (int j = 0; j < replicas; ++j) {
+    Piece sh = whole;
+    sh.length[static_cast<size_t>(dim)] /= replicas;
+    sh.start[static_cast<size_t>(dim)] += j * sh.length[static_cast<size_t>(dim)];
+    z.shards.push_back(sh);
+  }
+  slot.shard = R.new_buffer(BufferDecl::Shard, slot.tensor, -1, z.shards[static_cast<size_t>(R.P.replica)]);
+  R.zero1[slot.tensor] = std::move(z);
+}
+
 }  // namespace
 
 size_t replica_bucket_bytes(size_t total) { return std::clamp<size_t>(total / 4, size_t{64} << 10, size_t{16} << 20); }
@@ -111,8 +137,9 @@ void place_replica_averages(RankBuild& R) {
   };
   std::vector<Ready> ready;
   size_t total = 0;
-  for (const ParamSlot& s : R.P.params) {
+  for (ParamSlot& s : R.P.params) {
     if (s.accum < 0) continue;
+    if (R.opts.distributed_optimizer) shard_over_replicas(R, s, grp, replicas);
     auto lt = last_touch.find(s.accum);
     int at = lt == last_touch.end() ? 0 : lt->second + 1;
     for (const RankProgram::TaskSpan& t : R.P.tasks)
@@ -136,6 +163,9 @@ void place_replica_averages(RankBuild& R) {
       in.a = ready[j].buf;
       in.group = grp;
       in.scale = 1.f / static_cast<float>(replicas);
+      if (R.P.params[static_cast<size_t>(R.slot_of.at(R.P.buffers[static_cast<size_t>(in.a)].tensor))].shard >= 0 &&
+          R.zero1.at(R.P.buffers[static_cast<size_t>(in.a)].tensor).group == grp)
+        in.count = replicas;  // reduce-scattered: the distributed optimizer's shard
       at.emplace_back(ready[i].at, in);
     }
     open = i + 1;

@@ -21,7 +21,10 @@ double replica_bucket_elements(const backend::RankProgram& prog, const PInstr& i
   const auto& v = prog.instrs;
   if (v.empty() || &in < v.data() || &in >= v.data() + v.size()) return numel(prog, in.a);
   const size_t at = static_cast<size_t>(&in - v.data());
-  auto same = [&](size_t i) { return v[i].kind == PInstr::ReplicaAverage && v[i].group == in.group; };
+  // (a reduce-scattered run, the distributed optimizer's, is one reduce-scatter)
+  auto same = [&](size_t i) {
+    return v[i].kind == PInstr::ReplicaAverage && v[i].group == in.group && v[i].count == in.count;
+  };
   size_t lo = at, hi = at;
   while (lo > 0 && same(lo - 1)) --lo;
   while (hi + 1 < v.size() && same(hi + 1)) ++hi;
@@ -66,8 +69,8 @@ double comm_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const b
   switch (in.kind) {
     case PInstr::AllReduce:
     case PInstr::BucketAllReduce:
-    case PInstr::ReplicaAverage:
     case PInstr::LossAllReduce: kind = Collective::AllReduce; break;
+    case PInstr::ReplicaAverage: kind = in.count > 1 ? Collective::ReduceScatter : Collective::AllReduce; break;
     case PInstr::AllGather: kind = Collective::AllGather; break;
     case PInstr::ReduceScatter: kind = Collective::ReduceScatter; break;
     case PInstr::AllToAll: kind = Collective::AllToAll; break;

@@ -1,0 +1,158 @@
+// The mechanisms of Megatron-LM's H100 runs (issue 31, item 1): the
+// distributed optimizer over plan replicas (lowering: shards, the
+// reduce-scattered average, the gathers; memory: optimizer state / replicas;
+// cost: a reduce-scatter), the parameter gather overlapped with the next
+// forward (simulator), and tensor-parallel communication overlap (a chunked
+// collective pipelined with a chunked GEMM).
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "backend/lowering/lower_plan.h"
+#include "backend/lowering/memory_replay.h"
+#include "backend/planner/comm_cost.h"
+#include "backend/planner/profiles.h"
+#include "backend/planner/simulator.h"
+#include "backend/planner/topology_comm.h"
+#include "backend/planner/tp_overlap.h"
+#include "semantics/interpreter.h"
+#include "tests/test_util.h"
+
+using namespace nns;
+using backend::BufferDecl;
+using backend::PInstr;
+
+TEST_CASE("tp overlap: a chunked collective pipelined with a chunked GEMM", "[h100]") {
+  // k chunks: the first GEMM chunk alone, k-1 steps of the slower of the
+  // two, the last chunk's collective alone.
+  CHECK(planner::pipelined_time(1.0, 2.0, 4) == Approx(1 + 3 * 2 + 2));  // communication-bound: 9
+  CHECK(planner::pipelined_time(2.0, 1.0, 4) == Approx(2 + 3 * 2 + 1));  // GEMM-bound: 9
+  CHECK(planner::pipelined_time(0.5, 0.25, 8) == Approx(0.5 + 7 * 0.5 + 0.25));
+  CHECK(planner::pipelined_time(3.0, 1.0, 1) == Approx(4.0));  // one chunk: nothing overlaps
+}
+
+namespace {
+
+// One rank of two plan replicas (the other taken as on time): kernel 0's
+// forward (2 s), then kernel 1 reads the parameter (buffer 0) and runs its
+// forward (1 s); the step ends with the gather of the updated shard
+// (buffer 1) into the parameter (3 s).
+backend::LoweredPlan gather_at_end() {
+  backend::LoweredPlan lp;
+  lp.devices = 1;
+  lp.replicas = 2;
+  lp.groups = {{0, 1}};
+  backend::RankProgram prog;
+  prog.buffers.resize(2);
+  prog.buffers[0].role = BufferDecl::Param;
+  prog.buffers[1].role = BufferDecl::Shard;
+  auto in = [](PInstr::Kind k, int kernel, int a, int b) {
+    PInstr i;
+    i.kind = k;
+    i.kernel = kernel;
+    i.a = a;
+    i.b = b;
+    return i;
+  };
+  PInstr gather = in(PInstr::AllGather, -1, 1, 0);
+  gather.group = 0;
+  prog.instrs = {in(PInstr::Forward, 0, -1, -1), in(PInstr::SliceIn, 1, 0, -1), in(PInstr::Forward, 1, -1, -1), gather};
+  lp.programs.push_back(prog);
+  return lp;
+}
+
+double gather_cost(const backend::RankProgram&, const PInstr& in) {
+  if (in.kind == PInstr::Forward) return in.kernel == 0 ? 2.0 : 1.0;
+  return in.kind == PInstr::AllGather ? 3.0 : 0.0;
+}
+
+}  // namespace
+
+TEST_CASE("simulator: --overlap-param-gather gathers at the step's start, the parameter's first reader waiting",
+          "[h100]") {
+  backend::LoweredPlan lp = gather_at_end();
+  planner::SimResult blocking, overlapped;
+  std::string err;
+  REQUIRE(planner::simulate(lp, gather_cost, blocking, err));
+  CHECK(blocking.step_time == Approx(2 + 1 + 3));
+  planner::SimOptions so;
+  so.overlap_param_gather = true;
+  REQUIRE(planner::simulate(lp, gather_cost, overlapped, err, so));
+  // The gather runs [0, 3); the reader reaches it at 2 and waits 1; kernel 1 ends at 4.
+  CHECK(overlapped.step_time == Approx(4.0));
+  CHECK(overlapped.ranks[0].exposed_comm == Approx(1.0));
+  CHECK(overlapped.ranks[0].overlapped_comm == Approx(2.0));
+  CHECK(overlapped.ranks[0].busy == Approx(3.0));
+}
+
+namespace {
+
+struct TinyMegatron : test::Elaboration {
+  sema::Plan plan;
+  TinyMegatron() : Elaboration("tiny_sc21_tp2") {
+    REQUIRE(load(std::string(NNS_SOURCE_DIR) + "/examples/gpt.nns"));
+    REQUIRE(evaluate_plan("megatron_h100", 2, plan));
+  }
+  backend::LoweredPlan lower(int replicas, bool distributed, bool bodies) {
+    backend::LowerOptions o;
+    o.replicas = replicas;
+    o.first_ranks = 2;  // replica 0, as nns simulate and the memory check lower it
+    o.distributed_optimizer = distributed;
+    if (bodies)
+      o.elaborate = [this](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
+                           const std::map<std::string, int64_t>& div,
+                           sema::Graph& local) { return interp->instantiate_op(node, ins, outs, div, local); };
+    return backend::lower_plan(interp->graph(), plan, *interp->train(), o);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("distributed optimizer: each replica updates 1/replicas of every parameter and gathers the rest", "[h100]") {
+  TinyMegatron m;
+  const int replicas = 4;
+  backend::LoweredPlan plain = m.lower(replicas, false, false), sharded = m.lower(replicas, true, false);
+  REQUIRE(sharded.programs.size() == 2);
+  planner::DeviceProfile prof;
+  std::string err;
+  REQUIRE(planner::load_device("h100", prof, err));
+  for (size_t r = 0; r < sharded.programs.size(); ++r) {
+    const backend::RankProgram& p = sharded.programs[r];
+    INFO("rank " << p.rank);
+    int sharded_slots = 0, scattered = 0, gathered = 0;
+    double param_elems = 0;
+    for (const backend::ParamSlot& s : p.params) {
+      if (!s.trainable || s.accum < 0) continue;
+      const double whole = static_cast<double>(p.buffers[static_cast<size_t>(s.param)].piece.numel());
+      param_elems += whole;
+      REQUIRE(s.shard >= 0);  // every tiny dimension divides by 4
+      CHECK(static_cast<double>(p.buffers[static_cast<size_t>(s.shard)].piece.numel()) * replicas == whole);
+      ++sharded_slots;
+    }
+    for (const PInstr& in : p.instrs) {
+      const bool over_replicas =
+          in.group >= 0 && sharded.groups[static_cast<size_t>(in.group)].size() == static_cast<size_t>(replicas);
+      if (in.kind == PInstr::ReplicaAverage) {
+        CHECK(in.count == replicas);
+        ++scattered;
+        // Costed as a reduce-scatter of the whole gradient over the replicas.
+        const double bytes = planner::comm_bytes(p, in, 2);
+        CHECK(planner::comm_time(prof, sharded, p, in, 2) <=
+              Approx(planner::topology_collective_time(prof, planner::Collective::ReduceScatter, bytes,
+                                                       sharded.groups[static_cast<size_t>(in.group)])));
+      }
+      if (in.kind == PInstr::AllGather && in.edge < 0 && over_replicas) ++gathered;
+      if (in.kind == PInstr::Update) CHECK(p.buffers[static_cast<size_t>(in.a)].role == BufferDecl::Shard);
+    }
+    CHECK(scattered == sharded_slots);
+    CHECK(gathered == sharded_slots);
+    // Memory, hand-counted: at 2 bytes an element the optimizer state is
+    // Adam's two fp32 moments and an fp32 master copy, 12 bytes an element,
+    // of the shard only; weights and gradients stay whole (2 + 2 bytes).
+    backend::MemoryPeak a = backend::peak_memory(plain.programs[r], 2, 2), b = backend::peak_memory(p, 2, 2);
+    CHECK(a.optimizer == Approx(param_elems * 12));
+    CHECK(b.optimizer == Approx(param_elems * 12 / replicas));
+    CHECK(b.gradients == Approx(a.gradients));
+    CHECK(b.weights == Approx(a.weights + param_elems * 2 / replicas));  // the shard buffer beside the whole piece
+  }
+}
