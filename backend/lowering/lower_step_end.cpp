@@ -152,6 +152,7 @@ void place_replica_averages(RankBuild& R) {
   const size_t cap = replica_bucket_bytes(total);
   std::vector<std::pair<int, PInstr>> at;
   size_t filled = 0, open = 0;  // bytes in the open bucket; its first entry
+  int bucket = 0;
   for (size_t i = 0; i < ready.size(); ++i) {
     filled += ready[i].bytes;
     const bool last = i + 1 == ready.size();
@@ -163,13 +164,16 @@ void place_replica_averages(RankBuild& R) {
       in.a = ready[j].buf;
       in.group = grp;
       in.scale = 1.f / static_cast<float>(replicas);
-      if (R.P.params[static_cast<size_t>(R.slot_of.at(R.P.buffers[static_cast<size_t>(in.a)].tensor))].shard >= 0 &&
-          R.zero1.at(R.P.buffers[static_cast<size_t>(in.a)].tensor).group == grp)
+      const int t = R.P.buffers[static_cast<size_t>(in.a)].tensor;
+      if (R.P.params[static_cast<size_t>(R.slot_of.at(t))].shard >= 0 && R.zero1.at(t).group == grp) {
         in.count = replicas;  // reduce-scattered: the distributed optimizer's shard
+        in.step = bucket;     // its bucket, which the shard's gather joins (step_end)
+      }
       at.emplace_back(ready[i].at, in);
     }
     open = i + 1;
     filled = 0;
+    ++bucket;
   }
   insert_instructions(R, at);
 }
@@ -213,15 +217,33 @@ void step_end(RankBuild& R) {
       in.b = R.P.params[i].accum;
       in.index = static_cast<int>(i);
     }
-  // zero1: every member's updated shard back into the whole piece.
+  // zero1: every member's updated shard back into the whole piece. The
+  // distributed optimizer's gathers come last, by the bucket of their
+  // reduce-scatter (step; count = replicas): Megatron-LM gathers a bucket's
+  // parameters as one all-gather, and the cost model prices a run of them
+  // so (comm_cost.cpp).
+  std::map<int, int> bucket_of;  // Accum buffer -> its reduce-scatter's bucket
+  for (const PInstr& in : R.P.instrs)
+    if (in.kind == PInstr::ReplicaAverage && in.count > 1) bucket_of[in.a] = in.step;
+  std::vector<std::pair<int, size_t>> order;  // (bucket or -1, slot)
   for (size_t i = 0; i < R.P.params.size(); ++i) {
     const ParamSlot& s = R.P.params[i];
     if (s.shard < 0) continue;
+    auto b = bucket_of.find(s.accum);
+    order.emplace_back(b != bucket_of.end() ? b->second : -1, i);
+  }
+  std::stable_sort(order.begin(), order.end());
+  for (const auto& [bucket, i] : order) {
+    const ParamSlot& s = R.P.params[i];
     const RankBuild::Zero1Shards& z = R.zero1.at(s.tensor);
     PInstr& in = R.emit(PInstr::AllGather, -1);
     in.a = s.shard;
     in.b = s.param;
     in.group = z.group;
+    if (bucket >= 0) {
+      in.count = replicas;
+      in.step = bucket;
+    }
     in.index = static_cast<int>(i);
     in.geom = static_cast<int>(R.P.geoms.size());
     CollectiveGeom geom;

@@ -136,7 +136,8 @@ struct PInstr {
     // Shard (1/count of a's box), holds the average, which Update reads
     // (A ReduceScatter or AllGather with edge -1 is a zero1 parameter's:
     // its bucketed gradient a -> the shard's gradient b, or its updated
-    // Shard a -> its Param b; `index` is the ParamSlot.)
+    // Shard a -> its Param b; `index` is the ParamSlot; with count > 1 the
+    // distributed optimizer's, gathered with the others of bucket `step`.)
     // step
     LossShare,      // the step loss += a's scalar / micro-batches
     LossAllReduce,  // step loss and squared gradient norm, over `group` (every rank)

@@ -41,7 +41,38 @@ struct RankState {
   std::map<int, double> gathered_at;
   std::vector<char> deferred;
   double gather_wait = 0;  // time readers waited for their gathers
+  // Reduce-scattered replica averages in flight (overlap_grad_reduce):
+  // gradient buffer -> when its reduction is done, and when it started.
+  std::map<int, std::pair<double, double>> scattering;
 };
+
+// The distributed optimizer's reduce-scatter (ReplicaAverage, count > 1)
+// under overlap_grad_reduce is posted, not waited for where the program
+// has it: the rank waits at the first later instruction naming its buffer
+// (the Update reading the shard's gradient), or at the gradient norm
+// (LossAllReduce, Clip: every gradient) or the step's end, as Megatron-LM
+// waits for its grad buckets at the optimizer step.
+bool deferred_scatter(const PInstr& in) { return in.kind == PInstr::ReplicaAverage && in.count > 1; }
+
+// Waits for the in-flight reduce-scatters `in` reads (all of them for the
+// gradient norm and clipping, or at the end: `in` null).
+void settle_scatters(RankState& s, RankTimes& t, const PInstr* in) {
+  if (s.scattering.empty()) return;
+  const bool all = !in || in->kind == PInstr::LossAllReduce || in->kind == PInstr::Clip;
+  for (auto it = s.scattering.begin(); it != s.scattering.end();) {
+    if (!all && it->first != in->a && it->first != in->b) {
+      ++it;
+      continue;
+    }
+    const auto [done, start] = it->second;
+    t.overlapped_comm += std::max(0.0, std::min(done, s.clock) - start);
+    if (done > s.clock) {
+      t.exposed_comm += done - std::max(s.clock, start);
+      s.clock = done;
+    }
+    it = s.scattering.erase(it);
+  }
+}
 
 bool gradient_reduction(const PInstr& in) {
   return in.kind == PInstr::BucketAllReduce || in.kind == PInstr::ReplicaAverage;
@@ -225,6 +256,7 @@ bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& 
             }
             s.gathered_at.erase(g);
           }
+        if (!s.scattering.empty() && !deferred_scatter(in)) settle_scatters(s, t, &in);
         if (!s.deferred.empty() && s.deferred[s.pc]) {
           // gathered at the step's start (plan_param_gathers)
         } else if (in.kind == PInstr::Send) {
@@ -274,7 +306,13 @@ bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& 
           }
           if (!all) break;
           double c = cost(prog, in);
-          if (async) {
+          if (async && deferred_scatter(in)) {
+            const double done = start + c;
+            s.comm_free = std::max(s.comm_free, done);
+            auto& f = s.scattering[in.a];
+            f = {std::max(f.first, done), start};
+            record(r, s.pc, start, done, 2);
+          } else if (async) {
             double done = start + c;
             s.comm_free = std::max(s.comm_free, done);
             double hidden = std::max(0.0, std::min(done, s.clock) - start);
@@ -310,6 +348,7 @@ bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& 
     }
   }
   for (size_t r = 0; r < n; ++r) {
+    settle_scatters(st[r], out.ranks[r], nullptr);
     if (st[r].pc < lp.programs[r].instrs.size()) {
       err = "rank " + std::to_string(lp.programs[r].rank) + " blocks forever at instruction " +
             std::to_string(st[r].pc) + " (" + backend::instr_name(lp.programs[r].instrs[st[r].pc].kind) + ")";

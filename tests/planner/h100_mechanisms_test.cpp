@@ -6,6 +6,7 @@
 // collective pipelined with a chunked GEMM).
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <string>
 
 #include "backend/lowering/lower_plan.h"
@@ -146,6 +147,31 @@ TEST_CASE("distributed optimizer: each replica updates 1/replicas of every param
     }
     CHECK(scattered == sharded_slots);
     CHECK(gathered == sharded_slots);
+    // Buckets: the gathers of one bucket (step) together cost one all-gather
+    // of their parameters over the replicas, the reduce-scatters likewise.
+    std::map<int, double> gather_bytes, gather_paid, scatter_bytes, scatter_paid;
+    int group = -1;
+    for (const PInstr& in : p.instrs) {
+      if (in.kind == PInstr::AllGather && in.count > 1) {
+        gather_bytes[in.step] += planner::comm_bytes(p, in, 2);
+        gather_paid[in.step] += planner::comm_time(prof, sharded, p, in, 2);
+        group = in.group;
+      }
+      if (in.kind == PInstr::ReplicaAverage) {
+        scatter_bytes[in.step] += planner::comm_bytes(p, in, 2);
+        scatter_paid[in.step] += planner::comm_time(prof, sharded, p, in, 2);
+      }
+    }
+    REQUIRE(group >= 0);
+    CHECK(gather_bytes.size() == scatter_bytes.size());
+    const std::vector<int>& members = sharded.groups[static_cast<size_t>(group)];
+    for (const auto& [bucket, bytes] : gather_bytes) {
+      INFO("bucket " << bucket);
+      CHECK(gather_paid[bucket] ==
+            Approx(planner::topology_collective_time(prof, planner::Collective::AllGather, bytes, members)));
+      CHECK(scatter_paid[bucket] == Approx(planner::topology_collective_time(prof, planner::Collective::ReduceScatter,
+                                                                             scatter_bytes[bucket], members)));
+    }
     // Memory, hand-counted: at 2 bytes an element the optimizer state is
     // Adam's two fp32 moments and an fp32 master copy, 12 bytes an element,
     // of the shard only; weights and gradients stay whole (2 + 2 bytes).
@@ -155,4 +181,59 @@ TEST_CASE("distributed optimizer: each replica updates 1/replicas of every param
     CHECK(b.gradients == Approx(a.gradients));
     CHECK(b.weights == Approx(a.weights + param_elems * 2 / replicas));  // the shard buffer beside the whole piece
   }
+}
+
+TEST_CASE("simulator: an overlapped reduce-scatter of the distributed optimizer is waited for at its reader",
+          "[h100]") {
+  // One rank of two replicas: kernel 0's backward (1 s) finishes gradient
+  // 0, whose reduce-scatter (3 s) is posted; kernel 1's backward (4 s)
+  // runs meanwhile; the update reads the gradient.
+  backend::LoweredPlan lp;
+  lp.devices = 1;
+  lp.replicas = 2;
+  lp.groups = {{0, 1}};
+  backend::RankProgram prog;
+  prog.buffers.resize(2);
+  prog.buffers[0].role = BufferDecl::Accum;
+  prog.buffers[1].role = BufferDecl::Shard;
+  for (auto& b : prog.buffers) {
+    b.piece.start = {0};
+    b.piece.length = {2};
+  }
+  auto in = [](PInstr::Kind k, int kernel, int a, int b) {
+    PInstr i;
+    i.kind = k;
+    i.kernel = kernel;
+    i.a = a;
+    i.b = b;
+    return i;
+  };
+  PInstr rs = in(PInstr::ReplicaAverage, -1, 0, -1);
+  rs.group = 0;
+  rs.count = 2;
+  prog.instrs = {in(PInstr::Backward, 0, -1, -1), in(PInstr::CollectGrad, 0, -1, 0), rs,
+                 in(PInstr::Backward, 1, -1, -1), in(PInstr::Update, -1, 1, 0)};
+  lp.programs.push_back(prog);
+  auto cost = [](const backend::RankProgram&, const PInstr& i) {
+    if (i.kind == PInstr::Backward) return i.kernel == 0 ? 1.0 : 4.0;
+    return i.kind == PInstr::ReplicaAverage ? 3.0 : 0.0;
+  };
+  planner::SimResult blocking, overlapped;
+  std::string err;
+  REQUIRE(planner::simulate(lp, cost, blocking, err));
+  CHECK(blocking.step_time == Approx(1 + 3 + 4));
+  planner::SimOptions so;
+  so.overlap_grad_reduce = true;
+  REQUIRE(planner::simulate(lp, cost, overlapped, err, so));
+  // The reduce-scatter runs [1, 4) under kernel 1's backward [1, 5).
+  CHECK(overlapped.step_time == Approx(5.0));
+  CHECK(overlapped.ranks[0].exposed_comm == Approx(0.0));
+  CHECK(overlapped.ranks[0].overlapped_comm == Approx(3.0));
+  // With a 5 s reduce-scatter the update waits 1 s for it.
+  auto slow = [&cost](const backend::RankProgram& p, const PInstr& i) {
+    return i.kind == PInstr::ReplicaAverage ? 5.0 : cost(p, i);
+  };
+  REQUIRE(planner::simulate(lp, slow, overlapped, err, so));
+  CHECK(overlapped.step_time == Approx(6.0));
+  CHECK(overlapped.ranks[0].exposed_comm == Approx(1.0));
 }
