@@ -84,25 +84,33 @@ void insert_instructions(RankBuild& R, const std::vector<std::pair<int, PInstr>>
 }
 
 // The distributed optimizer (LowerOptions::distributed_optimizer): slot's
-// parameter, whole on every replica, gets a Shard of 1/replicas of its
-// piece, this replica's (cut along the piece's first dimension that divides
-// evenly), which the Update and the optimizer state cover; the step end
-// gathers the shards back over the replicas (R.zero1, as for a plan's
-// zero1). A parameter the plan's zero1 already shards, or none of whose
-// dimensions divides, stays whole and is averaged as before.
+// parameter, whole on every replica, gets a Shard of about 1/replicas of
+// its piece, this replica's, which the Update and the optimizer state
+// cover; the step end gathers the shards back over the replicas (R.zero1,
+// as for a plan's zero1). The piece is cut along its first dimension that
+// divides evenly, else along its longest into parts one row apart in size
+// (Megatron-LM shards its flat gradient buffer, padded to a multiple of the
+// data-parallel size: equal shards within a row of these). A parameter the
+// plan's zero1 already shards, or with no dimension as long as the replica
+// count, stays whole and is averaged as before.
 void shard_over_replicas(RankBuild& R, ParamSlot& slot, int group, int replicas) {
   if (slot.shard >= 0 || !slot.trainable) return;
   const Piece whole = R.P.buffers[static_cast<size_t>(slot.param)].piece;
-  int dim = -1;
-  for (size_t d = 0; d < whole.length.size() && dim < 0; ++d)
-    if (whole.length[d] >= replicas && whole.length[d] % replicas == 0) dim = static_cast<int>(d);
+  int dim = -1, longest = -1;
+  for (size_t d = 0; d < whole.length.size(); ++d) {
+    if (dim < 0 && whole.length[d] >= replicas && whole.length[d] % replicas == 0) dim = static_cast<int>(d);
+    if (longest < 0 || whole.length[d] > whole.length[static_cast<size_t>(longest)]) longest = static_cast<int>(d);
+  }
+  if (dim < 0 && longest >= 0 && whole.length[static_cast<size_t>(longest)] >= replicas) dim = longest;
   if (dim < 0) return;
   RankBuild::Zero1Shards z;
   z.group = group;
-  for (int j = 0; j < replicas; ++j) {
+  const int64_t len = whole.length[static_cast<size_t>(dim)];
+  for (int64_t j = 0; j < replicas; ++j) {
     Piece sh = whole;
-    sh.length[static_cast<size_t>(dim)] /= replicas;
-    sh.start[static_cast<size_t>(dim)] += j * sh.length[static_cast<size_t>(dim)];
+    const int64_t from = j * len / replicas, to = (j + 1) * len / replicas;
+    sh.start[static_cast<size_t>(dim)] += from;
+    sh.length[static_cast<size_t>(dim)] = to - from;
     z.shards.push_back(sh);
   }
   slot.shard = R.new_buffer(BufferDecl::Shard, slot.tensor, -1, z.shards[static_cast<size_t>(R.P.replica)]);

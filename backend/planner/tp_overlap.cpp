@@ -15,9 +15,9 @@ namespace nns::planner {
 using backend::PInstr;
 using backend::RankProgram;
 
-double pipelined_time(double gemm_chunk, double comm_chunk, int chunks) {
+double pipelined_time(double gemm_chunk, double ring_step, int chunks) {
   if (chunks < 1) chunks = 1;
-  return gemm_chunk + (chunks - 1) * std::max(gemm_chunk, comm_chunk) + comm_chunk;
+  return gemm_chunk + (chunks - 1) * std::max(gemm_chunk, ring_step);
 }
 
 namespace {
@@ -107,8 +107,9 @@ std::vector<double> plan_overlaps(const DeviceProfile& p, const backend::Lowered
     const double bytes = comm_bytes(prog, in, bpe);
     const double rs = topology_collective_time(p, Collective::ReduceScatter, bytes, group);
     const double ag = topology_collective_time(p, Collective::AllGather, bytes, group);
-    const double rs_chunk = topology_collective_time(p, Collective::ReduceScatter, bytes / k, group);
-    const double ag_chunk = topology_collective_time(p, Collective::AllGather, bytes / k, group);
+    // One step of the ring: a hop's latency and 1/k of the bytes.
+    const double rs_chunk = rs / (k - 1);
+    const double ag_chunk = ag / (k - 1);
     double charge = rs + ag;
     bool any = false;
     auto use = [&](int at, bool last, double whole, double chunk) {

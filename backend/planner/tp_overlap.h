@@ -6,7 +6,9 @@
 // column-parallel GEMM, and each of the two is cut into as many chunks as
 // the group has members and pipelined with the GEMM cut the same way (the
 // GEMM of chunk i runs while chunk i-1 is reduced, or chunk i+1 gathered),
-// on a communication stream of its own.
+// on a communication stream of its own. Transformer Engine moves the
+// chunks as a ring exchange: k-1 steps, each one hop of 1/k of the data,
+// each beside one GEMM chunk.
 //
 // Costed on the lowered programs: an AllReduce over a group (edge >= 0)
 // whose buffer a kernel instruction's matrix product has just made (the
@@ -17,10 +19,12 @@
 // no collective, send or wait comes between. A half with no such GEMM stays
 // whole (exposed). With k members, a GEMM node of time G (already charged
 // to its kernel) and its time g at the chunk shape (1/k of its FLOPs and
-// bytes: the profile's efficiency at that size), and a chunk's collective
-// time c (1/k of the bytes, its own latency), the pair takes
-//   g + (k-1) max(g, c) + c
-// and the allreduce is charged what that adds to G: the exposed chunk
+// bytes: the profile's efficiency at that size), and a ring step c (the
+// ring collective's time over k-1: a hop's latency, 1/k of the bytes), the
+// pair takes
+//   g + (k-1) max(g, c)
+// (the first GEMM chunk alone, then each step beside the next chunk) and
+// the allreduce is charged what that adds to G: the exposed chunk
 // transfers and the GEMM's loss of efficiency at the chunk shape. Each GEMM
 // node serves one half at most.
 //
@@ -38,7 +42,7 @@
 namespace nns::planner {
 
 // The time a chunked collective and a chunked GEMM take together (see above).
-double pipelined_time(double gemm_chunk, double comm_chunk, int chunks);
+double pipelined_time(double gemm_chunk, double ring_step, int chunks);
 
 // `base` with each overlappable tensor-parallel AllReduce charged as above.
 InstrCost tp_overlap_cost(const DeviceProfile& p, const backend::LoweredPlan& lp, int bytes_per_element,

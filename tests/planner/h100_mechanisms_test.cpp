@@ -6,6 +6,7 @@
 // collective pipelined with a chunked GEMM).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -24,12 +25,12 @@ using backend::BufferDecl;
 using backend::PInstr;
 
 TEST_CASE("tp overlap: a chunked collective pipelined with a chunked GEMM", "[h100]") {
-  // k chunks: the first GEMM chunk alone, k-1 steps of the slower of the
-  // two, the last chunk's collective alone.
-  CHECK(planner::pipelined_time(1.0, 2.0, 4) == Approx(1 + 3 * 2 + 2));  // communication-bound: 9
-  CHECK(planner::pipelined_time(2.0, 1.0, 4) == Approx(2 + 3 * 2 + 1));  // GEMM-bound: 9
-  CHECK(planner::pipelined_time(0.5, 0.25, 8) == Approx(0.5 + 7 * 0.5 + 0.25));
-  CHECK(planner::pipelined_time(3.0, 1.0, 1) == Approx(4.0));  // one chunk: nothing overlaps
+  // k chunks: the first GEMM chunk alone, then k-1 ring steps each beside
+  // the next GEMM chunk (the slower of the two).
+  CHECK(planner::pipelined_time(1.0, 2.0, 4) == Approx(1 + 3 * 2));  // communication-bound: 7
+  CHECK(planner::pipelined_time(2.0, 1.0, 4) == Approx(2 + 3 * 2));  // GEMM-bound: 8, the whole GEMM
+  CHECK(planner::pipelined_time(0.5, 0.25, 8) == Approx(0.5 + 7 * 0.5));
+  CHECK(planner::pipelined_time(3.0, 1.0, 1) == Approx(3.0));  // one member: no transfer
 }
 
 namespace {
@@ -94,10 +95,10 @@ struct TinyMegatron : test::Elaboration {
     REQUIRE(load(std::string(NNS_SOURCE_DIR) + "/examples/gpt.nns"));
     REQUIRE(evaluate_plan("megatron_h100", 2, plan));
   }
-  backend::LoweredPlan lower(int replicas, bool distributed, bool bodies) {
+  backend::LoweredPlan lower(int replicas, bool distributed, bool bodies, bool all_ranks = false) {
     backend::LowerOptions o;
     o.replicas = replicas;
-    o.first_ranks = 2;  // replica 0, as nns simulate and the memory check lower it
+    if (!all_ranks) o.first_ranks = 2;  // replica 0, as nns simulate and the memory check lower it
     o.distributed_optimizer = distributed;
     if (bodies)
       o.elaborate = [this](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
@@ -236,4 +237,33 @@ TEST_CASE("simulator: an overlapped reduce-scatter of the distributed optimizer 
   REQUIRE(planner::simulate(lp, slow, overlapped, err, so));
   CHECK(overlapped.step_time == Approx(6.0));
   CHECK(overlapped.ranks[0].exposed_comm == Approx(1.0));
+}
+
+TEST_CASE(
+    "distributed optimizer: over a replica count that divides no dimension, the shards still cover each parameter",
+    "[h100]") {
+  TinyMegatron m;
+  const int replicas = 3;  // tiny's dimensions are powers of two
+  backend::LoweredPlan lp = m.lower(replicas, true, false, /*all_ranks=*/true);
+  REQUIRE(lp.programs.size() == 6);
+  // Per device and parameter: the replicas' shards add up to the piece, none more than a row apart.
+  std::map<std::pair<int, int>, std::vector<int64_t>> shards;  // (device, tensor) -> shard sizes
+  std::map<std::pair<int, int>, int64_t> whole;
+  for (const backend::RankProgram& p : lp.programs)
+    for (const backend::ParamSlot& s : p.params) {
+      if (!s.trainable || s.accum < 0) continue;
+      REQUIRE(s.shard >= 0);
+      shards[{p.device, s.tensor}].push_back(p.buffers[static_cast<size_t>(s.shard)].piece.numel());
+      whole[{p.device, s.tensor}] = p.buffers[static_cast<size_t>(s.param)].piece.numel();
+    }
+  REQUIRE(!shards.empty());
+  for (const auto& [key, sizes] : shards) {
+    INFO("device " << key.first << " tensor " << key.second);
+    REQUIRE(sizes.size() == static_cast<size_t>(replicas));
+    int64_t sum = 0;
+    for (int64_t n : sizes) sum += n;
+    CHECK(sum == whole[key]);
+    CHECK(*std::max_element(sizes.begin(), sizes.end()) - *std::min_element(sizes.begin(), sizes.end()) <=
+          whole[key] / 3);
+  }
 }
