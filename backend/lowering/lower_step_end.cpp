@@ -88,7 +88,8 @@ void insert_instructions(RankBuild& R, const std::vector<std::pair<int, PInstr>>
 // its piece, this replica's, which the Update and the optimizer state
 // cover; the step end gathers the shards back over the replicas (R.zero1,
 // as for a plan's zero1). The piece is cut along its first dimension that
-// divides evenly, else along its longest into parts one row apart in size
+// divides evenly, else along its longest into parts one row apart in size,
+// the first the largest
 // (Megatron-LM shards its flat gradient buffer, padded to a multiple of the
 // data-parallel size: equal shards within a row of these). A parameter the
 // plan's zero1 already shards, or with no dimension as long as the replica
@@ -108,7 +109,10 @@ void shard_over_replicas(RankBuild& R, ParamSlot& slot, int group, int replicas)
   const int64_t len = whole.length[static_cast<size_t>(dim)];
   for (int64_t j = 0; j < replicas; ++j) {
     Piece sh = whole;
-    const int64_t from = j * len / replicas, to = (j + 1) * len / replicas;
+    // Boundaries rounded up: replica 0 holds the largest part, so that its
+    // program (what simulate and the memory check lower) is the slowest and
+    // the largest of the replicas'.
+    const int64_t from = (j * len + replicas - 1) / replicas, to = ((j + 1) * len + replicas - 1) / replicas;
     sh.start[static_cast<size_t>(dim)] += from;
     sh.length[static_cast<size_t>(dim)] = to - from;
     z.shards.push_back(sh);

@@ -265,5 +265,7 @@ TEST_CASE(
     CHECK(sum == whole[key]);
     CHECK(*std::max_element(sizes.begin(), sizes.end()) - *std::min_element(sizes.begin(), sizes.end()) <=
           whole[key] / 3);
+    CHECK(sizes.front() ==
+          *std::max_element(sizes.begin(), sizes.end()));  // replica 0's the largest (programs by rank)
   }
 }
