@@ -11,11 +11,13 @@
 # with this formula). Prints predicted, published, the error and the
 # simulation's wall time, with the gradient allreduce blocking and
 # overlapped with the backward (--overlap-grad-reduce), and with the
-# mechanisms the table's runs used (column "megatron": Megatron-LM's
-# distributed optimizer with overlapped gradient reduce-scatter and
-# parameter all-gather, and tensor-parallel communication overlap:
-# --distributed-optimizer --overlap-grad-reduce --overlap-param-gather
-# --tp-comm-overlap; docs/simulator.md), each with its simulated peak.
+# mechanisms the table's runs used (column "megatron": plan
+# megatron_h100_sp, the same placement with Megatron-LM's sequence
+# parallelism, and Megatron-LM's distributed optimizer with overlapped
+# gradient reduce-scatter and parameter all-gather and its tensor-parallel
+# communication overlap: --distributed-optimizer --overlap-grad-reduce
+# --overlap-param-gather --tp-comm-overlap; docs/simulator.md), each with
+# its simulated peak.
 # --check exits 1 when a "megatron" prediction misses by more than 15% or
 # its peak is not under 80 GB (74.5 GiB).
 #   bench/megatron_h100.sh [--check] [--rows h100_1_7b,h100_16b]     NNS=path selects the binary
@@ -45,6 +47,7 @@ VOCAB=131072
 # simulate CONFIG GPUS PLAN_GPUS [FLAGS...] -> "step_ms wall_s peak_GiB"
 source "$ROOT/bench/simulate_step.sh"
 simulate() { simulate_step "$NNS" megatron_h100 h100 bf16 "$@"; }
+simulate_sp() { simulate_step "$NNS" megatron_h100_sp h100 bf16 "$@"; }
 
 MEGATRON=(--distributed-optimizer --overlap-grad-reduce --overlap-param-gather --tp-comm-overlap)
 MISSES=0
@@ -56,7 +59,7 @@ for row in "${ROWS[@]}"; do
   plan_gpus=$((tp * pp))
   read -r step wall peak <<<"$(simulate "$cfg" "$gpus" "$plan_gpus")"
   read -r step_o wall_o peak_o <<<"$(simulate "$cfg" "$gpus" "$plan_gpus" --overlap-grad-reduce)"
-  read -r step_m wall_m peak_m <<<"$(simulate "$cfg" "$gpus" "$plan_gpus" "${MEGATRON[@]}")"
+  read -r step_m wall_m peak_m <<<"$(simulate_sp "$cfg" "$gpus" "$plan_gpus" "${MEGATRON[@]}")"
   line=$(awk -v cfg="$cfg" -v h="$h" -v l="$l" -v tp="$tp" -v pp="$pp" -v g="$gpus" -v B="$gb" -v s="$SEQ" -v V="$VOCAB" \
       -v pub="$pub" -v step="$step" -v wall="$wall" -v step_o="$step_o" -v peak="$peak" -v step_m="$step_m" -v peak_m="$peak_m" 'BEGIN {
     flops = 12 * B * s * l * h * h * (2 + s / h + 4 + V / (2 * l * h))

@@ -98,15 +98,18 @@ std::vector<double> plan_overlaps(const DeviceProfile& p, const backend::Lowered
   std::set<std::pair<int, int>> claimed;  // (instruction, node)
   for (size_t i = 0; i < prog.instrs.size(); ++i) {
     const PInstr& in = prog.instrs[i];
-    if (in.kind != PInstr::AllReduce || in.edge < 0 || in.group < 0 ||
-        static_cast<size_t>(in.group) >= lp.groups.size())
+    const bool ar = in.kind == PInstr::AllReduce, scatter = in.kind == PInstr::ReduceScatter,
+               gather = in.kind == PInstr::AllGather;
+    if (!(ar || scatter || gather) || in.edge < 0 || in.group < 0 || static_cast<size_t>(in.group) >= lp.groups.size())
       continue;
     const std::vector<int>& group = lp.groups[static_cast<size_t>(in.group)];
     const int k = static_cast<int>(group.size());
     if (k < 2) continue;
+    // The whole tensor's bytes: an allreduce's and a reduce-scatter's
+    // input, an all-gather's result.
     const double bytes = comm_bytes(prog, in, bpe);
-    const double rs = topology_collective_time(p, Collective::ReduceScatter, bytes, group);
-    const double ag = topology_collective_time(p, Collective::AllGather, bytes, group);
+    const double rs = ar || scatter ? topology_collective_time(p, Collective::ReduceScatter, bytes, group) : 0.0;
+    const double ag = ar || gather ? topology_collective_time(p, Collective::AllGather, bytes, group) : 0.0;
     // One step of the ring: a hop's latency and 1/k of the bytes.
     const double rs_chunk = rs / (k - 1);
     const double ag_chunk = ag / (k - 1);
@@ -119,8 +122,8 @@ std::vector<double> plan_overlaps(const DeviceProfile& p, const backend::Lowered
       charge += std::max(0.0, pipelined_time(g.chunk, chunk, k) - g.full) - whole;
       any = true;
     };
-    use(producer(prog, static_cast<int>(i)), true, rs, rs_chunk);
-    use(consumer(p, prog, static_cast<int>(i), bpe, dtype), false, ag, ag_chunk);
+    if (rs > 0) use(producer(prog, static_cast<int>(i)), true, rs, rs_chunk);
+    if (ag > 0) use(consumer(p, prog, static_cast<int>(i), bpe, dtype), false, ag, ag_chunk);
     if (any) out[i] = charge;
   }
   return out;
@@ -133,8 +136,8 @@ InstrCost tp_overlap_cost(const DeviceProfile& p, const backend::LoweredPlan& lp
   auto plans = std::make_shared<std::unordered_map<const RankProgram*, std::vector<double>>>();
   return [&p, &lp, bytes_per_element, dtype, base, plans](const RankProgram& prog, const PInstr& in) {
     const auto& v = prog.instrs;
-    if (in.kind != PInstr::AllReduce || v.empty() || &in < v.data() || &in >= v.data() + v.size())
-      return base(prog, in);
+    const bool tp = in.kind == PInstr::AllReduce || in.kind == PInstr::ReduceScatter || in.kind == PInstr::AllGather;
+    if (!tp || in.edge < 0 || v.empty() || &in < v.data() || &in >= v.data() + v.size()) return base(prog, in);
     auto it = plans->find(&prog);
     if (it == plans->end()) it = plans->emplace(&prog, plan_overlaps(p, lp, prog, bytes_per_element, dtype)).first;
     const double c = it->second[static_cast<size_t>(&in - v.data())];

@@ -10,13 +10,16 @@
 // chunks as a ring exchange: k-1 steps, each one hop of 1/k of the data,
 // each beside one GEMM chunk.
 //
-// Costed on the lowered programs: an AllReduce over a group (edge >= 0)
-// whose buffer a kernel instruction's matrix product has just made (the
-// CollectOut / CollectGrad into it, after that kernel's Forward / Backward)
-// is taken as its two halves. The reduce-scatter half overlaps the
-// producer's last matrix-product node; the all-gather half overlaps the
-// first matrix-product node of the next kernel instruction with one, when
-// no collective, send or wait comes between. A half with no such GEMM stays
+// Costed on the lowered programs. A sequence-parallel plan (examples/
+// gpt.nns megatron_h100_sp) has the reduce-scatters and all-gathers
+// themselves (ReduceScatter, AllGather over a group, edge >= 0); a plan
+// without sequence parallelism has an AllReduce there, taken as its two
+// halves. A reduce-scatter (half) of a buffer a kernel instruction's matrix
+// product has just made (the CollectOut / CollectGrad into it, after that
+// kernel's Forward / Backward) overlaps the producer's last matrix-product
+// node; an all-gather (half) overlaps the first matrix-product node of the
+// next kernel instruction with one, when no collective, send or wait comes
+// between. A half with no such GEMM stays
 // whole (exposed). With k members, a GEMM node of time G (already charged
 // to its kernel) and its time g at the chunk shape (1/k of its FLOPs and
 // bytes: the profile's efficiency at that size), and a ring step c (the
@@ -28,10 +31,9 @@
 // transfers and the GEMM's loss of efficiency at the chunk shape. Each GEMM
 // node serves one half at most.
 //
-// What is not modelled: the plan is not sequence parallel, so the layer
-// norms, dropout and residual adds between the two GEMMs still run on the
-// whole sequence (as the plan has them) and activation memory is not
-// reduced; the communication stream's use of SMs does not slow the GEMM.
+// What is not modelled: the communication stream's use of SMs does not slow
+// the GEMM; under an allreduce plan the ops between the two GEMMs run on
+// the whole sequence, as that plan has them.
 #pragma once
 
 #include <string>
