@@ -14,6 +14,7 @@
 #include "backend/lowering/memory_replay.h"
 #include "backend/planner/comm_cost.h"
 #include "backend/planner/profiles.h"
+#include "backend/planner/program_cost.h"
 #include "backend/planner/simulator.h"
 #include "backend/planner/topology_comm.h"
 #include "backend/planner/tp_overlap.h"
@@ -268,4 +269,57 @@ TEST_CASE(
     CHECK(sizes.front() ==
           *std::max_element(sizes.begin(), sizes.end()));  // replica 0's the largest (programs by rank)
   }
+}
+
+TEST_CASE("tp overlap: a sequence-parallel reduce-scatter is charged what pipelining it with its producer's GEMM adds",
+          "[h100]") {
+  test::Elaboration e("tiny_sc21_tp2");
+  REQUIRE(e.load(std::string(NNS_SOURCE_DIR) + "/examples/gpt.nns"));
+  sema::Plan plan;
+  REQUIRE(e.evaluate_plan("megatron_h100_sp", 2, plan));
+  backend::LowerOptions o;
+  o.elaborate = [&e](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
+                     const std::map<std::string, int64_t>& div,
+                     sema::Graph& local) { return e.interp->instantiate_op(node, ins, outs, div, local); };
+  backend::LoweredPlan lp = backend::lower_plan(e.interp->graph(), plan, *e.interp->train(), o);
+  planner::DeviceProfile prof;
+  std::string err;
+  REQUIRE(planner::load_device("h100", prof, err));
+  const planner::InstrCost base = planner::profile_cost(prof, lp, 2, "bf16");
+  const planner::InstrCost overlapped = planner::tp_overlap_cost(prof, lp, 2, "bf16", base);
+  const backend::RankProgram& p = lp.programs[0];
+  // The first forward reduce-scatter: the attention's partial sums (its
+  // output projection the producer's last GEMM) into token slices.
+  int at = -1, made_by = -1;
+  for (size_t i = 0; i < p.instrs.size() && at < 0; ++i)
+    if (p.instrs[i].kind == PInstr::ReduceScatter && p.instrs[i].edge >= 0) at = static_cast<int>(i);
+  REQUIRE(at >= 0);
+  const PInstr& rs = p.instrs[static_cast<size_t>(at)];
+  for (int j = at - 1; j >= 0 && made_by < 0; --j)
+    if (p.instrs[static_cast<size_t>(j)].kind == PInstr::CollectOut && p.instrs[static_cast<size_t>(j)].b == rs.a)
+      for (int q = j - 1; q >= 0 && made_by < 0; --q)
+        if (p.instrs[static_cast<size_t>(q)].kind == PInstr::Forward &&
+            p.instrs[static_cast<size_t>(q)].kernel == p.instrs[static_cast<size_t>(j)].kernel)
+          made_by = q;
+  REQUIRE(made_by >= 0);
+  // By hand: the producer's last linear node (G as charged, g at half its
+  // FLOPs and bytes), one ring step c of the reduce-scatter over 2 ranks.
+  const auto nodes = planner::kernel_node_times(prof, p, p.instrs[static_cast<size_t>(made_by)], 2, "bf16");
+  double G = -1, g = -1;
+  for (auto it = nodes.rbegin(); it != nodes.rend() && G < 0; ++it)
+    if (planner::op_class(p.local.node(it->first).kind) == "matmul") {
+      G = it->second;
+      planner::NodeWork w = planner::node_work(p.local, p.local.node(it->first));
+      w.dtype = "bf16";
+      w.bytes = w.bytes * 2 / 4.0 / 2;
+      w.flops /= 2;
+      g = planner::node_time(prof, w);
+    }
+  REQUIRE(G > 0);
+  const std::vector<int>& group = lp.groups[static_cast<size_t>(rs.group)];
+  REQUIRE(group.size() == 2);
+  const double c =
+      planner::topology_collective_time(prof, planner::Collective::ReduceScatter, planner::comm_bytes(p, rs, 2), group);
+  CHECK(overlapped(p, rs) == Approx(std::max(0.0, g + std::max(g, c) - G)));
+  CHECK(base(p, rs) == Approx(c));  // one ring step is the whole reduce-scatter over 2
 }
