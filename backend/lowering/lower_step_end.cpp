@@ -89,9 +89,9 @@ void insert_instructions(RankBuild& R, const std::vector<std::pair<int, PInstr>>
 // cover; the step end gathers the shards back over the replicas (R.zero1,
 // as for a plan's zero1). The piece is cut along its first dimension that
 // divides evenly, else along its longest into parts one row apart in size,
-// the first the largest
-// (Megatron-LM shards its flat gradient buffer, padded to a multiple of the
-// data-parallel size: equal shards within a row of these). A parameter the
+// the first the largest (Megatron-LM shards its flat gradient buffer,
+// padded to a multiple of the data-parallel size: equal shards, within a
+// row of these). A parameter the
 // plan's zero1 already shards, or with no dimension as long as the replica
 // count, stays whole and is averaged as before.
 void shard_over_replicas(RankBuild& R, ParamSlot& slot, int group, int replicas) {
