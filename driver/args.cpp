@@ -73,6 +73,9 @@ const SwitchFlag kSwitchFlags[] = {
     {"--eval", &Args::eval},
     {"--overlap-grad-reduce", &Args::overlap_grad},
     {"--all-ranks", &Args::all_ranks},
+    {"--distributed-optimizer", &Args::distributed_optimizer},
+    {"--overlap-param-gather", &Args::overlap_param_gather},
+    {"--tp-comm-overlap", &Args::tp_comm_overlap},
     {"--no-check", &Args::no_check},
     {"--simulate", &Args::simulate},
     {"--quick", &Args::quick},
@@ -201,9 +204,13 @@ bool parse_topology(const Args& a, bool plan_flags_only, Topology& t, std::strin
       usage = "--plan-gpus needs --plan NAME";
       return false;
     }
+    if (a.distributed_optimizer) {
+      usage = "--distributed-optimizer needs --plan NAME (it shards over the replicas of --plan-gpus)";
+      return false;
+    }
     // Every rank a data-parallel replica of the whole model: the implicit
     // plan (sema::implicit_plan) on one device, N replicas of it.
-    t = Topology{n, 1, n, launch};
+    t = Topology{n, 1, n, false, launch};
     return true;
   }
   long long k = n;
@@ -211,7 +218,7 @@ bool parse_topology(const Args& a, bool plan_flags_only, Topology& t, std::strin
     usage = "--plan-gpus must be a positive divisor of --gpus";
     return false;
   }
-  t = Topology{n, k, n / k, launch};
+  t = Topology{n, k, n / k, a.distributed_optimizer, launch};
   return true;
 }
 

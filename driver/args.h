@@ -34,6 +34,9 @@ struct Args {
   std::string comm;    // run: --comm auto | gloo | nccl (where a plan's collectives run)
   std::string precision;  // simulate: fp32 | bf16 | fp16 (what kernels and transfers are costed in)
   bool overlap_grad = false, all_ranks = false;  // simulate: --overlap-grad-reduce, --all-ranks
+  bool distributed_optimizer = false;            // check, simulate: --distributed-optimizer (Topology)
+  bool overlap_param_gather = false;             // simulate: --overlap-param-gather
+  bool tp_comm_overlap = false;                  // simulate: --tp-comm-overlap
   std::string nodes, top;  // plan: --nodes K (devices over K nodes), --top K (runners-up)
   bool no_check = false;   // plan: --no-check (print the plan without proving it)
   bool simulate = false;   // plan: --simulate (lower the plan found and replay it, beside the prediction)
@@ -69,6 +72,9 @@ struct Topology {
   int64_t ranks = 1;     // --gpus N: the rank processes `run` starts, the world `check` verifies the programs for
   int64_t devices = 1;   // devices of one plan replica: --plan-gpus K, default N; 1 without --plan
   int64_t replicas = 1;  // ranks / devices: data-parallel copies of the plan (without one, of the model)
+  // --distributed-optimizer: optimizer state sharded over the replicas
+  // (backend::LowerOptions::distributed_optimizer); check and simulate only.
+  bool distributed_optimizer = false;
   // run: the launcher that started this process as one of several ranks
   // (torchrun, srun, mpirun, or NNS_* by hand); world_size 1 when nns
   // launches its own ranks.

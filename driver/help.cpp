@@ -22,7 +22,7 @@ struct CommandHelp {
 const CommandHelp kCommands[] = {
     {"check",
      "check FILE [--config NAME] [--gpus N] [--plan P [--plan-gpus K] [--device-memory SIZE] [--precision fp16|bf16|bf16-storage] [--check-timeout MS] [--seed-bug KIND]]\n"
-     "        [--emit=STAGE]\n",
+     "        [--distributed-optimizer] [--emit=STAGE]\n",
      "parse and elaborate FILE with a config preset (default: the first one in\n"
      "the file) and print a summary: ops, parameters and their bytes,\n"
      "activation bytes, forward multiply-adds per step. --emit prints a stage\n"
@@ -55,7 +55,12 @@ const CommandHelp kCommands[] = {
      "gradient counted once, each rank's instructions over its buffers:\n"
      "lifetimes, partial sums reduced once, in-place reads);\n"
      "exit 70 if wrong. --plan-gpus K checks P for K devices run as N/K\n"
-     "replicas; --seed-bug KIND (a test hook) corrupts the programs first:\n"
+     "replicas; --distributed-optimizer (with replicas) shards each\n"
+     "parameter's optimizer state and fp32 master weights over the replicas\n"
+     "(Megatron-LM's distributed optimizer: gradients reduce-scattered,\n"
+     "updated shards all-gathered) in the memory check's programs, as nns\n"
+     "simulate does (program verification checks the unsharded programs;\n"
+     "nns run refuses it); --seed-bug KIND (a test hook) corrupts the programs first:\n"
      "missing-allreduce, allgather-for-allreduce, wrong-group,\n"
      "wrong-stage-device, replica-scale, early-update, double-count,\n"
      "collective-order, gradient-copies, gradient-scale-1pct,\n"
@@ -71,7 +76,8 @@ const CommandHelp kCommands[] = {
      "the same on any machine; --eval-timeout SECONDS adds a wall-clock cap.\n"},
     {"simulate",
      "simulate FILE --plan P [--gpus N [--plan-gpus K]] --device PROFILE|PATH.json [--config C]\n"
-     "           [--precision fp32|bf16|fp16|bf16-storage] [--overlap-grad-reduce] [--all-ranks] [--trace OUT.json]\n",
+     "           [--precision fp32|bf16|fp16|bf16-storage] [--overlap-grad-reduce] [--all-ranks] [--trace OUT.json]\n"
+     "           [--distributed-optimizer] [--overlap-param-gather] [--tp-comm-overlap]\n",
      "lower plan P to its per-rank programs (what run executes) and replay\n"
      "them on a device profile (stdlib/profiles/, or a JSON file): kernels\n"
      "by roofline from their multiply-adds and bytes, collectives by an\n"
@@ -86,7 +92,15 @@ const CommandHelp kCommands[] = {
      "bf16 and memory as the CUDA backend's bf16 activation storage holds it.\n"
      "--overlap-grad-reduce starts\n"
      "each gradient allreduce when its gradients are final, on a\n"
-     "communication stream beside the compute. --trace writes the simulated\n"
+     "communication stream beside the compute.\n"
+     "--distributed-optimizer shards the optimizer state over the plan\n"
+     "replicas (as check); --overlap-param-gather runs its (and zero1's)\n"
+     "all-gathers of updated shards under the next step's forward, each\n"
+     "parameter's first reader waiting for its gather. --tp-comm-overlap\n"
+     "pipelines each tensor-parallel allreduce, as a reduce-scatter after\n"
+     "the GEMM making it and an all-gather before the next GEMM, in chunks\n"
+     "with those GEMMs (Megatron-LM's --tp-comm-overlap; docs/simulator.md).\n"
+     "--trace writes the simulated\n"
      "timeline as a Chrome trace (the format of run --trace). A measured\n"
      "profile (nns profile; shipped: cpu, this machine's) adds per-kernel\n"
      "overhead, copies, updates and per-collective links.\n"},
@@ -319,7 +333,8 @@ const CommandPage kPages[] = {
     {"simulate",
      "  --plan P --gpus N [--plan-gpus K]  the plan and its devices\n"
      "  --device NAME|PATH.json  a device profile (stdlib/profiles/) or a file\n"
-     "  --precision fp32|bf16|fp16|bf16-storage  --overlap-grad-reduce  --all-ranks  --trace OUT.json\n",
+     "  --precision fp32|bf16|fp16|bf16-storage  --overlap-grad-reduce  --all-ranks  --trace OUT.json\n"
+     "  --distributed-optimizer  --overlap-param-gather  --tp-comm-overlap\n",
      "nns simulate examples/gpt.nns --config gpt3_1_3b --plan megatron --gpus 32 --plan-gpus 8 --device a100"},
     {"plan",
      "  --gpus N --device D  devices and their profile\n"

@@ -347,6 +347,7 @@ backend::LowerOptions lower_options(sema::Interpreter& interp, const backend::Co
   backend::LowerOptions lo;
   lo.comm = &comm;
   lo.replicas = static_cast<int>(topo.replicas);
+  lo.distributed_optimizer = topo.distributed_optimizer;
   lo.elaborate = [&interp](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
                            const std::map<std::string, int64_t>& divisors, sema::Graph& local) {
     return interp.instantiate_op(node, ins, outs, divisors, local);

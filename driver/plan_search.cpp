@@ -178,7 +178,7 @@ int check_written(const PlanRun& run, const planner::Candidate& c) {
   co.path = run.out;
   co.config = run.cfg;
   co.plan = run.plan_name;
-  co.topo = Topology{run.n, run.n, 1, {}};
+  co.topo = Topology{run.n, run.n, 1, false, {}};
   co.check.device_memory = run.cap;
   co.check.bytes_per_element = run.so.bytes_per_element < 4 ? run.so.bytes_per_element : 0;
   co.check.memory_label = run.cap_label;
@@ -267,7 +267,7 @@ void simulate_written(const PlanRun& run) {
   so2.path = run.out;
   so2.config = run.cfg;
   so2.plan = run.plan_name;
-  so2.topo = Topology{run.n, run.n, 1, {}};
+  so2.topo = Topology{run.n, run.n, 1, false, {}};
   so2.last = Stage::Comm;
   so2.eval_budget = run.o.eval_budget;
   Pipeline sp;

@@ -10,12 +10,13 @@
 #include <iostream>
 
 #include "backend/lowering/lower_plan.h"
-#include "backend/planner/cost_model.h"
 #include "backend/lowering/memory_replay.h"
+#include "backend/planner/cost_model.h"
 #include "backend/planner/profiles.h"
 #include "backend/planner/program_cost.h"
 #include "backend/planner/sim_trace.h"
 #include "backend/planner/simulator.h"
+#include "backend/planner/tp_overlap.h"
 #include "driver/commands.h"
 #include "driver/pipeline.h"
 
@@ -37,6 +38,7 @@ int lower_for_simulation(const Args& a, Pipeline& p, backend::LoweredPlan& lp) {
     backend::LowerOptions lo;
     lo.comm = &p.comm;
     lo.replicas = static_cast<int>(o.topo.replicas);
+    lo.distributed_optimizer = o.topo.distributed_optimizer;
     if (!a.all_ranks) lo.first_ranks = static_cast<int>(o.topo.devices);
     sema::Interpreter& interp = *p.interp;
     lo.elaborate = [&interp](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
@@ -49,6 +51,12 @@ int lower_for_simulation(const Args& a, Pipeline& p, backend::LoweredPlan& lp) {
   }
   return kExitOk;
 }
+
+namespace {
+bool sharded_over_replicas(const Args& a, const backend::LoweredPlan& lp) {
+  return a.distributed_optimizer && lp.replicas > 1;
+}
+}  // namespace
 
 int cmd_simulate(const Args& a) {
   auto t0 = std::chrono::steady_clock::now();
@@ -82,9 +90,12 @@ int cmd_simulate(const Args& a) {
   auto t1 = std::chrono::steady_clock::now();
   planner::SimOptions so;
   so.overlap_grad_reduce = a.overlap_grad;
+  so.overlap_param_gather = a.overlap_param_gather;
   so.record = !a.trace.empty();
   planner::SimResult r;
-  if (!planner::simulate(lp, planner::profile_cost(prof, lp, bpe, dtype), r, err, so)) {
+  planner::InstrCost cost = planner::profile_cost(prof, lp, bpe, dtype);
+  if (a.tp_comm_overlap) cost = planner::tp_overlap_cost(prof, lp, bpe, dtype, cost);
+  if (!planner::simulate(lp, cost, r, err, so)) {
     std::cerr << "nns: internal error: " << err << "\n";
     return kExitRuntime;
   }
@@ -100,6 +111,11 @@ int cmd_simulate(const Args& a) {
   std::printf("  precision %s, gradient reduction %s; %zu of %d rank(s) replayed%s\n", dtype.empty() ? "fp32 (tensor dtypes)" : dtype.c_str(),
               so.overlap_grad_reduce ? "overlapped with compute" : "blocking", lp.programs.size(), lp.ranks(),
               lp.programs.size() < static_cast<size_t>(lp.ranks()) ? " (plan replica 0; the other replicas are identical)" : "");
+  if (a.tp_comm_overlap)
+    std::printf("  tensor-parallel allreduces pipelined with their GEMMs in chunks (--tp-comm-overlap)\n");
+  if (sharded_over_replicas(a, lp))
+    std::printf("  distributed optimizer: optimizer state sharded over %d replicas; parameter gather %s\n", lp.replicas,
+                so.overlap_param_gather ? "overlapped with the next forward" : "blocking");
   std::printf("  rank  busy_ms     exposed_comm_ms  bubble_ms   peak_mem_GiB\n");
   backend::MemoryPeak top;
   int top_rank = -1;

@@ -63,6 +63,15 @@ struct LowerOptions {
   // Stop each rank's lowering after this pass (lower_rank.h lists them;
   // empty: run them all). What `--emit=program:PASS` prints.
   std::string stop_after;
+  // The distributed optimizer over the plan replicas (Megatron-LM's
+  // --use-distributed-optimizer, ZeRO-1): a parameter's replica average is
+  // a reduce-scatter (ReplicaAverage with count = replicas), each replica
+  // updates its 1/replicas Shard (the optimizer state and fp32 master
+  // weights cover the shard only) and the updated shards are gathered back
+  // over the replicas (AllGather, edge -1). The gradient buffer (Accum)
+  // stays whole, as Megatron's contiguous grad buffer does. Simulation and
+  // the memory check only: the runtime refuses such programs.
+  bool distributed_optimizer = false;
 };
 
 // Throws LoweringError when the plan cannot be executed (an edge that is not

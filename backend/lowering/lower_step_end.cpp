@@ -83,6 +83,44 @@ void insert_instructions(RankBuild& R, const std::vector<std::pair<int, PInstr>>
   R.P.instrs = std::move(out);
 }
 
+// The distributed optimizer (LowerOptions::distributed_optimizer): slot's
+// parameter, whole on every replica, gets a Shard of about 1/replicas of
+// its piece, this replica's, which the Update and the optimizer state
+// cover; the step end gathers the shards back over the replicas (R.zero1,
+// as for a plan's zero1). The piece is cut along its first dimension that
+// divides evenly, else along its longest into parts one row apart in size,
+// the first the largest (Megatron-LM shards its flat gradient buffer,
+// padded to a multiple of the data-parallel size: equal shards, within a
+// row of these). A parameter the
+// plan's zero1 already shards, or with no dimension as long as the replica
+// count, stays whole and is averaged as before.
+void shard_over_replicas(RankBuild& R, ParamSlot& slot, int group, int replicas) {
+  if (slot.shard >= 0 || !slot.trainable) return;
+  const Piece whole = R.P.buffers[static_cast<size_t>(slot.param)].piece;
+  int dim = -1, longest = -1;
+  for (size_t d = 0; d < whole.length.size(); ++d) {
+    if (dim < 0 && whole.length[d] >= replicas && whole.length[d] % replicas == 0) dim = static_cast<int>(d);
+    if (longest < 0 || whole.length[d] > whole.length[static_cast<size_t>(longest)]) longest = static_cast<int>(d);
+  }
+  if (dim < 0 && longest >= 0 && whole.length[static_cast<size_t>(longest)] >= replicas) dim = longest;
+  if (dim < 0) return;
+  RankBuild::Zero1Shards z;
+  z.group = group;
+  const int64_t len = whole.length[static_cast<size_t>(dim)];
+  for (int64_t j = 0; j < replicas; ++j) {
+    Piece sh = whole;
+    // Boundaries rounded up: replica 0 holds the largest part, so that its
+    // program (what simulate and the memory check lower) is the slowest and
+    // the largest of the replicas'.
+    const int64_t from = (j * len + replicas - 1) / replicas, to = ((j + 1) * len + replicas - 1) / replicas;
+    sh.start[static_cast<size_t>(dim)] += from;
+    sh.length[static_cast<size_t>(dim)] = to - from;
+    z.shards.push_back(sh);
+  }
+  slot.shard = R.new_buffer(BufferDecl::Shard, slot.tensor, -1, z.shards[static_cast<size_t>(R.P.replica)]);
+  R.zero1[slot.tensor] = std::move(z);
+}
+
 }  // namespace
 
 size_t replica_bucket_bytes(size_t total) { return std::clamp<size_t>(total / 4, size_t{64} << 10, size_t{16} << 20); }
@@ -111,8 +149,9 @@ void place_replica_averages(RankBuild& R) {
   };
   std::vector<Ready> ready;
   size_t total = 0;
-  for (const ParamSlot& s : R.P.params) {
+  for (ParamSlot& s : R.P.params) {
     if (s.accum < 0) continue;
+    if (R.opts.distributed_optimizer) shard_over_replicas(R, s, grp, replicas);
     auto lt = last_touch.find(s.accum);
     int at = lt == last_touch.end() ? 0 : lt->second + 1;
     for (const RankProgram::TaskSpan& t : R.P.tasks)
@@ -125,6 +164,7 @@ void place_replica_averages(RankBuild& R) {
   const size_t cap = replica_bucket_bytes(total);
   std::vector<std::pair<int, PInstr>> at;
   size_t filled = 0, open = 0;  // bytes in the open bucket; its first entry
+  int bucket = 0;
   for (size_t i = 0; i < ready.size(); ++i) {
     filled += ready[i].bytes;
     const bool last = i + 1 == ready.size();
@@ -136,10 +176,16 @@ void place_replica_averages(RankBuild& R) {
       in.a = ready[j].buf;
       in.group = grp;
       in.scale = 1.f / static_cast<float>(replicas);
+      const int t = R.P.buffers[static_cast<size_t>(in.a)].tensor;
+      if (R.P.params[static_cast<size_t>(R.slot_of.at(t))].shard >= 0 && R.zero1.at(t).group == grp) {
+        in.count = replicas;  // reduce-scattered: the distributed optimizer's shard
+        in.step = bucket;     // its bucket, which the shard's gather joins (step_end)
+      }
       at.emplace_back(ready[i].at, in);
     }
     open = i + 1;
     filled = 0;
+    ++bucket;
   }
   insert_instructions(R, at);
 }
@@ -183,15 +229,33 @@ void step_end(RankBuild& R) {
       in.b = R.P.params[i].accum;
       in.index = static_cast<int>(i);
     }
-  // zero1: every member's updated shard back into the whole piece.
+  // zero1: every member's updated shard back into the whole piece. The
+  // distributed optimizer's gathers come last, by the bucket of their
+  // reduce-scatter (step; count = replicas): Megatron-LM gathers a bucket's
+  // parameters as one all-gather, and the cost model prices a run of them
+  // so (comm_cost.cpp).
+  std::map<int, int> bucket_of;  // Accum buffer -> its reduce-scatter's bucket
+  for (const PInstr& in : R.P.instrs)
+    if (in.kind == PInstr::ReplicaAverage && in.count > 1) bucket_of[in.a] = in.step;
+  std::vector<std::pair<int, size_t>> order;  // (bucket or -1, slot)
   for (size_t i = 0; i < R.P.params.size(); ++i) {
     const ParamSlot& s = R.P.params[i];
     if (s.shard < 0) continue;
+    auto b = bucket_of.find(s.accum);
+    order.emplace_back(b != bucket_of.end() ? b->second : -1, i);
+  }
+  std::stable_sort(order.begin(), order.end());
+  for (const auto& [bucket, i] : order) {
+    const ParamSlot& s = R.P.params[i];
     const RankBuild::Zero1Shards& z = R.zero1.at(s.tensor);
     PInstr& in = R.emit(PInstr::AllGather, -1);
     in.a = s.shard;
     in.b = s.param;
     in.group = z.group;
+    if (bucket >= 0) {
+      in.count = replicas;
+      in.step = bucket;
+    }
     in.index = static_cast<int>(i);
     in.geom = static_cast<int>(R.P.geoms.size());
     CollectiveGeom geom;

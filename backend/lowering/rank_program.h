@@ -100,23 +100,23 @@ bool collect_out_whole(const RankProgram& prog, const PInstr& in);
 struct PInstr {
   enum Kind : uint8_t {
     // buffers
-    Alloc,       // b: zero-filled (re-zeroed if it exists)
-    Free,        // a
-    LoadInput,   // b <- this rank's piece of data input `tensor` for micro-batch mb
-    Extract,     // b <- the box of b read from a, times `scale` (a value part cut finer)
-    AddTo,       // b += scale * a (same box)
-    Insert,      // the part of b's box inside a's box <- a (assembling a piece from received parts)
+    Alloc,      // b: zero-filled (re-zeroed if it exists)
+    Free,       // a
+    LoadInput,  // b <- this rank's piece of data input `tensor` for micro-batch mb
+    Extract,    // b <- the box of b read from a, times `scale` (a value part cut finer)
+    AddTo,      // b += scale * a (same box)
+    Insert,     // the part of b's box inside a's box <- a (assembling a piece from received parts)
     // compute
-    SliceIn,     // kernel's local input `index` <- its slice read from a, times `scale`
-    Forward,     // run the kernel's forward nodes (again, for a recompute)
-    CollectOut,  // b += kernel output `index` (times the kernel's loss share)
-    DropForward, // free the kernel's forward outputs (recompute: only its inputs stay)
-    SeedGrad,    // b = 1 (the loss gradient)
-    SliceGrad,   // kernel's output gradient `index` <- its slice of a (zeros when a < 0), times `scale`
-    Backward,    // run the kernel's backward nodes (its B part when split)
-    BackwardW,   // run the kernel's weight-gradient nodes (W of a B/W split)
-    CollectGrad, // b += the kernel's gradient of input `index`
-    FreeKernel,  // free every local tensor of the kernel
+    SliceIn,      // kernel's local input `index` <- its slice read from a, times `scale`
+    Forward,      // run the kernel's forward nodes (again, for a recompute)
+    CollectOut,   // b += kernel output `index` (times the kernel's loss share)
+    DropForward,  // free the kernel's forward outputs (recompute: only its inputs stay)
+    SeedGrad,     // b = 1 (the loss gradient)
+    SliceGrad,    // kernel's output gradient `index` <- its slice of a (zeros when a < 0), times `scale`
+    Backward,     // run the kernel's backward nodes (its B part when split)
+    BackwardW,    // run the kernel's weight-gradient nodes (W of a B/W split)
+    CollectGrad,  // b += the kernel's gradient of input `index`
+    FreeKernel,   // free every local tensor of the kernel
     // communication: `group` indexes LoweredPlan::groups (global ranks, in
     // the order of the collective's members); `edge`/`step` name the comm
     // edge and adapter step a collective realises; `geom` its block boxes
@@ -130,15 +130,20 @@ struct PInstr {
     BucketAllReduce,  // the buffers of bucket `index`, fused into one allreduce
     ReplicaAverage,   // a, allreduced over the replicas' same device, times `scale`;
     // consecutive ones over one group with one scale are the replicas'
-    // gradient bucket: they run as one allreduce of their concatenation
+    // gradient bucket: they run as one allreduce of their concatenation.
+    // With count > 1 (LowerOptions::distributed_optimizer) a reduce-scatter
+    // instead: only this replica's part of a, the box of its ParamSlot's
+    // Shard (1/count of a's box), holds the average, which Update reads
     // (A ReduceScatter or AllGather with edge -1 is a zero1 parameter's:
     // its bucketed gradient a -> the shard's gradient b, or its updated
-    // Shard a -> its Param b; `index` is the ParamSlot.)
+    // Shard a -> its Param b; `index` is the ParamSlot; with count > 1 the
+    // distributed optimizer's, gathered with the others of bucket `step`.)
     // step
-    LossShare,        // the step loss += a's scalar / micro-batches
-    LossAllReduce,    // step loss and squared gradient norm, over `group` (every rank)
-    Clip,             // global-norm clipping of every Accum buffer
-    Update,           // optimizer update of parameter a with gradient b; `index`: its ParamSlot
+    LossShare,      // the step loss += a's scalar / micro-batches
+    LossAllReduce,  // step loss and squared gradient norm, over `group` (every rank)
+    Clip,           // global-norm clipping of every Accum buffer
+    Update,         // optimizer update of parameter a with gradient b; `index`: its ParamSlot
+    // (a a Shard: the part of b in a's box when b's box is larger)
   };
   Kind kind = Alloc;
   int a = -1, b = -1;

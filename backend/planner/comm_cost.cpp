@@ -15,18 +15,26 @@ double numel(const backend::RankProgram& prog, int buf) {
 
 // The run of consecutive ReplicaAverage instructions over the same group
 // that `in` is part of: the executor posts such a run (one gradient bucket
-// of replica_bucket_bytes) as one allreduce. Returns the run's elements;
-// just `in`'s when it is not an instruction of `prog`.
-double replica_bucket_elements(const backend::RankProgram& prog, const PInstr& in) {
+// of replica_bucket_bytes) as one allreduce. A reduce-scattered run (the
+// distributed optimizer's, count > 1) is one reduce-scatter per bucket
+// (step), and a run of its gathers of one bucket one all-gather.
+// Returns the run's elements (of a, or for a gather of b); just `in`'s
+// when it is not an instruction of `prog`.
+double bucket_elements(const backend::RankProgram& prog, const PInstr& in) {
+  const bool gather = in.kind == PInstr::AllGather;
+  auto elems_of = [&](const PInstr& x) { return numel(prog, gather ? x.b : x.a); };
   const auto& v = prog.instrs;
-  if (v.empty() || &in < v.data() || &in >= v.data() + v.size()) return numel(prog, in.a);
+  if (v.empty() || &in < v.data() || &in >= v.data() + v.size()) return elems_of(in);
   const size_t at = static_cast<size_t>(&in - v.data());
-  auto same = [&](size_t i) { return v[i].kind == PInstr::ReplicaAverage && v[i].group == in.group; };
+  auto same = [&](size_t i) {
+    return v[i].kind == in.kind && v[i].group == in.group && v[i].count == in.count &&
+           (in.count <= 1 || v[i].step == in.step);
+  };
   size_t lo = at, hi = at;
   while (lo > 0 && same(lo - 1)) --lo;
   while (hi + 1 < v.size() && same(hi + 1)) ++hi;
   double elems = 0;
-  for (size_t i = lo; i <= hi; ++i) elems += numel(prog, v[i].a);
+  for (size_t i = lo; i <= hi; ++i) elems += elems_of(v[i]);
   return elems;
 }
 
@@ -66,8 +74,8 @@ double comm_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const b
   switch (in.kind) {
     case PInstr::AllReduce:
     case PInstr::BucketAllReduce:
-    case PInstr::ReplicaAverage:
     case PInstr::LossAllReduce: kind = Collective::AllReduce; break;
+    case PInstr::ReplicaAverage: kind = in.count > 1 ? Collective::ReduceScatter : Collective::AllReduce; break;
     case PInstr::AllGather: kind = Collective::AllGather; break;
     case PInstr::ReduceScatter: kind = Collective::ReduceScatter; break;
     case PInstr::AllToAll: kind = Collective::AllToAll; break;
@@ -75,10 +83,12 @@ double comm_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const b
   }
   if (in.group < 0 || static_cast<size_t>(in.group) >= lp.groups.size()) return 0.0;
   const auto& group = lp.groups[static_cast<size_t>(in.group)];
-  if (in.kind == PInstr::ReplicaAverage && bytes > 0) {
-    // One allreduce per bucket: each member pays its share, by elements, of
+  const bool bucketed =
+      in.kind == PInstr::ReplicaAverage || (in.kind == PInstr::AllGather && in.edge < 0 && in.count > 1);
+  if (bucketed && bytes > 0) {
+    // One collective per bucket: each member pays its share, by elements, of
     // the bucket's time, so the bucket pays the ring latency once.
-    double bucket = replica_bucket_elements(prog, in) * bytes_per_element;
+    double bucket = bucket_elements(prog, in) * bytes_per_element;
     if (bucket > bytes) return topology_collective_time(p, kind, bucket, group) * (bytes / bucket);
   }
   return topology_collective_time(p, kind, bytes, group);

@@ -36,7 +36,43 @@ struct RankState {
   std::map<int, std::vector<Chunk>> chunks;     // async instr -> its chunks
   std::map<int, std::vector<std::pair<int, int>>> starts_after;  // instruction -> (async instr, chunk) final after it
   std::map<int, double> local_start;            // async instr -> start such that start + cost = its last chunk's end
+  // overlap_param_gather: Param buffer -> when its gather (at the step's
+  // start, on the communication stream) is done; the deferred AllGathers.
+  std::map<int, double> gathered_at;
+  std::vector<char> deferred;
+  double gather_wait = 0;  // time readers waited for their gathers
+  // Reduce-scattered replica averages in flight (overlap_grad_reduce):
+  // gradient buffer -> when its reduction is done, and when it started.
+  std::map<int, std::pair<double, double>> scattering;
 };
+
+// The distributed optimizer's reduce-scatter (ReplicaAverage, count > 1)
+// under overlap_grad_reduce is posted, not waited for where the program
+// has it: the rank waits at the first later instruction naming its buffer
+// (the Update reading the shard's gradient), or at the gradient norm
+// (LossAllReduce, Clip: every gradient) or the step's end, as Megatron-LM
+// waits for its grad buckets at the optimizer step.
+bool deferred_scatter(const PInstr& in) { return in.kind == PInstr::ReplicaAverage && in.count > 1; }
+
+// Waits for the in-flight reduce-scatters `in` reads (all of them for the
+// gradient norm and clipping, or at the end: `in` null).
+void settle_scatters(RankState& s, RankTimes& t, const PInstr* in) {
+  if (s.scattering.empty()) return;
+  const bool all = !in || in->kind == PInstr::LossAllReduce || in->kind == PInstr::Clip;
+  for (auto it = s.scattering.begin(); it != s.scattering.end();) {
+    if (!all && it->first != in->a && it->first != in->b) {
+      ++it;
+      continue;
+    }
+    const auto [done, start] = it->second;
+    t.overlapped_comm += std::max(0.0, std::min(done, s.clock) - start);
+    if (done > s.clock) {
+      t.exposed_comm += done - std::max(s.clock, start);
+      s.clock = done;
+    }
+    it = s.scattering.erase(it);
+  }
+}
 
 bool gradient_reduction(const PInstr& in) {
   return in.kind == PInstr::BucketAllReduce || in.kind == PInstr::ReplicaAverage;
@@ -139,6 +175,42 @@ void plan_stream(const RankProgram& prog, RankState& s, const InstrCost& cost) {
   if (!s.local_start.count(static_cast<int>(s.pc))) s.local_start[static_cast<int>(s.pc)] = std::max(s.clock, s.comm_free);
 }
 
+bool param_gather(const RankProgram& prog, const PInstr& in) {
+  return in.kind == PInstr::AllGather && in.edge < 0 && in.b >= 0 && static_cast<size_t>(in.b) < prog.buffers.size() &&
+         prog.buffers[static_cast<size_t>(in.b)].role == backend::BufferDecl::Param;
+}
+
+// overlap_param_gather: the step's parameter gathers moved to its start,
+// chained on the communication stream in the order of each parameter's
+// first reader (SimOptions::overlap_param_gather). Returns the stream's
+// busy time (hidden unless a reader waits).
+double plan_param_gathers(const RankProgram& prog, RankState& s, const InstrCost& cost, SimResult& out, int r,
+                          bool record) {
+  s.deferred.assign(prog.instrs.size(), 0);
+  std::map<int, int> first_read;  // Param buffer -> its first reader
+  for (size_t i = 0; i < prog.instrs.size(); ++i)
+    for (int b : {prog.instrs[i].a, prog.instrs[i].b})
+      if (b >= 0) first_read.emplace(b, static_cast<int>(i));
+  std::vector<std::pair<int, int>> order;  // (first reader, gather instruction)
+  for (size_t i = 0; i < prog.instrs.size(); ++i)
+    if (param_gather(prog, prog.instrs[i])) {
+      s.deferred[i] = 1;
+      auto f = first_read.find(prog.instrs[i].b);
+      order.emplace_back(f != first_read.end() && f->second < static_cast<int>(i) ? f->second : static_cast<int>(i),
+                         static_cast<int>(i));
+    }
+  std::stable_sort(order.begin(), order.end());
+  double t = 0;
+  for (const auto& [reader, i] : order) {
+    double c = cost(prog, prog.instrs[static_cast<size_t>(i)]);
+    if (record && c > 0) out.events.push_back(SimEvent{r, i, t, t + c, 2});
+    t += c;
+    s.gathered_at[prog.instrs[static_cast<size_t>(i)].b] = t;
+  }
+  s.comm_free = t;
+  return t;
+}
+
 }  // namespace
 
 bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& out, std::string& err,
@@ -149,6 +221,10 @@ bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& 
   std::vector<RankState> st(n);
   if (opts.overlap_grad_reduce)
     for (size_t r = 0; r < n; ++r) find_ready_points(lp.programs[r], st[r]);
+  std::vector<double> gather_busy(n, 0.0);
+  if (opts.overlap_param_gather)
+    for (size_t r = 0; r < n; ++r)
+      gather_busy[r] = plan_param_gathers(lp.programs[r], st[r], cost, out, static_cast<int>(r), opts.record);
   std::map<MsgKey, Msg> sent;
   // Members waiting at the k-th collective of a group: (group, k) -> arrivals by rank.
   std::map<std::pair<int, int>, std::map<int, double>> meeting;
@@ -169,7 +245,21 @@ bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& 
       while (s.pc < prog.instrs.size()) {
         const PInstr& in = prog.instrs[s.pc];
         const bool async = opts.overlap_grad_reduce && gradient_reduction(in);
-        if (in.kind == PInstr::Send) {
+        if (!s.gathered_at.empty())  // a parameter's first reader waits for its gather
+          for (int b : {in.a, in.b}) {
+            auto g = s.gathered_at.find(b);
+            if (g == s.gathered_at.end()) continue;
+            if (g->second > s.clock) {
+              t.exposed_comm += g->second - s.clock;
+              s.gather_wait += g->second - s.clock;
+              s.clock = g->second;
+            }
+            s.gathered_at.erase(g);
+          }
+        if (!s.scattering.empty() && !deferred_scatter(in)) settle_scatters(s, t, &in);
+        if (!s.deferred.empty() && s.deferred[s.pc]) {
+          // gathered at the step's start (plan_param_gathers)
+        } else if (in.kind == PInstr::Send) {
           double c = cost(prog, in);
           sent[{prog.rank, in.peer, in.tag}] = Msg{s.clock, s.clock + c};
           record(r, s.pc, s.clock, s.clock + c, 2);
@@ -216,7 +306,13 @@ bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& 
           }
           if (!all) break;
           double c = cost(prog, in);
-          if (async) {
+          if (async && deferred_scatter(in)) {
+            const double done = start + c;
+            s.comm_free = std::max(s.comm_free, done);
+            auto& f = s.scattering[in.a];
+            f = {std::max(f.first, done), start};
+            record(r, s.pc, start, done, 2);
+          } else if (async) {
             double done = start + c;
             s.comm_free = std::max(s.comm_free, done);
             double hidden = std::max(0.0, std::min(done, s.clock) - start);
@@ -252,12 +348,15 @@ bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& 
     }
   }
   for (size_t r = 0; r < n; ++r) {
+    settle_scatters(st[r], out.ranks[r], nullptr);
     if (st[r].pc < lp.programs[r].instrs.size()) {
       err = "rank " + std::to_string(lp.programs[r].rank) + " blocks forever at instruction " +
             std::to_string(st[r].pc) + " (" + backend::instr_name(lp.programs[r].instrs[st[r].pc].kind) + ")";
       return false;
     }
     out.ranks[r].end = st[r].clock;
+    // The gathers' stream time no reader waited for was hidden.
+    out.ranks[r].overlapped_comm += std::max(0.0, gather_busy[r] - st[r].gather_wait);
     out.step_time = std::max(out.step_time, st[r].clock);
   }
   return true;

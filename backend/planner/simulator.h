@@ -13,7 +13,7 @@
 // replicas run identical programs, so their gradient averaging costs what
 // its group size and links say, without replaying them.
 //
-// Overlap (SimOptions::overlap_grad_reduce): gradient allreduces (the
+// Overlap (SimOptions::overlap_grad_reduce; see also overlap_param_gather): gradient allreduces (the
 // bucketed allreduce, the replicas' average) run on a communication stream
 // beside the compute, in chunks, one per gradient buffer (its share of the
 // collective's time by elements, as DDP's small buckets without their extra
@@ -60,6 +60,15 @@ struct SimResult {
 
 struct SimOptions {
   bool overlap_grad_reduce = false;
+  // Megatron-LM's --overlap-param-gather: a zero1 (or distributed-optimizer)
+  // parameter's all-gather of its updated shards (AllGather, edge -1, into
+  // a Param buffer) runs on the communication stream under the next step's
+  // forward instead of blocking the end of this one. In the steady state
+  // that is the same as gathering at the step's start: the gathers are
+  // chained on the stream from time 0, in the order of their parameter's
+  // first use, and the first instruction reading a parameter waits for its
+  // gather; the AllGather itself then costs nothing where the program has it.
+  bool overlap_param_gather = false;
   bool record = false;
 };
 

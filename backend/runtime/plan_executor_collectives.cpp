@@ -206,6 +206,11 @@ void PlanExecutor::post_flat_allreduce(const std::vector<int>& members, const st
 // gradients, scaled, when an instruction first touches one of them
 // (pending_), as a bucket's do. The others of the run find theirs posted.
 void PlanExecutor::replica_average(const PInstr& in, bool talk) {
+  // The distributed optimizer's reduce-scattered form (lower_plan.h,
+  // LowerOptions::distributed_optimizer) is lowered for nns simulate and
+  // check only; the driver refuses it for run, and this is the backstop.
+  if (in.count > 1)
+    throw RuntimeError("internal: a reduce-scattered replica average (the distributed optimizer) cannot run");
   auto same_bucket = [&in](const PInstr& o) { return o.kind == PInstr::ReplicaAverage && o.group == in.group && o.scale == in.scale; };
   const size_t first = static_cast<size_t>(&in - P.instrs.data());
   if (first > 0 && same_bucket(P.instrs[first - 1])) return;
