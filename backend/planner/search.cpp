@@ -59,6 +59,7 @@ struct Search {
   int points_done = 0, points = 0;
   Candidate best_so_far;  // kept only for o.progress
   bool has_best = false;
+  int64_t scheduled_points = 0;  // (grid point, m, recompute) with a chunk count allowed
 
   void point(const GridPoint& gr, int64_t mcount, bool rc);
   void report();
@@ -80,6 +81,7 @@ void Search::point(const GridPoint& gr, int64_t mcount, bool rc) {
   const std::vector<int> vps = chunk_counts(m, o, gr.pp, mcount);
   space.add(gr.pp, gr.tp, gr.dp, s, rc, dp_bad, vps);
   if (vps.empty()) return;
+  ++scheduled_points;
   // seq: the residual stream between units sequence parallel (only
   // with a TP group; the Megatron-style baseline keeps it replicated).
   for (bool seq : {false, true}) {
@@ -235,6 +237,10 @@ SearchResult search_plans(const SearchModel& m, const SearchOptions& o) {
   if (res.best.empty() && search.constrained && !(res.log10_space_constrained > -1e300))
     res.note = "the constraint tables allow no plan of the space on " + std::to_string(o.gpus) +
                " devices (check their split counts, devices and dimensions)";
+  if (res.best.empty() && o.fixed_vp > 0 && search.scheduled_points == 0)
+    res.note = "no grid point allows " + std::to_string(o.fixed_vp) +
+               " pipeline chunks per rank (interleaving needs pp > 1, the layers dividing over pp x v stages and the "
+               "micro-batches over pp)";
   res.search_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

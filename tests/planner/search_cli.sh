@@ -65,12 +65,23 @@ if grep -qE '^# Found by `nns plan`: pp 2 x tp 1 x dp 1, interleaved v 2,' <<<"$
 else
   echo "FAIL: --vp 2: no interleaved plan written"; grep -E '^# Found|schedule' "$inter"; fail=1
 fi
-expect_usage_vp() {
+# --vp 0 is a usage error; --vp 8 (16 stages for 4 layers) allows no grid
+# point, and the search says so rather than blaming the memory.
+vp_errors() {
   "$NNS" plan examples/gpt.nns --config tiny --gpus 2 --device a100 --vp 0 > "$TMP/vp.log" 2>&1
   local rc=$?
   [ "$rc" = 64 ] || { echo "FAIL: --vp 0 exited $rc, expected 64"; cat "$TMP/vp.log"; fail=1; }
+  "$NNS" plan examples/gpt.nns --config tiny_sc21_pp2_vp2 --gpus 2 --device a100 --vp 8 --no-check > "$TMP/vp.log" 2>&1
+  rc=$?
+  local log
+  log=$(cat "$TMP/vp.log")
+  if [ "$rc" = 65 ] && grep -q "no plan found: no grid point allows 8 pipeline chunks per rank" <<<"$log"; then
+    echo "ok: --vp 8 on 4 layers: no grid point allows it (exit 65)"
+  else
+    echo "FAIL: --vp 8 exited $rc"; cat "$TMP/vp.log"; fail=1
+  fi
 }
-expect_usage_vp
+vp_errors
 
 # --simulate: the plan lowered and replayed beside the prediction.
 if "$NNS" plan examples/gpt.nns --config tiny --gpus 4 --device a100 --device-memory 1500KiB --simulate > "$TMP/sim.log" 2>&1 &&
