@@ -60,6 +60,7 @@ const ValueFlag kValueFlags[] = {
     {"--precision", &Args::precision},
     {"--nodes", &Args::nodes},
     {"--top", &Args::top},
+    {"--vp", &Args::vp},
     {"--out", &Args::output},
     {"--ranks", &Args::ranks},
     {"--comm", &Args::comm},

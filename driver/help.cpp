@@ -106,11 +106,12 @@ const CommandHelp kCommands[] = {
      "overhead, copies, updates and per-collective links.\n"},
     {"plan",
      "plan FILE --gpus N --device D [--config C] [--nodes K] [--plan CONSTRAINTS]\n"
-     "       [--precision fp16|bf16] [--out OUT.nns] [--top K] [--no-check]\n",
+     "       [--precision fp16|bf16] [--out OUT.nns] [--top K] [--vp V] [--no-check]\n",
      "search a plan for N devices of profile D (K nodes; default the\n"
      "profile's devices per node): data-parallel degree, per-op splits from\n"
      "each op's transform space (coshard included), pipeline stages under\n"
-     "1F1B, micro-batch count, recompute and zero1, under the device's\n"
+     "1F1B or interleaved 1F1B (--vp V: V chunks per rank only),\n"
+     "micro-batch count, recompute and zero1, under the device's\n"
      "memory and the constraint tables of plan CONSTRAINTS (the space size\n"
      "is reported with and without them). Prints the best plan as a plan\n"
      "block, its predicted step time and memory, the runners-up and the\n"
@@ -338,7 +339,7 @@ const CommandPage kPages[] = {
      "nns simulate examples/gpt.nns --config gpt3_1_3b --plan megatron --gpus 32 --plan-gpus 8 --device a100"},
     {"plan",
      "  --gpus N --device D  devices and their profile\n"
-     "  --config C  --nodes K  --plan CONSTRAINTS  --out OUT.nns  --top K  --simulate  --no-check\n"
+     "  --config C  --nodes K  --plan CONSTRAINTS  --out OUT.nns  --top K  --vp V  --simulate  --no-check\n"
      "  --device-memory SIZE  a capacity below the profile's\n",
      "nns plan examples/gpt.nns --config tiny --gpus 4 --device a100 --out /tmp/searched.nns"},
     {"profile", "  --out FILE  --ranks R  --threads T  --quick\n", "nns profile --quick --out /tmp/cpu.json"},

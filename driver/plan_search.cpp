@@ -1,5 +1,5 @@
 // nns plan FILE --gpus N --device D [--config C] [--nodes K] [--plan CONSTRAINTS]
-//               [--out OUT.nns] [--top K] [--no-check]
+//               [--out OUT.nns] [--top K] [--vp V] [--no-check]
 // The plan search (backend/planner/search.h): reads the model's forward
 // graph, searches, prints the best plan, its runners-up and the best
 // Megatron-style plan, writes FILE + a config + the plan block to OUT.nns
@@ -308,6 +308,13 @@ int search_options(PlanRun& run, const sema::Plan& constraints, long long top) {
     return usage_error("--precision must be fp32, bf16 or fp16");
   }
   so.top = static_cast<int>(top);
+  // --vp V: only schedules of V chunks per pipeline rank (1: 1F1B; V > 1:
+  // interleaved 1F1B, at pp > 1); without it 1, 2, 4 and 8 are searched.
+  if (!a.vp.empty()) {
+    long long vp = 0;
+    if (!parse_int(a.vp, vp) || vp < 1 || vp > 64) return usage_error("--vp must be an integer from 1 to 64");
+    so.fixed_vp = static_cast<int>(vp);
+  }
   if (!a.plan.empty()) {
     so.constraints = &constraints.constraints;
     so.constraint_plan = &constraints;
@@ -327,7 +334,8 @@ int cmd_plan(const Args& a) {
     return usage_error("--nodes must be a positive divisor of --gpus");
   if (!a.top.empty() && (!parse_int(a.top, top) || top < 1 || top > 100)) return usage_error("--top must be an integer from 1 to 100");
   if (!a.plan_gpus.empty() || !a.emit.empty() || a.verify || !a.trace.empty())
-    return usage_error("plan takes FILE, --config, --gpus, --device, --nodes, --plan, --out, --top, --no-check, --device-memory");
+    return usage_error(
+        "plan takes FILE, --config, --gpus, --device, --nodes, --plan, --out, --top, --vp, --no-check, --device-memory");
   // NNS_SETUP_NOTICE sets when the search's progress speaks: refused when
   // malformed, as check and run refuse it.
   if (std::string bad = backend::check_nns_variables(backend::process_env()); !bad.empty()) return usage_error(bad);

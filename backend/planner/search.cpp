@@ -21,7 +21,7 @@ namespace {
 bool placement_allowed(const SearchModel& m, const std::vector<OpRules>& rules, const GridPoint& gr, const Candidate& best) {
   for (size_t i = 0; i < m.ops.size(); ++i) {
     if (rules[i].place_on.empty()) continue;
-    int st = best.unit_stage[m.unit_of_op[i]];
+    int st = best.unit_stage[m.unit_of_op[i]] % gr.pp;  // its rank (interleaved: chunk c on rank c % pp)
     for (int dev = st * gr.dp * gr.tp; dev < (st + 1) * gr.dp * gr.tp; ++dev)
       if (!std::binary_search(rules[i].place_on.begin(), rules[i].place_on.end(), static_cast<int64_t>(dev))) return false;
   }
@@ -59,10 +59,15 @@ struct Search {
   int points_done = 0, points = 0;
   Candidate best_so_far;  // kept only for o.progress
   bool has_best = false;
+  int64_t scheduled_points = 0;  // (grid point, m, recompute) with a chunk count allowed
 
   void point(const GridPoint& gr, int64_t mcount, bool rc);
   void report();
-  void variant(const GridPoint& gr, int64_t mcount, const Env& e, int li, bool megatron, const std::vector<double>& cut_split);
+  void variant(const GridPoint& gr, int64_t mcount, const Env& e, int li, bool megatron,
+               const std::vector<double>& cut_split, const std::vector<int>& vps);
+  void one_partition(const GridPoint& gr, int64_t mcount, const Env& e, int li, bool megatron,
+                     const std::vector<double>& cut_split, const std::vector<const UnitSolution*>& sol, bool z1,
+                     int vp);
 };
 
 // One grid point with its micro-batch count and recompute: every seq,
@@ -73,7 +78,10 @@ void Search::point(const GridPoint& gr, int64_t mcount, bool rc) {
   bool dp_bad = false;
   if (constrained)
     for (size_t i = 0; i < m.ops.size(); ++i) dp_bad = dp_bad || (rules[i].dp_forbidden && m.ops[i].batch_ok && gr.dp > 1);
-  space.add(gr.pp, gr.tp, gr.dp, s, rc, dp_bad);
+  const std::vector<int> vps = chunk_counts(m, o, gr.pp, mcount);
+  space.add(gr.pp, gr.tp, gr.dp, s, rc, dp_bad, vps);
+  if (vps.empty()) return;
+  ++scheduled_points;
   // seq: the residual stream between units sequence parallel (only
   // with a TP group; the Megatron-style baseline keeps it replicated).
   for (bool seq : {false, true}) {
@@ -92,37 +100,49 @@ void Search::point(const GridPoint& gr, int64_t mcount, bool rc) {
       // tp 1 the fixed layout is data parallelism (or a pipeline).
       if (megatron && gr.tp > 1 && !m.megatron.found()) continue;
       if (!megatron && dp_bad) continue;
-      variant(gr, mcount, e, megatron ? 0 : v, megatron, cut_split);
+      variant(gr, mcount, e, megatron ? 0 : v, megatron, cut_split, vps);
     }
   }
 }
 
 // One lambda (or the Megatron-style layout): the units solved, then with
-// and without zero1 the stages partitioned and the candidate ranked.
-void Search::variant(const GridPoint& gr, int64_t mcount, const Env& e, int li, bool megatron, const std::vector<double>& cut_split) {
+// and without zero1 and per chunk count (1F1B, interleaved) the stages
+// partitioned and the candidate ranked.
+void Search::variant(const GridPoint& gr, int64_t mcount, const Env& e, int li, bool megatron,
+                     const std::vector<double>& cut_split, const std::vector<int>& vps) {
   const int U = static_cast<int>(m.units.size());
   std::vector<const UnitSolution*> sol(U);
   for (int u = 0; u < U; ++u)
     if (!(sol[u] = units.solve(u, e, li, megatron))) return;
-  for (bool z1 : {false, true}) {
-    // zero1 shards over the data-parallel group: nothing to shard without one.
-    if (z1 && gr.dp == 1) continue;
-    ++res.evaluated;
-    const int64_t mb = o.global_batch / gr.dp / mcount;
-    Candidate best = partition_stages(StageProblem{m, o, e, gr, mcount, mb, li, megatron, z1, sol, cut_split, cuts, cap});
-    if (best.step_time <= 0) continue;
-    if (std::getenv("NNS_SEARCH_DEBUG")) print_candidate(best, li, sol);
-    if (any_place_on && !placement_allowed(m, rules, gr, best)) continue;
-    best.ops.assign(m.ops.size(), OpDecision{});
-    for (int u = 0; u < U; ++u)
-      for (size_t i = 0; i < m.units[u].ops.size(); ++i) best.ops[m.units[u].ops[i]] = sol[u]->first[i];
-    if (o.progress && !best.megatron && (!has_best || best.step_time < best_so_far.step_time)) {
-      best_so_far = best;
-      has_best = true;
+  for (bool z1 : {false, true})
+    for (int vp : vps) {
+      // zero1 shards over the data-parallel group: nothing to shard without one.
+      if (z1 && gr.dp == 1) continue;
+      one_partition(gr, mcount, e, li, megatron, cut_split, sol, z1, vp);
     }
-    ranking.add(std::move(best));
-    report();
+}
+
+// One partition into stages (pp x vp of them) and its candidate ranked.
+void Search::one_partition(const GridPoint& gr, int64_t mcount, const Env& e, int li, bool megatron,
+                           const std::vector<double>& cut_split, const std::vector<const UnitSolution*>& sol, bool z1,
+                           int vp) {
+  const int U = static_cast<int>(m.units.size());
+  ++res.evaluated;
+  const int64_t mb = o.global_batch / gr.dp / mcount;
+  Candidate best =
+      partition_stages(StageProblem{m, o, e, gr, mcount, mb, li, megatron, z1, sol, cut_split, cuts, cap, vp});
+  if (best.step_time <= 0) return;
+  if (std::getenv("NNS_SEARCH_DEBUG")) print_candidate(best, li, sol);
+  if (any_place_on && !placement_allowed(m, rules, gr, best)) return;
+  best.ops.assign(m.ops.size(), OpDecision{});
+  for (int u = 0; u < U; ++u)
+    for (size_t i = 0; i < m.units[u].ops.size(); ++i) best.ops[m.units[u].ops[i]] = sol[u]->first[i];
+  if (o.progress && !best.megatron && (!has_best || best.step_time < best_so_far.step_time)) {
+    best_so_far = best;
+    has_best = true;
   }
+  ranking.add(std::move(best));
+  report();
 }
 
 // Tells o.progress where the search stands (it throttles).
@@ -146,6 +166,7 @@ Baseline one_device(const SearchModel& m, const SearchOptions& o, double cap, Se
   one.top = 1;
   one.constraints = nullptr;
   one.constraint_plan = nullptr;
+  one.fixed_vp = 0;  // one device has no pipeline to interleave
   SearchResult r;
   Search s(m, one, r, cap);
   s.phase = "one-device reference: points";
@@ -216,6 +237,10 @@ SearchResult search_plans(const SearchModel& m, const SearchOptions& o) {
   if (res.best.empty() && search.constrained && !(res.log10_space_constrained > -1e300))
     res.note = "the constraint tables allow no plan of the space on " + std::to_string(o.gpus) +
                " devices (check their split counts, devices and dimensions)";
+  if (res.best.empty() && o.fixed_vp > 0 && search.scheduled_points == 0)
+    res.note = "no grid point allows " + std::to_string(o.fixed_vp) +
+               " pipeline chunks per rank (interleaving needs pp > 1, the layers dividing over pp x v stages and the "
+               "micro-batches over pp)";
   res.search_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

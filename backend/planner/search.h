@@ -27,7 +27,10 @@
 //     memory bound); per combination a bottleneck partition of the units
 //     into pp contiguous stages under per-device memory (1F1B keeps
 //     min(pp - s, m) micro-batches in flight on stage s), the step time
-//     (m + pp - 1) x slowest stage + gradient synchronisation + update.
+//     (m + pp - 1) x slowest stage + gradient synchronisation + update;
+//     for pp > 1 also interleaved 1F1B with v chunks per rank (v x pp
+//     chunks, bubble (pp - 1) / (v m), v times the sends, Megatron's
+//     longer warm-up in memory; search_rank.cpp).
 //     Megatron-style plans (attention by heads, MLP column/row parallel,
 //     the rest replicated, in the same TP x PP x DP grid) are costed by the
 //     same functions for the comparison.
@@ -144,6 +147,11 @@ struct OpDecision {
 
 struct Candidate {
   int pp = 1, tp = 1, dp = 1;
+  // Pipeline chunks per rank: 1 is 1F1B over pp stages; v > 1 is
+  // interleaved 1F1B over pp * v stages, stage c on rank c % pp
+  // (schedule("interleaved", stages, v = vp)); unit_stage then holds the
+  // chunk (the stage of the schedule), not the rank.
+  int vp = 1;
   int64_t micro_batches = 1, micro_batch = 1;  // per data-parallel group: m micro-batches of micro_batch samples
   bool recompute = false, zero1 = false;
   // Tensors crossing unit boundaries split along their tokens (dim 1) over
@@ -185,6 +193,12 @@ struct SearchOptions {
   const sema::Plan* constraint_plan = nullptr;  // to map the constraints' sub-ops to nodes
   bool exhaustive = false;        // tests: enumerate every op combination and stage partition instead of the DPs
   int max_micro_batch_options = 6;
+  // Interleaved 1F1B: chunks per rank tried where pp > 1 (1, 2, 4, ... up
+  // to max_vp, where the layer units split evenly over pp * v chunks and
+  // the micro-batches over pp); fixed_vp > 0: that count only (nns plan
+  // --vp; 1 is plain 1F1B).
+  int max_vp = 8;
+  int fixed_vp = 0;
   // > 0: only this micro-batch count (the REPL keeps its session's config,
   // whose inputs are one micro-batch of global_batch / fixed_micro_batches).
   int64_t fixed_micro_batches = 0;

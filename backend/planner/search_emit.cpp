@@ -88,6 +88,8 @@ std::string plan_text(const SearchModel& m, const Candidate& c, const std::strin
   o << "# Found by `nns plan`: " << c.describe() << ".\n";
   o << "plan " << name << "(ngpus) {\n";
   o << "  let pp = " << c.pp << "\n  let tp = " << c.tp << "\n  let dp = " << c.dp << "\n";
+  const bool inter = c.vp > 1;  // interleaved 1F1B: pp x vp stages, stage c on rank c % pp
+  if (inter) o << "  let vp = " << c.vp << "   # pipeline chunks per rank (interleaved 1F1B)\n";
   o << "  assert(ngpus == pp * tp * dp, \"plan " << name << " was found for \" + str(pp * tp * dp) + \" devices\")\n";
   o << "  # [op pattern, input, its dim, parts per device, recomputed alone]: the op is split\n"
        "  # into tp * parts pieces inside its tensor-parallel group; ops no rule names\n"
@@ -106,16 +108,22 @@ std::string plan_text(const SearchModel& m, const Candidate& c, const std::strin
        "    return ops\n"
        "  }\n";
   o << "  let stages = [";
-  for (int st = 0; st < c.pp; ++st) {
+  for (int st = 0; st < c.pp * c.vp; ++st) {
     std::string pats;
     for (size_t u = 0; u < m.units.size(); ++u)
       if (c.unit_stage[u] == st) pats += (pats.empty() ? "" : ",\n      ") + unit_patterns(m, m.units[u]);
     o << (st ? ",\n    " : "\n    ") << "ops_of([" << pats << "])";
   }
   o << "\n  ]\n";
-  o << "  for s in 0..pp {\n"
-       "    for op in stages[s] {\n"
-       "      let rule = none\n"
+  if (inter)
+    o << "  # Stage c (a chunk) runs on the devices of pipeline rank s = c % pp.\n"
+         "  for c in 0..pp * vp {\n"
+         "    let s = c % pp\n"
+         "    for op in stages[c] {\n";
+  else
+    o << "  for s in 0..pp {\n"
+         "    for op in stages[s] {\n";
+  o << "      let rule = none\n"
        "      for r in rules {\n"
        "        if rule == none and matches(op, r[0]) {\n"
        "          rule = r\n"
@@ -155,7 +163,10 @@ std::string plan_text(const SearchModel& m, const Candidate& c, const std::strin
     for (const SearchUnit& u : m.units) o << "  recompute(ops_of([" << unit_patterns(m, u) << "]))\n";
   }
   if (c.zero1) o << "  zero1()\n";
-  if (c.pp > 1) o << "  schedule(\"1f1b\", stages)\n";
+  if (inter)
+    o << "  schedule(\"interleaved\", stages, v = vp)\n";
+  else if (c.pp > 1)
+    o << "  schedule(\"1f1b\", stages)\n";
   o << "}\n";
   return o.str();
 }

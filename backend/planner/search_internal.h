@@ -127,6 +127,10 @@ struct GridPoint {
 };
 std::vector<GridPoint> outer_grid(const SearchModel& m, const SearchOptions& o);
 std::vector<int64_t> micro_batch_counts(const SearchOptions& o, int dp, int pp);
+// The chunks per rank searched at pp stages and m micro-batches: 1 (1F1B),
+// and for pp > 1 the powers of two v up to o.max_vp where the layer units
+// divide by pp x v and m by pp (interleaved 1F1B); o.fixed_vp alone when set.
+std::vector<int> chunk_counts(const SearchModel& m, const SearchOptions& o, int pp, int64_t mcount);
 // The Lagrangian grid (seconds per byte); 0 first: the fastest layouts.
 std::vector<double> lambda_grid(const SearchOptions& o);
 
@@ -134,8 +138,9 @@ std::vector<double> lambda_grid(const SearchOptions& o);
 class SpaceSize {
  public:
   SpaceSize(const SearchModel& m, const std::vector<OpRules>& rules) : m_(m), rules_(rules) {}
-  // Adds one (grid point, micro-batch scale, recompute) slice.
-  void add(int pp, int tp, int dp, double s, bool rc, bool dp_bad);
+  // Adds one (grid point, micro-batch scale, recompute) slice, with its
+  // chunks per rank (each a partition into pp x v stages).
+  void add(int pp, int tp, int dp, double s, bool rc, bool dp_bad, const std::vector<int>& vps);
   double all = -kInf, constrained = -kInf;
 
  private:
@@ -174,6 +179,7 @@ struct StageProblem {
   const std::vector<double>& cut_split;
   const CutBytes& cuts;
   double cap;
+  int vp = 1;  // chunks per rank: 1F1B (1) or interleaved 1F1B over pp x vp stages
 };
 // The best stage partition (step_time 0: none fits; a Megatron-style one is
 // returned even when it does not fit).

@@ -22,7 +22,9 @@ bool Candidate::replicated() const {
 
 std::string Candidate::describe() const {
   char buf[320];
-  std::snprintf(buf, sizeof buf, "pp %d x tp %d x dp %d, %lld micro-batch(es) of %lld%s%s%s%s", pp, tp, dp,
+  char inter[48] = "";
+  if (vp > 1) std::snprintf(inter, sizeof inter, ", interleaved v %d", vp);
+  std::snprintf(buf, sizeof buf, "pp %d x tp %d x dp %d%s, %lld micro-batch(es) of %lld%s%s%s%s", pp, tp, dp, inter,
                 static_cast<long long>(micro_batches), static_cast<long long>(micro_batch),
                 recompute ? ", recompute" : "", zero1 ? ", zero1" : "", seq ? ", sequence parallel" : "",
                 replicated() ? ", no op split (replicated)" : "");
@@ -33,13 +35,24 @@ namespace search_detail {
 
 namespace {
 
+struct Range {  // units a..b, one pipeline stage (a chunk, when interleaved)
+  int a, b;
+};
+
 class StagePartitioner {
  public:
-  explicit StagePartitioner(const StageProblem& p) : p_(p), U_(static_cast<int>(p.m.units.size())) {}
+  explicit StagePartitioner(const StageProblem& p)
+      : p_(p), U_(static_cast<int>(p.m.units.size())), v_(std::max(1, p.vp)), n_(p.gr.pp * std::max(1, p.vp)) {
+    // The packing asks for the same cuts many times (more of them with
+    // interleaving's pp x v stages): costed once here.
+    cut_.resize(std::max(0, U_ - 1));
+    for (int u = 0; u + 1 < U_; ++u) cut_[u] = cut_cost(u);
+  }
+
+  double cut_time(int u) const { return u < 0 || u >= U_ - 1 ? 0.0 : cut_[u]; }
 
   // The send of the activations crossing the cut after unit u (and back).
-  double cut_time(int u) const {
-    if (u < 0 || u >= U_ - 1) return 0.0;
+  double cut_cost(int u) const {
     const double s = p_.e.s;
     // Sequence-parallel tensors: each TP rank sends its slice, in parallel.
     double bytes = p_.cuts.batch[u] * s + p_.cuts.fixed[u] - p_.cut_split[u] * s * (1.0 - 1.0 / p_.gr.tp);
@@ -47,17 +60,40 @@ class StagePartitioner {
     return 2 * collective_time(p_.o.profile, Collective::SendRecv, bytes, pair);
   }
 
-  // Peak bytes per device of units a..b on stage `stage`.
+  // Peak bytes per device of units a..b on 1F1B stage `stage`: 1F1B keeps
+  // min(pp - s, m) micro-batches in flight on stage s.
   double stage_mem(int a, int b, int stage) const {
-    double param = 0, multi = 0, kept = 0, tr = 0, work = 0;
-    for (int u = a; u <= b; ++u) {
-      param += p_.sol[u]->second.param;
-      multi += p_.sol[u]->second.param_multi;
-      kept += p_.sol[u]->second.kept;
-      tr = std::max(tr, p_.sol[u]->second.transient);
-      work = std::max(work, p_.sol[u]->second.work);
-    }
     double inflight = p_.gr.pp > 1 ? static_cast<double>(std::min<int64_t>(p_.gr.pp - stage, p_.mcount)) : 1.0;
+    return mem_of({Range{a, b}}, inflight);
+  }
+
+  // Peak bytes per device of rank r holding the chunks `rs` under
+  // interleaved 1F1B. Megatron's schedule (the reference's definition,
+  // semantics/pipeline_schedule.cpp's interleaved_order) runs
+  // w = min(2(p - 1 - r) + (v - 1) p, m v) chunk forwards before rank r's
+  // first backward and one more in the steady state, so min(w + 1, m v)
+  // chunks' activations are live: (w + 1) / v micro-batches of the rank's
+  // whole activations, taking its chunks as even (on rank 0 that is
+  // (v p + p - 1) / v, the reference's p (1 + (p - 1) / (p v)) x A).
+  double rank_mem(const std::vector<Range>& rs, int r) const {
+    const int64_t p = p_.gr.pp;
+    const int64_t w = std::min<int64_t>(2 * (p - 1 - r) + (v_ - 1) * p, p_.mcount * v_);
+    const double chunks = static_cast<double>(std::min<int64_t>(w + 1, p_.mcount * v_));
+    return mem_of(rs, chunks / v_);
+  }
+
+  // Bytes per device of the units of `rs` with `inflight` micro-batches'
+  // activations kept.
+  double mem_of(const std::vector<Range>& rs, double inflight) const {
+    double param = 0, multi = 0, kept = 0, tr = 0, work = 0;
+    for (const Range& r : rs)
+      for (int u = r.a; u <= r.b; ++u) {
+        param += p_.sol[u]->second.param;
+        multi += p_.sol[u]->second.param_multi;
+        kept += p_.sol[u]->second.kept;
+        tr = std::max(tr, p_.sol[u]->second.transient);
+        work = std::max(work, p_.sol[u]->second.work);
+      }
     // Weights (+ a zero1 shard), the accumulated gradient (of the
     // shard) and one micro-batch's contributions at the element
     // size; fp32 optimizer state (+ fp32 master weights below fp32).
@@ -71,6 +107,11 @@ class StagePartitioner {
     return (param - multi) * per_param(zdiv()) + multi * per_param(1) + sb * (kept * inflight + tr + work);
   }
 
+  // One micro-batch's forward and backward through units a..b, with the
+  // sends at both ends. Interleaved, each of a rank's v chunks is a stage
+  // of its own and pays its own sends: v times 1F1B's pipeline sends
+  // (Narayanan et al., SC'21, section 2.2.2: the interleaved schedule's
+  // point-to-point communication grows by the factor v).
   double stage_time(int a, int b) const {
     double t = cut_time(a - 1) + cut_time(b);
     for (int u = a; u <= b; ++u) t += p_.sol[u]->second.time;
@@ -78,25 +119,34 @@ class StagePartitioner {
   }
 
   Candidate evaluate(const std::vector<int>& starts) const;
+  int stages() const { return n_; }
   Candidate exhaustive() const;
   Candidate bisect() const;
 
  private:
   double zdiv() const { return p_.z1 ? p_.gr.dp : 1; }
-  double stage_sync(int a, int b) const;
+  double rank_sync(const std::vector<Range>& rs) const;
+  // Whether units a..b fit as stage st while packing. Interleaved: a chunk
+  // shares its rank with v - 1 others not packed yet, so only the whole
+  // rank is held to the capacity, in evaluate.
+  bool packs(int a, int b, int st) const { return v_ > 1 || stage_mem(a, b, st) <= p_.cap; }
   bool pack(double T, std::vector<int>& starts) const;
   const StageProblem& p_;
   const int U_;
+  const int v_;              // chunks per rank
+  const int n_;              // pipeline stages: pp x v
+  std::vector<double> cut_;  // cut_cost per unit
 };
 
-// The gradient synchronisation of units a..b and the optimizer update.
-double StagePartitioner::stage_sync(int a, int b) const {
+// The gradient synchronisation of one rank's units and the optimizer update.
+double StagePartitioner::rank_sync(const std::vector<Range>& rs) const {
   double sdp = 0, stp = 0, par = 0;
-  for (int u = a; u <= b; ++u) {
-    sdp += p_.sol[u]->second.sync_dp;
-    stp += p_.sol[u]->second.sync_tp;
-    par += p_.sol[u]->second.param;
-  }
+  for (const Range& r : rs)
+    for (int u = r.a; u <= r.b; ++u) {
+      sdp += p_.sol[u]->second.sync_dp;
+      stp += p_.sol[u]->second.sync_tp;
+      par += p_.sol[u]->second.param;
+    }
   // No gradient to reduce, no collective: a TP group that splits no op
   // has no partial weight gradients, and was charged an allreduce's
   // latency for zero bytes (BERT tiny: 0.036 ms per step on 4 devices
@@ -116,6 +166,7 @@ Candidate StagePartitioner::evaluate(const std::vector<int>& starts) const {
   c.pp = gr.pp;
   c.tp = gr.tp;
   c.dp = gr.dp;
+  c.vp = v_;
   c.micro_batches = p_.mcount;
   c.micro_batch = p_.mb;
   c.recompute = p_.e.rc;
@@ -123,25 +174,42 @@ Candidate StagePartitioner::evaluate(const std::vector<int>& starts) const {
   c.seq = p_.e.seq;
   c.megatron = p_.megatron;
   c.unit_stage.assign(U_, 0);
-  double tmax = 0, tsum = 0, sync = 0, mem = 0;
+  // Per rank: its stages (v chunks when interleaved, chunk c on rank
+  // c % pp) and their time per micro-batch, sends included.
+  std::vector<std::vector<Range>> ranks(gr.pp);
+  std::vector<double> rank_time(gr.pp, 0.0);
+  double tsum = 0;
   const char* debug = std::getenv("NNS_SEARCH_DEBUG");
-  for (int st = 0; st < gr.pp; ++st) {
-    int a = starts[st], b = (st + 1 < gr.pp ? starts[st + 1] : U_) - 1;
+  for (int st = 0; st < n_; ++st) {
+    int a = starts[st], b = (st + 1 < n_ ? starts[st + 1] : U_) - 1;
     if (b < a) return Candidate{};
     for (int u = a; u <= b; ++u) c.unit_stage[u] = st;
     double t = stage_time(a, b);
-    tmax = std::max(tmax, t);
+    ranks[st % gr.pp].push_back(Range{a, b});
+    rank_time[st % gr.pp] += t;
     tsum += t;
-    mem = std::max(mem, stage_mem(a, b, st));
     if (debug && std::atoi(debug) >= 3)
-      std::fprintf(stderr, "  pp %d tp %d m %lld rc %d l%d stage %d: units %d..%d, %.4g ms, %.4g GiB\n", gr.pp, gr.tp,
-                   static_cast<long long>(p_.mcount), p_.e.rc, p_.li, st, a, b, t * 1e3, stage_mem(a, b, st) / (1 << 30));
-    sync = std::max(sync, stage_sync(a, b));
+      std::fprintf(stderr, "  pp %d v %d tp %d m %lld rc %d l%d stage %d: units %d..%d, %.4g ms\n", gr.pp, v_, gr.tp,
+                   static_cast<long long>(p_.mcount), p_.e.rc, p_.li, st, a, b, t * 1e3);
+  }
+  double tmax = 0, sync = 0, mem = 0;
+  for (int r = 0; r < gr.pp; ++r) {
+    tmax = std::max(tmax, rank_time[r]);
+    mem = std::max(mem, v_ > 1 ? rank_mem(ranks[r], r) : stage_mem(ranks[r][0].a, ranks[r][0].b, r));
+    sync = std::max(sync, rank_sync(ranks[r]));
   }
   c.stage_time = tmax;
   c.sync_time = sync;
-  c.step_time = static_cast<double>(p_.mcount - 1) * tmax + tsum + sync;
-  c.bubble = c.step_time > 0 ? (tsum - tmax) / c.step_time : 0;
+  // 1F1B: (m - 1) x the slowest stage + one micro-batch through every
+  // stage (the fill and drain). Interleaved 1F1B: each rank works m x its
+  // v chunks, and the fill and drain pass through chunks, each 1/v of a
+  // rank's time: m x tmax + (tsum - tmax) / v, so the bubble is
+  // (p - 1) / (v m) of the ideal step with even stages (Narayanan et al.,
+  // SC'21, section 2.2.2; the reference's interleaved bubble). With v = 1
+  // the two are the same.
+  const double m = static_cast<double>(p_.mcount);
+  c.step_time = v_ == 1 ? (m - 1) * tmax + tsum + sync : m * tmax + (tsum - tmax) / v_ + sync;
+  c.bubble = c.step_time > 0 ? (tsum - tmax) / v_ / c.step_time : 0;
   c.memory = mem;
   c.fits = mem <= p_.cap;
   if (!c.fits && !p_.megatron) c.step_time = 0;  // does not fit
@@ -151,7 +219,7 @@ Candidate StagePartitioner::evaluate(const std::vector<int>& starts) const {
 // Every partition (tests): the fastest that fits.
 Candidate StagePartitioner::exhaustive() const {
   Candidate best;
-  const int pp = p_.gr.pp;
+  const int pp = n_;
   std::vector<int> starts(pp, 0);
   std::function<void(int, int)> rec = [&](int st, int from) {
     if (st == pp) {
@@ -171,7 +239,7 @@ Candidate StagePartitioner::exhaustive() const {
 
 // Greedy packing under bottleneck T (stages take as many units as fit).
 bool StagePartitioner::pack(double T, std::vector<int>& starts) const {
-  const int pp = p_.gr.pp;
+  const int pp = n_;
   starts.clear();
   int a = 0;
   for (int st = 0; st < pp && a < U_; ++st) {
@@ -180,9 +248,9 @@ bool StagePartitioner::pack(double T, std::vector<int>& starts) const {
     // Grow while the units (and the cut before) fit, then give
     // back units until the send after the stage fits too.
     auto open = [&](int x, int y) { return stage_time(x, y) - cut_time(y); };
-    while (b + 1 < U_ && open(a, b + 1) <= T && stage_mem(a, b + 1, st) <= p_.cap) ++b;
+    while (b + 1 < U_ && open(a, b + 1) <= T && packs(a, b + 1, st)) ++b;
     while (b > a && stage_time(a, b) > T) --b;
-    if (stage_time(a, b) > T || stage_mem(a, b, st) > p_.cap) return false;
+    if (stage_time(a, b) > T || !packs(a, b, st)) return false;
     a = b + 1;
   }
   if (a < U_) return false;
@@ -229,7 +297,8 @@ Candidate partition_stages(const StageProblem& p) {
   // one needing the least memory, equal stages), for the comparison.
   if (p.megatron && best.step_time <= 0) {
     std::vector<int> starts;
-    for (int st = 0; st < p.gr.pp; ++st) starts.push_back(static_cast<int>(static_cast<int64_t>(st) * U / p.gr.pp));
+    const int n = sp.stages();
+    for (int st = 0; st < n; ++st) starts.push_back(static_cast<int>(static_cast<int64_t>(st) * U / n));
     best = sp.evaluate(starts);
   }
   if (std::getenv("NNS_SEARCH_DEBUG") && best.step_time <= 0)
@@ -272,11 +341,11 @@ void Ranking::finish(SearchResult& res, const SearchOptions& o, double cap) {
   std::stable_sort(found.begin(), found.end(), [](const Candidate& a, const Candidate& b) {
     return a.step_time != b.step_time ? a.step_time < b.step_time : a.memory < b.memory;
   });
-  // Distinct runners-up: one per (pp, tp, dp, m, rc, zero1).
-  std::set<std::tuple<int, int, int, int64_t, bool, bool>> seen;
+  // Distinct runners-up: one per (pp, v, tp, dp, m, rc, zero1).
+  std::set<std::tuple<int, int, int, int, int64_t, bool, bool>> seen;
   for (Candidate& c : found) {
     if (static_cast<int>(res.best.size()) >= std::max(1, o.top)) break;
-    if (!seen.insert({c.pp, c.tp, c.dp, c.micro_batches, c.recompute, c.zero1}).second) continue;
+    if (!seen.insert({c.pp, c.vp, c.tp, c.dp, c.micro_batches, c.recompute, c.zero1}).second) continue;
     res.best.push_back(std::move(c));
   }
   res.megatron.best = megatron;

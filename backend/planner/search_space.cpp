@@ -101,6 +101,24 @@ std::vector<int64_t> micro_batch_counts(const SearchOptions& o, int dp, int pp) 
   return pick;
 }
 
+std::vector<int> chunk_counts(const SearchModel& m, const SearchOptions& o, int pp, int64_t mcount) {
+  const int U = static_cast<int>(m.units.size());
+  int layers = 0;  // units of a layer (the ops between layers excluded)
+  for (const SearchUnit& u : m.units) layers += u.key.empty() ? 0 : 1;
+  // v > 1 needs m a multiple of pp (interleaved_order takes micro-batches
+  // in groups of pp) and at least one unit per chunk; the layers dividing
+  // evenly over the pp x v chunks keeps the chunks even, as the memory
+  // estimate assumes and as Megatron requires of its virtual stages.
+  auto allowed = [&](int v) {
+    return v == 1 || (pp > 1 && mcount % pp == 0 && pp * v <= U && layers > 0 && layers % (pp * v) == 0);
+  };
+  if (o.fixed_vp > 0) return allowed(o.fixed_vp) ? std::vector<int>{o.fixed_vp} : std::vector<int>{};
+  std::vector<int> vs{1};
+  for (int v = 2; v <= o.max_vp && pp > 1; v *= 2)
+    if (allowed(v)) vs.push_back(v);
+  return vs;
+}
+
 std::vector<double> lambda_grid(const SearchOptions& o) {
   return o.exhaustive ? std::vector<double>{0.0} : std::vector<double>{0, 1e-14, 1e-13, 3e-13, 1e-12, 3e-12, 1e-11, 1e-10};
 }
@@ -122,9 +140,12 @@ double SpaceSize::log_op_space(int tp, int dp, double s, bool rc, bool with_rule
 }
 
 // The space: op layouts x stage partitions (x zero1 on/off).
-void SpaceSize::add(int pp, int tp, int dp, double s, bool rc, bool dp_bad) {
+void SpaceSize::add(int pp, int tp, int dp, double s, bool rc, bool dp_bad, const std::vector<int>& vps) {
   const int U = static_cast<int>(m_.units.size());
-  double part = log10_binom(U - 1, pp - 1) + std::log10(2.0);
+  if (vps.empty()) return;
+  double part = -kInf;
+  for (int v : vps) part = log10_sum(part, log10_binom(U - 1, pp * v - 1));
+  part += std::log10(2.0);
   all = log10_sum(all, log_op_space(tp, dp, s, rc, false) + part);
   if (!dp_bad) constrained = log10_sum(constrained, log_op_space(tp, dp, s, rc, true) + part);
 }

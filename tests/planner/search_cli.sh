@@ -53,6 +53,44 @@ else
   echo "FAIL: swin tiny_pipe under 1600KiB: not a pipelined coshard plan"; grep -E '^# Found|^    \["' "$swin_pipe"; fail=1
 fi
 
+# Interleaved 1F1B (--vp 2): pp x 2 stages, stage c on rank c % pp, and
+# schedule("interleaved", stages, v = vp); checked and verified like the rest.
+plan examples/gpt.nns tiny_sc21_pp2_vp2 2 a100 --vp 2
+inter="$TMP/gpt_tiny_sc21_pp2_vp2_2.nns"
+inter_text=$(cat "$inter" 2>/dev/null)
+if grep -qE '^# Found by `nns plan`: pp 2 x tp 1 x dp 1, interleaved v 2,' <<<"$inter_text" &&
+   grep -q '^  schedule("interleaved", stages, v = vp)$' <<<"$inter_text" &&
+   grep -q '^  let vp = 2 ' <<<"$inter_text"; then
+  echo "ok: interleaved plan: v 2 chunks per rank, schedule(\"interleaved\")"
+else
+  echo "FAIL: --vp 2: no interleaved plan written"; grep -E '^# Found|schedule' "$inter"; fail=1
+fi
+# With tensor parallelism (a bound that only tp 2 meets) and with data
+# parallelism and zero1 (a looser one).
+plan examples/gpt.nns tiny_sc21_tp2_pp2_vp2 4 a100 --vp 2 --device-memory 3MiB
+grep -qE '^# Found by `nns plan`: pp 2 x tp 2 x dp 1, interleaved v 2,' "$TMP/gpt_tiny_sc21_tp2_pp2_vp2_4.nns" ||
+  { echo "FAIL: --vp 2 under 3MiB: not an interleaved tp 2 plan"; grep '^# Found' "$TMP/gpt_tiny_sc21_tp2_pp2_vp2_4.nns"; fail=1; }
+plan examples/gpt.nns tiny_sc21_tp2_pp2_vp2 4 a100 --vp 2 --device-memory 8MiB
+grep -qE '^# Found by `nns plan`: pp 2 x tp 1 x dp 2, interleaved v 2, .*zero1' "$TMP/gpt_tiny_sc21_tp2_pp2_vp2_4.nns" ||
+  { echo "FAIL: --vp 2 under 8MiB: not an interleaved dp 2 zero1 plan"; grep '^# Found' "$TMP/gpt_tiny_sc21_tp2_pp2_vp2_4.nns"; fail=1; }
+# --vp 0 is a usage error; --vp 8 (16 stages for 4 layers) allows no grid
+# point, and the search says so rather than blaming the memory.
+vp_errors() {
+  "$NNS" plan examples/gpt.nns --config tiny --gpus 2 --device a100 --vp 0 > "$TMP/vp.log" 2>&1
+  local rc=$?
+  [ "$rc" = 64 ] || { echo "FAIL: --vp 0 exited $rc, expected 64"; cat "$TMP/vp.log"; fail=1; }
+  "$NNS" plan examples/gpt.nns --config tiny_sc21_pp2_vp2 --gpus 2 --device a100 --vp 8 --no-check > "$TMP/vp.log" 2>&1
+  rc=$?
+  local log
+  log=$(cat "$TMP/vp.log")
+  if [ "$rc" = 65 ] && grep -q "no plan found: no grid point allows 8 pipeline chunks per rank" <<<"$log"; then
+    echo "ok: --vp 8 on 4 layers: no grid point allows it (exit 65)"
+  else
+    echo "FAIL: --vp 8 exited $rc"; cat "$TMP/vp.log"; fail=1
+  fi
+}
+vp_errors
+
 # --simulate: the plan lowered and replayed beside the prediction.
 if "$NNS" plan examples/gpt.nns --config tiny --gpus 4 --device a100 --device-memory 1500KiB --simulate > "$TMP/sim.log" 2>&1 &&
    grep -qE "^simulated \(nns simulate\): step [0-9.]+ ms; predicted by the search: [0-9.]+ ms" "$TMP/sim.log"; then

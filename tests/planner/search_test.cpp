@@ -281,3 +281,107 @@ TEST_CASE("constraint tables prune the space and the decisions obey them") {
   CHECK(linears > 0);
   CHECK(pruned.best[0].step_time >= free.best[0].step_time);
 }
+
+namespace {
+
+// kModel with 8 blocks: 8 layer units divide over 2 ranks x 2 or 4 chunks.
+std::string eight_layers() {
+  std::string s = kModel;
+  s.replace(s.find("layers = 3"), 10, "layers = 8");
+  return s;
+}
+
+// toy() with fast links: the sends between chunks cost little, so the
+// pipeline's bubble, not its sends, decides between the schedules.
+DeviceProfile fast_links() {
+  DeviceProfile p;
+  std::string err;
+  REQUIRE(parse_profile(R"({"name": "fast", "peak_flops": {"fp32": 1e9}, "memory_bytes": 1e9, "memory_bandwidth": 1e9,
+    "devices_per_node": 2, "intra_bandwidth": 1e13, "intra_latency": 1e-9, "inter_bandwidth": 1e13, "inter_latency": 1e-9})",
+                        p, err));
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("interleaved 1F1B: v chunks per rank where the layers divide, a smaller bubble, the plan's schedule") {
+  Loaded l;
+  load(l, eight_layers());
+  SearchOptions o;
+  o.gpus = 2;
+  o.profile = fast_links();
+  o.global_batch = 16;
+  o.memory_cap = 1e12;
+  o.top = 20;
+  o.fixed_micro_batches = 4;  // a multiple of pp = 2
+  SearchResult any = search_plans(l.model, o);
+  bool interleaved_seen = false;
+  for (const Candidate& c : any.best) interleaved_seen = interleaved_seen || c.vp > 1;
+  CHECK(interleaved_seen);  // searched without --vp
+
+  o.fixed_vp = 1;
+  SearchResult one = search_plans(l.model, o);
+  o.fixed_vp = 2;
+  SearchResult two = search_plans(l.model, o);
+  REQUIRE_FALSE(two.best.empty());
+  const Candidate* c1 = nullptr;
+  for (const Candidate& c : one.best)
+    if (c.pp == 2 && !c1) c1 = &c;
+  REQUIRE(c1 != nullptr);
+  const Candidate& c2 = two.best[0];
+  CHECK(c2.pp == 2);  // pp 1 has nothing to interleave
+  CHECK(c2.vp == 2);
+  CHECK(c2.micro_batches % c2.pp == 0);
+  // 4 chunks, contiguous, in order: chunk c on rank c % 2.
+  std::vector<int> units_per_chunk(4, 0);
+  for (size_t u = 0; u < c2.unit_stage.size(); ++u) {
+    REQUIRE(c2.unit_stage[u] >= 0);
+    REQUIRE(c2.unit_stage[u] < 4);
+    if (u) CHECK(c2.unit_stage[u] >= c2.unit_stage[u - 1]);
+    ++units_per_chunk[c2.unit_stage[u]];
+  }
+  for (int n : units_per_chunk) CHECK(n > 0);
+  // The bubble's time: (p - 1) / (v m) of the step instead of (p - 1) / m
+  // (near even chunks): interleaving halves it here.
+  const double bubble1 = c1->bubble * c1->step_time, bubble2 = c2.bubble * c2.step_time;
+  CHECK(bubble2 < 0.75 * bubble1);
+  CHECK(c2.step_time < c1->step_time);
+  // Interleaved warm-up keeps more micro-batches' activations on rank 0:
+  // (v p + p - 1) / v = 2.5 of them against 1F1B's p = 2.
+  CHECK(c2.memory > c1->memory);
+
+  std::string text = plan_text(l.model, c2, "found");
+  CHECK(text.find("let vp = 2") != std::string::npos);
+  CHECK(text.find("schedule(\"interleaved\", stages, v = vp)") != std::string::npos);
+  CHECK(text.find("schedule(\"1f1b\"") == std::string::npos);
+  CHECK(text.find("let s = c % pp") != std::string::npos);
+  size_t stages = 0;
+  for (size_t at = text.find("ops_of(["); at != std::string::npos; at = text.find("ops_of([", at + 1)) ++stages;
+  CHECK(stages == 4);
+  CHECK(c2.describe().find("interleaved v 2") != std::string::npos);
+
+  // v = 8 needs 16 chunks of 8 layers: not searched, so --vp 8 finds nothing.
+  o.fixed_vp = 8;
+  CHECK(search_plans(l.model, o).best.empty());
+  // 3 micro-batches do not go through the chunks in groups of 2.
+  o.fixed_vp = 2;
+  o.fixed_micro_batches = 0;
+  o.global_batch = 6;
+  SearchResult six = search_plans(l.model, o);
+  REQUIRE_FALSE(six.best.empty());
+  for (const Candidate& c : six.best) CHECK(c.micro_batches % 2 == 0);
+}
+
+TEST_CASE("interleaved 1F1B is not searched where the layers do not divide over the chunks") {
+  Loaded l;
+  load(l);  // 3 blocks
+  SearchOptions o;
+  o.gpus = 2;
+  o.profile = fast_links();
+  o.global_batch = 16;
+  o.memory_cap = 1e12;
+  o.top = 20;
+  SearchResult r = search_plans(l.model, o);
+  REQUIRE_FALSE(r.best.empty());
+  for (const Candidate& c : r.best) CHECK(c.vp == 1);
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The search's prediction for an interleaved plan against `nns simulate` of
+# the plan it writes (issue 31, item 3): `nns plan --vp 2 --simulate` on
+# small GPT configs must put the predicted step within 15% of the
+# simulated one (a ratio of two model figures, not a timing).
+#   bash tests/planner/search_interleaved.sh build/nns
+set -u
+NNS=${1:-build/nns}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail=0
+
+# agree CONFIG GPUS VP: the plan found must use VP chunks per rank and its
+# prediction lie within 15% of its simulation.
+agree() {
+  local config=$1 gpus=$2 vp=$3 out log line sim pred ratio
+  out="$TMP/${config}_$vp.nns"
+  log=$("$NNS" plan examples/gpt.nns --config "$config" --gpus "$gpus" --device a100 --vp "$vp" --top 1 --simulate --out "$out" 2>&1)
+  line=$(grep -E '^simulated \(nns simulate\): step [0-9.]+ ms; predicted by the search: [0-9.]+ ms' <<<"$log")
+  if [ -z "$line" ]; then
+    echo "FAIL: $config on $gpus --vp $vp: no simulated step"; echo "$log"; fail=1; return
+  fi
+  local found
+  found=$(grep -E '^# Found by `nns plan`' "$out")
+  if [ "$vp" -gt 1 ] && ! grep -q "interleaved v $vp," <<<"$found"; then
+    echo "FAIL: $config --vp $vp: the plan is not interleaved: $found"; fail=1; return
+  fi
+  sim=$(sed -E 's/.*step ([0-9.]+) ms;.*/\1/' <<<"$line")
+  pred=$(sed -E 's/.*search: ([0-9.]+) ms.*/\1/' <<<"$line")
+  ratio=$(awk -v p="$pred" -v s="$sim" 'BEGIN { printf "%.3f", p / s }')
+  if awk -v r="$ratio" 'BEGIN { exit !(r >= 0.85 && r <= 1.15) }'; then
+    echo "ok: $config on $gpus, v $vp: predicted $pred ms, simulated $sim ms, ratio $ratio (${found#\# Found by \`nns plan\`: })"
+  else
+    echo "FAIL: $config on $gpus, v $vp: predicted $pred ms, simulated $sim ms, ratio $ratio outside [0.85, 1.15]"; fail=1
+  fi
+}
+
+agree tiny_sc21_pp2_vp2 2 2
+[ "$fail" = 0 ] && echo "PASS: search interleaved"
+exit $fail
