@@ -137,4 +137,26 @@ TEST_CASE("device: sdpa under bf16 storage, cuDNN fused attention where a GPU ha
   }
 }
 
+// sdpa_bias under bf16 storage (T5's [h, s, t] bias over [b, h, s, t]
+// scores): cuDNN's bias input is not wired, so every backend declines it
+// and runs the own kernels, bit for bit with the cuDNN-off twin, within the
+// same bounds of the reference.
+TEST_CASE("device: sdpa_bias under bf16 storage runs the own kernels (cuDNN declines the bias)",
+          "[cuda][bf16][cudnn]") {
+  uint32_t seed = 7700;
+  const FusedCase fc{"T5 bias causal (declined)", {2, 4}, 64, 64, 64, 64, true, 0, false};
+  const sema::Shape qs = with(fc.lead, fc.s, fc.e), ks = with(fc.lead, fc.e, fc.t), vs = with(fc.lead, fc.t, fc.f),
+                    bs = with({4}, fc.s, fc.t), ys = with(fc.lead, fc.s, fc.f);
+  NodeCase fwd{"sdpa_bias",
+               {{"scale", 0.125}, {"causal", fc.causal}, {"period", fc.period}},
+               {bf16_exact(qs, ++seed), bf16_exact(ks, ++seed), bf16_exact(vs, ++seed), bf16_exact(bs, ++seed)},
+               {f32_zeros(ys)}};
+  const std::vector<HostTensor> y = run_case(reference_backend(), fwd);
+  check_fused(fc, "forward", fwd, y, {"out"}, kForwardTol);
+  HostTensor y16 = y[0];
+  for (float& v : y16.f) v = cpu::round_to_bf16(v);
+  NodeCase bwd = backward_case(fwd, {y16}, {bf16_exact(ys, ++seed)}, {1, 1, 1, 1});
+  check_fused(fc, "backward", bwd, run_case(reference_backend(), bwd), {"dq", "dkt", "dv", "dbias"}, kBackwardTol);
+}
+
 }  // namespace nns::backend::test
