@@ -169,8 +169,11 @@ void sdpa_fwd(const Call& c) {
   const AttentionDims d = attention_dims(c.in[0].shape, c.in[1].shape, c.in[2].shape);
   if (d.scores() == 0 || d.f == 0) return;
   const TensorView* bias = c.in.size() > 3 ? &c.in[3] : nullptr;
-  if (bias) decline_bias(c, {0, 1, 2});
-  else if (sdpa_fwd_cudnn(c, d)) return;
+  if (bias) {
+    decline_bias(c, {0, 1, 2});
+  } else if (sdpa_fwd_cudnn(c, d)) {
+    return;
+  }
   float* scaled = c.scratch.get<float>(d.scores());
   float* p = c.scratch.get<float>(d.scores());
   probabilities(c, c.in[0].f32(), c.in[1].f32(), d, c.attr_flag("causal"), static_cast<float>(c.attr_float("scale", 1)),
@@ -187,8 +190,11 @@ void sdpa_bwd(const Call& c) {
     if (dbias) kernels::fill(dbias, bias->numel(), 0.0f, c.stream);  // no scores: nothing to sum
     return;
   }
-  if (bias) decline_bias(c, {0, 1, 2, c.fwd_inputs() + c.fwd_outputs()});
-  else if (sdpa_bwd_cudnn(c, d, dq, dkt, dv)) return;
+  if (bias) {
+    decline_bias(c, {0, 1, 2, c.fwd_inputs() + c.fwd_outputs()});
+  } else if (sdpa_bwd_cudnn(c, d, dq, dkt, dv)) {
+    return;
+  }
   const bool causal = c.attr_flag("causal");
   const float scale = static_cast<float>(c.attr_float("scale", 1));
   const int64_t n = d.scores(), rows = d.batch * d.s;
