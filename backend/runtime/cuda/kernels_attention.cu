@@ -14,7 +14,9 @@
 // sdpa_bias adds its bias (input 3, broadcast over the leading dims) to the
 // scaled scores before the mask with the add node's kernel, and sums dbias
 // with add's backward (kernels_elementwise.cu): the CPU node's steps. It
-// runs on the own kernels only; cuDNN's bias input is not wired yet.
+// takes cuDNN's path like sdpa when the bias is stored in bf16 too and
+// plan_cudnn_sdpa_bias takes its shape (a [1, H, S, T] bias; dbias comes
+// back in bf16, summed by cuDNN); otherwise the own kernels run.
 #include <cmath>
 #include <initializer_list>
 
@@ -113,11 +115,16 @@ bool cudnn_forward(const Call& c, const CudnnSdpaPlan& p, float scale, CudnnForw
   f.k = k;
   f.o = c.scratch.get<uint16_t>(p.o_elems());
   f.stats = c.scratch.get<float>(p.stats_elems());
-  return c.dnn.sdpa_forward(p, scale, c.bf16_input(0), k, c.bf16_input(2), f.o, f.stats, c.scratch);
+  return c.dnn.sdpa_forward(p, scale, c.bf16_input(0), k, c.bf16_input(2), f.o, f.stats, c.scratch,
+                            p.bias ? c.bf16_input(3) : nullptr);
 }
 
-CudnnSdpaPlan cudnn_plan(const Call& c, const AttentionDims& d) {
-  return plan_cudnn_sdpa(d, c.attr_flag("causal"), c.attr_int_or("period", 0));
+// `bias`: sdpa_bias's input 3 (null for sdpa).
+CudnnSdpaPlan cudnn_plan(const Call& c, const AttentionDims& d, const TensorView* bias) {
+  const bool causal = c.attr_flag("causal");
+  const int64_t period = c.attr_int_or("period", 0);
+  if (!bias) return plan_cudnn_sdpa(d, causal, period);
+  return plan_cudnn_sdpa_bias(c.x(0).shape, d, causal, period, bias->shape);
 }
 
 bool stored_bf16(const Call& c, std::initializer_list<size_t> inputs) {
@@ -126,54 +133,44 @@ bool stored_bf16(const Call& c, std::initializer_list<size_t> inputs) {
   return true;
 }
 
-bool sdpa_fwd_cudnn(const Call& c, const AttentionDims& d) {
-  if (!stored_bf16(c, {0, 1, 2})) return false;
+bool sdpa_fwd_cudnn(const Call& c, const AttentionDims& d, const TensorView* bias) {
+  if (!stored_bf16(c, {0, 1, 2}) || (bias && !c.stored_bf16(3))) return false;
   CudnnForward f;
-  if (!cudnn_forward(c, cudnn_plan(c, d), static_cast<float>(c.attr_float("scale", 1)), f)) return false;
+  if (!cudnn_forward(c, cudnn_plan(c, d, bias), static_cast<float>(c.attr_float("scale", 1)), f)) return false;
   kernels::from_bf16(f.o, c.out[0].f32(), c.out[0].numel(), c.stream);
   return true;
 }
 
 // The backward on cuDNN: the forward graph recomputes o and the statistics
-// (the node keeps only q, kt, v), then the backward graph gives dq, dk, dv.
-bool sdpa_bwd_cudnn(const Call& c, const AttentionDims& d, float* dq, float* dkt, float* dv) {
+// (the node keeps only q, kt, v), then the backward graph gives dq, dk, dv
+// (and dbias).
+bool sdpa_bwd_cudnn(const Call& c, const AttentionDims& d, float* dq, float* dkt, float* dv, const TensorView* bias,
+                    float* dbias) {
   const size_t dy_index = c.fwd_inputs() + c.fwd_outputs();
-  if (!stored_bf16(c, {0, 1, 2, dy_index})) return false;
-  const CudnnSdpaPlan p = cudnn_plan(c, d);
+  if (!stored_bf16(c, {0, 1, 2, dy_index}) || (bias && !c.stored_bf16(3))) return false;
+  const CudnnSdpaPlan p = cudnn_plan(c, d, bias);
   const float scale = static_cast<float>(c.attr_float("scale", 1));
   CudnnForward f;
   if (!cudnn_forward(c, p, scale, f)) return false;
   uint16_t* dq16 = c.scratch.get<uint16_t>(p.q_elems());
   uint16_t* dk16 = c.scratch.get<uint16_t>(p.k_elems());
   uint16_t* dv16 = c.scratch.get<uint16_t>(p.v_elems());
+  uint16_t* dbias16 = p.bias ? c.scratch.get<uint16_t>(p.bias_elems()) : nullptr;
   if (!c.dnn.sdpa_backward(p, scale, c.bf16_input(0), f.k, c.bf16_input(2), f.o, c.bf16_input(dy_index), f.stats, dq16,
-                           dk16, dv16, c.scratch))
+                           dk16, dv16, c.scratch, p.bias ? c.bf16_input(3) : nullptr, dbias16))
     return false;
+  if (dbias) kernels::from_bf16(dbias16, dbias, p.bias_elems(), c.stream);
   if (dq) kernels::from_bf16(dq16, dq, p.q_elems(), c.stream);
   if (dkt) dk_bf16_to_dkt(dk16, dkt, d, c.stream);
   if (dv) kernels::from_bf16(dv16, dv, p.v_elems(), c.stream);
   return true;
 }
 
-// sdpa_bias under bf16 storage: cuDNN's bias input is not wired yet, so the
-// call declines with that reason (Dnn::attention_declined, NNS_CUDNN_TRACE)
-// and the own kernels run.
-void decline_bias(const Call& c, std::initializer_list<size_t> inputs) {
-  if (!stored_bf16(c, inputs)) return;
-  CudnnSdpaPlan p;
-  p.reason = "an additive bias (sdpa_bias): cuDNN's bias input is not wired yet";
-  c.dnn.sdpa_forward(p, 1.0f, nullptr, nullptr, nullptr, nullptr, nullptr, c.scratch);
-}
-
 void sdpa_fwd(const Call& c) {
   const AttentionDims d = attention_dims(c.in[0].shape, c.in[1].shape, c.in[2].shape);
   if (d.scores() == 0 || d.f == 0) return;
   const TensorView* bias = c.in.size() > 3 ? &c.in[3] : nullptr;
-  if (bias) {
-    decline_bias(c, {0, 1, 2});
-  } else if (sdpa_fwd_cudnn(c, d)) {
-    return;
-  }
+  if (sdpa_fwd_cudnn(c, d, bias)) return;
   float* scaled = c.scratch.get<float>(d.scores());
   float* p = c.scratch.get<float>(d.scores());
   probabilities(c, c.in[0].f32(), c.in[1].f32(), d, c.attr_flag("causal"), static_cast<float>(c.attr_float("scale", 1)),
@@ -190,11 +187,7 @@ void sdpa_bwd(const Call& c) {
     if (dbias) kernels::fill(dbias, bias->numel(), 0.0f, c.stream);  // no scores: nothing to sum
     return;
   }
-  if (bias) {
-    decline_bias(c, {0, 1, 2, c.fwd_inputs() + c.fwd_outputs()});
-  } else if (sdpa_bwd_cudnn(c, d, dq, dkt, dv)) {
-    return;
-  }
+  if (sdpa_bwd_cudnn(c, d, dq, dkt, dv, bias, dbias)) return;
   const bool causal = c.attr_flag("causal");
   const float scale = static_cast<float>(c.attr_float("scale", 1));
   const int64_t n = d.scores(), rows = d.batch * d.s;
