@@ -144,8 +144,8 @@ TEST_CASE("device: sdpa under bf16 storage, cuDNN fused attention where a GPU ha
 // along ([B, 1, S, T]) is declined and runs the own kernels. The same
 // checks as above: against the reference within its bounds, taken (differs
 // from the cuDNN-off twin) or declined (equal to it bit for bit). The host
-// model measured at most 2.47e-2 (T5's dbias, a sum over the batch of
-// bf16-rounded terms' inputs); the own kernels at most 3.4e-3.
+// model measured at most 2.47e-2 (T5's dbias); the own kernels at most
+// 3.4e-3.
 TEST_CASE("device: sdpa_bias under bf16 storage, the bias on cuDNN where its shape is [1, H, S, T]",
           "[cuda][bf16][cudnn]") {
   struct BiasCase {

@@ -199,7 +199,8 @@ const char* pass_name(Pass pass) { return pass == Pass::Forward ? "forward" : "b
 
 std::string shape_text(const CudnnSdpaPlan& p) {
   return "b " + std::to_string(p.b) + " h_q " + std::to_string(p.h_q) + " s_q " + std::to_string(p.s_q) + " s_kv " +
-         std::to_string(p.s_kv) + " d " + std::to_string(p.d_qk) + (p.causal ? " causal" : "");
+         std::to_string(p.s_kv) + " d " + std::to_string(p.d_qk) + (p.causal ? " causal" : "") +
+         (p.bias ? " bias" : "");
 }
 
 // Records why a call declined; NNS_CUDNN_TRACE=1 also prints each new
