@@ -45,6 +45,7 @@ GeneratedAnno swin_shift_mask(const OpCall& c);
 GeneratedAnno full(const OpCall& c);
 GeneratedAnno arange(const OpCall& c);
 GeneratedAnno t5_relative_bucket(const OpCall& c);
+GeneratedAnno sdpa_bias(const OpCall& c);
 GeneratedAnno cumsum(const OpCall& c);
 GeneratedAnno topk(const OpCall& c);
 GeneratedAnno gather(const OpCall& c);

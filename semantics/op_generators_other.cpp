@@ -134,6 +134,39 @@ GeneratedAnno t5_relative_bucket(const OpCall& c) {
   return {"-> q^ k^", {{"q", q}, {"k", k}}};
 }
 
+// sdpa_bias(q, kt, v, bias): sdpa's annotation with the additive bias
+// [..., s, t] broadcast (numpy, from the right) over q's leading dims. A
+// leading dim the bias lacks or has as 1 is absent or the literal 1 on its
+// side: splitting it replicates the bias (and leaves dbias partial sums over
+// it); a dim the bias shares (heads) splits the bias with q, kt and v.
+GeneratedAnno sdpa_bias(const OpCall& c) {
+  const Shape& q = tensor_shape(c, 0);
+  const Shape& bias = tensor_shape(c, 3);
+  if (q.size() < 2) throw OpArgError{"sdpa_bias: q must have at least 2 dims, got " + shape_to_string(q)};
+  if (bias.size() < 2 || bias.size() > q.size())
+    throw OpArgError{"sdpa_bias: bias " + shape_to_string(bias) + " must be [..., s, t] with at most q's " +
+                     std::to_string(q.size()) + " dims"};
+  const size_t lead = q.size() - 2, bias_lead = bias.size() - 2, skip = lead - bias_lead;
+  std::vector<std::string> l, lb;
+  for (size_t i = 0; i < lead; ++i) {
+    std::string id = q[i] == 1 ? "1" : id_name(static_cast<int>(i));
+    l.push_back(id);
+    if (i < skip) continue;
+    const int64_t b = bias[i - skip];
+    if (b != 1 && b != q[i])
+      throw OpArgError{"sdpa_bias: bias " + shape_to_string(bias) + " does not broadcast against q " +
+                       shape_to_string(q) + " (dim " + std::to_string(i - skip) + ": " + std::to_string(b) + " vs " +
+                       std::to_string(q[i]) + ")"};
+    lb.push_back(b == 1 ? "1" : id);
+  }
+  const std::string L = join(l), Lb = join(lb), sep = l.empty() ? "" : " ", sepb = lb.empty() ? "" : " ";
+  auto id = [&](size_t k) { return id_name(static_cast<int>(lead + k)); };
+  const std::string s = id(0) + "^", e = id(1) + "^", t = id(2) + "^", f = id(3);
+  return {L + sep + s + " " + e + ", " + L + sep + e + " " + t + ", " + L + sep + t + " " + f + ", " + Lb + sepb + s +
+              " " + t + " -> " + L + sep + s + " " + f,
+          {}};
+}
+
 // ---- scans, selection, indexed access, casts (issue 13) ---------------------------
 
 // x's dims with `dim` frozen (a scan or a selection moves data along it);

@@ -60,7 +60,7 @@ int64_t conv_macs(const BoundAnno& b, const OpCall& c) {
   return numel(out) * w[1] * w[2] * w[3];
 }
 
-// sdpa: q kt over [..., s, e] x [..., e, t], then p v over [..., s, t] x [..., t, f].
+// sdpa, sdpa_bias: q kt over [..., s, e] x [..., e, t], then p v over [..., s, t] x [..., t, f].
 int64_t sdpa_macs(const BoundAnno& b, const OpCall& c) {
   const Shape& q = tensor_shape(c, 0);
   const Shape& kt = tensor_shape(c, 1);
@@ -177,6 +177,7 @@ std::vector<OpRow> make_rows() {
   add("chunk", chunk);
   add("pad", pad);
   add("sdpa", nullptr, sdpa_macs);
+  add("sdpa_bias", sdpa_bias, sdpa_macs);
   add("conv2d", conv2d, conv_macs);
   add("conv2d_bias", conv2d_bias, conv_macs);
   add("max_pool2d", pool2d, pool_macs);

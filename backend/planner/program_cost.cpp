@@ -47,7 +47,7 @@ bool attr_true(const sema::OpNode& n, const std::string& key) {
 std::string op_class(const std::string& kind) {
   const std::string suffix = "_backward";
   if (ends_with(kind, suffix)) return op_class(kind.substr(0, kind.size() - suffix.size())) + suffix;
-  if (kind == "matmul" || kind == "bmm" || kind == "sdpa") return "attention";
+  if (kind == "matmul" || kind == "bmm" || kind == "sdpa" || kind == "sdpa_bias") return "attention";
   for (const char* m : {"linear", "matmul", "bmm", "einsum", "conv"})
     if (kind.find(m) != std::string::npos) return "matmul";
   if (kind.find("softmax") != std::string::npos) return "softmax";
@@ -76,13 +76,14 @@ NodeWork node_work(const sema::Graph& g, const sema::OpNode& n) {
     if (is_matrix_product(op_class(f.kind))) macs = static_cast<double>(f.macs) * static_cast<double>(n.outputs.size());
     // sdpa's backward recomputes q kt, then computes dv, dp, dq and dkt:
     // three products of q kt's size and two of p v's, 2.5 forwards at e = f.
-    if (f.kind == "sdpa") macs = 2.5 * static_cast<double>(f.macs);
+    if (f.kind == "sdpa" || f.kind == "sdpa_bias") macs = 2.5 * static_cast<double>(f.macs);
   }
   // Ops without a macs rule do about one operation per output element.
   w.flops = std::max(2.0 * macs, out_elems);
   const sema::OpNode& fwd =
       n.forward_of >= 0 && static_cast<size_t>(n.forward_of) < g.nodes().size() ? g.node(n.forward_of) : n;
-  if (fwd.kind == "sdpa") {  // the fused op itself: its products at the fused kernel's curve, where a profile has one
+  // The fused op itself: its products at the fused kernel's curve, where a profile has one.
+  if (fwd.kind == "sdpa" || fwd.kind == "sdpa_bias") {
     w.attention_part = NodeWork::AttentionPart::Product;
     w.causal = attr_true(fwd, "causal");
   } else if (const sema::OpNode* att = enclosing_attention(g, n)) {

@@ -30,7 +30,7 @@ bool weights_only(const SearchOp& op, const SearchChoice& c) {
 
 bool has_softmax(const SearchOp& op) {
   for (const NodeWork& w : op.parts)
-    if (w.op == "softmax" || w.kind == "sdpa") return true;
+    if (w.op == "softmax" || w.kind == "sdpa" || w.kind == "sdpa_bias") return true;
   return false;
 }
 

@@ -54,4 +54,36 @@ CudnnSdpaPlan plan_cudnn_sdpa(const AttentionDims& d, bool causal, int64_t perio
   return p;
 }
 
+CudnnSdpaPlan plan_cudnn_sdpa_bias(const sema::Shape& q, const AttentionDims& d, bool causal, int64_t period,
+                                   const sema::Shape& bias) {
+  CudnnSdpaPlan p = plan_cudnn_sdpa(d, causal, period);
+  if (!p.accepted) return p;
+  if (p.h_q != 1) return declined("grouped-query rows with a bias");
+  const size_t lead = q.size() - 2, skip = lead - (bias.size() - 2);
+  auto bias_dim = [&](size_t i) { return i < skip ? int64_t{1} : bias[i - skip]; };
+  // H: the dims from the first the bias shares to the end; B: those before.
+  size_t first_shared = lead;
+  for (size_t i = 0; i < lead && first_shared == lead; ++i)
+    if (q[i] > 1 && bias_dim(i) == q[i]) first_shared = i;
+  int64_t b = 1, h = 1;
+  for (size_t i = 0; i < lead; ++i) {
+    if (i < first_shared) {
+      b *= q[i];
+    } else if (bias_dim(i) != q[i]) {
+      return declined("a bias broadcast along a dim behind one it shares ([B, 1, S, T], not [1, H, S, T])");
+    } else {
+      h *= q[i];
+    }
+  }
+  p.b = b, p.h_q = p.h_k = h;
+  p.q = layout(b, h, d.s, d.e, h * d.s * d.e, d.s * d.e);
+  p.k = layout(b, h, d.t, d.e, h * d.t * d.e, d.t * d.e);
+  p.v = layout(b, h, d.t, d.f, h * d.t * d.f, d.t * d.f);
+  p.o = layout(b, h, d.s, d.f, h * d.s * d.f, d.s * d.f);
+  p.stats = layout(b, h, d.s, 1, h * d.s, d.s);
+  p.bias = true;
+  p.bias_layout = layout(1, h, d.s, d.t, h * d.s * d.t, d.s * d.t);
+  return p;
+}
+
 }  // namespace nns::backend

@@ -35,11 +35,14 @@ struct CudnnSdpaPlan {
   int64_t b = 0, h_q = 0, h_k = 0, s_q = 0, s_kv = 0, d_qk = 0, d_v = 0;
   bool causal = false;                  // top-left diagonal: query i sees keys j <= i (the CPU causal_mask)
   CudnnTensorLayout q, k, v, o, stats;  // stats: [B, H_q, S_q, 1] fp32
+  bool bias = false;                    // sdpa_bias: an additive bias after the scale
+  CudnnTensorLayout bias_layout;        // [1, H, S_q, S_kv] bf16 (and dBias, in the backward)
   int64_t q_elems() const { return b * h_q * s_q * d_qk; }
   int64_t k_elems() const { return b * h_k * s_kv * d_qk; }
   int64_t v_elems() const { return b * h_k * s_kv * d_v; }
   int64_t o_elems() const { return b * h_q * s_q * d_v; }
   int64_t stats_elems() const { return b * h_q * s_q; }
+  int64_t bias_elems() const { return h_q * s_q * s_kv; }
 };
 
 // The largest head dimension taken. cuDNN's attention support matrix (its
@@ -50,5 +53,14 @@ constexpr int64_t kCudnnSdpaMaxHeadDim = 128;
 
 // `period`: the node's attribute (0: none). Pure: no cuDNN, no device.
 CudnnSdpaPlan plan_cudnn_sdpa(const AttentionDims& d, bool causal, int64_t period);
+
+// sdpa_bias: q's leading dims split into B (those the bias is broadcast
+// along, in front) and H (those it shares, behind), so that the bias is
+// cuDNN's [1, H, S, T] (dBias: the scores' gradient summed over B). A bias
+// that shares a dim in front of one it is broadcast along (a per-sequence
+// bias shared by the heads) would be [B, 1, S, T]: declined, as are
+// grouped-query rows with a bias; both run the own kernels.
+CudnnSdpaPlan plan_cudnn_sdpa_bias(const sema::Shape& q, const AttentionDims& d, bool causal, int64_t period,
+                                   const sema::Shape& bias);
 
 }  // namespace nns::backend

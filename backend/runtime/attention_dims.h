@@ -22,6 +22,15 @@ inline AttentionDims attention_dims(const sema::Shape& q, const sema::Shape& kt,
   return d;
 }
 
+// The scores' shape [..., s, t] (q's leading dims): what sdpa_bias's bias
+// broadcasts against.
+inline sema::Shape scores_shape(const sema::Shape& q, const AttentionDims& d) {
+  sema::Shape s(q.begin(), q.end() - 2);
+  s.push_back(d.s);
+  s.push_back(d.t);
+  return s;
+}
+
 // The query position of score row i is i mod this: the `period` attribute
 // (grouped-query attention stacks its groups' queries), else s.
 inline int64_t mask_period(const NodeCall& c, const AttentionDims& d) {

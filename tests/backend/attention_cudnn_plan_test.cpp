@@ -103,4 +103,60 @@ TEST_CASE("cuDNN sdpa plan: shapes cuDNN does not take are declined with a reaso
   }
 }
 
+// sdpa_bias: the leading dims the bias is broadcast along become B, those it
+// shares H; the bias is [1, H, S, T], read where the node's bias holds it.
+TEST_CASE("cuDNN sdpa_bias plan: the bias's shared dims are the heads", "[cudnn_plan]") {
+  const int64_t batch = 2, heads = 4, s = 16, e = 64;
+  // T5: q [2, 4, 16, 64], bias [4, 16, 16].
+  const CudnnSdpaPlan p =
+      plan_cudnn_sdpa_bias({batch, heads, s, e}, dims(batch * heads, s, e, s, e), true, 0, {heads, s, s});
+  REQUIRE(p.accepted);
+  CHECK(p.bias);
+  CHECK(p.b == batch);
+  CHECK(p.h_q == heads);
+  CHECK(p.h_k == heads);
+  CHECK(p.bias_layout.dims == std::array<int64_t, 4>{1, heads, s, s});
+  CHECK(p.bias_elems() == heads * s * s);
+  for (int64_t b : {0L, batch - 1})
+    for (int64_t h : {0L, heads - 1}) {
+      // Element (b, h, i, x) of each view is the node's element at [b, h, i, x].
+      CHECK(at(p.q, b, h, 3, 5) == ((b * heads + h) * s + 3) * e + 5);
+      CHECK(at(p.k, b, h, 3, 5) == ((b * heads + h) * s + 3) * e + 5);
+      CHECK(at(p.o, b, h, 3, 5) == ((b * heads + h) * s + 3) * e + 5);
+      CHECK(at(p.stats, b, h, 3, 0) == (b * heads + h) * s + 3);
+      CHECK(at(p.bias_layout, 0, h, 3, 7) == (h * s + 3) * s + 7);
+    }
+  // Swin: q [b 2, nw 3, h 4, n, d], bias [3, 4, n, n] (with a leading 1): H = 12.
+  const CudnnSdpaPlan w = plan_cudnn_sdpa_bias({2, 3, 4, s, e}, dims(24, s, e, s, e), false, 0, {1, 3, 4, s, s});
+  REQUIRE(w.accepted);
+  CHECK(w.b == 2);
+  CHECK(w.h_q == 12);
+  // A bias of q's whole shape: B = 1, every leading dim a head.
+  const CudnnSdpaPlan full = plan_cudnn_sdpa_bias({2, 4, s, e}, dims(8, s, e, s, e), false, 0, {2, 4, s, s});
+  REQUIRE(full.accepted);
+  CHECK(full.b == 1);
+  CHECK(full.h_q == 8);
+  // [s, t] only: H = 1, every leading dim in B.
+  const CudnnSdpaPlan shared = plan_cudnn_sdpa_bias({2, 4, s, e}, dims(8, s, e, s, e), false, 0, {s, s});
+  REQUIRE(shared.accepted);
+  CHECK(shared.b == 8);
+  CHECK(shared.h_q == 1);
+}
+
+TEST_CASE("cuDNN sdpa_bias plan: biases that are not [1, H, S, T] are declined with a reason", "[cudnn_plan]") {
+  const int64_t s = 16, e = 64;
+  // Per sequence, shared by the heads: [B, 1, S, T].
+  CudnnSdpaPlan p = plan_cudnn_sdpa_bias({2, 4, s, e}, dims(8, s, e, s, e), false, 0, {2, 1, s, s});
+  CHECK_FALSE(p.accepted);
+  CHECK(p.reason.find("[B, 1, S, T]") != std::string::npos);
+  // Grouped-query rows.
+  p = plan_cudnn_sdpa_bias({8, 3 * s, e}, dims(8, 3 * s, e, s, e), true, s, {3 * s, s});
+  CHECK_FALSE(p.accepted);
+  CHECK(p.reason.find("grouped-query") != std::string::npos);
+  // What sdpa declines, sdpa_bias declines for the same reason.
+  p = plan_cudnn_sdpa_bias({2, 4, s, 20}, dims(8, s, 20, s, 20), false, 0, {4, s, s});
+  CHECK_FALSE(p.accepted);
+  CHECK(p.reason.find("multiple of 8") != std::string::npos);
+}
+
 }  // namespace nns::backend

@@ -68,6 +68,41 @@ TEST_CASE("cuDNN attention graphs: every operation finalizes on the host", "[cud
   }
 }
 
+// sdpa_bias: the bias added after the scale (one more operation in each
+// direction) and, in the backward, dBias's reduction over the batch.
+TEST_CASE("cuDNN attention graphs with a bias: every operation finalizes on the host", "[cudnn_graph]") {
+  struct BiasCase {
+    const char* name;
+    sema::Shape q, bias;
+    bool causal;
+  };
+  const BiasCase cases[] = {
+      {"T5 causal", {2, 8, 64, 64}, {8, 64, 64}, true},
+      {"Swin windows x heads", {2, 4, 3, 16, 32}, {4, 3, 16, 16}, false},
+  };
+  for (const BiasCase& c : cases) {
+    const AttentionDims d = attention_dims(c.q, {c.q[0], c.q.back(), c.q[c.q.size() - 2]}, c.q);
+    const CudnnSdpaPlan p = plan_cudnn_sdpa_bias(c.q, d, c.causal, 0, c.bias);
+    REQUIRE(p.accepted);
+    for (bool backward : {false, true}) {
+      INFO(c.name << (backward ? " backward" : " forward"));
+      dnn_graph::Graph g(nullptr);
+      SdpaGraph r;
+      if (backward)
+        add_backward_ops(g, p, r);
+      else
+        add_forward_ops(g, p, r);
+      INFO("cuDNN: " << g.error());
+      CHECK(g.ok());
+      const size_t mask = c.causal ? 4 : 0;
+      CHECK(g.operations() == (backward ? 17 + mask + 2 : 10 + mask + 1));
+      CHECK(r.bias != 0);
+      CHECK((r.dbias != 0) == backward);
+      if (backward) CHECK(r.dbias != r.bias);
+    }
+  }
+}
+
 // The check above can fail: an operation whose tensors do not fit is
 // refused at its finalize, and the builder keeps the first refusal.
 TEST_CASE("cuDNN attention graphs: a mismatched operation is refused with its reason", "[cudnn_graph]") {

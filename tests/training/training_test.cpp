@@ -133,6 +133,14 @@ TEST_CASE("gradcheck: shifted SwinBlock (roll, window partition, relative bias, 
                   layer_program("  b = SwinBlock(8, 4, 2, 2, 1)\n  fn forward(x) { return b(x) }", "[2, 16, 8]", "[2, 16, 8]"), 3);
 }
 
+TEST_CASE("gradcheck: shifted SwinBlock with fused attention (sdpa_bias of bias + mask)", "[gradcheck]") {
+  check_gradients(
+      "swinblock_fused",
+      layer_program("  b = SwinBlock(8, 4, 2, 2, 1, fused_attention = true)\n  fn forward(x) { return b(x) }",
+                    "[2, 16, 8]", "[2, 16, 8]"),
+      3);
+}
+
 TEST_CASE("gradcheck: conv2d with bias, stride and padding", "[gradcheck]") {
   check_gradients("conv",
                   layer_program("  param w: [4, 3, 3, 3] = normal(0.3)\n  param b: [4] = normal(0.3)\n"

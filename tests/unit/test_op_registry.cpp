@@ -201,6 +201,21 @@ TEST_CASE("op registry: maximum, minimum and comparisons broadcast like add", "[
   CHECK(*find_op_row("lt")->out_dtype == DType::F32);
 }
 
+// sdpa_bias: the bias splits with the leading dims it has (heads), is
+// replicated along those it lacks (batch) or holds as 1.
+TEST_CASE("op registry: sdpa_bias broadcasts its bias over the leading dims", "[op_registry]") {
+  Generated g = generate("sdpa_bias", {{2, 3, 5, 4}, {2, 3, 4, 6}, {2, 3, 6, 7}, {3, 5, 6}});
+  CHECK(g.canonical == "a b c^ d^, a b d^ e^, a b e^ f, b c^ e^ -> a b c^ f");
+  CHECK(g.bound.output_shapes == Shapes{{2, 3, 5, 7}});
+  g = generate("sdpa_bias", {{2, 3, 5, 4}, {2, 3, 4, 6}, {2, 3, 6, 7}, {2, 1, 5, 6}});
+  CHECK(g.canonical == "a b c^ d^, a b d^ e^, a b e^ f, a 1^ c^ e^ -> a b c^ f");
+  g = generate("sdpa_bias", {{5, 4}, {4, 6}, {6, 7}, {5, 6}});
+  CHECK(g.canonical == "a^ b^, b^ c^, c^ d, a^ c^ -> a^ d");
+  CHECK_THAT(arg_error("sdpa_bias", {{2, 3, 5, 4}, {2, 3, 4, 6}, {2, 3, 6, 7}, {4, 5, 6}}),
+             Contains("bias [4, 5, 6] does not broadcast against q [2, 3, 5, 4] (dim 0: 4 vs 3)"));
+  CHECK_THAT(arg_error("sdpa_bias", {{5, 4}, {4, 6}, {6, 7}, {2, 5, 6}}), Contains("must be [..., s, t]"));
+}
+
 TEST_CASE("op registry: where broadcasts all three operands", "[op_registry]") {
   Generated g = generate("where", {{4, 1}, {3}, {1, 1}});
   CHECK(g.canonical == "a 1^, b, 1^ 1^ -> a b");

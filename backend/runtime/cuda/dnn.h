@@ -78,13 +78,15 @@ class Dnn {
   // Fused attention on bf16 operands in the layouts of `p`
   // (attention_cudnn_plan.h): q, the [t, e] copy of kt, v; o [.., s, f] and
   // the softmax statistics (fp32, p.stats_elems(): what the backward reads).
+  // With p.bias, `bias` is sdpa_bias's bias in p.bias_layout (bf16).
   bool sdpa_forward(const CudnnSdpaPlan& p, float scale, const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                    uint16_t* o, float* stats, Scratch& scratch);
+                    uint16_t* o, float* stats, Scratch& scratch, const uint16_t* bias = nullptr);
   // dq, dk ([t, e]), dv from the forward's o and stats and the output
-  // gradient d_o (o's layout). Deterministic engines only.
+  // gradient d_o (o's layout). Deterministic engines only. With p.bias,
+  // also dbias (p.bias_layout, bf16) from `bias`.
   bool sdpa_backward(const CudnnSdpaPlan& p, float scale, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                      const uint16_t* o, const uint16_t* d_o, const float* stats, uint16_t* dq, uint16_t* dk,
-                     uint16_t* dv, Scratch& scratch);
+                     uint16_t* dv, Scratch& scratch, const uint16_t* bias = nullptr, uint16_t* dbias = nullptr);
   // Why the last attention call declined ("" when none has).
   std::string attention_declined() const;
   // Attention shapes and directions whose graph has been built or refused.

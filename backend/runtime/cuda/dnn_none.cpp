@@ -55,9 +55,10 @@ int64_t at(const CudnnTensorLayout& l, int64_t b, int64_t h, int64_t s, int64_t 
   return b * l.strides[0] + h * l.strides[1] + s * l.strides[2] + x * l.strides[3];
 }
 
-// The scaled, masked scores of query row i of (b, h) against every key.
-void scores(const CudnnSdpaPlan& p, float scale, const uint16_t* q, const uint16_t* k, int64_t b, int64_t h, int64_t i,
-            std::vector<float>& s) {
+// The scaled (plus the bias, with p.bias), masked scores of query row i of
+// (b, h) against every key.
+void scores(const CudnnSdpaPlan& p, float scale, const uint16_t* q, const uint16_t* k, const uint16_t* bias, int64_t b,
+            int64_t h, int64_t i, std::vector<float>& s) {
   const int64_t hk = h / (p.h_q / p.h_k);
   s.assign(static_cast<size_t>(p.s_kv), -INFINITY);
   for (int64_t j = 0; j < p.s_kv; ++j) {
@@ -66,16 +67,17 @@ void scores(const CudnnSdpaPlan& p, float scale, const uint16_t* q, const uint16
     for (int64_t x = 0; x < p.d_qk; ++x)
       acc += bf16_to_float(q[at(p.q, b, h, i, x)]) * bf16_to_float(k[at(p.k, b, hk, j, x)]);
     s[static_cast<size_t>(j)] = acc * scale;
+    if (p.bias) s[static_cast<size_t>(j)] += bf16_to_float(bias[at(p.bias_layout, 0, h, i, j)]);
   }
 }
 
 void model_forward(const CudnnSdpaPlan& p, float scale, const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                   uint16_t* o, float* stats) {
+                   const uint16_t* bias, uint16_t* o, float* stats) {
   std::vector<float> s;
   for (int64_t b = 0; b < p.b; ++b)
     for (int64_t h = 0; h < p.h_q; ++h)
       for (int64_t i = 0; i < p.s_q; ++i) {
-        scores(p, scale, q, k, b, h, i, s);
+        scores(p, scale, q, k, bias, b, h, i, s);
         float m = -INFINITY, l = 0;
         for (float x : s) m = std::fmax(m, x);
         for (float x : s) l += std::exp(x - m);
@@ -92,19 +94,21 @@ void model_forward(const CudnnSdpaPlan& p, float scale, const uint16_t* q, const
 }
 
 struct ModelGrads {
-  uint16_t *dq, *dk, *dv;
+  uint16_t *dq, *dk, *dv, *dbias;  // dbias: p.bias only
 };
 
 void model_backward(const CudnnSdpaPlan& p, float scale, const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                    const uint16_t* o, const uint16_t* d_o, const float* stats, ModelGrads g) {
-  // dK and dV sum over query rows and heads: fp32 accumulators, bf16 at the end.
+                    const uint16_t* o, const uint16_t* d_o, const float* stats, const uint16_t* bias, ModelGrads g) {
+  // dK, dV (and dBias) sum over query rows and heads (the batch): fp32
+  // accumulators, bf16 at the end.
   std::vector<float> dk(static_cast<size_t>(p.k_elems())), dv(static_cast<size_t>(p.v_elems()));
+  std::vector<float> dbias(p.bias ? static_cast<size_t>(p.bias_elems()) : 0);
   std::vector<float> s, ds(static_cast<size_t>(p.s_kv));
   for (int64_t b = 0; b < p.b; ++b)
     for (int64_t h = 0; h < p.h_q; ++h)
       for (int64_t i = 0; i < p.s_q; ++i) {
         const int64_t hk = h / (p.h_q / p.h_k);
-        scores(p, scale, q, k, b, h, i, s);
+        scores(p, scale, q, k, bias, b, h, i, s);
         float d = 0;  // rowsum(dO * O)
         for (int64_t x = 0; x < p.d_v; ++x)
           d += bf16_to_float(d_o[at(p.o, b, h, i, x)]) * bf16_to_float(o[at(p.o, b, h, i, x)]);
@@ -116,7 +120,9 @@ void model_backward(const CudnnSdpaPlan& p, float scale, const uint16_t* q, cons
             dp += dox * bf16_to_float(v[at(p.v, b, hk, j, x)]);
             dv[static_cast<size_t>(at(p.v, b, hk, j, x))] += cpu::round_to_bf16(pj) * dox;
           }
-          ds[static_cast<size_t>(j)] = pj * (dp - d) * scale;
+          const float ds_raw = pj * (dp - d);
+          if (p.bias) dbias[static_cast<size_t>(at(p.bias_layout, 0, h, i, j))] += ds_raw;
+          ds[static_cast<size_t>(j)] = ds_raw * scale;
         }
         for (int64_t x = 0; x < p.d_qk; ++x) {
           float acc = 0;
@@ -130,30 +136,31 @@ void model_backward(const CudnnSdpaPlan& p, float scale, const uint16_t* q, cons
       }
   for (size_t i = 0; i < dk.size(); ++i) g.dk[i] = bf16_bits(dk[i]);
   for (size_t i = 0; i < dv.size(); ++i) g.dv[i] = bf16_bits(dv[i]);
+  for (size_t i = 0; i < dbias.size(); ++i) g.dbias[i] = bf16_bits(dbias[i]);
 }
 
 }  // namespace
 
 bool Dnn::sdpa_forward(const CudnnSdpaPlan& p, float scale, const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                       uint16_t* o, float* stats, Scratch&) {
+                       uint16_t* o, float* stats, Scratch&, const uint16_t* bias) {
   if (!impl_->attention_model || !p.accepted) {
     impl_->attention_declined = !impl_->attention_model ? describe() : "shape not taken: " + p.reason;
     return false;
   }
   ++impl_->attention_calls;
-  model_forward(p, scale, q, k, v, o, stats);
+  model_forward(p, scale, q, k, v, bias, o, stats);
   return true;
 }
 
 bool Dnn::sdpa_backward(const CudnnSdpaPlan& p, float scale, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                         const uint16_t* o, const uint16_t* d_o, const float* stats, uint16_t* dq, uint16_t* dk,
-                        uint16_t* dv, Scratch&) {
+                        uint16_t* dv, Scratch&, const uint16_t* bias, uint16_t* dbias) {
   if (!impl_->attention_model || !p.accepted) {
     impl_->attention_declined = !impl_->attention_model ? describe() : "shape not taken: " + p.reason;
     return false;
   }
   ++impl_->attention_calls;
-  model_backward(p, scale, q, k, v, o, d_o, stats, ModelGrads{dq, dk, dv});
+  model_backward(p, scale, q, k, v, o, d_o, stats, bias, ModelGrads{dq, dk, dv, dbias});
   return true;
 }
 

@@ -3,12 +3,17 @@
 // composite operation graph that cuDNN's runtime fusion engine recognises as
 // flash attention — the form cudnn-frontend lowers its SDPA node to:
 //
-//   forward:  S = Q K^T (fp32) * scale; causal: where(row >= col, S, -inf);
+//   forward:  S = Q K^T (fp32) * scale [+ bias]; causal: where(row >= col, S, -inf);
 //             M = rowmax S, E = exp(S - M), L = rowsum E;
 //             stats = M + log L; O = (E / L) V
 //   backward: D = rowsum(dO * O); P = exp(mask(Q K^T * scale) - stats);
 //             dV = P^T dO; dS = P * (dO V^T - D) * scale;
 //             dK = dS^T Q; dQ = dS K
+//             [dBias = sum over B of P * (dO V^T - D)]
+//
+// sdpa_bias's bias is a [1, H, S, T] bf16 input added after the scale
+// (plan_cudnn_sdpa_bias), its gradient a reduction of the unscaled dS over
+// the batch into a [1, H, S, T] bf16 output. Neither has run on a GPU.
 //
 // cuDNN 9.19's single-operation SDPA descriptors (SDPA_FWD/BWD) have no
 // causal attribute (cudnn_graph.h: Q, K, V, O, stats, scale, block mask,
@@ -28,6 +33,8 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "backend/runtime/comm/env_vars.h"
 #include "backend/runtime/cuda/call.h"
@@ -47,7 +54,7 @@ namespace {
 enum class Pass { Forward = 10, Backward = 11 };
 
 ShapeKey attention_key(Pass pass, const CudnnSdpaPlan& p) {
-  return {static_cast<int>(pass), p.b, p.h_q, p.h_k, p.s_q, p.s_kv, p.d_qk, p.d_v, p.causal ? 1 : 0, 0};
+  return {static_cast<int>(pass), p.b, p.h_q, p.h_k, p.s_q, p.s_kv, p.d_qk, p.d_v, p.causal ? 1 : 0, p.bias ? 1 : 0};
 }
 
 Dims dims_of(const CudnnTensorLayout& l) { return {l.dims[0], l.dims[1], l.dims[2], l.dims[3]}; }
@@ -64,12 +71,19 @@ Tensor transposed_bf16(Graph& g, const CudnnTensorLayout& l) {
                   {l.strides[0], l.strides[1], l.strides[3], l.strides[2]}, CUDNN_DATA_BFLOAT16);
 }
 
-// The [B, H, Sq, T] scores, scaled, and causally masked when asked.
-Tensor scaled_scores(Graph& g, const CudnnSdpaPlan& p, const Tensor& q, const Tensor& kt, const Tensor& scale) {
+// The [B, H, Sq, T] scores, scaled, plus the bias (its uid into r.bias),
+// and causally masked when asked.
+Tensor scaled_scores(Graph& g, const CudnnSdpaPlan& p, const Tensor& q, const Tensor& kt, const Tensor& scale,
+                     SdpaGraph& r) {
   const Dims sdims{p.b, p.h_q, p.s_q, p.s_kv};
   Tensor s = g.virtual_tensor(sdims);
   g.matmul(q, kt, s);
   Tensor scaled = g.pointwise(CUDNN_POINTWISE_MUL, s, &scale);
+  if (p.bias) {
+    const Tensor bias = bf16_tensor(g, p.bias_layout);
+    scaled = g.pointwise(CUDNN_POINTWISE_ADD, scaled, &bias);
+    r.bias = bias.uid;
+  }
   if (!p.causal) return scaled;
   Tensor row = g.pointwise(CUDNN_POINTWISE_GEN_INDEX, scaled, nullptr, CUDNN_DATA_INT32, 2);
   Tensor col = g.pointwise(CUDNN_POINTWISE_GEN_INDEX, scaled, nullptr, CUDNN_DATA_INT32, 3);
@@ -85,7 +99,7 @@ Tensor scaled_scores(Graph& g, const CudnnSdpaPlan& p, const Tensor& q, const Te
 void add_forward_ops(Graph& g, const CudnnSdpaPlan& p, SdpaGraph& r) {
   const Tensor q = bf16_tensor(g, p.q), kt = transposed_bf16(g, p.k), v = bf16_tensor(g, p.v);
   const Tensor scale = g.scalar_input();
-  const Tensor s = scaled_scores(g, p, q, kt, scale);
+  const Tensor s = scaled_scores(g, p, q, kt, scale, r);
   // Softmax with its statistics (log-sum-exp per row), for the backward.
   const Dims rows{p.b, p.h_q, p.s_q, 1};
   Tensor max = g.virtual_tensor(rows);
@@ -131,7 +145,7 @@ void add_backward_ops(Graph& g, const CudnnSdpaPlan& p, SdpaGraph& r) {
   Tensor row_sum = g.tensor(rows, dnn_graph::packed(rows), CUDNN_DATA_FLOAT);
   g.pointwise(CUDNN_POINTWISE_MUL, d_raw, &one, nullptr, row_sum);
   // P recomputed from the statistics.
-  Tensor s = scaled_scores(g, p, q, kt, scale);
+  Tensor s = scaled_scores(g, p, q, kt, scale, r);
   Tensor shifted = g.pointwise(CUDNN_POINTWISE_SUB, s, &stats);
   Tensor probs = g.pointwise(CUDNN_POINTWISE_EXP, shifted);
   const Dims transposed{p.b, p.h_q, p.s_kv, p.s_q};
@@ -145,6 +159,11 @@ void add_backward_ops(Graph& g, const CudnnSdpaPlan& p, SdpaGraph& r) {
   g.matmul(d_o, vt, dp);
   Tensor centred = g.pointwise(CUDNN_POINTWISE_SUB, dp, &row_sum);
   Tensor ds_raw = g.pointwise(CUDNN_POINTWISE_MUL, centred, &probs);
+  if (p.bias) {  // dBias: the unscaled dS summed over the batch
+    const Tensor dbias = bf16_tensor(g, p.bias_layout);
+    g.reduction(CUDNN_REDUCE_TENSOR_ADD, ds_raw, dbias);
+    r.dbias = dbias.uid;
+  }
   Tensor ds = g.pointwise(CUDNN_POINTWISE_MUL, ds_raw, &scale);
   Tensor ds_t = g.virtual_tensor(transposed, transposed_strides, CUDNN_DATA_BFLOAT16);
   g.reshape(ds, ds_t);
@@ -180,7 +199,8 @@ const char* pass_name(Pass pass) { return pass == Pass::Forward ? "forward" : "b
 
 std::string shape_text(const CudnnSdpaPlan& p) {
   return "b " + std::to_string(p.b) + " h_q " + std::to_string(p.h_q) + " s_q " + std::to_string(p.s_q) + " s_kv " +
-         std::to_string(p.s_kv) + " d " + std::to_string(p.d_qk) + (p.causal ? " causal" : "");
+         std::to_string(p.s_kv) + " d " + std::to_string(p.d_qk) + (p.causal ? " causal" : "") +
+         (p.bias ? " bias" : "");
 }
 
 // Records why a call declined; NNS_CUDNN_TRACE=1 also prints each new
@@ -235,33 +255,30 @@ void* mut(const void* p) { return const_cast<void*>(p); }
 }  // namespace
 
 bool Dnn::sdpa_forward(const CudnnSdpaPlan& p, float scale, const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                       uint16_t* o, float* stats, Scratch& scratch) {
+                       uint16_t* o, float* stats, Scratch& scratch, const uint16_t* bias) {
   std::shared_ptr<SdpaGraph> sg = attention_graph(*impl_, Pass::Forward, p);
   if (!sg) return false;
-  return run(*impl_, Pass::Forward, *sg,
-             {{sg->q, mut(q)}, {sg->k, mut(k)}, {sg->v, mut(v)}, {sg->o, o}, {sg->stats, stats}, {sg->scale, &scale}},
-             scratch);
+  std::vector<std::pair<int64_t, void*>> data = {{sg->q, mut(q)}, {sg->k, mut(k)},    {sg->v, mut(v)},
+                                                 {sg->o, o},      {sg->stats, stats}, {sg->scale, &scale}};
+  if (p.bias) data.push_back({sg->bias, mut(bias)});
+  return run(*impl_, Pass::Forward, *sg, data, scratch);
 }
 
 bool Dnn::sdpa_backward(const CudnnSdpaPlan& p, float scale, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                         const uint16_t* o, const uint16_t* d_o, const float* stats, uint16_t* dq, uint16_t* dk,
-                        uint16_t* dv, Scratch& scratch) {
+                        uint16_t* dv, Scratch& scratch, const uint16_t* bias, uint16_t* dbias) {
   std::shared_ptr<SdpaGraph> sg = attention_graph(*impl_, Pass::Backward, p);
   if (!sg) return false;
   float* row_sum = scratch.get<float>(p.stats_elems());
-  return run(*impl_, Pass::Backward, *sg,
-             {{sg->q, mut(q)},
-              {sg->k, mut(k)},
-              {sg->v, mut(v)},
-              {sg->o, mut(o)},
-              {sg->d_o, mut(d_o)},
-              {sg->stats, mut(stats)},
-              {sg->scale, &scale},
-              {sg->dq, dq},
-              {sg->dk, dk},
-              {sg->dv, dv},
-              {sg->row_sum, row_sum}},
-             scratch);
+  std::vector<std::pair<int64_t, void*>> data = {{sg->q, mut(q)},     {sg->k, mut(k)},       {sg->v, mut(v)},
+                                                 {sg->o, mut(o)},     {sg->d_o, mut(d_o)},   {sg->stats, mut(stats)},
+                                                 {sg->scale, &scale}, {sg->dq, dq},          {sg->dk, dk},
+                                                 {sg->dv, dv},        {sg->row_sum, row_sum}};
+  if (p.bias) {
+    data.push_back({sg->bias, mut(bias)});
+    data.push_back({sg->dbias, dbias});
+  }
+  return run(*impl_, Pass::Backward, *sg, data, scratch);
 }
 
 std::string Dnn::attention_declined() const {

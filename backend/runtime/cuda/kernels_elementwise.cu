@@ -472,6 +472,18 @@ void to_i32_fwd(const Call& c) {
 
 }  // namespace
 
+// The add node's kernels for a fused node's bias (kernels_attention.cu's
+// sdpa_bias): y = x + bias with bias broadcast to x's shape, and dbias, dy
+// summed over the dims bias was broadcast along, as add's backward sums it.
+void add_broadcast(const Call& c, const float* x, const sema::Shape& xs, const float* bias, const sema::Shape& bs,
+                   float* y) {
+  ew::binary(BinaryOp::add, x, bias, y, ew::broadcast_walk(c.node.name, {&xs, &bs}, 0), c.stream);
+}
+void add_broadcast_grad(const Call& c, const sema::Shape& xs, const sema::Shape& bs, const float* dy, float* dbias) {
+  ew::binary_backward(BinaryOp::add, 1, nullptr, nullptr, dy, dbias, ew::broadcast_walk(c.node.name, {&xs, &bs}, 2),
+                      c.stream);
+}
+
 void register_elementwise_kernels(KernelTable& t) {
   for (const char* k : {"gelu", "gelu_tanh", "relu", "sigmoid", "tanh", "silu", "exp", "log", "sqrt", "rsqrt", "abs",
                         "neg", "sin", "cos", "pow_scalar"}) {
