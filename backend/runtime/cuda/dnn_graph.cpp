@@ -51,15 +51,28 @@ void Graph::finalize(cudnnBackendDescriptor_t d, const char* what) {
   fail(cudnnBackendFinalize(d), what);
 }
 
-Tensor Graph::tensor(const Dims& dims, const Dims& strides, cudnnDataType_t type) {
-  Tensor t{make(CUDNN_BACKEND_TENSOR_DESCRIPTOR, "tensor descriptor"), next_uid_++, dims, strides};
-  set(t.desc, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type, "tensor data type");
-  set(t.desc, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims.data(), "tensor dims");
-  set(t.desc, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides.data(), "tensor strides");
-  set(t.desc, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &t.uid, "tensor uid");
-  set(t.desc, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &kAlignment, "tensor alignment");
-  finalize(t.desc, "tensor finalize");
+// Every tensor descriptor: type, dims, strides, uid and alignment, plus at
+// most one flag (virtual, or by value), finalized. `kind` names it in a
+// decline's reason.
+Tensor Graph::describe_tensor(const Dims& dims, const Dims& strides, cudnnDataType_t type, const char* kind,
+                              const cudnnBackendAttributeName_t* flag) {
+  const std::string k = kind;
+  Tensor t{make(CUDNN_BACKEND_TENSOR_DESCRIPTOR, (k + " descriptor").c_str()), next_uid_++, dims, strides};
+  set(t.desc, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type, (k + " data type").c_str());
+  set(t.desc, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims.data(), (k + " dims").c_str());
+  set(t.desc, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides.data(), (k + " strides").c_str());
+  set(t.desc, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &t.uid, (k + " uid").c_str());
+  set(t.desc, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &kAlignment, (k + " alignment").c_str());
+  if (flag) {
+    const bool yes = true;
+    set(t.desc, *flag, CUDNN_TYPE_BOOLEAN, 1, &yes, (k + " flag").c_str());
+  }
+  finalize(t.desc, (k + " finalize").c_str());
   return t;
+}
+
+Tensor Graph::tensor(const Dims& dims, const Dims& strides, cudnnDataType_t type) {
+  return describe_tensor(dims, strides, type, "tensor", nullptr);
 }
 
 Tensor Graph::virtual_tensor(const Dims& dims, cudnnDataType_t type) {
@@ -67,31 +80,14 @@ Tensor Graph::virtual_tensor(const Dims& dims, cudnnDataType_t type) {
 }
 
 Tensor Graph::virtual_tensor(const Dims& dims, const Dims& strides, cudnnDataType_t type) {
-  Tensor t{make(CUDNN_BACKEND_TENSOR_DESCRIPTOR, "virtual tensor descriptor"), next_uid_++, dims, strides};
-  const bool yes = true;
-  set(t.desc, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type, "virtual tensor data type");
-  set(t.desc, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims.data(), "virtual tensor dims");
-  set(t.desc, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides.data(), "virtual tensor strides");
-  set(t.desc, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &t.uid, "virtual tensor uid");
-  set(t.desc, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &kAlignment, "virtual tensor alignment");
-  set(t.desc, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &yes, "tensor is virtual");
-  finalize(t.desc, "virtual tensor finalize");
-  return t;
+  const cudnnBackendAttributeName_t is_virtual = CUDNN_ATTR_TENSOR_IS_VIRTUAL;
+  return describe_tensor(dims, strides, type, "virtual tensor", &is_virtual);
 }
 
 Tensor Graph::scalar_input() {
   const Dims one{1, 1, 1, 1};
-  Tensor t{make(CUDNN_BACKEND_TENSOR_DESCRIPTOR, "scalar descriptor"), next_uid_++, one, one};
-  const cudnnDataType_t type = CUDNN_DATA_FLOAT;
-  const bool yes = true;
-  set(t.desc, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type, "scalar data type");
-  set(t.desc, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, one.data(), "scalar dims");
-  set(t.desc, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, one.data(), "scalar strides");
-  set(t.desc, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &t.uid, "scalar uid");
-  set(t.desc, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &kAlignment, "scalar alignment");
-  set(t.desc, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &yes, "scalar by value");
-  finalize(t.desc, "scalar finalize");
-  return t;
+  const cudnnBackendAttributeName_t by_value = CUDNN_ATTR_TENSOR_IS_BY_VALUE;
+  return describe_tensor(one, one, CUDNN_DATA_FLOAT, "scalar", &by_value);
 }
 
 Tensor Graph::constant(float value) {

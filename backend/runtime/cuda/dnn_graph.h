@@ -81,6 +81,8 @@ class Graph {
   void set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type,
            int64_t count, const void* values, const char* what);
   void finalize(cudnnBackendDescriptor_t d, const char* what);
+  Tensor describe_tensor(const Dims& dims, const Dims& strides, cudnnDataType_t type, const char* kind,
+                         const cudnnBackendAttributeName_t* flag);
   bool fail(cudnnStatus_t s, const char* what);
   void add_op(cudnnBackendDescriptor_t op) { ops_.push_back(op); }
   bool try_config(cudnnBackendDescriptor_t config, bool deterministic);
