@@ -146,6 +146,7 @@ void region_forward(RankBuild& R, int region, int mb) {
   std::unordered_map<int, int> again = *R.fwd_value;  // outside values stay as the forward left them
   for (int node : R.A.regions.ops[static_cast<size_t>(region)]) {
     int i = R.A.op_of_node[static_cast<size_t>(node)];
+    if (!visit_op(R, mb, i, WalkPlan::Recompute)) continue;
     // (an op without backward is made again only for the ops after it:
     // forward_op frees its kernels at once)
     forward_op(R, R.A.ops[static_cast<size_t>(i)], R.op_kernels[static_cast<size_t>(i)], mb, again, true);
@@ -315,28 +316,26 @@ void micro_batch(RankBuild& R, int mb) {
   R.fwd_value = &value;
   int loss_op = -1;
   for (size_t i = 0; i < R.A.ops.size(); ++i) {
+    const bool makes_loss = loss_op < 0 && R.g.loss >= 0 && R.g.tensor(R.g.loss).producer == R.A.ops[i].node;
+    if (makes_loss) loss_op = static_cast<int>(i);
+    if (!visit_op(R, mb, static_cast<int>(i), WalkPlan::Forward)) continue;
     R.open_block(mb, static_cast<int>(i), sema::PipeTask::F);
     forward_op(R, R.A.ops[i], R.op_kernels[i], mb, value);
-    if (loss_op < 0 && R.g.loss >= 0 && R.g.tensor(R.g.loss).producer == R.A.ops[i].node) {
-      loss_op = static_cast<int>(i);
-      if (auto it = value.find(R.g.loss); it != value.end() && R.label(it->second).replica_index == 0) R.emit(PInstr::LossShare, mb).a = it->second;
-    }
+    if (makes_loss)
+      if (auto it = value.find(R.g.loss); it != value.end() && R.label(it->second).replica_index == 0)
+        R.emit(PInstr::LossShare, mb).a = it->second;
   }
   // A parameter's gradient is final once the first op (in forward order)
   // that reads it has run its backward: it goes into the step's sum there,
   // in that op's block, so that it is ready for its reduction while the
   // rest of the backward runs (and its contribution buffer goes early).
-  std::unordered_map<int, size_t> first_reader;  // param tensor -> op index
-  for (size_t i = 0; i < R.A.ops.size(); ++i)
-    if (R.A.ops[i].backward)
-      for (int t : R.g.node(R.A.ops[i].node).inputs)
-        if (R.g.tensor(t).kind == sema::TensorKind::Param) first_reader.emplace(t, i);
+  const std::unordered_map<int, size_t>& first_reader = R.A.first_reader;
   for (size_t i = R.A.ops.size(); i-- > 0;) {
     if (static_cast<int>(i) == loss_op) {
       R.open_block(mb, static_cast<int>(i), sema::PipeTask::B);
       seed_loss_gradient(R, mb, grad);
     }
-    if (!R.A.ops[i].backward) continue;
+    if (!R.A.ops[i].backward || !visit_op(R, mb, static_cast<int>(i), WalkPlan::Backward)) continue;
     backward_op(R, static_cast<int>(i), R.op_kernels[i], mb, grad);
     for (int t : R.g.node(R.A.ops[i].node).inputs) {
       auto fr = first_reader.find(t);
@@ -379,6 +378,7 @@ void accumulate_param_gradient(RankBuild& R, int tensor, int from, int mb) {
 
 void emit_micro_batches(RankBuild& R) {
   for (int mb = 0; mb < static_cast<int>(R.spec.micro_batches); ++mb) micro_batch(R, mb);
+  end_walk(R);
   R.close_blocks();
 }
 

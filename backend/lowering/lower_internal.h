@@ -42,6 +42,7 @@ struct PlanAnalysis {
   std::vector<int> op_of_node;  // node -> index into ops (-1: not a top-level op)
   sema::RecomputeRegions regions;  // recompute regions (activation checkpointing), by node
   std::vector<int> readers;        // per tensor: how many op inputs read it through their own edge (not a shared one)
+  std::unordered_map<int, size_t> first_reader;  // parameter -> the first op with a backward that reads it
   std::map<const CommEdge*, int> bucket_of;  // deferred parameter-gradient edges -> bucket (key order)
   int buckets = 0;
   std::vector<const AdapterStep*> bucket_step;  // per bucket: the allreduce step of one of its edges (its groups)
@@ -106,6 +107,10 @@ struct PlanAnalysis {
         if (!ops.back().in_edge[k] || ops.back().in_edge[k]->shared_with < 0)
           ++readers[static_cast<size_t>(g.node(n).inputs[k])];
     }
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].backward)
+        for (int t : g.node(ops[i].node).inputs)
+          if (g.tensor(t).kind == sema::TensorKind::Param) first_reader.emplace(t, i);
     for (auto& [t, l] : storage)
       for (const LayoutFactor& f : l.factors)
         if (f.kind == LayoutFactor::V) fail(g.tensor(t).name + ": a plan that splits a parameter or input by value is not executable");
@@ -233,6 +238,34 @@ struct GroupTable {
   }
 };
 
+// ---- which ops a rank walks (lower_walk.cpp) ---------------------------------------------------
+// Every rank derives its program from one global sequence (lower_plan.h),
+// but most of that sequence is about other ranks: on a 64-stage pipeline a
+// rank runs 1/64 of the ops, and walking the rest cost ranks x ops x
+// micro-batches, what kept simulating Megatron's deep pipelines at minutes
+// (issue 31). A rank walks only the ops it can emit something for. The one
+// thing the rest of the walk made was the send/recv tag counter, which must
+// agree on both ends of a transfer: it is the same on every rank at every
+// point of the sequence, so one walk by a rank that holds nothing records it
+// at each op visit, and the others take it from there.
+struct WalkPlan {
+  enum Phase { Forward = 0, Backward = 1, Recompute = 2 };
+  int ops = 0, micro_batches = 0;
+  // [device][op]: the device runs a piece of op, holds a piece of one of
+  // its operands or input gradients, or takes part in an edge of it (or in
+  // an edge sharing a transfer with one of its edges, or in any op of its
+  // recompute region). Only such a device can emit anything for the op.
+  std::vector<std::vector<char>> walks;
+  // The tag counter when every rank's full walk enters op `op` in `phase`
+  // of micro-batch mb, and after the last micro-batch.
+  std::vector<uint32_t> tag_at;
+  uint32_t tag_end = 0;
+  size_t index(int mb, int op, Phase phase) const {
+    return (static_cast<size_t>(mb) * static_cast<size_t>(ops) + static_cast<size_t>(op)) * 3 +
+           static_cast<size_t>(phase);
+  }
+};
+
 // ---- one rank under construction ------------------------------------------------------------
 // The state the lowering passes of one rank (lower_rank.cpp lists them)
 // read and extend: the program so far and the maps that tie the plan's
@@ -254,6 +287,11 @@ struct RankBuild {
   GroupTable& groups;
   int devices;  // per plan replica
   RankProgram P;
+  // lower_walk.cpp: the ops this rank walks and the tags it takes (null:
+  // every op, counting tags itself, as the rank recording a WalkPlan and
+  // the tests do); `recording`: the walk that fills in walk's tags.
+  const WalkPlan* walk = nullptr;
+  WalkPlan* recording = nullptr;
 
   // Kernels (lower_kernels.cpp).
   std::vector<std::vector<int>> op_kernels;      // per analysed op: this rank's kernels
@@ -393,8 +431,20 @@ const std::vector<LoweringPass>& lowering_passes();
 // program.
 void run_lowering_passes(RankBuild& R);
 
-// Lowers rank `rank` (device rank % devices of replica rank / devices).
-RankProgram lower_rank(const PlanAnalysis& analysis, const sema::TrainSpec& spec, const LowerOptions& opts, GroupTable& groups, int devices,
-                       int rank);
+// Lowers rank `rank` (device rank % devices of replica rank / devices),
+// walking the ops `walk` gives it (null: every op).
+RankProgram lower_rank(const PlanAnalysis& analysis, const sema::TrainSpec& spec, const LowerOptions& opts,
+                       GroupTable& groups, int devices, int rank, const WalkPlan* walk = nullptr);
+
+// lower_walk.cpp: the WalkPlan of `analysis` for plan replicas of
+// `devices` devices (the tags recorded by lowering a rank that holds nothing).
+WalkPlan plan_walk(const PlanAnalysis& analysis, const sema::TrainSpec& spec, const LowerOptions& opts,
+                   GroupTable& groups, int devices);
+// Whether R walks op i of micro-batch mb in `phase`; sets R.tag to the
+// counter every rank has there (or records it, or, with
+// LowerOptions::walk_every_op, checks it).
+bool visit_op(RankBuild& R, int mb, int i, WalkPlan::Phase phase);
+// After the last micro-batch: R.tag as every rank has it there.
+void end_walk(RankBuild& R);
 
 }  // namespace nns::backend::detail

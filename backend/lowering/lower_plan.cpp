@@ -45,6 +45,7 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
   for (int r = 0; r < ranks; ++r)
     if ((opts.only_rank < 0 || r == opts.only_rank) && (opts.first_ranks <= 0 || r < opts.first_ranks)) todo.push_back(r);
   out.programs.resize(todo.size());
+  const detail::WalkPlan walk = detail::plan_walk(analysis, spec, opts, groups, out.devices);
   // Ranks are independent given the shared analysis: lowered on all cores
   // when there are many and no elaborator (the interpreter is not
   // thread-safe). Group ids then depend on the interleaving; every rank
@@ -56,7 +57,7 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
     try {
       for (size_t i = t; i < todo.size() && !timed_out; i += threads) {
         sema::CheckDeadline::poll();
-        out.programs[i] = lower_rank(analysis, spec, opts, groups, out.devices, todo[i]);
+        out.programs[i] = lower_rank(analysis, spec, opts, groups, out.devices, todo[i], &walk);
       }
     } catch (const sema::CheckTimeout&) {
       timed_out = true;
@@ -69,7 +70,7 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
   if (threads == 1) {
     for (size_t i = 0; i < todo.size(); ++i) {
       sema::CheckDeadline::poll();
-      out.programs[i] = lower_rank(analysis, spec, opts, groups, out.devices, todo[i]);
+      out.programs[i] = lower_rank(analysis, spec, opts, groups, out.devices, todo[i], &walk);
     }
     return out;
   }

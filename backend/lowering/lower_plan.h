@@ -72,6 +72,11 @@ struct LowerOptions {
   // stays whole, as Megatron's contiguous grad buffer does. Simulation and
   // the memory check only: the runtime refuses such programs.
   bool distributed_optimizer = false;
+  // Every rank walks every op of the global sequence (lower_internal.h,
+  // WalkPlan), checking its tag counter against the recorded one at each
+  // op: what the tests compare the default (each rank walks its own ops)
+  // against.
+  bool walk_every_op = false;
 };
 
 // Throws LoweringError when the plan cannot be executed (an edge that is not

@@ -126,9 +126,10 @@ void run_lowering_passes(RankBuild& R) {
   R.P.tags = R.tag;
 }
 
-RankProgram lower_rank(const PlanAnalysis& analysis, const sema::TrainSpec& spec, const LowerOptions& opts, GroupTable& groups, int devices,
-                       int rank) {
+RankProgram lower_rank(const PlanAnalysis& analysis, const sema::TrainSpec& spec, const LowerOptions& opts,
+                       GroupTable& groups, int devices, int rank, const WalkPlan* walk) {
   RankBuild R(analysis, spec, opts, groups, devices, rank);
+  R.walk = walk;
   run_lowering_passes(R);
   return std::move(R.P);
 }

@@ -27,10 +27,11 @@ struct Lowered : test::Elaboration {
     if (plan_name.empty()) plan = sema::implicit_plan(interp->graph());
     else REQUIRE(evaluate_plan(plan_name, devices, plan));
   }
-  backend::LoweredPlan lower(int replicas, bool communication_only) {
+  backend::LoweredPlan lower(int replicas, bool communication_only, bool walk_every_op = false) {
     backend::LowerOptions o;
     o.replicas = replicas;
     o.communication_only = communication_only;
+    o.walk_every_op = walk_every_op;
     if (!communication_only)
       o.elaborate = [this](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
                            const std::map<std::string, int64_t>& div, sema::Graph& local) { return interp->instantiate_op(node, ins, outs, div, local); };
@@ -72,6 +73,51 @@ TEST_CASE("verification reads the runtime's communication: communication-only lo
       for (const backend::PInstr& in : full.programs[r].instrs) collectives += in.is_collective() ? 1 : 0;
     }
     CHECK(collectives > 0);
+  }
+}
+
+// Each rank walks only the ops it takes part in (lower_internal.h,
+// WalkPlan); walking every op, as lowering did before, checks at every op
+// that the send/recv tag counter is the one recorded by a rank holding
+// nothing, and must give the same programs, instruction for instruction.
+TEST_CASE("a rank that walks only its own ops lowers the program a walk of every op gives", "[lower][walk]") {
+  struct Case {
+    const char* file;
+    const char* config;
+    const char* plan;
+    int64_t devices;
+    int replicas;
+  };
+  for (Case c :
+       {Case{"examples/gpt.nns", "tiny", "hybrid", 4, 1}, Case{"examples/gpt.nns", "tiny", "megatron", 2, 2},
+        Case{"examples/gpt.nns", "tiny_sc21_tp2_pp2_vp2", "megatron_sc21", 4, 1},
+        Case{"examples/gpt.nns", "tiny_pipe", "zero_bubble", 2, 1}, Case{"examples/swin.nns", "tiny", "coshard", 2, 1},
+        Case{"examples/01_mlp.nns", "small", "pipeline", 2, 1},
+        Case{"tests/plan/plans/collectives.nns", "small", "alltoall", 4, 1},
+        Case{"tests/plan/plans/collectives.nns", "small", "stages", 4, 1},
+        Case{"tests/plan/plans/pipeline.nns", "small", "interleaved", 2, 1},
+        Case{"tests/plan/plans/recompute.nns", "small", "pipeline", 2, 1},
+        Case{"tests/plan/plans/recompute.nns", "small", "megatron", 2, 1},
+        Case{"tests/plan/plans/shared_partial.nns", "small", "vs", 4, 1},
+        Case{"examples/t5.nns", "tiny", "interlaced", 2, 1},
+        Case{"examples/alphafold2.nns", "tiny", "pipeline3f1b", 2, 1},
+        Case{"examples/bert.nns", "tiny_pipe", "pipeline", 2, 1}, Case{"examples/moe.nns", "tiny", "ep", 2, 1}}) {
+    INFO(c.file << " plan " << c.plan << " on " << c.devices << " x " << c.replicas);
+    Lowered l(c.file, c.config, c.plan, c.devices);
+    for (bool comm_only : {false, true}) {
+      INFO("communication only: " << comm_only);
+      backend::LoweredPlan own = l.lower(c.replicas, comm_only), every = l.lower(c.replicas, comm_only, true);
+      REQUIRE(own.programs.size() == every.programs.size());
+      size_t transfers = 0;
+      for (size_t r = 0; r < own.programs.size(); ++r) {
+        INFO("rank " << r);
+        CHECK(own.dump_rank(l.interp->graph(), own.programs[r]) ==
+              every.dump_rank(l.interp->graph(), every.programs[r]));
+        CHECK(own.programs[r].tags == every.programs[r].tags);
+        for (const backend::PInstr& in : own.programs[r].instrs) transfers += in.kind == backend::PInstr::Send ? 1 : 0;
+      }
+      if (std::string(c.plan) == "megatron_sc21") CHECK(transfers > 0);
+    }
   }
 }
 
