@@ -57,9 +57,9 @@ for row in "${ROWS[@]}"; do
   read -r cfg h l tp pp gpus gb pub <<<"$row"
   if [ -n "$ROWS_WANTED" ] && [[ "$ROWS_WANTED" != *",$cfg,"* ]]; then continue; fi
   plan_gpus=$((tp * pp))
-  read -r step wall peak <<<"$(simulate "$cfg" "$gpus" "$plan_gpus")"
-  read -r step_o wall_o peak_o <<<"$(simulate "$cfg" "$gpus" "$plan_gpus" --overlap-grad-reduce)"
-  read -r step_m wall_m peak_m <<<"$(simulate_sp "$cfg" "$gpus" "$plan_gpus" "${MEGATRON[@]}")"
+  read -r step wall peak _ <<<"$(simulate "$cfg" "$gpus" "$plan_gpus")"
+  read -r step_o wall_o peak_o _ <<<"$(simulate "$cfg" "$gpus" "$plan_gpus" --overlap-grad-reduce)"
+  read -r step_m wall_m peak_m _ <<<"$(simulate_sp "$cfg" "$gpus" "$plan_gpus" "${MEGATRON[@]}")"
   line=$(awk -v cfg="$cfg" -v h="$h" -v l="$l" -v tp="$tp" -v pp="$pp" -v g="$gpus" -v B="$gb" -v s="$SEQ" -v V="$VOCAB" \
       -v pub="$pub" -v step="$step" -v wall="$wall" -v step_o="$step_o" -v peak="$peak" -v step_m="$step_m" -v peak_m="$peak_m" 'BEGIN {
     flops = 12 * B * s * l * h * h * (2 + s / h + 4 + V / (2 * l * h))
