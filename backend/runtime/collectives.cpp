@@ -191,6 +191,27 @@ void instr_buffers(const RankProgram& prog, const PInstr& in, std::vector<int>& 
   }
 }
 
+// One backward pass: for each buffer, whether the next instruction
+// touching it (after the one at hand) is its Free.
+std::vector<char> add_to_sources_freed_next(const RankProgram& prog) {
+  std::vector<char> dies(prog.instrs.size(), 0);
+  enum : char { kNone, kFree, kOther };
+  std::vector<char> next(prog.buffers.size(), kNone);
+  std::vector<int> touched;
+  for (size_t i = prog.instrs.size(); i-- > 0;) {
+    const PInstr& in = prog.instrs[i];
+    const bool known = in.a >= 0 && static_cast<size_t>(in.a) < next.size();
+    if (in.kind == PInstr::AddTo && known && in.a != in.b) dies[i] = next[static_cast<size_t>(in.a)] == kFree;
+    bool all = false;
+    instr_buffers(prog, in, touched, all);
+    if (all) std::fill(next.begin(), next.end(), kOther);
+    for (int b : touched)
+      if (b >= 0 && static_cast<size_t>(b) < next.size())
+        next[static_cast<size_t>(b)] = in.kind == PInstr::Free ? kFree : kOther;
+  }
+  return dies;
+}
+
 void PendingTable::post(Entry e) {
   const int id = next_++;
   for (int b : e.buffers) by_buffer_.emplace(b, id);

@@ -94,6 +94,13 @@ std::unique_ptr<Collectives> make_host_collectives(Communicator* comm, Backend& 
 // every buffer, reported as `all`.
 void instr_buffers(const RankProgram& prog, const PInstr& in, std::vector<int>& out, bool& all);
 
+// Per instruction of prog: 1 for an AddTo whose source `a` the program
+// frees before any other instruction touches it (instr_buffers; a step-wide
+// one touches every buffer). The executor hands such a source's block to a
+// fresh target instead of copying it (a contribution into its bucket, a
+// bucket into its accumulator).
+std::vector<char> add_to_sources_freed_next(const RankProgram& prog);
+
 // The executor's "post now, wait at first use" bookkeeping: posted
 // operations keyed by the plan buffers whose values they change (a bucket's
 // gradients, a receive's buffer). Before an instruction runs, settle()

@@ -286,8 +286,13 @@ void PlanExecutor::run_step(int64_t step_number) {
   if (tracer) {  // --trace: every instruction timed, one clock read each (one test per step when off)
     int64_t s0 = TraceRecorder::now_ns(), t0 = s0;
     for (size_t i = 0; i < P.instrs.size(); ++i) {
+      settled_at_ = 0;
       exec(P.instrs[i]);
       int64_t t1 = TraceRecorder::now_ns();
+      if (settled_at_ > 0 && posted_wait_label >= 0) {  // its wait for a posted collective first, on the comm track
+        tracer->record(posted_wait_label, t0, settled_at_, P.instrs[i].mb, step);
+        t0 = settled_at_;
+      }
       tracer->record_key(static_cast<int>(i), t0, t1, P.instrs[i].mb, step);
       t0 = t1;
     }
@@ -342,7 +347,9 @@ void PlanExecutor::exec(const PInstr& in) {
   // stream waits for the collective stream's event).
   // (A replica average settles its run's members itself: the run's later
   // instructions would otherwise wait for the run's own post.)
-  if (!pending_.empty() && in.kind != PInstr::Wait && in.kind != PInstr::ReplicaAverage) pending_.settle(P, in);
+  if (!pending_.empty() && in.kind != PInstr::Wait && in.kind != PInstr::ReplicaAverage && pending_.settle(P, in) > 0 &&
+      tracer)
+    settled_at_ = TraceRecorder::now_ns();
   if (zero_pending_count_ > 0 && in.kind != PInstr::Alloc && in.kind != PInstr::Free) {
     settle_zeros(in);
     if (first_write(in)) return;

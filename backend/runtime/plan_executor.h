@@ -86,6 +86,10 @@ struct PlanExecutor {
   // backend's host_traffic().
   std::unique_ptr<Collectives> coll;
   TraceRecorder* tracer = nullptr;    // --trace (trace.h): keyed by instruction index; null = off
+  // --trace: the label of the time an instruction first waits for posted
+  // operations on its buffers (a bucket's allreduce, pending_): comm
+  // waiting, recorded apart from the instruction's own (local) work.
+  int posted_wait_label = -1;
 
   // Per step.
   int64_t step = 0;
@@ -134,12 +138,18 @@ struct PlanExecutor {
   std::vector<char> zero_pending_;
   int64_t zero_pending_count_ = 0;
   std::vector<int> touched_;  // instr_buffers' scratch
+  int64_t settled_at_ = 0;    // --trace: when the running instruction's wait for posted operations ended (0: none)
   void mark_zero(int b);
   bool take_zero(int b);                // clears the mark; whether it was set
   void settle_zeros(const PInstr& in);  // fills the marked buffers `in` touches (not a first writer's target)
   void settle_all_zeros();
   bool first_write(const PInstr& in);  // a first writer of a marked buffer, done; false: run it as usual
   bool whole_write(const PInstr& in);  // first_write's writes covering the whole buffer
+  // add_to_sources_freed_next(P) (collectives.h): an AddTo whose source
+  // dies next hands its block to a fresh target instead of copying it.
+  // Made at first use and again for a new program (the profile swaps bodies).
+  std::vector<char> src_dies_;
+  const PInstr* src_dies_base_ = nullptr;
   // A new buffer of `numel` elements holding `box` of `from` (a memo's box), times scale.
   DeviceBuffer extract_box(const DeviceBuffer& from, int64_t numel, const BoxCopy& box, float scale);
   void set_buf(int b, DeviceBuffer v);

@@ -6,7 +6,10 @@
 // small-kernel step's local work). So Alloc only marks the buffer; the
 // first writer that covers all of it writes (0 + x is x), and any other
 // first touch fills it first. The values are those of the program as
-// written; only the memory traffic changes. Memory is allocated at Alloc
+// written; only the memory traffic changes. An add-to whose source dies
+// right after (a contribution into its bucket, a bucket into its
+// accumulator: add_to_sources_freed_next) does not even copy: the source's
+// block becomes the target's. Memory is allocated at Alloc
 // as before, so the replayed peak (memory_replay.h) is unchanged.
 #include <algorithm>
 
@@ -62,10 +65,23 @@ bool PlanExecutor::first_write(const PInstr& in) {
 bool PlanExecutor::whole_write(const PInstr& in) {
   DeviceBuffer& dst = bufs[static_cast<size_t>(in.b)];
   if (in.kind == PInstr::AddTo) {
-    const DeviceBuffer& src = bufs[static_cast<size_t>(in.a)];
+    DeviceBuffer& src = bufs[static_cast<size_t>(in.a)];
     if (src.numel() != dst.numel()) return false;
     take_zero(in.b);
-    be.copy(dst.data(), src.data(), src.bytes());
+    if (src_dies_base_ != P.instrs.data() || src_dies_.size() != P.instrs.size()) {
+      src_dies_ = add_to_sources_freed_next(P);
+      src_dies_base_ = P.instrs.data();
+    }
+    const size_t i = static_cast<size_t>(&in - P.instrs.data());
+    // A source the program frees next, that no kernel reads in place and
+    // no send still reads: its block becomes the target (equal sizes: the
+    // memory counts stay as they are; the target's block goes at the Free).
+    const bool hand_over = i < src_dies_.size() && src_dies_[i] && buf_refs_[static_cast<size_t>(in.a)] == 0 &&
+                           send_pending_.find(in.a) == send_pending_.end();
+    if (hand_over)
+      std::swap(dst, src);
+    else
+      be.copy(dst.data(), src.data(), src.bytes());
     if (in.scale != 1.f) be.scale(fview(dst), in.scale);
     return true;
   }

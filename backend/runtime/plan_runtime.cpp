@@ -80,6 +80,7 @@ void PlanTrainer::set_tracer(TraceRecorder* tracer, int64_t steps) {
   if (!tracer) return;
   const RankProgram& P = m.P;
   int local_work = tracer->add_label(TraceTrack::Local, "local work", {}, true);
+  m.posted_wait_label = tracer->add_label(TraceTrack::Comm, "Wait for posted collective");
   // NNS_TRACE_EVERY_INSTRUCTION=1 (trace.h): each bookkeeping instruction its own event.
   const char* every = std::getenv("NNS_TRACE_EVERY_INSTRUCTION");
   const bool each = every && std::string(every) == "1";
@@ -90,11 +91,14 @@ void PlanTrainer::set_tracer(TraceRecorder* tracer, int64_t steps) {
     int label = local_work;
     switch (in.kind) {
       case PInstr::Forward:
-      case PInstr::Backward: {
+      case PInstr::Backward:
+      case PInstr::BackwardW: {  // a zero-bubble schedule's weight-gradient task is compute too, not local work
         const SubOpKernel& kn = P.kernels[static_cast<size_t>(in.kernel)];
         const sema::OpNode& node = m.g.node(kn.node);
-        label = tracer->add_label(TraceTrack::Compute, node.name + (in.kind == PInstr::Forward ? " F" : " B"),
-                                  "\"kernel\":" + std::to_string(in.kernel) + ",\"op\":\"" + json_escape(node.kind) + "\"," + at);
+        const char* phase = in.kind == PInstr::Forward ? " F" : in.kind == PInstr::Backward ? " B" : " W";
+        label = tracer->add_label(
+            TraceTrack::Compute, node.name + phase,
+            "\"kernel\":" + std::to_string(in.kernel) + ",\"op\":\"" + json_escape(node.kind) + "\"," + at);
         break;
       }
       case PInstr::Send:

@@ -19,9 +19,15 @@
 // exited, the launching process merges the parts into OUT (merge_trace_parts)
 // and removes them. Rows (pid) are ranks, named "rank R (device D)"; threads
 // (tid) are tracks, so that overlapping kinds render side by side:
-//   compute  Forward / Backward of a kernel ("linear#1 F mb3")
+//   compute  Forward / Backward / BackwardW (the weight gradients of a
+//            zero-bubble schedule) of a kernel ("linear#1 F mb3", "... W mb3")
 //   comm     collectives ("AllReduce 4.0 KiB {0,1}") and transfers
-//            ("Send 2.0 KiB to rank 1 tag 3 mb0")
+//            ("Send 2.0 KiB to rank 1 tag 3 mb0"); "Wait for posted
+//            collective": the part of an instruction spent completing an
+//            operation posted earlier on its buffers (a gradient bucket's
+//            allreduce and its copy back), recorded before the
+//            instruction's own event so that waiting is not counted as
+//            local work
 //   local    the optimizer ("Update fc1.weight"), input loading, clipping;
 //            runs of cheap bookkeeping instructions (Alloc, Free, SliceIn,
 //            CollectOut, Extract, AddTo, ...) are merged into one "local work"

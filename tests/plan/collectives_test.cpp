@@ -129,7 +129,8 @@ void post(PendingTable& t, std::vector<std::string>& log, const std::string& nam
 
 }  // namespace
 
-TEST_CASE("a posted operation completes at the first instruction touching its buffers, once, wait before done", "[collectives]") {
+TEST_CASE("a posted operation completes at the first instruction touching its buffers, once, wait before done",
+          "[collectives]") {
   RankProgram prog;
   prog.buckets = {{3, 4}, {5}};
   PendingTable t;
@@ -185,6 +186,27 @@ TEST_CASE("instr_buffers: a and b, a bucket's members, every buffer for the norm
   CHECK(all);
 }
 
+TEST_CASE("add_to_sources_freed_next: an add-to's source dies there only when its Free is the next touch",
+          "[collectives]") {
+  RankProgram prog;
+  prog.buffers.resize(6);
+  prog.instrs = {
+      instr(PInstr::AddTo, 0, 1),            // 0: b0 freed next -> hand over
+      instr(PInstr::Free, -1, -1),           // 1: (touches nothing)
+      instr(PInstr::Free, 0, -1),            // 2
+      instr(PInstr::AddTo, 2, 3),            // 3: b2 read again by the next add-to -> copy
+      instr(PInstr::AddTo, 2, 4),            // 4: then freed -> hand over
+      instr(PInstr::Free, 2, -1),            // 5
+      instr(PInstr::AddTo, 5, 1),            // 6: the norm reads every buffer before b5's Free -> copy
+      instr(PInstr::LossAllReduce, -1, -1),  // 7
+      instr(PInstr::Free, 5, -1),            // 8
+      instr(PInstr::AddTo, 1, 3),            // 9: b1 is never freed (an accumulator) -> copy
+  };
+  const std::vector<char> dies = add_to_sources_freed_next(prog);
+  REQUIRE(dies.size() == prog.instrs.size());
+  CHECK(dies == std::vector<char>{1, 0, 0, 0, 1, 0, 0, 0, 0, 0});
+}
+
 // ---- the executor under a fake ----------------------------------------------------------------
 
 namespace {
@@ -202,9 +224,12 @@ class MirrorCollectives : public Collectives {
   int rank() const override { return 0; }
   int size() const override { return n_; }
   void connect_peer(int) override {}
-  void allreduce(void* buf, int64_t count, const Group& g, bool) override { scale(static_cast<float*>(buf), count, g.size()); }
+  void allreduce(void* buf, int64_t count, const Group& g, bool) override {
+    scale(static_cast<float*>(buf), count, g.size());
+  }
   void allgather(const void* in, void* out, int64_t chunk, const Group& g) override {
-    for (size_t i = 0; i < g.size(); ++i) std::memcpy(static_cast<float*>(out) + i * chunk, in, static_cast<size_t>(chunk) * 4);
+    for (size_t i = 0; i < g.size(); ++i)
+      std::memcpy(static_cast<float*>(out) + i * chunk, in, static_cast<size_t>(chunk) * 4);
   }
   void reduce_scatter(void* in, void* out, int64_t chunk, const Group& g, bool) override {
     std::memcpy(out, static_cast<float*>(in) + member(g) * chunk, static_cast<size_t>(chunk) * 4);
@@ -212,7 +237,8 @@ class MirrorCollectives : public Collectives {
   }
   void all_to_all(const void* in, void* out, int64_t chunk, const Group& g) override {
     for (size_t i = 0; i < g.size(); ++i)
-      std::memcpy(static_cast<float*>(out) + i * chunk, static_cast<const float*>(in) + member(g) * chunk, static_cast<size_t>(chunk) * 4);
+      std::memcpy(static_cast<float*>(out) + i * chunk, static_cast<const float*>(in) + member(g) * chunk,
+                  static_cast<size_t>(chunk) * 4);
   }
   struct Done : PendingCollective {
     void wait() override {}
@@ -244,9 +270,15 @@ class MirrorCollectives : public Collectives {
     std::fill(d->buf, d->buf + count, std::nanf(""));
     return d;
   }
-  std::unique_ptr<PendingCollective> post_send(const void*, int64_t, int, uint32_t) override { throw RuntimeError("mirror: no transfers"); }
-  std::unique_ptr<PendingCollective> post_recv(void*, int64_t, int, uint32_t) override { throw RuntimeError("mirror: no transfers"); }
-  void allreduce_host(float* v, size_t count, const Group& g) override { scale(v, static_cast<int64_t>(count), g.size()); }
+  std::unique_ptr<PendingCollective> post_send(const void*, int64_t, int, uint32_t) override {
+    throw RuntimeError("mirror: no transfers");
+  }
+  std::unique_ptr<PendingCollective> post_recv(void*, int64_t, int, uint32_t) override {
+    throw RuntimeError("mirror: no transfers");
+  }
+  void allreduce_host(float* v, size_t count, const Group& g) override {
+    scale(v, static_cast<int64_t>(count), g.size());
+  }
   int posts = 0, waits = 0;
 
  private:
@@ -268,7 +300,8 @@ struct Run {
 };
 
 // Rank 0 of plan `plan_name` on 2 devices, 3 steps, its collectives on the mirror.
-Run run_rank0(const std::string& file, const std::string& config, const std::string& plan_name, bool defer, bool consume_before_wait) {
+Run run_rank0(const std::string& file, const std::string& config, const std::string& plan_name, bool defer,
+              bool consume_before_wait) {
   test::Elaboration e(config);
   REQUIRE(e.load(std::string(NNS_SOURCE_DIR) + "/" + file));
   sema::Interpreter& interp = *e.interp;
@@ -276,7 +309,8 @@ Run run_rank0(const std::string& file, const std::string& config, const std::str
   REQUIRE(e.evaluate_plan(plan_name, 2, plan));
   LowerOptions o;
   o.only_rank = 0;
-  o.elaborate = [&](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs, const std::map<std::string, int64_t>& div,
+  o.elaborate = [&](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
+                    const std::map<std::string, int64_t>& div,
                     sema::Graph& local) { return interp.instantiate_op(node, ins, outs, div, local); };
   LoweredPlan lp = lower_plan(interp.graph(), plan, *interp.train(), o);
   bool has_bucket = false;
@@ -323,7 +357,8 @@ TEST_CASE("the executor waits for a posted bucket allreduce before its first con
   CHECK(deferred.params == eager.params);
 }
 
-TEST_CASE("seeded bug: consumers that do not wait read unreduced, poisoned gradients, and the comparison sees it", "[collectives]") {
+TEST_CASE("seeded bug: consumers that do not wait read unreduced, poisoned gradients, and the comparison sees it",
+          "[collectives]") {
   Run eager = run_rank0("tests/plan/plans/tensor_math.nns", "small", "dp", false, false);
   Run early = run_rank0("tests/plan/plans/tensor_math.nns", "small", "dp", true, true);
   REQUIRE(early.posts > 0);
@@ -337,11 +372,21 @@ TEST_CASE("seeded bug: consumers that do not wait read unreduced, poisoned gradi
 // posted in tag order on every rank). The interleaved schedules cannot:
 // their chunks' transfers cross (auto then keeps them on Gloo; --comm nccl
 // refuses them), and the check names the channel.
-TEST_CASE("1F1B and zero-bubble schedules post every channel's transfers in tag order; interleaved ones do not", "[collectives]") {
-  struct Case { const char* file; const char* config; const char* plan; int64_t devices; bool in_order; };
-  for (Case c : {Case{"tests/plan/plans/pipeline.nns", "small", "onef1b", 2, true}, Case{"tests/plan/plans/pipeline.nns", "small", "zbh1", 2, true},
-                 Case{"examples/01_mlp.nns", "small", "pipeline", 2, true}, Case{"tests/plan/plans/collectives.nns", "small", "stages", 4, true},
-                 Case{"tests/plan/plans/pipeline.nns", "small", "interleaved", 2, false}, Case{"examples/t5.nns", "tiny", "interlaced", 2, false}}) {
+TEST_CASE("1F1B and zero-bubble schedules post every channel's transfers in tag order; interleaved ones do not",
+          "[collectives]") {
+  struct Case {
+    const char* file;
+    const char* config;
+    const char* plan;
+    int64_t devices;
+    bool in_order;
+  };
+  for (Case c : {Case{"tests/plan/plans/pipeline.nns", "small", "onef1b", 2, true},
+                 Case{"tests/plan/plans/pipeline.nns", "small", "zbh1", 2, true},
+                 Case{"examples/01_mlp.nns", "small", "pipeline", 2, true},
+                 Case{"tests/plan/plans/collectives.nns", "small", "stages", 4, true},
+                 Case{"tests/plan/plans/pipeline.nns", "small", "interleaved", 2, false},
+                 Case{"examples/t5.nns", "tiny", "interlaced", 2, false}}) {
     INFO(c.file << " plan " << c.plan);
     test::Elaboration e(c.config);
     REQUIRE(e.load(std::string(NNS_SOURCE_DIR) + "/" + c.file));

@@ -80,6 +80,27 @@ else
   bad "run with NNS_TRACE_EVERY_INSTRUCTION=1:"; tail -3 "$tmp/every.txt"
 fi
 
+# A zero-bubble schedule's weight-gradient tasks (BackwardW) are compute
+# ("... W mbK"), not local work: with every instruction traced, no
+# "backward-w" event is left on the local track.
+zb="$tmp/zb.json"
+if NNS_TRACE_EVERY_INSTRUCTION=1 "$NNS" run tests/plan/plans/pipeline.nns --config small --plan zbh1 --gpus 2 --steps 2 --trace "$zb" > "$tmp/zb.txt" 2>&1; then
+  [ "$(count "$zb" '"tid":1,.*"name":"[^"]* W mb[0-9]+","cat":"compute"')" -gt 0 ] || bad "zbh1: no weight-gradient (W) compute event"
+  [ "$(count "$zb" '"name":"backward-w')" -eq 0 ] || bad "zbh1: backward-w traced as local work"
+else
+  bad "zbh1 run with --trace:"; tail -3 "$tmp/zb.txt"
+fi
+
+# Data parallel: the gradient bucket's allreduce is posted and completed at
+# its first consumer; that wait is a comm event of its own, not part of the
+# consumer's (local) add-to.
+dpt="$tmp/dp.json"
+if NNS_TRACE_EVERY_INSTRUCTION=1 "$NNS" run examples/01_mlp.nns --config small --plan dp --gpus 2 --steps 2 --trace "$dpt" > "$tmp/dp.txt" 2>&1; then
+  [ "$(count "$dpt" '"tid":2,.*"name":"Wait for posted collective[^"]*","cat":"comm"')" -gt 0 ] || bad "dp: no 'Wait for posted collective' comm event"
+else
+  bad "dp run with --trace:"; tail -3 "$tmp/dp.txt"
+fi
+
 # Usage errors: no value, an option where the value should be, check.
 for args in "--trace" "--trace=" "--trace --steps 1"; do
   # shellcheck disable=SC2086
