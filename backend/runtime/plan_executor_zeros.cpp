@@ -72,7 +72,9 @@ bool PlanExecutor::whole_write(const PInstr& in) {
       src_dies_ = add_to_sources_freed_next(P);
       src_dies_base_ = P.instrs.data();
     }
-    const size_t i = static_cast<size_t>(&in - P.instrs.data());
+    // (`in` is an element of P.instrs: run_step executes them in place.)
+    const bool listed = &in >= P.instrs.data() && &in < P.instrs.data() + P.instrs.size();
+    const size_t i = listed ? static_cast<size_t>(&in - P.instrs.data()) : src_dies_.size();
     // A source the program frees next, that no kernel reads in place and
     // no send still reads: its block becomes the target (equal sizes: the
     // memory counts stay as they are; the target's block goes at the Free).
