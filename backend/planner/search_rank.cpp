@@ -107,13 +107,16 @@ class StagePartitioner {
     return (param - multi) * per_param(zdiv()) + multi * per_param(1) + sb * (kept * inflight + tr + work);
   }
 
-  // One micro-batch's forward and backward through units a..b, with the
-  // sends at both ends. Interleaved, each of a rank's v chunks is a stage
-  // of its own and pays its own sends: v times 1F1B's pipeline sends
-  // (Narayanan et al., SC'21, section 2.2.2: the interleaved schedule's
-  // point-to-point communication grows by the factor v).
+  // One micro-batch's forward and backward through units a..b, with half
+  // of the transfers at both its ends: each cut's send and its gradient's
+  // way back are charged once, half to each side. A Send does not hold
+  // its sender and a Recv waits only for what has not arrived
+  // (backend/planner/simulator.cpp), so a transfer delays one side, not
+  // both; charging every chunk its sends in full over-predicted BERT
+  // tiny_pipe at v 2 by 1.55x (dropping them, under-predicted by 2x: at
+  // that size the transfers are on the step's path).
   double stage_time(int a, int b) const {
-    double t = cut_time(a - 1) + cut_time(b);
+    double t = (cut_time(a - 1) + cut_time(b)) / 2;
     for (int u = a; u <= b; ++u) t += p_.sol[u]->second.time;
     return t;
   }
@@ -140,9 +143,10 @@ class StagePartitioner {
 
 // The gradient synchronisation of one rank's units and the optimizer update.
 double StagePartitioner::rank_sync(const std::vector<Range>& rs) const {
-  double sdp = 0, stp = 0, par = 0;
+  double sdp = 0, stp = 0, par = 0, params = 0;
   for (const Range& r : rs)
     for (int u = r.a; u <= r.b; ++u) {
+      params += p_.sol[u]->second.sync_params;
       sdp += p_.sol[u]->second.sync_dp;
       stp += p_.sol[u]->second.sync_tp;
       par += p_.sol[u]->second.param;
@@ -155,6 +159,16 @@ double StagePartitioner::rank_sync(const std::vector<Range>& rs) const {
     return bytes > 0 ? collective_time(p_.o.profile, Collective::AllReduce, bytes, group) : 0.0;
   };
   double ts = allreduce(sdp, p_.e.dp_group) + allreduce(stp, p_.e.tp_group);
+  // zero1: the lowering gives every sharded parameter a bucket of its own,
+  // one reduce-scatter of its gradient and one all-gather of its update
+  // each (backend/lowering/lower_internal.h, plan_zero1), so each pays
+  // the collectives' latency: 68 parameters of GPT tiny on 2 ranks, 0.68
+  // ms, where the one bucketed allreduce above costs 10 us.
+  if (p_.z1 && sdp > 0 && params > 1) {
+    const auto& g = p_.e.dp_group;
+    const Collective rs = Collective::ReduceScatter, ag = Collective::AllGather;
+    ts += (params - 1) * (collective_time(p_.o.profile, rs, 0, g) + collective_time(p_.o.profile, ag, 0, g));
+  }
   double elems = par / 4.0 / zdiv();  // the model's parameter bytes are fp32
   ts += compute_time(p_.o.profile, "elementwise", p_.o.dtype, 12 * elems, 4.0 * p_.o.bytes_per_element * elems);
   return ts;
@@ -247,7 +261,7 @@ bool StagePartitioner::pack(double T, std::vector<int>& starts) const {
     int b = a;
     // Grow while the units (and the cut before) fit, then give
     // back units until the send after the stage fits too.
-    auto open = [&](int x, int y) { return stage_time(x, y) - cut_time(y); };
+    auto open = [&](int x, int y) { return stage_time(x, y) - cut_time(y) / 2; };
     while (b + 1 < U_ && open(a, b + 1) <= T && packs(a, b + 1, st)) ++b;
     while (b > a && stage_time(a, b) > T) --b;
     if (stage_time(a, b) > T || !packs(a, b, st)) return false;
@@ -302,8 +316,9 @@ Candidate partition_stages(const StageProblem& p) {
     best = sp.evaluate(starts);
   }
   if (std::getenv("NNS_SEARCH_DEBUG") && best.step_time <= 0)
-    std::fprintf(stderr, "pp %d tp %d dp %d m %lld rc %d l%d: no partition (whole %.4g ms, mem %.4g)\n", p.gr.pp, p.gr.tp, p.gr.dp,
-                 static_cast<long long>(p.mcount), p.e.rc, p.li, sp.stage_time(0, U - 1) * 1e3, sp.stage_mem(0, U - 1, 0));
+    std::fprintf(stderr, "pp %d tp %d dp %d m %lld rc %d l%d: no partition (whole %.4g ms, mem %.4g)\n", p.gr.pp,
+                 p.gr.tp, p.gr.dp, static_cast<long long>(p.mcount), p.e.rc, p.li, sp.stage_time(0, U - 1) * 1e3,
+                 sp.stage_mem(0, U - 1, 0));
   return best;
 }
 
@@ -354,8 +369,9 @@ void Ranking::finish(SearchResult& res, const SearchOptions& o, double cap) {
   res.data_parallel.applies = data_parallel_found;
   if (res.best.empty()) {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "no plan of the space fits %.2f MiB per device (%.0f%% of the capacity, the search's margin)", cap / (1 << 20),
-                  o.memory_margin * 100);
+    std::snprintf(buf, sizeof buf,
+                  "no plan of the space fits %.2f MiB per device (%.0f%% of the capacity, the search's margin)",
+                  cap / (1 << 20), o.memory_margin * 100);
     res.note = buf;
   }
 }
