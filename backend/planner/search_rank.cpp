@@ -7,9 +7,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <set>
 
 #include "backend/planner/search_internal.h"
+#include "backend/planner/topology_comm.h"
 
 namespace nns::planner {
 
@@ -47,6 +49,7 @@ class StagePartitioner {
     // interleaving's pp x v stages): costed once here.
     cut_.resize(std::max(0, U_ - 1));
     for (int u = 0; u + 1 < U_; ++u) cut_[u] = cut_cost(u);
+    if (p.z1) find_tied();
   }
 
   double cut_time(int u) const { return u < 0 || u >= U_ - 1 ? 0.0 : cut_[u]; }
@@ -104,7 +107,33 @@ class StagePartitioner {
       const double state = (slots + (p_.o.bytes_per_element < 4 ? 1.0 : 0.0)) / z;
       return sb * (2.0 + 1.0 / z + (z > 1 ? 1.0 / z : 0.0)) + state;
     };
-    return (param - multi) * per_param(zdiv()) + multi * per_param(1) + sb * (kept * inflight + tr + work);
+    const double tied = tied_bytes(rs);
+    return (param - multi - tied) * per_param(zdiv()) + (multi + tied) * per_param(1) +
+           sb * (kept * inflight + tr + work);
+  }
+
+  // zero1 and tied weights: a weight read by units on different ranks (GPT's
+  // wte: the embedding on the first stage, the output layer on the last)
+  // has its gradient summed across those ranks, not over one data-parallel
+  // group, so the lowering does not shard it ("zero1: wte is not sharded",
+  // nns check's note): each of its pieces a rank of `rs` holds, unless every
+  // unit reading it is in `rs`.
+  double tied_bytes(const std::vector<Range>& rs) const {
+    if (tied_.empty()) return 0;  // no zero1, or no tied weight
+    auto inside = [&](int u) {
+      for (const Range& r : rs)
+        if (u >= r.a && u <= r.b) return true;
+      return false;
+    };
+    double bytes = 0;
+    for (const Range& r : rs)
+      for (int u = r.a; u <= r.b; ++u)
+        for (const TiedUse& t : tied_[u]) {
+          bool local = true;
+          for (int w : readers_.at(t.tensor)) local = local && inside(w);
+          if (!local) bytes += t.bytes;
+        }
+    return bytes;
   }
 
   // One micro-batch's forward and backward through units a..b, with half
@@ -134,12 +163,48 @@ class StagePartitioner {
   // rank is held to the capacity, in evaluate.
   bool packs(int a, int b, int st) const { return v_ > 1 || stage_mem(a, b, st) <= p_.cap; }
   bool pack(double T, std::vector<int>& starts) const;
+  // Per unit, the tied weights its ops read (by tensor) and their bytes per
+  // device under the unit's decisions; per tied weight, its units.
+  struct TiedUse {
+    int tensor;
+    double bytes;
+  };
+  void find_tied();
+  std::vector<std::vector<TiedUse>> tied_;
+  std::map<int, std::vector<int>> readers_;
   const StageProblem& p_;
   const int U_;
   const int v_;              // chunks per rank
   const int n_;              // pipeline stages: pp x v
   std::vector<double> cut_;  // cut_cost per unit
 };
+
+void StagePartitioner::find_tied() {
+  tied_.assign(U_, {});
+  std::map<int, std::set<int>> units_of;
+  for (int u = 0; u < U_; ++u)
+    for (int opi : p_.m.units[u].ops) {
+      const SearchOp& op = p_.m.ops[opi];
+      for (size_t k = 0; k < op.in_tensor.size(); ++k)
+        if (op.in_param[k] && op.in_tensor[k] >= 0) units_of[op.in_tensor[k]].insert(u);
+    }
+  for (const auto& [t, us] : units_of)
+    if (us.size() > 1) readers_[t] = std::vector<int>(us.begin(), us.end());
+  if (readers_.empty()) return;
+  for (int u = 0; u < U_; ++u) {
+    const SearchUnit& unit = p_.m.units[u];
+    for (size_t i = 0; i < unit.ops.size(); ++i) {
+      const SearchOp& op = p_.m.ops[unit.ops[i]];
+      const OpDecision& d = p_.sol[u]->first[i];
+      for (size_t k = 0; k < op.in_tensor.size(); ++k) {
+        if (!op.in_param[k] || !readers_.count(op.in_tensor[k])) continue;
+        const bool split = d.choice >= 0 && op.choices[d.choice].in[k].kind == sema::PartitionEffect::Split;
+        if (split && d.k > 1) continue;  // coshard pieces: counted unsharded already (param_multi)
+        tied_[u].push_back(TiedUse{op.in_tensor[k], static_cast<double>(op.in_bytes[k]) / (split ? p_.gr.tp : 1)});
+      }
+    }
+  }
+}
 
 // The gradient synchronisation of one rank's units and the optimizer update.
 double StagePartitioner::rank_sync(const std::vector<Range>& rs) const {
@@ -206,12 +271,20 @@ Candidate StagePartitioner::evaluate(const std::vector<int>& starts) const {
       std::fprintf(stderr, "  pp %d v %d tp %d m %lld rc %d l%d stage %d: units %d..%d, %.4g ms\n", gr.pp, v_, gr.tp,
                    static_cast<long long>(p_.mcount), p_.e.rc, p_.li, st, a, b, t * 1e3);
   }
+  // The step's loss and gradient norm, allreduced over every rank
+  // (lower_step_end.cpp: LossAllReduce over the world): two elements, so
+  // its latency, priced by topology as the simulator prices it (10 us of
+  // GPT tiny's 91 us step on 2 A100s).
+  double sync_world = 0;
+  if (p_.o.gpus > 1)
+    sync_world = topology_collective_time(p_.o.profile, Collective::AllReduce, 2.0 * 4, range_devices(p_.o.gpus, 1));
   double tmax = 0, sync = 0, mem = 0;
   for (int r = 0; r < gr.pp; ++r) {
     tmax = std::max(tmax, rank_time[r]);
     mem = std::max(mem, v_ > 1 ? rank_mem(ranks[r], r) : stage_mem(ranks[r][0].a, ranks[r][0].b, r));
     sync = std::max(sync, rank_sync(ranks[r]));
   }
+  sync += sync_world;
   c.stage_time = tmax;
   c.sync_time = sync;
   // 1F1B: (m - 1) x the slowest stage + one micro-batch through every

@@ -38,8 +38,14 @@ agree() {
 }
 
 agree tiny_sc21_pp2_vp2 2 2
-# Each pipeline cut charged once, half to each side (it was charged in
-# full to both: 1.55x over at v 2).
-agree examples/bert.nns tiny_pipe 2 2
+# Data parallelism: the search no longer proposes zero1 where its
+# per-parameter collectives cost more than they save, and charges the
+# step's loss allreduce (a zero1 plan at 0.100 before).
+agree tiny_sc21_pp2_vp2 2 1
+agree tiny_sc21_tp2_pp2_vp2 4 1
+# Pipeline and data parallelism, interleaved (0.21 before).
+agree tiny_sc21_tp2_pp2_vp2 4 2
+# BERT tiny on 2 (its best replicates every op in a TP group of 2).
+agree examples/bert.nns tiny_pipe 2 1
 [ "$fail" = 0 ] && echo "PASS: search interleaved"
 exit $fail
