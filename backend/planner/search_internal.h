@@ -182,6 +182,11 @@ struct StageProblem {
   const CutBytes& cuts;
   double cap;
   int vp = 1;  // chunks per rank: 1F1B (1) or interleaved 1F1B over pp x vp stages
+  // The step's loss and gradient norm, allreduced over every rank
+  // (lower_step_end.cpp: LossAllReduce over the world): two elements, so
+  // its latency, priced by topology as the simulator prices it (10 us of
+  // GPT tiny's 91 us step on 2 A100s). Costed once per search.
+  double loss_sync = 0;
 };
 // The best stage partition (step_time 0: none fits; a Megatron-style one is
 // returned even when it does not fit).

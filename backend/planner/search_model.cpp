@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "backend/planner/program_cost.h"
@@ -178,7 +179,8 @@ void link_tensors(const sema::Graph& g, SearchModel& m) {
 int64_t find_graph_batch(const sema::Graph& g, const SearchModel& m, int64_t fallback) {
   for (const SearchOp& op : m.ops)
     for (size_t i = 0; i < op.in_tensor.size(); ++i)
-      if (op.batch_ok && op.in_batch[i] && op.in_tensor[i] >= 0 && g.tensor(op.in_tensor[i]).kind == sema::TensorKind::Input)
+      if (op.batch_ok && op.in_batch[i] && op.in_tensor[i] >= 0 &&
+          g.tensor(op.in_tensor[i]).kind == sema::TensorKind::Input)
         return g.tensor(op.in_tensor[i]).shape.empty() ? 1 : g.tensor(op.in_tensor[i]).shape[0];
   for (const SearchOp& op : m.ops)
     if (op.batch_ok)
@@ -227,15 +229,19 @@ void sign_units(const sema::Graph& g, SearchModel& m) {
       for (size_t k = 0; k < op.in_tensor.size(); ++k) {
         int t = op.in_tensor[k];
         auto it = made.find(t);
-        if (t < 0) s << ";-";
-        else if (it != made.end()) s << ";p" << it->second.first << "." << it->second.second;
-        else s << ";x" << static_cast<int>(g.tensor(t).kind) << sema::shape_to_string(g.tensor(t).shape);
+        if (t < 0)
+          s << ";-";
+        else if (it != made.end())
+          s << ";p" << it->second.first << "." << it->second.second;
+        else
+          s << ";x" << static_cast<int>(g.tensor(t).kind) << sema::shape_to_string(g.tensor(t).shape);
       }
       for (size_t k = 0; k < op.out_tensor.size(); ++k) {
         made[op.out_tensor[k]] = {static_cast<int>(pos), static_cast<int>(k)};
         bool outside = false;  // read by an op of another unit
         if (op.out_tensor[k] >= 0)
-          for (const auto& [c, ck] : m.consumers[op.out_tensor[k]]) outside = outside || m.unit_of_op[c] != m.unit_of_op[u.ops[pos]];
+          for (const auto& [c, ck] : m.consumers[op.out_tensor[k]])
+            outside = outside || m.unit_of_op[c] != m.unit_of_op[u.ops[pos]];
         s << ";o" << op.out_bytes[k] << (outside ? "x" : "");
       }
       s << "\n";
@@ -245,6 +251,24 @@ void sign_units(const sema::Graph& g, SearchModel& m) {
     u.signature = it->second;
   }
   m.signatures = static_cast<int>(sigs.size());
+}
+
+// Weights read by several units, and where each unit reads them.
+void find_tied(SearchModel& m) {
+  std::map<int, std::set<int>> units_of;
+  for (size_t i = 0; i < m.ops.size(); ++i)
+    for (size_t k = 0; k < m.ops[i].in_tensor.size(); ++k)
+      if (m.ops[i].in_param[k] && m.ops[i].in_tensor[k] >= 0) units_of[m.ops[i].in_tensor[k]].insert(m.unit_of_op[i]);
+  for (const auto& [t, us] : units_of)
+    if (us.size() > 1) m.tied_units[t] = std::vector<int>(us.begin(), us.end());
+  m.tied_reads.assign(m.units.size(), {});
+  for (size_t u = 0; u < m.units.size(); ++u)
+    for (size_t pos = 0; pos < m.units[u].ops.size(); ++pos) {
+      const SearchOp& op = m.ops[m.units[u].ops[pos]];
+      for (size_t k = 0; k < op.in_tensor.size(); ++k)
+        if (op.in_param[k] && m.tied_units.count(op.in_tensor[k]))
+          m.tied_reads[u].push_back({static_cast<int>(pos), static_cast<int>(k)});
+    }
 }
 
 }  // namespace
@@ -262,6 +286,7 @@ SearchModel build_search_model(const sema::Graph& g, const sema::Plan& empty_pla
   link_tensors(g, m);
   m.graph_batch = find_graph_batch(g, m, m.graph_batch);
   make_units(m);
+  find_tied(m);
   sign_units(g, m);
   m.megatron = find_megatron_structure(m);
   return m;

@@ -11,7 +11,6 @@
 #include <set>
 
 #include "backend/planner/search_internal.h"
-#include "backend/planner/topology_comm.h"
 
 namespace nns::planner {
 
@@ -130,7 +129,7 @@ class StagePartitioner {
       for (int u = r.a; u <= r.b; ++u)
         for (const TiedUse& t : tied_[u]) {
           bool local = true;
-          for (int w : readers_.at(t.tensor)) local = local && inside(w);
+          for (int w : p_.m.tied_units.at(t.tensor)) local = local && inside(w);
           if (!local) bytes += t.bytes;
         }
     return bytes;
@@ -171,7 +170,6 @@ class StagePartitioner {
   };
   void find_tied();
   std::vector<std::vector<TiedUse>> tied_;
-  std::map<int, std::vector<int>> readers_;
   const StageProblem& p_;
   const int U_;
   const int v_;              // chunks per rank
@@ -180,30 +178,16 @@ class StagePartitioner {
 };
 
 void StagePartitioner::find_tied() {
+  if (p_.m.tied_units.empty()) return;
   tied_.assign(U_, {});
-  std::map<int, std::set<int>> units_of;
   for (int u = 0; u < U_; ++u)
-    for (int opi : p_.m.units[u].ops) {
-      const SearchOp& op = p_.m.ops[opi];
-      for (size_t k = 0; k < op.in_tensor.size(); ++k)
-        if (op.in_param[k] && op.in_tensor[k] >= 0) units_of[op.in_tensor[k]].insert(u);
+    for (const auto& [pos, k] : p_.m.tied_reads[u]) {
+      const SearchOp& op = p_.m.ops[p_.m.units[u].ops[pos]];
+      const OpDecision& d = p_.sol[u]->first[pos];
+      const bool split = d.choice >= 0 && op.choices[d.choice].in[k].kind == sema::PartitionEffect::Split;
+      if (split && d.k > 1) continue;  // coshard pieces: counted unsharded already (param_multi)
+      tied_[u].push_back(TiedUse{op.in_tensor[k], static_cast<double>(op.in_bytes[k]) / (split ? p_.gr.tp : 1)});
     }
-  for (const auto& [t, us] : units_of)
-    if (us.size() > 1) readers_[t] = std::vector<int>(us.begin(), us.end());
-  if (readers_.empty()) return;
-  for (int u = 0; u < U_; ++u) {
-    const SearchUnit& unit = p_.m.units[u];
-    for (size_t i = 0; i < unit.ops.size(); ++i) {
-      const SearchOp& op = p_.m.ops[unit.ops[i]];
-      const OpDecision& d = p_.sol[u]->first[i];
-      for (size_t k = 0; k < op.in_tensor.size(); ++k) {
-        if (!op.in_param[k] || !readers_.count(op.in_tensor[k])) continue;
-        const bool split = d.choice >= 0 && op.choices[d.choice].in[k].kind == sema::PartitionEffect::Split;
-        if (split && d.k > 1) continue;  // coshard pieces: counted unsharded already (param_multi)
-        tied_[u].push_back(TiedUse{op.in_tensor[k], static_cast<double>(op.in_bytes[k]) / (split ? p_.gr.tp : 1)});
-      }
-    }
-  }
 }
 
 // The gradient synchronisation of one rank's units and the optimizer update.
@@ -271,20 +255,13 @@ Candidate StagePartitioner::evaluate(const std::vector<int>& starts) const {
       std::fprintf(stderr, "  pp %d v %d tp %d m %lld rc %d l%d stage %d: units %d..%d, %.4g ms\n", gr.pp, v_, gr.tp,
                    static_cast<long long>(p_.mcount), p_.e.rc, p_.li, st, a, b, t * 1e3);
   }
-  // The step's loss and gradient norm, allreduced over every rank
-  // (lower_step_end.cpp: LossAllReduce over the world): two elements, so
-  // its latency, priced by topology as the simulator prices it (10 us of
-  // GPT tiny's 91 us step on 2 A100s).
-  double sync_world = 0;
-  if (p_.o.gpus > 1)
-    sync_world = topology_collective_time(p_.o.profile, Collective::AllReduce, 2.0 * 4, range_devices(p_.o.gpus, 1));
   double tmax = 0, sync = 0, mem = 0;
   for (int r = 0; r < gr.pp; ++r) {
     tmax = std::max(tmax, rank_time[r]);
     mem = std::max(mem, v_ > 1 ? rank_mem(ranks[r], r) : stage_mem(ranks[r][0].a, ranks[r][0].b, r));
     sync = std::max(sync, rank_sync(ranks[r]));
   }
-  sync += sync_world;
+  sync += p_.loss_sync;
   c.stage_time = tmax;
   c.sync_time = sync;
   // 1F1B: (m - 1) x the slowest stage + one micro-batch through every
