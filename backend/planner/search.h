@@ -64,6 +64,10 @@ struct SearchChoice {
   bool is_batch = false;                       // the op's batch identifier (its size scales with the batch)
   bool reduce = false;                         // '+': the outputs become partial sums
   std::vector<sema::PartitionEffect> in, out;  // per operand
+  // A composite's body nodes (SearchOp::parts) this split divides; the
+  // others (a reshape of an input the split leaves whole, whatever follows
+  // a product that turns it into partial sums) run whole in every piece.
+  std::vector<char> part_split;
 };
 
 struct SearchOp {
@@ -84,7 +88,8 @@ struct SearchOp {
   // its memory-bound permutes and softmax: Swin's search predicted half
   // the simulator's step). Empty for a primitive op.
   std::vector<NodeWork> parts;
-  bool backward = true;  // a gradient flows through it
+  std::vector<char> part_batch;  // per part: it carries the batch (scales with the micro-batch)
+  bool backward = true;          // a gradient flows through it
   std::vector<SearchChoice> choices;
 };
 

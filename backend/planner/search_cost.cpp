@@ -44,9 +44,14 @@ int out_grad_need(const SearchOp& op, const OpDecision& d, size_t k) {
   return l == kV ? kR : l;
 }
 
+// `bytes`: the model's (fp32) bytes; the collective moves the precision's.
 double reshard(const Env& e, int from, int to, double bytes) {
   if (e.tp <= 1 || from == to || from == kR || to == kV || bytes <= 0) return 0;
   const DeviceProfile& p = e.o.profile;
+  // fp16/bf16 moves half the model's fp32 bytes (the search charged fp32
+  // bytes: twice the Swin fp16 plan's reshards, 17.6 ms per block against
+  // the simulator's 9.2).
+  bytes *= e.o.bytes_per_element / 4.0;
   if (from == kV)
     return collective_time(p, to == kR ? Collective::AllReduce : Collective::ReduceScatter, bytes, e.tp_group);
   if (to == kR) return collective_time(p, Collective::AllGather, bytes, e.tp_group);
@@ -131,11 +136,19 @@ OpCost op_cost(const Env& e, int opi, const OpDecision& d) {
   c.fwd_time = k * compute_time(e.o.profile, op.op_class, e.o.dtype, flops / k,
                                 (bytes + inner) * (e.o.bytes_per_element / 4.0) / k);
   if (!op.parts.empty()) {  // a composite: its nodes' rooflines, summed (search.h)
-    const double share = (op.batch_ok ? e.s : 1.0) / (d.choice >= 0 ? e.tp : 1);
+    // Per piece: a node the split divides runs a (tp k)-th; one it leaves
+    // whole runs whole in each of the k pieces. Nodes without the batch
+    // (Swin's shift mask) do not scale with the micro-batch.
+    const SearchChoice* ch = d.choice >= 0 ? &op.choices[d.choice] : nullptr;
     double body = 0;
-    for (const NodeWork& w : op.parts)
-      body += compute_time(e.o.profile, w.op, e.o.dtype, w.flops * share / k,
-                           w.bytes * share * (e.o.bytes_per_element / 4.0) / k);
+    for (size_t j = 0; j < op.parts.size(); ++j) {
+      const NodeWork& w = op.parts[j];
+      const bool batch = op.batch_ok && (j >= op.part_batch.size() || op.part_batch[j]);
+      const bool divided = ch && (j >= ch->part_split.size() || ch->part_split[j]);
+      const double share = (batch ? e.s : 1.0) / (divided ? static_cast<double>(e.tp) * k : 1.0);
+      body +=
+          compute_time(e.o.profile, w.op, e.o.dtype, w.flops * share, w.bytes * share * (e.o.bytes_per_element / 4.0));
+    }
     c.fwd_time = k * body;
   }
   // Forward runs: the forward, the block's recompute, and a coshard
@@ -178,7 +191,8 @@ double edge_time(const Env& e, int po, const OpDecision& pd, int pk, int ci, con
   if (P.backward && C.backward) t += reshard(e, in_grad(C, cd, ck, e.tp), out_grad_need(P, pd, pk), bytes);
   // One op split over the DP groups feeding one that is not: the batch gathered.
   if (P.batch_ok && !C.batch_ok && e.dp > 1)
-    t += collective_time(e.o.profile, Collective::AllGather, bytes * e.dp, e.dp_group) * (C.backward ? 2 : 1);
+    t += collective_time(e.o.profile, Collective::AllGather, bytes * e.dp * (e.o.bytes_per_element / 4.0), e.dp_group) *
+         (C.backward ? 2 : 1);
   return t;
 }
 
@@ -256,7 +270,8 @@ double node_objective(const Env& e, int opi, const OpDecision& d, const Weights&
                            collective_time(e.o.profile, Collective::AllReduce, 0, g)
                      : 0.0;
   };
-  t += (bw(c.sync_dp, e.dp_group) + bw(c.sync_tp, e.tp_group)) / e.micro_batches;
+  const double sb = e.o.bytes_per_element / 4.0;  // gradients at the precision's element size
+  t += (bw(c.sync_dp * sb, e.dp_group) + bw(c.sync_tp * sb, e.tp_group)) / e.micro_batches;
   return t + w.act * kept + w.transient * c.transient + w.param * c.param;
 }
 

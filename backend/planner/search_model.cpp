@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -111,6 +112,44 @@ void read_choices(const sema::OpNode& n, SearchOp& op) {
   }
 }
 
+// Which of a composite's body nodes (`body`, in order) a split of the
+// composite with input effects `in` divides: the split followed from the
+// composite's inputs through each node's own annotation (sema::choice_for),
+// as the sub-op's body runs on its slices. A node none of whose inputs is
+// split runs whole in every piece (Swin's window attention: the reshape of
+// its input x, 16 x a piece's share at tp 8 x coshard 2, and after the
+// output projection's partial sums, the reshape of the whole output); where
+// a node's annotation does not say (a reshape across the split dim), its
+// outputs count as split, as before.
+std::vector<char> divided_parts(const sema::Graph& g, const sema::OpNode& n, const std::vector<int>& body,
+                                const std::vector<sema::PartitionEffect>& in) {
+  constexpr int kUnknown = -100;  // split along a dim not followed
+  std::map<int, int> split;       // tensor -> its split dim
+  for (size_t k = 0; k < n.inputs.size() && k < in.size(); ++k)
+    if (n.inputs[k] >= 0 && in[k].kind == sema::PartitionEffect::Split) split[n.inputs[k]] = in[k].dim;
+  std::vector<char> out;
+  for (int id : body) {
+    const sema::OpNode& b = g.node(id);
+    int at = -1, dim = kUnknown;
+    for (size_t i = 0; i < b.inputs.size() && at < 0; ++i)
+      if (auto it = split.find(b.inputs[i]); it != split.end()) at = static_cast<int>(i), dim = it->second;
+    out.push_back(at >= 0 ? 1 : 0);
+    if (at < 0) continue;
+    std::optional<sema::TransformChoice> tc;
+    const bool aligned = b.anno.anno.inputs.size() == b.inputs.size() && b.anno.anno.outputs.size() == b.outputs.size();
+    if (aligned && dim != kUnknown) tc = sema::choice_for(b.anno, at, dim);
+    for (size_t j = 0; j < b.outputs.size(); ++j) {
+      if (b.outputs[j] < 0) continue;
+      if (!tc)
+        split[b.outputs[j]] = kUnknown;
+      else if (tc->outputs[j].kind == sema::PartitionEffect::Split)
+        split[b.outputs[j]] = tc->outputs[j].dim;
+      // partial sums (or replicated): whole in every piece
+    }
+  }
+  return out;
+}
+
 // One forward top-level node as the search costs it.
 SearchOp read_op(const sema::Graph& g, const sema::GradientFlow& flow, int node) {
   const sema::OpNode& n = g.node(node);
@@ -144,6 +183,14 @@ SearchOp read_op(const sema::Graph& g, const sema::GradientFlow& flow, int node)
   if (aligned) {
     read_batch(g, n, op);
     read_choices(n, op);
+  }
+  if (n.composite) {
+    const std::vector<int> body = primitive_nodes(g, node);
+    op.part_batch.assign(body.size(), 1);
+    for (SearchChoice& c : op.choices) {
+      c.part_split = divided_parts(g, n, body, c.in);
+      if (c.is_batch) op.part_batch = c.part_split;
+    }
   }
   return op;
 }

@@ -59,6 +59,7 @@ class StagePartitioner {
     // Sequence-parallel tensors: each TP rank sends its slice, in parallel.
     double bytes = p_.cuts.batch[u] * s + p_.cuts.fixed[u] - p_.cut_split[u] * s * (1.0 - 1.0 / p_.gr.tp);
     std::vector<int> pair{0, p_.gr.dp * p_.gr.tp};
+    bytes *= p_.o.bytes_per_element / 4.0;  // the model's bytes are fp32 bytes
     return 2 * collective_time(p_.o.profile, Collective::SendRecv, bytes, pair);
   }
 
@@ -207,7 +208,8 @@ double StagePartitioner::rank_sync(const std::vector<Range>& rs) const {
   auto allreduce = [&](double bytes, const std::vector<int>& group) {
     return bytes > 0 ? collective_time(p_.o.profile, Collective::AllReduce, bytes, group) : 0.0;
   };
-  double ts = allreduce(sdp, p_.e.dp_group) + allreduce(stp, p_.e.tp_group);
+  const double sb = p_.o.bytes_per_element / 4.0;  // gradients at the precision's element size
+  double ts = allreduce(sdp * sb, p_.e.dp_group) + allreduce(stp * sb, p_.e.tp_group);
   // zero1: the lowering gives every sharded parameter a bucket of its own,
   // one reduce-scatter of its gradient and one all-gather of its update
   // each (backend/lowering/lower_internal.h, plan_zero1), so each pays

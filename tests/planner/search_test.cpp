@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <cmath>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "backend/planner/cost_model.h"
@@ -465,4 +466,39 @@ TEST_CASE("zero1 does not shard a weight tied across pipeline stages, as the low
   // accumulated gradient are whole on each stage instead of halves (and
   // no shard): 5 bytes per weight byte against 4.
   CHECK(ct->memory - cu->memory == Approx(16 * 16 * 4 * (5.0 - 4.0)).epsilon(0.01));
+}
+
+TEST_CASE("a composite's body: the nodes a split leaves whole run whole in every piece") {
+  std::ifstream in("examples/swin.nns");
+  REQUIRE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  Loaded l;
+  load(l, text.str());  // config tiny
+  const SearchOp* wa = nullptr;
+  for (const SearchOp& op : l.model.ops)
+    if (op.kind == "window_attention" && op.name.find("blocks.1.") != std::string::npos && !wa) wa = &op;
+  REQUIRE(wa != nullptr);
+  REQUIRE(wa->parts.size() > 10);
+  const SearchChoice* heads = nullptr;
+  for (const SearchChoice& c : wa->choices)
+    if (c.id == "h") heads = &c;
+  REQUIRE(heads != nullptr);
+  REQUIRE(heads->part_split.size() == wa->parts.size());
+  // reshape(x, ...) of the input the head split leaves whole; then the q
+  // projection on the split wq, which the split divides.
+  CHECK(wa->parts[0].kind == "reshape");
+  CHECK(heads->part_split[0] == 0);
+  CHECK(wa->parts[1].kind == "linear");
+  CHECK(heads->part_split[1] == 1);
+  // The output projection contracts the heads: partial sums, whole; the
+  // reshape after it runs whole in every piece.
+  CHECK(wa->parts.back().kind == "reshape");
+  CHECK(heads->part_split.back() == 0);
+  // The shifted block's mask carries no batch: its nodes do not scale with it.
+  REQUIRE(wa->part_batch.size() == wa->parts.size());
+  int without_batch = 0;
+  for (char b : wa->part_batch) without_batch += b ? 0 : 1;
+  CHECK(without_batch > 0);
+  CHECK(wa->part_batch[0] == 1);
 }
