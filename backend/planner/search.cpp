@@ -67,7 +67,8 @@ struct Search {
         units(m_, o_, rules, constrained, lambdas, r.unit_solves),
         any_place_on(std::any_of(rules.begin(), rules.end(), [](const OpRules& x) { return !x.place_on.empty(); })) {
     if (o.gpus > 1)
-      loss_sync = topology_collective_time(o.profile, Collective::AllReduce, 2.0 * 4, range_devices(o.gpus, 1));
+      loss_sync = topology_collective_time(o.profile, Collective::AllReduce, 2.0 * o.bytes_per_element,
+                                           range_devices(o.gpus, 1));
   }
 
   // Progress (o.progress): the phase, grid points done of all.

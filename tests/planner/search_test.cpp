@@ -502,3 +502,36 @@ TEST_CASE("a composite's body: the nodes a split leaves whole run whole in every
   CHECK(without_batch > 0);
   CHECK(wa->part_batch[0] == 1);
 }
+
+TEST_CASE("mixed precision: collectives move 2-byte elements, not the model's fp32 bytes") {
+  Loaded l;
+  load(l, tokens_model());
+  SearchOptions o;
+  o.gpus = 2;
+  std::string err;
+  // Compute and memory nearly free, links bandwidth-bound: the step is its
+  // communication.
+  REQUIRE(parse_profile(R"({"name": "comm", "peak_flops": {"fp32": 1e24, "fp16": 1e24}, "memory_bytes": 1e12,
+    "memory_bandwidth": 1e24, "devices_per_node": 2, "intra_bandwidth": 1e6, "intra_latency": 0, "inter_bandwidth": 1e6,
+    "inter_latency": 0})",
+                        o.profile, err));
+  o.global_batch = 16;
+  o.memory_cap = 1e12;
+  o.top = 100;
+  o.fixed_vp = 1;
+  auto step = [&](int bpe, int pp, int tp) {
+    o.bytes_per_element = bpe;
+    o.dtype = bpe == 2 ? "fp16" : "fp32";
+    for (const Candidate& c : search_plans(l.model, o).best)
+      if (c.pp == pp && c.tp == tp && c.micro_batches == 2 && !c.recompute && !c.zero1) return c.step_time;
+    return -1.0;
+  };
+  const double tp32 = step(4, 1, 2), tp16 = step(2, 1, 2);
+  REQUIRE(tp32 > 0);
+  REQUIRE(tp16 > 0);
+  CHECK(tp16 == Approx(tp32 / 2).epsilon(0.02));  // the reshards in the TP group, the loss allreduce
+  const double pp32 = step(4, 2, 1), pp16 = step(2, 2, 1);
+  REQUIRE(pp32 > 0);
+  REQUIRE(pp16 > 0);
+  CHECK(pp16 == Approx(pp32 / 2).epsilon(0.02));  // the pipeline's sends
+}
