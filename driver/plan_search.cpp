@@ -4,15 +4,15 @@
 // graph, searches, prints the best plan, its runners-up and the best
 // Megatron-style plan, writes FILE + a config + the plan block to OUT.nns
 // and proves it there with the checker (the same stages as `nns check`).
+#include <unistd.h>
 #include <algorithm>
-#include <optional>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
-#include <unistd.h>
 
 #include "backend/lowering/lower_plan.h"
 #include "backend/planner/cost_model.h"
@@ -32,8 +32,8 @@ namespace {
 std::string gib(double bytes) { return sema::format_bytes(static_cast<int64_t>(bytes)); }
 
 void print_candidate(const char* label, const planner::Candidate& c) {
-  std::printf("  %-10s %-58s step %10.3f ms  %9.2f samples/s  memory %s  bubble %.1f%%\n", label, c.describe().c_str(), c.step_time * 1e3,
-              c.throughput(), gib(c.memory).c_str(), c.bubble * 100);
+  std::printf("  %-10s %-58s step %10.3f ms  %9.2f samples/s  memory %s  bubble %.1f%%\n", label, c.describe().c_str(),
+              c.step_time * 1e3, c.throughput(), gib(c.memory).c_str(), c.bubble * 100);
 }
 
 std::string space_text(double l) {
@@ -57,6 +57,7 @@ struct PlanRun {
   planner::SearchOptions so;
   planner::SearchResult r;
   std::string plan_name, base_cfg, cfg, out;
+  size_t written = 0;  // the candidate written (a runner-up when the checker refused the best)
 };
 
 // The baselines the best is measured against: one device always; data
@@ -115,16 +116,17 @@ void print_search(const PlanRun& run) {
   const planner::SearchResult& r = run.r;
   const Args& a = run.a;
   const double cap = static_cast<double>(run.cap);
-  std::printf("model %s (config %s): %zu ops in %zu units (%d distinct), %s parameters, global batch %lld\n", run.o.path.c_str(),
-              run.p.interp->config_name().c_str(), run.model.ops.size(), run.model.units.size(), run.model.signatures,
-              sema::format_bytes(run.model.param_bytes).c_str(), static_cast<long long>(run.so.global_batch));
-  std::printf("search on %lld x %s (%d per node, %s each): %lld candidates costed, %lld unit solves, %.1f ms\n", run.n, run.prof.name.c_str(),
-              run.prof.devices_per_node, gib(cap).c_str(), static_cast<long long>(r.evaluated), static_cast<long long>(r.unit_solves),
-              r.search_ms);
+  std::printf("model %s (config %s): %zu ops in %zu units (%d distinct), %s parameters, global batch %lld\n",
+              run.o.path.c_str(), run.p.interp->config_name().c_str(), run.model.ops.size(), run.model.units.size(),
+              run.model.signatures, sema::format_bytes(run.model.param_bytes).c_str(),
+              static_cast<long long>(run.so.global_batch));
+  std::printf("search on %lld x %s (%d per node, %s each): %lld candidates costed, %lld unit solves, %.1f ms\n", run.n,
+              run.prof.name.c_str(), run.prof.devices_per_node, gib(cap).c_str(), static_cast<long long>(r.evaluated),
+              static_cast<long long>(r.unit_solves), r.search_ms);
   std::printf("space: %s plans", space_text(r.log10_space).c_str());
   if (!a.plan.empty())
-    std::printf("; under the constraint tables of plan %s: %s (pruned by 10^%.1f)", a.plan.c_str(), space_text(r.log10_space_constrained).c_str(),
-                r.log10_space - r.log10_space_constrained);
+    std::printf("; under the constraint tables of plan %s: %s (pruned by 10^%.1f)", a.plan.c_str(),
+                space_text(r.log10_space_constrained).c_str(), r.log10_space - r.log10_space_constrained);
   std::printf("\n");
   print_baselines(r, cap);
   if (r.best.empty()) return;
@@ -145,7 +147,8 @@ void name_outputs(PlanRun& run) {
   run.base_cfg = run.p.interp->config_name();
   run.cfg = run.base_cfg + "_plan";
   std::vector<std::string> names = run.p.interp->config_names();
-  for (int k = 2; std::find(names.begin(), names.end(), run.cfg) != names.end(); ++k) run.cfg = run.base_cfg + "_plan" + std::to_string(k);
+  for (int k = 2; std::find(names.begin(), names.end(), run.cfg) != names.end(); ++k)
+    run.cfg = run.base_cfg + "_plan" + std::to_string(k);
   const std::string& path = run.o.path;
   std::string out_dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
   run.out = run.a.output.empty() ? out_dir + "/.nns_plan_" + std::to_string(getpid()) + ".nns" : run.a.output;
@@ -155,12 +158,13 @@ void name_outputs(PlanRun& run) {
 // micro-batches, the prediction and the plan block.
 std::string output_text(const PlanRun& run, const planner::Candidate& c) {
   std::ostringstream extra;
-  extra << "\n# ---- written by nns plan " << run.o.path << " --gpus " << run.n << " --device " << run.prof.name << " ----\n";
+  extra << "\n# ---- written by nns plan " << run.o.path << " --gpus " << run.n << " --device " << run.prof.name
+        << " ----\n";
   extra << "config " << run.cfg << " extends " << run.base_cfg << " {\n  batch = " << c.micro_batch * c.dp
         << "\n  micro_batches = " << c.micro_batches << "\n}\n\n";
   char pred[256];
-  std::snprintf(pred, sizeof pred, "# Predicted on %lld x %s: step %.3f ms, %.2f samples/s, %s per device.\n", run.n, run.prof.name.c_str(),
-                c.step_time * 1e3, c.throughput(), gib(c.memory).c_str());
+  std::snprintf(pred, sizeof pred, "# Predicted on %lld x %s: step %.3f ms, %.2f samples/s, %s per device.\n", run.n,
+                run.prof.name.c_str(), c.step_time * 1e3, c.throughput(), gib(c.memory).c_str());
   extra << pred << planner::plan_text(run.model, c, run.plan_name);
   return extra.str();
 }
@@ -221,8 +225,10 @@ int check_written(const PlanRun& run, const planner::Candidate& c) {
   std::cout << sema::check::verdict_line(cp.plan, cr, overflow) << "\n";
   if (mem) std::cout << "  " << backend::memory_line(*mem, mo) << "\n";
   if (!replay)
-    std::cout << "  memory: not replayed for " << run.n << " ranks here (minutes; the search's estimate holds the capacity); nns check "
-              << run.out << " --config " << run.cfg << " --plan " << run.plan_name << " --gpus " << run.n << " replays every rank\n";
+    std::cout << "  memory: not replayed for " << run.n
+              << " ranks here (minutes; the search's estimate holds the capacity); nns check " << run.out
+              << " --config " << run.cfg << " --plan " << run.plan_name << " --gpus " << run.n
+              << " replays every rank\n";
   std::cout.flush();
   cp.diags.print(std::cerr, front::want_colour());
   return rc;
@@ -232,7 +238,7 @@ enum class Written { Yes, Refused, CannotWrite };
 
 // Writes the best candidate the checker accepts (the first with
 // --no-check); `rc` the last refusal's exit code.
-Written write_checked(const PlanRun& run, int& rc) {
+Written write_checked(PlanRun& run, int& rc) {
   std::ifstream in(run.o.path);
   std::stringstream src;
   src << in.rdbuf();
@@ -249,10 +255,12 @@ Written write_checked(const PlanRun& run, int& rc) {
       }
     }
     if (i == 0) std::printf("\n%s\n", extra.c_str());
+    run.written = i;
     if (run.a.no_check) return Written::Yes;
     rc = check_written(run, c);
     if (rc == kExitOk) {
-      if (i > 0) std::printf("\n(the best plans did not pass the checker; this is runner-up %zu)\n%s\n", i, extra.c_str());
+      if (i > 0)
+        std::printf("\n(the best plans did not pass the checker; this is runner-up %zu)\n%s\n", i, extra.c_str());
       return Written::Yes;
     }
     std::printf("  the checker refused it (exit %d); trying the next\n", rc);
@@ -268,6 +276,9 @@ void simulate_written(const PlanRun& run) {
   so2.config = run.cfg;
   so2.plan = run.plan_name;
   so2.topo = Topology{run.n, run.n, 1, false, {}};
+  // The check's memory line counts the precision searched (it printed the
+  // fp32 figure: 80.69 GiB for a 145.6B fp16 plan the simulator peaks at 58).
+  so2.check.bytes_per_element = run.so.bytes_per_element < 4 ? run.so.bytes_per_element : 0;
   so2.last = Stage::Comm;
   so2.eval_budget = run.o.eval_budget;
   Pipeline sp;
@@ -279,7 +290,8 @@ void simulate_written(const PlanRun& run) {
     std::string err;
     const int bpe = run.so.bytes_per_element;
     if (planner::simulate(lp, planner::profile_cost(run.prof, lp, bpe, bpe < 4 ? run.so.dtype : ""), sr, err))
-      std::printf("simulated (nns simulate): step %.6f ms; predicted by the search: %.6f ms\n", sr.step_time * 1e3, run.r.best[0].step_time * 1e3);
+      std::printf("simulated (nns simulate): step %.6f ms; predicted by the search: %.6f ms\n", sr.step_time * 1e3,
+                  run.r.best[run.written].step_time * 1e3);
     else
       std::printf("simulate: %s\n", err.c_str());
   } catch (const backend::LoweringError& e) {
@@ -332,7 +344,8 @@ int cmd_plan(const Args& a) {
   if (!parse_int(a.gpus, n) || n < 1 || n > 65536) return usage_error("--gpus must be an integer from 1 to 65536");
   if (!a.nodes.empty() && (!parse_int(a.nodes, nodes) || nodes < 1 || n % nodes != 0))
     return usage_error("--nodes must be a positive divisor of --gpus");
-  if (!a.top.empty() && (!parse_int(a.top, top) || top < 1 || top > 100)) return usage_error("--top must be an integer from 1 to 100");
+  if (!a.top.empty() && (!parse_int(a.top, top) || top < 1 || top > 100))
+    return usage_error("--top must be an integer from 1 to 100");
   if (!a.plan_gpus.empty() || !a.emit.empty() || a.verify || !a.trace.empty())
     return usage_error(
         "plan takes FILE, --config, --gpus, --device, --nodes, --plan, --out, --top, --vp, --no-check, --device-memory");
@@ -349,7 +362,8 @@ int cmd_plan(const Args& a) {
   if (nodes > 0) run.prof.devices_per_node = static_cast<int>(n / nodes);
   run.cap = static_cast<int64_t>(run.prof.memory_bytes);
   run.cap_label = run.prof.name;
-  if (!a.device_memory.empty() && !planner::parse_device_memory(a.device_memory, run.cap, run.cap_label, err)) return usage_error(err);
+  if (!a.device_memory.empty() && !planner::parse_device_memory(a.device_memory, run.cap, run.cap_label, err))
+    return usage_error(err);
 
   // The model's forward graph.
   run.o.path = a.positional[0];
@@ -373,7 +387,8 @@ int cmd_plan(const Args& a) {
       return p.interp->failure() == sema::Interpreter::Failure::UnknownPlan ? kExitUsage : kExitBadInput;
     }
     if (constraints.constraints.empty()) {
-      std::cerr << "nns: error: plan " << a.plan << " declares no constraint table (same_split, split_only, split_counts, place_on)\n";
+      std::cerr << "nns: error: plan " << a.plan
+                << " declares no constraint table (same_split, split_only, split_counts, place_on)\n";
       return kExitBadInput;
     }
   }
@@ -396,10 +411,11 @@ int cmd_plan(const Args& a) {
   if (w == Written::CannotWrite) return kExitBadInput;
   const bool written = w == Written::Yes;
   if (written && a.simulate) simulate_written(run);
-  if (a.output.empty()) std::remove(run.out.c_str());
+  if (a.output.empty())
+    std::remove(run.out.c_str());
   else if (written)
-    std::printf("wrote %s: nns run %s --config %s --plan %s --gpus %lld\n", run.out.c_str(), run.out.c_str(), run.cfg.c_str(),
-                run.plan_name.c_str(), n);
+    std::printf("wrote %s: nns run %s --config %s --plan %s --gpus %lld\n", run.out.c_str(), run.out.c_str(),
+                run.cfg.c_str(), run.plan_name.c_str(), n);
   return written ? kExitOk : (rc == kExitOk ? kExitRuntime : rc);
 }
 

@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "backend/planner/search_internal.h"
+#include "backend/planner/topology_comm.h"
 
 namespace nns::planner {
 
@@ -18,19 +19,23 @@ namespace {
 
 // Whether every op with a place_on table sits on a stage whose devices it
 // may use.
-bool placement_allowed(const SearchModel& m, const std::vector<OpRules>& rules, const GridPoint& gr, const Candidate& best) {
+bool placement_allowed(const SearchModel& m, const std::vector<OpRules>& rules, const GridPoint& gr,
+                       const Candidate& best) {
   for (size_t i = 0; i < m.ops.size(); ++i) {
     if (rules[i].place_on.empty()) continue;
     int st = best.unit_stage[m.unit_of_op[i]] % gr.pp;  // its rank (interleaved: chunk c on rank c % pp)
     for (int dev = st * gr.dp * gr.tp; dev < (st + 1) * gr.dp * gr.tp; ++dev)
-      if (!std::binary_search(rules[i].place_on.begin(), rules[i].place_on.end(), static_cast<int64_t>(dev))) return false;
+      if (!std::binary_search(rules[i].place_on.begin(), rules[i].place_on.end(), static_cast<int64_t>(dev)))
+        return false;
   }
   return true;
 }
 
 void print_candidate(const Candidate& best, int li, const std::vector<const UnitSolution*>& sol) {
-  std::fprintf(stderr, "%s%s l%d step %.6g:", best.describe().c_str(), best.megatron ? " megatron" : "", li, best.step_time * 1e3);
-  for (size_t u = 0; u < sol.size(); ++u) std::fprintf(stderr, " u%zu[s%d]=%.4g", u, best.unit_stage[u], sol[u]->second.time * 1e3);
+  std::fprintf(stderr, "%s%s l%d step %.6g:", best.describe().c_str(), best.megatron ? " megatron" : "", li,
+               best.step_time * 1e3);
+  for (size_t u = 0; u < sol.size(); ++u)
+    std::fprintf(stderr, " u%zu[s%d]=%.4g", u, best.unit_stage[u], sol[u]->second.time * 1e3);
   std::fprintf(stderr, "\n");
 }
 
@@ -48,11 +53,23 @@ struct Search {
   UnitSolver units;
   Ranking ranking;
   bool any_place_on;
+  double loss_sync = 0;  // StageProblem::loss_sync
 
   Search(const SearchModel& m_, const SearchOptions& o_, SearchResult& r, double cap_)
-      : m(m_), o(o_), res(r), cap(cap_), rules(resolve_constraints(m_, o_, constrained)), lambdas(lambda_grid(o_)), cuts(m_),
-        space(m_, rules), units(m_, o_, rules, constrained, lambdas, r.unit_solves),
-        any_place_on(std::any_of(rules.begin(), rules.end(), [](const OpRules& x) { return !x.place_on.empty(); })) {}
+      : m(m_),
+        o(o_),
+        res(r),
+        cap(cap_),
+        rules(resolve_constraints(m_, o_, constrained)),
+        lambdas(lambda_grid(o_)),
+        cuts(m_),
+        space(m_, rules),
+        units(m_, o_, rules, constrained, lambdas, r.unit_solves),
+        any_place_on(std::any_of(rules.begin(), rules.end(), [](const OpRules& x) { return !x.place_on.empty(); })) {
+    if (o.gpus > 1)
+      loss_sync = topology_collective_time(o.profile, Collective::AllReduce, 2.0 * o.bytes_per_element,
+                                           range_devices(o.gpus, 1));
+  }
 
   // Progress (o.progress): the phase, grid points done of all.
   const char* phase = "grid points";
@@ -77,7 +94,8 @@ void Search::point(const GridPoint& gr, int64_t mcount, bool rc) {
   double s = static_cast<double>(mb) / static_cast<double>(m.graph_batch);
   bool dp_bad = false;
   if (constrained)
-    for (size_t i = 0; i < m.ops.size(); ++i) dp_bad = dp_bad || (rules[i].dp_forbidden && m.ops[i].batch_ok && gr.dp > 1);
+    for (size_t i = 0; i < m.ops.size(); ++i)
+      dp_bad = dp_bad || (rules[i].dp_forbidden && m.ops[i].batch_ok && gr.dp > 1);
   const std::vector<int> vps = chunk_counts(m, o, gr.pp, mcount);
   space.add(gr.pp, gr.tp, gr.dp, s, rc, dp_bad, vps);
   if (vps.empty()) return;
@@ -129,8 +147,8 @@ void Search::one_partition(const GridPoint& gr, int64_t mcount, const Env& e, in
   const int U = static_cast<int>(m.units.size());
   ++res.evaluated;
   const int64_t mb = o.global_batch / gr.dp / mcount;
-  Candidate best =
-      partition_stages(StageProblem{m, o, e, gr, mcount, mb, li, megatron, z1, sol, cut_split, cuts, cap, vp});
+  Candidate best = partition_stages(
+      StageProblem{m, o, e, gr, mcount, mb, li, megatron, z1, sol, cut_split, cuts, cap, vp, loss_sync});
   if (best.step_time <= 0) return;
   if (std::getenv("NNS_SEARCH_DEBUG")) print_candidate(best, li, sol);
   if (any_place_on && !placement_allowed(m, rules, gr, best)) return;

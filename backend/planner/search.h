@@ -43,6 +43,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -56,34 +57,39 @@ namespace nns::planner {
 
 // One way to split an op inside its tensor-parallel group.
 struct SearchChoice {
-  int idx = -1, dim = -1;  // trans(op, idx = idx, dim = dim): input operand and its tensor dim
-  bool value = false;      // trans(op, dim = "value")
-  std::string id;          // the identifier it splits
-  int64_t size = 0;        // that identifier's size in the elaborated graph
-  bool is_batch = false;   // the op's batch identifier (its size scales with the batch)
-  bool reduce = false;     // '+': the outputs become partial sums
+  int idx = -1, dim = -1;                      // trans(op, idx = idx, dim = dim): input operand and its tensor dim
+  bool value = false;                          // trans(op, dim = "value")
+  std::string id;                              // the identifier it splits
+  int64_t size = 0;                            // that identifier's size in the elaborated graph
+  bool is_batch = false;                       // the op's batch identifier (its size scales with the batch)
+  bool reduce = false;                         // '+': the outputs become partial sums
   std::vector<sema::PartitionEffect> in, out;  // per operand
+  // A composite's body nodes (SearchOp::parts) this split divides; the
+  // others (a reshape of an input the split leaves whole, whatever follows
+  // a product that turns it into partial sums) run whole in every piece.
+  std::vector<char> part_split;
 };
 
 struct SearchOp {
   int node = -1;
   std::string name, kind, op_class;
-  double flops = 0;             // forward, whole op, at the graph's batch
-  bool batch_ok = false;        // trans(op, dim = "batch") exists
+  double flops = 0;       // forward, whole op, at the graph's batch
+  bool batch_ok = false;  // trans(op, dim = "batch") exists
   std::string batch_id;
   std::vector<int> in_tensor, out_tensor;  // tensor ids per operand (-1: not a tensor)
   std::vector<int64_t> in_bytes, out_bytes;
-  std::vector<int> out_rank;               // dims of each output (0: not a tensor)
-  std::vector<bool> in_batch, out_batch;   // the operand carries the batch identifier
+  std::vector<int> out_rank;              // dims of each output (0: not a tensor)
+  std::vector<bool> in_batch, out_batch;  // the operand carries the batch identifier
   std::vector<bool> in_param;
-  int64_t inner_bytes = 0;      // a composite op's body tensors (what it keeps besides its outputs)
+  int64_t inner_bytes = 0;  // a composite op's body tensors (what it keeps besides its outputs)
   // A composite op's primitive nodes, each a kernel of its own at run
   // time: costed one roofline each and summed, as the simulator costs
   // them (one roofline over the whole body let its matrix products hide
   // its memory-bound permutes and softmax: Swin's search predicted half
   // the simulator's step). Empty for a primitive op.
   std::vector<NodeWork> parts;
-  bool backward = true;         // a gradient flows through it
+  std::vector<char> part_batch;  // per part: it carries the batch (scales with the micro-batch)
+  bool backward = true;          // a gradient flows through it
   std::vector<SearchChoice> choices;
 };
 
@@ -106,29 +112,34 @@ struct MegatronStructure {
 };
 
 struct SearchUnit {
-  std::string key;        // "blocks.3." (its layer), or "" for ops outside layers
-  std::vector<int> ops;   // indices into SearchModel::ops, in graph order
-  int signature = -1;     // units with equal signatures are solved once
-  std::string select;     // a select() pattern matching exactly its ops, or "" (list them by name)
+  std::string key;       // "blocks.3." (its layer), or "" for ops outside layers
+  std::vector<int> ops;  // indices into SearchModel::ops, in graph order
+  int signature = -1;    // units with equal signatures are solved once
+  std::string select;    // a select() pattern matching exactly its ops, or "" (list them by name)
 };
 
 struct SearchModel {
-  std::vector<SearchOp> ops;       // top-level forward ops, graph order
-  std::vector<int> op_of_node;     // node id -> index in ops (-1)
+  std::vector<SearchOp> ops;    // top-level forward ops, graph order
+  std::vector<int> op_of_node;  // node id -> index in ops (-1)
   std::vector<SearchUnit> units;
   int signatures = 0;
-  int64_t graph_batch = 1;         // the batch the graph was elaborated with (one micro-batch)
+  int64_t graph_batch = 1;  // the batch the graph was elaborated with (one micro-batch)
   int64_t param_bytes = 0;
   // The data flow between ops: per tensor its readers (op, input operand),
   // its producer (op, output operand; -1 for params and data inputs).
   std::vector<std::vector<std::pair<int, int>>> consumers;
   std::vector<int> producer, producer_out;
-  std::vector<bool> data_input;    // per tensor: a data input (ids, images)
+  std::vector<bool> data_input;  // per tensor: a data input (ids, images)
   // Per tensor: the size of its dim 1 (tokens of a [batch, tokens, features]
   // activation) when it has 3 dims or more, else 0. A sequence-parallel
   // residual stream crosses unit boundaries split along it.
   std::vector<int64_t> seq_len;
   std::vector<int> unit_of_op;
+  // Weights read by ops of several units (GPT's wte: the embedding and the
+  // output layer): per such weight tensor its units, ascending; per unit,
+  // its reads of them as (position in the unit, input operand).
+  std::map<int, std::vector<int>> tied_units;
+  std::vector<std::vector<std::pair<int, int>>> tied_reads;
   MegatronStructure megatron;  // build_search_model fills it (find_megatron_structure)
 };
 
@@ -140,9 +151,9 @@ MegatronStructure find_megatron_structure(const SearchModel& m);
 
 // One op's decision in a candidate.
 struct OpDecision {
-  int choice = -1;       // index into SearchOp::choices; -1: replicated in its TP group
-  int k = 1;             // coshard: parts per device (k * tp parts), recomputed when > 1 or rc
-  bool rc = false;       // recomputed alone (coshard)
+  int choice = -1;  // index into SearchOp::choices; -1: replicated in its TP group
+  int k = 1;        // coshard: parts per device (k * tp parts), recomputed when > 1 or rc
+  bool rc = false;  // recomputed alone (coshard)
 };
 
 struct Candidate {
@@ -157,18 +168,20 @@ struct Candidate {
   // Tensors crossing unit boundaries split along their tokens (dim 1) over
   // the TP group (sequence parallel) instead of replicated in it.
   bool seq = false;
-  bool megatron = false;                       // a Megatron-style candidate
-  std::vector<int> unit_stage;                 // per unit
-  std::vector<OpDecision> ops;                 // per op
+  bool megatron = false;        // a Megatron-style candidate
+  std::vector<int> unit_stage;  // per unit
+  std::vector<OpDecision> ops;  // per op
   double step_time = 0, stage_time = 0, sync_time = 0, bubble = 0;
-  double memory = 0;                           // peak predicted bytes per device
-  bool fits = true;                            // memory within the search's bound (false only for a reported baseline)
+  double memory = 0;  // peak predicted bytes per device
+  bool fits = true;   // memory within the search's bound (false only for a reported baseline)
   // tp > 1 and no op of the candidate splits inside its TP group: the tp
   // devices of a group repeat one another's work (a plan that leaves
   // devices idle, in effect), which describe() says.
   bool replicated() const;
-  double throughput() const { return step_time > 0 ? static_cast<double>(micro_batches * micro_batch * dp) / step_time : 0; }
-  std::string describe() const;                // "pp 8 x tp 8 x dp 16, 96 micro-batches of 1, recompute, zero1"
+  double throughput() const {
+    return step_time > 0 ? static_cast<double>(micro_batches * micro_batch * dp) / step_time : 0;
+  }
+  std::string describe() const;  // "pp 8 x tp 8 x dp 16, 96 micro-batches of 1, recompute, zero1"
 };
 
 // Where the search stands, for a progress line (SearchOptions::progress).
@@ -181,17 +194,17 @@ struct SearchProgress {
 
 struct SearchOptions {
   int gpus = 1;
-  DeviceProfile profile;          // devices_per_node already set (--nodes)
-  int64_t global_batch = 1;       // samples per step
-  int optimizer_slots = 2;        // AdamW 2, SGD with momentum 1, SGD 0
-  double memory_cap = 0;          // bytes per device (the profile's memory when 0)
-  double memory_margin = 0.92;    // search within this fraction of the cap (the checker counts a bit more)
+  DeviceProfile profile;        // devices_per_node already set (--nodes)
+  int64_t global_batch = 1;     // samples per step
+  int optimizer_slots = 2;      // AdamW 2, SGD with momentum 1, SGD 0
+  double memory_cap = 0;        // bytes per device (the profile's memory when 0)
+  double memory_margin = 0.92;  // search within this fraction of the cap (the checker counts a bit more)
   std::string dtype = "fp32";
   int bytes_per_element = 4;
-  int top = 5;                    // runners-up kept
+  int top = 5;  // runners-up kept
   const std::vector<sema::PlanConstraint>* constraints = nullptr;
   const sema::Plan* constraint_plan = nullptr;  // to map the constraints' sub-ops to nodes
-  bool exhaustive = false;        // tests: enumerate every op combination and stage partition instead of the DPs
+  bool exhaustive = false;  // tests: enumerate every op combination and stage partition instead of the DPs
   int max_micro_batch_options = 6;
   // Interleaved 1F1B: chunks per rank tried where pp > 1 (1, 2, 4, ... up
   // to max_vp, where the layer units split evenly over pp * v chunks and
@@ -216,7 +229,7 @@ struct Baseline {
 };
 
 struct SearchResult {
-  std::vector<Candidate> best;        // ascending step time, feasible ones
+  std::vector<Candidate> best;  // ascending step time, feasible ones
   // The same model on one device (pp = tp = dp = 1, every micro-batch
   // count searched): what "a speedup" means. Always costed.
   Baseline one_device;
@@ -227,12 +240,12 @@ struct SearchResult {
   // applies where the model has Megatron's structure (SearchModel::megatron)
   // and its layout splits over some TP degree of the grid.
   Baseline megatron;
-  double log10_space = 0;             // the space without constraint tables
-  double log10_space_constrained = 0; // with them (== log10_space without --plan)
-  int64_t evaluated = 0;              // candidates costed
-  int64_t unit_solves = 0;            // unit DPs run (after memoisation)
+  double log10_space = 0;              // the space without constraint tables
+  double log10_space_constrained = 0;  // with them (== log10_space without --plan)
+  int64_t evaluated = 0;               // candidates costed
+  int64_t unit_solves = 0;             // unit DPs run (after memoisation)
   double search_ms = 0;
-  std::string note;                   // why nothing fits, when best is empty
+  std::string note;  // why nothing fits, when best is empty
 };
 
 SearchResult search_plans(const SearchModel& m, const SearchOptions& o);
@@ -240,8 +253,9 @@ SearchResult search_plans(const SearchModel& m, const SearchOptions& o);
 // Objective value of one unit under fixed decisions (time per micro-batch +
 // lambda x memory): the quantity solve_unit minimises (exposed for tests).
 // seq: the unit's boundary tensors are sequence parallel (Candidate::seq).
-double unit_objective(const SearchModel& m, int unit, const std::vector<OpDecision>& d, int tp, int dp, double batch_scale,
-                      bool recompute, double lambda_act, double lambda_param, const SearchOptions& o, bool seq = false);
+double unit_objective(const SearchModel& m, int unit, const std::vector<OpDecision>& d, int tp, int dp,
+                      double batch_scale, bool recompute, double lambda_act, double lambda_param,
+                      const SearchOptions& o, bool seq = false);
 // The unit DP's optimum (decisions into `out`); exhaustive: enumerate every
 // combination (tests).
 double solve_unit(const SearchModel& m, int unit, int tp, int dp, double batch_scale, bool recompute, double lambda_act,

@@ -44,12 +44,54 @@ int out_grad_need(const SearchOp& op, const OpDecision& d, size_t k) {
   return l == kV ? kR : l;
 }
 
+// `bytes`: the model's (fp32) bytes; the collective moves the precision's.
 double reshard(const Env& e, int from, int to, double bytes) {
   if (e.tp <= 1 || from == to || from == kR || to == kV || bytes <= 0) return 0;
   const DeviceProfile& p = e.o.profile;
-  if (from == kV) return collective_time(p, to == kR ? Collective::AllReduce : Collective::ReduceScatter, bytes, e.tp_group);
+  // fp16/bf16 moves half the model's fp32 bytes (the search charged fp32
+  // bytes: twice the Swin fp16 plan's reshards, 17.6 ms per block against
+  // the simulator's 9.2).
+  bytes *= e.o.bytes_per_element / 4.0;
+  if (from == kV)
+    return collective_time(p, to == kR ? Collective::AllReduce : Collective::ReduceScatter, bytes, e.tp_group);
   if (to == kR) return collective_time(p, Collective::AllGather, bytes, e.tp_group);
   return collective_time(p, Collective::AllToAll, bytes / e.tp, e.tp_group);
+}
+
+// The executor's local copies around one op's kernels, as the simulator
+// prices them (program_cost.cpp's work_time: a measured copy or
+// accumulate line, else read and write at memory bandwidth): each forward
+// run collects every piece's outputs into their buffers (CollectOut), the
+// backward collects every piece's input gradients (CollectGrad). An
+// operand a piece holds whole (replicated, or partial sums) is copied
+// once per piece. These are a tenth of the Swin 27B plan's busy time
+// (4.7 of 58.4 s on its slowest rank).
+double local_copy_time(const Env& e, const SearchOp& op, const OpDecision& d, int forwards) {
+  const DeviceProfile& p = e.o.profile;
+  const int k = std::max(1, d.k);
+  const double sb = e.o.bytes_per_element / 4.0;  // the model's bytes are fp32 bytes
+  auto copy = [&](double bytes) {
+    if (bytes <= 0) return 0.0;
+    if (p.copy.present()) return p.accumulate.present() ? p.accumulate.time(bytes) : p.copy.time(bytes);
+    return p.memory_bandwidth > 0 ? 2 * bytes / p.memory_bandwidth : 0.0;
+  };
+  auto pieces = [&](bool split, double full) { return split ? full / e.tp : full * k; };
+  double t = 0;
+  for (size_t j = 0; j < op.out_tensor.size(); ++j) {
+    if (op.out_tensor[j] < 0) continue;
+    const bool split = d.choice >= 0 && op.choices[d.choice].out[j].kind == sema::PartitionEffect::Split;
+    const double full = static_cast<double>(op.out_bytes[j]) * scale_of(e, op, op.out_batch[j]) * sb;
+    // One copy per piece: the accumulate line prices per call, so k calls of a k-th.
+    t += forwards * k * copy(pieces(split, full) / k);
+  }
+  if (!op.backward) return t;
+  for (size_t j = 0; j < op.in_tensor.size(); ++j) {
+    if (op.in_tensor[j] < 0 || e.m.data_input[op.in_tensor[j]]) continue;
+    const bool split = d.choice >= 0 && op.choices[d.choice].in[j].kind == sema::PartitionEffect::Split;
+    const double full = static_cast<double>(op.in_bytes[j]) * scale_of(e, op, op.in_batch[j]) * sb;
+    t += k * copy(pieces(split, full) / k);
+  }
+  return t;
 }
 
 bool coshardable(const SearchOp& op) { return op.backward && (op.op_class == "matmul" || op.inner_bytes > 0); }
@@ -76,6 +118,7 @@ OpCost op_cost(const Env& e, int opi, const OpDecision& d) {
       c.param += b;
       if (d.choice >= 0 && d.k > 1 && in_frac(k) < 1.0) c.param_multi += b;
       c.sync_dp += b;
+      c.sync_params += 1;
       if (d.choice >= 0 && e.tp > 1 && in_frac(k) == 1.0) c.sync_tp += b;
     } else if (e.m.data_input[op.in_tensor[k]] && !e.rc) {
       c.kept += b;
@@ -90,16 +133,34 @@ OpCost op_cost(const Env& e, int opi, const OpDecision& d) {
   double inner = static_cast<double>(op.inner_bytes) * (op.batch_ok ? e.s : 1.0) / (d.choice >= 0 ? e.tp : 1);
   double flops = op.flops * (op.batch_ok ? e.s : 1.0) / (d.choice >= 0 ? e.tp : 1);
   const int k = std::max(1, d.k);
-  c.fwd_time = k * compute_time(e.o.profile, op.op_class, e.o.dtype, flops / k, (bytes + inner) * (e.o.bytes_per_element / 4.0) / k);
+  c.fwd_time = k * compute_time(e.o.profile, op.op_class, e.o.dtype, flops / k,
+                                (bytes + inner) * (e.o.bytes_per_element / 4.0) / k);
   if (!op.parts.empty()) {  // a composite: its nodes' rooflines, summed (search.h)
-    const double share = (op.batch_ok ? e.s : 1.0) / (d.choice >= 0 ? e.tp : 1);
+    // Per piece: a node the split divides runs a (tp k)-th; one it leaves
+    // whole runs whole in each of the k pieces. Nodes without the batch
+    // (Swin's shift mask) do not scale with the micro-batch.
+    const SearchChoice* ch = d.choice >= 0 ? &op.choices[d.choice] : nullptr;
     double body = 0;
-    for (const NodeWork& w : op.parts)
-      body += compute_time(e.o.profile, w.op, e.o.dtype, w.flops * share / k, w.bytes * share * (e.o.bytes_per_element / 4.0) / k);
+    for (size_t j = 0; j < op.parts.size(); ++j) {
+      const NodeWork& w = op.parts[j];
+      const bool batch = op.batch_ok && (j >= op.part_batch.size() || op.part_batch[j]);
+      const bool divided = ch && (j >= ch->part_split.size() || ch->part_split[j]);
+      const double share = (batch ? e.s : 1.0) / (divided ? static_cast<double>(e.tp) * k : 1.0);
+      body +=
+          compute_time(e.o.profile, w.op, e.o.dtype, w.flops * share, w.bytes * share * (e.o.bytes_per_element / 4.0));
+    }
     c.fwd_time = k * body;
   }
-  c.time = c.fwd_time * (op.backward ? 3.0 : 1.0);
-  if (op.backward && (e.rc || d.rc)) c.time += c.fwd_time;
+  // Forward runs: the forward, the block's recompute, and a coshard
+  // piece's own recompute before its backward. Inside a recomputed block
+  // a coshard piece runs all three: the block's recompute makes its
+  // outputs again for the block's other ops, and its own recompute brings
+  // its values back one piece at a time (the lowered programs run it
+  // thrice; nns simulate of the Swin 27B plan counts 6 x 1.39 ms per
+  // block and micro-batch for fc1's 2 pieces).
+  const int forwards = 1 + (op.backward && (e.rc || d.rc) ? 1 : 0) + (op.backward && e.rc && d.rc ? 1 : 0);
+  c.time = c.fwd_time * (forwards + (op.backward ? 2.0 : 0.0));
+  c.time += local_copy_time(e, op, d, forwards);
   // The search's analytic estimate of memory (the exact peak is the replay
   // of a lowered program, backend/lowering/memory_replay.h, which the search
   // cannot afford per candidate), after what lowering emits: a kernel keeps
@@ -112,8 +173,10 @@ OpCost op_cost(const Env& e, int opi, const OpDecision& d) {
   // gradients and, recomputed on its own, that piece's values.
   const bool own = d.rc && (!e.rc || k > 1);
   const double again = own ? (2 * outs + inner) / k : 0.0;
-  if (e.rc) c.transient = own ? outs : 2 * outs + inner;
-  else if (!d.rc) c.kept += 2 * outs + inner;
+  if (e.rc)
+    c.transient = own ? outs : 2 * outs + inner;
+  else if (!d.rc)
+    c.kept += 2 * outs + inner;
   c.work = 2 * act_in + outs + (outs + inner) / k + again;
   return c;
 }
@@ -128,7 +191,8 @@ double edge_time(const Env& e, int po, const OpDecision& pd, int pk, int ci, con
   if (P.backward && C.backward) t += reshard(e, in_grad(C, cd, ck, e.tp), out_grad_need(P, pd, pk), bytes);
   // One op split over the DP groups feeding one that is not: the batch gathered.
   if (P.batch_ok && !C.batch_ok && e.dp > 1)
-    t += collective_time(e.o.profile, Collective::AllGather, bytes * e.dp, e.dp_group) * (C.backward ? 2 : 1);
+    t += collective_time(e.o.profile, Collective::AllGather, bytes * e.dp * (e.o.bytes_per_element / 4.0), e.dp_group) *
+         (C.backward ? 2 : 1);
   return t;
 }
 
@@ -177,7 +241,8 @@ double boundary_time(const Env& e, int opi, const OpDecision& d, double* kept) {
     if (e.rc && kept) *kept += bytes * frac(in_need(op, d, k));
     // A consumer reading more of it than crossed (a replicated op after a
     // sequence-parallel boundary) holds the gathered tensor.
-    else if (kept) *kept += std::max(0.0, frac(in_need(op, d, k)) - frac(b)) * bytes;
+    else if (kept)
+      *kept += std::max(0.0, frac(in_need(op, d, k)) - frac(b)) * bytes;
   }
   for (size_t k = 0; k < op.out_tensor.size(); ++k) {
     int tt = op.out_tensor[k];
@@ -201,16 +266,20 @@ double node_objective(const Env& e, int opi, const OpDecision& d, const Weights&
   double t = c.time + boundary_time(e, opi, d, &kept);
   // The gradient allreduces (bandwidth term; their latency is paid once per bucket).
   auto bw = [&](double bytes, const std::vector<int>& g) {
-    return bytes > 0 ? collective_time(e.o.profile, Collective::AllReduce, bytes, g) - collective_time(e.o.profile, Collective::AllReduce, 0, g) : 0.0;
+    return bytes > 0 ? collective_time(e.o.profile, Collective::AllReduce, bytes, g) -
+                           collective_time(e.o.profile, Collective::AllReduce, 0, g)
+                     : 0.0;
   };
-  t += (bw(c.sync_dp, e.dp_group) + bw(c.sync_tp, e.tp_group)) / e.micro_batches;
+  const double sb = e.o.bytes_per_element / 4.0;  // gradients at the precision's element size
+  t += (bw(c.sync_dp * sb, e.dp_group) + bw(c.sync_tp * sb, e.tp_group)) / e.micro_batches;
   return t + w.act * kept + w.transient * c.transient + w.param * c.param;
 }
 
 bool decision_allowed(const SearchOp& op, const OpRules& r, const OpDecision& d, int tp, int dp) {
   if (d.choice >= 0) {
     const SearchChoice& c = op.choices[d.choice];
-    if (r.has_split_only && std::find(r.split_only.begin(), r.split_only.end(), c.id) == r.split_only.end()) return false;
+    if (r.has_split_only && std::find(r.split_only.begin(), r.split_only.end(), c.id) == r.split_only.end())
+      return false;
     if (r.same_split_batch && c.is_batch) return false;
   }
   if (!r.counts.empty()) {

@@ -30,28 +30,29 @@ struct Env {  // what one unit solve is costed under
   const SearchModel& m;
   const SearchOptions& o;
   int tp, dp;
-  double s;        // batch scale: samples per micro-batch per DP group / graph batch
-  bool rc;         // block recompute
+  double s;  // batch scale: samples per micro-batch per DP group / graph batch
+  bool rc;   // block recompute
   std::vector<int> tp_group, dp_group;
-  bool seq = false;  // boundary tensors sequence parallel (Candidate::seq)
+  bool seq = false;          // boundary tensors sequence parallel (Candidate::seq)
   double micro_batches = 1;  // per step: gradient synchronisation is charged 1/m per micro-batch
 };
 
 Env make_env(const SearchModel& m, const SearchOptions& o, int tp, int dp, double s, bool rc, bool seq = false);
 
 struct OpCost {
-  double time = 0;       // forward + backward (+ forward again when recomputed) of one micro-batch, comm excluded
+  double time = 0;  // forward + backward (+ forward again when recomputed) of one micro-batch, comm excluded
   double fwd_time = 0;
   double kept = 0;       // activation bytes kept per micro-batch until the backward
   double transient = 0;  // bytes that come back at once for a recompute
-  double work = 0;       // the backward working set of one kernel (the checker's: gradients of outputs, body, inputs twice)
-  double param = 0;      // parameter bytes per device (weights; gradients and state are multiples)
+  double work = 0;   // the backward working set of one kernel (the checker's: gradients of outputs, body, inputs twice)
+  double param = 0;  // parameter bytes per device (weights; gradients and state are multiples)
   // Of those, the bytes of weights split into k > 1 pieces on a device
   // (coshard): zero1 does not shard them (the checker and the lowering
   // shard a weight piece only when every device holds one box of it).
   double param_multi = 0;
-  double sync_dp = 0;    // gradient bytes allreduced over the DP group per step
-  double sync_tp = 0;    // gradient bytes allreduced over the TP group per step (a replicated weight of a split op)
+  double sync_dp = 0;      // gradient bytes allreduced over the DP group per step
+  double sync_tp = 0;      // gradient bytes allreduced over the TP group per step (a replicated weight of a split op)
+  double sync_params = 0;  // weights among sync_dp's (zero1 gives each its own collectives)
 };
 
 struct Weights {  // the Lagrangian multipliers, seconds per byte
@@ -86,7 +87,8 @@ double log10_binom(int n, int k);
 
 // search_unit.cpp
 struct UnitStats {
-  double time = 0, kept = 0, transient = 0, work = 0, param = 0, param_multi = 0, sync_dp = 0, sync_tp = 0;
+  double time = 0, kept = 0, transient = 0, work = 0, param = 0, param_multi = 0, sync_dp = 0, sync_tp = 0,
+         sync_params = 0;
 };
 using UnitSolution = std::pair<std::vector<OpDecision>, UnitStats>;
 
@@ -180,6 +182,11 @@ struct StageProblem {
   const CutBytes& cuts;
   double cap;
   int vp = 1;  // chunks per rank: 1F1B (1) or interleaved 1F1B over pp x vp stages
+  // The step's loss and gradient norm, allreduced over every rank
+  // (lower_step_end.cpp: LossAllReduce over the world): two elements, so
+  // its latency, priced by topology as the simulator prices it (10 us of
+  // GPT tiny's 91 us step on 2 A100s). Costed once per search.
+  double loss_sync = 0;
 };
 // The best stage partition (step_time 0: none fits; a Megatron-style one is
 // returned even when it does not fit).

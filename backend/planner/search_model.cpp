@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <optional>
+#include <set>
 #include <sstream>
 
 #include "backend/planner/program_cost.h"
@@ -110,6 +112,44 @@ void read_choices(const sema::OpNode& n, SearchOp& op) {
   }
 }
 
+// Which of a composite's body nodes (`body`, in order) a split of the
+// composite with input effects `in` divides: the split followed from the
+// composite's inputs through each node's own annotation (sema::choice_for),
+// as the sub-op's body runs on its slices. A node none of whose inputs is
+// split runs whole in every piece (Swin's window attention: the reshape of
+// its input x, 16 x a piece's share at tp 8 x coshard 2, and after the
+// output projection's partial sums, the reshape of the whole output); where
+// a node's annotation does not say (a reshape across the split dim), its
+// outputs count as split, as before.
+std::vector<char> divided_parts(const sema::Graph& g, const sema::OpNode& n, const std::vector<int>& body,
+                                const std::vector<sema::PartitionEffect>& in) {
+  constexpr int kUnknown = -100;  // split along a dim not followed
+  std::map<int, int> split;       // tensor -> its split dim
+  for (size_t k = 0; k < n.inputs.size() && k < in.size(); ++k)
+    if (n.inputs[k] >= 0 && in[k].kind == sema::PartitionEffect::Split) split[n.inputs[k]] = in[k].dim;
+  std::vector<char> out;
+  for (int id : body) {
+    const sema::OpNode& b = g.node(id);
+    int at = -1, dim = kUnknown;
+    for (size_t i = 0; i < b.inputs.size() && at < 0; ++i)
+      if (auto it = split.find(b.inputs[i]); it != split.end()) at = static_cast<int>(i), dim = it->second;
+    out.push_back(at >= 0 ? 1 : 0);
+    if (at < 0) continue;
+    std::optional<sema::TransformChoice> tc;
+    const bool aligned = b.anno.anno.inputs.size() == b.inputs.size() && b.anno.anno.outputs.size() == b.outputs.size();
+    if (aligned && dim != kUnknown) tc = sema::choice_for(b.anno, at, dim);
+    for (size_t j = 0; j < b.outputs.size(); ++j) {
+      if (b.outputs[j] < 0) continue;
+      if (!tc)
+        split[b.outputs[j]] = kUnknown;
+      else if (tc->outputs[j].kind == sema::PartitionEffect::Split)
+        split[b.outputs[j]] = tc->outputs[j].dim;
+      // partial sums (or replicated): whole in every piece
+    }
+  }
+  return out;
+}
+
 // One forward top-level node as the search costs it.
 SearchOp read_op(const sema::Graph& g, const sema::GradientFlow& flow, int node) {
   const sema::OpNode& n = g.node(node);
@@ -143,6 +183,14 @@ SearchOp read_op(const sema::Graph& g, const sema::GradientFlow& flow, int node)
   if (aligned) {
     read_batch(g, n, op);
     read_choices(n, op);
+  }
+  if (n.composite) {
+    const std::vector<int> body = primitive_nodes(g, node);
+    op.part_batch.assign(body.size(), 1);
+    for (SearchChoice& c : op.choices) {
+      c.part_split = divided_parts(g, n, body, c.in);
+      if (c.is_batch) op.part_batch = c.part_split;
+    }
   }
   return op;
 }
@@ -178,7 +226,8 @@ void link_tensors(const sema::Graph& g, SearchModel& m) {
 int64_t find_graph_batch(const sema::Graph& g, const SearchModel& m, int64_t fallback) {
   for (const SearchOp& op : m.ops)
     for (size_t i = 0; i < op.in_tensor.size(); ++i)
-      if (op.batch_ok && op.in_batch[i] && op.in_tensor[i] >= 0 && g.tensor(op.in_tensor[i]).kind == sema::TensorKind::Input)
+      if (op.batch_ok && op.in_batch[i] && op.in_tensor[i] >= 0 &&
+          g.tensor(op.in_tensor[i]).kind == sema::TensorKind::Input)
         return g.tensor(op.in_tensor[i]).shape.empty() ? 1 : g.tensor(op.in_tensor[i]).shape[0];
   for (const SearchOp& op : m.ops)
     if (op.batch_ok)
@@ -227,15 +276,19 @@ void sign_units(const sema::Graph& g, SearchModel& m) {
       for (size_t k = 0; k < op.in_tensor.size(); ++k) {
         int t = op.in_tensor[k];
         auto it = made.find(t);
-        if (t < 0) s << ";-";
-        else if (it != made.end()) s << ";p" << it->second.first << "." << it->second.second;
-        else s << ";x" << static_cast<int>(g.tensor(t).kind) << sema::shape_to_string(g.tensor(t).shape);
+        if (t < 0)
+          s << ";-";
+        else if (it != made.end())
+          s << ";p" << it->second.first << "." << it->second.second;
+        else
+          s << ";x" << static_cast<int>(g.tensor(t).kind) << sema::shape_to_string(g.tensor(t).shape);
       }
       for (size_t k = 0; k < op.out_tensor.size(); ++k) {
         made[op.out_tensor[k]] = {static_cast<int>(pos), static_cast<int>(k)};
         bool outside = false;  // read by an op of another unit
         if (op.out_tensor[k] >= 0)
-          for (const auto& [c, ck] : m.consumers[op.out_tensor[k]]) outside = outside || m.unit_of_op[c] != m.unit_of_op[u.ops[pos]];
+          for (const auto& [c, ck] : m.consumers[op.out_tensor[k]])
+            outside = outside || m.unit_of_op[c] != m.unit_of_op[u.ops[pos]];
         s << ";o" << op.out_bytes[k] << (outside ? "x" : "");
       }
       s << "\n";
@@ -245,6 +298,24 @@ void sign_units(const sema::Graph& g, SearchModel& m) {
     u.signature = it->second;
   }
   m.signatures = static_cast<int>(sigs.size());
+}
+
+// Weights read by several units, and where each unit reads them.
+void find_tied(SearchModel& m) {
+  std::map<int, std::set<int>> units_of;
+  for (size_t i = 0; i < m.ops.size(); ++i)
+    for (size_t k = 0; k < m.ops[i].in_tensor.size(); ++k)
+      if (m.ops[i].in_param[k] && m.ops[i].in_tensor[k] >= 0) units_of[m.ops[i].in_tensor[k]].insert(m.unit_of_op[i]);
+  for (const auto& [t, us] : units_of)
+    if (us.size() > 1) m.tied_units[t] = std::vector<int>(us.begin(), us.end());
+  m.tied_reads.assign(m.units.size(), {});
+  for (size_t u = 0; u < m.units.size(); ++u)
+    for (size_t pos = 0; pos < m.units[u].ops.size(); ++pos) {
+      const SearchOp& op = m.ops[m.units[u].ops[pos]];
+      for (size_t k = 0; k < op.in_tensor.size(); ++k)
+        if (op.in_param[k] && m.tied_units.count(op.in_tensor[k]))
+          m.tied_reads[u].push_back({static_cast<int>(pos), static_cast<int>(k)});
+    }
 }
 
 }  // namespace
@@ -262,6 +333,7 @@ SearchModel build_search_model(const sema::Graph& g, const sema::Plan& empty_pla
   link_tensors(g, m);
   m.graph_batch = find_graph_batch(g, m, m.graph_batch);
   make_units(m);
+  find_tied(m);
   sign_units(g, m);
   m.megatron = find_megatron_structure(m);
   return m;

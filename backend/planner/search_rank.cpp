@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <set>
 
 #include "backend/planner/search_internal.h"
@@ -47,6 +48,7 @@ class StagePartitioner {
     // interleaving's pp x v stages): costed once here.
     cut_.resize(std::max(0, U_ - 1));
     for (int u = 0; u + 1 < U_; ++u) cut_[u] = cut_cost(u);
+    if (p.z1) find_tied();
   }
 
   double cut_time(int u) const { return u < 0 || u >= U_ - 1 ? 0.0 : cut_[u]; }
@@ -57,6 +59,7 @@ class StagePartitioner {
     // Sequence-parallel tensors: each TP rank sends its slice, in parallel.
     double bytes = p_.cuts.batch[u] * s + p_.cuts.fixed[u] - p_.cut_split[u] * s * (1.0 - 1.0 / p_.gr.tp);
     std::vector<int> pair{0, p_.gr.dp * p_.gr.tp};
+    bytes *= p_.o.bytes_per_element / 4.0;  // the model's bytes are fp32 bytes
     return 2 * collective_time(p_.o.profile, Collective::SendRecv, bytes, pair);
   }
 
@@ -104,16 +107,45 @@ class StagePartitioner {
       const double state = (slots + (p_.o.bytes_per_element < 4 ? 1.0 : 0.0)) / z;
       return sb * (2.0 + 1.0 / z + (z > 1 ? 1.0 / z : 0.0)) + state;
     };
-    return (param - multi) * per_param(zdiv()) + multi * per_param(1) + sb * (kept * inflight + tr + work);
+    const double tied = tied_bytes(rs);
+    return (param - multi - tied) * per_param(zdiv()) + (multi + tied) * per_param(1) +
+           sb * (kept * inflight + tr + work);
   }
 
-  // One micro-batch's forward and backward through units a..b, with the
-  // sends at both ends. Interleaved, each of a rank's v chunks is a stage
-  // of its own and pays its own sends: v times 1F1B's pipeline sends
-  // (Narayanan et al., SC'21, section 2.2.2: the interleaved schedule's
-  // point-to-point communication grows by the factor v).
+  // zero1 and tied weights: a weight read by units on different ranks (GPT's
+  // wte: the embedding on the first stage, the output layer on the last)
+  // has its gradient summed across those ranks, not over one data-parallel
+  // group, so the lowering does not shard it ("zero1: wte is not sharded",
+  // nns check's note): each of its pieces a rank of `rs` holds, unless every
+  // unit reading it is in `rs`.
+  double tied_bytes(const std::vector<Range>& rs) const {
+    if (tied_.empty()) return 0;  // no zero1, or no tied weight
+    auto inside = [&](int u) {
+      for (const Range& r : rs)
+        if (u >= r.a && u <= r.b) return true;
+      return false;
+    };
+    double bytes = 0;
+    for (const Range& r : rs)
+      for (int u = r.a; u <= r.b; ++u)
+        for (const TiedUse& t : tied_[u]) {
+          bool local = true;
+          for (int w : p_.m.tied_units.at(t.tensor)) local = local && inside(w);
+          if (!local) bytes += t.bytes;
+        }
+    return bytes;
+  }
+
+  // One micro-batch's forward and backward through units a..b, with half
+  // of the transfers at both its ends: each cut's send and its gradient's
+  // way back are charged once, half to each side. A Send does not hold
+  // its sender and a Recv waits only for what has not arrived
+  // (backend/planner/simulator.cpp), so a transfer delays one side, not
+  // both; charging every chunk its sends in full over-predicted BERT
+  // tiny_pipe at v 2 by 1.55x (dropping them, under-predicted by 2x: at
+  // that size the transfers are on the step's path).
   double stage_time(int a, int b) const {
-    double t = cut_time(a - 1) + cut_time(b);
+    double t = (cut_time(a - 1) + cut_time(b)) / 2;
     for (int u = a; u <= b; ++u) t += p_.sol[u]->second.time;
     return t;
   }
@@ -131,6 +163,14 @@ class StagePartitioner {
   // rank is held to the capacity, in evaluate.
   bool packs(int a, int b, int st) const { return v_ > 1 || stage_mem(a, b, st) <= p_.cap; }
   bool pack(double T, std::vector<int>& starts) const;
+  // Per unit, the tied weights its ops read (by tensor) and their bytes per
+  // device under the unit's decisions; per tied weight, its units.
+  struct TiedUse {
+    int tensor;
+    double bytes;
+  };
+  void find_tied();
+  std::vector<std::vector<TiedUse>> tied_;
   const StageProblem& p_;
   const int U_;
   const int v_;              // chunks per rank
@@ -138,11 +178,25 @@ class StagePartitioner {
   std::vector<double> cut_;  // cut_cost per unit
 };
 
+void StagePartitioner::find_tied() {
+  if (p_.m.tied_units.empty()) return;
+  tied_.assign(U_, {});
+  for (int u = 0; u < U_; ++u)
+    for (const auto& [pos, k] : p_.m.tied_reads[u]) {
+      const SearchOp& op = p_.m.ops[p_.m.units[u].ops[pos]];
+      const OpDecision& d = p_.sol[u]->first[pos];
+      const bool split = d.choice >= 0 && op.choices[d.choice].in[k].kind == sema::PartitionEffect::Split;
+      if (split && d.k > 1) continue;  // coshard pieces: counted unsharded already (param_multi)
+      tied_[u].push_back(TiedUse{op.in_tensor[k], static_cast<double>(op.in_bytes[k]) / (split ? p_.gr.tp : 1)});
+    }
+}
+
 // The gradient synchronisation of one rank's units and the optimizer update.
 double StagePartitioner::rank_sync(const std::vector<Range>& rs) const {
-  double sdp = 0, stp = 0, par = 0;
+  double sdp = 0, stp = 0, par = 0, params = 0;
   for (const Range& r : rs)
     for (int u = r.a; u <= r.b; ++u) {
+      params += p_.sol[u]->second.sync_params;
       sdp += p_.sol[u]->second.sync_dp;
       stp += p_.sol[u]->second.sync_tp;
       par += p_.sol[u]->second.param;
@@ -154,7 +208,18 @@ double StagePartitioner::rank_sync(const std::vector<Range>& rs) const {
   auto allreduce = [&](double bytes, const std::vector<int>& group) {
     return bytes > 0 ? collective_time(p_.o.profile, Collective::AllReduce, bytes, group) : 0.0;
   };
-  double ts = allreduce(sdp, p_.e.dp_group) + allreduce(stp, p_.e.tp_group);
+  const double sb = p_.o.bytes_per_element / 4.0;  // gradients at the precision's element size
+  double ts = allreduce(sdp * sb, p_.e.dp_group) + allreduce(stp * sb, p_.e.tp_group);
+  // zero1: the lowering gives every sharded parameter a bucket of its own,
+  // one reduce-scatter of its gradient and one all-gather of its update
+  // each (backend/lowering/lower_internal.h, plan_zero1), so each pays
+  // the collectives' latency: 68 parameters of GPT tiny on 2 ranks, 0.68
+  // ms, where the one bucketed allreduce above costs 10 us.
+  if (p_.z1 && sdp > 0 && params > 1) {
+    const auto& g = p_.e.dp_group;
+    const Collective rs = Collective::ReduceScatter, ag = Collective::AllGather;
+    ts += (params - 1) * (collective_time(p_.o.profile, rs, 0, g) + collective_time(p_.o.profile, ag, 0, g));
+  }
   double elems = par / 4.0 / zdiv();  // the model's parameter bytes are fp32
   ts += compute_time(p_.o.profile, "elementwise", p_.o.dtype, 12 * elems, 4.0 * p_.o.bytes_per_element * elems);
   return ts;
@@ -198,6 +263,7 @@ Candidate StagePartitioner::evaluate(const std::vector<int>& starts) const {
     mem = std::max(mem, v_ > 1 ? rank_mem(ranks[r], r) : stage_mem(ranks[r][0].a, ranks[r][0].b, r));
     sync = std::max(sync, rank_sync(ranks[r]));
   }
+  sync += p_.loss_sync;
   c.stage_time = tmax;
   c.sync_time = sync;
   // 1F1B: (m - 1) x the slowest stage + one micro-batch through every
@@ -247,7 +313,7 @@ bool StagePartitioner::pack(double T, std::vector<int>& starts) const {
     int b = a;
     // Grow while the units (and the cut before) fit, then give
     // back units until the send after the stage fits too.
-    auto open = [&](int x, int y) { return stage_time(x, y) - cut_time(y); };
+    auto open = [&](int x, int y) { return stage_time(x, y) - cut_time(y) / 2; };
     while (b + 1 < U_ && open(a, b + 1) <= T && packs(a, b + 1, st)) ++b;
     while (b > a && stage_time(a, b) > T) --b;
     if (stage_time(a, b) > T || !packs(a, b, st)) return false;
@@ -302,8 +368,9 @@ Candidate partition_stages(const StageProblem& p) {
     best = sp.evaluate(starts);
   }
   if (std::getenv("NNS_SEARCH_DEBUG") && best.step_time <= 0)
-    std::fprintf(stderr, "pp %d tp %d dp %d m %lld rc %d l%d: no partition (whole %.4g ms, mem %.4g)\n", p.gr.pp, p.gr.tp, p.gr.dp,
-                 static_cast<long long>(p.mcount), p.e.rc, p.li, sp.stage_time(0, U - 1) * 1e3, sp.stage_mem(0, U - 1, 0));
+    std::fprintf(stderr, "pp %d tp %d dp %d m %lld rc %d l%d: no partition (whole %.4g ms, mem %.4g)\n", p.gr.pp,
+                 p.gr.tp, p.gr.dp, static_cast<long long>(p.mcount), p.e.rc, p.li, sp.stage_time(0, U - 1) * 1e3,
+                 sp.stage_mem(0, U - 1, 0));
   return best;
 }
 
@@ -354,8 +421,9 @@ void Ranking::finish(SearchResult& res, const SearchOptions& o, double cap) {
   res.data_parallel.applies = data_parallel_found;
   if (res.best.empty()) {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "no plan of the space fits %.2f MiB per device (%.0f%% of the capacity, the search's margin)", cap / (1 << 20),
-                  o.memory_margin * 100);
+    std::snprintf(buf, sizeof buf,
+                  "no plan of the space fits %.2f MiB per device (%.0f%% of the capacity, the search's margin)",
+                  cap / (1 << 20), o.memory_margin * 100);
     res.note = buf;
   }
 }

@@ -89,8 +89,10 @@ UnitStats unit_stats(const Env& e, int unit, const std::vector<OpDecision>& d) {
     double kept = c.kept;
     boundary_time(e, u.ops[i], d[i], &kept);
     s.kept += kept;
-    if (e.rc) s.transient += c.transient;
-    else s.transient = std::max(s.transient, c.transient);
+    if (e.rc)
+      s.transient += c.transient;
+    else
+      s.transient = std::max(s.transient, c.transient);
     s.work = std::max(s.work, c.work);
     s.param += c.param;
     s.param_multi += c.param_multi;
@@ -99,6 +101,7 @@ UnitStats unit_stats(const Env& e, int unit, const std::vector<OpDecision>& d) {
     });
     s.sync_dp += c.sync_dp;
     s.sync_tp += c.sync_tp;
+    s.sync_params += c.sync_params;
   }
   return s;
 }
@@ -138,12 +141,16 @@ bool debug_at_least(int level) {
 void print_unit_solution(const SearchModel& m, int unit, const Env& e, int li, const UnitSolution& slot) {
   const SearchUnit& u = m.units[unit];
   const UnitStats& us = slot.second;
-  std::fprintf(stderr, "unit %d (%s) tp %d dp %d s %g rc %d seq %d l%d: time %.4g ms kept %.4g MB transient %.4g MB work %.4g MB param %.4g MB:", unit,
-               u.key.c_str(), e.tp, e.dp, e.s, e.rc, e.seq, li, us.time * 1e3, us.kept / 1e6, us.transient / 1e6, us.work / 1e6, us.param / 1e6);
+  std::fprintf(
+      stderr,
+      "unit %d (%s) tp %d dp %d s %g rc %d seq %d l%d: time %.4g ms kept %.4g MB transient %.4g MB work %.4g MB param %.4g MB:",
+      unit, u.key.c_str(), e.tp, e.dp, e.s, e.rc, e.seq, li, us.time * 1e3, us.kept / 1e6, us.transient / 1e6,
+      us.work / 1e6, us.param / 1e6);
   for (size_t i = 0; i < u.ops.size(); ++i) {
     const SearchOp& op = m.ops[u.ops[i]];
     const OpDecision& dd = slot.first[i];
-    std::fprintf(stderr, " %s=%s%s", op.name.substr(op.name.rfind('.') + 1).c_str(), dd.choice < 0 ? "R" : op.choices[dd.choice].id.c_str(),
+    std::fprintf(stderr, " %s=%s%s", op.name.substr(op.name.rfind('.') + 1).c_str(),
+                 dd.choice < 0 ? "R" : op.choices[dd.choice].id.c_str(),
                  dd.k > 1 ? ("/" + std::to_string(dd.k)).c_str() : "");
   }
   std::fprintf(stderr, "\n");
@@ -167,7 +174,8 @@ const UnitSolution* UnitSolver::solve(int unit, const Env& e, int li, bool megat
   Weights w{lambdas_[li], lambdas_[li], lambdas_[li] * (3.0 + slots)};
   double v = solve_unit_env(e, unit, w, o_.exhaustive, d, options);
   auto& slot = memo_[key];
-  if (debug_at_least(1) && !(v < kInf)) std::fprintf(stderr, "unit %d tp %d rc %d l%d: no solution (%g)\n", unit, e.tp, e.rc, li, v);
+  if (debug_at_least(1) && !(v < kInf))
+    std::fprintf(stderr, "unit %d tp %d rc %d l%d: no solution (%g)\n", unit, e.tp, e.rc, li, v);
   if (!(v < kInf)) return nullptr;
   slot.first = d;
   slot.second = unit_stats(e, unit, d);
@@ -179,18 +187,20 @@ const UnitSolution* UnitSolver::solve(int unit, const Env& e, int li, bool megat
 
 using namespace search_detail;
 
-double unit_objective(const SearchModel& m, int unit, const std::vector<OpDecision>& d, int tp, int dp, double batch_scale, bool recompute,
-                      double lambda_act, double lambda_param, const SearchOptions& o, bool seq) {
+double unit_objective(const SearchModel& m, int unit, const std::vector<OpDecision>& d, int tp, int dp,
+                      double batch_scale, bool recompute, double lambda_act, double lambda_param,
+                      const SearchOptions& o, bool seq) {
   Env e = make_env(m, o, tp, dp, batch_scale, recompute, seq);
   return unit_objective_env(e, unit, d, Weights{lambda_act, lambda_act, lambda_param});
 }
 
-double solve_unit(const SearchModel& m, int unit, int tp, int dp, double batch_scale, bool recompute, double lambda_act, double lambda_param,
-                  const SearchOptions& o, bool exhaustive, std::vector<OpDecision>& out, const std::vector<std::vector<OpDecision>>* allowed,
-                  bool seq) {
+double solve_unit(const SearchModel& m, int unit, int tp, int dp, double batch_scale, bool recompute, double lambda_act,
+                  double lambda_param, const SearchOptions& o, bool exhaustive, std::vector<OpDecision>& out,
+                  const std::vector<std::vector<OpDecision>>* allowed, bool seq) {
   Env e = make_env(m, o, tp, dp, batch_scale, recompute, seq);
   std::vector<std::vector<OpDecision>> options;
-  if (allowed) options = *allowed;
+  if (allowed)
+    options = *allowed;
   else
     for (int opi : m.units[unit].ops) options.push_back(op_options(m, opi, tp, batch_scale, recompute));
   return solve_unit_env(e, unit, Weights{lambda_act, lambda_act, lambda_param}, exhaustive, out, options);

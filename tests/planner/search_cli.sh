@@ -66,13 +66,15 @@ else
   echo "FAIL: --vp 2: no interleaved plan written"; grep -E '^# Found|schedule' "$inter"; fail=1
 fi
 # With tensor parallelism (a bound that only tp 2 meets) and with data
-# parallelism and zero1 (a looser one).
+# parallelism (a looser one; it fits by recompute: zero1's per-parameter
+# collectives cost more than they save at this size, 0.61 ms simulated
+# against 0.13 ms without it).
 plan examples/gpt.nns tiny_sc21_tp2_pp2_vp2 4 a100 --vp 2 --device-memory 3MiB
 grep -qE '^# Found by `nns plan`: pp 2 x tp 2 x dp 1, interleaved v 2,' "$TMP/gpt_tiny_sc21_tp2_pp2_vp2_4.nns" ||
   { echo "FAIL: --vp 2 under 3MiB: not an interleaved tp 2 plan"; grep '^# Found' "$TMP/gpt_tiny_sc21_tp2_pp2_vp2_4.nns"; fail=1; }
 plan examples/gpt.nns tiny_sc21_tp2_pp2_vp2 4 a100 --vp 2 --device-memory 8MiB
-grep -qE '^# Found by `nns plan`: pp 2 x tp 1 x dp 2, interleaved v 2, .*zero1' "$TMP/gpt_tiny_sc21_tp2_pp2_vp2_4.nns" ||
-  { echo "FAIL: --vp 2 under 8MiB: not an interleaved dp 2 zero1 plan"; grep '^# Found' "$TMP/gpt_tiny_sc21_tp2_pp2_vp2_4.nns"; fail=1; }
+grep -qE '^# Found by `nns plan`: pp 2 x tp 1 x dp 2, interleaved v 2, ' "$TMP/gpt_tiny_sc21_tp2_pp2_vp2_4.nns" ||
+  { echo "FAIL: --vp 2 under 8MiB: not an interleaved dp 2 plan"; grep '^# Found' "$TMP/gpt_tiny_sc21_tp2_pp2_vp2_4.nns"; fail=1; }
 # --vp 0 is a usage error; --vp 8 (16 stages for 4 layers) allows no grid
 # point, and the search says so rather than blaming the memory.
 vp_errors() {

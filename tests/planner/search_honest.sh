@@ -23,7 +23,8 @@ has() { grep -Eq -- "$2" <<< "$1"; }
 out=$(env -u NNS_SETUP_NOTICE "$NNS" plan examples/bert.nns --config tiny --gpus 8 --device a100 --no-check 2>&1)
 rc=$?
 [ $rc -eq 0 ] || say_fail "bert tiny on 8 exited $rc" "$out"
-has "$out" '^no plan beats one device on 8 x a100: the best reaches 1\.000x one device' || say_fail "bert: no 'no plan beats one device'" "$out"
+# (below 1x: the replicas pay the step's loss allreduce over the 8 ranks)
+has "$out" '^no plan beats one device on 8 x a100: the best reaches (0\.[0-9]+|1\.000)x one device' || say_fail "bert: no 'no plan beats one device'" "$out"
 has "$out" '^  best +pp 1 x tp [0-9]+ x dp [0-9]+, .*no op split \(replicated\)' || say_fail "bert: the best is not named as replication" "$out"
 has "$out" 'replication, not parallelism' || say_fail "bert: replication not said plainly" "$out"
 has "$out" '^  data par\. +skipped: the global batch \(4\) does not split over 8 devices' || say_fail "bert: data parallelism not skipped with its reason" "$out"

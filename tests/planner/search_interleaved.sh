@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The search's prediction for an interleaved plan against `nns simulate` of
-# the plan it writes (issue 31, item 3): `nns plan --vp 2 --simulate` on
-# small GPT configs must put the predicted step within 15% of the
+# The search's prediction for the plan it writes against `nns simulate` of
+# it (issue 31, item 3): `nns plan --vp V --simulate` on small GPT and
+# BERT configs must put the predicted step within 15% of the
 # simulated one (a ratio of two model figures, not a timing).
 #   bash tests/planner/search_interleaved.sh build/nns
 set -u
@@ -10,12 +10,14 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 fail=0
 
-# agree CONFIG GPUS VP: the plan found must use VP chunks per rank and its
-# prediction lie within 15% of its simulation.
+# agree [FILE] CONFIG GPUS VP: the plan found must use VP chunks per rank
+# and its prediction lie within 15% of its simulation (FILE: examples/gpt.nns).
 agree() {
+  local file=examples/gpt.nns
+  case $1 in *.nns) file=$1; shift ;; esac
   local config=$1 gpus=$2 vp=$3 out log line sim pred ratio
   out="$TMP/${config}_$vp.nns"
-  log=$("$NNS" plan examples/gpt.nns --config "$config" --gpus "$gpus" --device a100 --vp "$vp" --top 1 --simulate --out "$out" 2>&1)
+  log=$("$NNS" plan "$file" --config "$config" --gpus "$gpus" --device a100 --vp "$vp" --top 1 --simulate --out "$out" 2>&1)
   line=$(grep -E '^simulated \(nns simulate\): step [0-9.]+ ms; predicted by the search: [0-9.]+ ms' <<<"$log")
   if [ -z "$line" ]; then
     echo "FAIL: $config on $gpus --vp $vp: no simulated step"; echo "$log"; fail=1; return
@@ -36,5 +38,14 @@ agree() {
 }
 
 agree tiny_sc21_pp2_vp2 2 2
+# Data parallelism: the search no longer proposes zero1 where its
+# per-parameter collectives cost more than they save, and charges the
+# step's loss allreduce (a zero1 plan at 0.100 before).
+agree tiny_sc21_pp2_vp2 2 1
+agree tiny_sc21_tp2_pp2_vp2 4 1
+# Pipeline and data parallelism, interleaved (0.21 before).
+agree tiny_sc21_tp2_pp2_vp2 4 2
+# BERT tiny on 2 (its best replicates every op in a TP group of 2).
+agree examples/bert.nns tiny_pipe 2 1
 [ "$fail" = 0 ] && echo "PASS: search interleaved"
 exit $fail

@@ -4,10 +4,11 @@
 // unit and every stage partition, on a small model.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
 #include <cmath>
 #include <fstream>
+#include <sstream>
 #include <string>
-#include <unistd.h>
 
 #include "backend/planner/cost_model.h"
 #include "backend/planner/search.h"
@@ -138,13 +139,15 @@ TEST_CASE("unit DP equals brute force over every combination of op decisions") {
           REQUIRE(std::isfinite(v_bf));
           CHECK(v_dp == Approx(v_bf).epsilon(1e-12));
           // The DP's decisions cost what it says.
-          CHECK(unit_objective(l.model, unit, dp_out, tp, 1, 0.25, rc, lambda, lambda, o) == Approx(v_dp).epsilon(1e-12));
+          CHECK(unit_objective(l.model, unit, dp_out, tp, 1, 0.25, rc, lambda, lambda, o) ==
+                Approx(v_dp).epsilon(1e-12));
           ++compared;
         }
   CHECK(compared == 36);
 }
 
-TEST_CASE("sequence-parallel boundaries: the unit DP equals brute force, and a replicated unit pays to gather its input") {
+TEST_CASE(
+    "sequence-parallel boundaries: the unit DP equals brute force, and a replicated unit pays to gather its input") {
   Loaded l;
   load(l, tokens_model());
   const SearchModel& m = l.model;
@@ -164,7 +167,8 @@ TEST_CASE("sequence-parallel boundaries: the unit DP equals brute force, and a r
         INFO("tp " << tp << " rc " << rc << " lambda " << lambda);
         REQUIRE(std::isfinite(v_bf));
         CHECK(v_dp == Approx(v_bf).epsilon(1e-12));
-        CHECK(unit_objective(l.model, 1, dp_out, tp, 1, 0.25, rc, lambda, lambda, o, true) == Approx(v_dp).epsilon(1e-12));
+        CHECK(unit_objective(l.model, 1, dp_out, tp, 1, 0.25, rc, lambda, lambda, o, true) ==
+              Approx(v_dp).epsilon(1e-12));
         // Every op replicated: under a sequence-parallel boundary the unit
         // gathers its input and scatters its output, which it does not
         // under a replicated one.
@@ -203,8 +207,8 @@ TEST_CASE("search equals brute force (every op combination, every stage partitio
   SearchResult brute = search_plans(l.model, bf);
   REQUIRE_FALSE(fast.best.empty());
   REQUIRE_FALSE(brute.best.empty());
-  INFO("fast " << fast.best[0].describe() << " " << fast.best[0].step_time << " brute " << brute.best[0].describe() << " "
-               << brute.best[0].step_time);
+  INFO("fast " << fast.best[0].describe() << " " << fast.best[0].step_time << " brute " << brute.best[0].describe()
+               << " " << brute.best[0].step_time);
   CHECK(fast.best[0].step_time == Approx(brute.best[0].step_time).epsilon(1e-9));
   CHECK(brute.evaluated >= fast.evaluated / 8);
 }
@@ -384,4 +388,150 @@ TEST_CASE("interleaved 1F1B is not searched where the layers do not divide over 
   SearchResult r = search_plans(l.model, o);
   REQUIRE_FALSE(r.best.empty());
   for (const Candidate& c : r.best) CHECK(c.vp == 1);
+}
+
+TEST_CASE("zero1 pays each parameter's reduce-scatter and all-gather, as the lowering emits them") {
+  Loaded l;
+  load(l);  // 3 blocks of 2 weights
+  SearchOptions o;
+  o.gpus = 2;
+  std::string err;
+  // Slow collectives (1 ms latency), fast everything else.
+  REQUIRE(parse_profile(R"({"name": "lat", "peak_flops": {"fp32": 1e15}, "memory_bytes": 1e9, "memory_bandwidth": 1e15,
+    "devices_per_node": 2, "intra_bandwidth": 1e13, "intra_latency": 1e-3, "inter_bandwidth": 1e13, "inter_latency": 1e-3})",
+                        o.profile, err));
+  o.global_batch = 16;
+  o.memory_cap = 1e12;
+  o.top = 50;
+  o.fixed_vp = 1;
+  SearchResult r = search_plans(l.model, o);
+  const Candidate *plain = nullptr, *z1 = nullptr;
+  for (const Candidate& c : r.best)
+    if (c.pp == 1 && c.tp == 1 && c.dp == 2 && c.micro_batches == 1 && !c.recompute) (c.zero1 ? z1 : plain) = &c;
+  REQUIRE(plain != nullptr);
+  REQUIRE(z1 != nullptr);
+  // The 6 weights: one bucketed allreduce without zero1; with it, a
+  // reduce-scatter and an all-gather each (1 ms apiece on 2 ranks), where
+  // the bucket's one allreduce (2 ms) was all the search charged before.
+  const double rs = collective_time(o.profile, Collective::ReduceScatter, 0, {0, 1});
+  const double ag = collective_time(o.profile, Collective::AllGather, 0, {0, 1});
+  CHECK(z1->step_time - plain->step_time == Approx(5 * (rs + ag)).epsilon(0.01));
+  CHECK(r.best[0].zero1 == false);  // not worth it at this size
+}
+
+namespace {
+
+// Net with its first and last linears on one weight (tied, as GPT's wte)
+// or on two of the same shape.
+std::string tied_model(bool tied) {
+  std::string s = kModel;
+  const std::string net = "model Net(d, h, n) {\n  blocks = [Block(d, h) for i in 0..n]";
+  const std::string with = std::string("model Net(d, h, n) {\n  param wi: [d, d] = normal(0.02)\n") +
+                           (tied ? "" : "  param wo: [d, d] = normal(0.02)\n") +
+                           "  blocks = [Block(d, h) for i in 0..n]";
+  s.replace(s.find(net), net.size(), with);
+  const std::string loop = "    for b in blocks {";
+  s.replace(s.find(loop), loop.size(), "    x = linear(x, wi)\n" + loop);
+  const std::string ret = "    return x\n  }\n}\ntrain";
+  s.replace(s.find(ret), ret.size(), std::string("    return linear(x, ") + (tied ? "wi" : "wo") + ")\n  }\n}\ntrain");
+  return s;
+}
+
+const Candidate* find_z1(const SearchResult& r) {
+  for (const Candidate& c : r.best)
+    if (c.pp == 2 && c.tp == 1 && c.dp == 2 && c.zero1 && c.micro_batches == 2 && !c.recompute) return &c;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("zero1 does not shard a weight tied across pipeline stages, as the lowering does not") {
+  SearchOptions o;
+  o.gpus = 4;
+  o.profile = fast_links();
+  o.global_batch = 16;
+  o.memory_cap = 1e12;
+  o.top = 100;
+  o.fixed_vp = 1;
+  Loaded t, u;
+  load(t, tied_model(true));
+  load(u, tied_model(false));
+  const SearchResult rt = search_plans(t.model, o), ru = search_plans(u.model, o);
+  const Candidate* ct = find_z1(rt);
+  const Candidate* cu = find_z1(ru);
+  REQUIRE(ct != nullptr);
+  REQUIRE(cu != nullptr);
+  REQUIRE(ct->unit_stage == cu->unit_stage);
+  // Both stages hold a 16 x 16 weight; tied, AdamW's two slots and the
+  // accumulated gradient are whole on each stage instead of halves (and
+  // no shard): 5 bytes per weight byte against 4.
+  CHECK(ct->memory - cu->memory == Approx(16 * 16 * 4 * (5.0 - 4.0)).epsilon(0.01));
+}
+
+TEST_CASE("a composite's body: the nodes a split leaves whole run whole in every piece") {
+  std::ifstream in("examples/swin.nns");
+  REQUIRE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  Loaded l;
+  load(l, text.str());  // config tiny
+  const SearchOp* wa = nullptr;
+  for (const SearchOp& op : l.model.ops)
+    if (op.kind == "window_attention" && op.name.find("blocks.1.") != std::string::npos && !wa) wa = &op;
+  REQUIRE(wa != nullptr);
+  REQUIRE(wa->parts.size() > 10);
+  const SearchChoice* heads = nullptr;
+  for (const SearchChoice& c : wa->choices)
+    if (c.id == "h") heads = &c;
+  REQUIRE(heads != nullptr);
+  REQUIRE(heads->part_split.size() == wa->parts.size());
+  // reshape(x, ...) of the input the head split leaves whole; then the q
+  // projection on the split wq, which the split divides.
+  CHECK(wa->parts[0].kind == "reshape");
+  CHECK(heads->part_split[0] == 0);
+  CHECK(wa->parts[1].kind == "linear");
+  CHECK(heads->part_split[1] == 1);
+  // The output projection contracts the heads: partial sums, whole; the
+  // reshape after it runs whole in every piece.
+  CHECK(wa->parts.back().kind == "reshape");
+  CHECK(heads->part_split.back() == 0);
+  // The shifted block's mask carries no batch: its nodes do not scale with it.
+  REQUIRE(wa->part_batch.size() == wa->parts.size());
+  int without_batch = 0;
+  for (char b : wa->part_batch) without_batch += b ? 0 : 1;
+  CHECK(without_batch > 0);
+  CHECK(wa->part_batch[0] == 1);
+}
+
+TEST_CASE("mixed precision: collectives move 2-byte elements, not the model's fp32 bytes") {
+  Loaded l;
+  load(l, tokens_model());
+  SearchOptions o;
+  o.gpus = 2;
+  std::string err;
+  // Compute and memory nearly free, links bandwidth-bound: the step is its
+  // communication.
+  REQUIRE(parse_profile(R"({"name": "comm", "peak_flops": {"fp32": 1e24, "fp16": 1e24}, "memory_bytes": 1e12,
+    "memory_bandwidth": 1e24, "devices_per_node": 2, "intra_bandwidth": 1e6, "intra_latency": 0, "inter_bandwidth": 1e6,
+    "inter_latency": 0})",
+                        o.profile, err));
+  o.global_batch = 16;
+  o.memory_cap = 1e12;
+  o.top = 100;
+  o.fixed_vp = 1;
+  auto step = [&](int bpe, int pp, int tp) {
+    o.bytes_per_element = bpe;
+    o.dtype = bpe == 2 ? "fp16" : "fp32";
+    for (const Candidate& c : search_plans(l.model, o).best)
+      if (c.pp == pp && c.tp == tp && c.micro_batches == 2 && !c.recompute && !c.zero1) return c.step_time;
+    return -1.0;
+  };
+  const double tp32 = step(4, 1, 2), tp16 = step(2, 1, 2);
+  REQUIRE(tp32 > 0);
+  REQUIRE(tp16 > 0);
+  CHECK(tp16 == Approx(tp32 / 2).epsilon(0.02));  // the reshards in the TP group, the loss allreduce
+  const double pp32 = step(4, 2, 1), pp16 = step(2, 2, 1);
+  REQUIRE(pp32 > 0);
+  REQUIRE(pp16 > 0);
+  CHECK(pp16 == Approx(pp32 / 2).epsilon(0.02));  // the pipeline's sends
 }
