@@ -14,6 +14,7 @@
 #include "backend/lowering/memory_check.h"
 #include "backend/lowering/program.h"
 #include "backend/lowering/program_check.h"
+#include "backend/lowering/rank_classes.h"
 #include "backend/lowering/schedule_view.h"
 #include "driver/setup_notice.h"
 #include "driver/train.h"
@@ -137,21 +138,50 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
     print_diagnostics(p);
     return sema::check::exit_code(r.verdict);
   }
+  auto t_derive = std::chrono::steady_clock::now();
   if (!derive_stage(p)) return kExitRuntime;
+  const double derive_ms = ms_since(t_derive);
   const sema::TrainSpec* spec = p.interp->train() ? &*p.interp->train() : nullptr;
+  // Every rank's program lowered once, structure only: program
+  // verification reads it, and the capacity check groups the ranks into
+  // classes by it (backend/lowering/rank_classes.h). With plan replicas
+  // the capacity check lowers replica 0 by itself, before verification
+  // lowers them all: holding every replica's programs while it lowers
+  // bodies would add the two lowerings' memory (GPT 145B on 1536 ranks:
+  // about 20 GB for the structure alone).
+  const bool shared = o.topo.replicas <= 1;
+  sema::CheckDeadline::stage("lowering the programs");
+  std::optional<backend::LoweredPlan> structure;
+  auto t_lower = std::chrono::steady_clock::now();
+  try {
+    if (shared)
+      structure = backend::lower_plan(p.graph(), p.plan, spec ? *spec : sema::TrainSpec{},
+                                      backend::verification_lowering(static_cast<int>(o.topo.replicas), &p.comm));
+  } catch (const backend::LoweringError&) {
+    // Program verification lowers the plan again and reports the error.
+  }
+  const double lower_ms = ms_since(t_lower);
   sema::CheckDeadline::stage("the memory check");
   std::optional<backend::MemoryCheck> mem;
   backend::MemoryCheckOptions mo = memory_options(o.check, spec);
   mo.bf16_storage =
       o.bf16_storage || (o.last >= Stage::Run && o.run.device != "cpu" && spec && spec->precision == "bf16");
+  auto t_mem = std::chrono::steady_clock::now();
   try {
-    if (o.memory_report || mo.capacity >= 0) mem = check_plan_memory(p, o.topo, mo);
+    if ((structure || !shared) && (o.memory_report || mo.capacity >= 0))
+      mem = check_plan_memory(p, o.topo, mo, structure ? &*structure : nullptr);
   } catch (const backend::LoweringError&) {
-    // Program verification lowers the plan again and reports the error.
+    // Program verification reports it.
   }
   const bool overflow = mem && !mem->fits;
   report << sema::check::verdict_line(p.plan, r, overflow) << "\n";
-  if (mem) report << "  " << backend::memory_line(*mem, mo) << (r.symbolic ? " at the witness sizes" : "") << "\n";
+  const double mem_ms = ms_since(t_mem);
+  if (mem) {
+    char took[160];
+    std::snprintf(took, sizeof took, " (%.1f ms: %d program(s) replayed for %zu rank(s))", mem_ms, mem->programs,
+                  mem->ranks.size());
+    report << "  " << backend::memory_line(*mem, mo) << (r.symbolic ? " at the witness sizes" : "") << took << "\n";
+  }
   if (overflow) {
     report << std::flush;
     p.diags.report(*mem->overflow);
@@ -159,7 +189,16 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
     return sema::check::exit_code(sema::check::Verdict::Illegal);
   }
   sema::CheckDeadline::stage("program verification");
-  return verify_lowered(p.graph(), p.plan, p.comm, o.topo, o.seed_bug, spec, report);
+  char times[200];
+  std::snprintf(times, sizeof times, "  times: communication derived in %.1f ms", derive_ms);
+  report << times;
+  if (structure) {
+    std::snprintf(times, sizeof times, ", every rank's program lowered (structure only) in %.1f ms", lower_ms);
+    report << times;
+  }
+  report << "\n";
+  return verify_lowered(p.graph(), p.plan, p.comm, o.topo, o.seed_bug, spec, report, structure ? &*structure : nullptr,
+                        lower_ms);
 }
 
 // check without --plan on several ranks: the implicit plan (every op on
@@ -335,12 +374,35 @@ backend::MemoryCheckOptions memory_options(const sema::check::CheckOptions& c, c
   return mo;
 }
 
-backend::MemoryCheck check_plan_memory(Pipeline& p, const Topology& topo, const backend::MemoryCheckOptions& mo) {
-  // One plan replica's ranks: the other replicas run the same programs.
-  backend::LowerOptions lo = lower_options(*p.interp, p.comm, topo);
-  lo.first_ranks = static_cast<int>(topo.devices);
+backend::MemoryCheck check_plan_memory(Pipeline& p, const Topology& topo, const backend::MemoryCheckOptions& mo,
+                                       const backend::LoweredPlan* structure) {
   const sema::TrainSpec spec = p.interp->train() ? *p.interp->train() : sema::TrainSpec{};
-  return backend::check_memory(p.graph(), p.plan, backend::lower_plan(p.graph(), p.plan, spec, lo), mo);
+  // One plan replica's ranks: the other replicas run the same programs.
+  const int devices = static_cast<int>(topo.devices);
+  std::optional<backend::LoweredPlan> own;
+  if (!structure) {
+    backend::LowerOptions so = backend::verification_lowering(static_cast<int>(topo.replicas), &p.comm);
+    so.first_ranks = devices;
+    own = backend::lower_plan(p.graph(), p.plan, spec, so);
+    structure = &*own;
+  }
+  // The ranks in classes of equal programs (up to renaming): one
+  // representative of each is lowered with its kernel bodies and replayed.
+  // (Programs are in rank order: replica 0's come first.)
+  const std::vector<backend::RankProgram>& progs = structure->programs;
+  const std::vector<int> rep = backend::memory_classes(p.plan, *structure, devices);
+  backend::LowerOptions lo = lower_options(*p.interp, p.comm, topo);
+  std::vector<int> program_of(rep.size(), -1);
+  for (size_t i = 0; i < rep.size(); ++i)
+    if (rep[i] == static_cast<int>(i)) {
+      program_of[i] = static_cast<int>(lo.ranks.size());
+      lo.ranks.push_back(progs[i].rank);
+    }
+  backend::LoweredPlan bodies = backend::lower_plan(p.graph(), p.plan, spec, lo);
+  std::vector<backend::ClassMember> members;
+  for (size_t i = 0; i < rep.size(); ++i)
+    members.push_back({progs[i].rank, progs[i].device, program_of[static_cast<size_t>(rep[i])]});
+  return backend::check_memory_classes(p.graph(), p.plan, bodies, members, mo);
 }
 
 backend::LowerOptions lower_options(sema::Interpreter& interp, const backend::CommPlan& comm, const Topology& topo) {
@@ -384,13 +446,16 @@ int report_lowering_error(Pipeline& p, const backend::LoweringError& e) {
 }
 
 int verify_lowered(const sema::Graph& g, const sema::Plan& plan, const backend::CommPlan& comm, const Topology& topo,
-                   const std::string& seed_bug, const sema::TrainSpec* spec, std::ostream& report) {
+                   const std::string& seed_bug, const sema::TrainSpec* spec, std::ostream& report,
+                   backend::LoweredPlan* structure, double lower_ms) {
   backend::SeededBug bug = backend::SeededBug::None;
   if (!seed_bug.empty() && !backend::seeded_bug_from_name(seed_bug, bug)) {
     std::cerr << "nns: error: --seed-bug must be one of " << backend::seeded_bug_names() << "\n";
     return kExitRuntime;
   }
-  backend::ProgramCheck pc = backend::verify_programs(g, plan, static_cast<int>(topo.replicas), bug, spec, &comm);
+  backend::ProgramCheck pc = structure
+                                 ? backend::verify_programs(g, plan, std::move(*structure), bug, spec, lower_ms)
+                                 : backend::verify_programs(g, plan, static_cast<int>(topo.replicas), bug, spec, &comm);
   if (pc.seed_not_applicable) {
     report << std::flush;
     std::cerr << "nns: " << (pc.errors.empty() ? std::string("seeded bug does not apply") : pc.errors.front())
@@ -403,6 +468,11 @@ int verify_lowered(const sema::Graph& g, const sema::Plan& plan, const backend::
       line, sizeof line,
       "program: %d rank(s), %d edge(s), %d adapter step(s), %d buffer(s) interpreted, %d collective(s) matched across ranks: %s (%.1f ms, of which buffers %.1f ms)\n",
       pc.ranks, pc.edges, pc.steps, pc.buffers, pc.collectives, pc.ok ? "verified" : "WRONG", pc.ms, pc.buffer_ms);
+  report << line;
+  std::snprintf(
+      line, sizeof line,
+      "  program times: lowering %.1f ms, values %.1f ms, order and gradient counts %.1f ms, buffers %.1f ms\n",
+      pc.lower_ms, pc.value_ms, pc.order_ms, pc.buffer_ms);
   report << line;
   for (const std::string& n : pc.notes) report << "  note: " << n << "\n";
   report << std::flush;

@@ -135,7 +135,12 @@ backend::MemoryCheckOptions memory_options(const sema::check::CheckOptions& c, c
 // The capacity check of p.plan (after its communication is derived): plan
 // replica 0's programs lowered with their kernel bodies, each rank's peak
 // replayed (backend/lowering/memory_check.h). Throws backend::LoweringError.
-backend::MemoryCheck check_plan_memory(Pipeline& p, const Topology& topo, const backend::MemoryCheckOptions& mo);
+// `structure`: every rank's structure lowering (program_check.h,
+// verification_lowering) when the caller has it; lowered here otherwise.
+// Only one representative per rank class (backend/lowering/rank_classes.h)
+// is lowered with its kernel bodies and replayed.
+backend::MemoryCheck check_plan_memory(Pipeline& p, const Topology& topo, const backend::MemoryCheckOptions& mo,
+                                       const backend::LoweredPlan* structure = nullptr);
 
 // The plan lowered to per-rank programs, sub-ops elaborated on their slices
 // by the interpreter (the only place lowering meets it); only_rank < 0:
@@ -148,7 +153,10 @@ backend::LoweredPlan lower_with_bodies(sema::Interpreter& interp, const sema::Gr
 // train block's micro-batches; prints the verdict line to `report`.
 // Returns kExitOk, kExitRuntime when wrong (diagnoses on stderr), or
 // kExitSeedNotApplicable when the seeded bug has nothing to corrupt.
+// `structure`: the programs already lowered for verification (moved
+// from; `lower_ms` what that took), else lowered here.
 int verify_lowered(const sema::Graph& g, const sema::Plan& plan, const backend::CommPlan& comm, const Topology& topo,
-                   const std::string& seed_bug, const sema::TrainSpec* spec, std::ostream& report);
+                   const std::string& seed_bug, const sema::TrainSpec* spec, std::ostream& report,
+                   backend::LoweredPlan* structure = nullptr, double lower_ms = 0);
 
 }  // namespace nns::driver

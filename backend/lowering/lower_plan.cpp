@@ -44,6 +44,11 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
   std::vector<int> todo;
   for (int r = 0; r < ranks; ++r)
     if ((opts.only_rank < 0 || r == opts.only_rank) && (opts.first_ranks <= 0 || r < opts.first_ranks)) todo.push_back(r);
+  if (!opts.ranks.empty()) {
+    todo.clear();
+    for (int r : opts.ranks)
+      if (r >= 0 && r < ranks) todo.push_back(r);
+  }
   out.programs.resize(todo.size());
   const detail::WalkPlan walk = detail::plan_walk(analysis, spec, opts, groups, out.devices);
   // Ranks are independent given the shared analysis: lowered on all cores

@@ -48,6 +48,9 @@ struct LowerOptions {
   // > 0: lower ranks 0 .. first_ranks-1 only (the simulator lowers one plan
   // replica and takes the others, identical, as on time at collectives).
   int first_ranks = 0;
+  // Non-empty: lower these ranks only, in this order (the capacity check's
+  // rank-class representatives, rank_classes.h).
+  std::vector<int> ranks;
   const CommPlan* comm = nullptr;  // derived communication to use (default: derived here)
   // Communication only: no kernels and no compute instructions; every
   // buffer, communication, reduction and update instruction is emitted by

@@ -128,8 +128,34 @@ front::Diagnostic overflow_diagnostic(const sema::Graph& g, const sema::Plan& pl
 
 }  // namespace
 
+MemoryCheck check_memory_classes(const sema::Graph& g, const sema::Plan& plan, const LoweredPlan& bodies,
+                                 const std::vector<ClassMember>& members, const MemoryCheckOptions& opts) {
+  MemoryCheck out;
+  std::vector<MemoryPeak> peaks;
+  for (const RankProgram& prog : bodies.programs)
+    peaks.push_back(peak_memory(prog, opts.bytes_per_element, opts.optimizer_slots, opts.bf16_storage));
+  out.programs = static_cast<int>(peaks.size());
+  for (const ClassMember& m : members) {
+    RankMemory r;
+    r.rank = m.rank;
+    r.device = m.device;
+    r.peak = peaks.at(static_cast<size_t>(m.program));
+    if (out.worst < 0 || r.peak.peak > out.ranks[static_cast<size_t>(out.worst)].peak.peak)
+      out.worst = static_cast<int>(out.ranks.size());
+    out.ranks.push_back(std::move(r));
+  }
+  if (opts.capacity < 0 || out.worst < 0) return out;
+  const RankMemory& w = out.ranks[static_cast<size_t>(out.worst)];
+  if (whole(w.peak.peak) <= opts.capacity) return out;
+  out.fits = false;
+  out.overflow = overflow_diagnostic(
+      g, plan, w, bodies.programs[static_cast<size_t>(members[static_cast<size_t>(out.worst)].program)], opts);
+  return out;
+}
+
 MemoryCheck check_memory(const sema::Graph& g, const sema::Plan& plan, const LoweredPlan& lp, const MemoryCheckOptions& opts) {
   MemoryCheck out;
+  out.programs = static_cast<int>(lp.programs.size());
   for (const RankProgram& prog : lp.programs) {
     RankMemory r;
     r.rank = prog.rank;

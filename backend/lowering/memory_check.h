@@ -46,6 +46,7 @@ struct RankMemory {
 struct MemoryCheck {
   std::vector<RankMemory> ranks;  // one per lowered program, in program order
   int worst = -1;                 // index into ranks of the largest peak
+  int programs = 0;               // programs replayed (one per rank class with check_memory_classes)
   bool fits = true;
   std::optional<front::Diagnostic> overflow;  // when the worst peak exceeds the capacity
 };
@@ -54,6 +55,17 @@ struct MemoryCheck {
 // lowered for structure only lacks the kernels' tensors), checked against
 // the capacity.
 MemoryCheck check_memory(const sema::Graph& g, const sema::Plan& plan, const LoweredPlan& lp, const MemoryCheckOptions& opts);
+
+// The same over rank classes (rank_classes.h): `bodies` holds one program
+// per class (lowered with kernel bodies), and each rank named in `members`,
+// in rank order, gets the peak of its class's program. The worst rank is
+// the first with the largest peak, as check_memory chooses it.
+struct ClassMember {
+  int rank = 0, device = 0;
+  int program = 0;  // index into bodies.programs
+};
+MemoryCheck check_memory_classes(const sema::Graph& g, const sema::Plan& plan, const LoweredPlan& bodies,
+                                 const std::vector<ClassMember>& members, const MemoryCheckOptions& opts);
 
 // The report line of a check (no newline): the largest peak and its parts,
 // and the capacity it was checked against:

@@ -419,19 +419,7 @@ void check_gradient_counts(const sema::Graph& g, const LoweredPlan& lp, ProgramC
 
 }  // namespace
 
-ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int replicas, SeededBug bug, const sema::TrainSpec* spec,
-                             const CommPlan* comm) {
-  auto t0 = std::chrono::steady_clock::now();
-  ProgramCheck out;
-  sema::TrainSpec defaults;
-  const sema::TrainSpec& sp = spec ? *spec : defaults;
-  int devices = static_cast<int>(plan.ngpus);
-  out.ranks = devices * replicas;
-  auto finish = [&] {
-    out.ok = out.errors.empty();
-    out.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    return out;
-  };
+LowerOptions verification_lowering(int replicas, const CommPlan* comm) {
   // The programs every rank runs (structure only: the sub-op bodies do not
   // change what is communicated), with the kernels' buffer instructions.
   LowerOptions opts;
@@ -439,24 +427,59 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int r
   opts.communication_only = true;
   opts.kernel_buffers = true;  // the buffer check reads the kernels' reads and writes
   opts.comm = comm;
+  return opts;
+}
+
+ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int replicas, SeededBug bug,
+                             const sema::TrainSpec* spec, const CommPlan* comm) {
+  auto l0 = std::chrono::steady_clock::now();
+  sema::TrainSpec defaults;
   LoweredPlan lp;
   try {
-    lp = lower_plan(g, plan, sp, opts);
+    lp = lower_plan(g, plan, spec ? *spec : defaults, verification_lowering(replicas, comm));
   } catch (const LoweringError& e) {
+    ProgramCheck out;
+    out.ranks = static_cast<int>(plan.ngpus) * replicas;
     out.errors.push_back(std::string("lowering: ") + e.what());
-    return finish();
+    out.ok = false;
+    return out;
   }
+  return verify_programs(g, plan, std::move(lp), bug, spec,
+                         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - l0).count());
+}
+
+ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, LoweredPlan lp, SeededBug bug,
+                             const sema::TrainSpec* spec, double lower_ms) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+  };
+  ProgramCheck out;
+  sema::TrainSpec defaults;
+  const sema::TrainSpec& sp = spec ? *spec : defaults;
+  int devices = static_cast<int>(plan.ngpus);
+  const int replicas = lp.replicas;
+  out.ranks = devices * replicas;
+  out.lower_ms = lower_ms;
+  auto finish = [&] {
+    out.ok = out.errors.empty();
+    out.ms = since(t0) + lower_ms;
+    return out;
+  };
+  LowerOptions opts = verification_lowering(replicas, nullptr);
   out.notes = lp.notes;
   CommPlan cp = lp.comm;
   if (!seed_comm_bug(g, cp, lp.edges, devices, bug, out)) return finish();
   // Values: every edge the programs run, on every device, by the
   // verifier's own abstract semantics.
+  auto v0 = std::chrono::steady_clock::now();
   for (int i : lp.edges) {
     ++out.edges;
     out.steps += static_cast<int>(cp.edges[i].adapter.steps.size());
     sema::CheckDeadline::poll();
     simulate_edge(g, cp.edges[i], out.errors);
   }
+  out.value_ms = since(v0);
   if (!out.applied.empty()) {
     // A corrupted derivation: lower again from it, as the runtime would.
     opts.comm = &cp;
@@ -505,8 +528,10 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int r
     return finish();
   }
   // Order and grouping: the ranks' instruction lists.
+  auto o0 = std::chrono::steady_clock::now();
   check_order(g, lp, bug, out);
   check_gradient_counts(g, lp, out);
+  out.order_ms = since(o0);
   // Buffers: each rank's instructions over its buffers (buffer_check.h).
   const size_t before = out.errors.size();
   auto b0 = std::chrono::steady_clock::now();

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "backend/lowering/comm_plan.h"
+#include "backend/lowering/lower_plan.h"
 #include "semantics/graph.h"
 #include "semantics/plan.h"
 #include "semantics/train_spec.h"
@@ -70,6 +71,9 @@ struct ProgramCheck {
   int buffer_errors = 0;  // how many of `errors` the buffer check found (the last ones)
   double ms = 0;
   double buffer_ms = 0;  // of which the buffer check
+  double lower_ms = 0;   // of which lowering the programs (and again after a seeded derivation bug)
+  double value_ms = 0;   // of which the value half (every edge's adapter, abstractly)
+  double order_ms = 0;   // of which the order half and the gradient counts
 };
 
 // `replicas`: plan replicas (N = replicas x plan.ngpus ranks).
@@ -80,5 +84,15 @@ struct ProgramCheck {
 // here otherwise).
 ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int replicas, SeededBug bug = SeededBug::None,
                              const sema::TrainSpec* spec = nullptr, const CommPlan* comm = nullptr);
+
+// The lowering options verification reads: every rank, structure only
+// (communication_only) with the kernels' buffer instructions.
+LowerOptions verification_lowering(int replicas, const CommPlan* comm);
+
+// The same on programs the caller lowered with verification_lowering (the
+// driver lowers once for this and the capacity check's rank classes);
+// `lower_ms`: what that lowering took, for the report.
+ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, LoweredPlan lp, SeededBug bug,
+                             const sema::TrainSpec* spec, double lower_ms);
 
 }  // namespace nns::backend

@@ -1,0 +1,46 @@
+// Rank classes for the capacity check (memory_check.h): ranks whose lowered
+// programs are the same up to the renaming of ranks compute the same memory
+// peak, so only one representative per class needs its kernel bodies
+// elaborated and replayed. On a data-parallel or coshard plan over 1024
+// devices that is a handful of programs instead of 1024 (the bodies lowering
+// of every rank made `nns check` of Swin coshard at 1024 devices run out of
+// 24 GB).
+//
+// The claim is checked, not assumed: each rank's program, as the structure
+// lowering made it (communication_only with kernel_buffers, what program
+// verification reads), is reduced to a signature of everything the memory
+// replay (memory_replay.h) reads or that decides a kernel's elaboration, and
+// ranks are put in one class only when their signatures are equal element
+// by element (a hash only buckets them). What the signature holds:
+//   - every buffer: role, tensor, micro-batch, box lengths (not its place),
+//     value and copy counts;
+//   - every instruction: kind, buffer and kernel operands (program-local
+//     indices), index, micro-batch, scale, count, edge and step (not the
+//     group, peer or tag: those name ranks); whether a slice-in or
+//     slice-grad reads in place (slice_in_place) and whether a collect-out
+//     takes the whole buffer (collect_out_whole);
+//   - every kernel's elaboration key: its top-level op, the lengths and
+//     value parts of its operand slices, the split chain that divides its
+//     arguments (split identifier and count per level), recompute and loss
+//     share; the elaborated body is a function of these (the op's position
+//     in the full tensor only sets attrs such as dropout's element offset);
+//   - parameter slots and gradient buckets.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/lowering/rank_program.h"
+#include "semantics/plan.h"
+
+namespace nns::backend {
+
+// The signature of one program (see above).
+std::vector<int64_t> memory_signature(const sema::Plan& plan, const RankProgram& prog);
+
+// For each of the first `count` programs of `lp` (by index; all when
+// negative), the index of its class's representative: the first program
+// with an equal signature.
+std::vector<int> memory_classes(const sema::Plan& plan, const LoweredPlan& lp, int count = -1);
+
+}  // namespace nns::backend

@@ -1,0 +1,113 @@
+// Rank classes for the capacity check (backend/lowering/rank_classes.h):
+// ranks with equal structure signatures get one representative's memory
+// peak. The claim is tested against the full lowering: every rank lowered
+// with its kernel bodies and replayed gives its class's peak, to the byte.
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/lowering/lower_plan.h"
+#include "backend/lowering/memory_check.h"
+#include "backend/lowering/program_check.h"
+#include "backend/lowering/rank_classes.h"
+#include "semantics/interpreter.h"
+#include "tests/test_util.h"
+
+using namespace nns;
+
+namespace {
+
+struct Classed : test::Elaboration {
+  sema::Plan plan;
+  Classed(const std::string& file, const std::string& config, const std::string& plan_name, int64_t devices)
+      : Elaboration(config) {
+    REQUIRE(load(std::string(NNS_SOURCE_DIR) + "/" + file));
+    REQUIRE(evaluate_plan(plan_name, devices, plan));
+  }
+  backend::LoweredPlan structure() {
+    return backend::lower_plan(interp->graph(), plan, *interp->train(), backend::verification_lowering(1, nullptr));
+  }
+  backend::LoweredPlan bodies(std::vector<int> ranks = {}) {
+    backend::LowerOptions o;
+    o.ranks = std::move(ranks);
+    o.elaborate = [this](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
+                         const std::map<std::string, int64_t>& div,
+                         sema::Graph& local) { return interp->instantiate_op(node, ins, outs, div, local); };
+    return backend::lower_plan(interp->graph(), plan, *interp->train(), o);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("rank classes: each rank's class peak equals its own replayed peak", "[rank_classes]") {
+  struct Case {
+    const char* file;
+    const char* config;
+    const char* plan;
+    int64_t devices;
+    size_t most_classes;  // symmetric plans fold into fewer classes than ranks
+  };
+  for (Case c :
+       {Case{"examples/gpt.nns", "tiny", "dp", 4, 4}, Case{"examples/gpt.nns", "tiny", "megatron", 4, 4},
+        Case{"examples/gpt.nns", "tiny", "hybrid", 4, 4}, Case{"examples/gpt.nns", "tiny_pipe", "pipeline", 2, 2},
+        Case{"examples/gpt.nns", "tiny_pipe", "zero_bubble", 2, 2}, Case{"examples/swin.nns", "tiny", "coshard", 2, 2},
+        Case{"examples/alphafold2.nns", "tiny", "dap", 2, 2}, Case{"examples/moe.nns", "tiny", "ep_recompute", 4, 4},
+        Case{"tests/plan/plans/zero1.nns", "small", "hybrid", 4, 4},
+        Case{"examples/01_mlp.nns", "small", "dp", 4, 2}}) {
+    INFO(c.file << " " << c.plan << " on " << c.devices);
+    Classed l(c.file, c.config, c.plan, c.devices);
+    const backend::LoweredPlan s = l.structure();
+    const std::vector<int> rep = backend::memory_classes(l.plan, s);
+    REQUIRE(rep.size() == static_cast<size_t>(c.devices));
+    std::set<int> reps(rep.begin(), rep.end());
+    CHECK(reps.size() <= c.most_classes);
+    const backend::LoweredPlan full = l.bodies();
+    REQUIRE(full.programs.size() == rep.size());
+    for (size_t r = 0; r < rep.size(); ++r) {
+      INFO("rank " << r << " in the class of rank " << rep[r]);
+      CHECK(rep[r] <= static_cast<int>(r));
+      CHECK(rep[static_cast<size_t>(rep[r])] == rep[r]);
+      const double own = backend::peak_memory(full.programs[r]).peak;
+      const double of_class = backend::peak_memory(full.programs[static_cast<size_t>(rep[r])]).peak;
+      CHECK(own == of_class);
+    }
+    // The class-based check reports what the full one does.
+    std::vector<int> rep_ranks(reps.begin(), reps.end());
+    const backend::LoweredPlan some = l.bodies(rep_ranks);
+    std::vector<backend::ClassMember> members;
+    for (size_t r = 0; r < rep.size(); ++r)
+      members.push_back({static_cast<int>(r), static_cast<int>(r),
+                         static_cast<int>(std::find(rep_ranks.begin(), rep_ranks.end(), rep[r]) - rep_ranks.begin())});
+    const backend::MemoryCheck by_class = backend::check_memory_classes(l.interp->graph(), l.plan, some, members, {});
+    const backend::MemoryCheck every = backend::check_memory(l.interp->graph(), l.plan, full, {});
+    CHECK(by_class.programs == static_cast<int>(reps.size()));
+    CHECK(by_class.worst == every.worst);
+    CHECK(backend::memory_line(by_class, {}) == backend::memory_line(every, {}));
+  }
+}
+
+TEST_CASE("rank classes: a data-parallel plan is one class; a changed program leaves it", "[rank_classes]") {
+  Classed l("examples/gpt.nns", "tiny", "dp", 4);
+  backend::LoweredPlan s = l.structure();
+  std::vector<int> rep = backend::memory_classes(l.plan, s);
+  CHECK(rep == std::vector<int>{0, 0, 0, 0});
+  // A buffer one row larger on rank 2: its peak may differ, so it is its own class.
+  backend::BufferDecl& b = s.programs[2].buffers.back();
+  REQUIRE_FALSE(b.piece.length.empty());
+  b.piece.length[0] += 1;
+  rep = backend::memory_classes(l.plan, s);
+  CHECK(rep == std::vector<int>{0, 0, 2, 0});
+  // So is a rank whose instructions differ (a free moved).
+  s = l.structure();
+  std::vector<backend::PInstr>& in = s.programs[1].instrs;
+  auto it =
+      std::find_if(in.begin(), in.end(), [](const backend::PInstr& x) { return x.kind == backend::PInstr::Free; });
+  REQUIRE(it != in.end());
+  std::iter_swap(it, it + 1);
+  rep = backend::memory_classes(l.plan, s);
+  CHECK(rep == std::vector<int>{0, 1, 0, 0});
+  // Only the first `count` programs are classed (one plan replica).
+  CHECK(backend::memory_classes(l.plan, s, 2) == std::vector<int>{0, 1});
+}
