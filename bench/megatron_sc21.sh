@@ -61,6 +61,12 @@ printf "%-10s %5s %4s %3s %3s %5s  %9s %9s %7s %8s %7s %6s   %9s %7s\n" config h
 for row in "${ROWS[@]}"; do
   read -r cfg h l heads tp pp gpus gb mb pub <<<"$row"
   if [ -n "$ROWS_WANTED" ] && [[ "$ROWS_WANTED" != *",$cfg,"* ]]; then continue; fi
+  # The 1008B row (512 ranks x 512 micro-batches replayed) needs about 20 GB
+  # and tens of minutes today (issue 31, item 4): only when asked for.
+  if [ -z "$ROWS_WANTED" ] && [ "$cfg" = sc21_1t ]; then
+    echo "$cfg: not run by default (about 20 GB and tens of minutes to simulate today); --rows $cfg runs it"
+    continue
+  fi
   plan_gpus=$((tp * pp))
   read -r step wall peak rss <<<"$(simulate "$cfg" "$gpus" "$plan_gpus")"
   # --check (ctest) costs the blocking runs only.
