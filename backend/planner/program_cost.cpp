@@ -71,7 +71,8 @@ NodeWork node_work(const sema::Graph& g, const sema::OpNode& n) {
   double macs = static_cast<double>(n.macs);
   // A matrix product's backward node has no macs of its own: each gradient
   // it computes (dx = dy w, dw = dy^T x) is one forward's worth.
-  if (macs == 0 && ends_with(w.op, "_backward") && n.forward_of >= 0 && static_cast<size_t>(n.forward_of) < g.nodes().size()) {
+  if (macs == 0 && ends_with(w.op, "_backward") && n.forward_of >= 0 &&
+      static_cast<size_t>(n.forward_of) < g.nodes().size()) {
     const sema::OpNode& f = g.node(n.forward_of);
     if (is_matrix_product(op_class(f.kind))) macs = static_cast<double>(f.macs) * static_cast<double>(n.outputs.size());
     // sdpa's backward recomputes q kt, then computes dv, dp, dq and dkt:
@@ -189,8 +190,7 @@ double comm_local_time(const DeviceProfile& p, const backend::RankProgram& prog,
   switch (in.kind) {
     case PInstr::AllGather:
     case PInstr::ReduceScatter:
-    case PInstr::AllToAll:
-      return p.copy.time(numel(prog, in.b) * bpe);  // staged into / out of one flat buffer
+    case PInstr::AllToAll: return p.copy.time(numel(prog, in.b) * bpe);  // staged into / out of one flat buffer
     case PInstr::BucketAllReduce: {
       double elems = 0;
       if (in.index >= 0 && static_cast<size_t>(in.index) < prog.buckets.size())
@@ -203,10 +203,8 @@ double comm_local_time(const DeviceProfile& p, const backend::RankProgram& prog,
       for (const backend::ParamSlot& s : prog.params) elems += numel(prog, s.accum);
       return p.copy.time(elems * bpe);
     }
-    case PInstr::Recv:
-      return p.copy.time(numel(prog, in.b) * bpe);  // the zero-filled receive buffer
-    default:
-      return 0.0;
+    case PInstr::Recv: return p.copy.time(numel(prog, in.b) * bpe);  // the zero-filled receive buffer
+    default: return 0.0;
   }
 }
 
@@ -216,8 +214,8 @@ namespace {
 
 // `on_line`: set when a measured copy line priced the instruction (the
 // line holds its dispatch already).
-double work_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const backend::RankProgram& prog, const PInstr& in,
-                 int bytes_per_element, const std::string& dtype, bool cold, bool& on_line) {
+double work_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const backend::RankProgram& prog,
+                 const PInstr& in, int bytes_per_element, const std::string& dtype, bool cold, bool& on_line) {
   on_line = false;
   const LineCost& copy = cold ? p.copy_cold : p.copy;
   const LineCost& accumulate = cold ? p.accumulate_cold : p.accumulate;
@@ -258,10 +256,8 @@ double work_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const b
       if (p.update.present()) return p.update.time(numel(prog, in.a) * bytes_per_element);
       // AdamW reads parameter, gradient and two moments and writes three.
       return 7 * numel(prog, in.a) * bytes_per_element / p.memory_bandwidth;
-    case PInstr::Clip:
-      return comm_local_time(p, prog, in, bytes_per_element);
-    default:
-      return comm_local_time(p, prog, in, bytes_per_element) + comm_time(p, lp, prog, in, bytes_per_element);
+    case PInstr::Clip: return comm_local_time(p, prog, in, bytes_per_element);
+    default: return comm_local_time(p, prog, in, bytes_per_element) + comm_time(p, lp, prog, in, bytes_per_element);
   }
 }
 
@@ -287,10 +283,12 @@ double situ_extra(const DeviceProfile& p, const backend::RankProgram& prog, cons
   const double length = static_cast<double>(prog.instrs.size());
   const std::string kind = backend::instr_name(in.kind);
   const bool kernel = in.kind == PInstr::Forward || in.kind == PInstr::Backward || in.kind == PInstr::BackwardW;
-  if (!kernel || in.kernel < 0 || static_cast<size_t>(in.kernel) >= prog.kernels.size()) return in_situ_extra(p, kind, length);
+  if (!kernel || in.kernel < 0 || static_cast<size_t>(in.kernel) >= prog.kernels.size())
+    return in_situ_extra(p, kind, length);
   int primitive = -1, count = 0;
   for (int id : kernel_nodes(prog.kernels[static_cast<size_t>(in.kernel)], in.kind))
-    if (id >= 0 && static_cast<size_t>(id) < prog.local.nodes().size() && !prog.local.node(id).composite) primitive = id, ++count;
+    if (id >= 0 && static_cast<size_t>(id) < prog.local.nodes().size() && !prog.local.node(id).composite)
+      primitive = id, ++count;
   if (count == 1) {
     const std::string own = kind + ":" + prog.local.node(primitive).kind;
     if (p.in_situ_extra.count(own)) return in_situ_extra(p, own, length);
@@ -298,8 +296,8 @@ double situ_extra(const DeviceProfile& p, const backend::RankProgram& prog, cons
   return in_situ_extra(p, kind, length);
 }
 
-double instr_time_in(const DeviceProfile& p, const backend::LoweredPlan& lp, const backend::RankProgram& prog, const PInstr& in,
-                     int bytes_per_element, const std::string& dtype, bool cold) {
+double instr_time_in(const DeviceProfile& p, const backend::LoweredPlan& lp, const backend::RankProgram& prog,
+                     const PInstr& in, int bytes_per_element, const std::string& dtype, bool cold) {
   bool on_line = false;
   double t = work_time(p, lp, prog, in, bytes_per_element, dtype, cold, on_line);
   if (!on_line) t += p.instr_overhead;
@@ -315,12 +313,13 @@ double instr_time(const DeviceProfile& p, const backend::LoweredPlan& lp, const 
   return instr_time_in(p, lp, prog, in, bytes_per_element, dtype, out_of_cache(p, prog, bytes_per_element));
 }
 
-std::vector<std::pair<int, double>> kernel_node_times(const DeviceProfile& p, const backend::RankProgram& prog, const PInstr& in,
-                                                     int bytes_per_element, const std::string& dtype) {
+std::vector<std::pair<int, double>> kernel_node_times(const DeviceProfile& p, const backend::RankProgram& prog,
+                                                      const PInstr& in, int bytes_per_element,
+                                                      const std::string& dtype) {
   std::vector<std::pair<int, double>> out;
   if (in.kernel < 0 || static_cast<size_t>(in.kernel) >= prog.kernels.size()) return out;
-  nodes_time(p, prog.local, kernel_nodes(prog.kernels[static_cast<size_t>(in.kernel)], in.kind), dtype, bytes_per_element,
-             out_of_cache(p, prog, bytes_per_element), &out);
+  nodes_time(p, prog.local, kernel_nodes(prog.kernels[static_cast<size_t>(in.kernel)], in.kind), dtype,
+             bytes_per_element, out_of_cache(p, prog, bytes_per_element), &out);
   return out;
 }
 
@@ -339,7 +338,8 @@ InstrCost profile_cost(const DeviceProfile& p, const backend::LoweredPlan& lp, i
   };
   struct KernelKeyHash {
     size_t operator()(const KernelKey& k) const {
-      return std::hash<const void*>()(k.prog) ^ (static_cast<size_t>(k.kernel) * 0x9e3779b97f4a7c15ULL) ^ static_cast<size_t>(k.kind);
+      return std::hash<const void*>()(k.prog) ^ (static_cast<size_t>(k.kernel) * 0x9e3779b97f4a7c15ULL) ^
+             static_cast<size_t>(k.kind);
     }
   };
   auto kernel_times = std::make_shared<std::unordered_map<KernelKey, double, KernelKeyHash>>();
