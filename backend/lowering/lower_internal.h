@@ -430,6 +430,10 @@ const std::vector<LoweringPass>& lowering_passes();
 // stderr after the passes NNS_LOG_LOWERING names; R.P is then the rank's
 // program.
 void run_lowering_passes(RankBuild& R);
+// Passes [from, to) only; false when LowerOptions::stop_after ended them
+// (lower_plan runs the kernels pass, which elaborates through the
+// interpreter, on one thread, and the rest on all cores).
+bool run_lowering_passes(RankBuild& R, size_t from, size_t to);
 
 // Lowers rank `rank` (device rank % devices of replica rank / devices),
 // walking the ops `walk` gives it (null: every op).

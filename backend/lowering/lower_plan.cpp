@@ -4,6 +4,7 @@
 #include <exception>
 
 #include <algorithm>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -52,16 +53,36 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
   out.programs.resize(todo.size());
   const detail::WalkPlan walk = detail::plan_walk(analysis, spec, opts, groups, out.devices);
   // Ranks are independent given the shared analysis: lowered on all cores
-  // when there are many and no elaborator (the interpreter is not
-  // thread-safe). Group ids then depend on the interleaving; every rank
-  // still names one group by one id.
-  unsigned threads = opts.elaborate || todo.size() < 16 ? 1 : std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+  // when there are many. The interpreter that elaborates kernels is not
+  // thread-safe: with an elaborator, every rank's kernels pass runs here
+  // first, on this thread, and the other passes on all cores. Group ids
+  // then depend on the interleaving; every rank still names one group by
+  // one id.
+  unsigned threads = todo.size() < 16 ? 1 : std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+  std::vector<std::unique_ptr<detail::RankBuild>> kernels_made;
+  if (threads > 1 && opts.elaborate) {
+    kernels_made.resize(todo.size());
+    for (size_t i = 0; i < todo.size(); ++i) {
+      sema::CheckDeadline::poll();
+      kernels_made[i] = std::make_unique<detail::RankBuild>(analysis, spec, opts, groups, out.devices, todo[i]);
+      kernels_made[i]->walk = &walk;
+      detail::run_lowering_passes(*kernels_made[i], 0, 1);
+    }
+  }
   std::vector<std::exception_ptr> errors(threads);  // rethrown as they are (a LoweringError keeps its location)
   std::atomic<bool> timed_out{false};
   auto work = [&](unsigned t) {
     try {
       for (size_t i = t; i < todo.size() && !timed_out; i += threads) {
         sema::CheckDeadline::poll();
+        if (!kernels_made.empty()) {
+          detail::RankBuild& R = *kernels_made[i];
+          if (R.opts.stop_after != detail::lowering_passes()[0].name)
+            detail::run_lowering_passes(R, 1, detail::lowering_passes().size());
+          out.programs[i] = std::move(R.P);
+          kernels_made[i].reset();
+          continue;
+        }
         out.programs[i] = lower_rank(analysis, spec, opts, groups, out.devices, todo[i], &walk);
       }
     } catch (const sema::CheckTimeout&) {

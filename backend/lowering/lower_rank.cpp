@@ -114,17 +114,24 @@ void dump_rank_program(RankBuild& R, const char* pass) {
 
 }  // namespace
 
-void run_lowering_passes(RankBuild& R) {
+bool run_lowering_passes(RankBuild& R, size_t from, size_t to) {
   const std::string& stop = R.opts.stop_after;
   if (!stop.empty() && !is_pass(stop)) fail("no lowering pass " + stop + " (passes: " + pass_names() + ")");
   const std::vector<std::string>& logged = logged_passes();
-  for (const LoweringPass& pass : lowering_passes()) {
-    pass.run(R);
-    if (std::find(logged.begin(), logged.end(), pass.name) != logged.end()) dump_rank_program(R, pass.name);
-    if (stop == pass.name) break;
+  const std::vector<LoweringPass>& passes = lowering_passes();
+  for (size_t i = from; i < to && i < passes.size(); ++i) {
+    passes[i].run(R);
+    if (std::find(logged.begin(), logged.end(), passes[i].name) != logged.end()) dump_rank_program(R, passes[i].name);
+    if (stop == passes[i].name) {
+      R.P.tags = R.tag;
+      return false;
+    }
   }
   R.P.tags = R.tag;
+  return true;
 }
+
+void run_lowering_passes(RankBuild& R) { run_lowering_passes(R, 0, lowering_passes().size()); }
 
 RankProgram lower_rank(const PlanAnalysis& analysis, const sema::TrainSpec& spec, const LowerOptions& opts,
                        GroupTable& groups, int devices, int rank, const WalkPlan* walk) {

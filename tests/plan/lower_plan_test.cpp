@@ -121,6 +121,31 @@ TEST_CASE("a rank that walks only its own ops lowers the program a walk of every
   }
 }
 
+// From 16 ranks up, lower_plan elaborates every rank's kernels on its own
+// thread and runs the other passes on all cores: each program must be the
+// one the rank lowered alone (LowerOptions::only_rank, one thread) gets.
+TEST_CASE("ranks lowered on several threads after their kernels give the programs each lowered alone",
+          "[lower][walk]") {
+  Lowered l("examples/gpt.nns", "tiny_sc21_tp2_pp2", "megatron_sc21", 4);
+  backend::LowerOptions o;
+  o.replicas = 4;
+  o.elaborate = [&l](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
+                     const std::map<std::string, int64_t>& div,
+                     sema::Graph& local) { return l.interp->instantiate_op(node, ins, outs, div, local); };
+  backend::LoweredPlan all = backend::lower_plan(l.interp->graph(), l.plan, *l.interp->train(), o);
+  REQUIRE(all.programs.size() == 16);
+  for (int r = 0; r < 16; ++r) {
+    INFO("rank " << r);
+    o.only_rank = r;
+    backend::LoweredPlan one = backend::lower_plan(l.interp->graph(), l.plan, *l.interp->train(), o);
+    REQUIRE(one.programs.size() == 1);
+    CHECK(one.dump_rank(l.interp->graph(), one.programs[0]) ==
+          all.dump_rank(l.interp->graph(), all.programs[static_cast<size_t>(r)]));
+    CHECK(one.programs[0].kernels.size() == all.programs[static_cast<size_t>(r)].kernels.size());
+    CHECK(one.programs[0].local.nodes().size() == all.programs[static_cast<size_t>(r)].local.nodes().size());
+  }
+}
+
 TEST_CASE("under a schedule, verification lowers the order that runs: same tasks, same communication in the same places", "[lower][schedule]") {
   struct Case { const char* file; const char* config; const char* plan; int64_t devices; };
   for (Case c : {Case{"tests/plan/plans/pipeline.nns", "small", "onef1b", 2}, Case{"tests/plan/plans/pipeline.nns", "small", "zbh1", 2},
