@@ -60,13 +60,14 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
   // one id.
   unsigned threads = todo.size() < 16 ? 1 : std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
   std::vector<std::unique_ptr<detail::RankBuild>> kernels_made;
+  bool stopped_after_kernels = false;  // LowerOptions::stop_after names the kernels pass
   if (threads > 1 && opts.elaborate) {
     kernels_made.resize(todo.size());
     for (size_t i = 0; i < todo.size(); ++i) {
       sema::CheckDeadline::poll();
       kernels_made[i] = std::make_unique<detail::RankBuild>(analysis, spec, opts, groups, out.devices, todo[i]);
       kernels_made[i]->walk = &walk;
-      detail::run_lowering_passes(*kernels_made[i], 0, 1);
+      stopped_after_kernels = !detail::run_lowering_passes(*kernels_made[i], 0, 1);
     }
   }
   std::vector<std::exception_ptr> errors(threads);  // rethrown as they are (a LoweringError keeps its location)
@@ -77,8 +78,7 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
         sema::CheckDeadline::poll();
         if (!kernels_made.empty()) {
           detail::RankBuild& R = *kernels_made[i];
-          if (R.opts.stop_after != detail::lowering_passes()[0].name)
-            detail::run_lowering_passes(R, 1, detail::lowering_passes().size());
+          if (!stopped_after_kernels) detail::run_lowering_passes(R, 1, detail::lowering_passes().size());
           out.programs[i] = std::move(R.P);
           kernels_made[i].reset();
           continue;

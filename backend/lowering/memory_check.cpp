@@ -154,22 +154,11 @@ MemoryCheck check_memory_classes(const sema::Graph& g, const sema::Plan& plan, c
 }
 
 MemoryCheck check_memory(const sema::Graph& g, const sema::Plan& plan, const LoweredPlan& lp, const MemoryCheckOptions& opts) {
-  MemoryCheck out;
-  out.programs = static_cast<int>(lp.programs.size());
-  for (const RankProgram& prog : lp.programs) {
-    RankMemory r;
-    r.rank = prog.rank;
-    r.device = prog.device;
-    r.peak = peak_memory(prog, opts.bytes_per_element, opts.optimizer_slots, opts.bf16_storage);
-    if (out.worst < 0 || r.peak.peak > out.ranks[static_cast<size_t>(out.worst)].peak.peak) out.worst = static_cast<int>(out.ranks.size());
-    out.ranks.push_back(std::move(r));
-  }
-  if (opts.capacity < 0 || out.worst < 0) return out;
-  const RankMemory& w = out.ranks[static_cast<size_t>(out.worst)];
-  if (whole(w.peak.peak) <= opts.capacity) return out;
-  out.fits = false;
-  out.overflow = overflow_diagnostic(g, plan, w, lp.programs[static_cast<size_t>(out.worst)], opts);
-  return out;
+  // Every program its own class.
+  std::vector<ClassMember> members;
+  for (size_t i = 0; i < lp.programs.size(); ++i)
+    members.push_back({lp.programs[i].rank, lp.programs[i].device, static_cast<int>(i)});
+  return check_memory_classes(g, plan, lp, members, opts);
 }
 
 std::string memory_line(const MemoryCheck& m, const MemoryCheckOptions& opts) {
