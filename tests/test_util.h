@@ -9,8 +9,10 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -44,6 +46,12 @@ struct Elaboration {
   // Evaluates plan `name` for `ngpus` devices into `out`.
   bool evaluate_plan(const std::string& name, int64_t ngpus, sema::Plan& out) {
     return interp->evaluate_plan(name, ngpus, out);
+  }
+  // The interpreter as a lowering's kernel elaborator (backend::LowerOptions::elaborate).
+  auto elaborator() {
+    return [this](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
+                  const std::map<std::string, int64_t>& div,
+                  sema::Graph& local) { return interp->instantiate_op(node, ins, outs, div, local); };
   }
   // Every diagnostic so far, formatted without colour.
   std::string errors() const {

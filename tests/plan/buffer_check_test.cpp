@@ -268,9 +268,7 @@ struct Lowered : test::Elaboration {
   backend::LoweredPlan lower(int replicas) {
     backend::LowerOptions o;
     o.replicas = replicas;
-    o.elaborate = [this](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
-                         const std::map<std::string, int64_t>& div,
-                         sema::Graph& local) { return interp->instantiate_op(node, ins, outs, div, local); };
+    o.elaborate = elaborator();
     return backend::lower_plan(interp->graph(), plan, *interp->train(), o);
   }
 };

@@ -32,9 +32,7 @@ struct Lowered : test::Elaboration {
     o.replicas = replicas;
     o.communication_only = communication_only;
     o.walk_every_op = walk_every_op;
-    if (!communication_only)
-      o.elaborate = [this](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
-                           const std::map<std::string, int64_t>& div, sema::Graph& local) { return interp->instantiate_op(node, ins, outs, div, local); };
+    if (!communication_only) o.elaborate = elaborator();
     return backend::lower_plan(interp->graph(), plan, *interp->train(), o);
   }
 };
@@ -129,9 +127,7 @@ TEST_CASE("ranks lowered on several threads after their kernels give the program
   Lowered l("examples/gpt.nns", "tiny_sc21_tp2_pp2", "megatron_sc21", 4);
   backend::LowerOptions o;
   o.replicas = 4;
-  o.elaborate = [&l](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
-                     const std::map<std::string, int64_t>& div,
-                     sema::Graph& local) { return l.interp->instantiate_op(node, ins, outs, div, local); };
+  o.elaborate = l.elaborator();
   backend::LoweredPlan all = backend::lower_plan(l.interp->graph(), l.plan, *l.interp->train(), o);
   REQUIRE(all.programs.size() == 16);
   for (int r = 0; r < 16; ++r) {

@@ -32,9 +32,7 @@ struct Classed : test::Elaboration {
   backend::LoweredPlan bodies(std::vector<int> ranks = {}) {
     backend::LowerOptions o;
     o.ranks = std::move(ranks);
-    o.elaborate = [this](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
-                         const std::map<std::string, int64_t>& div,
-                         sema::Graph& local) { return interp->instantiate_op(node, ins, outs, div, local); };
+    o.elaborate = elaborator();
     return backend::lower_plan(interp->graph(), plan, *interp->train(), o);
   }
 };

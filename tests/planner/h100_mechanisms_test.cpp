@@ -101,10 +101,7 @@ struct TinyMegatron : test::Elaboration {
     o.replicas = replicas;
     if (!all_ranks) o.first_ranks = 2;  // replica 0, as nns simulate and the memory check lower it
     o.distributed_optimizer = distributed;
-    if (bodies)
-      o.elaborate = [this](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
-                           const std::map<std::string, int64_t>& div,
-                           sema::Graph& local) { return interp->instantiate_op(node, ins, outs, div, local); };
+    if (bodies) o.elaborate = elaborator();
     return backend::lower_plan(interp->graph(), plan, *interp->train(), o);
   }
 };
@@ -278,9 +275,7 @@ TEST_CASE("tp overlap: a sequence-parallel reduce-scatter is charged what pipeli
   sema::Plan plan;
   REQUIRE(e.evaluate_plan("megatron_h100_sp", 2, plan));
   backend::LowerOptions o;
-  o.elaborate = [&e](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
-                     const std::map<std::string, int64_t>& div,
-                     sema::Graph& local) { return e.interp->instantiate_op(node, ins, outs, div, local); };
+  o.elaborate = e.elaborator();
   backend::LoweredPlan lp = backend::lower_plan(e.interp->graph(), plan, *e.interp->train(), o);
   planner::DeviceProfile prof;
   std::string err;
