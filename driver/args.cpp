@@ -74,6 +74,7 @@ const SwitchFlag kSwitchFlags[] = {
     {"--eval", &Args::eval},
     {"--overlap-grad-reduce", &Args::overlap_grad},
     {"--all-ranks", &Args::all_ranks},
+    {"--verify-programs", &Args::verify_programs},
     {"--distributed-optimizer", &Args::distributed_optimizer},
     {"--overlap-param-gather", &Args::overlap_param_gather},
     {"--tp-comm-overlap", &Args::tp_comm_overlap},

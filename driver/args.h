@@ -34,6 +34,7 @@ struct Args {
   std::string comm;    // run: --comm auto | gloo | nccl (where a plan's collectives run)
   std::string precision;  // simulate: fp32 | bf16 | fp16 (what kernels and transfers are costed in)
   bool overlap_grad = false, all_ranks = false;  // simulate: --overlap-grad-reduce, --all-ranks
+  bool verify_programs = false;                  // simulate: --verify-programs (program verification of plan replica 0)
   bool distributed_optimizer = false;            // check, simulate: --distributed-optimizer (Topology)
   bool overlap_param_gather = false;             // simulate: --overlap-param-gather
   bool tp_comm_overlap = false;                  // simulate: --tp-comm-overlap

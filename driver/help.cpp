@@ -77,16 +77,19 @@ const CommandHelp kCommands[] = {
     {"simulate",
      "simulate FILE --plan P [--gpus N [--plan-gpus K]] --device PROFILE|PATH.json [--config C]\n"
      "           [--precision fp32|bf16|fp16|bf16-storage] [--overlap-grad-reduce] [--all-ranks] [--trace OUT.json]\n"
-     "           [--distributed-optimizer] [--overlap-param-gather] [--tp-comm-overlap]\n",
+     "           [--distributed-optimizer] [--overlap-param-gather] [--tp-comm-overlap] [--verify-programs]\n",
      "lower plan P to its per-rank programs (what run executes) and replay\n"
      "them on a device profile (stdlib/profiles/, or a JSON file): kernels\n"
      "by roofline from their multiply-adds and bytes, collectives by an\n"
      "alpha-beta model over their links (inter-node rings over the NICs of\n"
      "the group's devices on each node); prints the step time and each\n"
      "rank's busy, exposed-communication and bubble time and peak memory.\n"
-     "With plan replicas (N > K) only replica 0 is lowered and replayed (the\n"
-     "replicas are identical; their gradient averaging is costed over its\n"
-     "group); --all-ranks replays every rank. --precision costs kernels at\n"
+     "Only one rank of each class of ranks running the same program is\n"
+     "lowered and replayed (plan replicas, a stage's tensor-parallel ranks:\n"
+     "the others meet them at their collectives on time; the gradient\n"
+     "averaging is costed over its whole group); --all-ranks replays every\n"
+     "rank. The programs are not verified here (nns check --plan verifies\n"
+     "them); --verify-programs verifies plan replica 0's. --precision costs kernels at\n"
      "the profile's peak for that dtype and every element at its size (the\n"
      "CPU runtime computes fp32; default fp32); bf16-storage costs kernels in\n"
      "bf16 and memory as the CUDA backend's bf16 activation storage holds it.\n"
@@ -334,7 +337,7 @@ const CommandPage kPages[] = {
     {"simulate",
      "  --plan P --gpus N [--plan-gpus K]  the plan and its devices\n"
      "  --device NAME|PATH.json  a device profile (stdlib/profiles/) or a file\n"
-     "  --precision fp32|bf16|fp16|bf16-storage  --overlap-grad-reduce  --all-ranks  --trace OUT.json\n"
+     "  --precision fp32|bf16|fp16|bf16-storage  --overlap-grad-reduce  --all-ranks  --verify-programs  --trace OUT.json\n"
      "  --distributed-optimizer  --overlap-param-gather  --tp-comm-overlap\n",
      "nns simulate examples/gpt.nns --config gpt3_1_3b --plan megatron --gpus 32 --plan-gpus 8 --device a100"},
     {"plan",

@@ -141,6 +141,11 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
   auto t_derive = std::chrono::steady_clock::now();
   if (!derive_stage(p)) return kExitRuntime;
   const double derive_ms = ms_since(t_derive);
+  if (!o.verify_programs) {
+    report << sema::check::verdict_line(p.plan, r, false) << "\n"
+           << "  programs: not verified here (nns check --plan verifies them)\n";
+    return kExitOk;
+  }
   const sema::TrainSpec* spec = p.interp->train() ? &*p.interp->train() : nullptr;
   // Every rank's program lowered once, structure only: program
   // verification reads it, and the capacity check groups the ranks into

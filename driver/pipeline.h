@@ -79,6 +79,10 @@ struct PipelineOptions {
   // "memory: peak" line unless turned off (nns simulate prints the same
   // replay's peak itself).
   bool memory_report = true;
+  // Program verification in the check stage (nns simulate turns it off
+  // unless --verify-programs: nns check --plan is the command that verifies
+  // the programs, and at SC'21 scale verifying them all costs minutes).
+  bool verify_programs = true;
   // --precision bf16-storage: the memory check costs the CUDA backend's
   // bf16 activation storage (lowering/bf16_storage.h), as a run on a CUDA
   // device with precision = "bf16" holds it (set then too).

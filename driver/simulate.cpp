@@ -1,19 +1,25 @@
 // nns simulate FILE --plan P --gpus N --device D: lowers the plan to its
 // RankPrograms (the lists `nns run` executes) and replays them on a device
-// profile with the planner's simulator. With plan replicas (N > --plan-gpus
-// K) only replica 0's K ranks are lowered and replayed: the replicas run
-// identical programs, and the simulator costs their gradient averaging over
-// its group (planner/simulator.h, "Symmetry"); --all-ranks replays all N.
+// profile with the planner's simulator. By default one rank of each class
+// of ranks running the same program is lowered and replayed
+// (planner/sim_classes.h): replicas of the plan (N > --plan-gpus K) and the
+// tensor-parallel ranks of a pipeline stage repeat one program, and the
+// simulator takes the ranks it does not replay as on time at collectives
+// (planner/simulator.h, "Symmetry"); --all-ranks replays all N.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <thread>
 
 #include "backend/lowering/lower_plan.h"
 #include "backend/lowering/memory_replay.h"
+#include "backend/lowering/program_check.h"
 #include "backend/planner/cost_model.h"
 #include "backend/planner/profiles.h"
 #include "backend/planner/program_cost.h"
+#include "backend/planner/sim_classes.h"
 #include "backend/planner/sim_trace.h"
 #include "backend/planner/simulator.h"
 #include "backend/planner/tp_overlap.h"
@@ -22,29 +28,33 @@
 
 namespace nns::driver {
 
-int lower_for_simulation(const Args& a, Pipeline& p, backend::LoweredPlan& lp) {
-  PipelineOptions o;
+namespace {
+
+// The front end, the Z3 check and the derived communication (program
+// verification with --verify-programs: of one plan replica's programs
+// unless every rank is replayed; the replicas are the same programs, and
+// verifying 1536 ranks costs minutes and tens of GiB). `o` keeps the run's
+// topology.
+int simulation_front(const Args& a, Pipeline& p, PipelineOptions& o) {
   if (int rc = pipeline_options(a, /*check=*/true, Stage::Comm, o); rc != kExitOk) return rc;
   o.memory_report = false;  // the same replay's peak is printed below, for every rank replayed
-  // Program verification (the pipeline's last stage here) checks one plan
-  // replica's programs unless every rank is replayed: the replicas are the
-  // same programs, and verifying 1536 ranks costs minutes and tens of GiB.
+  o.verify_programs = a.verify_programs;
   const int64_t replicas = o.topo.replicas;
   if (!a.all_ranks) o.topo.replicas = 1;
   if (int rc = run_pipeline(o, p); rc != kExitOk) return rc;
   o.topo.replicas = replicas;
   p.spec = *p.interp->train();
+  return kExitOk;
+}
+
+}  // namespace
+
+int lower_for_simulation(const Args& a, Pipeline& p, backend::LoweredPlan& lp) {
+  PipelineOptions o;
+  if (int rc = simulation_front(a, p, o); rc != kExitOk) return rc;
   try {
-    backend::LowerOptions lo;
-    lo.comm = &p.comm;
-    lo.replicas = static_cast<int>(o.topo.replicas);
-    lo.distributed_optimizer = o.topo.distributed_optimizer;
+    backend::LowerOptions lo = lower_options(*p.interp, p.comm, o.topo);
     if (!a.all_ranks) lo.first_ranks = static_cast<int>(o.topo.devices);
-    sema::Interpreter& interp = *p.interp;
-    lo.elaborate = [&interp](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
-                             const std::map<std::string, int64_t>& divisors, sema::Graph& local) {
-      return interp.instantiate_op(node, ins, outs, divisors, local);
-    };
     lp = backend::lower_plan(p.graph(), p.plan, p.spec, lo);
   } catch (const backend::LoweringError& e) {
     return report_lowering_error(p, e);
@@ -53,6 +63,94 @@ int lower_for_simulation(const Args& a, Pipeline& p, backend::LoweredPlan& lp) {
 }
 
 namespace {
+
+// nns simulate without --all-ranks: the ranks of plan replica 0 in classes
+// of equal programs (planner/sim_classes.h, from a structure lowering of
+// kClassMicroBatches micro-batches), and one rank of each class (with the
+// peers it receives from) lowered with its kernel bodies into `lp`.
+// Wall times of the stages before the replay (ms).
+struct FrontTimes {
+  double front = 0, classes = 0, lowering = 0;
+};
+
+double ms_from(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+int lower_rank_classes(const Args& a, Pipeline& p, const planner::DeviceProfile& prof, int bpe,
+                       const std::string& dtype, backend::LoweredPlan& lp, planner::SimClasses& classes,
+                       FrontTimes& times) {
+  PipelineOptions o;
+  auto t = std::chrono::steady_clock::now();
+  if (int rc = simulation_front(a, p, o); rc != kExitOk) return rc;
+  times.front = ms_from(t);
+  try {
+    t = std::chrono::steady_clock::now();
+    sema::TrainSpec few = p.spec;
+    few.micro_batches = std::min<int64_t>(few.micro_batches, planner::kClassMicroBatches);
+    backend::LowerOptions so = backend::verification_lowering(static_cast<int>(o.topo.replicas), &p.comm);
+    so.distributed_optimizer = o.topo.distributed_optimizer;
+    so.first_ranks = static_cast<int>(o.topo.devices);
+    const sema::Plan few_plan = planner::first_micro_batches(p.plan, static_cast<int>(few.micro_batches));
+    const backend::LoweredPlan structure = backend::lower_plan(p.graph(), few_plan, few, so);
+    classes = planner::simulation_classes(p.plan, structure, planner::profile_cost(prof, structure, bpe, dtype));
+    times.classes = ms_from(t);
+    t = std::chrono::steady_clock::now();
+    backend::LowerOptions lo = lower_options(*p.interp, p.comm, o.topo);
+    lo.ranks = classes.replayed;
+    lp = backend::lower_plan(p.graph(), p.plan, p.spec, lo);
+    times.lowering = ms_from(t);
+  } catch (const backend::LoweringError& e) {
+    return report_lowering_error(p, e);
+  }
+  return kExitOk;
+}
+
+// Each replayed rank's times and memory peak (the replays run on all
+// cores: each is its program's alone), and the highest peak's parts. With
+// rank classes, `ranks` is how many of plan replica 0's ranks the row's
+// class holds.
+void print_rank_table(const backend::LoweredPlan& lp, const planner::SimResult& r, const planner::SimClasses& classes,
+                      const sema::TrainSpec& spec, int mem_bpe, bool bf16_storage) {
+  const size_t n = r.ranks.size();
+  std::vector<backend::MemoryPeak> peaks(n);
+  const int slots = static_cast<int>(sema::optimizer_slots(spec.optimizer));
+  const unsigned threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (size_t i = t; i < n; i += threads)
+        peaks[i] = backend::peak_memory(lp.programs[i], mem_bpe, slots, bf16_storage);
+    });
+  for (std::thread& th : pool) th.join();
+  const bool by_class = !classes.class_of.empty();
+  std::printf("  rank  busy_ms     exposed_comm_ms  bubble_ms   peak_mem_GiB%s\n", by_class ? "  ranks" : "");
+  size_t top = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const backend::RankProgram& prog = lp.programs[i];
+    if (peaks[i].peak > peaks[top].peak) top = i;
+    std::printf("  %4d  %10.6f  %15.6f  %9.6f  %12.3f", prog.rank, r.ranks[i].busy * 1e3, r.ranks[i].exposed_comm * 1e3,
+                r.ranks[i].bubble * 1e3, peaks[i].peak / (1024.0 * 1024.0 * 1024.0));
+    const size_t at = static_cast<size_t>(prog.rank);
+    if (by_class && at < classes.class_of.size())
+      std::printf("  %5d", classes.class_size[static_cast<size_t>(classes.class_of[at])]);
+    std::printf("\n");
+  }
+  if (n == 0) return;
+  const backend::MemoryPeak& m = peaks[top];
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  std::printf(
+      "  peak memory: rank %d %.3f GiB (%.0f bytes): weights, gradients and optimizer state %.3f, buffers %.3f (",
+      lp.programs[top].rank, m.peak / gib, m.peak, m.persistent / gib, m.buffers_at_peak / gib);
+  bool first = true;
+  for (const auto& [role, b] : m.roles_at_peak) {
+    std::printf("%s%s %.3f", first ? "" : ", ", backend::role_name(static_cast<backend::BufferDecl::Role>(role)),
+                b / gib);
+    first = false;
+  }
+  std::printf("), kernel tensors %.3f\n", m.kernels_at_peak / gib);
+}
+
 bool sharded_over_replicas(const Args& a, const backend::LoweredPlan& lp) {
   return a.distributed_optimizer && lp.replicas > 1;
 }
@@ -86,7 +184,13 @@ int cmd_simulate(const Args& a) {
   }
   Pipeline p;
   backend::LoweredPlan lp;
-  if (int rc = lower_for_simulation(a, p, lp); rc != kExitOk) return rc;
+  planner::SimClasses classes;
+  FrontTimes front;
+  if (a.all_ranks) {
+    if (int rc = lower_for_simulation(a, p, lp); rc != kExitOk) return rc;
+  } else if (int rc = lower_rank_classes(a, p, prof, bpe, dtype, lp, classes, front); rc != kExitOk) {
+    return rc;
+  }
   auto t1 = std::chrono::steady_clock::now();
   planner::SimOptions so;
   so.overlap_grad_reduce = a.overlap_grad;
@@ -108,41 +212,31 @@ int cmd_simulate(const Args& a) {
     return kExitRuntime;
   }
   std::printf("simulated %s on %d x %s: step %.6f ms\n", a.plan.c_str(), lp.ranks(), prof.name.c_str(), r.step_time * 1e3);
-  std::printf("  precision %s, gradient reduction %s; %zu of %d rank(s) replayed%s\n", dtype.empty() ? "fp32 (tensor dtypes)" : dtype.c_str(),
-              so.overlap_grad_reduce ? "overlapped with compute" : "blocking", lp.programs.size(), lp.ranks(),
-              lp.programs.size() < static_cast<size_t>(lp.ranks()) ? " (plan replica 0; the other replicas are identical)" : "");
+  std::printf("  precision %s, gradient reduction %s; %zu of %d rank(s) replayed\n",
+              dtype.empty() ? "fp32 (tensor dtypes)" : dtype.c_str(),
+              so.overlap_grad_reduce ? "overlapped with compute" : "blocking", lp.programs.size(), lp.ranks());
+  if (!a.all_ranks)
+    std::printf(
+        "  rank classes: %d of plan replica 0's %zu ranks run distinct programs; one of each class%s is replayed, "
+        "the others repeat it%s (--all-ranks replays every rank)\n",
+        classes.classes(), classes.class_of.size(),
+        lp.programs.size() > static_cast<size_t>(classes.classes()) ? " (and the peers it receives from)" : "",
+        lp.replicas > 1 ? ", as do the other plan replicas" : "");
   if (a.tp_comm_overlap)
     std::printf("  tensor-parallel allreduces pipelined with their GEMMs in chunks (--tp-comm-overlap)\n");
   if (sharded_over_replicas(a, lp))
     std::printf("  distributed optimizer: optimizer state sharded over %d replicas; parameter gather %s\n", lp.replicas,
                 so.overlap_param_gather ? "overlapped with the next forward" : "blocking");
-  std::printf("  rank  busy_ms     exposed_comm_ms  bubble_ms   peak_mem_GiB\n");
-  backend::MemoryPeak top;
-  int top_rank = -1;
-  for (size_t i = 0; i < r.ranks.size(); ++i) {
-    backend::MemoryPeak m = backend::peak_memory(
-        lp.programs[i], mem_bpe, static_cast<int>(sema::optimizer_slots(p.spec.optimizer)), bf16_storage);
-    if (m.peak > top.peak) {
-      top = m;
-      top_rank = lp.programs[i].rank;
-    }
-    std::printf("  %4d  %10.6f  %15.6f  %9.6f  %12.3f\n", lp.programs[i].rank, r.ranks[i].busy * 1e3, r.ranks[i].exposed_comm * 1e3,
-                r.ranks[i].bubble * 1e3, m.peak / (1024.0 * 1024.0 * 1024.0));
-  }
-  if (top_rank >= 0) {
-    const double gib = 1024.0 * 1024.0 * 1024.0;
-    std::printf("  peak memory: rank %d %.3f GiB (%.0f bytes): weights, gradients and optimizer state %.3f, buffers %.3f (", top_rank, top.peak / gib, top.peak,
-                top.persistent / gib, top.buffers_at_peak / gib);
-    bool first = true;
-    for (const auto& [role, b] : top.roles_at_peak) {
-      std::printf("%s%s %.3f", first ? "" : ", ", backend::role_name(static_cast<backend::BufferDecl::Role>(role)), b / gib);
-      first = false;
-    }
-    std::printf("), kernel tensors %.3f\n", top.kernels_at_peak / gib);
-  }
+  print_rank_table(lp, r, classes, p.spec, mem_bpe, bf16_storage);
   auto t3 = std::chrono::steady_clock::now();
   auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
-  std::printf("  wall: front end and lowering %.1f ms, replay %.1f ms, total %.1f ms\n", ms(t0, t1), ms(t1, t2), ms(t0, t3));
+  if (a.all_ranks)
+    std::printf("  wall: front end and lowering %.1f ms, replay %.1f ms, memory and report %.1f ms, total %.1f ms\n",
+                ms(t0, t1), ms(t1, t2), ms(t2, t3), ms(t0, t3));
+  else
+    std::printf(
+        "  wall: front end %.1f ms, rank classes %.1f ms, lowering %.1f ms, replay %.1f ms, memory and report %.1f ms, total %.1f ms\n",
+        front.front, front.classes, front.lowering, ms(t1, t2), ms(t2, t3), ms(t0, t3));
   if (!a.trace.empty()) std::printf("  trace: %zu event(s) written to %s\n", r.events.size(), a.trace.c_str());
   return kExitOk;
 }

@@ -321,9 +321,16 @@ void micro_batch(RankBuild& R, int mb) {
     if (!visit_op(R, mb, static_cast<int>(i), WalkPlan::Forward)) continue;
     R.open_block(mb, static_cast<int>(i), sema::PipeTask::F);
     forward_op(R, R.A.ops[i], R.op_kernels[i], mb, value);
+    // Every rank holding a copy of the loss adds its share of it: ranks
+    // that hold the same pieces then run the same program (a tensor-
+    // parallel group's loss copies), which nns simulate's rank classes
+    // rely on, where only copy 0 adding it set one rank apart.
     if (makes_loss)
-      if (auto it = value.find(R.g.loss); it != value.end() && R.label(it->second).replica_index == 0)
-        R.emit(PInstr::LossShare, mb).a = it->second;
+      if (auto it = value.find(R.g.loss); it != value.end()) {
+        PInstr& share = R.emit(PInstr::LossShare, mb);
+        share.a = it->second;
+        share.scale = 1.f / static_cast<float>(R.label(it->second).replicas);
+      }
   }
   // A parameter's gradient is final once the first op (in forward order)
   // that reads it has run its backward: it goes into the step's sum there,

@@ -128,6 +128,11 @@ bool run_lowering_passes(RankBuild& R, size_t from, size_t to) {
     }
   }
   R.P.tags = R.tag;
+  // The lists grew by doubling: a 280-micro-batch program's instructions
+  // and buffers would keep up to half again their size as spare capacity
+  // for as long as the program lives (nns simulate holds dozens at once).
+  R.P.instrs.shrink_to_fit();
+  R.P.buffers.shrink_to_fit();
   return true;
 }
 

@@ -138,10 +138,13 @@ void place_replica_averages(RankBuild& R) {
   std::vector<int> across;
   for (int j = 0; j < replicas; ++j) across.push_back(j * R.devices + R.device());
   const int grp = R.groups.intern(across);
-  std::map<int, int> last_touch;  // accum buffer -> instruction
+  // Buffer -> the last instruction naming it (-1: none). A vector, not a
+  // map: a 280-micro-batch program names over a million buffers.
+  std::vector<int> last_touch(R.P.buffers.size(), -1);
   for (size_t i = 0; i < R.P.instrs.size(); ++i)
     for (int b : {R.P.instrs[i].a, R.P.instrs[i].b})
-      if (b >= 0) last_touch[b] = static_cast<int>(i);
+      if (b >= 0 && static_cast<size_t>(b) < last_touch.size())
+        last_touch[static_cast<size_t>(b)] = static_cast<int>(i);
   struct Ready {
     int at;  // the instruction index the average goes before
     int buf;
@@ -152,8 +155,7 @@ void place_replica_averages(RankBuild& R) {
   for (ParamSlot& s : R.P.params) {
     if (s.accum < 0) continue;
     if (R.opts.distributed_optimizer) shard_over_replicas(R, s, grp, replicas);
-    auto lt = last_touch.find(s.accum);
-    int at = lt == last_touch.end() ? 0 : lt->second + 1;
+    int at = last_touch[static_cast<size_t>(s.accum)] + 1;
     for (const RankProgram::TaskSpan& t : R.P.tasks)
       if (t.first < at && at < t.last) at = t.last;
     size_t bytes = static_cast<size_t>(R.label(s.accum).numel()) * 4;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -124,7 +126,7 @@ class Replay {
         out_.live_buffers.push_back(static_cast<int>(b));
       }
     out_.kernel_bytes_at_peak.clear();
-    for (const auto& [key, held] : local_) out_.kernel_bytes_at_peak[owner_[static_cast<size_t>(key.second)]] += held;
+    for (const auto& [at, held] : local_) out_.kernel_bytes_at_peak[owner_[static_cast<uint32_t>(at)]] += held;
   }
 
   void make(int buf) {
@@ -137,8 +139,13 @@ class Replay {
     live_[static_cast<size_t>(buf)] = 0;
     cur_ -= bytes(buf);
   }
+  // A kernel tensor of one micro-batch, as one key.
+  static uint64_t key(int mb, int t) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(mb)) << 32) | static_cast<uint32_t>(t);
+  }
   void unalias(int mb, int t) {
-    auto it = alias_.find({mb, t});
+    if (alias_.empty()) return;
+    auto it = alias_.find(key(mb, t));
     if (it == alias_.end()) return;
     int b = it->second;
     alias_.erase(it);
@@ -150,13 +157,13 @@ class Replay {
   void lset(int mb, int t) {
     if (t < 0 || static_cast<size_t>(t) >= L_.tensors().size()) return;
     unalias(mb, t);
-    double& held = local_[{mb, t}];
+    double& held = local_[key(mb, t)];
     kern_ += tbytes(t) - held;
     held = tbytes(t);
   }
   void ldrop(int mb, int t) {
     unalias(mb, t);
-    auto it = local_.find({mb, t});
+    auto it = local_.find(key(mb, t));
     if (it == local_.end()) return;
     kern_ -= it->second;
     local_.erase(it);
@@ -185,7 +192,7 @@ class Replay {
     int t = k.inst.inputs[static_cast<size_t>(in.index)];
     if (slice_in_place(prog_, in) >= 0) {
       ldrop(in.mb, t);
-      alias_[{in.mb, t}] = in.a;
+      alias_[key(in.mb, t)] = in.a;
       ++refs_[static_cast<size_t>(in.a)];
     } else {
       lset(in.mb, t);
@@ -232,7 +239,7 @@ class Replay {
             ldrop(in.mb, t);
           } else if (fresh_b && collect_out_whole(prog_, in)) {  // the kernel reads its output in the buffer
             ldrop(in.mb, t);
-            alias_[{in.mb, t}] = in.b;
+            alias_[key(in.mb, t)] = in.b;
             ++refs_[static_cast<size_t>(in.b)];
           }
         }
@@ -243,7 +250,7 @@ class Replay {
           if (dy < 0) break;
           if (in.a >= 0 && slice_in_place(prog_, in) >= 0) {  // read in place, as the executor does
             ldrop(in.mb, dy);
-            alias_[{in.mb, dy}] = in.a;
+            alias_[key(in.mb, dy)] = in.a;
             ++refs_[static_cast<size_t>(in.a)];
           } else {
             lset(in.mb, dy);
@@ -278,13 +285,13 @@ class Replay {
   std::vector<char> half_;  // bf16 storage: the local tensors held in bf16 (empty: none)
   MemoryPeak out_;
   std::vector<char> live_;
-  std::set<int> sending_;  // buffers with a Send posted this step: a Free parks them until the step ends
+  std::unordered_set<int> sending_;  // buffers with a Send posted this step: a Free parks them until the step ends
   // Per (micro-batch, local tensor): its bytes while it is held.
-  std::map<std::pair<int, int>, double> local_;
+  std::unordered_map<uint64_t, double> local_;
   std::vector<int> owner_;  // local tensor -> kernel index
   // Kernel inputs read in place: (micro-batch, local tensor) -> buffer, the
   // readers of each buffer, and the buffers freed while still read.
-  std::map<std::pair<int, int>, int> alias_;
+  std::unordered_map<uint64_t, int> alias_;
   std::vector<int> refs_;
   std::vector<char> free_later_;
   std::vector<char> fresh_;  // per buffer: allocated and untouched since (step())

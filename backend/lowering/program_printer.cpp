@@ -210,7 +210,7 @@ std::string LoweredPlan::instr_text(const sema::Graph& g, const RankProgram& p, 
       o << " " << buf(in.a) << over() << scale_text(in.scale);
       if (in.count > 1) o << " reduce-scattered into " << in.count << " shards";
       break;
-    case PInstr::LossShare: o << " " << buf(in.a); break;
+    case PInstr::LossShare: o << " " << buf(in.a) << scale_text(in.scale); break;
     case PInstr::LossAllReduce: o << over(); break;
     case PInstr::Clip: break;
     case PInstr::Update:

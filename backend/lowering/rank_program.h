@@ -139,7 +139,7 @@ struct PInstr {
     // Shard a -> its Param b; `index` is the ParamSlot; with count > 1 the
     // distributed optimizer's, gathered with the others of bucket `step`.)
     // step
-    LossShare,      // the step loss += a's scalar / micro-batches
+    LossShare,      // the step loss += scale * a's scalar / micro-batches (scale: 1 / the loss's copies)
     LossAllReduce,  // step loss and squared gradient norm, over `group` (every rank)
     Clip,           // global-norm clipping of every Accum buffer
     Update,         // optimizer update of parameter a with gradient b; `index`: its ParamSlot

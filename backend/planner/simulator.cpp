@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 
 namespace nns::planner {
 
@@ -21,8 +22,8 @@ struct RankState {
   size_t pc = 0;
   double clock = 0;
   double comm_free = 0;          // overlap: when the communication stream is free
-  std::map<int, MsgKey> posted;  // Recv buffer -> the message it waits for
-  std::map<int, int> group_seq;  // collectives issued per group
+  std::unordered_map<int, MsgKey> posted;  // Recv buffer -> the message it waits for
+  std::vector<int> group_seq;              // collectives issued per group
   bool arrived = false;          // waiting at a collective
   // Overlap. A gradient reduction is reduced in chunks, one per gradient
   // buffer (a share of its time by elements), each once that gradient is
@@ -211,6 +212,31 @@ double plan_param_gathers(const RankProgram& prog, RankState& s, const InstrCost
   return t;
 }
 
+struct MsgHash {
+  size_t operator()(const MsgKey& k) const {
+    return (static_cast<size_t>(std::get<0>(k)) * 0x9e3779b97f4a7c15ULL) ^ (static_cast<size_t>(std::get<1>(k)) << 20) ^
+           std::get<2>(k);
+  }
+};
+
+// Members waiting at one collective: arrivals by rank, and how many have
+// gone on (the meeting ends with the last).
+struct Meeting {
+  std::unordered_map<int, double> arrivals;
+  size_t passed = 0;
+};
+
+// Per group, its members this simulation holds (the others are taken as on
+// time); the loss allreduce's group is every rank of the run.
+std::vector<std::vector<int>> members_held(const backend::LoweredPlan& lp,
+                                           const std::unordered_map<int, size_t>& index_of) {
+  std::vector<std::vector<int>> held(lp.groups.size());
+  for (size_t g = 0; g < lp.groups.size(); ++g)
+    for (int m : lp.groups[g])
+      if (index_of.count(m)) held[g].push_back(m);
+  return held;
+}
+
 }  // namespace
 
 bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& out, std::string& err,
@@ -219,22 +245,22 @@ bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& 
   out = SimResult{};
   out.ranks.assign(n, RankTimes{});
   std::vector<RankState> st(n);
-  if (opts.overlap_grad_reduce)
-    for (size_t r = 0; r < n; ++r) find_ready_points(lp.programs[r], st[r]);
+  for (size_t r = 0; r < n; ++r) {
+    st[r].group_seq.assign(lp.groups.size(), 0);
+    if (opts.overlap_grad_reduce) find_ready_points(lp.programs[r], st[r]);
+  }
   std::vector<double> gather_busy(n, 0.0);
   if (opts.overlap_param_gather)
     for (size_t r = 0; r < n; ++r)
       gather_busy[r] = plan_param_gathers(lp.programs[r], st[r], cost, out, static_cast<int>(r), opts.record);
-  std::map<MsgKey, Msg> sent;
-  // Members waiting at the k-th collective of a group: (group, k) -> arrivals by rank.
-  std::map<std::pair<int, int>, std::map<int, double>> meeting;
-  // Global rank -> index into lp.programs (a lowering may hold some ranks only).
-  std::map<int, size_t> index_of;
+  std::unordered_map<MsgKey, Msg, MsgHash> sent;  // sent and not yet received (a Wait takes its message out)
+  std::unordered_map<int, size_t> index_of;       // global rank -> program (a lowering may hold some ranks only)
   for (size_t i = 0; i < n; ++i) index_of[lp.programs[i].rank] = i;
+  const std::vector<std::vector<int>> held_members = members_held(lp, index_of);
+  std::unordered_map<uint64_t, Meeting> meeting;  // (group, k) -> the k-th collective's meeting
   auto record = [&](size_t r, size_t pc, double b, double e, uint8_t track) {
     if (opts.record && e > b) out.events.push_back(SimEvent{static_cast<int>(r), static_cast<int>(pc), b, e, track});
   };
-
   bool progress = true;
   while (progress) {
     progress = false;
@@ -279,11 +305,14 @@ bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& 
             t.exposed_comm += m->second.arrival - start;
             s.clock = m->second.arrival;
           }
+          sent.erase(m);
           s.posted.erase(p);
         } else if (in.is_collective() && in.group >= 0) {
-          const std::vector<int>& members = lp.groups.at(static_cast<size_t>(in.group));
-          auto key = std::make_pair(in.group, s.group_seq[in.group]);
-          auto& arrivals = meeting[key];
+          const std::vector<int>& members = held_members.at(static_cast<size_t>(in.group));
+          const uint64_t key = (static_cast<uint64_t>(in.group) << 32) |
+                               static_cast<uint32_t>(s.group_seq[static_cast<size_t>(in.group)]);
+          auto meet = meeting.try_emplace(key).first;
+          auto& arrivals = meet->second.arrivals;
           if (!s.arrived) {
             // Async: the member is ready when its gradients are final and its
             // communication stream is free.
@@ -299,7 +328,6 @@ bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& 
           bool all = true;
           double start = 0;
           for (int m : members) {
-            if (!index_of.count(m)) continue;
             auto a = arrivals.find(m);
             if (a == arrivals.end()) { all = false; break; }
             start = std::max(start, a->second);
@@ -330,7 +358,8 @@ bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& 
             record(r, s.pc, start, s.clock, 2);
           }
           s.arrived = false;
-          ++s.group_seq[in.group];
+          ++s.group_seq[static_cast<size_t>(in.group)];
+          if (++meet->second.passed == members.size()) meeting.erase(meet);
         } else {
           double c = cost(prog, in);
           t.busy += c;

@@ -519,7 +519,7 @@ void PlanExecutor::exec_step(const PInstr& in) {
       // The one read of a step's values on the host: the loss scalar.
       float share = 0;
       be.copy_to_host(&share, bufs[static_cast<size_t>(in.a)].data(), sizeof share);
-      loss += share / static_cast<double>(spec.micro_batches);
+      loss += static_cast<double>(share) * in.scale / static_cast<double>(spec.micro_batches);
       return;
     }
     case PInstr::Clip:
