@@ -4,6 +4,7 @@
 // send/recv step, a collective over the rank's group, with the buffer labels
 // (partial sums, copies) updated as the step changes them.
 #include <functional>
+#include <limits>
 
 #include "backend/lowering/lower_internal.h"
 
@@ -191,7 +192,11 @@ int emit_adapter(RankBuild& R, const CommEdge& e, int src, int mb, bool stay) {
           geom.send.push_back(s);
           geom.recv.push_back(r);
         }
-        in.count = chunk;
+        // PInstr::count is 32-bit (the instruction lists of a 1,000-micro-
+        // batch program are most of nns simulate's memory).
+        if (chunk > std::numeric_limits<int32_t>::max())
+          fail(what() + ": an all-to-all block of " + std::to_string(chunk) + " elements (over 2^31) is not supported");
+        in.count = static_cast<int32_t>(chunk);
         break;
       }
       default:

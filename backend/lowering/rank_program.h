@@ -152,10 +152,12 @@ struct PInstr {
   int group = -1, peer = -1;
   uint32_t tag = 0;
   int mb = -1;
-  int64_t count = 0;  // AllToAll: elements per member block
+  int32_t count = 0;  // AllToAll: elements per member block (32-bit: lowering refuses larger blocks)
   float scale = 1.f;
   bool is_collective() const;
 };
+// 56 bytes: a 1,000-micro-batch program holds millions of them.
+static_assert(sizeof(PInstr) <= 56, "PInstr grew");
 const char* instr_name(PInstr::Kind k);
 
 // Block boxes of a collective, in member order: AllGather reads block i of
