@@ -34,10 +34,16 @@ struct Env {  // what one unit solve is costed under
   bool rc;   // block recompute
   std::vector<int> tp_group, dp_group;
   bool seq = false;          // boundary tensors sequence parallel (Candidate::seq)
+  // Data parallelism as plan replicas of replica_devices (pp x tp) devices
+  // each (Candidate::replicas): a data-parallel group is strided by them,
+  // a pipeline's next stage is tp devices on; 0: dp inside the plan (the
+  // group strided by tp, the next stage dp x tp devices on).
+  int replica_devices = 0;
   double micro_batches = 1;  // per step: gradient synchronisation is charged 1/m per micro-batch
 };
 
-Env make_env(const SearchModel& m, const SearchOptions& o, int tp, int dp, double s, bool rc, bool seq = false);
+Env make_env(const SearchModel& m, const SearchOptions& o, int tp, int dp, double s, bool rc, bool seq = false,
+             int replica_devices = 0);
 
 struct OpCost {
   double time = 0;  // forward + backward (+ forward again when recomputed) of one micro-batch, comm excluded

@@ -12,11 +12,13 @@
 namespace nns::planner {
 namespace search_detail {
 
-Env make_env(const SearchModel& m, const SearchOptions& o, int tp, int dp, double s, bool rc, bool seq) {
+Env make_env(const SearchModel& m, const SearchOptions& o, int tp, int dp, double s, bool rc, bool seq,
+             int replica_devices) {
   Env e{m, o, tp, dp, s, rc, {}, {}};
   e.seq = seq;
+  e.replica_devices = replica_devices;
   e.tp_group = range_devices(tp, 1);
-  e.dp_group = range_devices(dp, tp);
+  e.dp_group = range_devices(dp, replica_devices > 0 ? replica_devices : tp);
   e.micro_batches = std::max(1.0, static_cast<double>(o.global_batch) / (dp * s * static_cast<double>(m.graph_batch)));
   return e;
 }

@@ -250,7 +250,93 @@ TEST_CASE("plan text: rules, stages and the directives of the candidate") {
   CHECK(text.find("plan found(ngpus) {") != std::string::npos);
   CHECK(text.find("let tp = " + std::to_string(c.tp)) != std::string::npos);
   CHECK((text.find("schedule(\"1f1b\", stages)") != std::string::npos) == (c.pp > 1));
-  CHECK((text.find("zero1()") != std::string::npos) == c.zero1);
+  // zero1 over plan replicas is the distributed optimizer, a flag of
+  // nns simulate and check, not a directive of the plan.
+  CHECK((text.find("zero1()") != std::string::npos) == (c.zero1 && !c.replicas));
+  CHECK(text.find("let dp = " + std::to_string(c.replicas ? 1 : c.dp)) != std::string::npos);
+}
+
+TEST_CASE("data parallelism as plan replicas: dp 1 in the plan, --plan-gpus, zero1 as the distributed optimizer") {
+  Loaded l;
+  load(l);
+  SearchOptions o;
+  o.gpus = 4;
+  o.profile = toy();
+  o.global_batch = 16;
+  o.memory_cap = 1e12;
+  o.top = 100;
+  std::string why;
+  CHECK(dp_as_replicas(l.model, o, 2, &why));
+  CHECK(why.empty());
+  CHECK_FALSE(dp_as_replicas(l.model, o, 1, &why));
+  SearchResult r = search_plans(l.model, o);
+  const Candidate* z1 = nullptr;
+  for (const Candidate& c : r.best) {
+    CHECK(c.replicas == (c.dp > 1));
+    CHECK(c.plan_devices() == (c.dp > 1 ? c.pp * c.tp : 4));
+    if (c.dp == 2 && c.zero1 && !z1) z1 = &c;
+  }
+  REQUIRE(z1 != nullptr);
+  std::string text = plan_text(l.model, *z1, "found");
+  INFO(text);
+  CHECK(text.find("  let dp = 1 ") != std::string::npos);
+  CHECK(text.find("--gpus 4 --plan-gpus " + std::to_string(z1->pp * z1->tp)) != std::string::npos);
+  CHECK(text.find("zero1()") == std::string::npos);
+  CHECK(text.find("distributed optimizer") != std::string::npos);
+
+  // --dp-in-plan: the same grid points with dp inside the plan.
+  o.dp_in_plan = true;
+  CHECK_FALSE(dp_as_replicas(l.model, o, 2, &why));
+  CHECK(why == "--dp-in-plan");
+  SearchResult inside = search_plans(l.model, o);
+  bool any_dp = false;
+  for (const Candidate& c : inside.best) {
+    CHECK_FALSE(c.replicas);
+    any_dp = any_dp || c.dp > 1;
+    if (c.dp > 1 && c.zero1) {
+      std::string t = plan_text(l.model, c, "found");
+      CHECK(t.find("  let dp = " + std::to_string(c.dp) + "\n") != std::string::npos);
+      CHECK(t.find("  zero1()") != std::string::npos);
+    }
+  }
+  CHECK(any_dp);
+}
+
+TEST_CASE("data parallelism stays inside the plan where replicas cannot express it") {
+  // An op that reads the batch without splitting along it (a prefix sum
+  // down the batch) runs on the whole batch inside the plan; replicas, each
+  // on its own samples, would compute something else.
+  std::string text = kModel;
+  const std::string loop = "    for b in blocks {";
+  text.replace(text.find(loop), loop.size(), "    x = x + cumsum(x, dim = 0)\n" + loop);
+  Loaded l;
+  load(l, text);
+  SearchOptions o;
+  o.gpus = 4;
+  o.profile = toy();
+  o.global_batch = 16;
+  o.memory_cap = 1e12;
+  std::string why;
+  CHECK_FALSE(dp_as_replicas(l.model, o, 2, &why));
+  CHECK(why.find("cumsum") != std::string::npos);
+  CHECK(why.find("reads the batch but does not split along it") != std::string::npos);
+  for (const Candidate& c : search_plans(l.model, o).best) CHECK_FALSE(c.replicas);
+
+  // A place_on table numbers the devices of the plan with dp inside.
+  std::string placed = kModel;
+  const std::string table = "plan table(ngpus) {";
+  placed.replace(placed.find(table), table.size(),
+                 "plan placed(ngpus) {\n  place_on(select(\"*linear#*\"), [0, 1, 2, 3])\n"
+                 "  replicate(unassigned(), 0..ngpus)\n}\n" +
+                     table);
+  Loaded p;
+  load(p, placed);
+  nns::sema::Plan tables;
+  REQUIRE(p.interp->evaluate_plan("placed", 4, tables));
+  o.constraints = &tables.constraints;
+  o.constraint_plan = &tables;
+  CHECK_FALSE(dp_as_replicas(p.model, o, 2, &why));
+  CHECK(why.find("place_on") != std::string::npos);
 }
 
 TEST_CASE("constraint tables prune the space and the decisions obey them") {
@@ -404,6 +490,7 @@ TEST_CASE("zero1 pays each parameter's reduce-scatter and all-gather, as the low
   o.memory_cap = 1e12;
   o.top = 50;
   o.fixed_vp = 1;
+  o.dp_in_plan = true;  // the plan's zero1 (over plan replicas: below)
   SearchResult r = search_plans(l.model, o);
   const Candidate *plain = nullptr, *z1 = nullptr;
   for (const Candidate& c : r.best)
@@ -417,6 +504,19 @@ TEST_CASE("zero1 pays each parameter's reduce-scatter and all-gather, as the low
   const double ag = collective_time(o.profile, Collective::AllGather, 0, {0, 1});
   CHECK(z1->step_time - plain->step_time == Approx(5 * (rs + ag)).epsilon(0.01));
   CHECK(r.best[0].zero1 == false);  // not worth it at this size
+
+  // Over plan replicas zero1 is the distributed optimizer, whose
+  // collectives go by gradient bucket: the 6 small weights make one, so
+  // zero1 pays no extra latency there.
+  o.dp_in_plan = false;
+  SearchResult rr = search_plans(l.model, o);
+  plain = z1 = nullptr;
+  for (const Candidate& c : rr.best)
+    if (c.pp == 1 && c.tp == 1 && c.dp == 2 && c.micro_batches == 1 && !c.recompute) (c.zero1 ? z1 : plain) = &c;
+  REQUIRE(plain != nullptr);
+  REQUIRE(z1 != nullptr);
+  CHECK(z1->replicas);
+  CHECK(std::abs(z1->step_time - plain->step_time) < 0.01 * (rs + ag));
 }
 
 namespace {
@@ -453,6 +553,7 @@ TEST_CASE("zero1 does not shard a weight tied across pipeline stages, as the low
   o.memory_cap = 1e12;
   o.top = 100;
   o.fixed_vp = 1;
+  o.dp_in_plan = true;  // a plan's zero1; over plan replicas it is the distributed optimizer (below)
   Loaded t, u;
   load(t, tied_model(true));
   load(u, tied_model(false));
@@ -466,6 +567,18 @@ TEST_CASE("zero1 does not shard a weight tied across pipeline stages, as the low
   // accumulated gradient are whole on each stage instead of halves (and
   // no shard): 5 bytes per weight byte against 4.
   CHECK(ct->memory - cu->memory == Approx(16 * 16 * 4 * (5.0 - 4.0)).epsilon(0.01));
+
+  // Over plan replicas zero1 is the distributed optimizer, which shards the
+  // tied weight too (lower_step_end.cpp, shard_over_replicas).
+  o.dp_in_plan = false;
+  const SearchResult rt2 = search_plans(t.model, o), ru2 = search_plans(u.model, o);
+  const Candidate* ct2 = find_z1(rt2);
+  const Candidate* cu2 = find_z1(ru2);
+  REQUIRE(ct2 != nullptr);
+  REQUIRE(cu2 != nullptr);
+  CHECK(ct2->replicas);
+  REQUIRE(ct2->unit_stage == cu2->unit_stage);
+  CHECK(ct2->memory == Approx(cu2->memory).epsilon(1e-9));
 }
 
 TEST_CASE("a composite's body: the nodes a split leaves whole run whole in every piece") {
