@@ -274,16 +274,25 @@ Candidate StagePartitioner::evaluate(const std::vector<int>& starts) const {
   // Per rank: its stages (v chunks when interleaved, chunk c on rank
   // c % pp) and their time per micro-batch, sends included.
   std::vector<std::vector<Range>> ranks(gr.pp);
-  std::vector<double> rank_time(gr.pp, 0.0);
+  std::vector<double> rank_time(gr.pp, 0.0), rank_work(gr.pp, 0.0);
+  // Per chunk (interleaved): its forward and backward per micro-batch and
+  // the one-way transfer to the next chunk, for the dependency chain.
+  std::vector<double> fwd(n_, 0.0), bwd(n_, 0.0), link(n_, 0.0);
   double tsum = 0;
   const char* debug = std::getenv("NNS_SEARCH_DEBUG");
   for (int st = 0; st < n_; ++st) {
     int a = starts[st], b = (st + 1 < n_ ? starts[st + 1] : U_) - 1;
     if (b < a) return Candidate{};
-    for (int u = a; u <= b; ++u) c.unit_stage[u] = st;
+    for (int u = a; u <= b; ++u) {
+      c.unit_stage[u] = st;
+      fwd[st] += p_.sol[u]->second.fwd;
+      bwd[st] += p_.sol[u]->second.time - p_.sol[u]->second.fwd;
+    }
+    link[st] = cut_time(b) / 2;
     double t = stage_time(a, b);
     ranks[st % gr.pp].push_back(Range{a, b});
     rank_time[st % gr.pp] += t;
+    rank_work[st % gr.pp] += fwd[st] + bwd[st];
     tsum += t;
     if (debug && std::atoi(debug) >= 3)
       std::fprintf(stderr, "  pp %d v %d tp %d m %lld rc %d l%d stage %d: units %d..%d, %.4g ms\n", gr.pp, v_, gr.tp,
@@ -305,9 +314,20 @@ Candidate StagePartitioner::evaluate(const std::vector<int>& starts) const {
   // (p - 1) / (v m) of the ideal step with even stages (Narayanan et al.,
   // SC'21, section 2.2.2; the reference's interleaved bubble). With v = 1
   // the two are the same.
+  // Interleaved: that closed form over-counts where the transfers between
+  // chunks outweigh their work; the step follows the schedule's dependency
+  // chain instead (search_chain.cpp), the bubble being what the busiest
+  // rank does not work of it.
   const double m = static_cast<double>(p_.mcount);
-  c.step_time = v_ == 1 ? (m - 1) * tmax + tsum + sync : m * tmax + (tsum - tmax) / v_ + sync;
-  c.bubble = c.step_time > 0 ? (tsum - tmax) / v_ / c.step_time : 0;
+  if (v_ == 1) {
+    c.step_time = (m - 1) * tmax + tsum + sync;
+    c.bubble = c.step_time > 0 ? (tsum - tmax) / c.step_time : 0;
+  } else {
+    const double span = interleaved_makespan(gr.pp, v_, p_.mcount, fwd, bwd, link);
+    c.step_time = span + sync;
+    c.bubble =
+        span > 0 ? std::max(0.0, span - m * *std::max_element(rank_work.begin(), rank_work.end())) / c.step_time : 0;
+  }
   c.memory = mem;
   c.fits = mem <= p_.cap;
   if (!c.fits && !p_.megatron) c.step_time = 0;  // does not fit

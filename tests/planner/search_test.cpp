@@ -12,6 +12,7 @@
 
 #include "backend/planner/cost_model.h"
 #include "backend/planner/search.h"
+#include "backend/planner/search_internal.h"
 #include "frontend/diagnostics.h"
 #include "frontend/source.h"
 #include "semantics/interpreter.h"
@@ -647,4 +648,25 @@ TEST_CASE("mixed precision: collectives move 2-byte elements, not the model's fp
   REQUIRE(pp32 > 0);
   REQUIRE(pp16 > 0);
   CHECK(pp16 == Approx(pp32 / 2).epsilon(0.02));  // the pipeline's sends
+}
+
+// The interleaved step along the schedule's dependency chain
+// (search_chain.cpp), an internal of the search tested on its own.
+TEST_CASE("interleaved 1F1B step: the dependency chain through the ranks and the transfers between chunks") {
+  using nns::planner::search_detail::interleaved_makespan;
+  // v = 1 is 1F1B: (m + p - 1) x (F + B) with equal stages and free sends.
+  CHECK(interleaved_makespan(4, 1, 8, std::vector<double>(4, 1.0), std::vector<double>(4, 2.0),
+                             std::vector<double>(4, 0.0)) == Approx(33));
+  // Even chunks, free sends: the closed form m x tmax + (tsum - tmax) / v
+  // (p 2, v 2, m 4, F 1 and B 2 per chunk: 4 x 6 + (12 - 6) / 2 = 27).
+  const std::vector<double> f(4, 1.0), b(4, 2.0);
+  CHECK(interleaved_makespan(2, 2, 4, f, b, std::vector<double>(4, 0.0)) == Approx(27));
+  // Sends that outweigh the work: no rank works while a micro-batch's
+  // input crosses, so the step is at least one micro-batch's whole chain
+  // (every forward and backward, and each of the 3 cuts crossed twice),
+  // and at most the closed form's sum with each send counted on each rank.
+  const double s = 10;
+  const double span = interleaved_makespan(2, 2, 4, f, b, std::vector<double>(4, s));
+  CHECK(span >= 4 * 3 + 2 * 3 * s);
+  CHECK(span < 4 * (6 + 4 * s) + (12 + 6 * s) / 2);
 }
