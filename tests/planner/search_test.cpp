@@ -290,6 +290,19 @@ TEST_CASE("data parallelism as plan replicas: dp 1 in the plan, --plan-gpus, zer
   CHECK_FALSE(dp_as_replicas(l.model, o, 2, &why));
   CHECK(why == "--dp-in-plan");
   SearchResult inside = search_plans(l.model, o);
+  // The placement is costed as written: on the toy profile's nodes of 2, a
+  // replica of pp 2 x tp 1 is devices {0, 1}, so its data-parallel group
+  // {0, 2} crosses nodes (inside the plan it is {0, 1}, the stages apart).
+  auto find = [](const SearchResult& res) -> const Candidate* {
+    for (const Candidate& c : res.best)
+      if (c.pp == 2 && c.tp == 1 && c.dp == 2 && !c.zero1 && c.micro_batches == 2) return &c;
+    return nullptr;
+  };
+  const Candidate *as_replicas = find(r), *in_plan = find(inside);
+  REQUIRE(as_replicas != nullptr);
+  REQUIRE(in_plan != nullptr);
+  CHECK(as_replicas->replicas);
+  CHECK(as_replicas->sync_time > in_plan->sync_time);
   bool any_dp = false;
   for (const Candidate& c : inside.best) {
     CHECK_FALSE(c.replicas);
