@@ -344,7 +344,8 @@ const CommandPage kPages[] = {
     {"plan",
      "  --gpus N --device D  devices and their profile\n"
      "  --config C  --nodes K  --plan CONSTRAINTS  --out OUT.nns  --top K  --vp V  --simulate  --no-check\n"
-     "  --device-memory SIZE  a capacity below the profile's\n",
+     "  --device-memory SIZE  a capacity below the profile's\n"
+     "  --dp-in-plan  data parallelism inside the plan, not as --plan-gpus replicas\n",
      "nns plan examples/gpt.nns --config tiny --gpus 4 --device a100 --out /tmp/searched.nns"},
     {"profile", "  --out FILE  --ranks R  --threads T  --quick\n", "nns profile --quick --out /tmp/cpu.json"},
     {"ckpt merge",
