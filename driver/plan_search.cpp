@@ -167,10 +167,8 @@ std::string plan_command(const PlanRun& run, const planner::Candidate& c, const 
   std::string s = "nns " + verb + " " + run.out + " --config " + run.cfg + " --plan " + run.plan_name + " --gpus " +
                   std::to_string(run.n);
   if (c.replicas) s += " --plan-gpus " + std::to_string(c.plan_devices());
-  if (verb == "simulate") {
-    s += " --device " + run.a.device;
-    if (run.so.bytes_per_element < 4) s += " --precision " + run.so.dtype;
-  }
+  if (verb == "simulate") s += " --device " + run.a.device;
+  if (verb != "run" && run.so.bytes_per_element < 4) s += " --precision " + run.so.dtype;
   if (verb != "run" && c.replicas && c.zero1) s += " --distributed-optimizer";
   return s;
 }
