@@ -80,6 +80,7 @@ const SwitchFlag kSwitchFlags[] = {
     {"--tp-comm-overlap", &Args::tp_comm_overlap},
     {"--no-check", &Args::no_check},
     {"--simulate", &Args::simulate},
+    {"--dp-in-plan", &Args::dp_in_plan},
     {"--quick", &Args::quick},
     {"--init-partial", &Args::init_partial},
 };

@@ -42,6 +42,7 @@ struct Args {
   std::string vp;          // plan: --vp V (pipeline chunks per rank: 1 = 1F1B, > 1 interleaved; default: searched)
   bool no_check = false;   // plan: --no-check (print the plan without proving it)
   bool simulate = false;   // plan: --simulate (lower the plan found and replay it, beside the prediction)
+  bool dp_in_plan = false;  // plan: --dp-in-plan (data parallelism inside the plan, not as plan replicas)
   std::string ranks;   // profile: --ranks R
   bool quick = false;  // profile: --quick (fewer sizes and repetitions)
   std::string steps, stop_after, save_best, tensorboard, seed = "0", threads, init, data, save, save_every, resume,

@@ -109,7 +109,7 @@ const CommandHelp kCommands[] = {
      "overhead, copies, updates and per-collective links.\n"},
     {"plan",
      "plan FILE --gpus N --device D [--config C] [--nodes K] [--plan CONSTRAINTS]\n"
-     "       [--precision fp16|bf16] [--out OUT.nns] [--top K] [--vp V] [--no-check]\n",
+     "       [--precision fp16|bf16] [--out OUT.nns] [--top K] [--vp V] [--no-check] [--dp-in-plan]\n",
      "search a plan for N devices of profile D (K nodes; default the\n"
      "profile's devices per node): data-parallel degree, per-op splits from\n"
      "each op's transform space (coshard included), pipeline stages under\n"
@@ -125,7 +125,11 @@ const CommandHelp kCommands[] = {
      "(NNS_SETUP_NOTICE=SECONDS: also piped). Writes FILE plus the plan\n"
      "(and a config with the chosen micro-batches) to OUT.nns, proved by\n"
      "the checker unless --no-check: nns run OUT.nns --config C_plan\n"
-     "--plan searched --gpus N. --precision fp16|bf16 searches, costs and\n"
+     "--plan searched --gpus N [--plan-gpus K]: its data parallelism is\n"
+     "N/K plan replicas where they express it (zero1 then is the\n"
+     "distributed optimizer: simulate --distributed-optimizer; the printed\n"
+     "simulate command reproduces the prediction), else inside the plan;\n"
+     "--dp-in-plan keeps it inside. --precision fp16|bf16 searches, costs and\n"
      "checks mixed-precision training (2-byte weights, gradients and\n"
      "activations; fp32 optimizer state and master weights).\n"
      "docs/planner.md.\n"},
@@ -343,7 +347,8 @@ const CommandPage kPages[] = {
     {"plan",
      "  --gpus N --device D  devices and their profile\n"
      "  --config C  --nodes K  --plan CONSTRAINTS  --out OUT.nns  --top K  --vp V  --simulate  --no-check\n"
-     "  --device-memory SIZE  a capacity below the profile's\n",
+     "  --device-memory SIZE  a capacity below the profile's\n"
+     "  --dp-in-plan  data parallelism inside the plan, not as --plan-gpus replicas\n",
      "nns plan examples/gpt.nns --config tiny --gpus 4 --device a100 --out /tmp/searched.nns"},
     {"profile", "  --out FILE  --ranks R  --threads T  --quick\n", "nns profile --quick --out /tmp/cpu.json"},
     {"ckpt merge",

@@ -154,25 +154,57 @@ void name_outputs(PlanRun& run) {
   run.out = run.a.output.empty() ? out_dir + "/.nns_plan_" + std::to_string(getpid()) + ".nns" : run.a.output;
 }
 
+// The devices candidate c's written plan covers, its replicas, and
+// whether its zero1 is the distributed optimizer over them.
+Topology plan_topology(const PlanRun& run, const planner::Candidate& c) {
+  const int64_t k = c.plan_devices();
+  return Topology{run.n, k, run.n / k, c.replicas && c.zero1, {}};
+}
+
+// The command that runs (`verb` run, check) or simulates the written plan
+// of candidate c as the search costed it.
+std::string plan_command(const PlanRun& run, const planner::Candidate& c, const std::string& verb) {
+  std::string s = "nns " + verb + " " + run.out + " --config " + run.cfg + " --plan " + run.plan_name + " --gpus " +
+                  std::to_string(run.n);
+  if (c.replicas) s += " --plan-gpus " + std::to_string(c.plan_devices());
+  if (verb == "simulate") s += " --device " + run.a.device;
+  if (verb != "run" && run.so.bytes_per_element < 4) s += " --precision " + run.so.dtype;
+  if (verb != "run" && c.replicas && c.zero1) s += " --distributed-optimizer";
+  return s;
+}
+
 // What is appended to the model for candidate c: a config with its
-// micro-batches, the prediction and the plan block.
+// micro-batches, the prediction, the commands that reproduce it and the
+// plan block. With plan replicas the config's batch is one replica's
+// micro-batch (each replica reads its own samples).
 std::string output_text(const PlanRun& run, const planner::Candidate& c) {
   std::ostringstream extra;
   extra << "\n# ---- written by nns plan " << run.o.path << " --gpus " << run.n << " --device " << run.prof.name
         << " ----\n";
-  extra << "config " << run.cfg << " extends " << run.base_cfg << " {\n  batch = " << c.micro_batch * c.dp
-        << "\n  micro_batches = " << c.micro_batches << "\n}\n\n";
+  extra << "config " << run.cfg << " extends " << run.base_cfg
+        << " {\n  batch = " << c.micro_batch * (c.replicas ? 1 : c.dp) << "\n  micro_batches = " << c.micro_batches
+        << "\n}\n\n";
   char pred[256];
   std::snprintf(pred, sizeof pred, "# Predicted on %lld x %s: step %.3f ms, %.2f samples/s, %s per device.\n", run.n,
                 run.prof.name.c_str(), c.step_time * 1e3, c.throughput(), gib(c.memory).c_str());
-  extra << pred << planner::plan_text(run.model, c, run.plan_name);
+  extra << pred << "# Simulated by: " << plan_command(run, c, "simulate") << "\n";
+  std::string why;
+  if (c.dp > 1 && !c.replicas && !planner::dp_as_replicas(run.model, run.so, c.dp, &why))
+    extra << "# Its data parallelism is inside the plan, not plan replicas: " << why << ".\n";
+  if (!run.a.nodes.empty())
+    extra << "# (the search placed the devices on " << run.a.nodes
+          << " nodes; nns simulate takes the profile's devices per node)\n";
+  extra << planner::plan_text(run.model, c, run.plan_name);
   return extra.str();
 }
 
-// The capacity check lowers every rank with its kernel bodies: seconds for
-// tens of ranks, minutes for a thousand (GPT-3 175B on 1024: over 4 min).
-// Past this, nns plan leaves it to nns check and keeps the search's estimate.
-constexpr int64_t kReplayedRanks = 64;
+// The capacity check lowers one plan replica's ranks, structure only, and
+// one program per class of equal programs with its kernel bodies
+// (check_plan_memory): GPT-3 175B fp16 on 1024 as replicas of 64 ranks
+// (96 micro-batches) 20 s and 2.6 GB, of 128 ranks (192) 28 s and 4.7 GB,
+// all 1024 ranks in one plan over 4 min. Past this many ranks in a
+// replica, nns plan leaves it to nns check and keeps the search's estimate.
+constexpr int64_t kReplayedRanks = 128;
 
 // Proves the written plan: the Z3 check and (up to kReplayedRanks ranks)
 // the capacity check, as nns check OUT --config CFG --plan NAME --gpus N
@@ -182,7 +214,7 @@ int check_written(const PlanRun& run, const planner::Candidate& c) {
   co.path = run.out;
   co.config = run.cfg;
   co.plan = run.plan_name;
-  co.topo = Topology{run.n, run.n, 1, false, {}};
+  co.topo = plan_topology(run, c);
   co.check.device_memory = run.cap;
   co.check.bytes_per_element = run.so.bytes_per_element < 4 ? run.so.bytes_per_element : 0;
   co.check.memory_label = run.cap_label;
@@ -207,7 +239,7 @@ int check_written(const PlanRun& run, const planner::Candidate& c) {
   rc = sema::check::exit_code(cr.verdict);
   std::optional<backend::MemoryCheck> mem;
   backend::MemoryCheckOptions mo = memory_options(co.check, &t);
-  const bool replay = run.n <= kReplayedRanks;
+  const bool replay = co.topo.devices <= kReplayedRanks;
   if (rc == kExitOk && replay) {
     try {
       cp.comm = backend::derive_communication(cp.graph(), cp.plan);
@@ -225,10 +257,9 @@ int check_written(const PlanRun& run, const planner::Candidate& c) {
   std::cout << sema::check::verdict_line(cp.plan, cr, overflow) << "\n";
   if (mem) std::cout << "  " << backend::memory_line(*mem, mo) << "\n";
   if (!replay)
-    std::cout << "  memory: not replayed for " << run.n
-              << " ranks here (minutes; the search's estimate holds the capacity); nns check " << run.out
-              << " --config " << run.cfg << " --plan " << run.plan_name << " --gpus " << run.n
-              << " replays every rank\n";
+    std::cout << "  memory: not replayed for " << co.topo.devices
+              << " ranks per plan here (minutes; the search's estimate holds the capacity); "
+              << plan_command(run, c, "check") << " --device-memory " << run.cap_label << " replays them\n";
   std::cout.flush();
   cp.diags.print(std::cerr, front::want_colour());
   return rc;
@@ -271,27 +302,37 @@ Written write_checked(PlanRun& run, int& rc) {
 // --simulate: the plan lowered to its rank programs and replayed (what nns
 // simulate does), beside the search's prediction.
 void simulate_written(const PlanRun& run) {
+  const planner::Candidate& c = run.r.best[run.written];
   PipelineOptions so2;
   so2.path = run.out;
   so2.config = run.cfg;
   so2.plan = run.plan_name;
-  so2.topo = Topology{run.n, run.n, 1, false, {}};
+  so2.topo = plan_topology(run, c);
   // The check's memory line counts the precision searched (it printed the
   // fp32 figure: 80.69 GiB for a 145.6B fp16 plan the simulator peaks at 58).
   so2.check.bytes_per_element = run.so.bytes_per_element < 4 ? run.so.bytes_per_element : 0;
   so2.last = Stage::Comm;
   so2.eval_budget = run.o.eval_budget;
+  so2.memory_report = false;  // check_written printed the capacity check's replay
   Pipeline sp;
+  // The pipeline's program verification checks one replica's programs
+  // (the replicas run the same ones), as nns simulate has it check them.
+  const int64_t replicas = so2.topo.replicas;
+  so2.topo.replicas = 1;
   if (run_pipeline(so2, sp) != kExitOk) return;
+  so2.topo.replicas = replicas;
   try {
     sp.spec = *sp.interp->train();
-    backend::LoweredPlan lp = lower_with_bodies(*sp.interp, sp.graph(), sp.plan, sp.comm, sp.spec, so2.topo, -1);
+    // With plan replicas, replica 0's ranks only (as nns simulate does).
+    backend::LowerOptions lo = lower_options(*sp.interp, sp.comm, so2.topo);
+    lo.first_ranks = static_cast<int>(so2.topo.devices);
+    backend::LoweredPlan lp = backend::lower_plan(sp.graph(), sp.plan, sp.spec, lo);
     planner::SimResult sr;
     std::string err;
     const int bpe = run.so.bytes_per_element;
     if (planner::simulate(lp, planner::profile_cost(run.prof, lp, bpe, bpe < 4 ? run.so.dtype : ""), sr, err))
       std::printf("simulated (nns simulate): step %.6f ms; predicted by the search: %.6f ms\n", sr.step_time * 1e3,
-                  run.r.best[run.written].step_time * 1e3);
+                  c.step_time * 1e3);
     else
       std::printf("simulate: %s\n", err.c_str());
   } catch (const backend::LoweringError& e) {
@@ -320,6 +361,7 @@ int search_options(PlanRun& run, const sema::Plan& constraints, long long top) {
     return usage_error("--precision must be fp32, bf16 or fp16");
   }
   so.top = static_cast<int>(top);
+  so.dp_in_plan = a.dp_in_plan;
   // --vp V: only schedules of V chunks per pipeline rank (1: 1F1B; V > 1:
   // interleaved 1F1B, at pp > 1); without it 1, 2, 4 and 8 are searched.
   if (!a.vp.empty()) {
@@ -348,7 +390,8 @@ int cmd_plan(const Args& a) {
     return usage_error("--top must be an integer from 1 to 100");
   if (!a.plan_gpus.empty() || !a.emit.empty() || a.verify || !a.trace.empty())
     return usage_error(
-        "plan takes FILE, --config, --gpus, --device, --nodes, --plan, --out, --top, --vp, --no-check, --device-memory");
+        "plan takes FILE, --config, --gpus, --device, --nodes, --plan, --out, --top, --vp, --no-check, --device-memory, "
+        "--dp-in-plan");
   // NNS_SETUP_NOTICE sets when the search's progress speaks: refused when
   // malformed, as check and run refuse it.
   if (std::string bad = backend::check_nns_variables(backend::process_env()); !bad.empty()) return usage_error(bad);
@@ -413,9 +456,15 @@ int cmd_plan(const Args& a) {
   if (written && a.simulate) simulate_written(run);
   if (a.output.empty())
     std::remove(run.out.c_str());
-  else if (written)
-    std::printf("wrote %s: nns run %s --config %s --plan %s --gpus %lld\n", run.out.c_str(), run.out.c_str(),
-                run.cfg.c_str(), run.plan_name.c_str(), n);
+  else if (written) {
+    const planner::Candidate& c = run.r.best[run.written];
+    std::printf("wrote %s: %s\n", run.out.c_str(), plan_command(run, c, "run").c_str());
+    std::printf("  simulate it as searched: %s\n", plan_command(run, c, "simulate").c_str());
+    if (c.replicas && c.zero1)
+      std::printf(
+          "  (nns run keeps each replica's optimizer state whole: it has no distributed optimizer; "
+          "--dp-in-plan writes zero1 inside the plan)\n");
+  }
   return written ? kExitOk : (rc == kExitOk ? kExitRuntime : rc);
 }
 

@@ -47,6 +47,7 @@ bool Session::cmd_plan_search(const Command& c) {
   so.global_batch = model.graph_batch * spec.micro_batches;
   so.optimizer_slots = static_cast<int>(sema::optimizer_slots(spec.optimizer));
   so.top = 3;
+  so.dp_in_plan = true;  // the session's plan covers all its devices: no replicas
   planner::SearchResult r = planner::search_plans(model, so);
   char line[400];
   std::snprintf(line, sizeof line, "search on %lld x %s: %lld candidates, %.1f ms, space 10^%.1f\n", static_cast<long long>(n), prof.name.c_str(),

@@ -398,10 +398,6 @@ void make_params(RankBuild& R);
 void emit_micro_batches(RankBuild& R);
 // Adds gradient `from` into the step's sum of parameter `tensor` (made on first use).
 void accumulate_param_gradient(RankBuild& R, int tensor, int from, int mb);
-// The replicas' gradient bucket size for `total` bytes of gradients: a
-// quarter of them, 64 KiB to 16 MiB (four buckets overlap the backward
-// without paying a message per parameter).
-size_t replica_bucket_bytes(size_t total);
 void place_replica_averages(RankBuild& R);
 // lower_edges.cpp: edge `e`'s adapter applied to `src` (this rank's piece
 // in e.from, -1 when it holds none); returns its buffer in e.to (-1: none).

@@ -97,4 +97,10 @@ struct LoweringError : std::runtime_error {
 
 LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema::TrainSpec& spec, const LowerOptions& opts);
 
+// The replicas' gradient bucket size for `total` bytes of gradients: a
+// quarter of them, 64 KiB to 16 MiB (four buckets overlap the backward
+// without paying a message per parameter). The plan search counts the
+// buckets a replica's gradients make (each pays a collective's latency).
+size_t replica_bucket_bytes(size_t total);
+
 }  // namespace nns::backend

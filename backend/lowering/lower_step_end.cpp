@@ -123,8 +123,6 @@ void shard_over_replicas(RankBuild& R, ParamSlot& slot, int group, int replicas)
 
 }  // namespace
 
-size_t replica_bucket_bytes(size_t total) { return std::clamp<size_t>(total / 4, size_t{64} << 10, size_t{16} << 20); }
-
 // The replicas' gradient averages, in buckets placed where their gradients
 // are final: after the task holding a gradient's last contribution (its
 // last micro-batch's accumulation), so that the bucket's allreduce runs
@@ -267,3 +265,9 @@ void step_end(RankBuild& R) {
 }
 
 }  // namespace nns::backend::detail
+
+namespace nns::backend {
+
+size_t replica_bucket_bytes(size_t total) { return std::clamp<size_t>(total / 4, size_t{64} << 10, size_t{16} << 20); }
+
+}  // namespace nns::backend

@@ -100,6 +100,9 @@ void Search::point(const GridPoint& gr, int64_t mcount, bool rc) {
   space.add(gr.pp, gr.tp, gr.dp, s, rc, dp_bad, vps);
   if (vps.empty()) return;
   ++scheduled_points;
+  // Data parallelism as plan replicas where they express it: costed with
+  // their placement, as the plan is written (Candidate::replicas).
+  const bool replicas = dp_as_replicas(m, o, gr.dp);
   // seq: the residual stream between units sequence parallel (only
   // with a TP group; the Megatron-style baseline keeps it replicated).
   for (bool seq : {false, true}) {
@@ -110,7 +113,7 @@ void Search::point(const GridPoint& gr, int64_t mcount, bool rc) {
     // are left out rather than proposed and refused.
     if (seq && (gr.tp == 1 || !rc)) continue;
     const std::vector<double>& cut_split = seq ? cuts.seq(gr.tp) : cuts.none;
-    Env e = make_env(m, o, gr.tp, gr.dp, s, rc, seq);
+    Env e = make_env(m, o, gr.tp, gr.dp, s, rc, seq, replicas ? gr.pp * gr.tp : 0);
     for (int v = 0; v <= static_cast<int>(lambdas.size()); ++v) {
       const bool megatron = v == static_cast<int>(lambdas.size());
       if (megatron && seq) continue;

@@ -169,6 +169,13 @@ struct Candidate {
   // the TP group (sequence parallel) instead of replicated in it.
   bool seq = false;
   bool megatron = false;        // a Megatron-style candidate
+  // The data parallelism is dp plan replicas of pp x tp devices (nns run
+  // and simulate --gpus N --plan-gpus pp*tp), not inside the plan; its
+  // zero1 is then the distributed optimizer over the replicas (simulate
+  // and check --distributed-optimizer). Costed with that placement: a
+  // replica's devices contiguous, the data-parallel groups strided by
+  // pp x tp (dp_as_replicas says when).
+  bool replicas = false;
   std::vector<int> unit_stage;  // per unit
   std::vector<OpDecision> ops;  // per op
   double step_time = 0, stage_time = 0, sync_time = 0, bubble = 0;
@@ -182,6 +189,9 @@ struct Candidate {
     return step_time > 0 ? static_cast<double>(micro_batches * micro_batch * dp) / step_time : 0;
   }
   std::string describe() const;  // "pp 8 x tp 8 x dp 16, 96 micro-batches of 1, recompute, zero1"
+  // The devices the written plan covers (`ngpus`, --plan-gpus): one
+  // replica's with plan replicas, else all of them.
+  int plan_devices() const { return replicas ? pp * tp : pp * tp * dp; }
 };
 
 // Where the search stands, for a progress line (SearchOptions::progress).
@@ -215,6 +225,9 @@ struct SearchOptions {
   // > 0: only this micro-batch count (the REPL keeps its session's config,
   // whose inputs are one micro-batch of global_batch / fixed_micro_batches).
   int64_t fixed_micro_batches = 0;
+  // Data parallelism inside the plan even where plan replicas express it
+  // (nns plan --dp-in-plan; the REPL, whose session has no replicas).
+  bool dp_in_plan = false;
   // Called after every costed variant (often: the callee throttles);
   // empty: none.
   std::function<void(const SearchProgress&)> progress;
@@ -249,6 +262,14 @@ struct SearchResult {
 };
 
 SearchResult search_plans(const SearchModel& m, const SearchOptions& o);
+
+// Whether data parallelism over dp groups is written as dp plan replicas
+// (Candidate::replicas): dp > 1, not o.dp_in_plan, no place_on table (its
+// device ids number the dp-inside plan's devices) and every op that
+// carries the batch splits along it (an op that cannot runs on the whole
+// batch inside the plan, which replicas, each on its own samples, would
+// change). Else false with why in `why` (when given).
+bool dp_as_replicas(const SearchModel& m, const SearchOptions& o, int dp, std::string* why = nullptr);
 
 // Objective value of one unit under fixed decisions (time per micro-batch +
 // lambda x memory): the quantity solve_unit minimises (exposed for tests).

@@ -86,8 +86,20 @@ std::string plan_text(const SearchModel& m, const Candidate& c, const std::strin
                     ", " + (c.ops[i].rc ? "true" : "false") + "]");
   }
   o << "# Found by `nns plan`: " << c.describe() << ".\n";
+  if (c.replicas)
+    o << "# Its data parallelism is " << c.dp << " replicas of this plan (" << c.plan_devices()
+      << (c.plan_devices() == 1 ? " device" : " devices") << " each): --gpus " << c.plan_devices() * c.dp
+      << " --plan-gpus " << c.plan_devices() << "."
+      << (c.zero1 ? " Its zero1 is the distributed optimizer over the replicas (nns simulate and\n"
+                    "# nns check --distributed-optimizer); nns run keeps each replica's optimizer state whole."
+                  : "")
+      << "\n";
   o << "plan " << name << "(ngpus) {\n";
-  o << "  let pp = " << c.pp << "\n  let tp = " << c.tp << "\n  let dp = " << c.dp << "\n";
+  // With replicas the plan's own dp is 1: each replica runs the plan on its
+  // own micro-batches (the config's batch is one replica's).
+  o << "  let pp = " << c.pp << "\n  let tp = " << c.tp
+    << "\n  let dp = " << (c.replicas ? "1   # the data parallelism is plan replicas (above)" : std::to_string(c.dp))
+    << "\n";
   const bool inter = c.vp > 1;  // interleaved 1F1B: pp x vp stages, stage c on rank c % pp
   if (inter) o << "  let vp = " << c.vp << "   # pipeline chunks per rank (interleaved 1F1B)\n";
   o << "  assert(ngpus == pp * tp * dp, \"plan " << name << " was found for \" + str(pp * tp * dp) + \" devices\")\n";
@@ -162,7 +174,7 @@ std::string plan_text(const SearchModel& m, const Candidate& c, const std::strin
     o << "  # Activation checkpointing: each unit (a layer, or the ops between layers)\n  # keeps only its inputs.\n";
     for (const SearchUnit& u : m.units) o << "  recompute(ops_of([" << unit_patterns(m, u) << "]))\n";
   }
-  if (c.zero1) o << "  zero1()\n";
+  if (c.zero1 && !c.replicas) o << "  zero1()\n";
   if (inter)
     o << "  schedule(\"interleaved\", stages, v = vp)\n";
   else if (c.pp > 1)

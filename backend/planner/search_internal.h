@@ -34,10 +34,16 @@ struct Env {  // what one unit solve is costed under
   bool rc;   // block recompute
   std::vector<int> tp_group, dp_group;
   bool seq = false;          // boundary tensors sequence parallel (Candidate::seq)
+  // Data parallelism as plan replicas of replica_devices (pp x tp) devices
+  // each (Candidate::replicas): a data-parallel group is strided by them,
+  // a pipeline's next stage is tp devices on; 0: dp inside the plan (the
+  // group strided by tp, the next stage dp x tp devices on).
+  int replica_devices = 0;
   double micro_batches = 1;  // per step: gradient synchronisation is charged 1/m per micro-batch
 };
 
-Env make_env(const SearchModel& m, const SearchOptions& o, int tp, int dp, double s, bool rc, bool seq = false);
+Env make_env(const SearchModel& m, const SearchOptions& o, int tp, int dp, double s, bool rc, bool seq = false,
+             int replica_devices = 0);
 
 struct OpCost {
   double time = 0;  // forward + backward (+ forward again when recomputed) of one micro-batch, comm excluded
@@ -89,6 +95,10 @@ double log10_binom(int n, int k);
 struct UnitStats {
   double time = 0, kept = 0, transient = 0, work = 0, param = 0, param_multi = 0, sync_dp = 0, sync_tp = 0,
          sync_params = 0;
+  // Of `time`, the forward's part (its ops' forward runs over all their
+  // runs; the rest is the backward, recompute included): an interleaved
+  // schedule's forward and backward tasks are timed apart.
+  double fwd = 0;
 };
 using UnitSolution = std::pair<std::vector<OpDecision>, UnitStats>;
 
@@ -191,6 +201,17 @@ struct StageProblem {
 // The best stage partition (step_time 0: none fits; a Megatron-style one is
 // returned even when it does not fit).
 Candidate partition_stages(const StageProblem& p);
+
+// search_chain.cpp: the step of interleaved 1F1B with p ranks, v chunks
+// each (chunk c on rank c % p) and m micro-batches, following the
+// schedule's dependency chain: every rank runs its tasks in Megatron's
+// order (semantics/pipeline_schedule.h, interleaved_order), a task
+// starting when its rank is free and its input has arrived. fwd[c] and
+// bwd[c]: chunk c's forward and backward per micro-batch; link[c]: the
+// one-way transfer from chunk c to c + 1 (and of the gradient back). The
+// makespan (seconds), without the step end's synchronisation.
+double interleaved_makespan(int p, int v, int64_t m, const std::vector<double>& fwd, const std::vector<double>& bwd,
+                            const std::vector<double>& link);
 
 // Ranking: the candidates found, the baselines (the fixed-layout variant
 // at tp 1 and pp 1 is data parallelism; at tp > 1, Megatron-style) and

@@ -4,12 +4,14 @@
 // partition when exhaustive), the candidate's step time and memory; then
 // the candidates found ordered and the runners-up picked.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <map>
 #include <set>
 
+#include "backend/lowering/lower_plan.h"
 #include "backend/planner/search_internal.h"
 
 namespace nns::planner {
@@ -48,7 +50,10 @@ class StagePartitioner {
     // interleaving's pp x v stages): costed once here.
     cut_.resize(std::max(0, U_ - 1));
     for (int u = 0; u + 1 < U_; ++u) cut_[u] = cut_cost(u);
-    if (p.z1) find_tied();
+    // The distributed optimizer that zero1 becomes over plan replicas
+    // shards every trained parameter, tied ones included
+    // (lower_step_end.cpp, shard_over_replicas).
+    if (p.z1 && p.e.replica_devices == 0) find_tied();
   }
 
   double cut_time(int u) const { return u < 0 || u >= U_ - 1 ? 0.0 : cut_[u]; }
@@ -58,7 +63,9 @@ class StagePartitioner {
     const double s = p_.e.s;
     // Sequence-parallel tensors: each TP rank sends its slice, in parallel.
     double bytes = p_.cuts.batch[u] * s + p_.cuts.fixed[u] - p_.cut_split[u] * s * (1.0 - 1.0 / p_.gr.tp);
-    std::vector<int> pair{0, p_.gr.dp * p_.gr.tp};
+    // The next stage's devices: dp x tp on inside the plan, tp on in a
+    // plan replica.
+    std::vector<int> pair{0, p_.e.replica_devices > 0 ? p_.gr.tp : p_.gr.dp * p_.gr.tp};
     bytes *= p_.o.bytes_per_element / 4.0;  // the model's bytes are fp32 bytes
     return 2 * collective_time(p_.o.profile, Collective::SendRecv, bytes, pair);
   }
@@ -191,6 +198,20 @@ void StagePartitioner::find_tied() {
     }
 }
 
+// The buckets the replica averages of `bytes` of gradients (fp32 bytes,
+// as the lowering counts them) make, over `places` where gradients become
+// final: the lowering closes a bucket once it holds replica_bucket_bytes,
+// and only between two such places (lower_step_end.cpp,
+// place_replica_averages), so about bytes / that, at most one per place.
+// A place is a parameter's last gradient contribution, or under a
+// pipeline schedule the end of the task that holds it: the rank's last
+// backward of each of its chunks.
+double replica_buckets(double bytes, double places) {
+  if (bytes <= 0 || places <= 0) return 0;
+  const double cap = static_cast<double>(backend::replica_bucket_bytes(static_cast<size_t>(bytes)));
+  return std::max(1.0, std::min(places, std::ceil(bytes / cap)));
+}
+
 // The gradient synchronisation of one rank's units and the optimizer update.
 double StagePartitioner::rank_sync(const std::vector<Range>& rs) const {
   double sdp = 0, stp = 0, par = 0, params = 0;
@@ -210,15 +231,25 @@ double StagePartitioner::rank_sync(const std::vector<Range>& rs) const {
   };
   const double sb = p_.o.bytes_per_element / 4.0;  // gradients at the precision's element size
   double ts = allreduce(sdp * sb, p_.e.dp_group) + allreduce(stp * sb, p_.e.tp_group);
-  // zero1: the lowering gives every sharded parameter a bucket of its own,
-  // one reduce-scatter of its gradient and one all-gather of its update
-  // each (backend/lowering/lower_internal.h, plan_zero1), so each pays
-  // the collectives' latency: 68 parameters of GPT tiny on 2 ranks, 0.68
-  // ms, where the one bucketed allreduce above costs 10 us.
-  if (p_.z1 && sdp > 0 && params > 1) {
+  // The data-parallel collectives that each pay their latency beyond the
+  // one charged above. zero1 inside the plan: the lowering gives every
+  // sharded parameter a bucket of its own, one reduce-scatter of its
+  // gradient and one all-gather of its update each (lower_internal.h,
+  // plan_zero1): 68 parameters of GPT tiny on 2 ranks, 0.68 ms, where one
+  // bucketed allreduce costs 10 us. Over plan replicas: the replica
+  // averages go in buckets of replica_bucket_bytes (about four for a
+  // small model; one per chunk at most under a pipeline schedule), each an
+  // allreduce, or with the distributed optimizer a reduce-scatter and an
+  // all-gather (GPT tiny, dp 4 replicas: 4 buckets, 124 us simulated, where
+  // one allreduce is 34 us).
+  const double places = p_.gr.pp > 1 ? static_cast<double>(rs.size()) : params;
+  const double messages = p_.e.replica_devices > 0 ? replica_buckets(sdp, places) : (p_.z1 ? params : 1);
+  if (sdp > 0 && messages > 1) {
     const auto& g = p_.e.dp_group;
-    const Collective rs = Collective::ReduceScatter, ag = Collective::AllGather;
-    ts += (params - 1) * (collective_time(p_.o.profile, rs, 0, g) + collective_time(p_.o.profile, ag, 0, g));
+    const double latency = p_.z1 ? collective_time(p_.o.profile, Collective::ReduceScatter, 0, g) +
+                                       collective_time(p_.o.profile, Collective::AllGather, 0, g)
+                                 : collective_time(p_.o.profile, Collective::AllReduce, 0, g);
+    ts += (messages - 1) * latency;
   }
   double elems = par / 4.0 / zdiv();  // the model's parameter bytes are fp32
   ts += compute_time(p_.o.profile, "elementwise", p_.o.dtype, 12 * elems, 4.0 * p_.o.bytes_per_element * elems);
@@ -238,20 +269,30 @@ Candidate StagePartitioner::evaluate(const std::vector<int>& starts) const {
   c.zero1 = p_.z1;
   c.seq = p_.e.seq;
   c.megatron = p_.megatron;
+  c.replicas = p_.e.replica_devices > 0;
   c.unit_stage.assign(U_, 0);
   // Per rank: its stages (v chunks when interleaved, chunk c on rank
   // c % pp) and their time per micro-batch, sends included.
   std::vector<std::vector<Range>> ranks(gr.pp);
-  std::vector<double> rank_time(gr.pp, 0.0);
+  std::vector<double> rank_time(gr.pp, 0.0), rank_work(gr.pp, 0.0);
+  // Per chunk (interleaved): its forward and backward per micro-batch and
+  // the one-way transfer to the next chunk, for the dependency chain.
+  std::vector<double> fwd(n_, 0.0), bwd(n_, 0.0), link(n_, 0.0);
   double tsum = 0;
   const char* debug = std::getenv("NNS_SEARCH_DEBUG");
   for (int st = 0; st < n_; ++st) {
     int a = starts[st], b = (st + 1 < n_ ? starts[st + 1] : U_) - 1;
     if (b < a) return Candidate{};
-    for (int u = a; u <= b; ++u) c.unit_stage[u] = st;
+    for (int u = a; u <= b; ++u) {
+      c.unit_stage[u] = st;
+      fwd[st] += p_.sol[u]->second.fwd;
+      bwd[st] += p_.sol[u]->second.time - p_.sol[u]->second.fwd;
+    }
+    link[st] = cut_time(b) / 2;
     double t = stage_time(a, b);
     ranks[st % gr.pp].push_back(Range{a, b});
     rank_time[st % gr.pp] += t;
+    rank_work[st % gr.pp] += fwd[st] + bwd[st];
     tsum += t;
     if (debug && std::atoi(debug) >= 3)
       std::fprintf(stderr, "  pp %d v %d tp %d m %lld rc %d l%d stage %d: units %d..%d, %.4g ms\n", gr.pp, v_, gr.tp,
@@ -273,9 +314,20 @@ Candidate StagePartitioner::evaluate(const std::vector<int>& starts) const {
   // (p - 1) / (v m) of the ideal step with even stages (Narayanan et al.,
   // SC'21, section 2.2.2; the reference's interleaved bubble). With v = 1
   // the two are the same.
+  // Interleaved: that closed form over-counts where the transfers between
+  // chunks outweigh their work; the step follows the schedule's dependency
+  // chain instead (search_chain.cpp), the bubble being what the busiest
+  // rank does not work of it.
   const double m = static_cast<double>(p_.mcount);
-  c.step_time = v_ == 1 ? (m - 1) * tmax + tsum + sync : m * tmax + (tsum - tmax) / v_ + sync;
-  c.bubble = c.step_time > 0 ? (tsum - tmax) / v_ / c.step_time : 0;
+  if (v_ == 1) {
+    c.step_time = (m - 1) * tmax + tsum + sync;
+    c.bubble = c.step_time > 0 ? (tsum - tmax) / c.step_time : 0;
+  } else {
+    const double span = interleaved_makespan(gr.pp, v_, p_.mcount, fwd, bwd, link);
+    c.step_time = span + sync;
+    c.bubble =
+        span > 0 ? std::max(0.0, span - m * *std::max_element(rank_work.begin(), rank_work.end())) / c.step_time : 0;
+  }
   c.memory = mem;
   c.fits = mem <= p_.cap;
   if (!c.fits && !p_.megatron) c.step_time = 0;  // does not fit

@@ -182,3 +182,35 @@ const std::vector<double>& CutBytes::seq(int tp) {
 }
 
 }  // namespace nns::planner::search_detail
+
+namespace nns::planner {
+
+bool dp_as_replicas(const SearchModel& m, const SearchOptions& o, int dp, std::string* why) {
+  auto no = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  if (dp <= 1) return no("no data parallelism");
+  if (o.dp_in_plan) return no("--dp-in-plan");
+  if (o.constraints)
+    for (const sema::PlanConstraint& c : *o.constraints)
+      if (c.kind == sema::PlanConstraint::PlaceOn)
+        return no("a place_on table numbers the devices of the plan with its data parallelism inside");
+  // A tensor carries the batch when it is a data input or an output of an
+  // op along that op's batch; an op reading one without a batch split runs
+  // on the whole batch inside the plan (replicated over its stage).
+  std::vector<char> carries(m.producer.size(), 0);
+  for (size_t t = 0; t < m.data_input.size(); ++t) carries[t] = m.data_input[t];
+  for (const SearchOp& op : m.ops) {
+    bool reads = false;
+    for (size_t k = 0; k < op.in_tensor.size(); ++k)
+      reads = reads || (op.in_tensor[k] >= 0 && !op.in_param[k] && carries[static_cast<size_t>(op.in_tensor[k])]);
+    if (reads && !op.batch_ok) return no(op.name + " reads the batch but does not split along it");
+    for (size_t k = 0; k < op.out_tensor.size(); ++k)
+      if (op.out_tensor[k] >= 0 && op.batch_ok && op.out_batch[k]) carries[static_cast<size_t>(op.out_tensor[k])] = 1;
+  }
+  if (why) why->clear();
+  return true;
+}
+
+}  // namespace nns::planner

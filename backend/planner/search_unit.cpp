@@ -12,11 +12,13 @@
 namespace nns::planner {
 namespace search_detail {
 
-Env make_env(const SearchModel& m, const SearchOptions& o, int tp, int dp, double s, bool rc, bool seq) {
+Env make_env(const SearchModel& m, const SearchOptions& o, int tp, int dp, double s, bool rc, bool seq,
+             int replica_devices) {
   Env e{m, o, tp, dp, s, rc, {}, {}};
   e.seq = seq;
+  e.replica_devices = replica_devices;
   e.tp_group = range_devices(tp, 1);
-  e.dp_group = range_devices(dp, tp);
+  e.dp_group = range_devices(dp, replica_devices > 0 ? replica_devices : tp);
   e.micro_batches = std::max(1.0, static_cast<double>(o.global_batch) / (dp * s * static_cast<double>(m.graph_batch)));
   return e;
 }
@@ -84,8 +86,11 @@ UnitStats unit_stats(const Env& e, int unit, const std::vector<OpDecision>& d) {
   no_sync.micro_batches = std::numeric_limits<double>::infinity();  // synchronisation is costed per step by the caller
   s.time = unit_objective_env(no_sync, unit, d, Weights{});
   const SearchUnit& u = e.m.units[unit];
+  double fwd = 0, runs = 0;  // the ops' forward, and all their runs
   for (size_t i = 0; i < u.ops.size(); ++i) {
     OpCost c = op_cost(e, u.ops[i], d[i]);
+    fwd += c.fwd_time;
+    runs += c.time;
     double kept = c.kept;
     boundary_time(e, u.ops[i], d[i], &kept);
     s.kept += kept;
@@ -103,6 +108,7 @@ UnitStats unit_stats(const Env& e, int unit, const std::vector<OpDecision>& d) {
     s.sync_tp += c.sync_tp;
     s.sync_params += c.sync_params;
   }
+  s.fwd = runs > 0 ? s.time * fwd / runs : s.time / 3;
   return s;
 }
 

@@ -18,16 +18,26 @@ plan() {
   if ! "$NNS" plan "$file" --config "$config" --gpus "$gpus" --device "$device" --out "$out" "$@" > "$TMP/plan.log" 2>&1; then
     echo "FAIL: nns plan $file --config $config --gpus $gpus $*"; cat "$TMP/plan.log"; fail=1; return
   fi
-  grep -q "^check: plan searched on $gpus devices: legal" "$TMP/plan.log" || { echo "FAIL: no legal verdict"; cat "$TMP/plan.log"; fail=1; return; }
-  grep -E "^  (best|megatron) " "$TMP/plan.log"
-  if ! "$NNS" check "$out" --config "${config}_plan" --plan searched --gpus "$gpus" > "$TMP/check.log" 2>&1; then
+  local log wrote replicas
+  log=$(cat "$TMP/plan.log")
+  # The run command nns plan prints: with plan replicas it ends in
+  # --plan-gpus K (the plan covers K devices), else the plan covers all.
+  wrote=$(grep -E "^wrote $out: nns run $out --config ${config}_plan --plan searched --gpus $gpus( --plan-gpus [0-9]+)?$" <<<"$log")
+  [ -n "$wrote" ] || { echo "FAIL: no run command printed"; echo "$log"; fail=1; return; }
+  replicas=$(sed -nE 's/.*( --plan-gpus [0-9]+)$/\1/p' <<<"$wrote")
+  local plan_devices=${replicas# --plan-gpus }
+  grep -qE "^check: plan searched on ${plan_devices:-$gpus} devices?: legal" <<<"$log" || { echo "FAIL: no legal verdict"; echo "$log"; fail=1; return; }
+  grep -E "^  (best|megatron) " <<<"$log"
+  # shellcheck disable=SC2086
+  if ! "$NNS" check "$out" --config "${config}_plan" --plan searched --gpus "$gpus" $replicas > "$TMP/check.log" 2>&1; then
     echo "FAIL: nns check $out"; cat "$TMP/check.log"; fail=1; return
   fi
-  if ! "$NNS" run "$out" --config "${config}_plan" --plan searched --gpus "$gpus" --steps 2 --verify > "$TMP/run.log" 2>&1; then
+  # shellcheck disable=SC2086
+  if ! "$NNS" run "$out" --config "${config}_plan" --plan searched --gpus "$gpus" $replicas --steps 2 --verify > "$TMP/run.log" 2>&1; then
     echo "FAIL: nns run $out --verify"; grep -E "verify|error" "$TMP/run.log"; fail=1; return
   fi
   grep -q "PASS" "$TMP/run.log" || { echo "FAIL: no verify PASS"; cat "$TMP/run.log"; fail=1; return; }
-  echo "ok: $file $config on $gpus ($*): $(grep -E '^# Found' "$out")"
+  echo "ok: $file $config on $gpus ($*)${replicas:+ as replicas:$replicas}: $(grep -E '^# Found' "$out")"
 }
 
 plan examples/gpt.nns tiny 4 a100
@@ -100,6 +110,40 @@ if "$NNS" plan examples/gpt.nns --config tiny --gpus 4 --device a100 --device-me
 else
   echo "FAIL: --simulate"; cat "$TMP/sim.log"; fail=1
 fi
+
+# Data parallelism as plan replicas (issue 31 item 3): the simulate
+# command nns plan prints (--plan-gpus, --distributed-optimizer for its
+# zero1) replays the plan --simulate replayed, to the same step; with
+# --dp-in-plan the same search writes dp inside the plan and says why.
+replicas_cli() {
+  local out="$TMP/replicas.nns" log cmd sim_line sim2
+  log=$("$NNS" plan examples/gpt.nns --config tiny_sc21_tp2_pp2_vp2 --gpus 4 --device a100 --vp 1 --top 1 --simulate --out "$out" 2>&1)
+  cmd=$(sed -nE 's/^  simulate it as searched: (nns simulate .*)$/\1/p' <<<"$log")
+  sim_line=$(grep -E '^simulated \(nns simulate\): step' <<<"$log")
+  # What nns plan appended to the model's file (whose own plans use zero1).
+  local written
+  written=$(sed -n '/^# ---- written by nns plan/,$p' "$out")
+  if ! grep -q -- "--plan-gpus 2 --device a100 --distributed-optimizer$" <<<"$cmd" || ! grep -q '^  let dp = 1 ' <<<"$written" ||
+     grep -q '^  zero1()' <<<"$written"; then
+    echo "FAIL: tiny_sc21_tp2_pp2_vp2 on 4: not written as replicas with the distributed optimizer"; echo "$log"; fail=1; return
+  fi
+  # shellcheck disable=SC2086
+  sim2=$("$NNS" ${cmd#nns } 2>&1 | sed -nE 's/^simulated searched on 4 x a100: step ([0-9.]+) ms$/\1/p')
+  if [ -n "$sim2" ] && awk -v a="$sim2" -v l="$sim_line" 'BEGIN { split(l, f, " "); exit !(a + 0 > 0 && (a - f[5]) ^ 2 < 1e-8) }'; then
+    echo "ok: replicas: '$cmd' replays the step --simulate printed ($sim2 ms)"
+  else
+    echo "FAIL: the printed simulate command gives '$sim2', --simulate: $sim_line"; fail=1
+  fi
+  log=$("$NNS" plan examples/gpt.nns --config tiny_sc21_tp2_pp2_vp2 --gpus 4 --device a100 --vp 1 --top 1 --dp-in-plan --out "$out" 2>&1)
+  written=$(sed -n '/^# ---- written by nns plan/,$p' "$out")
+  if grep -qE '^  let dp = [24]$' <<<"$written" && ! grep -q -- '--plan-gpus' <<<"$log" &&
+     grep -q '^# Its data parallelism is inside the plan, not plan replicas: --dp-in-plan\.$' <<<"$written"; then
+    echo "ok: --dp-in-plan: $(grep -E '^# Found' "$out")"
+  else
+    echo "FAIL: --dp-in-plan"; echo "$log"; fail=1
+  fi
+}
+replicas_cli
 
 # The REPL's plan search: the best plan becomes the session plan, proved legal.
 printf 'gpus 4\nplan search a100\nquit\n' | "$NNS" repl examples/gpt.nns --config tiny > "$TMP/repl.log" 2>&1

@@ -12,6 +12,7 @@
 
 #include "backend/planner/cost_model.h"
 #include "backend/planner/search.h"
+#include "backend/planner/search_internal.h"
 #include "frontend/diagnostics.h"
 #include "frontend/source.h"
 #include "semantics/interpreter.h"
@@ -250,7 +251,106 @@ TEST_CASE("plan text: rules, stages and the directives of the candidate") {
   CHECK(text.find("plan found(ngpus) {") != std::string::npos);
   CHECK(text.find("let tp = " + std::to_string(c.tp)) != std::string::npos);
   CHECK((text.find("schedule(\"1f1b\", stages)") != std::string::npos) == (c.pp > 1));
-  CHECK((text.find("zero1()") != std::string::npos) == c.zero1);
+  // zero1 over plan replicas is the distributed optimizer, a flag of
+  // nns simulate and check, not a directive of the plan.
+  CHECK((text.find("zero1()") != std::string::npos) == (c.zero1 && !c.replicas));
+  CHECK(text.find("let dp = " + std::to_string(c.replicas ? 1 : c.dp)) != std::string::npos);
+}
+
+TEST_CASE("data parallelism as plan replicas: dp 1 in the plan, --plan-gpus, zero1 as the distributed optimizer") {
+  Loaded l;
+  load(l);
+  SearchOptions o;
+  o.gpus = 4;
+  o.profile = toy();
+  o.global_batch = 16;
+  o.memory_cap = 1e12;
+  o.top = 100;
+  std::string why;
+  CHECK(dp_as_replicas(l.model, o, 2, &why));
+  CHECK(why.empty());
+  CHECK_FALSE(dp_as_replicas(l.model, o, 1, &why));
+  SearchResult r = search_plans(l.model, o);
+  const Candidate* z1 = nullptr;
+  for (const Candidate& c : r.best) {
+    CHECK(c.replicas == (c.dp > 1));
+    CHECK(c.plan_devices() == (c.dp > 1 ? c.pp * c.tp : 4));
+    if (c.dp == 2 && c.zero1 && !z1) z1 = &c;
+  }
+  REQUIRE(z1 != nullptr);
+  std::string text = plan_text(l.model, *z1, "found");
+  INFO(text);
+  CHECK(text.find("  let dp = 1 ") != std::string::npos);
+  CHECK(text.find("--gpus 4 --plan-gpus " + std::to_string(z1->pp * z1->tp)) != std::string::npos);
+  CHECK(text.find("zero1()") == std::string::npos);
+  CHECK(text.find("distributed optimizer") != std::string::npos);
+
+  // --dp-in-plan: the same grid points with dp inside the plan.
+  o.dp_in_plan = true;
+  CHECK_FALSE(dp_as_replicas(l.model, o, 2, &why));
+  CHECK(why == "--dp-in-plan");
+  SearchResult inside = search_plans(l.model, o);
+  // The placement is costed as written: on the toy profile's nodes of 2, a
+  // replica of pp 2 x tp 1 is devices {0, 1}, so its data-parallel group
+  // {0, 2} crosses nodes (inside the plan it is {0, 1}, the stages apart).
+  auto find = [](const SearchResult& res) -> const Candidate* {
+    for (const Candidate& c : res.best)
+      if (c.pp == 2 && c.tp == 1 && c.dp == 2 && !c.zero1 && c.micro_batches == 2) return &c;
+    return nullptr;
+  };
+  const Candidate *as_replicas = find(r), *in_plan = find(inside);
+  REQUIRE(as_replicas != nullptr);
+  REQUIRE(in_plan != nullptr);
+  CHECK(as_replicas->replicas);
+  CHECK(as_replicas->sync_time > in_plan->sync_time);
+  bool any_dp = false;
+  for (const Candidate& c : inside.best) {
+    CHECK_FALSE(c.replicas);
+    any_dp = any_dp || c.dp > 1;
+    if (c.dp > 1 && c.zero1) {
+      std::string t = plan_text(l.model, c, "found");
+      CHECK(t.find("  let dp = " + std::to_string(c.dp) + "\n") != std::string::npos);
+      CHECK(t.find("  zero1()") != std::string::npos);
+    }
+  }
+  CHECK(any_dp);
+}
+
+TEST_CASE("data parallelism stays inside the plan where replicas cannot express it") {
+  // An op that reads the batch without splitting along it (a prefix sum
+  // down the batch) runs on the whole batch inside the plan; replicas, each
+  // on its own samples, would compute something else.
+  std::string text = kModel;
+  const std::string loop = "    for b in blocks {";
+  text.replace(text.find(loop), loop.size(), "    x = x + cumsum(x, dim = 0)\n" + loop);
+  Loaded l;
+  load(l, text);
+  SearchOptions o;
+  o.gpus = 4;
+  o.profile = toy();
+  o.global_batch = 16;
+  o.memory_cap = 1e12;
+  std::string why;
+  CHECK_FALSE(dp_as_replicas(l.model, o, 2, &why));
+  CHECK(why.find("cumsum") != std::string::npos);
+  CHECK(why.find("reads the batch but does not split along it") != std::string::npos);
+  for (const Candidate& c : search_plans(l.model, o).best) CHECK_FALSE(c.replicas);
+
+  // A place_on table numbers the devices of the plan with dp inside.
+  std::string placed = kModel;
+  const std::string table = "plan table(ngpus) {";
+  placed.replace(placed.find(table), table.size(),
+                 "plan placed(ngpus) {\n  place_on(select(\"*linear#*\"), [0, 1, 2, 3])\n"
+                 "  replicate(unassigned(), 0..ngpus)\n}\n" +
+                     table);
+  Loaded p;
+  load(p, placed);
+  nns::sema::Plan tables;
+  REQUIRE(p.interp->evaluate_plan("placed", 4, tables));
+  o.constraints = &tables.constraints;
+  o.constraint_plan = &tables;
+  CHECK_FALSE(dp_as_replicas(p.model, o, 2, &why));
+  CHECK(why.find("place_on") != std::string::npos);
 }
 
 TEST_CASE("constraint tables prune the space and the decisions obey them") {
@@ -404,6 +504,7 @@ TEST_CASE("zero1 pays each parameter's reduce-scatter and all-gather, as the low
   o.memory_cap = 1e12;
   o.top = 50;
   o.fixed_vp = 1;
+  o.dp_in_plan = true;  // the plan's zero1 (over plan replicas: below)
   SearchResult r = search_plans(l.model, o);
   const Candidate *plain = nullptr, *z1 = nullptr;
   for (const Candidate& c : r.best)
@@ -417,6 +518,19 @@ TEST_CASE("zero1 pays each parameter's reduce-scatter and all-gather, as the low
   const double ag = collective_time(o.profile, Collective::AllGather, 0, {0, 1});
   CHECK(z1->step_time - plain->step_time == Approx(5 * (rs + ag)).epsilon(0.01));
   CHECK(r.best[0].zero1 == false);  // not worth it at this size
+
+  // Over plan replicas zero1 is the distributed optimizer, whose
+  // collectives go by gradient bucket: the 6 small weights make one, so
+  // zero1 pays no extra latency there.
+  o.dp_in_plan = false;
+  SearchResult rr = search_plans(l.model, o);
+  plain = z1 = nullptr;
+  for (const Candidate& c : rr.best)
+    if (c.pp == 1 && c.tp == 1 && c.dp == 2 && c.micro_batches == 1 && !c.recompute) (c.zero1 ? z1 : plain) = &c;
+  REQUIRE(plain != nullptr);
+  REQUIRE(z1 != nullptr);
+  CHECK(z1->replicas);
+  CHECK(std::abs(z1->step_time - plain->step_time) < 0.01 * (rs + ag));
 }
 
 namespace {
@@ -453,6 +567,7 @@ TEST_CASE("zero1 does not shard a weight tied across pipeline stages, as the low
   o.memory_cap = 1e12;
   o.top = 100;
   o.fixed_vp = 1;
+  o.dp_in_plan = true;  // a plan's zero1; over plan replicas it is the distributed optimizer (below)
   Loaded t, u;
   load(t, tied_model(true));
   load(u, tied_model(false));
@@ -466,6 +581,18 @@ TEST_CASE("zero1 does not shard a weight tied across pipeline stages, as the low
   // accumulated gradient are whole on each stage instead of halves (and
   // no shard): 5 bytes per weight byte against 4.
   CHECK(ct->memory - cu->memory == Approx(16 * 16 * 4 * (5.0 - 4.0)).epsilon(0.01));
+
+  // Over plan replicas zero1 is the distributed optimizer, which shards the
+  // tied weight too (lower_step_end.cpp, shard_over_replicas).
+  o.dp_in_plan = false;
+  const SearchResult rt2 = search_plans(t.model, o), ru2 = search_plans(u.model, o);
+  const Candidate* ct2 = find_z1(rt2);
+  const Candidate* cu2 = find_z1(ru2);
+  REQUIRE(ct2 != nullptr);
+  REQUIRE(cu2 != nullptr);
+  CHECK(ct2->replicas);
+  REQUIRE(ct2->unit_stage == cu2->unit_stage);
+  CHECK(ct2->memory == Approx(cu2->memory).epsilon(1e-9));
 }
 
 TEST_CASE("a composite's body: the nodes a split leaves whole run whole in every piece") {
@@ -534,4 +661,25 @@ TEST_CASE("mixed precision: collectives move 2-byte elements, not the model's fp
   REQUIRE(pp32 > 0);
   REQUIRE(pp16 > 0);
   CHECK(pp16 == Approx(pp32 / 2).epsilon(0.02));  // the pipeline's sends
+}
+
+// The interleaved step along the schedule's dependency chain
+// (search_chain.cpp), an internal of the search tested on its own.
+TEST_CASE("interleaved 1F1B step: the dependency chain through the ranks and the transfers between chunks") {
+  using nns::planner::search_detail::interleaved_makespan;
+  // v = 1 is 1F1B: (m + p - 1) x (F + B) with equal stages and free sends.
+  CHECK(interleaved_makespan(4, 1, 8, std::vector<double>(4, 1.0), std::vector<double>(4, 2.0),
+                             std::vector<double>(4, 0.0)) == Approx(33));
+  // Even chunks, free sends: the closed form m x tmax + (tsum - tmax) / v
+  // (p 2, v 2, m 4, F 1 and B 2 per chunk: 4 x 6 + (12 - 6) / 2 = 27).
+  const std::vector<double> f(4, 1.0), b(4, 2.0);
+  CHECK(interleaved_makespan(2, 2, 4, f, b, std::vector<double>(4, 0.0)) == Approx(27));
+  // Sends that outweigh the work: no rank works while a micro-batch's
+  // input crosses, so the step is at least one micro-batch's whole chain
+  // (every forward and backward, and each of the 3 cuts crossed twice),
+  // and at most the closed form's sum with each send counted on each rank.
+  const double s = 10;
+  const double span = interleaved_makespan(2, 2, 4, f, b, std::vector<double>(4, s));
+  CHECK(span >= 4 * 3 + 2 * 3 * s);
+  CHECK(span < 4 * (6 + 4 * s) + (12 + 6 * s) / 2);
 }
