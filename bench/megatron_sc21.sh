@@ -15,9 +15,9 @@
 # by more than 15% (issue 12's bound; ctest bench_megatron_sc21); it skips
 # the overlapped runs (that column then repeats the blocking one).
 # --rows A,B limits the run to those configs (ctest bench_megatron_sc21
-# runs the two smaller rows; the rows from 39.1B up take from ten seconds
-# to many minutes each on a 2-core machine: issue 31 item 4, the README
-# has the figures).
+# runs the two smaller rows; the rows from 145.6B up take 5-30 s each on a
+# 2-core machine, one rank per class of equal programs replayed: issue 31
+# item 4, the README has the figures).
 #   bench/megatron_sc21.sh [--device PROFILE] [--check] [--rows sc21_1_7b,sc21_18b]     NNS=path selects the binary
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -61,12 +61,6 @@ printf "%-10s %5s %4s %3s %3s %5s  %9s %9s %7s %8s %7s %6s   %9s %7s\n" config h
 for row in "${ROWS[@]}"; do
   read -r cfg h l heads tp pp gpus gb mb pub <<<"$row"
   if [ -n "$ROWS_WANTED" ] && [[ "$ROWS_WANTED" != *",$cfg,"* ]]; then continue; fi
-  # The 1008B row (512 ranks x 512 micro-batches replayed) needs about 20 GB
-  # and tens of minutes today (issue 31, item 4): only when asked for.
-  if [ -z "$ROWS_WANTED" ] && [ "$cfg" = sc21_1t ]; then
-    echo "$cfg: not run by default (about 20 GB and tens of minutes to simulate today); --rows $cfg runs it"
-    continue
-  fi
   plan_gpus=$((tp * pp))
   read -r step wall peak rss <<<"$(simulate "$cfg" "$gpus" "$plan_gpus")"
   # --check (ctest) costs the blocking runs only.
