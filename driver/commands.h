@@ -3,6 +3,8 @@
 // code.
 #pragma once
 
+#include "backend/planner/cost_model.h"
+#include "backend/planner/sim_classes.h"
 #include "driver/args.h"
 #include "driver/pipeline.h"
 
@@ -20,6 +22,14 @@ int cmd_simulate(const Args& a);  // nns simulate FILE --plan P --device D: the 
 // --gpus) and lowers the plan to the rank programs the simulator replays
 // (plan replica 0's unless a.all_ranks); an exit code, diagnostics printed.
 int lower_for_simulation(const Args& a, Pipeline& p, backend::LoweredPlan& lp);
+// What nns simulate lowers by default, after the pipeline's check stage
+// (p.spec set): plan replica 0's ranks in classes of equal programs
+// (planner/sim_classes.h), and one rank of each class, with the peers it
+// receives from, lowered with its kernel bodies into `lp`. Throws
+// backend::LoweringError. classes_ms: the time the classes took.
+planner::SimClasses lower_replayed_ranks(Pipeline& p, const Topology& topo, const planner::DeviceProfile& prof, int bpe,
+                                         const std::string& dtype, backend::LoweredPlan& lp,
+                                         double* classes_ms = nullptr);
 int cmd_plan(const Args& a);      // nns plan FILE --gpus N --device D: the plan search (driver/plan_search.cpp)
 int cmd_ckpt(const Args& a);   // nns ckpt merge DIR -o FILE
 int cmd_dimop(const Args& a);  // nns dimop 'ANNOTATION' [--shapes ...]

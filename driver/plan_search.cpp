@@ -314,23 +314,22 @@ void simulate_written(const PlanRun& run) {
   so2.last = Stage::Comm;
   so2.eval_budget = run.o.eval_budget;
   so2.memory_report = false;  // check_written printed the capacity check's replay
+  so2.verify_programs = false;  // as nns simulate: nns check --plan verifies them
   Pipeline sp;
-  // The pipeline's program verification checks one replica's programs
-  // (the replicas run the same ones), as nns simulate has it check them.
   const int64_t replicas = so2.topo.replicas;
   so2.topo.replicas = 1;
   if (run_pipeline(so2, sp) != kExitOk) return;
   so2.topo.replicas = replicas;
   try {
     sp.spec = *sp.interp->train();
-    // With plan replicas, replica 0's ranks only (as nns simulate does).
-    backend::LowerOptions lo = lower_options(*sp.interp, sp.comm, so2.topo);
-    lo.first_ranks = static_cast<int>(so2.topo.devices);
-    backend::LoweredPlan lp = backend::lower_plan(sp.graph(), sp.plan, sp.spec, lo);
+    // What nns simulate lowers: one rank per class of equal programs.
+    const int bpe = run.so.bytes_per_element;
+    const std::string dtype = bpe < 4 ? run.so.dtype : "";
+    backend::LoweredPlan lp;
+    lower_replayed_ranks(sp, so2.topo, run.prof, bpe, dtype, lp);
     planner::SimResult sr;
     std::string err;
-    const int bpe = run.so.bytes_per_element;
-    if (planner::simulate(lp, planner::profile_cost(run.prof, lp, bpe, bpe < 4 ? run.so.dtype : ""), sr, err))
+    if (planner::simulate(lp, planner::profile_cost(run.prof, lp, bpe, dtype), sr, err))
       std::printf("simulated (nns simulate): step %.6f ms; predicted by the search: %.6f ms\n", sr.step_time * 1e3,
                   c.step_time * 1e3);
     else

@@ -62,12 +62,29 @@ int lower_for_simulation(const Args& a, Pipeline& p, backend::LoweredPlan& lp) {
   return kExitOk;
 }
 
+planner::SimClasses lower_replayed_ranks(Pipeline& p, const Topology& topo, const planner::DeviceProfile& prof, int bpe,
+                                         const std::string& dtype, backend::LoweredPlan& lp, double* classes_ms) {
+  auto t = std::chrono::steady_clock::now();
+  sema::TrainSpec few = p.spec;
+  few.micro_batches = std::min<int64_t>(few.micro_batches, planner::kClassMicroBatches);
+  backend::LowerOptions so = backend::verification_lowering(static_cast<int>(topo.replicas), &p.comm);
+  so.distributed_optimizer = topo.distributed_optimizer;
+  so.first_ranks = static_cast<int>(topo.devices);
+  planner::SimClasses classes;
+  {
+    const sema::Plan few_plan = planner::first_micro_batches(p.plan, static_cast<int>(few.micro_batches));
+    const backend::LoweredPlan structure = backend::lower_plan(p.graph(), few_plan, few, so);
+    classes = planner::simulation_classes(p.plan, structure, planner::profile_cost(prof, structure, bpe, dtype));
+  }
+  if (classes_ms) *classes_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+  backend::LowerOptions lo = lower_options(*p.interp, p.comm, topo);
+  lo.ranks = classes.replayed;
+  lp = backend::lower_plan(p.graph(), p.plan, p.spec, lo);
+  return classes;
+}
+
 namespace {
 
-// nns simulate without --all-ranks: the ranks of plan replica 0 in classes
-// of equal programs (planner/sim_classes.h, from a structure lowering of
-// kClassMicroBatches micro-batches), and one rank of each class (with the
-// peers it receives from) lowered with its kernel bodies into `lp`.
 // Wall times of the stages before the replay (ms).
 struct FrontTimes {
   double front = 0, classes = 0, lowering = 0;
@@ -77,6 +94,8 @@ double ms_from(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
+// nns simulate without --all-ranks: the front end, then
+// lower_replayed_ranks.
 int lower_rank_classes(const Args& a, Pipeline& p, const planner::DeviceProfile& prof, int bpe,
                        const std::string& dtype, backend::LoweredPlan& lp, planner::SimClasses& classes,
                        FrontTimes& times) {
@@ -86,20 +105,8 @@ int lower_rank_classes(const Args& a, Pipeline& p, const planner::DeviceProfile&
   times.front = ms_from(t);
   try {
     t = std::chrono::steady_clock::now();
-    sema::TrainSpec few = p.spec;
-    few.micro_batches = std::min<int64_t>(few.micro_batches, planner::kClassMicroBatches);
-    backend::LowerOptions so = backend::verification_lowering(static_cast<int>(o.topo.replicas), &p.comm);
-    so.distributed_optimizer = o.topo.distributed_optimizer;
-    so.first_ranks = static_cast<int>(o.topo.devices);
-    const sema::Plan few_plan = planner::first_micro_batches(p.plan, static_cast<int>(few.micro_batches));
-    const backend::LoweredPlan structure = backend::lower_plan(p.graph(), few_plan, few, so);
-    classes = planner::simulation_classes(p.plan, structure, planner::profile_cost(prof, structure, bpe, dtype));
-    times.classes = ms_from(t);
-    t = std::chrono::steady_clock::now();
-    backend::LowerOptions lo = lower_options(*p.interp, p.comm, o.topo);
-    lo.ranks = classes.replayed;
-    lp = backend::lower_plan(p.graph(), p.plan, p.spec, lo);
-    times.lowering = ms_from(t);
+    classes = lower_replayed_ranks(p, o.topo, prof, bpe, dtype, lp, &times.classes);
+    times.lowering = ms_from(t) - times.classes;
   } catch (const backend::LoweringError& e) {
     return report_lowering_error(p, e);
   }
