@@ -250,9 +250,8 @@ bool simulate(const backend::LoweredPlan& lp, const InstrCost& cost, SimResult& 
     if (opts.overlap_grad_reduce) find_ready_points(lp.programs[r], st[r]);
   }
   std::vector<double> gather_busy(n, 0.0);
-  if (opts.overlap_param_gather)
-    for (size_t r = 0; r < n; ++r)
-      gather_busy[r] = plan_param_gathers(lp.programs[r], st[r], cost, out, static_cast<int>(r), opts.record);
+  for (size_t r = 0; r < n && opts.overlap_param_gather; ++r)
+    gather_busy[r] = plan_param_gathers(lp.programs[r], st[r], cost, out, static_cast<int>(r), opts.record);
   std::unordered_map<MsgKey, Msg, MsgHash> sent;  // sent and not yet received (a Wait takes its message out)
   std::unordered_map<int, size_t> index_of;       // global rank -> program (a lowering may hold some ranks only)
   for (size_t i = 0; i < n; ++i) index_of[lp.programs[i].rank] = i;
