@@ -49,6 +49,7 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
   fault_grad_scale_1pct = f && std::string(f) == "grad-scale-1pct";
   fault_update_lr_1pct = f && std::string(f) == "update-lr-1pct";
   fault_wrong_group = f && std::string(f) == "wrong-group";
+  fault_gather_own_shard = f && std::string(f) == "gather-own-shard";
   bufs.resize(P.buffers.size());
   zero_pending_.assign(P.buffers.size(), 0);
   // Kernel-local tensors per micro-batch: a pipelined program interleaves
@@ -113,6 +114,7 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
     }
     opt.push_back(std::move(slots));
   }
+  find_replica_shards();
 }
 
 // Micro-batch `index` of the run's data stream, numbered as one device
@@ -533,7 +535,12 @@ void PlanExecutor::exec_step(const PInstr& in) {
       size_t slot = static_cast<size_t>(in.index);
       const sema::TensorInfo& t = g.tensor(P.params[slot].tensor);
       const Piece& pc = piece(in.a);
-      TensorView pv = bufs[static_cast<size_t>(in.a)].view(t.dtype, pc.length), gv = bufs[static_cast<size_t>(in.b)].view(t.dtype, pc.length);
+      // A distributed optimizer's Shard: the part of the whole gradient in
+      // its box, where the replicas' average is.
+      DeviceBuffer part;
+      if (!piece(in.b).same_box(pc)) part = box_of(in.b, pc);
+      TensorView pv = bufs[static_cast<size_t>(in.a)].view(t.dtype, pc.length),
+                 gv = (part.empty() ? bufs[static_cast<size_t>(in.b)] : part).view(t.dtype, pc.length);
       OptimizerState state;
       for (const DeviceBuffer& v : opt[slot]) state.buffers.push_back(v.view(t.dtype, pc.length));
       const double update_lr = fault_update_lr_1pct ? lr * 1.01 : lr;  // NNS_TEST_FAULT=update-lr-1pct
