@@ -61,6 +61,8 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
   alias_cur = &alias_mb[0];
   alias_at_mb.assign(lbuf_mb.size(), std::vector<int64_t>(P.local.tensors().size(), 0));
   alias_at_cur = &alias_at_mb[0];
+  alias_stride_mb.assign(lbuf_mb.size(), std::vector<int64_t>(P.local.tensors().size(), 0));
+  alias_stride_cur = &alias_stride_mb[0];
   buf_refs_.assign(P.buffers.size(), 0);
   free_later_.assign(P.buffers.size(), 0);
   if (spec.precision == "bf16" && be.bf16_storage()) bf16_local_ = bf16_local_tensors(P);
@@ -189,10 +191,11 @@ void PlanExecutor::lset(int t, DeviceBuffer v) {
   slot = std::move(v);
 }
 
-void PlanExecutor::read_in_place(int t, int b, int64_t at) {
+void PlanExecutor::read_in_place(int t, int b, int64_t at, int64_t row_stride) {
   drop_local(t);
   (*alias_cur)[static_cast<size_t>(t)] = b;
   (*alias_at_cur)[static_cast<size_t>(t)] = at;
+  (*alias_stride_cur)[static_cast<size_t>(t)] = row_stride;
   ++buf_refs_[static_cast<size_t>(b)];
 }
 
@@ -207,8 +210,10 @@ void PlanExecutor::lview_into(int t, TensorView& v) {
   const sema::TensorInfo& info = P.local.tensor(t);
   v.dtype = info.dtype;
   v.shape = info.shape;
+  v.row_stride = 0;
   if (int b = (*alias_cur)[static_cast<size_t>(t)]; b >= 0) {  // read in place: the slice's address in buffer b
     v.data = static_cast<char*>(bufs[static_cast<size_t>(b)].data()) + 4 * (*alias_at_cur)[static_cast<size_t>(t)];
+    v.row_stride = (*alias_stride_cur)[static_cast<size_t>(t)];
     return;
   }
   const DeviceBuffer& b = (*lbuf_cur)[static_cast<size_t>(t)];
@@ -223,7 +228,27 @@ void PlanExecutor::run_local(int n) {
   // previous node's left (no allocation per view per node).
   ins_.resize(node.inputs.size());
   outs_.resize(node.outputs.size());
-  for (size_t i = 0; i < node.inputs.size(); ++i) lview_into(node.inputs[i], ins_[i]);
+  packed_.clear();
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    lview_into(node.inputs[i], ins_[i]);
+    // A row-strided view (columns of a buffer) to a kernel that reads it
+    // packed: a copy for this node (on the CPU backend, fp32 linears read
+    // it as it is).
+    if (ins_[i].row_stride > 0 && !be.reads_row_strided(node, i)) {
+      TensorView& v = ins_[i];
+      const int64_t cols = v.shape.back(), rows = v.numel() / std::max<int64_t>(cols, 1);
+      BoxCopy box;
+      box.length = {rows, cols};
+      box.src_dims = {rows, v.row_stride};
+      box.src_at = {0, 0};
+      box.dst_dims = {rows, cols};
+      box.dst_at = {0, 0};
+      packed_.push_back(alloc_uninit(v.numel()));
+      be.copy_box(packed_.back().data(), v.data, box, false, 1.f);
+      v.data = packed_.back().data();
+      v.row_stride = 0;
+    }
+  }
   for (size_t i = 0; i < node.outputs.size(); ++i) {
     const int t = node.outputs[i];
     const sema::TensorInfo& info = P.local.tensor(t);
@@ -419,6 +444,7 @@ void PlanExecutor::exec_compute(const PInstr& in) {
   lbuf_cur = &lbuf_mb[static_cast<size_t>(in.mb)];
   alias_cur = &alias_mb[static_cast<size_t>(in.mb)];
   alias_at_cur = &alias_at_mb[static_cast<size_t>(in.mb)];
+  alias_stride_cur = &alias_stride_mb[static_cast<size_t>(in.mb)];
   if (!kn.elaborated) throw RuntimeError("internal: kernel k" + std::to_string(in.kernel) + " was lowered without its body");
   switch (in.kind) {
     case PInstr::SliceIn: {
@@ -426,10 +452,11 @@ void PlanExecutor::exec_compute(const PInstr& in) {
       const Piece& want = kn.in_slices[static_cast<size_t>(in.index)];
       const InstrMemo& m = memo(in, [&](InstrMemo& fresh) {
         fresh.in_place = slice_in_place(P, in);
+        if (fresh.in_place >= 0) fresh.row_stride = slice_row_stride(P, in);
         if (fresh.in_place < 0) fresh.box = region_box(piece(in.a), want, want.start, want.length);
       });
-      if (m.in_place >= 0) {  // read where it lives, no copy
-        read_in_place(t, in.a, m.in_place);
+      if (m.in_place >= 0) {  // read where it lives, no copy (row-strided: columns of its rows)
+        read_in_place(t, in.a, m.in_place, m.row_stride);
         return;
       }
       lset(t, extract_box(bufs[static_cast<size_t>(in.a)], want.numel(), m.box, in.scale));

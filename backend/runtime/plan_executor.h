@@ -62,6 +62,9 @@ struct PlanExecutor {
   std::vector<int>* alias_cur = nullptr;
   std::vector<std::vector<int64_t>> alias_at_mb;  // the slice's element offset in that buffer
   std::vector<int64_t>* alias_at_cur = nullptr;
+  // Its row stride there (slice_row_stride: columns of the buffer's rows), 0: contiguous.
+  std::vector<std::vector<int64_t>> alias_stride_mb;
+  std::vector<int64_t>* alias_stride_cur = nullptr;
   std::vector<std::vector<DeviceBuffer>> opt;            // per ParamSlot: optimizer slots
   // Per ParamSlot: the geometry of its distributed optimizer gather (the
   // boxes of every replica's shard, plan_executor_sharded.cpp), -1 when the
@@ -175,7 +178,8 @@ struct PlanExecutor {
   void free_buf(int b);
   void lset(int t, DeviceBuffer v);
   void drop_local(int t);
-  void read_in_place(int t, int b, int64_t at);  // local tensor t reads buffer b from element `at` (no copy)
+  void read_in_place(int t, int b, int64_t at,
+                     int64_t row_stride = 0);  // local tensor t reads buffer b from element `at` (no copy)
   void release_buf(int b);  // Free: now, or parked while a send of it is in flight
   void unref(int b);
   std::vector<int> buf_refs_;     // kernel inputs reading each buffer in place
@@ -191,6 +195,7 @@ struct PlanExecutor {
   struct InstrMemo {
     bool ready = false;
     int64_t in_place = -1;
+    int64_t row_stride = 0;  // of an in-place slice (slice_row_stride)
     BoxCopy box;
   };
   std::vector<InstrMemo> memo_;
@@ -199,6 +204,7 @@ struct PlanExecutor {
   template <class Make>
   const InstrMemo& memo(const PInstr& in, Make&& make);
   std::vector<TensorView> ins_, outs_;  // run_local's views, reused from node to node
+  std::vector<DeviceBuffer> packed_;    // run_local: strided inputs packed for a backend that reads them packed
   // By local tensor id: held in bf16 (bf16 activation storage,
   // lowering/bf16_storage.h); empty when every tensor keeps its dtype.
   std::vector<char> bf16_local_;
