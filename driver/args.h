@@ -35,7 +35,7 @@ struct Args {
   std::string precision;  // simulate: fp32 | bf16 | fp16 (what kernels and transfers are costed in)
   bool overlap_grad = false, all_ranks = false;  // simulate: --overlap-grad-reduce, --all-ranks
   bool verify_programs = false;                  // simulate: --verify-programs (program verification of plan replica 0)
-  bool distributed_optimizer = false;            // check, simulate: --distributed-optimizer (Topology)
+  bool distributed_optimizer = false;            // check, simulate, run: --distributed-optimizer (Topology)
   bool overlap_param_gather = false;             // simulate: --overlap-param-gather
   bool tp_comm_overlap = false;                  // simulate: --tp-comm-overlap
   std::string nodes, top;  // plan: --nodes K (devices over K nodes), --top K (runners-up)
@@ -76,7 +76,7 @@ struct Topology {
   int64_t devices = 1;   // devices of one plan replica: --plan-gpus K, default N; 1 without --plan
   int64_t replicas = 1;  // ranks / devices: data-parallel copies of the plan (without one, of the model)
   // --distributed-optimizer: optimizer state sharded over the replicas
-  // (backend::LowerOptions::distributed_optimizer); check and simulate only.
+  // (backend::LowerOptions::distributed_optimizer): check, simulate and run.
   bool distributed_optimizer = false;
   // run: the launcher that started this process as one of several ranks
   // (torchrun, srun, mpirun, or NNS_* by hand); world_size 1 when nns

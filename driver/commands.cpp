@@ -49,11 +49,6 @@ int pipeline_options(const Args& a, bool check, Stage last, PipelineOptions& o) 
   if (!parse_topology(a, check, o.topo, usage) || !parse_check_limits(a, o.check, usage) || !parse_eval_budget(a, o.eval_budget, usage))
     return usage_error(usage);
   o.bf16_storage = a.precision == "bf16-storage";
-  // The distributed optimizer's programs are costed and checked, not run:
-  // the executor has no reduce-scattered replica average (docs/simulator.md).
-  if (!check && a.distributed_optimizer)
-    return usage_error(
-        "--distributed-optimizer is for nns check and nns simulate; nns run has no distributed optimizer over plan replicas (use the plan's zero1)");
   // Ranks this process would start itself: refused before the model is
   // elaborated and every rank's program lowered and verified (65536 ranks
   // took 18 s of that before the same refusal at launch).

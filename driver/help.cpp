@@ -164,7 +164,7 @@ const CommandHelp kCommands[] = {
      "transform space: every legal partition and what it does to each\n"
      "operand. With --shapes the annotation is bound to input shapes first.\n"},
     {"run",
-     "run FILE [--gpus N] [--plan P [--plan-gpus K]] [--verify | --verify-drift] [--config C] [--steps N] [--stop-after K] [--seed S]\n"
+     "run FILE [--gpus N] [--plan P [--plan-gpus K] [--distributed-optimizer]] [--verify | --verify-drift] [--config C] [--steps N] [--stop-after K] [--seed S]\n"
      "         [--threads T] [--init W.safetensors [--init-map NAME] [--init-partial]] [--data D.safetensors]\n"
      "         [--save CKPT [--save-every K]] [--save-best CKPT] [--resume CKPT] [--dump-grads G.safetensors] [--metrics M.jsonl]\n"
      "         [--tensorboard DIR] [--trace OUT.json] [--reference] [--eval] [--device cpu|cuda|cuda-emulation] [--stats] [--peak-by-rank]\n"
@@ -182,7 +182,10 @@ const CommandHelp kCommands[] = {
      "over the ranks: each rank runs its sub-ops and the collectives the plan\n"
      "derives, after the Z3 checker has proved the plan legal (--device-memory\n"
      "and --check-timeout as for check); --plan-gpus K evaluates P for K devices and runs N/K replicas\n"
-     "of it (default K = N); with --plan, --save DIR writes per-rank shards\n"
+     "of it (default K = N), and --distributed-optimizer shards each\n"
+     "parameter's optimizer state over those replicas (gradients\n"
+     "reduce-scattered, updated shards all-gathered; the summary prints the\n"
+     "optimizer state rank 0 holds); with --plan, --save DIR writes per-rank shards\n"
      "into DIR/step-S/ and publishes them with a manifest and DIR/latest\n"
      "(a save cut short never costs the last complete one; see ckpt merge),\n"
      "--resume reads such a folder or a single-device file, --init a\n"
@@ -323,6 +326,7 @@ const CommandPage kPages[] = {
     {"run",
      "  --gpus N             N rank processes (without --plan: data-parallel replicas)\n"
      "  --plan P [--plan-gpus K]  run plan P partitioned over the ranks (K devices per replica)\n"
+     "  --distributed-optimizer  optimizer state sharded over the plan's replicas\n"
      "  --verify             compare every step with one device (fp32: each gradient against its derived bound; exit 70 beyond)\n"
      "  --verify-drift       --verify, and print the weights' drift from a free-running one-device copy (information)\n"
      "  --config C  --set KEY=VALUE  --steps N  --stop-after K  --seed S  --threads T\n"

@@ -192,12 +192,15 @@ std::string banner(const Pipeline& p, const PipelineOptions& o, int threads, boo
   if (cuda) per_rank = "each rank on GPU (local rank mod GPUs visible)";
   char line[1024];
   if (!o.plan.empty())
-    std::snprintf(line, sizeof line,
-                  "nns: training %s (config %s) with plan %s on %lld %s rank(s) (%lld device(s) per plan replica, %lld replica(s)%s), %s "
-                  "kernels, %s; %lld steps, %s %g\n",
-                  o.path.c_str(), config, p.plan.name.c_str(), static_cast<long long>(t.ranks), cuda ? "CUDA" : "CPU",
-                  static_cast<long long>(t.devices), static_cast<long long>(t.replicas), cuda ? "" : "; no CUDA device in use", kernels,
-                  per_rank.c_str(), static_cast<long long>(s.steps), s.optimizer.kind.c_str(), s.optimizer.lr);
+    std::snprintf(
+        line, sizeof line,
+        "nns: training %s (config %s) with plan %s on %lld %s rank(s) (%lld device(s) per plan replica, %lld replica(s)%s%s), %s "
+        "kernels, %s; %lld steps, %s %g\n",
+        o.path.c_str(), config, p.plan.name.c_str(), static_cast<long long>(t.ranks), cuda ? "CUDA" : "CPU",
+        static_cast<long long>(t.devices), static_cast<long long>(t.replicas),
+        t.distributed_optimizer && t.replicas > 1 ? ", optimizer state sharded over them" : "",
+        cuda ? "" : "; no CUDA device in use", kernels, per_rank.c_str(), static_cast<long long>(s.steps),
+        s.optimizer.kind.c_str(), s.optimizer.lr);
   else
     std::snprintf(line, sizeof line, "nns: training %s (config %s) on %lld %s rank(s)%s, %s kernels, %s; %lld steps, %s %g\n",
                   o.path.c_str(), config, static_cast<long long>(t.ranks), cuda ? "CUDA" : "CPU",
@@ -300,6 +303,7 @@ int train_rank(Pipeline& p, const PipelineOptions& o, backend::Communicator* com
       lo.report_invariant_params = true;  // as a one-device run: the parameters that do not affect the loss named
     } else {
       lo.peak_label = "peak piece memory";
+      lo.peak_note = ", optimizer state " + sema::format_bytes(ps->optimizer_state_bytes());
     }
     lo.peak_of_rank0 = true;
     backend::PlanTrainer* t = ps.get();

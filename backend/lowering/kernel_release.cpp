@@ -91,15 +91,20 @@ void plan_releases(const sema::Graph& L, SubOpKernel& kn) {
 
 namespace nns::backend {
 
-int64_t slice_in_place(const RankProgram& prog, const PInstr& in) {
+namespace {
+
+// Where a SliceIn or SliceGrad reads its buffer in place: the element
+// offset of the slice and, for a row-strided one, the buffer's row length
+// (0: contiguous). False: a copy.
+bool slice_view(const RankProgram& prog, const PInstr& in, int64_t& offset, int64_t& row_stride) {
   const bool grad = in.kind == PInstr::SliceGrad;
   if ((in.kind != PInstr::SliceIn && !grad) || in.scale != 1.f || in.a < 0 ||
       static_cast<size_t>(in.a) >= prog.buffers.size())
-    return -1;
-  if (in.kernel < 0 || static_cast<size_t>(in.kernel) >= prog.kernels.size()) return -1;
+    return false;
+  if (in.kernel < 0 || static_cast<size_t>(in.kernel) >= prog.kernels.size()) return false;
   const SubOpKernel& k = prog.kernels[static_cast<size_t>(in.kernel)];
   const std::vector<Piece>& slices = grad ? k.out_slices : k.in_slices;
-  if (in.index < 0 || static_cast<size_t>(in.index) >= slices.size()) return -1;
+  if (in.index < 0 || static_cast<size_t>(in.index) >= slices.size()) return false;
   const BufferDecl& b = prog.buffers[static_cast<size_t>(in.a)];
   // Nothing writes the buffer while a kernel reads it: parameters, inputs,
   // values and received pieces once made; an output gradient once its
@@ -109,25 +114,51 @@ int64_t slice_in_place(const RankProgram& prog, const PInstr& in) {
   const bool read_only =
       grad ? r != BufferDecl::Param && r != BufferDecl::Accum && r != BufferDecl::Shard && r != BufferDecl::Bucket
            : r == BufferDecl::Param || r == BufferDecl::Input || r == BufferDecl::Value || r == BufferDecl::Transit;
-  if (!read_only) return -1;
+  if (!read_only) return false;
   const Piece& have = b.piece;
   const Piece& want = slices[static_cast<size_t>(in.index)];
   const size_t rank = have.length.size();
-  if (want.length.size() != rank || want.start.size() != rank || have.start.size() != rank) return -1;
+  if (want.length.size() != rank || want.start.size() != rank || have.start.size() != rank) return false;
+  for (size_t x = 0; x < rank; ++x)
+    if (want.start[x] < have.start[x] || want.start[x] + want.length[x] > have.start[x] + have.length[x]) return false;
   // Contiguous in the buffer's row-major layout: ones, then one partial
-  // dimension, then full dimensions.
-  size_t d = 0;
-  while (d < rank && want.length[d] == 1) ++d;
-  for (size_t x = d + 1; x < rank; ++x)
-    if (want.length[x] != have.length[x]) return -1;
-  int64_t offset = 0, stride = 1;
+  // dimension, then full dimensions. Row-strided (kernel inputs only, read
+  // by linears): the same over every dimension but the last, which may be
+  // partial (columns of the buffer's rows: a contraction split, coshard).
+  auto contiguous_over = [&](size_t dims) {
+    size_t d = 0;
+    while (d < dims && want.length[d] == 1) ++d;
+    for (size_t x = d + 1; x < dims; ++x)
+      if (want.length[x] != have.length[x]) return false;
+    return true;
+  };
+  row_stride = 0;
+  if (!contiguous_over(rank)) {
+    // A linear's x or w (SubOpKernel::row_strided_inputs). A backend that
+    // does not read such a view (Backend::reads_row_strided) gets a packed
+    // copy from the executor, node by node: copies there, never a wrong value.
+    if (grad || rank < 2 || in.index > 1 || !k.row_strided_inputs || !contiguous_over(rank - 1)) return false;
+    row_stride = have.length[rank - 1];
+  }
+  offset = 0;
+  int64_t stride = 1;
   for (size_t x = rank; x-- > 0;) {
-    const int64_t rel = want.start[x] - have.start[x];
-    if (rel < 0 || rel + want.length[x] > have.length[x]) return -1;
-    offset += rel * stride;
+    offset += (want.start[x] - have.start[x]) * stride;
     stride *= have.length[x];
   }
-  return offset;
+  return true;
+}
+
+}  // namespace
+
+int64_t slice_in_place(const RankProgram& prog, const PInstr& in) {
+  int64_t offset = -1, row_stride = 0;
+  return slice_view(prog, in, offset, row_stride) ? offset : -1;
+}
+
+int64_t slice_row_stride(const RankProgram& prog, const PInstr& in) {
+  int64_t offset = -1, row_stride = 0;
+  return slice_view(prog, in, offset, row_stride) ? row_stride : 0;
 }
 
 bool collect_out_whole(const RankProgram& prog, const PInstr& in) {

@@ -86,6 +86,7 @@ SubOpKernel make_kernel(RankBuild& R, int leaf, bool backward, const PlanAnalysi
   for (const OperandSlice& sl : s.inputs) kn.in_slices.push_back(piece_of_slice(sl));
   for (const OperandSlice& sl : s.outputs) kn.out_slices.push_back(piece_of_slice(sl));
   kn.scale = sema::slice_loss_share(R.g, node, s);
+  kn.row_strided_inputs = node.kind == "linear" || node.kind == "linear_bias";
   if (!R.opts.elaborate) return kn;
   std::vector<Shape> ins, outs;
   for (const OperandSlice& sl : s.inputs) ins.push_back(sl.length);

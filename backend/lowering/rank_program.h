@@ -59,6 +59,11 @@ struct SubOpKernel {
   // later by BackwardW. Empty when the backward runs whole.
   std::vector<int> wgrad_nodes;
   float scale = 1.f;     // share of a mean-type loss this slice computes (registry fact)
+  // A primitive linear: its nodes (linear and its backward) read inputs 0
+  // and 1 (x, w) as matrices, which may be row-strided views of a buffer
+  // (slice_row_stride). Set with or without the kernel's body, so that a
+  // structure-only lowering reads its slices as the executed one does.
+  bool row_strided_inputs = false;
   bool recompute = false;
   // When the executor drops a local tensor before FreeKernel, so that a
   // kernel's working set is what its remaining nodes still read, not every
@@ -88,7 +93,13 @@ struct PInstr;
 // result). The kernel then holds no copy of its weights, and co-located
 // kernels reading one activation (coshard pieces) share it: the buffer
 // lives until its Free and the last kernel reading it has dropped it.
+// A linear's x or w (SubOpKernel::row_strided_inputs) may also be
+// row-strided: all of each row but the last dimension's columns (a
+// contraction split: coshard), read in place with the buffer's row length
+// as its stride (slice_row_stride; TensorView::row_stride in the runtime).
 int64_t slice_in_place(const RankProgram& prog, const PInstr& in);
+// The row stride of an in-place slice (elements), 0 when it is contiguous.
+int64_t slice_row_stride(const RankProgram& prog, const PInstr& in);
 // A CollectOut whose kernel output is the whole of its buffer, unscaled,
 // and not a partial sum (which a collective may complete in place). Into a
 // fresh buffer (allocated, untouched since: its zeros not yet made) the

@@ -20,6 +20,11 @@ struct TensorView {
   void* data = nullptr;
   sema::DType dtype = sema::DType::F32;
   sema::Shape shape;
+  // Elements from one row (the last dimension) to the next, when the
+  // tensor is a row-strided view of a larger buffer (a kernel input read
+  // in place: columns of a rank's piece); 0: packed. Only kernel inputs
+  // a backend says it reads so (Backend::reads_row_strided) are strided.
+  int64_t row_stride = 0;
   int64_t numel() const { return sema::numel(shape); }
   float* f32() const { return static_cast<float*>(data); }
   int32_t* i32() const { return static_cast<int32_t*>(data); }
@@ -133,6 +138,14 @@ class Backend {
   // "linear_backward", "fill"...): lets tests check that every registry row
   // (semantics/op_registry.h) can run, forward and backward.
   virtual bool has_kernel(const std::string& kind) const = 0;
+  // Whether run_node reads input `input` of node `n` as a row-strided view
+  // (TensorView::row_stride); the plan executor packs any other strided
+  // input into a copy first. The CPU backend's fp32 linear does.
+  virtual bool reads_row_strided(const sema::OpNode& n, size_t input) const {
+    (void)n;
+    (void)input;
+    return false;
+  }
   // Runs one node of the training graph (forward, backward, fill, add_n).
   virtual void run_node(const sema::Graph& g, const sema::OpNode& n, const std::vector<TensorView>& in,
                         const std::vector<TensorView>& out) = 0;

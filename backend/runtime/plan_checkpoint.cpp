@@ -61,28 +61,30 @@ void PlanTrainer::save_shards(const std::string& dir) {
   add_loss_scale_metadata(m.scaler, meta);  // fp16: the same on every rank
   add_horizon_metadata(m.spec.schedule, meta);
   if (m.source) m.source->add_metadata(step_, meta);  // the data stream's position, the same on every rank
-  // One owner per element: replica 0, first copy of a replicated piece.
-  if (m.P.replica == 0)
-    for (size_t i = 0; i < m.P.params.size(); ++i) {
-      const ParamSlot& slot = m.P.params[i];
-      const Piece& pc = m.piece(slot.param);
-      const sema::TensorInfo& t = m.g.tensor(slot.tensor);
-      if (pc.replica_index == 0) {
-        const std::vector<float> data = m.download(m.bufs[static_cast<size_t>(slot.param)]);
-        tensors.push_back(f32_tensor(t.name, pc.length, data.data(), data.size()));
-        meta["piece:" + t.name] = "full=" + ints_text(t.shape) + ";start=" + ints_text(pc.start);
-      }
-      // The optimizer state covers the part this rank updates: under zero1
-      // its shard (each member of the group writes its own), else the piece.
-      const Piece& st = m.piece(slot.state());
-      if (st.replica_index != 0) continue;
-      for (size_t s = 0; s < m.opt[i].size(); ++s) {
-        std::string name = std::string("optimizer.") + optimizer_slot_name(m.spec.optimizer.kind, s) + "." + t.name;
-        const std::vector<float> state = m.download(m.opt[i][s]);
-        tensors.push_back(f32_tensor(name, st.length, state.data(), state.size()));
-        meta["piece:" + name] = "full=" + ints_text(t.shape) + ";start=" + ints_text(st.start);
-      }
+  // One owner per element: replica 0, first copy of a replicated piece;
+  // for optimizer state the distributed optimizer shards over the
+  // replicas, every replica (each holds its own shard's).
+  for (size_t i = 0; i < m.P.params.size(); ++i) {
+    if (m.P.replica != 0 && !m.replica_sharded(i)) continue;
+    const ParamSlot& slot = m.P.params[i];
+    const Piece& pc = m.piece(slot.param);
+    const sema::TensorInfo& t = m.g.tensor(slot.tensor);
+    if (pc.replica_index == 0 && m.P.replica == 0) {
+      const std::vector<float> data = m.download(m.bufs[static_cast<size_t>(slot.param)]);
+      tensors.push_back(f32_tensor(t.name, pc.length, data.data(), data.size()));
+      meta["piece:" + t.name] = "full=" + ints_text(t.shape) + ";start=" + ints_text(pc.start);
     }
+    // The optimizer state covers the part this rank updates: under zero1
+    // its shard (each member of the group writes its own), else the piece.
+    const Piece& st = m.piece(slot.state());
+    if (st.replica_index != 0) continue;
+    for (size_t s = 0; s < m.opt[i].size(); ++s) {
+      std::string name = std::string("optimizer.") + optimizer_slot_name(m.spec.optimizer.kind, s) + "." + t.name;
+      const std::vector<float> state = m.download(m.opt[i][s]);
+      tensors.push_back(f32_tensor(name, st.length, state.data(), state.size()));
+      meta["piece:" + name] = "full=" + ints_text(t.shape) + ";start=" + ints_text(st.start);
+    }
+  }
   // Every rank names the new folder before rank 0 changes anything (the
   // name depends on DIR/latest), then writes its shard into it; rank 0
   // publishes once all are in place (checkpoint_store.h).

@@ -49,6 +49,7 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
   fault_grad_scale_1pct = f && std::string(f) == "grad-scale-1pct";
   fault_update_lr_1pct = f && std::string(f) == "update-lr-1pct";
   fault_wrong_group = f && std::string(f) == "wrong-group";
+  fault_gather_own_shard = f && std::string(f) == "gather-own-shard";
   bufs.resize(P.buffers.size());
   zero_pending_.assign(P.buffers.size(), 0);
   // Kernel-local tensors per micro-batch: a pipelined program interleaves
@@ -60,6 +61,8 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
   alias_cur = &alias_mb[0];
   alias_at_mb.assign(lbuf_mb.size(), std::vector<int64_t>(P.local.tensors().size(), 0));
   alias_at_cur = &alias_at_mb[0];
+  alias_stride_mb.assign(lbuf_mb.size(), std::vector<int64_t>(P.local.tensors().size(), 0));
+  alias_stride_cur = &alias_stride_mb[0];
   buf_refs_.assign(P.buffers.size(), 0);
   free_later_.assign(P.buffers.size(), 0);
   if (spec.precision == "bf16" && be.bf16_storage()) bf16_local_ = bf16_local_tensors(P);
@@ -113,6 +116,7 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
     }
     opt.push_back(std::move(slots));
   }
+  find_replica_shards();
 }
 
 // Micro-batch `index` of the run's data stream, numbered as one device
@@ -187,10 +191,11 @@ void PlanExecutor::lset(int t, DeviceBuffer v) {
   slot = std::move(v);
 }
 
-void PlanExecutor::read_in_place(int t, int b, int64_t at) {
+void PlanExecutor::read_in_place(int t, int b, int64_t at, int64_t row_stride) {
   drop_local(t);
   (*alias_cur)[static_cast<size_t>(t)] = b;
   (*alias_at_cur)[static_cast<size_t>(t)] = at;
+  (*alias_stride_cur)[static_cast<size_t>(t)] = row_stride;
   ++buf_refs_[static_cast<size_t>(b)];
 }
 
@@ -205,8 +210,10 @@ void PlanExecutor::lview_into(int t, TensorView& v) {
   const sema::TensorInfo& info = P.local.tensor(t);
   v.dtype = info.dtype;
   v.shape = info.shape;
+  v.row_stride = 0;
   if (int b = (*alias_cur)[static_cast<size_t>(t)]; b >= 0) {  // read in place: the slice's address in buffer b
     v.data = static_cast<char*>(bufs[static_cast<size_t>(b)].data()) + 4 * (*alias_at_cur)[static_cast<size_t>(t)];
+    v.row_stride = (*alias_stride_cur)[static_cast<size_t>(t)];
     return;
   }
   const DeviceBuffer& b = (*lbuf_cur)[static_cast<size_t>(t)];
@@ -221,7 +228,27 @@ void PlanExecutor::run_local(int n) {
   // previous node's left (no allocation per view per node).
   ins_.resize(node.inputs.size());
   outs_.resize(node.outputs.size());
-  for (size_t i = 0; i < node.inputs.size(); ++i) lview_into(node.inputs[i], ins_[i]);
+  packed_.clear();
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    lview_into(node.inputs[i], ins_[i]);
+    // A row-strided view (columns of a buffer) to a kernel that reads it
+    // packed: a copy for this node (on the CPU backend, fp32 linears read
+    // it as it is).
+    if (ins_[i].row_stride > 0 && !be.reads_row_strided(node, i)) {
+      TensorView& v = ins_[i];
+      const int64_t cols = v.shape.back(), rows = v.numel() / std::max<int64_t>(cols, 1);
+      BoxCopy box;
+      box.length = {rows, cols};
+      box.src_dims = {rows, v.row_stride};
+      box.src_at = {0, 0};
+      box.dst_dims = {rows, cols};
+      box.dst_at = {0, 0};
+      packed_.push_back(alloc_uninit(v.numel()));
+      be.copy_box(packed_.back().data(), v.data, box, false, 1.f);
+      v.data = packed_.back().data();
+      v.row_stride = 0;
+    }
+  }
   for (size_t i = 0; i < node.outputs.size(); ++i) {
     const int t = node.outputs[i];
     const sema::TensorInfo& info = P.local.tensor(t);
@@ -417,6 +444,7 @@ void PlanExecutor::exec_compute(const PInstr& in) {
   lbuf_cur = &lbuf_mb[static_cast<size_t>(in.mb)];
   alias_cur = &alias_mb[static_cast<size_t>(in.mb)];
   alias_at_cur = &alias_at_mb[static_cast<size_t>(in.mb)];
+  alias_stride_cur = &alias_stride_mb[static_cast<size_t>(in.mb)];
   if (!kn.elaborated) throw RuntimeError("internal: kernel k" + std::to_string(in.kernel) + " was lowered without its body");
   switch (in.kind) {
     case PInstr::SliceIn: {
@@ -424,10 +452,11 @@ void PlanExecutor::exec_compute(const PInstr& in) {
       const Piece& want = kn.in_slices[static_cast<size_t>(in.index)];
       const InstrMemo& m = memo(in, [&](InstrMemo& fresh) {
         fresh.in_place = slice_in_place(P, in);
+        if (fresh.in_place >= 0) fresh.row_stride = slice_row_stride(P, in);
         if (fresh.in_place < 0) fresh.box = region_box(piece(in.a), want, want.start, want.length);
       });
-      if (m.in_place >= 0) {  // read where it lives, no copy
-        read_in_place(t, in.a, m.in_place);
+      if (m.in_place >= 0) {  // read where it lives, no copy (row-strided: columns of its rows)
+        read_in_place(t, in.a, m.in_place, m.row_stride);
         return;
       }
       lset(t, extract_box(bufs[static_cast<size_t>(in.a)], want.numel(), m.box, in.scale));
@@ -533,7 +562,12 @@ void PlanExecutor::exec_step(const PInstr& in) {
       size_t slot = static_cast<size_t>(in.index);
       const sema::TensorInfo& t = g.tensor(P.params[slot].tensor);
       const Piece& pc = piece(in.a);
-      TensorView pv = bufs[static_cast<size_t>(in.a)].view(t.dtype, pc.length), gv = bufs[static_cast<size_t>(in.b)].view(t.dtype, pc.length);
+      // A distributed optimizer's Shard: the part of the whole gradient in
+      // its box, where the replicas' average is.
+      DeviceBuffer part;
+      if (!piece(in.b).same_box(pc)) part = box_of(in.b, pc);
+      TensorView pv = bufs[static_cast<size_t>(in.a)].view(t.dtype, pc.length),
+                 gv = (part.empty() ? bufs[static_cast<size_t>(in.b)] : part).view(t.dtype, pc.length);
       OptimizerState state;
       for (const DeviceBuffer& v : opt[slot]) state.buffers.push_back(v.view(t.dtype, pc.length));
       const double update_lr = fault_update_lr_1pct ? lr * 1.01 : lr;  // NNS_TEST_FAULT=update-lr-1pct

@@ -62,7 +62,17 @@ struct PlanExecutor {
   std::vector<int>* alias_cur = nullptr;
   std::vector<std::vector<int64_t>> alias_at_mb;  // the slice's element offset in that buffer
   std::vector<int64_t>* alias_at_cur = nullptr;
+  // Its row stride there (slice_row_stride: columns of the buffer's rows), 0: contiguous.
+  std::vector<std::vector<int64_t>> alias_stride_mb;
+  std::vector<int64_t>* alias_stride_cur = nullptr;
   std::vector<std::vector<DeviceBuffer>> opt;            // per ParamSlot: optimizer slots
+  // Per ParamSlot: the geometry of its distributed optimizer gather (the
+  // boxes of every replica's shard, plan_executor_sharded.cpp), -1 when the
+  // slot is not sharded over the replicas. A sharded slot's Accum holds the
+  // replicas' average only in this replica's shard: every replica's shard
+  // counts in the gradient norm and the assembled gradients.
+  std::vector<int> replica_shard_geom;
+  bool replica_sharded(size_t slot) const { return replica_shard_geom[slot] >= 0; }
   int64_t cur_bytes = 0, peak_bytes = 0;
   bool fault_skip_allreduce = false;  // NNS_TEST_FAULT=skip-allreduce (test hook)
   // NNS_TEST_FAULT=consume-before-wait (test hook): posted collectives are
@@ -78,6 +88,10 @@ struct PlanExecutor {
   // over another group of the same size (plan_executor_collectives.cpp,
   // wrong_group), which --verify must catch.
   bool fault_wrong_group = false;
+  // NNS_TEST_FAULT=gather-own-shard (test hook): the distributed
+  // optimizer's gather writes back only this replica's updated shard, the
+  // rest of each parameter stale, which --verify's update check must catch.
+  bool fault_gather_own_shard = false;
   // Where the collectives run (collectives.h): the host path (Gloo, staged
   // through host copies when the backend's memory is not the host's, or
   // with NNS_TEST_HOST_STAGING=1, a test hook: CPU ranks then take the path
@@ -126,6 +140,14 @@ struct PlanExecutor {
   void exec_step(const PInstr& in);
   void replica_average(const PInstr& in, bool talk);  // `in` and the averages fused with it
   void post_flat_allreduce(const std::vector<int>& members, const std::vector<int>& grp, float scale);
+  // The distributed optimizer (plan_executor_sharded.cpp).
+  void find_replica_shards();
+  int accum_slot(int accum) const;                              // the ParamSlot whose Accum buffer is `accum`
+  const std::vector<Piece>& replica_shards(size_t slot) const;  // by replica
+  void replica_reduce_scatter(const std::vector<int>& members, const std::vector<int>& grp, bool talk, float scale);
+  void replica_gather(const PInstr& in, bool talk);  // `in` and the gathers of its bucket
+  DeviceBuffer box_of(int b, const Piece& box);      // b's part in `box`, copied out
+  std::map<int, int> accum_slot_;
   bool round_bf16() const { return spec.grad_reduce == "bf16"; }  // grad_reduce = "bf16" (collectives.h)
   DeviceBuffer alloc(int64_t numel) { return DeviceBuffer(be, static_cast<size_t>(numel) * 4); }
   DeviceBuffer alloc_uninit(int64_t numel) {
@@ -156,7 +178,8 @@ struct PlanExecutor {
   void free_buf(int b);
   void lset(int t, DeviceBuffer v);
   void drop_local(int t);
-  void read_in_place(int t, int b, int64_t at);  // local tensor t reads buffer b from element `at` (no copy)
+  void read_in_place(int t, int b, int64_t at,
+                     int64_t row_stride = 0);  // local tensor t reads buffer b from element `at` (no copy)
   void release_buf(int b);  // Free: now, or parked while a send of it is in flight
   void unref(int b);
   std::vector<int> buf_refs_;     // kernel inputs reading each buffer in place
@@ -172,6 +195,7 @@ struct PlanExecutor {
   struct InstrMemo {
     bool ready = false;
     int64_t in_place = -1;
+    int64_t row_stride = 0;  // of an in-place slice (slice_row_stride)
     BoxCopy box;
   };
   std::vector<InstrMemo> memo_;
@@ -180,6 +204,7 @@ struct PlanExecutor {
   template <class Make>
   const InstrMemo& memo(const PInstr& in, Make&& make);
   std::vector<TensorView> ins_, outs_;  // run_local's views, reused from node to node
+  std::vector<DeviceBuffer> packed_;    // run_local: strided inputs packed for a backend that reads them packed
   // By local tensor id: held in bf16 (bf16 activation storage,
   // lowering/bf16_storage.h); empty when every tensor keeps its dtype.
   std::vector<char> bf16_local_;

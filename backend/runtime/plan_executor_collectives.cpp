@@ -51,6 +51,7 @@ void PlanExecutor::exec_collective(const PInstr& in) {
       return;
     }
     case PInstr::AllGather: {
+      if (in.count > 1) return replica_gather(in, talk);  // the distributed optimizer's (plan_executor_sharded.cpp)
       const CollectiveGeom& geo = P.geoms[static_cast<size_t>(in.geom)];
       const DeviceBuffer& src = bufs[static_cast<size_t>(in.a)];
       const int64_t n = static_cast<int64_t>(geo.recv.size()), chunk = src.numel();
@@ -130,13 +131,18 @@ void PlanExecutor::exec_collective(const PInstr& in) {
     case PInstr::LossAllReduce: {
       // Gradient norm: each piece once (copies of a replicated piece count
       // once; replicas hold the same averaged values, replica 0 counts).
+      // A slot the distributed optimizer shards over the replicas counts
+      // each replica's shard, where its average is.
       double ss = 0;
-      if (P.replica == 0)
-        for (const ParamSlot& s : P.params) {
-          if (s.accum < 0) continue;
-          ss += be.sum_of_squares({fview(bufs[static_cast<size_t>(s.accum)])}) /
-                static_cast<double>(piece(s.accum).replicas);
-        }
+      for (size_t i = 0; i < P.params.size(); ++i) {
+        const ParamSlot& s = P.params[i];
+        if (s.accum < 0) continue;
+        const double copies = static_cast<double>(piece(s.accum).replicas);
+        if (replica_sharded(i))
+          ss += be.sum_of_squares({fview(box_of(s.accum, piece(s.shard)))}) / copies;
+        else if (P.replica == 0)
+          ss += be.sum_of_squares({fview(bufs[static_cast<size_t>(s.accum)])}) / copies;
+      }
       float lv[2] = {static_cast<float>(loss), static_cast<float>(ss)};
       if (talk) coll->allreduce_host(lv, 2, *grp);
       loss = lv[0] / static_cast<double>(lowered.replicas);
@@ -205,21 +211,27 @@ void PlanExecutor::post_flat_allreduce(const std::vector<int>& members, const st
 // which overlaps the rest of the backward; the averaged values land in the
 // gradients, scaled, when an instruction first touches one of them
 // (pending_), as a bucket's do. The others of the run find theirs posted.
+// Members with count > 1 (the distributed optimizer's) are reduce-scattered
+// instead, all of the run's in one collective (plan_executor_sharded.cpp).
 void PlanExecutor::replica_average(const PInstr& in, bool talk) {
-  // The distributed optimizer's reduce-scattered form (lower_plan.h,
-  // LowerOptions::distributed_optimizer) is lowered for nns simulate and
-  // check only; the driver refuses it for run, and this is the backstop.
-  if (in.count > 1)
-    throw RuntimeError("internal: a reduce-scattered replica average (the distributed optimizer) cannot run");
   auto same_bucket = [&in](const PInstr& o) { return o.kind == PInstr::ReplicaAverage && o.group == in.group && o.scale == in.scale; };
   const size_t first = static_cast<size_t>(&in - P.instrs.data());
   if (first > 0 && same_bucket(P.instrs[first - 1])) return;
   size_t end = first + 1;
   while (end < P.instrs.size() && same_bucket(P.instrs[end])) ++end;
-  std::vector<int> members;
-  for (size_t i = first; i < end; ++i) members.push_back(P.instrs[i].a);
-  for (int b : members) pending_.complete(b);
+  std::vector<int> members, sharded;
+  for (size_t i = first; i < end; ++i) (P.instrs[i].count > 1 ? sharded : members).push_back(P.instrs[i].a);
+  // The run's members were last written before it (lowering places it
+  // after their last contributions): what is posted on them completes, and
+  // one that nothing wrote this step is zeros.
+  for (const std::vector<int>* list : {&members, &sharded})
+    for (int b : *list) {
+      pending_.complete(b);
+      if (take_zero(b)) be.fill(bufs[static_cast<size_t>(b)].data(), bufs[static_cast<size_t>(b)].numel(), 0.f);
+    }
   const float scale = fault_grad_scale_1pct ? in.scale * 1.01f : in.scale;  // NNS_TEST_FAULT=grad-scale-1pct
+  if (!sharded.empty()) replica_reduce_scatter(sharded, group(in), talk, scale);
+  if (members.empty()) return;
   if (!talk) {
     for (int b : members) be.scale(fview(bufs[static_cast<size_t>(b)]), scale);
     return;

@@ -30,6 +30,13 @@ std::string PlanTrainer::collectives_name() const { return x_->coll->name(); }
 
 int64_t PlanTrainer::piece_bytes_peak() const { return x_->peak_bytes; }
 
+int64_t PlanTrainer::optimizer_state_bytes() const {
+  int64_t bytes = 0;
+  for (const std::vector<DeviceBuffer>& slots : x_->opt)
+    for (const DeviceBuffer& b : slots) bytes += static_cast<int64_t>(b.bytes());
+  return bytes;
+}
+
 std::vector<int64_t> PlanTrainer::piece_bytes_peaks() {
   const int n = x_->world;
   // The communicator moves floats: the peak in 2-byte units (every tracked
@@ -179,7 +186,9 @@ StepStats PlanTrainer::step() {
 }
 
 // Full tensors from the pieces: replica 0's first copy of every piece,
-// summed over all ranks (collective, in the graph's parameter order).
+// summed over all ranks (collective, in the graph's parameter order). A
+// gradient the distributed optimizer shards over the replicas is averaged
+// only in each replica's shard: every replica gives its shard.
 std::map<std::string, std::vector<float>> PlanTrainer::assemble(bool grads) {
   PlanExecutor& m = *x_;
   std::map<std::string, std::vector<float>> out;
@@ -187,12 +196,15 @@ std::map<std::string, std::vector<float>> PlanTrainer::assemble(bool grads) {
     const sema::TensorInfo& t = m.g.tensor(p);
     if (grads && (!sema::dtype_is_float(t.dtype) || t.buffer)) continue;  // buffers have no gradient (as on one device)
     std::vector<float> full(static_cast<size_t>(sema::numel(t.shape)), 0.f);
-    for (const ParamSlot& slot : m.P.params) {
+    for (size_t i = 0; i < m.P.params.size(); ++i) {
+      const ParamSlot& slot = m.P.params[i];
       int b = grads ? slot.accum : slot.param;
-      if (slot.tensor != p || b < 0 || m.P.replica != 0 || m.piece(b).replica_index != 0) continue;
+      const bool by_shard = grads && m.replica_sharded(i);
+      if (slot.tensor != p || b < 0 || (m.P.replica != 0 && !by_shard) || m.piece(b).replica_index != 0) continue;
       const Piece& pc = m.piece(b);
+      const Piece& part = by_shard ? m.piece(slot.shard) : pc;
       std::vector<float> host = m.download(m.bufs[static_cast<size_t>(b)]);
-      copy_region(host.data(), pc, full.data(), full_piece(t.shape), pc.start, pc.length, false, 1.f);
+      copy_region(host.data(), pc, full.data(), full_piece(t.shape), part.start, part.length, false, 1.f);
     }
     if (m.comm && m.world > 1) m.comm->allreduce(full.data(), full.size());
     out[t.name] = std::move(full);

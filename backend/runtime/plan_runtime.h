@@ -51,6 +51,9 @@ class PlanTrainer : public TrainSession {
   bool counts_tokens() const override { return counts_tokens_; }
   int64_t peak_bytes() const override { return piece_bytes_peak(); }
   int64_t piece_bytes_peak() const;
+  // The optimizer state this rank holds (a part of piece_bytes_peak): its
+  // pieces' or, sharded (zero1, the distributed optimizer), its shards'.
+  int64_t optimizer_state_bytes() const;
   // Every rank's piece_bytes_peak(), by rank (collective).
   std::vector<int64_t> piece_bytes_peaks();
   const RankProgram& program() const;

@@ -251,7 +251,8 @@ LoopResult run_train_loop(TrainSession& session, const LoopOptions& o) {
     close_line();
     std::fprintf(out, "done: %lld steps, loss %.6f -> %.6f", static_cast<long long>(ran), first_loss, last_loss);
     if (ran > 1) std::fprintf(out, ", %.2f ms/step (steps after the first)", total / static_cast<double>(ran - 1) * 1e3);
-    std::fprintf(out, ", %s %s%s", o.peak_label.c_str(), sema::format_bytes(session.peak_bytes()).c_str(), o.peak_of_rank0 ? " (rank 0)" : "");
+    std::fprintf(out, ", %s %s%s%s", o.peak_label.c_str(), sema::format_bytes(session.peak_bytes()).c_str(),
+                 o.peak_of_rank0 ? " (rank 0)" : "", o.peak_note.c_str());
     if (last_scale > 0) std::fprintf(out, ", loss scale %g, %lld step(s) skipped", last_scale, static_cast<long long>(skipped_total));
     std::fprintf(out, "\n");
   }

@@ -193,6 +193,7 @@ struct LoopOptions {
   // The summary's memory figure: "<peak_label> 12.0 MiB", " (rank 0)" added when peak_of_rank0.
   std::string peak_label = "peak memory";
   bool peak_of_rank0 = false;
+  std::string peak_note;  // appended to the memory figure (a plan's ", optimizer state 1.20 MiB")
   // Every rank's peak (collective, called on every rank after the last
   // step); rank 0 prints them exactly, in bytes, for tests that compare
   // a memory model with what ran.

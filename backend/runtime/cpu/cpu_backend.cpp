@@ -83,6 +83,13 @@ class CpuBackend : public Backend {
   }
 
   bool has_kernel(const std::string& kind) const override { return table().count(kind) > 0; }
+  // The fp32 linear reads x and w (forward inputs 0 and 1, also of its
+  // backward) with a row stride (fast: oneDNN strides; ref: indexing).
+  bool reads_row_strided(const OpNode& n, size_t input) const override {
+    if (precision() != Precision::F32 || input > 1) return false;
+    return n.kind == "linear" || n.kind == "linear_bias" || n.kind == "linear_backward" ||
+           n.kind == "linear_bias_backward";
+  }
   void run_node(const sema::Graph&, const OpNode& n, const std::vector<TensorView>& in, const std::vector<TensorView>& out) override {
     auto it = table().find(n.kind);
     if (it == table().end()) throw RuntimeError("the CPU backend has no kernel for '" + n.kind + "' (node " + n.name + ")");

@@ -1,12 +1,13 @@
 // Fast matmul, linear and conv2d on oneDNN primitives. Transposes are
 // expressed as strides of the memory descriptors (no copies), a shared b is
 // a batch dim of 1 (oneDNN broadcasts it), beta is a sum post-op.
-#include <vector>
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -23,11 +24,13 @@ using namespace dnnl_ctx;
 
 namespace {
 
-// Logical [batch, rows, cols], stored [batch, cols, rows] when trans.
+// Logical [batch, rows, cols], stored [batch, cols, rows] when trans. A
+// stored row is `ld` elements long when ld > 0 (a row-strided view: columns
+// of a larger buffer), else packed.
 memory::desc matrix_md(int64_t batch, int64_t rows, int64_t cols, bool trans,
-                       memory::data_type type = memory::data_type::f32) {
-  memory::dims strides = trans ? memory::dims{rows * cols, 1, rows}
-                               : memory::dims{rows * cols, cols, 1};
+                       memory::data_type type = memory::data_type::f32, int64_t ld = 0) {
+  const int64_t outer = trans ? cols : rows, l = ld > 0 ? ld : (trans ? rows : cols);
+  memory::dims strides = trans ? memory::dims{outer * l, 1, l} : memory::dims{outer * l, l, 1};
   return memory::desc({batch, rows, cols}, type, strides);
 }
 
@@ -107,8 +110,9 @@ namespace {
 // so this too is a bf16 product with fp32 accumulation; only the order of
 // the fp32 sums differs from the native kernel's (docs/language.md,
 // "Precision").
-void gemm(const float* a, const float* b, float* c, int64_t a_batch, int64_t b_batch, int64_t m,
-          int64_t k, int64_t n, bool trans_a, bool trans_b, float beta, bool bf16 = false) {
+// lda, ldb: the stored row length of a row-strided operand (0: packed; fp32 only).
+void gemm(const float* a, const float* b, float* c, int64_t a_batch, int64_t b_batch, int64_t m, int64_t k, int64_t n,
+          bool trans_a, bool trans_b, float beta, bool bf16 = false, int64_t lda = 0, int64_t ldb = 0) {
   int64_t batch = std::max(a_batch, b_batch);
   if (batch == 0 || m == 0 || n == 0) return;
   if (k == 0) {  // empty sum: oneDNN rejects zero-size inputs
@@ -120,13 +124,15 @@ void gemm(const float* a, const float* b, float* c, int64_t a_batch, int64_t b_b
     m *= a_batch;
     a_batch = batch = 1;
   }
+  if (bf16 && (lda > 0 || ldb > 0)) throw std::logic_error("internal: a row-strided bf16 gemm");
   if (bf16 && bf16_emulated()) {
     a = to_bf16_values(a, a_batch * m * k, 0);
     b = to_bf16_values(b, b_batch * k * n, 1);
     bf16 = false;
   }
   const memory::data_type in_type = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
-  memory::desc a_md = matrix_md(a_batch, m, k, trans_a, in_type), b_md = matrix_md(b_batch, k, n, trans_b, in_type);
+  memory::desc a_md = matrix_md(a_batch, m, k, trans_a, in_type, lda),
+               b_md = matrix_md(b_batch, k, n, trans_b, in_type, ldb);
   memory::desc c_md = matrix_md(batch, m, n, false);
   const void* a_data = a;
   const void* b_data = b;
@@ -135,7 +141,7 @@ void gemm(const float* a, const float* b, float* c, int64_t a_batch, int64_t b_b
     b_data = to_bf16(b, b_batch * k * n, 1);
   }
   const dnnl::primitive& prim =
-      cached(PrimKind::matmul, {a_batch, b_batch, m, k, n, trans_a, trans_b, float_bits(beta), bf16},
+      cached(PrimKind::matmul, {a_batch, b_batch, m, k, n, trans_a, trans_b, float_bits(beta), bf16, lda, ldb},
              [&]() -> dnnl::primitive {
                dnnl::primitive_attr attr;
                if (beta != 0.0f) {  // c = ab + beta c: oneDNN's sum post-op
@@ -239,6 +245,24 @@ void linear_backward(const float* x, const float* w, const float* dy, float* dx,
       for (int64_t c = 0; c < n; ++c) acc[size_t(c)] += double(dy[r * n + c]);
     for (int64_t c = 0; c < n; ++c) dbias[c] = float(acc[size_t(c)]);
   }
+}
+
+// Row-strided x and w (columns of larger buffers, read in place): the
+// products as gemm's strided operands; the bias as a first write that the
+// product adds to. fp32.
+void linear_strided(const float* x, int64_t ldx, const float* w, int64_t ldw, const float* bias, float* y, int64_t rows,
+                    int64_t k, int64_t n) {
+  if (rows == 0 || n == 0) return;
+  if (bias)
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(y + r * n, bias, size_t(n) * sizeof(float));
+  gemm(x, w, y, 1, 1, rows, k, n, false, true, bias ? 1.0f : 0.0f, false, ldx, ldw);
+}
+
+void linear_backward_strided(const float* x, int64_t ldx, const float* w, int64_t ldw, const float* dy, float* dx,
+                             float* dw, float* dbias, int64_t rows, int64_t k, int64_t n) {
+  if (dx) gemm(dy, w, dx, 1, 1, rows, n, k, false, false, 0.0f, false, 0, ldw);
+  if (dw) gemm(dy, x, dw, 1, 1, n, rows, k, true, false, 0.0f, false, 0, ldx);
+  if (dbias) linear_backward(x, w, dy, nullptr, nullptr, dbias, rows, k, n);  // reads dy only
 }
 
 // ---- bf16 autocast --------------------------------------------------------------

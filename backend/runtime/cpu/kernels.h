@@ -128,6 +128,13 @@ void linear(const float* x, const float* w, const float* bias, float* y, int64_t
 // dx[rows, k], dw[n, k], dbias[n] from dy[rows, n].
 void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
                      float* dbias, int64_t rows, int64_t k, int64_t n);
+// The same with x and w row-strided (row r of x at x + r * ldx, of w at
+// w + r * ldw; ldx, ldw >= k): columns of larger buffers read in place
+// (TensorView::row_stride). fp32 only.
+void linear_strided(const float* x, int64_t ldx, const float* w, int64_t ldw, const float* bias, float* y, int64_t rows,
+                    int64_t k, int64_t n);
+void linear_backward_strided(const float* x, int64_t ldx, const float* w, int64_t ldw, const float* dy, float* dx,
+                             float* dw, float* dbias, int64_t rows, int64_t k, int64_t n);
 
 // bf16 autocast of the matrix products (train setting precision = "bf16"):
 // the same contracts with every float operand first rounded to bfloat16
@@ -412,6 +419,10 @@ void linear(const float* x, const float* w, const float* bias, float* y, int64_t
             int64_t n);
 void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
                      float* dbias, int64_t rows, int64_t k, int64_t n);
+void linear_strided(const float* x, int64_t ldx, const float* w, int64_t ldw, const float* bias, float* y, int64_t rows,
+                    int64_t k, int64_t n);
+void linear_backward_strided(const float* x, int64_t ldx, const float* w, int64_t ldw, const float* dy, float* dx,
+                             float* dw, float* dbias, int64_t rows, int64_t k, int64_t n);
 
 // Which bf16 path the fast products take, decided once per process: the
 // native one (oneDNN's bf16 matmul, where this CPU's oneDNN creates one:

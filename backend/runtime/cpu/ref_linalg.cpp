@@ -73,28 +73,38 @@ void matmul_backward(const float* a, const float* b, const float* dc, float* da,
 
 void linear(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t k,
             int64_t n) {
+  linear_strided(x, k, w, k, bias, y, rows, k, n);
+}
+
+void linear_strided(const float* x, int64_t ldx, const float* w, int64_t ldw, const float* bias, float* y, int64_t rows,
+                    int64_t k, int64_t n) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < n; ++j) {
       double acc = bias ? bias[j] : 0.0;
-      for (int64_t p = 0; p < k; ++p) acc += double(x[r * k + p]) * w[j * k + p];
+      for (int64_t p = 0; p < k; ++p) acc += double(x[r * ldx + p]) * w[j * ldw + p];
       y[r * n + j] = float(acc);
     }
 }
 
 void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
                      float* dbias, int64_t rows, int64_t k, int64_t n) {
+  linear_backward_strided(x, k, w, k, dy, dx, dw, dbias, rows, k, n);
+}
+
+void linear_backward_strided(const float* x, int64_t ldx, const float* w, int64_t ldw, const float* dy, float* dx,
+                             float* dw, float* dbias, int64_t rows, int64_t k, int64_t n) {
   if (dx)
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t p = 0; p < k; ++p) {
         double acc = 0;
-        for (int64_t j = 0; j < n; ++j) acc += double(dy[r * n + j]) * w[j * k + p];
+        for (int64_t j = 0; j < n; ++j) acc += double(dy[r * n + j]) * w[j * ldw + p];
         dx[r * k + p] = float(acc);
       }
   if (dw)
     for (int64_t j = 0; j < n; ++j)
       for (int64_t p = 0; p < k; ++p) {
         double acc = 0;
-        for (int64_t r = 0; r < rows; ++r) acc += double(dy[r * n + j]) * x[r * k + p];
+        for (int64_t r = 0; r < rows; ++r) acc += double(dy[r * n + j]) * x[r * ldx + p];
         dw[j * k + p] = float(acc);
       }
   if (dbias)
