@@ -169,7 +169,7 @@ std::string plan_command(const PlanRun& run, const planner::Candidate& c, const 
   if (c.replicas) s += " --plan-gpus " + std::to_string(c.plan_devices());
   if (verb == "simulate") s += " --device " + run.a.device;
   if (verb != "run" && run.so.bytes_per_element < 4) s += " --precision " + run.so.dtype;
-  if (verb != "run" && c.replicas && c.zero1) s += " --distributed-optimizer";
+  if (c.replicas && c.zero1) s += " --distributed-optimizer";
   return s;
 }
 
@@ -459,10 +459,6 @@ int cmd_plan(const Args& a) {
     const planner::Candidate& c = run.r.best[run.written];
     std::printf("wrote %s: %s\n", run.out.c_str(), plan_command(run, c, "run").c_str());
     std::printf("  simulate it as searched: %s\n", plan_command(run, c, "simulate").c_str());
-    if (c.replicas && c.zero1)
-      std::printf(
-          "  (nns run keeps each replica's optimizer state whole: it has no distributed optimizer; "
-          "--dp-in-plan writes zero1 inside the plan)\n");
   }
   return written ? kExitOk : (rc == kExitOk ? kExitRuntime : rc);
 }

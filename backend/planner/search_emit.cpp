@@ -90,8 +90,8 @@ std::string plan_text(const SearchModel& m, const Candidate& c, const std::strin
     o << "# Its data parallelism is " << c.dp << " replicas of this plan (" << c.plan_devices()
       << (c.plan_devices() == 1 ? " device" : " devices") << " each): --gpus " << c.plan_devices() * c.dp
       << " --plan-gpus " << c.plan_devices() << "."
-      << (c.zero1 ? " Its zero1 is the distributed optimizer over the replicas (nns simulate and\n"
-                    "# nns check --distributed-optimizer); nns run keeps each replica's optimizer state whole."
+      << (c.zero1 ? " Its zero1 is the distributed optimizer over the replicas (nns run, simulate\n"
+                    "# and check --distributed-optimizer)."
                   : "")
       << "\n";
   o << "plan " << name << "(ngpus) {\n";

@@ -21,11 +21,14 @@ plan() {
   local log wrote replicas
   log=$(cat "$TMP/plan.log")
   # The run command nns plan prints: with plan replicas it ends in
-  # --plan-gpus K (the plan covers K devices), else the plan covers all.
-  wrote=$(grep -E "^wrote $out: nns run $out --config ${config}_plan --plan searched --gpus $gpus( --plan-gpus [0-9]+)?$" <<<"$log")
+  # --plan-gpus K (the plan covers K devices), else the plan covers all;
+  # a zero1 over replicas adds --distributed-optimizer (run, check and
+  # simulate all take it).
+  wrote=$(grep -E "^wrote $out: nns run $out --config ${config}_plan --plan searched --gpus $gpus( --plan-gpus [0-9]+( --distributed-optimizer)?)?$" <<<"$log")
   [ -n "$wrote" ] || { echo "FAIL: no run command printed"; echo "$log"; fail=1; return; }
-  replicas=$(sed -nE 's/.*( --plan-gpus [0-9]+)$/\1/p' <<<"$wrote")
-  local plan_devices=${replicas# --plan-gpus }
+  replicas=$(sed -nE 's/.*( --plan-gpus [0-9]+( --distributed-optimizer)?)$/\1/p' <<<"$wrote")
+  local plan_devices
+  plan_devices=$(sed -nE 's/^ --plan-gpus ([0-9]+).*/\1/p' <<<"$replicas")
   grep -qE "^check: plan searched on ${plan_devices:-$gpus} devices?: legal" <<<"$log" || { echo "FAIL: no legal verdict"; echo "$log"; fail=1; return; }
   grep -E "^  (best|megatron) " <<<"$log"
   # shellcheck disable=SC2086
