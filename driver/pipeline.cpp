@@ -189,8 +189,8 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
   std::snprintf(times, sizeof times, "  times: communication derived in %.1f ms", derive_ms);
   report << times;
   if (structure) {
-    std::snprintf(times, sizeof times, ", %s program lowered (structure only) in %.1f ms",
-                  o.topo.replicas > 1 ? "plan replica 0's ranks'" : "every rank's", lower_ms);
+    std::snprintf(times, sizeof times, ", %s lowered (structure only) in %.1f ms",
+                  o.topo.replicas > 1 ? "plan replica 0's programs" : "every rank's program", lower_ms);
     report << times;
   }
   report << "\n";
