@@ -147,21 +147,17 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
     return kExitOk;
   }
   const sema::TrainSpec* spec = p.interp->train() ? &*p.interp->train() : nullptr;
-  // Every rank's program lowered once, structure only: program
-  // verification reads it, and the capacity check groups the ranks into
-  // classes by it (backend/lowering/rank_classes.h). With plan replicas
-  // the capacity check lowers replica 0 by itself, before verification
-  // lowers them all: holding every replica's programs while it lowers
-  // bodies would add the two lowerings' memory (GPT 145B on 1536 ranks:
-  // about 20 GB for the structure alone).
-  const bool shared = o.topo.replicas <= 1;
+  // Replica 0's programs lowered once, structure only: program
+  // verification reads them (and lowers the other plan replicas one at a
+  // time to compare with them, program_check.h), and the capacity check
+  // groups the ranks into classes by them (backend/lowering/rank_classes.h).
   sema::CheckDeadline::stage("lowering the programs");
   std::optional<backend::LoweredPlan> structure;
   auto t_lower = std::chrono::steady_clock::now();
   try {
-    if (shared)
-      structure = backend::lower_plan(p.graph(), p.plan, spec ? *spec : sema::TrainSpec{},
-                                      backend::verification_lowering(static_cast<int>(o.topo.replicas), &p.comm));
+    backend::LowerOptions so = backend::verification_lowering(static_cast<int>(o.topo.replicas), &p.comm);
+    if (o.topo.replicas > 1) so.first_ranks = static_cast<int>(o.topo.devices);
+    structure = backend::lower_plan(p.graph(), p.plan, spec ? *spec : sema::TrainSpec{}, so);
   } catch (const backend::LoweringError&) {
     // Program verification lowers the plan again and reports the error.
   }
@@ -173,7 +169,7 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
       o.bf16_storage || (o.last >= Stage::Run && o.run.device != "cpu" && spec && spec->precision == "bf16");
   auto t_mem = std::chrono::steady_clock::now();
   try {
-    if ((structure || !shared) && (o.memory_report || mo.capacity >= 0))
+    if (structure && (o.memory_report || mo.capacity >= 0))
       mem = check_plan_memory(p, o.topo, mo, structure ? &*structure : nullptr);
   } catch (const backend::LoweringError&) {
     // Program verification reports it.
@@ -198,7 +194,8 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
   std::snprintf(times, sizeof times, "  times: communication derived in %.1f ms", derive_ms);
   report << times;
   if (structure) {
-    std::snprintf(times, sizeof times, ", every rank's program lowered (structure only) in %.1f ms", lower_ms);
+    std::snprintf(times, sizeof times, ", %s lowered (structure only) in %.1f ms",
+                  o.topo.replicas > 1 ? "plan replica 0's programs" : "every rank's program", lower_ms);
     report << times;
   }
   report << "\n";
@@ -479,6 +476,14 @@ int verify_lowered(const sema::Graph& g, const sema::Plan& plan, const backend::
       "  program times: lowering %.1f ms, values %.1f ms, order and gradient counts %.1f ms, buffers %.1f ms\n",
       pc.lower_ms, pc.value_ms, pc.order_ms, pc.buffer_ms);
   report << line;
+  if (topo.replicas > 1) {
+    std::snprintf(
+        line, sizeof line,
+        "  replicas: %d program(s) of replicas 1..%lld lowered one replica at a time and found equal to replica 0's up to "
+        "the renaming of ranks (%.1f ms)\n",
+        pc.replica_programs, static_cast<long long>(topo.replicas - 1), pc.replica_ms);
+    report << line;
+  }
   for (const std::string& n : pc.notes) report << "  note: " << n << "\n";
   report << std::flush;
   for (const std::string& e : pc.errors) std::cerr << "nns: error: program: " << e << "\n";

@@ -2,6 +2,7 @@
 #include "semantics/check_deadline.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -9,6 +10,7 @@
 #include <queue>
 #include <set>
 #include <stdexcept>
+#include <unordered_map>
 
 namespace nns::backend {
 
@@ -36,6 +38,28 @@ std::string factor_text(const LayoutFactor& f, bool with_stride) {
 std::string key(const std::vector<LayoutFactor>& fs) {
   std::string k;
   for (const LayoutFactor& f : fs) k += factor_text(f, true) + " ";
+  return k;
+}
+
+// The same distinctions as key() (kind and size; dim and stride of a D
+// digit), packed as raw bytes: the A* search names its states by it.
+// Formatting key()'s text for every candidate move was most of a 1024-way
+// search (V(256) R(4) -> R(1024): 50,000 expansions, 17 s).
+std::string state_key(const std::vector<LayoutFactor>& fs) {
+  std::string k;
+  k.reserve(fs.size() * 21);
+  auto put = [&k](int64_t v, size_t bytes) {
+    char b[8];
+    std::memcpy(b, &v, sizeof b);  // little-endian or not, one machine compares its own bytes
+    k.append(b, bytes);
+  };
+  for (const LayoutFactor& f : fs) {
+    k.push_back(static_cast<char>(f.kind));
+    put(f.n, 8);
+    if (f.kind != LayoutFactor::D) continue;
+    put(f.dim, 4);
+    put(f.stride, 8);
+  }
   return k;
 }
 
@@ -77,20 +101,22 @@ bool strides_valid(const std::vector<LayoutFactor>& fs) {
 }
 
 // Device groups that differ only in digit `acted` of the mixed-radix sequence.
+// A group is the positions whose acted digit runs 0..n-1, the others
+// fixed: a base position (acted digit 0) plus multiples of the digit's
+// place value. Groups come in the order of their other digits, outermost
+// first, which is the order of their base positions.
 std::vector<std::vector<int>> groups_of(const std::vector<LayoutFactor>& fs, size_t acted, const std::vector<int>& devices) {
-  std::map<std::vector<int64_t>, std::vector<int>> by_rest;
-  for (size_t pos = 0; pos < devices.size(); ++pos) {
-    std::vector<int64_t> digits(fs.size());
-    int64_t rem = static_cast<int64_t>(pos);
-    for (size_t i = fs.size(); i-- > 0;) {
-      digits[i] = rem % fs[i].n;
-      rem /= fs[i].n;
-    }
-    digits[acted] = -1;
-    by_rest[digits].push_back(devices[pos]);
-  }
+  int64_t place = 1;  // the acted digit's weight in a position
+  for (size_t i = acted + 1; i < fs.size(); ++i) place *= fs[i].n;
+  const int64_t n = fs[acted].n, count = static_cast<int64_t>(devices.size());
   std::vector<std::vector<int>> groups;
-  for (auto& [rest, g] : by_rest) groups.push_back(g);
+  groups.reserve(static_cast<size_t>(count / std::max<int64_t>(1, n)));
+  for (int64_t base = 0; base < count; ++base) {
+    if ((base / place) % n != 0) continue;
+    std::vector<int> g(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k) g[static_cast<size_t>(k)] = devices[static_cast<size_t>(base + k * place)];
+    groups.push_back(std::move(g));
+  }
   return groups;
 }
 
@@ -210,14 +236,14 @@ Chain find_chain(const std::vector<LayoutFactor>& from, const std::vector<Layout
   // win: chunk the replicas, reduce a smaller piece, gather back. Proving
   // the single collective optimal by search is what made a 1024-way V -> R
   // cost 50,000 expansions: the free moves open a vast space below its cost.
-  const std::string start = key(from), goal = key(to);
+  const std::string start = state_key(from), goal = state_key(to);
   bool replicated = false;
   for (const LayoutFactor& f : from) replicated = replicated || (f.kind == LayoutFactor::R && f.n > 1);
   if (!exhaustive && !replicated) {
     Chain direct;
     bool found = false;
     for (Edge& e : moves(from, shape, full_bytes))
-      if (key(e.next) == goal && (!found || e.step.bytes < direct.cost)) {
+      if (state_key(e.next) == goal && (!found || e.step.bytes < direct.cost)) {
         found = true;
         direct.cost = e.step.bytes;
         direct.moves = {{e, e.next}};
@@ -256,57 +282,78 @@ Chain find_chain(const std::vector<LayoutFactor>& from, const std::vector<Layout
     double f;  // cost so far + lower bound of the rest
     double cost;
     int steps;
-    std::string state;
+    int state;  // index into `st`
     bool operator>(const Item& o) const { return f != o.f ? f > o.f : steps > o.steps; }
   };
-  std::map<std::string, std::pair<double, int>> best;
-  std::map<std::string, std::pair<std::string, Edge>> came_from;
-  std::map<std::string, std::vector<LayoutFactor>> states;
+  // States by number: one hashed lookup per candidate move (never iterated,
+  // so the expansion order, and the chain found, are those of the ordered
+  // maps of text keys this replaced).
+  struct State {
+    std::vector<LayoutFactor> fs;
+    double cost = 0;  // the cheapest known way here
+    int steps = 0;
+    int parent = -1;  // the state it came from, by `via`
+    Edge via;
+  };
+  std::unordered_map<std::string, int> ids{{start, 0}};
+  std::vector<State> st(1);
+  st[0].fs = from;
+  int goal_id = start == goal ? 0 : -1;
   std::priority_queue<Item, std::vector<Item>, std::greater<Item>> open;
-  states[start] = from;
-  best[start] = {0, 0};
-  open.push({lower_bound(from), 0, 0, start});
+  open.push({lower_bound(from), 0, 0, 0});
   // No state whose bound exceeds the best chain to the goal found so far can
   // lead to a better one: without this, the free moves (chunk, value-split)
   // of a 1024-way layout open tens of thousands of states.
   auto beaten_by_goal = [&](double f, int steps) {
-    auto g = best.find(goal);
-    if (g == best.end()) return false;
-    double slack = 1e-9 * g->second.first;  // bounds add fractions: no rounding may drop a tie
-    return f > g->second.first + slack || (f >= g->second.first - slack && steps >= g->second.second);
+    if (goal_id < 0) return false;
+    const State& g = st[static_cast<size_t>(goal_id)];
+    double slack = 1e-9 * g.cost;  // bounds add fractions: no rounding may drop a tie
+    return f > g.cost + slack || (f >= g.cost - slack && steps >= g.steps);
   };
   size_t expanded = 0;
   while (!open.empty()) {
     sema::CheckDeadline::poll();
     Item cur = open.top();
     open.pop();
-    if (cur.cost > best[cur.state].first || (cur.cost == best[cur.state].first && cur.steps > best[cur.state].second)) continue;
-    if (cur.state == goal) break;
+    const State& here = st[static_cast<size_t>(cur.state)];
+    if (cur.cost > here.cost || (cur.cost == here.cost && cur.steps > here.steps)) continue;
+    if (cur.state == goal_id) break;
     if (++expanded > 50000) break;
-    for (Edge& e : moves(states[cur.state], shape, full_bytes)) {
-      std::string k = key(e.next);
+    for (Edge& e : moves(here.fs, shape, full_bytes)) {
+      std::string k = state_key(e.next);
+      const bool at_goal = k == goal;
       double c = cur.cost + e.step.bytes;
       int steps = cur.steps + 1;
-      double f = c + (k == goal ? 0.0 : lower_bound(e.next));
-      if (k != goal && beaten_by_goal(f, steps)) continue;
+      double f = c + (at_goal ? 0.0 : lower_bound(e.next));
+      if (!at_goal && beaten_by_goal(f, steps)) continue;
       if (f > bound + 1e-9 * bound) continue;
-      auto it = best.find(k);
-      // Ties in volume go to the shorter chain (fewer collectives to launch).
-      if (it != best.end() && (it->second.first < c || (it->second.first == c && it->second.second <= steps))) continue;
-      best[k] = {c, steps};
-      states[k] = e.next;
-      came_from[k] = {cur.state, e};
-      open.push({f, c, steps, k});
+      auto [it, fresh] = ids.emplace(std::move(k), static_cast<int>(st.size()));
+      if (fresh) {
+        st.emplace_back();
+        st.back().fs = e.next;
+        if (at_goal) goal_id = it->second;
+      } else {
+        // Ties in volume go to the shorter chain (fewer collectives to launch).
+        const State& seen = st[static_cast<size_t>(it->second)];
+        if (seen.cost < c || (seen.cost == c && seen.steps <= steps)) continue;
+      }
+      State& s = st[static_cast<size_t>(it->second)];
+      s.cost = c;
+      s.steps = steps;
+      s.parent = cur.state;
+      s.via = std::move(e);
+      open.push({f, c, steps, it->second});
     }
   }
   Chain chain;
-  if (!best.count(goal)) {
-    chain.error = "no chain of collectives turns " + start + "into " + goal;
+  if (goal_id < 0) {
+    chain.error = "no chain of collectives turns " + key(from) + "into " + key(to);
     if (bound < std::numeric_limits<double>::infinity()) chain.error += " within the cost given";
     return chain;
   }
-  chain.cost = best[goal].first;
-  for (std::string k = goal; k != start; k = came_from[k].first) chain.moves.insert(chain.moves.begin(), {came_from[k].second, states[k]});
+  chain.cost = st[static_cast<size_t>(goal_id)].cost;
+  for (int k = goal_id; k != 0; k = st[static_cast<size_t>(k)].parent)
+    chain.moves.insert(chain.moves.begin(), {st[static_cast<size_t>(k)].via, st[static_cast<size_t>(k)].fs});
   return chain;
 }
 
@@ -510,76 +557,6 @@ std::vector<std::pair<std::vector<LayoutFactor>, double>> chain_costs_from(const
 
 std::string layout_key(const std::vector<LayoutFactor>& fs) { return key(normalized_factors(fs)); }
 
-std::vector<LayoutFactor> prime_digits(const LayoutFactor& f) {
-  std::vector<LayoutFactor> digits;
-  int64_t stride = f.stride * f.n;  // what the digits to come weigh together (D)
-  for (int64_t n = f.n, p = 2; n > 1;) {
-    if (n % p) {
-      ++p;
-      continue;
-    }
-    LayoutFactor d = f;
-    d.n = p;
-    stride /= p;
-    d.stride = f.kind == LayoutFactor::D ? stride : 0;
-    digits.push_back(d);
-    n /= p;
-  }
-  return digits;
-}
-
-std::vector<std::vector<LayoutFactor>> significance_orders(const std::vector<LayoutFactor>& digits) {
-  std::vector<size_t> ds;
-  for (size_t i = 0; i < digits.size(); ++i)
-    if (digits[i].kind == LayoutFactor::D) ds.push_back(i);
-  std::vector<std::vector<LayoutFactor>> out;
-  // rank_of orders all D digits; within a dim, a lower rank weighs less.
-  std::vector<size_t> rank_of(ds.size());
-  for (size_t i = 0; i < ds.size(); ++i) rank_of[i] = i;
-  do {
-    std::vector<LayoutFactor> g = digits;
-    for (size_t i = 0; i < ds.size(); ++i) {
-      int64_t w = 1;
-      for (size_t j = 0; j < ds.size(); ++j)
-        if (digits[ds[j]].dim == digits[ds[i]].dim && rank_of[j] < rank_of[i]) w *= digits[ds[j]].n;
-      g[ds[i]].stride = w;
-    }
-    out.push_back(normalized_factors(g));
-  } while (std::next_permutation(rank_of.begin(), rank_of.end()));
-  return out;
-}
-
-std::vector<std::vector<LayoutFactor>> all_layouts(int64_t n, const sema::Shape& shape) {
-  std::vector<int64_t> primes;
-  for (int64_t p = 2, rest = n; rest > 1; ++p)
-    while (rest % p == 0) {
-      primes.push_back(p);
-      rest /= p;
-    }
-  std::map<std::string, std::vector<LayoutFactor>> found;
-  const int kinds = 2 + static_cast<int>(shape.size());  // R, V, D_0 ..
-  std::sort(primes.begin(), primes.end());
-  do {
-    size_t combos = 1;
-    for (size_t i = 0; i < primes.size(); ++i) combos *= static_cast<size_t>(kinds);
-    for (size_t c = 0; c < combos; ++c) {
-      std::vector<LayoutFactor> fs;
-      size_t rest = c;
-      for (int64_t p : primes) {
-        int k = static_cast<int>(rest % static_cast<size_t>(kinds));
-        rest /= static_cast<size_t>(kinds);
-        fs.push_back(k == 0 ? LayoutFactor{LayoutFactor::R, -1, p, 0} : k == 1 ? LayoutFactor{LayoutFactor::V, -1, p, 0} : LayoutFactor{LayoutFactor::D, k - 2, p, 0});
-      }
-      bool divides = true;
-      for (int d = 0; d < static_cast<int>(shape.size()); ++d) divides = divides && shape[static_cast<size_t>(d)] % split_of_dim(fs, d) == 0;
-      if (!divides) continue;
-      for (const auto& nf : significance_orders(fs))
-        if (strides_valid(nf)) found.emplace(key(nf), nf);
-    }
-  } while (std::next_permutation(primes.begin(), primes.end()));
-  std::vector<std::vector<LayoutFactor>> out;
-  for (auto& [k, fs] : found) out.push_back(fs);
-  return out;
-}
+bool layout_strides_valid(const std::vector<LayoutFactor>& fs) { return strides_valid(fs); }
 
 }  // namespace nns::backend

@@ -131,6 +131,7 @@ bool in_group_cost(const std::vector<LayoutFactor>& from, const std::vector<Layo
                    size_t devices, bool exhaustive, double& cost, int& steps,
                    double give_up_above = std::numeric_limits<double>::infinity());
 
+// (prime_digits, significance_orders and all_layouts: layout_digits.cpp.)
 // `f` as prime digits, outermost first (R(4) is R(2) R(2); D digits get
 // the nested strides that name the same blocks).
 std::vector<LayoutFactor> prime_digits(const LayoutFactor& f);
@@ -149,5 +150,8 @@ std::vector<std::pair<std::vector<LayoutFactor>, double>> chain_costs_from(const
                                                                          int64_t elem_bytes, int64_t devices);
 // A key naming a factor list exactly (strides included), after normalising.
 std::string layout_key(const std::vector<LayoutFactor>& fs);
+// Whether the D digits of every dim form a mixed-radix block index (each
+// stride the product of the sizes of the digits weighing less).
+bool layout_strides_valid(const std::vector<LayoutFactor>& fs);
 
 }  // namespace nns::backend

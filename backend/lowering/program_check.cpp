@@ -10,12 +10,14 @@
 #include <memory>
 #include <set>
 #include <stdexcept>
+#include <utility>
 
 #include "backend/lowering/buffer_check.h"
 #include "backend/lowering/comm_plan.h"
 #include "backend/lowering/geometry.h"
 #include "backend/lowering/lower_plan.h"
 #include "backend/lowering/program_order.h"
+#include "backend/lowering/rank_classes.h"
 
 namespace nns::backend {
 
@@ -435,8 +437,10 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int r
   auto l0 = std::chrono::steady_clock::now();
   sema::TrainSpec defaults;
   LoweredPlan lp;
+  LowerOptions opts = verification_lowering(replicas, comm);
+  if (replicas > 1) opts.first_ranks = static_cast<int>(plan.ngpus);  // replica 0; the others compared with it
   try {
-    lp = lower_plan(g, plan, spec ? *spec : defaults, verification_lowering(replicas, comm));
+    lp = lower_plan(g, plan, spec ? *spec : defaults, opts);
   } catch (const LoweringError& e) {
     ProgramCheck out;
     out.ranks = static_cast<int>(plan.ngpus) * replicas;
@@ -467,6 +471,10 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, Lower
     return out;
   };
   LowerOptions opts = verification_lowering(replicas, nullptr);
+  // Replica 0's programs only (the driver's and the overload's lowering):
+  // the other replicas are lowered one at a time and compared with them.
+  const bool held_apart = replicas > 1 && lp.programs.size() == static_cast<size_t>(devices);
+  if (held_apart) opts.first_ranks = devices;
   out.notes = lp.notes;
   CommPlan cp = lp.comm;
   if (!seed_comm_bug(g, cp, lp.edges, devices, bug, out)) return finish();
@@ -517,6 +525,11 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, Lower
       }
     }
   }
+  // Before replica 0 is seeded: the other replicas run what lowering made.
+  std::vector<std::unique_ptr<LoweredPlan>> kept;
+  auto r0 = std::chrono::steady_clock::now();
+  if (held_apart && !detail::compare_replicas(g, plan, sp, opts, lp, bug, kept, out)) return finish();
+  out.replica_ms = since(r0);
   if (bug == SeededBug::DoubleInplaceAllreduce && !seed_double_inplace_allreduce(g, lp, out.applied)) {
     out.errors.push_back("seeded bug does not apply: no partial sum read by two ops is allreduced for both");
     out.seed_not_applicable = true;
@@ -529,13 +542,21 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, Lower
   }
   // Order and grouping: the ranks' instruction lists.
   auto o0 = std::chrono::steady_clock::now();
-  check_order(g, lp, bug, out);
+  if (held_apart) {
+    std::vector<detail::HeldProgram> held;
+    for (const auto& kp : kept)
+      for (const RankProgram& p : kp->programs) held.push_back({&p, &kp->groups});
+    detail::check_order_replicas(g, lp, held, bug, out);
+  } else {
+    check_order(g, lp, bug, out);
+  }
   check_gradient_counts(g, lp, out);
   out.order_ms = since(o0);
   // Buffers: each rank's instructions over its buffers (buffer_check.h).
   const size_t before = out.errors.size();
   auto b0 = std::chrono::steady_clock::now();
   out.buffers = check_buffers(g, lp, out.errors).buffers;
+  for (const auto& kp : kept) out.buffers += check_buffers(g, *kp, out.errors).buffers;
   out.buffer_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - b0).count();
   out.buffer_errors = static_cast<int>(out.errors.size() - before);
   return finish();

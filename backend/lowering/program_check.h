@@ -74,6 +74,12 @@ struct ProgramCheck {
   double lower_ms = 0;   // of which lowering the programs (and again after a seeded derivation bug)
   double value_ms = 0;   // of which the value half (every edge's adapter, abstractly)
   double order_ms = 0;   // of which the order half and the gradient counts
+  // Plan replicas: programs of replicas 1.. found equal to replica 0's up to
+  // the renaming of ranks (rank_classes.h, replica_difference), each lowered,
+  // compared and dropped (`replica_ms`: lowering and comparing them); the
+  // others are verified on their own.
+  int replica_programs = 0;
+  double replica_ms = 0;
 };
 
 // `replicas`: plan replicas (N = replicas x plan.ngpus ranks).

@@ -149,6 +149,17 @@ bool seed_comm_bug(const sema::Graph& g, CommPlan& cp, const std::vector<int>& u
   return true;
 }
 
+bool seed_replica_scale(const sema::Graph& g, RankProgram& p, int replicas, SeededBug bug, std::string& applied) {
+  for (PInstr& in : p.instrs)
+    if (in.kind == PInstr::ReplicaAverage) {
+      in.scale = bug == SeededBug::ReplicaScale ? 1.f : in.scale * 1.01f;
+      applied = "replica 1 averages the gradient of " + g.tensor(p.buffers[static_cast<size_t>(in.a)].tensor).name +
+                " with factor " + std::to_string(in.scale) + " instead of 1/" + std::to_string(replicas);
+      return true;
+    }
+  return false;
+}
+
 namespace {
 
 // The order checks over the ranks' programs: updates after every
@@ -179,15 +190,12 @@ class OrderCheck {
     // replica-scale: factor 1 instead of 1/replicas; gradient-scale-1pct:
     // 1% too large (a subtle scaling mistake is caught as surely).
     bool scale = bug == SeededBug::ReplicaScale || bug == SeededBug::GradientScale1Pct;
-    if (scale && lp_.replicas > 1)
-      for (PInstr& in : lp_.programs[static_cast<size_t>(lp_.devices)].instrs)  // rank k: device 0 of replica 1
-        if (in.kind == PInstr::ReplicaAverage && !done) {
-          in.scale = bug == SeededBug::ReplicaScale ? 1.f : in.scale * 1.01f;
-          done = true;
-          out_.applied = "replica 1 averages the gradient of " +
-                         name(lp_.programs[static_cast<size_t>(lp_.devices)], in.a) + " with factor " +
-                         std::to_string(in.scale) + " instead of 1/" + std::to_string(lp_.replicas);
-        }
+    if (scale && lp_.replicas > 1) {
+      if (lp_.programs.size() > static_cast<size_t>(lp_.devices))  // rank k: device 0 of replica 1
+        done = seed_replica_scale(g_, lp_.programs[static_cast<size_t>(lp_.devices)], lp_.replicas, bug, out_.applied);
+      else
+        done = !out_.applied.empty();  // replicas held apart: seeded as replica 1 was lowered (program_check.cpp)
+    }
     std::vector<PInstr>& sq = lp_.programs[0].instrs;
     if (bug == SeededBug::EarlyUpdate)
       for (size_t i = 0; i < sq.size() && !done; ++i)
@@ -270,17 +278,32 @@ class OrderCheck {
   }
 
   void run() {
-    int world = lp_.ranks();
     std::vector<std::vector<Entry>> seq;
-    for (const RankProgram& p : lp_.programs) seq.push_back(entries_of(p));
-    updates_after_reductions(seq);
-    match(seq, world);
+    for (const RankProgram& p : lp_.programs) {
+      seq.push_back(entries_of(p));
+      world_.push_back(&p);
+    }
+    updates_after_reductions(seq, std::vector<char>(seq.size(), 1));
+    match(seq, lp_.ranks());
+  }
+
+  // The same over the world when only some programs are held (plan
+  // replicas, check_order_replicas): `world[r]` is the program rank r's
+  // entries `seq[r]` come from (replica 0's for a renamed rank), `own[r]`
+  // whether they are its own (the update checks run on those only; a
+  // renamed rank's entries are a held program's).
+  void run_world(const std::vector<std::vector<Entry>>& seq, std::vector<const RankProgram*> world,
+                 const std::vector<char>& own) {
+    world_ = std::move(world);
+    updates_after_reductions(seq, own);
+    match(seq, static_cast<int>(seq.size()));
   }
 
  private:
   const sema::Graph& g_;
   LoweredPlan& lp_;
   ProgramCheck& out_;
+  std::vector<const RankProgram*> world_;  // the program of each rank (run, run_world)
 
   std::string name(const RankProgram& p, int buf) const { return g_.tensor(p.buffers[static_cast<size_t>(buf)].tensor).name; }
 
@@ -289,9 +312,8 @@ class OrderCheck {
     return entry_of(p, a, ea) && entry_of(p, b, eb) && ea == eb;
   }
 
-  // Whether entry `e` of rank `r` reduces the gradient of parameter `param`.
-  bool reduces_entry(int r, const Entry& e, int param) const {
-    const RankProgram& p = lp_.programs[static_cast<size_t>(r)];
+  // Whether entry `e` of program `p` reduces the gradient of parameter `param`.
+  bool reduces_entry(const RankProgram& p, const Entry& e, int param) const {
     if (e.kind == Entry::Bucket) {
       for (int b : p.buckets[static_cast<size_t>(e.bucket)])
         if (p.buffers[static_cast<size_t>(b)].tensor == param) return true;
@@ -303,7 +325,7 @@ class OrderCheck {
   }
   bool reduces(const RankProgram& p, const PInstr& in, int param) const {
     Entry e;
-    return entry_of(p, in, e) && reduces_entry(p.rank, e, param);
+    return entry_of(p, in, e) && reduces_entry(p, e, param);
   }
 
   std::string describe(const Entry& e) const {
@@ -326,9 +348,10 @@ class OrderCheck {
     return entry_of(p, in, e) ? describe(e) : std::string(instr_name(in.kind));
   }
 
-  void updates_after_reductions(const std::vector<std::vector<Entry>>& seq) {
+  void updates_after_reductions(const std::vector<std::vector<Entry>>& seq, const std::vector<char>& own) {
     int replicas = lp_.replicas;
     for (size_t r = 0; r < seq.size(); ++r) {
+      if (!own[r]) continue;
       const auto& sq = seq[r];
       std::set<int> updated;
       for (const Entry& e : sq) {
@@ -337,7 +360,7 @@ class OrderCheck {
         if (e.kind == Entry::Update) updated.insert(e.param);
         else
           for (int p : updated)
-            if (reduces_entry(static_cast<int>(r), e, p)) {
+            if (reduces_entry(*world_[r], e, p)) {
               out_.errors.push_back("rank " + std::to_string(r) + ": the update of " + g_.tensor(p).name + " is issued before its gradient is reduced (" +
                                     describe(e) + ")");
               updated.erase(p);
@@ -432,6 +455,67 @@ void check_order(const sema::Graph& g, LoweredPlan& lp, SeededBug bug, ProgramCh
   OrderCheck order(g, lp, out);
   if (!order.seed(bug)) return;
   order.run();
+}
+
+void check_order_replicas(const sema::Graph& g, LoweredPlan& lp0, const std::vector<HeldProgram>& held, SeededBug bug,
+                          ProgramCheck& out) {
+  const int k = lp0.devices, world = lp0.ranks();
+  // Replica 0's sequences before the seeded bug touches them: the other
+  // replicas run the programs lowering made, not the corrupted ones.
+  std::vector<std::vector<Entry>> base;
+  for (const RankProgram& p : lp0.programs) base.push_back(entries_of(p));
+  OrderCheck order(g, lp0, out);
+  if (!order.seed(bug)) return;
+  // Groups by their ranks, so that a renamed or held program's group gets
+  // the id replica 0's table (extended) gives the same ranks.
+  std::map<std::vector<int>, int> ids;
+  for (size_t i = 0; i < lp0.groups.size(); ++i) ids.emplace(lp0.groups[i], static_cast<int>(i));
+  auto intern = [&](const std::vector<int>& m) {
+    auto [it, fresh] = ids.emplace(m, static_cast<int>(lp0.groups.size()));
+    if (fresh) lp0.groups.push_back(m);
+    return it->second;
+  };
+  std::vector<std::vector<Entry>> seq(static_cast<size_t>(world));
+  std::vector<const RankProgram*> programs(static_cast<size_t>(world), nullptr);
+  std::vector<char> own(static_cast<size_t>(world), 0);
+  for (int d = 0; d < k; ++d) {
+    seq[static_cast<size_t>(d)] = entries_of(lp0.programs[static_cast<size_t>(d)]);
+    programs[static_cast<size_t>(d)] = &lp0.programs[static_cast<size_t>(d)];
+    own[static_cast<size_t>(d)] = 1;
+  }
+  const size_t base_groups = lp0.groups.size();
+  for (int r = 1; r * k < world; ++r) {
+    // Replica 0's groups inside it, moved to replica r (ids made once per replica).
+    std::vector<int> moved(base_groups, -1);
+    auto rename = [&](int gid) {
+      const std::vector<int>& m = lp0.groups[static_cast<size_t>(gid)];
+      if (std::any_of(m.begin(), m.end(), [&](int x) { return x >= k; })) return gid;  // spans replicas: the same ranks
+      if (moved[static_cast<size_t>(gid)] < 0) {
+        std::vector<int> shifted(m);
+        for (int& x : shifted) x += r * k;
+        moved[static_cast<size_t>(gid)] = intern(shifted);
+      }
+      return moved[static_cast<size_t>(gid)];
+    };
+    for (int d = 0; d < k; ++d) {
+      std::vector<Entry> s = base[static_cast<size_t>(d)];
+      for (Entry& e : s) {
+        if (e.group >= 0 && static_cast<size_t>(e.group) < base_groups) e.group = rename(e.group);
+        if (e.peer >= 0 && e.peer < k) e.peer += r * k;
+      }
+      seq[static_cast<size_t>(r * k + d)] = std::move(s);
+      programs[static_cast<size_t>(r * k + d)] = &lp0.programs[static_cast<size_t>(d)];
+    }
+  }
+  for (const HeldProgram& h : held) {
+    std::vector<Entry> s = entries_of(*h.program);
+    for (Entry& e : s)
+      if (e.group >= 0) e.group = intern((*h.groups)[static_cast<size_t>(e.group)]);
+    seq[static_cast<size_t>(h.program->rank)] = std::move(s);
+    programs[static_cast<size_t>(h.program->rank)] = h.program;
+    own[static_cast<size_t>(h.program->rank)] = 1;
+  }
+  order.run_world(seq, std::move(programs), own);
 }
 
 }  // namespace nns::backend::detail

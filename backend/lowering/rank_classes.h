@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "backend/lowering/rank_program.h"
@@ -37,6 +38,20 @@ namespace nns::backend {
 
 // The signature of one program (see above).
 std::vector<int64_t> memory_signature(const sema::Plan& plan, const RankProgram& prog);
+
+// Plan replicas (program verification, program_check.h): with k devices,
+// rank r*k + d of replica r should run replica 0's program of device d with
+// the ranks renamed: a rank of replica 0 is the same device's rank of
+// replica r, and a group or peer outside one replica (the replica average
+// over every replica's device d, the loss allreduce over the world) is the
+// same absolute ranks. Returns "" when `prog` (its lowering's group table
+// `groups`) is `base` (replica 0's, table `base_groups`) up to that
+// renaming, field by field: buffers (pieces included), kernels' slices,
+// instructions (every field; groups and peers renamed), tasks, collective
+// geometry, buckets, parameter slots and tag count. Otherwise says what
+// differs first ("instruction 812 (replica-average): scale 1 vs 0.5").
+std::string replica_difference(const RankProgram& base, const std::vector<std::vector<int>>& base_groups,
+                               const RankProgram& prog, const std::vector<std::vector<int>>& groups, int devices);
 
 // For each of the first `count` programs of `lp` (by index; all when
 // negative), the index of its class's representative: the first program

@@ -109,3 +109,76 @@ TEST_CASE("rank classes: a data-parallel plan is one class; a changed program le
   // Only the first `count` programs are classed (one plan replica).
   CHECK(backend::memory_classes(l.plan, s, 2) == std::vector<int>{0, 1});
 }
+
+// Plan replicas: verification lowers replicas 1.. one at a time and drops
+// each program equal to replica 0's up to the renaming of ranks; one that
+// differs in anything must be told apart, or a wrong replica would pass as
+// replica 0's (already verified) program.
+TEST_CASE("replicas: a program equal to replica 0's up to renaming is recognised, one that differs is caught",
+          "[rank_classes]") {
+  for (const char* plan : {"megatron", "hybrid", "pipeline"}) {
+    INFO(plan);
+    const std::string config = std::string(plan) == "pipeline" ? "tiny_pipe" : "tiny";
+    const int64_t devices = std::string(plan) == "hybrid" ? 4 : 2;
+    Classed l("examples/gpt.nns", config, plan, devices);
+    const int replicas = 3, k = static_cast<int>(devices);
+    backend::LowerOptions o = backend::verification_lowering(replicas, nullptr);
+    const backend::LoweredPlan all = backend::lower_plan(l.interp->graph(), l.plan, *l.interp->train(), o);
+    REQUIRE(all.programs.size() == static_cast<size_t>(replicas * k));
+    // Replica 2 lowered apart, as verification lowers it (its own group table).
+    o.ranks.clear();
+    for (int d = 0; d < k; ++d) o.ranks.push_back(2 * k + d);
+    backend::LoweredPlan two = backend::lower_plan(l.interp->graph(), l.plan, *l.interp->train(), o);
+    for (int d = 0; d < k; ++d) {
+      const backend::RankProgram& base = all.programs[static_cast<size_t>(d)];
+      CHECK(backend::replica_difference(base, all.groups, all.programs[static_cast<size_t>(k + d)], all.groups, k) ==
+            "");
+      CHECK(backend::replica_difference(base, all.groups, two.programs[static_cast<size_t>(d)], two.groups, k) == "");
+      // Replica 0 against itself: nothing to rename.
+      CHECK(backend::replica_difference(base, all.groups, base, all.groups, k) == "");
+    }
+    backend::RankProgram p = two.programs[0];
+    const backend::RankProgram& base = all.programs[0];
+    // A replica average with another scale, a collective over another group,
+    // a buffer of another box, one instruction more: each is a difference.
+    for (backend::PInstr& in : p.instrs)
+      if (in.kind == backend::PInstr::ReplicaAverage) {
+        in.scale *= 2;
+        break;
+      }
+    CHECK_THAT(backend::replica_difference(base, all.groups, p, two.groups, k),
+               Catch::Contains("(replica-average): scale"));
+    p = two.programs[0];
+    for (backend::PInstr& in : p.instrs)
+      if (in.kind == backend::PInstr::LossAllReduce) {
+        in.group = -1;  // the loss reduced over no group
+        break;
+      }
+    CHECK_THAT(backend::replica_difference(base, all.groups, p, two.groups, k), Catch::Contains("group"));
+    p = two.programs[0];
+    p.buffers.back().piece.length.back() += 1;
+    CHECK_THAT(backend::replica_difference(base, all.groups, p, two.groups, k), Catch::Contains("buffer b"));
+    p = two.programs[0];
+    p.instrs.push_back(p.instrs.back());
+    CHECK_THAT(backend::replica_difference(base, all.groups, p, two.groups, k), Catch::Contains("instruction count"));
+    // Replica 0's program of another device is not this rank's.
+    if (k > 1) CHECK(backend::replica_difference(all.programs[1], all.groups, two.programs[0], two.groups, k) != "");
+
+    // Through verification: replica 0 held, the others compared and dropped.
+    backend::ProgramCheck pc = backend::verify_programs(l.interp->graph(), l.plan, replicas, backend::SeededBug::None,
+                                                        &*l.interp->train(), nullptr);
+    INFO((pc.errors.empty() ? "" : pc.errors[0]));
+    CHECK(pc.ok);
+    CHECK(pc.ranks == replicas * k);
+    CHECK(pc.replica_programs == (replicas - 1) * k);
+    // A replica that differs (replica 1 averages with factor 1) is verified
+    // on its own and its wrong scale reported.
+    pc = backend::verify_programs(l.interp->graph(), l.plan, replicas, backend::SeededBug::ReplicaScale,
+                                  &*l.interp->train(), nullptr);
+    CHECK(!pc.ok);
+    CHECK(pc.replica_programs == (replicas - 1) * k - 1);
+    REQUIRE(!pc.errors.empty());
+    CHECK_THAT(pc.errors[0], Catch::Contains("rank " + std::to_string(k) + ": the gradient of"));
+    CHECK_THAT(pc.errors[0], Catch::Contains("but by 1/3 on the other replicas"));
+  }
+}
