@@ -313,7 +313,7 @@ void simulate_written(const PlanRun& run) {
   so2.check.bytes_per_element = run.so.bytes_per_element < 4 ? run.so.bytes_per_element : 0;
   so2.last = Stage::Comm;
   so2.eval_budget = run.o.eval_budget;
-  so2.memory_report = false;  // check_written printed the capacity check's replay
+  so2.memory_report = false;    // check_written printed the capacity check's replay
   so2.verify_programs = false;  // as nns simulate: nns check --plan verifies them
   Pipeline sp;
   const int64_t replicas = so2.topo.replicas;
