@@ -61,6 +61,24 @@ struct Elaboration {
   }
 };
 
+// A .nns file of the source tree (`root`: its top, the tests' NNS_SOURCE_DIR)
+// elaborated with a config preset, and one of its plans evaluated for
+// `devices` devices (no plan name: the implicit plan of a run without
+// --plan); a test fails here if either does not evaluate.
+struct PlannedElaboration : Elaboration {
+  sema::Plan plan;
+
+  PlannedElaboration(const std::string& root, const std::string& file, const std::string& config,
+                     const std::string& plan_name, int64_t devices)
+      : Elaboration(config) {
+    REQUIRE(load(root + "/" + file));
+    if (plan_name.empty())
+      plan = sema::implicit_plan(interp->graph());
+    else
+      REQUIRE(evaluate_plan(plan_name, devices, plan));
+  }
+};
+
 // A program given as text with a train block, elaborated, and its training
 // graph; a test fails here if the text does not elaborate.
 struct TrainingModel : Elaboration {

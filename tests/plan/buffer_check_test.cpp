@@ -256,13 +256,9 @@ TEST_CASE("buffer check: replica averages and updates", "[buffer_check]") {
 
 namespace {
 
-struct Lowered : test::Elaboration {
-  sema::Plan plan;
+struct Lowered : test::PlannedElaboration {
   Lowered(const std::string& file, const std::string& config, const std::string& plan_name, int64_t devices)
-      : Elaboration(config) {
-    REQUIRE(load(std::string(NNS_SOURCE_DIR) + "/" + file));
-    REQUIRE(evaluate_plan(plan_name, devices, plan));
-  }
+      : PlannedElaboration(NNS_SOURCE_DIR, file, config, plan_name, devices) {}
   // The full lowering the runtime executes: kernels, their slices and
   // in-place reads.
   backend::LoweredPlan lower(int replicas) {

@@ -17,16 +17,10 @@ using namespace nns;
 
 namespace {
 
-struct Lowered : test::Elaboration {
-  sema::Plan plan;
-
+struct Lowered : test::PlannedElaboration {
+  // No plan name: the implicit plan of a run without --plan.
   Lowered(const std::string& file, const std::string& config, const std::string& plan_name, int64_t devices)
-      : Elaboration(config) {
-    REQUIRE(load(std::string(NNS_SOURCE_DIR) + "/" + file));
-    // No plan name: the implicit plan of a run without --plan.
-    if (plan_name.empty()) plan = sema::implicit_plan(interp->graph());
-    else REQUIRE(evaluate_plan(plan_name, devices, plan));
-  }
+      : PlannedElaboration(NNS_SOURCE_DIR, file, config, plan_name, devices) {}
   backend::LoweredPlan lower(int replicas, bool communication_only, bool walk_every_op = false) {
     backend::LowerOptions o;
     o.replicas = replicas;

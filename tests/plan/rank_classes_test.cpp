@@ -19,13 +19,9 @@ using namespace nns;
 
 namespace {
 
-struct Classed : test::Elaboration {
-  sema::Plan plan;
+struct Classed : test::PlannedElaboration {
   Classed(const std::string& file, const std::string& config, const std::string& plan_name, int64_t devices)
-      : Elaboration(config) {
-    REQUIRE(load(std::string(NNS_SOURCE_DIR) + "/" + file));
-    REQUIRE(evaluate_plan(plan_name, devices, plan));
-  }
+      : PlannedElaboration(NNS_SOURCE_DIR, file, config, plan_name, devices) {}
   backend::LoweredPlan structure() {
     return backend::lower_plan(interp->graph(), plan, *interp->train(), backend::verification_lowering(1, nullptr));
   }

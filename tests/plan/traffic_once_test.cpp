@@ -15,13 +15,9 @@ using namespace nns;
 
 namespace {
 
-struct Planned : test::Elaboration {
-  sema::Plan plan;
+struct Planned : test::PlannedElaboration {
   Planned(const std::string& file, const std::string& config, const std::string& plan_name, int64_t devices)
-      : Elaboration(config) {
-    REQUIRE(load(std::string(NNS_SOURCE_DIR) + "/" + file));
-    REQUIRE(evaluate_plan(plan_name, devices, plan));
-  }
+      : PlannedElaboration(NNS_SOURCE_DIR, file, config, plan_name, devices) {}
   // Per rank: its Send instructions' elements, by (micro-batch, tensor).
   std::vector<std::map<std::pair<int, int>, int64_t>> sends(const backend::LoweredPlan& lp) const {
     std::vector<std::map<std::pair<int, int>, int64_t>> out;
