@@ -26,13 +26,14 @@ int64_t double_bits(double d) {
   return u;
 }
 
-// Classes by equal keys, numbered in order of first appearance (so that a
-// class's first program is its lowest rank).
-std::vector<int> classes_by_key(const std::vector<std::vector<int64_t>>& keys) {
+// Classes by equal keys into `out`, numbered 0.. in order of first
+// appearance (so that a class's first program is its lowest rank); returns
+// how many.
+size_t classes_by_key(const std::vector<std::vector<int64_t>>& keys, std::vector<int>& out) {
   std::map<std::vector<int64_t>, int> id;
-  std::vector<int> out(keys.size());
+  out.resize(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) out[i] = id.emplace(keys[i], static_cast<int>(id.size())).first->second;
-  return out;
+  return id.size();
 }
 
 }  // namespace
@@ -86,12 +87,12 @@ SimClasses simulation_classes(const sema::Plan& plan, const backend::LoweredPlan
     for (const PInstr& in : p.instrs)
       if (communicates(in)) keys[i].push_back(double_bits(comm_cost(p, in)));
   }
-  std::vector<int> cls = classes_by_key(keys);
+  std::vector<int> cls;
+  size_t count = classes_by_key(keys, cls);
   // Refinement: a rank's class also says, per send or receive, its peer's
   // class, and per collective its members' classes (members outside this
   // lowering, in other plan replicas, as -1), until no class splits.
-  for (size_t round = 0;; ++round) {
-    const size_t before = std::set<int>(cls.begin(), cls.end()).size();
+  for (;;) {
     for (size_t i = 0; i < n; ++i) {
       std::vector<int64_t>& k = keys[i];
       k.assign(1, cls[i]);
@@ -111,17 +112,16 @@ SimClasses simulation_classes(const sema::Plan& plan, const backend::LoweredPlan
         }
       }
     }
-    std::vector<int> next = classes_by_key(keys);
-    const size_t after = std::set<int>(next.begin(), next.end()).size();
+    std::vector<int> next;
+    const size_t refined = classes_by_key(keys, next);
     cls = std::move(next);
-    if (after == before) break;
+    if (refined == count) break;
+    count = refined;
   }
   SimClasses out;
   out.class_of = cls;
-  for (int c : cls) {
-    if (static_cast<size_t>(c) >= out.class_size.size()) out.class_size.resize(static_cast<size_t>(c) + 1, 0);
-    ++out.class_size[static_cast<size_t>(c)];
-  }
+  out.class_size.assign(count, 0);
+  for (int c : cls) ++out.class_size[static_cast<size_t>(c)];
   // The first rank of each class, then the peers the replayed ranks talk to
   // (a Wait needs its sender replayed; a send to a rank not replayed is
   // harmless, but its receiver is taken for symmetry too), until closed.
