@@ -18,8 +18,9 @@ namespace nns::backend {
 // the full tensor, which of the V partial sums it is, which of the R copies.
 struct Piece {
   std::vector<int64_t> start, length;
-  int64_t value_index = 0, value_parts = 1;
-  int64_t replica_index = 0, replicas = 1;
+  // 32-bit: millions of buffers hold a piece (labels count devices).
+  int32_t value_index = 0, value_parts = 1;
+  int32_t replica_index = 0, replicas = 1;
   int64_t numel() const;
   bool same_box(const Piece& o) const { return start == o.start && length == o.length; }
 };

@@ -204,8 +204,7 @@ int emit_adapter(RankBuild& R, const CommEdge& e, int src, int mb, bool stay) {
     }
     if (in.kind != PInstr::AllReduce) {
       in.b = R.new_buffer(BufferDecl::Transit, e.tensor, mb, want);
-      in.geom = static_cast<int>(R.P.geoms.size());
-      R.P.geoms.push_back(std::move(geom));
+      in.geom = R.add_geom(std::move(geom));
       buf = in.b;
     }
     R.P.instrs.push_back(in);

@@ -332,6 +332,9 @@ struct RankBuild {
     std::vector<Piece> shards;
   };
   std::map<int, Zero1Shards> zero1;  // tensor -> its shards
+  // Collective geometries by content hash (add_geom): an edge's step has the
+  // same blocks in every micro-batch, stored once per program.
+  std::unordered_map<uint64_t, std::vector<int>> geom_ids;
 
   int device() const { return P.device; }
   int grank(int dev) const { return P.replica * devices + dev; }
@@ -343,6 +346,8 @@ struct RankBuild {
     return static_cast<int>(P.buffers.size()) - 1;
   }
   PInstr& emit(PInstr::Kind kind, int mb);
+  // The index of `geom` in P.geoms, added unless an equal one is there.
+  int add_geom(CollectiveGeom&& geom);
   void open_block(int mb, int op, sema::PipeTask::Phase phase, int from_op = -1) {
     close_blocks();
     blocks.push_back({mb, op, phase, from_op});

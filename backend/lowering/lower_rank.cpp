@@ -30,6 +30,42 @@ PInstr& RankBuild::emit(PInstr::Kind kind, int mb) {
   return P.instrs.back();
 }
 
+namespace {
+
+uint64_t mix(uint64_t h, int64_t v) { return (h ^ static_cast<uint64_t>(v)) * 0x100000001b3ull; }
+
+uint64_t pieces_hash(uint64_t h, const std::vector<Piece>& ps) {
+  h = mix(h, static_cast<int64_t>(ps.size()));
+  for (const Piece& p : ps) {
+    for (int64_t v : p.start) h = mix(h, v);
+    for (int64_t v : p.length) h = mix(h, v);
+    h = mix(mix(mix(mix(h, p.value_index), p.value_parts), p.replica_index), p.replicas);
+  }
+  return h;
+}
+
+bool same_pieces(const std::vector<Piece>& a, const std::vector<Piece>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!a[i].same_box(b[i]) || a[i].value_index != b[i].value_index || a[i].value_parts != b[i].value_parts ||
+        a[i].replica_index != b[i].replica_index || a[i].replicas != b[i].replicas)
+      return false;
+  return true;
+}
+
+}  // namespace
+
+int RankBuild::add_geom(CollectiveGeom&& geom) {
+  std::vector<int>& ids = geom_ids[pieces_hash(pieces_hash(0xcbf29ce484222325ull, geom.send), geom.recv)];
+  for (int id : ids) {
+    const CollectiveGeom& have = P.geoms[static_cast<size_t>(id)];
+    if (same_pieces(have.send, geom.send) && same_pieces(have.recv, geom.recv)) return id;
+  }
+  ids.push_back(static_cast<int>(P.geoms.size()));
+  P.geoms.push_back(std::move(geom));
+  return ids.back();
+}
+
 int RankBuild::group_of(const std::vector<int>& devs) {
   std::lock_guard<std::mutex> lock(groups.mu);
   auto [it, fresh] = groups.by_devices.emplace(std::make_pair(&devs, P.replica), -1);

@@ -157,18 +157,18 @@ struct PInstr {
     // (a a Shard: the part of b in a's box when b's box is larger)
   };
   Kind kind = Alloc;
+  int16_t mb = -1;  // micro-batch (lower_plan refuses more than 32,767)
   int a = -1, b = -1;
   int kernel = -1, index = -1;
   int edge = -1, step = -1, geom = -1;
   int group = -1, peer = -1;
   uint32_t tag = 0;
-  int mb = -1;
   int32_t count = 0;  // AllToAll: elements per member block (32-bit: lowering refuses larger blocks)
   float scale = 1.f;
   bool is_collective() const;
 };
-// 56 bytes: a 1,000-micro-batch program holds millions of them.
-static_assert(sizeof(PInstr) <= 56, "PInstr grew");
+// 52 bytes: a 1,000-micro-batch program holds millions of them.
+static_assert(sizeof(PInstr) <= 52, "PInstr grew");
 const char* instr_name(PInstr::Kind k);
 
 // Block boxes of a collective, in member order: AllGather reads block i of
