@@ -368,6 +368,14 @@ int search_options(PlanRun& run, const sema::Plan& constraints, long long top) {
     if (!parse_int(a.vp, vp) || vp < 1 || vp > 64) return usage_error("--vp must be an integer from 1 to 64");
     so.fixed_vp = static_cast<int>(vp);
   }
+  // --recompute MODE: only that recompute mode (none, selective: the
+  // attention ops alone, block: every unit); without it all are searched.
+  if (!a.recompute.empty()) {
+    const char* modes[] = {"none", "selective", "block"};
+    for (int i = 0; i < 3; ++i)
+      if (a.recompute == modes[i]) so.fixed_recompute = i;
+    if (so.fixed_recompute < 0) return usage_error("--recompute must be none, selective or block");
+  }
   if (!a.plan.empty()) {
     so.constraints = &constraints.constraints;
     so.constraint_plan = &constraints;
@@ -389,7 +397,8 @@ int cmd_plan(const Args& a) {
     return usage_error("--top must be an integer from 1 to 100");
   if (!a.plan_gpus.empty() || !a.emit.empty() || a.verify || !a.trace.empty())
     return usage_error(
-        "plan takes FILE, --config, --gpus, --device, --nodes, --plan, --out, --top, --vp, --no-check, --device-memory, "
+        "plan takes FILE, --config, --gpus, --device, --nodes, --plan, --out, --top, --vp, --recompute, --no-check, "
+        "--device-memory, "
         "--dp-in-plan");
   // NNS_SETUP_NOTICE sets when the search's progress speaks: refused when
   // malformed, as check and run refuse it.

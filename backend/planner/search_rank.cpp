@@ -29,8 +29,8 @@ std::string Candidate::describe() const {
   if (vp > 1) std::snprintf(inter, sizeof inter, ", interleaved v %d", vp);
   std::snprintf(buf, sizeof buf, "pp %d x tp %d x dp %d%s, %lld micro-batch(es) of %lld%s%s%s%s", pp, tp, dp, inter,
                 static_cast<long long>(micro_batches), static_cast<long long>(micro_batch),
-                recompute ? ", recompute" : "", zero1 ? ", zero1" : "", seq ? ", sequence parallel" : "",
-                replicated() ? ", no op split (replicated)" : "");
+                recompute ? ", recompute" : (selective ? ", selective recompute" : ""), zero1 ? ", zero1" : "",
+                seq ? ", sequence parallel" : "", replicated() ? ", no op split (replicated)" : "");
   return buf;
 }
 
@@ -266,6 +266,7 @@ Candidate StagePartitioner::evaluate(const std::vector<int>& starts) const {
   c.micro_batches = p_.mcount;
   c.micro_batch = p_.mb;
   c.recompute = p_.e.rc;
+  c.selective = p_.e.sel;
   c.zero1 = p_.z1;
   c.seq = p_.e.seq;
   c.megatron = p_.megatron;
@@ -460,11 +461,11 @@ void Ranking::finish(SearchResult& res, const SearchOptions& o, double cap) {
   std::stable_sort(found.begin(), found.end(), [](const Candidate& a, const Candidate& b) {
     return a.step_time != b.step_time ? a.step_time < b.step_time : a.memory < b.memory;
   });
-  // Distinct runners-up: one per (pp, v, tp, dp, m, rc, zero1).
-  std::set<std::tuple<int, int, int, int, int64_t, bool, bool>> seen;
+  // Distinct runners-up: one per (pp, v, tp, dp, m, rc, selective, zero1).
+  std::set<std::tuple<int, int, int, int, int64_t, bool, bool, bool>> seen;
   for (Candidate& c : found) {
     if (static_cast<int>(res.best.size()) >= std::max(1, o.top)) break;
-    if (!seen.insert({c.pp, c.vp, c.tp, c.dp, c.micro_batches, c.recompute, c.zero1}).second) continue;
+    if (!seen.insert({c.pp, c.vp, c.tp, c.dp, c.micro_batches, c.recompute, c.selective, c.zero1}).second) continue;
     res.best.push_back(std::move(c));
   }
   res.megatron.best = megatron;

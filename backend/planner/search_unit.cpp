@@ -13,8 +13,8 @@ namespace nns::planner {
 namespace search_detail {
 
 Env make_env(const SearchModel& m, const SearchOptions& o, int tp, int dp, double s, bool rc, bool seq,
-             int replica_devices) {
-  Env e{m, o, tp, dp, s, rc, {}, {}};
+             int replica_devices, bool sel) {
+  Env e{m, o, tp, dp, s, rc, sel && !rc, {}, {}};
   e.seq = seq;
   e.replica_devices = replica_devices;
   e.tp_group = range_devices(tp, 1);
@@ -125,11 +125,11 @@ std::vector<std::vector<OpDecision>> UnitSolver::options_of(int unit, const Env&
       if (c < 0 || e.tp == 1) {
         v.push_back(OpDecision{});
       } else {
-        for (const OpDecision& x : op_options(m_, opi, e.tp, e.s, e.rc))
+        for (const OpDecision& x : op_options(m_, opi, e.tp, e.s, e.rc, e.sel))
           if (x.choice == c && x.k == 1) v.push_back(x);
       }
     } else {
-      for (const OpDecision& d : op_options(m_, opi, e.tp, e.s, e.rc))
+      for (const OpDecision& d : op_options(m_, opi, e.tp, e.s, e.rc, e.sel))
         if (!constrained_ || decision_allowed(m_.ops[opi], rules_[opi], d, e.tp, e.dp)) v.push_back(d);
     }
     options.push_back(std::move(v));
@@ -166,7 +166,7 @@ void print_unit_solution(const SearchModel& m, int unit, const Env& e, int li, c
 
 const UnitSolution* UnitSolver::solve(int unit, const Env& e, int li, bool megatron) {
   const SearchUnit& u = m_.units[unit];
-  auto key = std::make_tuple(u.signature, e.tp, constrained_ ? e.dp : 0, e.s, e.rc, li, megatron, e.seq);
+  auto key = std::make_tuple(u.signature, e.tp, constrained_ ? e.dp : 0, e.s, e.rc, li, megatron, e.seq, e.sel);
   auto it = memo_.find(key);
   if (it != memo_.end()) {
     if (it->second.first.empty() && !u.ops.empty()) return nullptr;
