@@ -203,8 +203,31 @@ std::string output_text(const PlanRun& run, const planner::Candidate& c) {
 // (check_plan_memory): GPT-3 175B fp16 on 1024 as replicas of 64 ranks
 // (96 micro-batches) 20 s and 2.6 GB, of 128 ranks (192) 28 s and 4.7 GB,
 // all 1024 ranks in one plan over 4 min. Past this many ranks in a
-// replica, nns plan leaves it to nns check and keeps the search's estimate.
-constexpr int64_t kReplayedRanks = 128;
+// replica (NNS_PLAN_FULL_REPLAY_RANKS overrides it, for tests), the
+// classes are found as nns simulate finds them, on a few micro-batches
+// (replay_classes).
+int64_t full_replay_ranks() {
+  const char* v = std::getenv("NNS_PLAN_FULL_REPLAY_RANKS");
+  long long n = 0;
+  return v && parse_int(v, n) && n >= 0 ? n : 128;
+}
+
+// The capacity check past full_replay_ranks(): the replica's ranks lowered
+// structure-only for kClassMicroBatches micro-batches give the classes of
+// equal programs (their memory signatures included: sim_classes.h), and
+// only the ranks nns simulate replays are lowered with kernel bodies, for
+// every micro-batch, and replayed; each stands for its class.
+backend::MemoryCheck replay_classes(Pipeline& cp, const Topology& topo, const PlanRun& run,
+                                    const backend::MemoryCheckOptions& mo) {
+  const int bpe = run.so.bytes_per_element;
+  const std::string dtype = bpe < 4 ? run.so.dtype : "";
+  backend::LoweredPlan lp;
+  lower_replayed_ranks(cp, topo, run.prof, bpe, dtype, lp);
+  std::vector<backend::ClassMember> members;
+  for (size_t i = 0; i < lp.programs.size(); ++i)
+    members.push_back({lp.programs[i].rank, lp.programs[i].device, static_cast<int>(i)});
+  return backend::check_memory_classes(cp.graph(), cp.plan, lp, members, mo);
+}
 
 // Proves the written plan: the Z3 check and (up to kReplayedRanks ranks)
 // the capacity check, as nns check OUT --config CFG --plan NAME --gpus N
@@ -239,11 +262,16 @@ int check_written(const PlanRun& run, const planner::Candidate& c) {
   rc = sema::check::exit_code(cr.verdict);
   std::optional<backend::MemoryCheck> mem;
   backend::MemoryCheckOptions mo = memory_options(co.check, &t);
-  const bool replay = co.topo.devices <= kReplayedRanks;
-  if (rc == kExitOk && replay) {
+  const bool replay = co.topo.devices <= full_replay_ranks();
+  if (rc == kExitOk) {
     try {
       cp.comm = backend::derive_communication(cp.graph(), cp.plan);
-      mem = check_plan_memory(cp, co.topo, mo);
+      if (replay) {
+        mem = check_plan_memory(cp, co.topo, mo);
+      } else {
+        cp.spec = t;
+        mem = replay_classes(cp, co.topo, run, mo);
+      }
     } catch (const backend::LoweringError& e) {
       std::cerr << "nns: error: " << e.what() << "\n";
       rc = kExitRuntime;
@@ -256,10 +284,9 @@ int check_written(const PlanRun& run, const planner::Candidate& c) {
   }
   std::cout << sema::check::verdict_line(cp.plan, cr, overflow) << "\n";
   if (mem) std::cout << "  " << backend::memory_line(*mem, mo) << "\n";
-  if (!replay)
-    std::cout << "  memory: not replayed for " << co.topo.devices
-              << " ranks per plan here (minutes; the search's estimate holds the capacity); "
-              << plan_command(run, c, "check") << " --device-memory " << run.cap_label << " replays them\n";
+  if (mem && !replay)
+    std::cout << "  (" << mem->programs << " ranks replayed, one per class of equal programs of the " << co.topo.devices
+              << " in a plan replica)\n";
   std::cout.flush();
   cp.diags.print(std::cerr, front::want_colour());
   return rc;

@@ -172,11 +172,11 @@ OpCost op_cost(const Env& e, int opi, const OpDecision& d) {
   // gradients and their buffer, the output gradient's buffer, one piece's
   // gradients and, recomputed on its own, that piece's values.
   const bool own = d.rc && (!e.rc || k > 1);
-  const double again = own ? (2 * outs + inner) / k : 0.0;
+  const double again = own ? (outs + inner) / k : 0.0;
   if (e.rc)
-    c.transient = own ? outs : 2 * outs + inner;
+    c.transient = own ? outs : outs + inner;
   else if (!d.rc)
-    c.kept += 2 * outs + inner;
+    c.kept += outs + inner;
   c.work = 2 * act_in + outs + (outs + inner) / k + again;
   return c;
 }

@@ -97,8 +97,11 @@ double log10_binom(int n, int k);
 
 // search_unit.cpp
 struct UnitStats {
-  double time = 0, kept = 0, transient = 0, work = 0, param = 0, param_multi = 0, sync_dp = 0, sync_tp = 0,
-         sync_params = 0;
+  double time = 0, kept = 0, transient = 0, param = 0, param_multi = 0, sync_dp = 0, sync_tp = 0, sync_params = 0;
+  // The backward's moment above the unit's kept activations: max over its
+  // ops of the op's working set less what the ops after it keep (freed
+  // by their backward before it); may be negative.
+  double work = 0;
   // Of `time`, the forward's part (its ops' forward runs over all their
   // runs; the rest is the backward, recompute included): an interleaved
   // schedule's forward and backward tasks are timed apart.

@@ -96,23 +96,32 @@ class StagePartitioner {
   // activations kept.
   double mem_of(const std::vector<Range>& rs, double inflight) const {
     double param = 0, multi = 0, kept = 0, tr = 0, work = 0;
-    for (const Range& r : rs)
-      for (int u = r.a; u <= r.b; ++u) {
-        param += p_.sol[u]->second.param;
-        multi += p_.sol[u]->second.param_multi;
-        kept += p_.sol[u]->second.kept;
-        tr = std::max(tr, p_.sol[u]->second.transient);
-        work = std::max(work, p_.sol[u]->second.work);
+    for (const Range& r : rs) {
+      // A unit's backward moment comes after the backward of the units
+      // after it in the stage, which freed their kept values.
+      double after = 0;
+      for (int u = r.b; u >= r.a; --u) {
+        const UnitStats& st = p_.sol[u]->second;
+        param += st.param;
+        multi += st.param_multi;
+        kept += st.kept;
+        tr = std::max(tr, st.transient);
+        work = std::max(work, st.work - after);
+        after += st.kept;
       }
-    // Weights (+ a zero1 shard), the accumulated gradient (of the
-    // shard) and one micro-batch's contributions at the element
-    // size; fp32 optimizer state (+ fp32 master weights below fp32).
-    // The model's bytes are fp32 bytes.
+    }
+    // Weights and the accumulated gradient at the element size (+ with
+    // zero1 two shards' worth: the shard's gradient and its update);
+    // fp32 optimizer state (+ fp32 master weights below fp32). The model's
+    // bytes are fp32 bytes. A micro-batch's gradient contributions are
+    // added into the accumulated gradient by the kernel that makes them
+    // (the replay holds no third copy: GPT tiny, 463 KiB of weights,
+    // 463 KiB of gradients, where this counted 926).
     const double sb = p_.o.bytes_per_element / 4.0;
     const int slots = p_.o.optimizer_slots;
     auto per_param = [&](double z) {
       const double state = (slots + (p_.o.bytes_per_element < 4 ? 1.0 : 0.0)) / z;
-      return sb * (2.0 + 1.0 / z + (z > 1 ? 1.0 / z : 0.0)) + state;
+      return sb * (2.0 + (z > 1 ? 2.0 / z : 0.0)) + state;
     };
     const double tied = tied_bytes(rs);
     return (param - multi - tied) * per_param(zdiv()) + (multi + tied) * per_param(1) +

@@ -87,27 +87,44 @@ UnitStats unit_stats(const Env& e, int unit, const std::vector<OpDecision>& d) {
   s.time = unit_objective_env(no_sync, unit, d, Weights{});
   const SearchUnit& u = e.m.units[unit];
   double fwd = 0, runs = 0;  // the ops' forward, and all their runs
+  std::vector<double> kept_of(u.ops.size(), 0.0), work_of(u.ops.size(), 0.0);
+  double made = 0;  // block recompute: the values made again up to this op
   for (size_t i = 0; i < u.ops.size(); ++i) {
     OpCost c = op_cost(e, u.ops[i], d[i]);
     fwd += c.fwd_time;
     runs += c.time;
     double kept = c.kept;
     boundary_time(e, u.ops[i], d[i], &kept);
-    s.kept += kept;
+    // Block recompute: the block's forward runs again whole before its
+    // last op's backward, so at op i's backward the values of ops 0..i
+    // are live (those after it freed) beside its working set: transient
+    // is the largest such sum, and holds the work term.
+    made += c.transient;
     if (e.rc)
-      s.transient += c.transient;
+      s.transient = std::max(s.transient, made + c.work);
     else
       s.transient = std::max(s.transient, c.transient);
-    s.work = std::max(s.work, c.work);
+    work_of[i] = e.rc ? 0.0 : c.work;
     s.param += c.param;
     s.param_multi += c.param_multi;
-    for_each_unit_input(e, unit, i, [&](int p, size_t pos, int out, int k) {
-      s.kept += edge_mem(e, p, d[pos], out, u.ops[i], d[i], k);
-    });
+    for_each_unit_input(
+        e, unit, i, [&](int p, size_t pos, int out, int k) { kept += edge_mem(e, p, d[pos], out, u.ops[i], d[i], k); });
+    kept_of[i] = kept;
+    s.kept += kept;
     s.sync_dp += c.sync_dp;
     s.sync_tp += c.sync_tp;
     s.sync_params += c.sync_params;
   }
+  // An op's backward runs after the backward of every op after it, which
+  // freed what those kept for this micro-batch: its working set counts
+  // above the unit's kept less theirs (UnitStats::work).
+  double after = 0;
+  s.work = -kInf;
+  for (size_t i = u.ops.size(); i-- > 0;) {
+    s.work = std::max(s.work, work_of[i] - after);
+    after += kept_of[i];
+  }
+  if (u.ops.empty()) s.work = 0;
   s.fwd = runs > 0 ? s.time * fwd / runs : s.time / 3;
   return s;
 }
