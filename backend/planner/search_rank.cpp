@@ -58,11 +58,17 @@ class StagePartitioner {
 
   double cut_time(int u) const { return u < 0 || u >= U_ - 1 ? 0.0 : cut_[u]; }
 
+  // Model (fp32) bytes per device of the activations crossing the cut
+  // after unit u, per micro-batch. Sequence-parallel tensors: each TP rank
+  // sends its slice, in parallel.
+  double cut_bytes(int u) const {
+    const double s = p_.e.s;
+    return p_.cuts.batch[u] * s + p_.cuts.fixed[u] - p_.cut_split[u] * s * (1.0 - 1.0 / p_.gr.tp);
+  }
+
   // The send of the activations crossing the cut after unit u (and back).
   double cut_cost(int u) const {
-    const double s = p_.e.s;
-    // Sequence-parallel tensors: each TP rank sends its slice, in parallel.
-    double bytes = p_.cuts.batch[u] * s + p_.cuts.fixed[u] - p_.cut_split[u] * s * (1.0 - 1.0 / p_.gr.tp);
+    double bytes = cut_bytes(u);
     // The next stage's devices: dp x tp on inside the plan, tp on in a
     // plan replica.
     std::vector<int> pair{0, p_.e.replica_devices > 0 ? p_.gr.tp : p_.gr.dp * p_.gr.tp};
@@ -95,8 +101,9 @@ class StagePartitioner {
   // Bytes per device of the units of `rs` with `inflight` micro-batches'
   // activations kept.
   double mem_of(const std::vector<Range>& rs, double inflight) const {
-    double param = 0, multi = 0, kept = 0, tr = 0, work = 0;
+    double param = 0, multi = 0, kept = 0, tr = 0, work = 0, fwd_sent = 0;
     for (const Range& r : rs) {
+      if (r.b < U_ - 1) fwd_sent += cut_bytes(r.b);
       // A unit's backward moment comes after the backward of the units
       // after it in the stage, which freed their kept values.
       double after = 0;
@@ -123,9 +130,22 @@ class StagePartitioner {
       const double state = (slots + (p_.o.bytes_per_element < 4 ? 1.0 : 0.0)) / z;
       return sb * (2.0 + (z > 1 ? 2.0 / z : 0.0)) + state;
     };
+    // A buffer sent stays until the step ends (the memory replay parks a
+    // sent buffer's Free there: the executor holds it until its send
+    // completes). Under block recompute, whose kept activations do not
+    // hold a block's outputs, the activations a rank sends on are counted
+    // for every micro-batch: GPT-3 175B fp16, pp 8 x tp 4, v 4, 48
+    // micro-batches, sequence parallel: 28.31 GiB estimated without this
+    // term, 30.46 replayed, the term 2.25 GiB; GPT tiny_pipe pp 2 x 4
+    // micro-batches: the replay keeps 4 micro-batches' buffers at the
+    // peak, 1F1B's in-flight count 2. Counting the gradients sent back
+    // too, or the sends beyond the in-flight ones without recompute, put
+    // the estimate 29-40% above the replay on the 175B plans: what the
+    // replay holds there is not examined yet.
+    const double parked = p_.e.rc ? static_cast<double>(p_.mcount) * fwd_sent : 0.0;
     const double tied = tied_bytes(rs);
     return (param - multi - tied) * per_param(zdiv()) + (multi + tied) * per_param(1) +
-           sb * (kept * inflight + tr + work);
+           sb * (kept * inflight + tr + work + parked);
   }
 
   // zero1 and tied weights: a weight read by units on different ranks (GPT's
