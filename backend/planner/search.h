@@ -22,8 +22,10 @@
 //     Tensors between units cross in one boundary layout: replicated in the
 //     TP group, or (sequence parallel, with block recompute) split along
 //     their tokens; coshard is searched inside recomputed blocks too.
-//  3. search_plans enumerates pp x tp x dp = N, micro-batch counts, block
-//     recompute and zero1, and a grid of lambda (the Lagrangian of the
+//  3. search_plans enumerates pp x tp x dp = N, micro-batch counts, the
+//     recompute mode (none; selective: each attention op whose body saves
+//     [seq, seq] values recomputed alone; block: every unit) and zero1,
+//     and a grid of lambda (the Lagrangian of the
 //     memory bound); per combination a bottleneck partition of the units
 //     into pp contiguous stages under per-device memory (1F1B keeps
 //     min(pp - s, m) micro-batches in flight on stage s), the step time
