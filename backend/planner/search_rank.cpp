@@ -50,10 +50,7 @@ class StagePartitioner {
     // interleaving's pp x v stages): costed once here.
     cut_.resize(std::max(0, U_ - 1));
     for (int u = 0; u + 1 < U_; ++u) cut_[u] = cut_cost(u);
-    // The distributed optimizer that zero1 becomes over plan replicas
-    // shards every trained parameter, tied ones included
-    // (lower_step_end.cpp, shard_over_replicas).
-    if (p.z1 && p.e.replica_devices == 0) find_tied();
+    find_tied();
   }
 
   double cut_time(int u) const { return u < 0 || u >= U_ - 1 ? 0.0 : cut_[u]; }
@@ -144,7 +141,8 @@ class StagePartitioner {
     // replay holds there is not examined yet.
     const double parked = p_.e.rc ? static_cast<double>(p_.mcount) * fwd_sent : 0.0;
     const double tied = tied_bytes(rs);
-    return (param - multi - tied) * per_param(zdiv()) + (multi + tied) * per_param(1) +
+    const double repeated = repeated_tied(rs);
+    return (param - multi - tied - repeated) * per_param(zdiv()) + (multi + tied) * per_param(1) +
            sb * (kept * inflight + tr + work + parked);
   }
 
@@ -155,7 +153,10 @@ class StagePartitioner {
   // nns check's note): each of its pieces a rank of `rs` holds, unless every
   // unit reading it is in `rs`.
   double tied_bytes(const std::vector<Range>& rs) const {
-    if (tied_.empty()) return 0;  // no zero1, or no tied weight
+    // The distributed optimizer that zero1 becomes over plan replicas
+    // shards every trained parameter, tied ones included
+    // (lower_step_end.cpp, shard_over_replicas).
+    if (tied_.empty() || !p_.z1 || p_.e.replica_devices > 0) return 0;
     auto inside = [&](int u) {
       for (const Range& r : rs)
         if (u >= r.a && u <= r.b) return true;
@@ -169,6 +170,26 @@ class StagePartitioner {
           for (int w : p_.m.tied_units.at(t.tensor)) local = local && inside(w);
           if (!local) bytes += t.bytes;
         }
+    return bytes;
+  }
+
+  // A tied weight read by several units of `rs` (GPT's wte: the embedding
+  // and the output layer on one stage) is one buffer on the device, which
+  // the units' parameter bytes count once per reading unit: the bytes
+  // counted beyond the largest read (GPT tiny on one device: 64 KiB of
+  // weights, 256 KiB with their gradient and AdamW state, a quarter of
+  // the estimate's excess over the replay).
+  double repeated_tied(const std::vector<Range>& rs) const {
+    std::map<int, std::pair<double, double>> reads;  // tensor -> (sum, largest)
+    for (const Range& r : rs)
+      for (int u = r.a; u <= r.b && !tied_.empty(); ++u)
+        for (const TiedUse& t : tied_[u]) {
+          auto& [sum, most] = reads[t.tensor];
+          sum += t.bytes;
+          most = std::max(most, t.bytes);
+        }
+    double bytes = 0;
+    for (const auto& [tensor, sm] : reads) bytes += sm.first - sm.second;
     return bytes;
   }
 
