@@ -6,7 +6,7 @@
 # 175B on 1024 A100s in fp16 under each recompute mode (--recompute) and
 # in fp32, and SC'21's 145.6B on one replica's 64 A100s (--vp 2).
 #   bash bench/search_memory.sh [build/nns] [quick]
-# quick: GPT tiny only (seconds; the 175B rows take about a minute each).
+# quick: GPT tiny only (seconds; the big rows take 6-32 s each, 2 minutes in all).
 set -u
 NNS=${1:-build/nns}
 QUICK=${2:-}
