@@ -61,6 +61,7 @@ const ValueFlag kValueFlags[] = {
     {"--nodes", &Args::nodes},
     {"--top", &Args::top},
     {"--vp", &Args::vp},
+    {"--recompute", &Args::recompute},
     {"--out", &Args::output},
     {"--ranks", &Args::ranks},
     {"--comm", &Args::comm},

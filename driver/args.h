@@ -40,6 +40,7 @@ struct Args {
   bool tp_comm_overlap = false;                  // simulate: --tp-comm-overlap
   std::string nodes, top;  // plan: --nodes K (devices over K nodes), --top K (runners-up)
   std::string vp;          // plan: --vp V (pipeline chunks per rank: 1 = 1F1B, > 1 interleaved; default: searched)
+  std::string recompute;   // plan: --recompute none|selective|block (default: all searched)
   bool no_check = false;   // plan: --no-check (print the plan without proving it)
   bool simulate = false;   // plan: --simulate (lower the plan found and replay it, beside the prediction)
   bool dp_in_plan = false;  // plan: --dp-in-plan (data parallelism inside the plan, not as plan replicas)

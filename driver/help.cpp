@@ -109,12 +109,15 @@ const CommandHelp kCommands[] = {
      "overhead, copies, updates and per-collective links.\n"},
     {"plan",
      "plan FILE --gpus N --device D [--config C] [--nodes K] [--plan CONSTRAINTS]\n"
-     "       [--precision fp16|bf16] [--out OUT.nns] [--top K] [--vp V] [--no-check] [--dp-in-plan]\n",
+     "       [--precision fp16|bf16] [--out OUT.nns] [--top K] [--vp V] [--recompute none|selective|block]\n"
+     "       [--no-check] [--dp-in-plan]\n",
      "search a plan for N devices of profile D (K nodes; default the\n"
      "profile's devices per node): data-parallel degree, per-op splits from\n"
      "each op's transform space (coshard included), pipeline stages under\n"
      "1F1B or interleaved 1F1B (--vp V: V chunks per rank only),\n"
-     "micro-batch count, recompute and zero1, under the device's\n"
+     "micro-batch count, recompute (none, selective: each attention op\n"
+     "with [seq, seq] scores alone, block: every layer; --recompute M: M\n"
+     "only) and zero1, under the device's\n"
      "memory and the constraint tables of plan CONSTRAINTS (the space size\n"
      "is reported with and without them). Prints the best plan as a plan\n"
      "block, its predicted step time and memory, the runners-up and the\n"

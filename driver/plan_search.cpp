@@ -15,10 +15,12 @@
 #include <sstream>
 
 #include "backend/lowering/lower_plan.h"
+#include "backend/lowering/program_check.h"
 #include "backend/planner/cost_model.h"
 #include "backend/planner/profiles.h"
 #include "backend/planner/program_cost.h"
 #include "backend/planner/search.h"
+#include "backend/planner/sim_classes.h"
 #include "backend/planner/simulator.h"
 #include "backend/runtime/comm/env_vars.h"
 #include "driver/commands.h"
@@ -203,8 +205,49 @@ std::string output_text(const PlanRun& run, const planner::Candidate& c) {
 // (check_plan_memory): GPT-3 175B fp16 on 1024 as replicas of 64 ranks
 // (96 micro-batches) 20 s and 2.6 GB, of 128 ranks (192) 28 s and 4.7 GB,
 // all 1024 ranks in one plan over 4 min. Past this many ranks in a
-// replica, nns plan leaves it to nns check and keeps the search's estimate.
-constexpr int64_t kReplayedRanks = 128;
+// replica (NNS_PLAN_FULL_REPLAY_RANKS overrides it, for tests), the
+// classes are found as nns simulate finds them, on a few micro-batches
+// (replay_classes).
+int64_t full_replay_ranks() {
+  const char* v = std::getenv("NNS_PLAN_FULL_REPLAY_RANKS");
+  long long n = 0;
+  return v && parse_int(v, n) && n >= 0 ? n : 128;
+}
+
+// The capacity check past full_replay_ranks(): the replica's ranks lowered
+// structure-only for kClassMicroBatches micro-batches give the classes of
+// equal programs (their memory signatures included: sim_classes.h), and
+// only the ranks nns simulate replays (lower_replayed_ranks' choice) are
+// lowered with kernel bodies, for every micro-batch, and replayed; each
+// stands for its class. Where those are more than kClassReplayRanks (data parallelism inside a plan of 256 ranks
+// replays every rank: GPT-3 175B fp16 pp 8 x tp 4 x dp 8, 192 micro-batches, 9.5 minutes and 16 GB), nothing:
+// `replayed` says how many it would have taken.
+constexpr int64_t kClassReplayRanks = 128;
+std::optional<backend::MemoryCheck> replay_classes(Pipeline& cp, const Topology& topo, const PlanRun& run,
+                                                   const backend::MemoryCheckOptions& mo, size_t& replayed) {
+  const int bpe = run.so.bytes_per_element;
+  const std::string dtype = bpe < 4 ? run.so.dtype : "";
+  planner::SimClasses classes;
+  {
+    sema::TrainSpec few = cp.spec;
+    few.micro_batches = std::min<int64_t>(few.micro_batches, planner::kClassMicroBatches);
+    backend::LowerOptions so = backend::verification_lowering(static_cast<int>(topo.replicas), &cp.comm);
+    so.distributed_optimizer = topo.distributed_optimizer;
+    so.first_ranks = static_cast<int>(topo.devices);
+    const sema::Plan few_plan = planner::first_micro_batches(cp.plan, static_cast<int>(few.micro_batches));
+    const backend::LoweredPlan structure = backend::lower_plan(cp.graph(), few_plan, few, so);
+    classes = planner::simulation_classes(cp.plan, structure, planner::profile_cost(run.prof, structure, bpe, dtype));
+  }
+  replayed = classes.replayed.size();
+  if (static_cast<int64_t>(replayed) > kClassReplayRanks) return std::nullopt;
+  backend::LowerOptions lo = lower_options(*cp.interp, cp.comm, topo);
+  lo.ranks = classes.replayed;
+  const backend::LoweredPlan lp = backend::lower_plan(cp.graph(), cp.plan, cp.spec, lo);
+  std::vector<backend::ClassMember> members;
+  for (size_t i = 0; i < lp.programs.size(); ++i)
+    members.push_back({lp.programs[i].rank, lp.programs[i].device, static_cast<int>(i)});
+  return backend::check_memory_classes(cp.graph(), cp.plan, lp, members, mo);
+}
 
 // Proves the written plan: the Z3 check and (up to kReplayedRanks ranks)
 // the capacity check, as nns check OUT --config CFG --plan NAME --gpus N
@@ -239,11 +282,17 @@ int check_written(const PlanRun& run, const planner::Candidate& c) {
   rc = sema::check::exit_code(cr.verdict);
   std::optional<backend::MemoryCheck> mem;
   backend::MemoryCheckOptions mo = memory_options(co.check, &t);
-  const bool replay = co.topo.devices <= kReplayedRanks;
-  if (rc == kExitOk && replay) {
+  const bool replay = co.topo.devices <= full_replay_ranks();
+  size_t replayed = 0;
+  if (rc == kExitOk) {
     try {
       cp.comm = backend::derive_communication(cp.graph(), cp.plan);
-      mem = check_plan_memory(cp, co.topo, mo);
+      if (replay) {
+        mem = check_plan_memory(cp, co.topo, mo);
+      } else {
+        cp.spec = t;
+        mem = replay_classes(cp, co.topo, run, mo, replayed);
+      }
     } catch (const backend::LoweringError& e) {
       std::cerr << "nns: error: " << e.what() << "\n";
       rc = kExitRuntime;
@@ -256,10 +305,14 @@ int check_written(const PlanRun& run, const planner::Candidate& c) {
   }
   std::cout << sema::check::verdict_line(cp.plan, cr, overflow) << "\n";
   if (mem) std::cout << "  " << backend::memory_line(*mem, mo) << "\n";
-  if (!replay)
-    std::cout << "  memory: not replayed for " << co.topo.devices
-              << " ranks per plan here (minutes; the search's estimate holds the capacity); "
-              << plan_command(run, c, "check") << " --device-memory " << run.cap_label << " replays them\n";
+  if (mem && !replay)
+    std::cout << "  (" << mem->programs << " ranks replayed, one per class of equal programs of the " << co.topo.devices
+              << " in a plan replica)\n";
+  if (!mem && !replay && rc == kExitOk)
+    std::cout << "  memory: not replayed: the " << co.topo.devices << " ranks of a plan replica fall in classes whose "
+              << replayed << " replayed ranks exceed " << kClassReplayRanks
+              << " (the search's estimate holds the capacity); " << plan_command(run, c, "check") << " --device-memory "
+              << run.cap_label << " replays them\n";
   std::cout.flush();
   cp.diags.print(std::cerr, front::want_colour());
   return rc;
@@ -368,6 +421,14 @@ int search_options(PlanRun& run, const sema::Plan& constraints, long long top) {
     if (!parse_int(a.vp, vp) || vp < 1 || vp > 64) return usage_error("--vp must be an integer from 1 to 64");
     so.fixed_vp = static_cast<int>(vp);
   }
+  // --recompute MODE: only that recompute mode (none, selective: the
+  // attention ops alone, block: every unit); without it all are searched.
+  if (!a.recompute.empty()) {
+    const char* modes[] = {"none", "selective", "block"};
+    for (int i = 0; i < 3; ++i)
+      if (a.recompute == modes[i]) so.fixed_recompute = i;
+    if (so.fixed_recompute < 0) return usage_error("--recompute must be none, selective or block");
+  }
   if (!a.plan.empty()) {
     so.constraints = &constraints.constraints;
     so.constraint_plan = &constraints;
@@ -389,7 +450,8 @@ int cmd_plan(const Args& a) {
     return usage_error("--top must be an integer from 1 to 100");
   if (!a.plan_gpus.empty() || !a.emit.empty() || a.verify || !a.trace.empty())
     return usage_error(
-        "plan takes FILE, --config, --gpus, --device, --nodes, --plan, --out, --top, --vp, --no-check, --device-memory, "
+        "plan takes FILE, --config, --gpus, --device, --nodes, --plan, --out, --top, --vp, --recompute, --no-check, "
+        "--device-memory, "
         "--dp-in-plan");
   // NNS_SETUP_NOTICE sets when the search's progress speaks: refused when
   // malformed, as check and run refuse it.

@@ -77,8 +77,9 @@ struct Search {
   Candidate best_so_far;  // kept only for o.progress
   bool has_best = false;
   int64_t scheduled_points = 0;  // (grid point, m, recompute) with a chunk count allowed
+  const std::vector<int> modes{recompute_modes(m, o)};
 
-  void point(const GridPoint& gr, int64_t mcount, bool rc);
+  void point(const GridPoint& gr, int64_t mcount, int mode);
   void report();
   void variant(const GridPoint& gr, int64_t mcount, const Env& e, int li, bool megatron,
                const std::vector<double>& cut_split, const std::vector<int>& vps);
@@ -87,9 +88,10 @@ struct Search {
                      int vp);
 };
 
-// One grid point with its micro-batch count and recompute: every seq,
-// lambda and the Megatron-style variant.
-void Search::point(const GridPoint& gr, int64_t mcount, bool rc) {
+// One grid point with its micro-batch count and recompute mode
+// (recompute_modes): every seq, lambda and the Megatron-style variant.
+void Search::point(const GridPoint& gr, int64_t mcount, int mode) {
+  const bool rc = mode == 2, sel = mode == 1;
   int64_t mb = o.global_batch / gr.dp / mcount;
   double s = static_cast<double>(mb) / static_cast<double>(m.graph_batch);
   bool dp_bad = false;
@@ -97,7 +99,7 @@ void Search::point(const GridPoint& gr, int64_t mcount, bool rc) {
     for (size_t i = 0; i < m.ops.size(); ++i)
       dp_bad = dp_bad || (rules[i].dp_forbidden && m.ops[i].batch_ok && gr.dp > 1);
   const std::vector<int> vps = chunk_counts(m, o, gr.pp, mcount);
-  space.add(gr.pp, gr.tp, gr.dp, s, rc, dp_bad, vps);
+  space.add(gr.pp, gr.tp, gr.dp, s, rc, dp_bad, vps, sel);
   if (vps.empty()) return;
   ++scheduled_points;
   // Data parallelism as plan replicas where they express it: costed with
@@ -113,7 +115,7 @@ void Search::point(const GridPoint& gr, int64_t mcount, bool rc) {
     // are left out rather than proposed and refused.
     if (seq && (gr.tp == 1 || !rc)) continue;
     const std::vector<double>& cut_split = seq ? cuts.seq(gr.tp) : cuts.none;
-    Env e = make_env(m, o, gr.tp, gr.dp, s, rc, seq, replicas ? gr.pp * gr.tp : 0);
+    Env e = make_env(m, o, gr.tp, gr.dp, s, rc, seq, replicas ? gr.pp * gr.tp : 0, sel);
     for (int v = 0; v <= static_cast<int>(lambdas.size()); ++v) {
       const bool megatron = v == static_cast<int>(lambdas.size());
       if (megatron && seq) continue;
@@ -179,7 +181,7 @@ void Search::report() {
   o.progress(p);
 }
 
-// The model on one device: every micro-batch count, recompute on and off
+// The model on one device: every micro-batch count and recompute mode
 // (coshard too), the fastest that fits, else the leanest.
 Baseline one_device(const SearchModel& m, const SearchOptions& o, double cap, SearchResult& res) {
   SearchOptions one = o;
@@ -188,12 +190,13 @@ Baseline one_device(const SearchModel& m, const SearchOptions& o, double cap, Se
   one.constraints = nullptr;
   one.constraint_plan = nullptr;
   one.fixed_vp = 0;  // one device has no pipeline to interleave
+  one.fixed_recompute = -1;  // the reference is the best one-device plan
   SearchResult r;
   Search s(m, one, r, cap);
   s.phase = "one-device reference: points";
   s.points = 1;
   for (int64_t mcount : micro_batch_counts(one, 1, 1))
-    for (bool rc : {false, true}) s.point(GridPoint{1, 1, 1}, mcount, rc);
+    for (int mode : s.modes) s.point(GridPoint{1, 1, 1}, mcount, mode);
   s.ranking.finish(r, one, cap);
   res.evaluated += r.evaluated;
   res.unit_solves += r.unit_solves;
@@ -243,7 +246,7 @@ SearchResult search_plans(const SearchModel& m, const SearchOptions& o) {
   for (const GridPoint& gr : grid) {
     for (int64_t mcount : micro_batch_counts(o, gr.dp, gr.pp)) {
       if (gr.pp > 1 && mcount < gr.pp && !o.exhaustive) continue;
-      for (bool rc : {false, true}) search.point(gr, mcount, rc);
+      for (int mode : search.modes) search.point(gr, mcount, mode);
     }
     ++search.points_done;
     search.report();
@@ -262,6 +265,10 @@ SearchResult search_plans(const SearchModel& m, const SearchOptions& o) {
     res.note = "no grid point allows " + std::to_string(o.fixed_vp) +
                " pipeline chunks per rank (interleaving needs pp > 1, the layers dividing over pp x v stages and the "
                "micro-batches over pp)";
+  if (res.best.empty() && search.modes.empty())
+    res.note =
+        "selective recompute has nothing to drop: no attention op of the model saves [seq, seq] scores (a fused "
+        "attention keeps none)";
   res.search_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

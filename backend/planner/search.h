@@ -22,8 +22,10 @@
 //     Tensors between units cross in one boundary layout: replicated in the
 //     TP group, or (sequence parallel, with block recompute) split along
 //     their tokens; coshard is searched inside recomputed blocks too.
-//  3. search_plans enumerates pp x tp x dp = N, micro-batch counts, block
-//     recompute and zero1, and a grid of lambda (the Lagrangian of the
+//  3. search_plans enumerates pp x tp x dp = N, micro-batch counts, the
+//     recompute mode (none; selective: each attention op whose body saves
+//     [seq, seq] values recomputed alone; block: every unit) and zero1,
+//     and a grid of lambda (the Lagrangian of the
 //     memory bound); per combination a bottleneck partition of the units
 //     into pp contiguous stages under per-device memory (1F1B keeps
 //     min(pp - s, m) micro-batches in flight on stage s), the step time
@@ -90,6 +92,10 @@ struct SearchOp {
   std::vector<NodeWork> parts;
   std::vector<char> part_batch;  // per part: it carries the batch (scales with the micro-batch)
   bool backward = true;          // a gradient flows through it
+  // A composite whose body saves a softmax's [.., seq, seq] values (an
+  // unfused attention): what selective recompute drops (Korthikanti et
+  // al. 2022). A fused core (sdpa) saves none, so it is not one.
+  bool score_core = false;
   std::vector<SearchChoice> choices;
 };
 
@@ -165,6 +171,11 @@ struct Candidate {
   int vp = 1;
   int64_t micro_batches = 1, micro_batch = 1;  // per data-parallel group: m micro-batches of micro_batch samples
   bool recompute = false, zero1 = false;
+  // Selective recompute: every score_core op recomputed alone (it keeps
+  // its inputs, its forward runs again before its backward), the rest of
+  // the block kept. The language recomputes whole top-level ops, so the
+  // whole attention op runs again, its projections included.
+  bool selective = false;
   // Tensors crossing unit boundaries split along their tokens (dim 1) over
   // the TP group (sequence parallel) instead of replicated in it.
   bool seq = false;
@@ -216,6 +227,9 @@ struct SearchOptions {
   const sema::Plan* constraint_plan = nullptr;  // to map the constraints' sub-ops to nodes
   bool exhaustive = false;  // tests: enumerate every op combination and stage partition instead of the DPs
   int max_micro_batch_options = 6;
+  // Recompute modes searched (nns plan --recompute): -1 all, else only
+  // 0 none, 1 selective (attention cores alone), 2 every unit (block).
+  int fixed_recompute = -1;
   // Interleaved 1F1B: chunks per rank tried where pp > 1 (1, 2, 4, ... up
   // to max_vp, where the layer units split evenly over pp * v chunks and
   // the micro-batches over pp); fixed_vp > 0: that count only (nns plan

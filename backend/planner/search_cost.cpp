@@ -172,11 +172,11 @@ OpCost op_cost(const Env& e, int opi, const OpDecision& d) {
   // gradients and their buffer, the output gradient's buffer, one piece's
   // gradients and, recomputed on its own, that piece's values.
   const bool own = d.rc && (!e.rc || k > 1);
-  const double again = own ? (2 * outs + inner) / k : 0.0;
+  const double again = own ? (outs + inner) / k : 0.0;
   if (e.rc)
-    c.transient = own ? outs : 2 * outs + inner;
+    c.transient = own ? outs : outs + inner;
   else if (!d.rc)
-    c.kept += 2 * outs + inner;
+    c.kept += outs + inner;
   c.work = 2 * act_in + outs + (outs + inner) / k + again;
   return c;
 }
@@ -289,9 +289,16 @@ bool decision_allowed(const SearchOp& op, const OpRules& r, const OpDecision& d,
   return true;
 }
 
-std::vector<OpDecision> op_options(const SearchModel& m, int opi, int tp, double s, bool rc) {
+bool has_score_core(const SearchModel& m) {
+  return std::any_of(m.ops.begin(), m.ops.end(), [](const SearchOp& op) { return op.score_core; });
+}
+
+std::vector<OpDecision> op_options(const SearchModel& m, int opi, int tp, double s, bool rc, bool sel) {
   const SearchOp& op = m.ops[opi];
-  std::vector<OpDecision> v{OpDecision{}};
+  // Selective recompute: a score core is recomputed alone whatever its
+  // split (a coshard piece already is); block recompute covers it anyway.
+  const bool alone = sel && !rc && op.score_core;
+  std::vector<OpDecision> v{OpDecision{-1, 1, alone}};
   if (!op.batch_ok) return v;  // plan_text replicates ops without a batch on their stage
   for (size_t i = 0; i < op.choices.size(); ++i) {
     const SearchChoice& c = op.choices[i];
@@ -302,7 +309,7 @@ std::vector<OpDecision> op_options(const SearchModel& m, int opi, int tp, double
       if (k == 1 && tp == 1) continue;  // one part: not a split
       if (k > 1 && !coshardable(op)) continue;
       if (size % (static_cast<int64_t>(tp) * k) != 0) continue;
-      v.push_back(OpDecision{static_cast<int>(i), k, k > 1});
+      v.push_back(OpDecision{static_cast<int>(i), k, k > 1 || alone});
     }
   }
   return v;

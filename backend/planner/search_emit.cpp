@@ -3,6 +3,7 @@
 // pattern -> the input dim it splits, parts per device, recomputed alone),
 // the stages as op lists, and per op: split along the batch over the DP
 // groups, then over the TP group by its rule (or replicated in the group).
+#include <algorithm>
 #include <cctype>
 #include <map>
 #include <sstream>
@@ -35,7 +36,8 @@ std::string generalise(const std::string& name, bool last_only, bool star) {
   std::string out = name;
   for (size_t r = runs.size(); r-- > 0;) {
     if (last_only && r + 1 != runs.size()) break;
-    out.replace(runs[r].first, runs[r].second - runs[r].first, star ? std::string("*") : std::string(runs[r].second - runs[r].first, '?'));
+    out.replace(runs[r].first, runs[r].second - runs[r].first,
+                star ? std::string("*") : std::string(runs[r].second - runs[r].first, '?'));
   }
   return out;
 }
@@ -48,6 +50,31 @@ std::string unit_patterns(const SearchModel& m, const SearchUnit& u) {
   std::string s;
   for (int i : u.ops) s += (s.empty() ? "" : ", ") + quote(m.ops[i].name);
   return s;
+}
+
+// Selective recompute: one recompute() call per attention op (two in one
+// call that followed each other would form one region), over patterns
+// that name only the score cores it recomputes.
+std::string selective_text(const SearchModel& m, const Candidate& c) {
+  std::vector<std::string> cores;
+  for (size_t i = 0; i < m.ops.size(); ++i)
+    if (m.ops[i].score_core && c.ops[i].rc && c.ops[i].k == 1) cores.push_back(m.ops[i].name);
+  std::vector<std::string> pats;
+  for (const std::string& n : cores) {
+    const std::string p = generalise(n, false, true);
+    bool all = true;
+    for (const SearchOp& op : m.ops)
+      if (glob(p.c_str(), op.name.c_str())) all = all && std::find(cores.begin(), cores.end(), op.name) != cores.end();
+    const std::string q = quote(all ? p : n);
+    if (std::find(pats.begin(), pats.end(), q) == pats.end()) pats.push_back(q);
+  }
+  std::ostringstream o;
+  o << "  # Selective recompute: each attention op (its [seq, seq] scores) recomputed\n"
+       "  # alone; the rest of each layer keeps its values.\n";
+  o << "  for op in ops_of([";
+  for (size_t i = 0; i < pats.size(); ++i) o << (i ? ", " : "") << pats[i];
+  o << "]) {\n    recompute(op)\n  }\n";
+  return o.str();
 }
 
 }  // namespace
@@ -82,8 +109,11 @@ std::string plan_text(const SearchModel& m, const Candidate& c, const std::strin
       }
     }
     const SearchChoice& ch = m.ops[i].choices[c.ops[i].choice];
-    rules.push_back("[" + quote(pat) + ", " + std::to_string(ch.idx) + ", " + std::to_string(ch.dim) + ", " + std::to_string(c.ops[i].k) +
-                    ", " + (c.ops[i].rc ? "true" : "false") + "]");
+    // A score core one piece per device under selective recompute is
+    // recomputed by its own call below, whatever its split.
+    const bool rc = c.ops[i].rc && !(c.selective && m.ops[i].score_core && c.ops[i].k == 1);
+    rules.push_back("[" + quote(pat) + ", " + std::to_string(ch.idx) + ", " + std::to_string(ch.dim) + ", " +
+                    std::to_string(c.ops[i].k) + ", " + (rc ? "true" : "false") + "]");
   }
   o << "# Found by `nns plan`: " << c.describe() << ".\n";
   if (c.replicas)
@@ -174,6 +204,7 @@ std::string plan_text(const SearchModel& m, const Candidate& c, const std::strin
     o << "  # Activation checkpointing: each unit (a layer, or the ops between layers)\n  # keeps only its inputs.\n";
     for (const SearchUnit& u : m.units) o << "  recompute(ops_of([" << unit_patterns(m, u) << "]))\n";
   }
+  if (c.selective) o << selective_text(m, c);
   if (c.zero1 && !c.replicas) o << "  zero1()\n";
   if (inter)
     o << "  schedule(\"interleaved\", stages, v = vp)\n";

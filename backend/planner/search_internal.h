@@ -32,6 +32,7 @@ struct Env {  // what one unit solve is costed under
   int tp, dp;
   double s;  // batch scale: samples per micro-batch per DP group / graph batch
   bool rc;   // block recompute
+  bool sel = false;  // selective recompute (Candidate::selective): score_core ops recomputed alone
   std::vector<int> tp_group, dp_group;
   bool seq = false;          // boundary tensors sequence parallel (Candidate::seq)
   // Data parallelism as plan replicas of replica_devices (pp x tp) devices
@@ -43,7 +44,7 @@ struct Env {  // what one unit solve is costed under
 };
 
 Env make_env(const SearchModel& m, const SearchOptions& o, int tp, int dp, double s, bool rc, bool seq = false,
-             int replica_devices = 0);
+             int replica_devices = 0, bool sel = false);
 
 struct OpCost {
   double time = 0;  // forward + backward (+ forward again when recomputed) of one micro-batch, comm excluded
@@ -86,15 +87,21 @@ struct OpRules {
 };
 
 bool decision_allowed(const SearchOp& op, const OpRules& r, const OpDecision& d, int tp, int dp);
-// Every decision of an op in the space for (tp, batch scale, block recompute).
-std::vector<OpDecision> op_options(const SearchModel& m, int opi, int tp, double s, bool rc);
+// Every decision of an op in the space for (tp, batch scale, block
+// recompute, selective recompute).
+std::vector<OpDecision> op_options(const SearchModel& m, int opi, int tp, double s, bool rc, bool sel = false);
+// Whether the model has an op selective recompute drops (SearchOp::score_core).
+bool has_score_core(const SearchModel& m);
 double log10_sum(double a, double b);  // log10(10^a + 10^b)
 double log10_binom(int n, int k);
 
 // search_unit.cpp
 struct UnitStats {
-  double time = 0, kept = 0, transient = 0, work = 0, param = 0, param_multi = 0, sync_dp = 0, sync_tp = 0,
-         sync_params = 0;
+  double time = 0, kept = 0, transient = 0, param = 0, param_multi = 0, sync_dp = 0, sync_tp = 0, sync_params = 0;
+  // The backward's moment above the unit's kept activations: max over its
+  // ops of the op's working set less what the ops after it keep (freed
+  // by their backward before it); may be negative.
+  double work = 0;
   // Of `time`, the forward's part (its ops' forward runs over all their
   // runs; the rest is the backward, recompute included): an interleaved
   // schedule's forward and backward tasks are timed apart.
@@ -111,7 +118,7 @@ double frontier_dp(const Env& e, int unit, const Weights& w, const std::vector<s
                    std::vector<OpDecision>& out);
 
 // Unit solutions memoised by (signature, tp, dp, s, rc, lambda, megatron,
-// seq): units with one signature get the same decisions and stats.
+// seq, sel): units with one signature get the same decisions and stats.
 class UnitSolver {
  public:
   UnitSolver(const SearchModel& m, const SearchOptions& o, const std::vector<OpRules>& rules, bool constrained,
@@ -128,7 +135,7 @@ class UnitSolver {
   const bool constrained_;
   const std::vector<double>& lambdas_;
   int64_t& solves_;
-  std::map<std::tuple<int, int, int, double, bool, int, bool, bool>, UnitSolution> memo_;
+  std::map<std::tuple<int, int, int, double, bool, int, bool, bool, bool>, UnitSolution> memo_;
 };
 
 // search_space.cpp
@@ -143,6 +150,10 @@ std::vector<int64_t> micro_batch_counts(const SearchOptions& o, int dp, int pp);
 // and for pp > 1 the powers of two v up to o.max_vp where the layer units
 // divide by pp x v and m by pp (interleaved 1F1B); o.fixed_vp alone when set.
 std::vector<int> chunk_counts(const SearchModel& m, const SearchOptions& o, int pp, int64_t mcount);
+// The recompute modes searched: 0 none, 1 selective (only where the model
+// has a score core: a fused attention keeps no [seq, seq] values, so there
+// is nothing to drop), 2 block; o.fixed_recompute alone when set.
+std::vector<int> recompute_modes(const SearchModel& m, const SearchOptions& o);
 // The Lagrangian grid (seconds per byte); 0 first: the fastest layouts.
 std::vector<double> lambda_grid(const SearchOptions& o);
 
@@ -152,14 +163,15 @@ class SpaceSize {
   SpaceSize(const SearchModel& m, const std::vector<OpRules>& rules) : m_(m), rules_(rules) {}
   // Adds one (grid point, micro-batch scale, recompute) slice, with its
   // chunks per rank (each a partition into pp x v stages).
-  void add(int pp, int tp, int dp, double s, bool rc, bool dp_bad, const std::vector<int>& vps);
+  void add(int pp, int tp, int dp, double s, bool rc, bool dp_bad, const std::vector<int>& vps, bool sel = false);
   double all = -kInf, constrained = -kInf;
 
  private:
-  double log_op_space(int tp, int dp, double s, bool rc, bool with_rules);
+  double log_op_space(int tp, int dp, double s, bool rc, bool with_rules, bool sel);
   const SearchModel& m_;
   const std::vector<OpRules>& rules_;
-  std::map<std::tuple<int, int, double, bool, bool>, double> log_ops_;  // (tp, dp, s, rc, constrained) -> log10 prod
+  std::map<std::tuple<int, int, double, bool, bool, bool>, double>
+      log_ops_;  // (tp, dp, s, rc, constrained, sel) -> log10 prod
 };
 
 // Activation bytes crossing the cut after each unit (per micro-batch, at

@@ -165,6 +165,7 @@ SearchOp read_op(const sema::Graph& g, const sema::GradientFlow& flow, int node)
     for (int id : body) op.parts.push_back(node_work(g, g.node(id)));
   }
   op.backward = static_cast<size_t>(node) < flow.backward.size() && flow.backward[node];
+  for (const NodeWork& w : op.parts) op.score_core = op.score_core || (op.backward && w.op == "softmax");
   const sema::OpAnno& an = n.anno.anno;
   const bool aligned = an.inputs.size() == n.inputs.size() && an.outputs.size() == n.outputs.size();
   for (size_t k = 0; k < n.inputs.size(); ++k) {

@@ -29,8 +29,8 @@ std::string Candidate::describe() const {
   if (vp > 1) std::snprintf(inter, sizeof inter, ", interleaved v %d", vp);
   std::snprintf(buf, sizeof buf, "pp %d x tp %d x dp %d%s, %lld micro-batch(es) of %lld%s%s%s%s", pp, tp, dp, inter,
                 static_cast<long long>(micro_batches), static_cast<long long>(micro_batch),
-                recompute ? ", recompute" : "", zero1 ? ", zero1" : "", seq ? ", sequence parallel" : "",
-                replicated() ? ", no op split (replicated)" : "");
+                recompute ? ", recompute" : (selective ? ", selective recompute" : ""), zero1 ? ", zero1" : "",
+                seq ? ", sequence parallel" : "", replicated() ? ", no op split (replicated)" : "");
   return buf;
 }
 
@@ -50,19 +50,22 @@ class StagePartitioner {
     // interleaving's pp x v stages): costed once here.
     cut_.resize(std::max(0, U_ - 1));
     for (int u = 0; u + 1 < U_; ++u) cut_[u] = cut_cost(u);
-    // The distributed optimizer that zero1 becomes over plan replicas
-    // shards every trained parameter, tied ones included
-    // (lower_step_end.cpp, shard_over_replicas).
-    if (p.z1 && p.e.replica_devices == 0) find_tied();
+    find_tied();
   }
 
   double cut_time(int u) const { return u < 0 || u >= U_ - 1 ? 0.0 : cut_[u]; }
 
+  // Model (fp32) bytes per device of the activations crossing the cut
+  // after unit u, per micro-batch. Sequence-parallel tensors: each TP rank
+  // sends its slice, in parallel.
+  double cut_bytes(int u) const {
+    const double s = p_.e.s;
+    return p_.cuts.batch[u] * s + p_.cuts.fixed[u] - p_.cut_split[u] * s * (1.0 - 1.0 / p_.gr.tp);
+  }
+
   // The send of the activations crossing the cut after unit u (and back).
   double cut_cost(int u) const {
-    const double s = p_.e.s;
-    // Sequence-parallel tensors: each TP rank sends its slice, in parallel.
-    double bytes = p_.cuts.batch[u] * s + p_.cuts.fixed[u] - p_.cut_split[u] * s * (1.0 - 1.0 / p_.gr.tp);
+    double bytes = cut_bytes(u);
     // The next stage's devices: dp x tp on inside the plan, tp on in a
     // plan replica.
     std::vector<int> pair{0, p_.e.replica_devices > 0 ? p_.gr.tp : p_.gr.dp * p_.gr.tp};
@@ -95,28 +98,52 @@ class StagePartitioner {
   // Bytes per device of the units of `rs` with `inflight` micro-batches'
   // activations kept.
   double mem_of(const std::vector<Range>& rs, double inflight) const {
-    double param = 0, multi = 0, kept = 0, tr = 0, work = 0;
-    for (const Range& r : rs)
-      for (int u = r.a; u <= r.b; ++u) {
-        param += p_.sol[u]->second.param;
-        multi += p_.sol[u]->second.param_multi;
-        kept += p_.sol[u]->second.kept;
-        tr = std::max(tr, p_.sol[u]->second.transient);
-        work = std::max(work, p_.sol[u]->second.work);
+    double param = 0, multi = 0, kept = 0, tr = 0, work = 0, fwd_sent = 0;
+    for (const Range& r : rs) {
+      if (r.b < U_ - 1) fwd_sent += cut_bytes(r.b);
+      // A unit's backward moment comes after the backward of the units
+      // after it in the stage, which freed their kept values.
+      double after = 0;
+      for (int u = r.b; u >= r.a; --u) {
+        const UnitStats& st = p_.sol[u]->second;
+        param += st.param;
+        multi += st.param_multi;
+        kept += st.kept;
+        tr = std::max(tr, st.transient);
+        work = std::max(work, st.work - after);
+        after += st.kept;
       }
-    // Weights (+ a zero1 shard), the accumulated gradient (of the
-    // shard) and one micro-batch's contributions at the element
-    // size; fp32 optimizer state (+ fp32 master weights below fp32).
-    // The model's bytes are fp32 bytes.
+    }
+    // Weights and the accumulated gradient at the element size (+ with
+    // zero1 two shards' worth: the shard's gradient and its update);
+    // fp32 optimizer state (+ fp32 master weights below fp32). The model's
+    // bytes are fp32 bytes. A micro-batch's gradient contributions are
+    // added into the accumulated gradient by the kernel that makes them
+    // (the replay holds no third copy: GPT tiny, 463 KiB of weights,
+    // 463 KiB of gradients, where this counted 926).
     const double sb = p_.o.bytes_per_element / 4.0;
     const int slots = p_.o.optimizer_slots;
     auto per_param = [&](double z) {
       const double state = (slots + (p_.o.bytes_per_element < 4 ? 1.0 : 0.0)) / z;
-      return sb * (2.0 + 1.0 / z + (z > 1 ? 1.0 / z : 0.0)) + state;
+      return sb * (2.0 + (z > 1 ? 2.0 / z : 0.0)) + state;
     };
+    // A buffer sent stays until the step ends (the memory replay parks a
+    // sent buffer's Free there: the executor holds it until its send
+    // completes). Under block recompute, whose kept activations do not
+    // hold a block's outputs, the activations a rank sends on are counted
+    // for every micro-batch: GPT-3 175B fp16, pp 8 x tp 4, v 4, 48
+    // micro-batches, sequence parallel: 28.31 GiB estimated without this
+    // term, 30.46 replayed, the term 2.25 GiB; GPT tiny_pipe pp 2 x 4
+    // micro-batches: the replay keeps 4 micro-batches' buffers at the
+    // peak, 1F1B's in-flight count 2. Counting the gradients sent back
+    // too, or the sends beyond the in-flight ones without recompute, put
+    // the estimate 29-40% above the replay on the 175B plans: what the
+    // replay holds there is not examined yet.
+    const double parked = p_.e.rc ? static_cast<double>(p_.mcount) * fwd_sent : 0.0;
     const double tied = tied_bytes(rs);
-    return (param - multi - tied) * per_param(zdiv()) + (multi + tied) * per_param(1) +
-           sb * (kept * inflight + tr + work);
+    const double repeated = repeated_tied(rs);
+    return (param - multi - tied - repeated) * per_param(zdiv()) + (multi + tied) * per_param(1) +
+           sb * (kept * inflight + tr + work + parked);
   }
 
   // zero1 and tied weights: a weight read by units on different ranks (GPT's
@@ -126,7 +153,10 @@ class StagePartitioner {
   // nns check's note): each of its pieces a rank of `rs` holds, unless every
   // unit reading it is in `rs`.
   double tied_bytes(const std::vector<Range>& rs) const {
-    if (tied_.empty()) return 0;  // no zero1, or no tied weight
+    // The distributed optimizer that zero1 becomes over plan replicas
+    // shards every trained parameter, tied ones included
+    // (lower_step_end.cpp, shard_over_replicas).
+    if (tied_.empty() || !p_.z1 || p_.e.replica_devices > 0) return 0;
     auto inside = [&](int u) {
       for (const Range& r : rs)
         if (u >= r.a && u <= r.b) return true;
@@ -140,6 +170,26 @@ class StagePartitioner {
           for (int w : p_.m.tied_units.at(t.tensor)) local = local && inside(w);
           if (!local) bytes += t.bytes;
         }
+    return bytes;
+  }
+
+  // A tied weight read by several units of `rs` (GPT's wte: the embedding
+  // and the output layer on one stage) is one buffer on the device, which
+  // the units' parameter bytes count once per reading unit: the bytes
+  // counted beyond the largest read (GPT tiny on one device: 64 KiB of
+  // weights, 256 KiB with their gradient and AdamW state, a quarter of
+  // the estimate's excess over the replay).
+  double repeated_tied(const std::vector<Range>& rs) const {
+    std::map<int, std::pair<double, double>> reads;  // tensor -> (sum, largest)
+    for (const Range& r : rs)
+      for (int u = r.a; u <= r.b && !tied_.empty(); ++u)
+        for (const TiedUse& t : tied_[u]) {
+          auto& [sum, most] = reads[t.tensor];
+          sum += t.bytes;
+          most = std::max(most, t.bytes);
+        }
+    double bytes = 0;
+    for (const auto& [tensor, sm] : reads) bytes += sm.first - sm.second;
     return bytes;
   }
 
@@ -266,6 +316,7 @@ Candidate StagePartitioner::evaluate(const std::vector<int>& starts) const {
   c.micro_batches = p_.mcount;
   c.micro_batch = p_.mb;
   c.recompute = p_.e.rc;
+  c.selective = p_.e.sel;
   c.zero1 = p_.z1;
   c.seq = p_.e.seq;
   c.megatron = p_.megatron;
@@ -460,11 +511,11 @@ void Ranking::finish(SearchResult& res, const SearchOptions& o, double cap) {
   std::stable_sort(found.begin(), found.end(), [](const Candidate& a, const Candidate& b) {
     return a.step_time != b.step_time ? a.step_time < b.step_time : a.memory < b.memory;
   });
-  // Distinct runners-up: one per (pp, v, tp, dp, m, rc, zero1).
-  std::set<std::tuple<int, int, int, int, int64_t, bool, bool>> seen;
+  // Distinct runners-up: one per (pp, v, tp, dp, m, rc, selective, zero1).
+  std::set<std::tuple<int, int, int, int, int64_t, bool, bool, bool>> seen;
   for (Candidate& c : found) {
     if (static_cast<int>(res.best.size()) >= std::max(1, o.top)) break;
-    if (!seen.insert({c.pp, c.vp, c.tp, c.dp, c.micro_batches, c.recompute, c.zero1}).second) continue;
+    if (!seen.insert({c.pp, c.vp, c.tp, c.dp, c.micro_batches, c.recompute, c.selective, c.zero1}).second) continue;
     res.best.push_back(std::move(c));
   }
   res.megatron.best = megatron;

@@ -119,19 +119,26 @@ std::vector<int> chunk_counts(const SearchModel& m, const SearchOptions& o, int 
   return vs;
 }
 
+std::vector<int> recompute_modes(const SearchModel& m, const SearchOptions& o) {
+  if (o.fixed_recompute == 1 && !has_score_core(m)) return {};
+  if (o.fixed_recompute >= 0) return {o.fixed_recompute};
+  if (has_score_core(m)) return {0, 1, 2};
+  return {0, 2};
+}
+
 std::vector<double> lambda_grid(const SearchOptions& o) {
   return o.exhaustive ? std::vector<double>{0.0} : std::vector<double>{0, 1e-14, 1e-13, 3e-13, 1e-12, 3e-12, 1e-11, 1e-10};
 }
 
-// Per (tp, batch scale, rc) the product of the ops' option counts.
-double SpaceSize::log_op_space(int tp, int dp, double s, bool rc, bool with_rules) {
-  auto key = std::make_tuple(tp, with_rules ? dp : 0, s, rc, with_rules);
+// Per (tp, batch scale, rc, sel) the product of the ops' option counts.
+double SpaceSize::log_op_space(int tp, int dp, double s, bool rc, bool with_rules, bool sel) {
+  auto key = std::make_tuple(tp, with_rules ? dp : 0, s, rc, with_rules, sel);
   auto it = log_ops_.find(key);
   if (it != log_ops_.end()) return it->second;
   double l = 0;
   for (size_t i = 0; i < m_.ops.size() && l > -kInf; ++i) {
     size_t count = 0;
-    for (const OpDecision& d : op_options(m_, static_cast<int>(i), tp, s, rc))
+    for (const OpDecision& d : op_options(m_, static_cast<int>(i), tp, s, rc, sel))
       if (!with_rules || decision_allowed(m_.ops[i], rules_[i], d, tp, dp)) ++count;
     if (with_rules && rules_[i].dp_forbidden && m_.ops[i].batch_ok && dp > 1) count = 0;
     l = count ? l + std::log10(static_cast<double>(count)) : -kInf;
@@ -140,14 +147,14 @@ double SpaceSize::log_op_space(int tp, int dp, double s, bool rc, bool with_rule
 }
 
 // The space: op layouts x stage partitions (x zero1 on/off).
-void SpaceSize::add(int pp, int tp, int dp, double s, bool rc, bool dp_bad, const std::vector<int>& vps) {
+void SpaceSize::add(int pp, int tp, int dp, double s, bool rc, bool dp_bad, const std::vector<int>& vps, bool sel) {
   const int U = static_cast<int>(m_.units.size());
   if (vps.empty()) return;
   double part = -kInf;
   for (int v : vps) part = log10_sum(part, log10_binom(U - 1, pp * v - 1));
   part += std::log10(2.0);
-  all = log10_sum(all, log_op_space(tp, dp, s, rc, false) + part);
-  if (!dp_bad) constrained = log10_sum(constrained, log_op_space(tp, dp, s, rc, true) + part);
+  all = log10_sum(all, log_op_space(tp, dp, s, rc, false, sel) + part);
+  if (!dp_bad) constrained = log10_sum(constrained, log_op_space(tp, dp, s, rc, true, sel) + part);
 }
 
 CutBytes::CutBytes(const SearchModel& m) : batch(m.units.size(), 0), fixed(m.units.size(), 0), none(m.units.size(), 0), m_(m) {

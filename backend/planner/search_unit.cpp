@@ -13,8 +13,8 @@ namespace nns::planner {
 namespace search_detail {
 
 Env make_env(const SearchModel& m, const SearchOptions& o, int tp, int dp, double s, bool rc, bool seq,
-             int replica_devices) {
-  Env e{m, o, tp, dp, s, rc, {}, {}};
+             int replica_devices, bool sel) {
+  Env e{m, o, tp, dp, s, rc, sel && !rc, {}, {}};
   e.seq = seq;
   e.replica_devices = replica_devices;
   e.tp_group = range_devices(tp, 1);
@@ -87,27 +87,44 @@ UnitStats unit_stats(const Env& e, int unit, const std::vector<OpDecision>& d) {
   s.time = unit_objective_env(no_sync, unit, d, Weights{});
   const SearchUnit& u = e.m.units[unit];
   double fwd = 0, runs = 0;  // the ops' forward, and all their runs
+  std::vector<double> kept_of(u.ops.size(), 0.0), work_of(u.ops.size(), 0.0);
+  double made = 0;  // block recompute: the values made again up to this op
   for (size_t i = 0; i < u.ops.size(); ++i) {
     OpCost c = op_cost(e, u.ops[i], d[i]);
     fwd += c.fwd_time;
     runs += c.time;
     double kept = c.kept;
     boundary_time(e, u.ops[i], d[i], &kept);
-    s.kept += kept;
+    // Block recompute: the block's forward runs again whole before its
+    // last op's backward, so at op i's backward the values of ops 0..i
+    // are live (those after it freed) beside its working set: transient
+    // is the largest such sum, and holds the work term.
+    made += c.transient;
     if (e.rc)
-      s.transient += c.transient;
+      s.transient = std::max(s.transient, made + c.work);
     else
       s.transient = std::max(s.transient, c.transient);
-    s.work = std::max(s.work, c.work);
+    work_of[i] = e.rc ? 0.0 : c.work;
     s.param += c.param;
     s.param_multi += c.param_multi;
-    for_each_unit_input(e, unit, i, [&](int p, size_t pos, int out, int k) {
-      s.kept += edge_mem(e, p, d[pos], out, u.ops[i], d[i], k);
-    });
+    for_each_unit_input(
+        e, unit, i, [&](int p, size_t pos, int out, int k) { kept += edge_mem(e, p, d[pos], out, u.ops[i], d[i], k); });
+    kept_of[i] = kept;
+    s.kept += kept;
     s.sync_dp += c.sync_dp;
     s.sync_tp += c.sync_tp;
     s.sync_params += c.sync_params;
   }
+  // An op's backward runs after the backward of every op after it, which
+  // freed what those kept for this micro-batch: its working set counts
+  // above the unit's kept less theirs (UnitStats::work).
+  double after = 0;
+  s.work = -kInf;
+  for (size_t i = u.ops.size(); i-- > 0;) {
+    s.work = std::max(s.work, work_of[i] - after);
+    after += kept_of[i];
+  }
+  if (u.ops.empty()) s.work = 0;
   s.fwd = runs > 0 ? s.time * fwd / runs : s.time / 3;
   return s;
 }
@@ -125,11 +142,11 @@ std::vector<std::vector<OpDecision>> UnitSolver::options_of(int unit, const Env&
       if (c < 0 || e.tp == 1) {
         v.push_back(OpDecision{});
       } else {
-        for (const OpDecision& x : op_options(m_, opi, e.tp, e.s, e.rc))
+        for (const OpDecision& x : op_options(m_, opi, e.tp, e.s, e.rc, e.sel))
           if (x.choice == c && x.k == 1) v.push_back(x);
       }
     } else {
-      for (const OpDecision& d : op_options(m_, opi, e.tp, e.s, e.rc))
+      for (const OpDecision& d : op_options(m_, opi, e.tp, e.s, e.rc, e.sel))
         if (!constrained_ || decision_allowed(m_.ops[opi], rules_[opi], d, e.tp, e.dp)) v.push_back(d);
     }
     options.push_back(std::move(v));
@@ -166,7 +183,7 @@ void print_unit_solution(const SearchModel& m, int unit, const Env& e, int li, c
 
 const UnitSolution* UnitSolver::solve(int unit, const Env& e, int li, bool megatron) {
   const SearchUnit& u = m_.units[unit];
-  auto key = std::make_tuple(u.signature, e.tp, constrained_ ? e.dp : 0, e.s, e.rc, li, megatron, e.seq);
+  auto key = std::make_tuple(u.signature, e.tp, constrained_ ? e.dp : 0, e.s, e.rc, li, megatron, e.seq, e.sel);
   auto it = memo_.find(key);
   if (it != memo_.end()) {
     if (it->second.first.empty() && !u.ops.empty()) return nullptr;
