@@ -150,12 +150,12 @@ class Backend {
     (void)input;
     return false;
   }
-  // Whether run_node writes output `output` of forward node `n` through a
-  // row-strided view of a rank buffer's columns (TensorView::row_stride),
-  // adding to it with `accumulate` (TensorView::accumulate), and n's backward
-  // never reads that output (the executor leaves the output's block unwritten).
-  // Any other output gets a block of its own and a copy. The CPU backend's
-  // fp32 linear does (accumulating only without a bias).
+  // Whether run_node writes output `output` of node `n` through a row-strided
+  // view of a rank buffer's columns (TensorView::row_stride) and, with
+  // `accumulate`, adds to it (TensorView::accumulate); a forward n's backward
+  // then never reads that output (the executor leaves the output's block
+  // unwritten). Others get a block and a copy. The CPU backend's fp32 linear
+  // does (adding only without a bias), and its backward's dx (added, packed).
   virtual bool writes_in_place(const sema::OpNode& n, size_t output, bool accumulate) const {
     (void)n;
     (void)output;

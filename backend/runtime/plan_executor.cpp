@@ -460,16 +460,19 @@ void PlanExecutor::exec_compute(const PInstr& in) {
       return;
     }
     case PInstr::Backward:
+      prepare_grad_chains(in);  // gradients added into an earlier kernel's (plan_executor_chains.cpp)
       for (size_t i = 0; i < kn.bwd.nodes.size(); ++i) {
         run_local(kn.bwd.nodes[i]);
         if (i < kn.bwd_release.size())
           for (int t : kn.bwd_release[i]) drop_local(t);
       }
+      active_outs_.clear();
       return;
     case PInstr::BackwardW:
       for (int bn : kn.wgrad_nodes) run_local(bn);
       return;
     case PInstr::CollectGrad: {
+      if (chained(in)) return;  // its kernel added it to the run's first gradient
       auto gt = kn.bwd.grads.find(kn.inst.inputs[static_cast<size_t>(in.index)]);
       if (gt == kn.bwd.grads.end() || gt->second < 0) return;
       const Piece& sl = kn.in_slices[static_cast<size_t>(in.index)];

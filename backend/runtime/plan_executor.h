@@ -230,6 +230,18 @@ struct PlanExecutor {
     bool accumulate;
   };
   std::vector<ActiveOut> active_outs_;  // the running Forward's outputs written in place
+  // Gradient partial sums added up by their kernels (plan_executor_chains.cpp).
+  struct GradChain {
+    int collect = -1;   // the CollectGrad left with nothing to add
+    int carrier = -1;   // the run's first CollectGrad, whose kernel's block takes the sum
+    int node = -1;      // the backward node that makes the gradient
+    size_t output = 0;  // its index among that node's outputs
+  };
+  std::vector<std::vector<GradChain>> grad_chains_;  // by Backward instruction
+  std::vector<char> chained_;                        // by CollectGrad: its gradient was added by its kernel
+  void plan_grad_chains();
+  void prepare_grad_chains(const PInstr& in);  // Backward: its gradients that join a chain
+  bool chained(const PInstr& in);              // a CollectGrad whose gradient is in the chain (clears the mark)
   void plan_views();
   void plan_tiles();
   void plan_out_writes();

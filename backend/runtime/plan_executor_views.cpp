@@ -184,6 +184,7 @@ void PlanExecutor::plan_views() {
   views_base_ = P.instrs.data();  // a new program (the profile swaps bodies)
   plan_tiles();
   plan_out_writes();
+  plan_grad_chains();
 }
 
 size_t PlanExecutor::instr_index(const PInstr& in) const {

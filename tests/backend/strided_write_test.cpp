@@ -111,7 +111,7 @@ TEST_CASE("linear's backward reads a row-strided dy", "[backend][conformance]") 
     for (bool fast : {false, true}) {
       Buf dx(x.size()), dw(w.size()), db(size_t(c.n));
       (fast ? cpu::fast::linear_backward_strided : cpu::ref::linear_backward_strided)(
-          x.data(), c.k, w.data(), c.k, dyv, dx.data(), dw.data(), db.data(), c.rows, c.k, c.n, c.lddy);
+          x.data(), c.k, w.data(), c.k, dyv, dx.data(), dw.data(), db.data(), c.rows, c.k, c.n, c.lddy, false);
       const std::string op = fast ? "linear_backward_strided (dy)" : "linear_backward_strided(ref) (dy)";
       const double tol = fast ? kGemmTol : 0;
       expect_close(op, name, "dx", dx, dx_ref, tol);
@@ -142,6 +142,49 @@ TEST_CASE("linear's backward reads a row-strided dy", "[backend][conformance]") 
     expect_close("linear_bias_backward (strided dy view)", name, "dw", dw, dw_ref, kGemmTol);
     expect_close("linear_bias_backward (strided dy view)", name, "dbias", db, db_ref, kGemmTol);
   }
+}
+
+// A gradient chain (plan_executor_chains.cpp): a later kernel's backward
+// adds its dx to an earlier kernel's block, as the collect would add it.
+TEST_CASE("linear's backward adds dx to what its view holds", "[backend][conformance]") {
+  const int64_t rows = 37, k = 12, n = 9;
+  const Buf x = random_buf(rows * k, 901), w = random_buf(n * k, 902), dy = random_buf(rows * n, 903);
+  const Buf held = random_buf(rows * k, 904);  // the earlier kernel's dx
+  Buf dx_ref(size_t(rows * k)), dw_ref(size_t(n * k));
+  cpu::ref::linear_backward(x.data(), w.data(), dy.data(), dx_ref.data(), dw_ref.data(), nullptr, rows, k, n);
+  Buf want = held;
+  for (size_t e = 0; e < want.size(); ++e) want[e] += dx_ref[e];
+  for (bool fast : {false, true}) {
+    Buf dx = held, dw(size_t(n * k));
+    (fast ? cpu::fast::linear_backward_strided : cpu::ref::linear_backward_strided)(
+        x.data(), k, w.data(), k, dy.data(), dx.data(), dw.data(), nullptr, rows, k, n, 0, true);
+    expect_close(fast ? "linear_backward_strided +=" : "linear_backward_strided(ref) +=", "dx", "dx", dx, want,
+                 fast ? kGemmTol : 0);
+    expect_close(fast ? "linear_backward_strided +=" : "linear_backward_strided(ref) +=", "dw", "dw", dw, dw_ref,
+                 fast ? kGemmTol : 0);  // dw is written, not added
+  }
+  // Through the backend: output 0 (dx) with the accumulate flag; only when
+  // output 0 is dx (x's gradient wanted).
+  auto be = make_cpu_backend(false);
+  sema::OpNode node;
+  node.kind = "linear_backward";
+  node.name = "chain";
+  node.attrs["grad_mask"] = std::vector<int64_t>{1, 1};
+  CHECK(be->writes_in_place(node, 0, true));
+  CHECK_FALSE(be->writes_in_place(node, 1, true));
+  Buf dx = held, dw(size_t(n * k));
+  std::vector<TensorView> in = {TensorView{const_cast<float*>(x.data()), sema::DType::F32, {rows, k}},
+                                TensorView{const_cast<float*>(w.data()), sema::DType::F32, {n, k}},
+                                TensorView{nullptr, sema::DType::F32, {rows, n}},
+                                TensorView{const_cast<float*>(dy.data()), sema::DType::F32, {rows, n}}};
+  std::vector<TensorView> out = {TensorView{dx.data(), sema::DType::F32, {rows, k}, 0, true},
+                                 TensorView{dw.data(), sema::DType::F32, {n, k}}};
+  sema::Graph g;
+  be->run_node(g, node, in, out);
+  expect_close("linear_backward (dx +=)", "chain", "dx", dx, want, kGemmTol);
+  expect_close("linear_backward (dx +=)", "chain", "dw", dw, dw_ref, kGemmTol);
+  node.attrs["grad_mask"] = std::vector<int64_t>{0, 1};  // output 0 is dw then: never added to
+  CHECK_FALSE(be->writes_in_place(node, 0, true));
 }
 
 }  // namespace nns::backend::test

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
+#include <variant>
+#include <vector>
 
 #include "backend/runtime/backend.h"
 #include "backend/runtime/cpu/call.h"
@@ -94,9 +96,15 @@ class CpuBackend : public Backend {
     return false;
   }
   // It writes y with a row stride, and accumulates into it without a bias
-  // (the bias would be added twice to the partial sums).
+  // (the bias would be added twice to the partial sums); its backward adds
+  // dx (output 0 when x's gradient is wanted) to a packed view.
   bool writes_in_place(const OpNode& n, size_t output, bool accumulate) const override {
     if (precision() != Precision::F32 || output != 0) return false;
+    if (n.kind == "linear_backward" || n.kind == "linear_bias_backward") {
+      auto mask = n.attrs.find("grad_mask");
+      const auto* m = mask == n.attrs.end() ? nullptr : std::get_if<std::vector<int64_t>>(&mask->second);
+      return accumulate && m && !m->empty() && (*m)[0] != 0;
+    }
     return n.kind == "linear" || (n.kind == "linear_bias" && !accumulate);
   }
   void run_node(const sema::Graph&, const OpNode& n, const std::vector<TensorView>& in, const std::vector<TensorView>& out) override {

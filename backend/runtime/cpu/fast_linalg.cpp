@@ -268,8 +268,9 @@ void linear_strided(const float* x, int64_t ldx, const float* w, int64_t ldw, co
 }
 
 void linear_backward_strided(const float* x, int64_t ldx, const float* w, int64_t ldw, const float* dy, float* dx,
-                             float* dw, float* dbias, int64_t rows, int64_t k, int64_t n, int64_t lddy) {
-  if (dx) gemm(dy, w, dx, 1, 1, rows, n, k, false, false, 0.0f, false, lddy, ldw);
+                             float* dw, float* dbias, int64_t rows, int64_t k, int64_t n, int64_t lddy,
+                             bool accumulate_dx) {
+  if (dx) gemm(dy, w, dx, 1, 1, rows, n, k, false, false, accumulate_dx ? 1.0f : 0.0f, false, lddy, ldw);
   if (dw) gemm(dy, x, dw, 1, 1, n, rows, k, true, false, 0.0f, false, lddy, ldx);
   if (dbias) {  // as linear_backward's: a column sum in double
     const int64_t ld = lddy > 0 ? lddy : n;

@@ -45,11 +45,13 @@ void linear_fwd(const Call& c) {
 void linear_bwd(const Call& c) {
   int64_t k = c.x(0).shape.back(), n = c.x(1).shape[0];
   float* dbias = c.fwd_inputs() > 2 ? c.dx(2) : nullptr;
-  if (strided(c.x(0), c.x(1)) || c.dy(0).row_stride > 0) {
+  // dx added to what its view holds (writes_in_place: an earlier kernel's partial sum).
+  const bool add_dx = c.dx(0) != nullptr && c.out[0].accumulate;
+  if (strided(c.x(0), c.x(1)) || c.dy(0).row_stride > 0 || add_dx) {
     if (c.precision != Precision::F32) throw RuntimeError("internal: a row-strided " + c.node.kind + " below fp32");
     return KERNEL(linear_backward_strided)(c.x(0).f32(), row_length(c.x(0), k), c.x(1).f32(), row_length(c.x(1), k),
                                            c.dy(0).f32(), c.dx(0), c.dx(1), dbias, c.x(0).numel() / k, k, n,
-                                           c.dy(0).row_stride);
+                                           c.dy(0).row_stride, add_dx);
   }
   MATMUL_KERNEL(linear_backward)(c.x(0).f32(), c.x(1).f32(), c.dy(0).f32(), c.dx(0), c.dx(1), dbias, c.x(0).numel() / k, k, n);
 }

@@ -98,14 +98,15 @@ void linear_backward(const float* x, const float* w, const float* dy, float* dx,
 }
 
 void linear_backward_strided(const float* x, int64_t ldx, const float* w, int64_t ldw, const float* dy, float* dx,
-                             float* dw, float* dbias, int64_t rows, int64_t k, int64_t n, int64_t lddy) {
+                             float* dw, float* dbias, int64_t rows, int64_t k, int64_t n, int64_t lddy,
+                             bool accumulate_dx) {
   const int64_t ld = lddy > 0 ? lddy : n;
   if (dx)
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t p = 0; p < k; ++p) {
         double acc = 0;
         for (int64_t j = 0; j < n; ++j) acc += double(dy[r * ld + j]) * w[j * ldw + p];
-        dx[r * k + p] = float(acc);
+        dx[r * k + p] = accumulate_dx ? dx[r * k + p] + float(acc) : float(acc);
       }
   if (dw)
     for (int64_t j = 0; j < n; ++j)
