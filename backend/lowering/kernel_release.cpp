@@ -122,9 +122,10 @@ bool slice_view(const RankProgram& prog, const PInstr& in, int64_t& offset, int6
   for (size_t x = 0; x < rank; ++x)
     if (want.start[x] < have.start[x] || want.start[x] + want.length[x] > have.start[x] + have.length[x]) return false;
   // Contiguous in the buffer's row-major layout: ones, then one partial
-  // dimension, then full dimensions. Row-strided (kernel inputs only, read
-  // by linears): the same over every dimension but the last, which may be
-  // partial (columns of the buffer's rows: a contraction split, coshard).
+  // dimension, then full dimensions. Row-strided (read by linears: x, w,
+  // and the backward's dy): the same over every dimension but the last,
+  // which may be partial (columns of the buffer's rows: a contraction
+  // split, coshard).
   auto contiguous_over = [&](size_t dims) {
     size_t d = 0;
     while (d < dims && want.length[d] == 1) ++d;
@@ -134,10 +135,13 @@ bool slice_view(const RankProgram& prog, const PInstr& in, int64_t& offset, int6
   };
   row_stride = 0;
   if (!contiguous_over(rank)) {
-    // A linear's x or w (SubOpKernel::row_strided_inputs). A backend that
+    // A linear's x or w (SubOpKernel::row_strided_inputs), or its dy (the
+    // SliceGrad of its one output: its backward reads it as a matrix, as it
+    // reads x). A backend that
     // does not read such a view (Backend::reads_row_strided) gets a packed
     // copy from the executor, node by node: copies there, never a wrong value.
-    if (grad || rank < 2 || in.index > 1 || !k.row_strided_inputs || !contiguous_over(rank - 1)) return false;
+    if (rank < 2 || (grad ? in.index != 0 : in.index > 1) || !k.row_strided_inputs || !contiguous_over(rank - 1))
+      return false;
     row_stride = have.length[rank - 1];
   }
   offset = 0;

@@ -22,9 +22,13 @@ struct TensorView {
   sema::Shape shape;
   // Elements from one row (the last dimension) to the next, when the
   // tensor is a row-strided view of a larger buffer (a kernel input read
-  // in place: columns of a rank's piece); 0: packed. Only kernel inputs
-  // a backend says it reads so (Backend::reads_row_strided) are strided.
+  // in place, or an output written in place: columns of a rank's piece);
+  // 0: packed. Only operands a backend says it takes so
+  // (Backend::reads_row_strided, Backend::writes_in_place) are strided.
   int64_t row_stride = 0;
+  // An output only: the kernel adds its result to what the view holds
+  // (a partial sum collected in place) instead of overwriting it.
+  bool accumulate = false;
   int64_t numel() const { return sema::numel(shape); }
   float* f32() const { return static_cast<float*>(data); }
   int32_t* i32() const { return static_cast<int32_t*>(data); }
@@ -144,6 +148,18 @@ class Backend {
   virtual bool reads_row_strided(const sema::OpNode& n, size_t input) const {
     (void)n;
     (void)input;
+    return false;
+  }
+  // Whether run_node writes output `output` of node `n` through a row-strided
+  // view of a rank buffer's columns (TensorView::row_stride) and, with
+  // `accumulate`, adds to it (TensorView::accumulate); a forward n's backward
+  // then never reads that output (the executor leaves the output's block
+  // unwritten). Others get a block and a copy. The CPU backend's fp32 linear
+  // does (adding only without a bias), and its backward's dx (added, packed).
+  virtual bool writes_in_place(const sema::OpNode& n, size_t output, bool accumulate) const {
+    (void)n;
+    (void)output;
+    (void)accumulate;
     return false;
   }
   // Runs one node of the training graph (forward, backward, fill, add_n).

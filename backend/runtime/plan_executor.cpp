@@ -50,6 +50,7 @@ PlanExecutor::PlanExecutor(const sema::Graph& graph, LoweredPlan lp, const sema:
   fault_update_lr_1pct = f && std::string(f) == "update-lr-1pct";
   fault_wrong_group = f && std::string(f) == "wrong-group";
   fault_gather_own_shard = f && std::string(f) == "gather-own-shard";
+  fault_in_place_overwrite = f && std::string(f) == "in-place-overwrite";
   bufs.resize(P.buffers.size());
   zero_pending_.assign(P.buffers.size(), 0);
   // Kernel-local tensors per micro-batch: a pipelined program interleaves
@@ -204,64 +205,6 @@ void PlanExecutor::drop_local(int t) {
   DeviceBuffer& slot = (*lbuf_cur)[static_cast<size_t>(t)];
   track(-static_cast<int64_t>(slot.bytes()));
   slot.reset();
-}
-
-void PlanExecutor::lview_into(int t, TensorView& v) {
-  const sema::TensorInfo& info = P.local.tensor(t);
-  v.dtype = info.dtype;
-  v.shape = info.shape;
-  v.row_stride = 0;
-  if (int b = (*alias_cur)[static_cast<size_t>(t)]; b >= 0) {  // read in place: the slice's address in buffer b
-    v.data = static_cast<char*>(bufs[static_cast<size_t>(b)].data()) + 4 * (*alias_at_cur)[static_cast<size_t>(t)];
-    v.row_stride = (*alias_stride_cur)[static_cast<size_t>(t)];
-    return;
-  }
-  const DeviceBuffer& b = (*lbuf_cur)[static_cast<size_t>(t)];
-  if (b.empty() && sema::numel(info.shape) > 0) throw RuntimeError("internal: local tensor %" + std::to_string(t) + " not computed");
-  v.data = b.data();
-  if (local_bf16(t)) v.dtype = sema::DType::BF16;
-}
-
-void PlanExecutor::run_local(int n) {
-  const sema::OpNode& node = P.local.node(n);
-  // The views are assigned in place: a node's views reuse the storage the
-  // previous node's left (no allocation per view per node).
-  ins_.resize(node.inputs.size());
-  outs_.resize(node.outputs.size());
-  packed_.clear();
-  for (size_t i = 0; i < node.inputs.size(); ++i) {
-    lview_into(node.inputs[i], ins_[i]);
-    // A row-strided view (columns of a buffer) to a kernel that reads it
-    // packed: a copy for this node (on the CPU backend, fp32 linears read
-    // it as it is).
-    if (ins_[i].row_stride > 0 && !be.reads_row_strided(node, i)) {
-      TensorView& v = ins_[i];
-      const int64_t cols = v.shape.back(), rows = v.numel() / std::max<int64_t>(cols, 1);
-      BoxCopy box;
-      box.length = {rows, cols};
-      box.src_dims = {rows, v.row_stride};
-      box.src_at = {0, 0};
-      box.dst_dims = {rows, cols};
-      box.dst_at = {0, 0};
-      packed_.push_back(alloc_uninit(v.numel()));
-      be.copy_box(packed_.back().data(), v.data, box, false, 1.f);
-      v.data = packed_.back().data();
-      v.row_stride = 0;
-    }
-  }
-  for (size_t i = 0; i < node.outputs.size(); ++i) {
-    const int t = node.outputs[i];
-    const sema::TensorInfo& info = P.local.tensor(t);
-    if (sema::dtype_bytes(info.dtype) != 4) throw RuntimeError(node.name + ": only 4-byte dtypes run on plan ranks");
-    // Every kernel writes all of its outputs (node_conformance.h); a bf16 activation takes 2 bytes an element.
-    const bool half = !bf16_local_.empty() && bf16_local_[static_cast<size_t>(t)];
-    const int64_t n_el = sema::numel(info.shape);
-    lset(t, half ? DeviceBuffer(be, static_cast<size_t>(n_el) * 2, DeviceBuffer::Uninit{}) : alloc_uninit(n_el));
-    outs_[i].data = (*lbuf_cur)[static_cast<size_t>(t)].data();
-    outs_[i].dtype = half ? sema::DType::BF16 : info.dtype;
-    outs_[i].shape = info.shape;
-  }
-  be.run_node(P.local, node, ins_, outs_);
 }
 
 template <class Make>
@@ -463,23 +406,33 @@ void PlanExecutor::exec_compute(const PInstr& in) {
       return;
     }
     case PInstr::Forward:
+      prepare_out_writes(in);  // outputs the kernel writes into their collects' buffers (plan_executor_views.cpp)
       for (size_t i = 0; i < kn.inst.nodes.size(); ++i) {
         run_local(kn.inst.nodes[i]);
         if (i < kn.fwd_release.size())
           for (int t : kn.fwd_release[i]) drop_local(t);
       }
+      active_outs_.clear();
       return;
     case PInstr::CollectOut: {
       const Piece& sl = kn.out_slices[static_cast<size_t>(in.index)];
       const int out = kn.inst.outputs[static_cast<size_t>(in.index)];
-      const InstrMemo& m = memo(in, [&](InstrMemo& fresh) {
-        fresh.box = region_box(sl, piece(in.b), sl.start, sl.length);
-        fresh.box.src_bf16 = local_bf16(out);  // a bf16 activation widened into its f32 buffer
-      });
-      be.copy_box(bufs[static_cast<size_t>(in.b)].data(), (*lbuf_cur)[static_cast<size_t>(out)].data(), m.box, true,
-                  in.scale);
-      if (static_cast<size_t>(in.index) < kn.drop_after_collect.size() && kn.drop_after_collect[static_cast<size_t>(in.index)])
-        drop_local(kn.inst.outputs[static_cast<size_t>(in.index)]);
+      const bool drop = static_cast<size_t>(in.index) < kn.drop_after_collect.size() &&
+                        kn.drop_after_collect[static_cast<size_t>(in.index)];
+      if (const int wrote = written_in_place(in)) {  // the kernel wrote it there (plan_executor_views.cpp)
+        // The whole of a fresh buffer: the output lives there, as a first
+        // whole write's swap leaves it (whole_write; the memory replay's model).
+        if (wrote == 2 && !drop && collect_out_whole(P, in)) read_in_place(out, in.b, 0);
+      } else {
+        const InstrMemo& m = memo(in, [&](InstrMemo& fresh) {
+          fresh.box = region_box(sl, piece(in.b), sl.start, sl.length);
+          fresh.box.src_bf16 = local_bf16(out);  // a bf16 activation widened into its f32 buffer
+        });
+        // A tile of a fresh buffer is written (its zeros were never made).
+        be.copy_box(bufs[static_cast<size_t>(in.b)].data(), (*lbuf_cur)[static_cast<size_t>(out)].data(), m.box,
+                    !tile_write(in), in.scale);
+      }
+      if (drop) drop_local(out);
       return;
     }
     case PInstr::DropForward:
@@ -496,26 +449,30 @@ void PlanExecutor::exec_compute(const PInstr& in) {
       }
       const InstrMemo& m = memo(in, [&](InstrMemo& fresh) {
         fresh.in_place = slice_in_place(P, in);
+        if (fresh.in_place >= 0) fresh.row_stride = slice_row_stride(P, in);
         if (fresh.in_place < 0) fresh.box = region_box(piece(in.a), sl, sl.start, sl.length);
       });
       if (m.in_place >= 0) {  // read where it lives, as SliceIn does
-        read_in_place(dy, in.a, m.in_place);
+        read_in_place(dy, in.a, m.in_place, m.row_stride);
         return;
       }
       lset(dy, extract_box(bufs[static_cast<size_t>(in.a)], sl.numel(), m.box, in.scale));
       return;
     }
     case PInstr::Backward:
+      prepare_grad_chains(in);  // gradients added into an earlier kernel's (plan_executor_chains.cpp)
       for (size_t i = 0; i < kn.bwd.nodes.size(); ++i) {
         run_local(kn.bwd.nodes[i]);
         if (i < kn.bwd_release.size())
           for (int t : kn.bwd_release[i]) drop_local(t);
       }
+      active_outs_.clear();
       return;
     case PInstr::BackwardW:
       for (int bn : kn.wgrad_nodes) run_local(bn);
       return;
     case PInstr::CollectGrad: {
+      if (chained(in)) return;  // its kernel added it to the run's first gradient
       auto gt = kn.bwd.grads.find(kn.inst.inputs[static_cast<size_t>(in.index)]);
       if (gt == kn.bwd.grads.end() || gt->second < 0) return;
       const Piece& sl = kn.in_slices[static_cast<size_t>(in.index)];
@@ -523,7 +480,8 @@ void PlanExecutor::exec_compute(const PInstr& in) {
         fresh.box = region_box(sl, piece(in.b), sl.start, sl.length);
         fresh.box.src_bf16 = local_bf16(gt->second);  // an activation gradient held in bf16
       });
-      be.copy_box(bufs[static_cast<size_t>(in.b)].data(), (*lbuf_cur)[static_cast<size_t>(gt->second)].data(), m.box, true, 1.f);
+      be.copy_box(bufs[static_cast<size_t>(in.b)].data(), (*lbuf_cur)[static_cast<size_t>(gt->second)].data(), m.box,
+                  !tile_write(in), 1.f);
       return;
     }
     case PInstr::FreeKernel:

@@ -92,6 +92,10 @@ struct PlanExecutor {
   // optimizer's gather writes back only this replica's updated shard, the
   // rest of each parameter stale, which --verify's update check must catch.
   bool fault_gather_own_shard = false;
+  // NNS_TEST_FAULT=in-place-overwrite (test hook): a kernel output written
+  // in place where its collect accumulates (a partial sum) overwrites the
+  // buffer instead of adding to it, which --verify must catch.
+  bool fault_in_place_overwrite = false;
   // Where the collectives run (collectives.h): the host path (Gloo, staged
   // through host copies when the backend's memory is not the host's, or
   // with NNS_TEST_HOST_STAGING=1, a test hook: CPU ranks then take the path
@@ -204,6 +208,47 @@ struct PlanExecutor {
   template <class Make>
   const InstrMemo& memo(const PInstr& in, Make&& make);
   std::vector<TensorView> ins_, outs_;  // run_local's views, reused from node to node
+  // Kernel outputs written in place, and collects that tile a fresh buffer
+  // (plan_executor_views.cpp). Per instruction of P, made at first use and
+  // again for a new program (the profile swaps bodies).
+  struct OutWrite {
+    int collect = -1;        // the CollectOut's instruction index
+    int node = -1;           // the local node that produces the output
+    size_t output = 0;       // its index among that node's outputs
+    int64_t offset = 0;      // the region's first element in the buffer
+    int64_t row_stride = 0;  // the buffer's row length when the region is its columns; 0: contiguous
+    bool whole = false;      // the region is the whole buffer
+  };
+  std::vector<std::vector<OutWrite>> out_writes_;  // by Forward instruction
+  std::vector<char> tile_;                         // by collect: its region of a fresh buffer that its collects tile
+  std::vector<char> wrote_;  // by CollectOut: the kernel wrote it in place this time (2: into fresh zeros, 1: added)
+  const PInstr* views_base_ = nullptr;
+  struct ActiveOut {
+    int t;
+    float* data;
+    int64_t row_stride;
+    bool accumulate;
+  };
+  std::vector<ActiveOut> active_outs_;  // the running Forward's outputs written in place
+  // Gradient partial sums added up by their kernels (plan_executor_chains.cpp).
+  struct GradChain {
+    int collect = -1;   // the CollectGrad left with nothing to add
+    int carrier = -1;   // the run's first CollectGrad, whose kernel's block takes the sum
+    int node = -1;      // the backward node that makes the gradient
+    size_t output = 0;  // its index among that node's outputs
+  };
+  std::vector<std::vector<GradChain>> grad_chains_;  // by Backward instruction
+  std::vector<char> chained_;                        // by CollectGrad: its gradient was added by its kernel
+  void plan_grad_chains();
+  void prepare_grad_chains(const PInstr& in);  // Backward: its gradients that join a chain
+  bool chained(const PInstr& in);              // a CollectGrad whose gradient is in the chain (clears the mark)
+  void plan_views();
+  void plan_tiles();
+  void plan_out_writes();
+  size_t instr_index(const PInstr& in) const;  // P.instrs.size() for an instruction outside P
+  void prepare_out_writes(const PInstr& in);   // Forward: which outputs go in place, and how
+  bool tile_write(const PInstr& in);           // a collect that writes its tile (no add, no zeros)
+  int written_in_place(const PInstr& in);      // a CollectOut its kernel wrote: wrote_'s mark, cleared
   std::vector<DeviceBuffer> packed_;    // run_local: strided inputs packed for a backend that reads them packed
   // By local tensor id: held in bf16 (bf16 activation storage,
   // lowering/bf16_storage.h); empty when every tensor keeps its dtype.

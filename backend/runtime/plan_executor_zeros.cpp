@@ -56,6 +56,12 @@ bool PlanExecutor::first_write(const PInstr& in) {
   const bool writes_b = in.kind == PInstr::CollectOut || in.kind == PInstr::CollectGrad || in.kind == PInstr::AddTo;
   if (!writes_b || in.b < 0 || !zero_pending_[static_cast<size_t>(in.b)]) return false;
   if (whole_write(in)) return true;
+  // One of the collects that tile the buffer: each writes its region, the
+  // zeros are never made (plan_executor_views.cpp).
+  if (in.kind != PInstr::AddTo && tile_write(in)) {
+    take_zero(in.b);
+    return false;
+  }
   // A part only (one of several pieces, a value part): zeros first.
   take_zero(in.b);
   be.fill(bufs[static_cast<size_t>(in.b)].data(), bufs[static_cast<size_t>(in.b)].numel(), 0.f);

@@ -65,6 +65,28 @@ TEST_CASE("coshard's contraction-split linears read their column slices in place
   }
   INFO(slice_ins << " slice-ins, " << strided << " row-strided, " << copies << " copied");
   CHECK(strided > 0);
+  // The backward's dy: fc1's output gradient is columns of the gathered
+  // gradient buffer (each piece's n columns), read in place with its row
+  // length as stride; every other slice-grad stays contiguous or copied.
+  int strided_dy = 0;
+  for (const PInstr& in : P.instrs) {
+    if (in.kind != PInstr::SliceGrad || in.a < 0) continue;
+    const int64_t at = slice_in_place(P, in), stride = slice_row_stride(P, in);
+    const SubOpKernel& k = P.kernels[static_cast<size_t>(in.kernel)];
+    const Piece& have = P.buffers[static_cast<size_t>(in.a)].piece;
+    const Piece& want = k.out_slices[static_cast<size_t>(in.index)];
+    const bool columns = want.length.back() < have.length.back();
+    if (!columns) continue;
+    INFO("slice-grad of " << e.interp->graph().node(k.node).name);
+    REQUIRE(k.row_strided_inputs);  // in this plan only the linears split their outputs' columns
+    CHECK(at >= 0);
+    CHECK(stride == have.length.back());
+    ++strided_dy;
+    PInstr scaled = in;  // a scaled slice-grad is a copy
+    scaled.scale = 0.5f;
+    CHECK(slice_in_place(P, scaled) == -1);
+  }
+  CHECK(strided_dy == 16);  // fc1's four pieces in each of the four blocks
 }
 
 TEST_CASE("a column slice read by a non-linear is still copied", "[lowering]") {

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
+#include <variant>
+#include <vector>
 
 #include "backend/runtime/backend.h"
 #include "backend/runtime/cpu/call.h"
@@ -84,11 +86,26 @@ class CpuBackend : public Backend {
 
   bool has_kernel(const std::string& kind) const override { return table().count(kind) > 0; }
   // The fp32 linear reads x and w (forward inputs 0 and 1, also of its
-  // backward) with a row stride (fast: oneDNN strides; ref: indexing).
+  // backward) with a row stride (fast: oneDNN strides; ref: indexing), and
+  // its backward reads dy so (the input after x, w, the bias and y).
   bool reads_row_strided(const OpNode& n, size_t input) const override {
-    if (precision() != Precision::F32 || input > 1) return false;
-    return n.kind == "linear" || n.kind == "linear_bias" || n.kind == "linear_backward" ||
-           n.kind == "linear_bias_backward";
+    if (precision() != Precision::F32) return false;
+    if (n.kind == "linear" || n.kind == "linear_bias") return input <= 1;
+    if (n.kind == "linear_backward") return input <= 1 || input == 3;
+    if (n.kind == "linear_bias_backward") return input <= 1 || input == 4;
+    return false;
+  }
+  // It writes y with a row stride, and accumulates into it without a bias
+  // (the bias would be added twice to the partial sums); its backward adds
+  // dx (output 0 when x's gradient is wanted) to a packed view.
+  bool writes_in_place(const OpNode& n, size_t output, bool accumulate) const override {
+    if (precision() != Precision::F32 || output != 0) return false;
+    if (n.kind == "linear_backward" || n.kind == "linear_bias_backward") {
+      auto mask = n.attrs.find("grad_mask");
+      const auto* m = mask == n.attrs.end() ? nullptr : std::get_if<std::vector<int64_t>>(&mask->second);
+      return accumulate && m && !m->empty() && (*m)[0] != 0;
+    }
+    return n.kind == "linear" || (n.kind == "linear_bias" && !accumulate);
   }
   void run_node(const sema::Graph&, const OpNode& n, const std::vector<TensorView>& in, const std::vector<TensorView>& out) override {
     auto it = table().find(n.kind);

@@ -110,13 +110,16 @@ namespace {
 // so this too is a bf16 product with fp32 accumulation; only the order of
 // the fp32 sums differs from the native kernel's (docs/language.md,
 // "Precision").
-// lda, ldb: the stored row length of a row-strided operand (0: packed; fp32 only).
+// lda, ldb, ldc: the stored row length of a row-strided operand or result (0: packed; fp32 only).
 void gemm(const float* a, const float* b, float* c, int64_t a_batch, int64_t b_batch, int64_t m, int64_t k, int64_t n,
-          bool trans_a, bool trans_b, float beta, bool bf16 = false, int64_t lda = 0, int64_t ldb = 0) {
+          bool trans_a, bool trans_b, float beta, bool bf16 = false, int64_t lda = 0, int64_t ldb = 0,
+          int64_t ldc = 0) {
   int64_t batch = std::max(a_batch, b_batch);
   if (batch == 0 || m == 0 || n == 0) return;
   if (k == 0) {  // empty sum: oneDNN rejects zero-size inputs
-    for (int64_t i = 0; i < batch * m * n; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
+    const int64_t lc = ldc > 0 ? ldc : n;
+    for (int64_t r = 0; r < batch * m; ++r)
+      for (int64_t j = 0; j < n; ++j) c[r * lc + j] = beta == 0.0f ? 0.0f : beta * c[r * lc + j];
     return;
   }
   if (a_batch > 1 && b_batch == 1 && !trans_a) {
@@ -124,7 +127,8 @@ void gemm(const float* a, const float* b, float* c, int64_t a_batch, int64_t b_b
     m *= a_batch;
     a_batch = batch = 1;
   }
-  if (bf16 && (lda > 0 || ldb > 0)) throw std::logic_error("internal: a row-strided bf16 gemm");
+  if (bf16 && (lda > 0 || ldb > 0 || ldc > 0)) throw std::logic_error("internal: a row-strided bf16 gemm");
+  if (ldc > 0 && batch > 1) throw std::logic_error("internal: a row-strided batched gemm result");
   if (bf16 && bf16_emulated()) {
     a = to_bf16_values(a, a_batch * m * k, 0);
     b = to_bf16_values(b, b_batch * k * n, 1);
@@ -133,7 +137,7 @@ void gemm(const float* a, const float* b, float* c, int64_t a_batch, int64_t b_b
   const memory::data_type in_type = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
   memory::desc a_md = matrix_md(a_batch, m, k, trans_a, in_type, lda),
                b_md = matrix_md(b_batch, k, n, trans_b, in_type, ldb);
-  memory::desc c_md = matrix_md(batch, m, n, false);
+  memory::desc c_md = matrix_md(batch, m, n, false, memory::data_type::f32, ldc);
   const void* a_data = a;
   const void* b_data = b;
   if (bf16) {
@@ -141,7 +145,7 @@ void gemm(const float* a, const float* b, float* c, int64_t a_batch, int64_t b_b
     b_data = to_bf16(b, b_batch * k * n, 1);
   }
   const dnnl::primitive& prim =
-      cached(PrimKind::matmul, {a_batch, b_batch, m, k, n, trans_a, trans_b, float_bits(beta), bf16, lda, ldb},
+      cached(PrimKind::matmul, {a_batch, b_batch, m, k, n, trans_a, trans_b, float_bits(beta), bf16, lda, ldb, ldc},
              [&]() -> dnnl::primitive {
                dnnl::primitive_attr attr;
                if (beta != 0.0f) {  // c = ab + beta c: oneDNN's sum post-op
@@ -251,18 +255,30 @@ void linear_backward(const float* x, const float* w, const float* dy, float* dx,
 // products as gemm's strided operands; the bias as a first write that the
 // product adds to. fp32.
 void linear_strided(const float* x, int64_t ldx, const float* w, int64_t ldw, const float* bias, float* y, int64_t rows,
-                    int64_t k, int64_t n) {
+                    int64_t k, int64_t n, int64_t ldy, bool accumulate) {
   if (rows == 0 || n == 0) return;
+  if (accumulate && bias) throw std::logic_error("internal: an accumulating linear with a bias");
+  const int64_t ly = ldy > 0 ? ldy : n;
   if (bias)
-    for (int64_t r = 0; r < rows; ++r) std::memcpy(y + r * n, bias, size_t(n) * sizeof(float));
-  gemm(x, w, y, 1, 1, rows, k, n, false, true, bias ? 1.0f : 0.0f, false, ldx, ldw);
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(y + r * ly, bias, size_t(n) * sizeof(float));
+  // Accumulating: oneDNN's sum post-op adds what y held to the product (a
+  // copy collected with += adds the rounded product to it; the two agree to
+  // the gemm's rounding, tests/backend/conformance_linalg_test.cpp).
+  gemm(x, w, y, 1, 1, rows, k, n, false, true, bias || accumulate ? 1.0f : 0.0f, false, ldx, ldw, ldy);
 }
 
 void linear_backward_strided(const float* x, int64_t ldx, const float* w, int64_t ldw, const float* dy, float* dx,
-                             float* dw, float* dbias, int64_t rows, int64_t k, int64_t n) {
-  if (dx) gemm(dy, w, dx, 1, 1, rows, n, k, false, false, 0.0f, false, 0, ldw);
-  if (dw) gemm(dy, x, dw, 1, 1, n, rows, k, true, false, 0.0f, false, 0, ldx);
-  if (dbias) linear_backward(x, w, dy, nullptr, nullptr, dbias, rows, k, n);  // reads dy only
+                             float* dw, float* dbias, int64_t rows, int64_t k, int64_t n, int64_t lddy,
+                             bool accumulate_dx) {
+  if (dx) gemm(dy, w, dx, 1, 1, rows, n, k, false, false, accumulate_dx ? 1.0f : 0.0f, false, lddy, ldw);
+  if (dw) gemm(dy, x, dw, 1, 1, n, rows, k, true, false, 0.0f, false, lddy, ldx);
+  if (dbias) {  // as linear_backward's: a column sum in double
+    const int64_t ld = lddy > 0 ? lddy : n;
+    std::vector<double> acc(size_t(n), 0.0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < n; ++c) acc[size_t(c)] += double(dy[r * ld + c]);
+    for (int64_t c = 0; c < n; ++c) dbias[c] = float(acc[size_t(c)]);
+  }
 }
 
 // ---- bf16 autocast --------------------------------------------------------------

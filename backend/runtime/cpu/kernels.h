@@ -130,11 +130,18 @@ void linear_backward(const float* x, const float* w, const float* dy, float* dx,
                      float* dbias, int64_t rows, int64_t k, int64_t n);
 // The same with x and w row-strided (row r of x at x + r * ldx, of w at
 // w + r * ldw; ldx, ldw >= k): columns of larger buffers read in place
-// (TensorView::row_stride). fp32 only.
+// (TensorView::row_stride). fp32 only. y may be row-strided too (row r at
+// y + r * ldy; 0: packed), written in place into a rank buffer's columns,
+// and with `accumulate` the product is added to what y holds (y += x w^T:
+// a partial sum collected in place; no bias then). The backward's dy may
+// be row-strided (lddy; 0: packed): a gradient's columns read in place;
+// with accumulate_dx, dx += dy w (an earlier kernel's partial sum of the
+// same gradient, added to where its collect would).
 void linear_strided(const float* x, int64_t ldx, const float* w, int64_t ldw, const float* bias, float* y, int64_t rows,
-                    int64_t k, int64_t n);
+                    int64_t k, int64_t n, int64_t ldy = 0, bool accumulate = false);
 void linear_backward_strided(const float* x, int64_t ldx, const float* w, int64_t ldw, const float* dy, float* dx,
-                             float* dw, float* dbias, int64_t rows, int64_t k, int64_t n);
+                             float* dw, float* dbias, int64_t rows, int64_t k, int64_t n, int64_t lddy = 0,
+                             bool accumulate_dx = false);
 
 // bf16 autocast of the matrix products (train setting precision = "bf16"):
 // the same contracts with every float operand first rounded to bfloat16
@@ -420,9 +427,10 @@ void linear(const float* x, const float* w, const float* bias, float* y, int64_t
 void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
                      float* dbias, int64_t rows, int64_t k, int64_t n);
 void linear_strided(const float* x, int64_t ldx, const float* w, int64_t ldw, const float* bias, float* y, int64_t rows,
-                    int64_t k, int64_t n);
+                    int64_t k, int64_t n, int64_t ldy = 0, bool accumulate = false);
 void linear_backward_strided(const float* x, int64_t ldx, const float* w, int64_t ldw, const float* dy, float* dx,
-                             float* dw, float* dbias, int64_t rows, int64_t k, int64_t n);
+                             float* dw, float* dbias, int64_t rows, int64_t k, int64_t n, int64_t lddy = 0,
+                             bool accumulate_dx = false);
 
 // Which bf16 path the fast products take, decided once per process: the
 // native one (oneDNN's bf16 matmul, where this CPU's oneDNN creates one:

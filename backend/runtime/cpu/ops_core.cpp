@@ -26,26 +26,32 @@ void matmul_bwd(const Call& c) {
   int64_t batch = prod(a, 0, a.size() - 2);
   MATMUL_KERNEL(matmul_backward)(c.x(0).f32(), c.x(1).f32(), c.dy(0).f32(), c.dx(0), c.dx(1), batch, batch, m, k, n, false, false);
 }
-// x and w may be row-strided views (reads_row_strided: fp32 only).
+// x and w may be row-strided views (reads_row_strided: fp32 only), and so
+// may y, written in place or accumulated into (writes_in_place); the
+// backward's dy may be row-strided too.
 int64_t row_length(const TensorView& t, int64_t k) { return t.row_stride > 0 ? t.row_stride : k; }
 bool strided(const TensorView& x, const TensorView& w) { return x.row_stride > 0 || w.row_stride > 0; }
 void linear_fwd(const Call& c) {
   int64_t k = c.in[0].shape.back(), n = c.in[1].shape[0];
   const float* bias = c.in.size() > 2 ? c.in[2].f32() : nullptr;
-  if (strided(c.in[0], c.in[1])) {
+  const TensorView& y = c.out[0];
+  if (strided(c.in[0], c.in[1]) || y.row_stride > 0 || y.accumulate) {
     if (c.precision != Precision::F32) throw RuntimeError("internal: a row-strided " + c.node.kind + " below fp32");
     return KERNEL(linear_strided)(c.in[0].f32(), row_length(c.in[0], k), c.in[1].f32(), row_length(c.in[1], k), bias,
-                                  c.out[0].f32(), c.in[0].numel() / k, k, n);
+                                  y.f32(), c.in[0].numel() / k, k, n, y.row_stride, y.accumulate);
   }
-  MATMUL_KERNEL(linear)(c.in[0].f32(), c.in[1].f32(), bias, c.out[0].f32(), c.in[0].numel() / k, k, n);
+  MATMUL_KERNEL(linear)(c.in[0].f32(), c.in[1].f32(), bias, y.f32(), c.in[0].numel() / k, k, n);
 }
 void linear_bwd(const Call& c) {
   int64_t k = c.x(0).shape.back(), n = c.x(1).shape[0];
   float* dbias = c.fwd_inputs() > 2 ? c.dx(2) : nullptr;
-  if (strided(c.x(0), c.x(1))) {
+  // dx added to what its view holds (writes_in_place: an earlier kernel's partial sum).
+  const bool add_dx = c.dx(0) != nullptr && c.out[0].accumulate;
+  if (strided(c.x(0), c.x(1)) || c.dy(0).row_stride > 0 || add_dx) {
     if (c.precision != Precision::F32) throw RuntimeError("internal: a row-strided " + c.node.kind + " below fp32");
     return KERNEL(linear_backward_strided)(c.x(0).f32(), row_length(c.x(0), k), c.x(1).f32(), row_length(c.x(1), k),
-                                           c.dy(0).f32(), c.dx(0), c.dx(1), dbias, c.x(0).numel() / k, k, n);
+                                           c.dy(0).f32(), c.dx(0), c.dx(1), dbias, c.x(0).numel() / k, k, n,
+                                           c.dy(0).row_stride, add_dx);
   }
   MATMUL_KERNEL(linear_backward)(c.x(0).f32(), c.x(1).f32(), c.dy(0).f32(), c.dx(0), c.dx(1), dbias, c.x(0).numel() / k, k, n);
 }

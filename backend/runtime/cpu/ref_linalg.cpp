@@ -2,6 +2,7 @@
 // double, one output element at a time. Slow on purpose; they define what
 // the fast kernels must compute.
 #include <cstddef>
+#include <stdexcept>
 #include <vector>
 
 #include "backend/runtime/cpu/kernels.h"
@@ -77,12 +78,17 @@ void linear(const float* x, const float* w, const float* bias, float* y, int64_t
 }
 
 void linear_strided(const float* x, int64_t ldx, const float* w, int64_t ldw, const float* bias, float* y, int64_t rows,
-                    int64_t k, int64_t n) {
+                    int64_t k, int64_t n, int64_t ldy, bool accumulate) {
+  if (accumulate && bias) throw std::logic_error("internal: an accumulating linear with a bias");
+  const int64_t ly = ldy > 0 ? ldy : n;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < n; ++j) {
       double acc = bias ? bias[j] : 0.0;
       for (int64_t p = 0; p < k; ++p) acc += double(x[r * ldx + p]) * w[j * ldw + p];
-      y[r * n + j] = float(acc);
+      // Accumulating: the product rounded first, then added, as a copy
+      // collected with += would be.
+      float& out = y[r * ly + j];
+      out = accumulate ? out + float(acc) : float(acc);
     }
 }
 
@@ -92,25 +98,27 @@ void linear_backward(const float* x, const float* w, const float* dy, float* dx,
 }
 
 void linear_backward_strided(const float* x, int64_t ldx, const float* w, int64_t ldw, const float* dy, float* dx,
-                             float* dw, float* dbias, int64_t rows, int64_t k, int64_t n) {
+                             float* dw, float* dbias, int64_t rows, int64_t k, int64_t n, int64_t lddy,
+                             bool accumulate_dx) {
+  const int64_t ld = lddy > 0 ? lddy : n;
   if (dx)
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t p = 0; p < k; ++p) {
         double acc = 0;
-        for (int64_t j = 0; j < n; ++j) acc += double(dy[r * n + j]) * w[j * ldw + p];
-        dx[r * k + p] = float(acc);
+        for (int64_t j = 0; j < n; ++j) acc += double(dy[r * ld + j]) * w[j * ldw + p];
+        dx[r * k + p] = accumulate_dx ? dx[r * k + p] + float(acc) : float(acc);
       }
   if (dw)
     for (int64_t j = 0; j < n; ++j)
       for (int64_t p = 0; p < k; ++p) {
         double acc = 0;
-        for (int64_t r = 0; r < rows; ++r) acc += double(dy[r * n + j]) * x[r * ldx + p];
+        for (int64_t r = 0; r < rows; ++r) acc += double(dy[r * ld + j]) * x[r * ldx + p];
         dw[j * k + p] = float(acc);
       }
   if (dbias)
     for (int64_t j = 0; j < n; ++j) {
       double acc = 0;
-      for (int64_t r = 0; r < rows; ++r) acc += dy[r * n + j];
+      for (int64_t r = 0; r < rows; ++r) acc += dy[r * ld + j];
       dbias[j] = float(acc);
     }
 }
