@@ -1,7 +1,9 @@
 #include "backend/lowering/comm_plan.h"
 #include "semantics/check_deadline.h"
 
+#include <limits>
 #include "backend/lowering/geometry.h"
+#include "backend/lowering/parallel.h"
 
 #include <algorithm>
 #include <map>
@@ -258,6 +260,34 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, cons
     spent += it->second.cost;
     return it->second;
   };
+  // Without a bound no search depends on another: the distinct searches
+  // are collected as the edges are walked and run afterwards on all cores
+  // (parallel.h), each edge then given its search's result (the adapter,
+  // or the search's error as the edge's note) as a serial walk would.
+  const bool deferred = !(cost.give_up_above < std::numeric_limits<double>::infinity());
+  struct Search {
+    Layout from, to;
+    sema::Shape shape;
+    int64_t elem_bytes;
+  };
+  std::vector<Search> searches;
+  std::map<std::string, size_t> search_of_key;
+  std::vector<std::pair<size_t, size_t>> edge_search;  // (edge, search)
+  auto adapter_of = [&](CommEdge& e, const sema::Shape& shape, int64_t elem_bytes) {
+    if (deferred) {
+      std::string key = layout_key(e.from) + "|" + layout_key(e.to) + "|" + sema::shape_to_string(shape) + "|" +
+                        std::to_string(elem_bytes);
+      auto [it, fresh] = search_of_key.emplace(std::move(key), searches.size());
+      if (fresh) searches.push_back({e.from, e.to, shape, elem_bytes});
+      edge_search.emplace_back(cp.edges.size(), it->second);  // e is pushed next
+      return;
+    }
+    try {
+      e.adapter = cached_adapter(e.from, e.to, shape, elem_bytes);
+    } catch (const std::invalid_argument& err) {
+      e.note = err.what();
+    }
+  };
   std::map<int, Layout> storage;  // params / inputs: the layout of their first consumer
   auto add_edge = [&](int tensor, int producer, int consumer, int input_index, bool backward, const std::vector<std::pair<int, OperandSlice>>& from_pieces,
                       const Layout* from_known, const std::vector<std::pair<int, OperandSlice>>& to_pieces) {
@@ -272,15 +302,10 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, cons
     std::string why;
     bool ok = from_known ? (e.from = *from_known, true) : layout_of_pieces(from_pieces, t.shape, e.from, why);
     if (ok) ok = layout_of_pieces(to_pieces, t.shape, e.to, why);
-    if (!ok) {
+    if (!ok)
       e.note = "irregular layout (" + why + "): needs piece-wise send/recv";
-    } else {
-      try {
-        e.adapter = cached_adapter(e.from, e.to, t.shape, sema::dtype_bytes(t.dtype));
-      } catch (const std::invalid_argument& err) {
-        e.note = err.what();
-      }
-    }
+    else
+      adapter_of(e, t.shape, sema::dtype_bytes(t.dtype));
     cp.edges.push_back(std::move(e));
   };
   for (size_t node = 0; node < plan.root_of_node.size(); ++node) {
@@ -343,17 +368,29 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, cons
         if (ok) e.to = gradient_layout(e.to);
       }
       if (ok) ok = layout_of_pieces(gradient_pieces(plan, static_cast<int>(node), k), info.shape, e.from, why);
-      if (!ok) {
+      if (!ok)
         e.note = "irregular gradient layout (" + why + "): needs piece-wise send/recv";
-      } else {
-        try {
-          e.adapter = cached_adapter(e.from, e.to, info.shape, sema::dtype_bytes(info.dtype));
-        } catch (const std::invalid_argument& err) {
-          e.note = err.what();
-        }
-      }
+      else
+        adapter_of(e, info.shape, sema::dtype_bytes(info.dtype));
       cp.edges.push_back(std::move(e));
     }
+  }
+  std::vector<Adapter> found(searches.size());
+  std::vector<std::string> failed(searches.size());
+  parallel_for(searches.size(), [&](size_t i) {
+    sema::CheckDeadline::poll();
+    const Search& q = searches[i];
+    try {
+      found[i] = derive_adapter(q.from, q.to, q.shape, q.elem_bytes, false, cost);
+    } catch (const std::invalid_argument& err) {
+      failed[i] = err.what();
+    }
+  });
+  for (const auto& [edge, search] : edge_search) {
+    if (failed[search].empty())
+      cp.edges[edge].adapter = found[search];
+    else
+      cp.edges[edge].note = failed[search];
   }
   mark_shared_transfers(g, plan, cp);
   return cp;
