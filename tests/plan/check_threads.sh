@@ -34,8 +34,9 @@ same() {  # LABEL ARGS...: the check's output and exit code with one thread and 
   fi
 }
 
+# (16 ranks and more are also lowered on all cores, lower_plan.cpp.)
 for a in "examples/gpt.nns tiny hybrid 4" "examples/swin.nns tiny coshard 2" "examples/moe.nns tiny ep 4" \
-  "tests/plan/plans/collectives.nns small alltoall 4"; do
+  "tests/plan/plans/collectives.nns small alltoall 4" "examples/01_mlp.nns small dp 16"; do
   set -- $a
   same "check $a" check "$1" --config "$2" --plan "$3" --gpus "$4"
   same "comm $a" check "$1" --config "$2" --plan "$3" --gpus "$4" --emit=comm
