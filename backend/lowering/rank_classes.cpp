@@ -61,6 +61,20 @@ struct CompareSink {
   bool equal() const { return same && at == want.size(); }
 };
 
+// Both at once: the hash, and equality with one stored signature.
+struct HashCompareSink {
+  HashSink hash;
+  CompareSink compare;
+  void put(int64_t v) {
+    hash.put(v);
+    compare.put(v);
+  }
+  template <class It>
+  void put(It first, It last) {
+    for (; first != last; ++first) put(*first);
+  }
+};
+
 // Appends a piece's extent (not its place: symmetric ranks hold other boxes).
 template <class Sink>
 void add_extent(Sink& s, const Piece& p) {
@@ -145,49 +159,69 @@ std::vector<int64_t> memory_signature(const sema::Plan& plan, const RankProgram&
 
 std::vector<int> memory_classes(const sema::Plan& plan, const LoweredPlan& lp, int count, size_t hash_mask) {
   const size_t n = count < 0 ? lp.programs.size() : std::min(lp.programs.size(), static_cast<size_t>(count));
-  // Each program's hash (no signature held), on all cores.
-  std::vector<size_t> hash(n);
-  parallel_for(n, [&](size_t i) {
-    sema::CheckDeadline::poll();
-    HashSink h;
-    write_signature(plan, lp.programs[i], h);
-    hash[i] = h.value() & hash_mask;
-  });
-  // Tentatively the first program with the same hash; its signature is
-  // built once and every other program of the class compared with it
-  // element by element (a hash only buckets them), on all cores.
   std::vector<int> rep(n, -1);
-  std::unordered_map<size_t, std::vector<int>> by_hash;  // hash -> representatives, in program order
-  for (size_t i = 0; i < n; ++i) {
-    std::vector<int>& reps = by_hash[hash[i]];
-    if (reps.empty()) reps.push_back(static_cast<int>(i));
-    rep[i] = reps.front();
-  }
+  if (n == 0) return rep;
+  // Program 0's signature; every other program hashed and compared with it
+  // in one pass, on all cores (symmetric plans: one class, one pass each).
   std::unordered_map<int, std::vector<int64_t>> signatures;
-  for (size_t i = 0; i < n; ++i)
-    if (rep[i] == static_cast<int>(i)) signatures[static_cast<int>(i)];
+  signatures[0] = memory_signature(plan, lp.programs[0]);
+  std::vector<size_t> hash(n);
+  std::vector<char> same(n, 0);
+  {
+    HashSink h;
+    h.put(signatures[0].begin(), signatures[0].end());
+    hash[0] = h.value() & hash_mask;
+    same[0] = 1;
+  }
+  parallel_for(n - 1, [&](size_t k) {
+    const size_t i = k + 1;
+    sema::CheckDeadline::poll();
+    HashCompareSink hc{{}, {signatures.at(0)}};
+    write_signature(plan, lp.programs[i], hc);
+    hash[i] = hc.hash.value() & hash_mask;
+    same[i] = hc.compare.equal();
+  });
+  // The others: tentatively in the class of the first of them with the
+  // same hash, whose signature is built once and every other one compared
+  // with element by element (a hash only buckets them), on all cores.
+  std::unordered_map<size_t, std::vector<int>> by_hash;  // hash -> representatives, in program order
+  by_hash[hash[0]].push_back(0);
+  std::unordered_map<size_t, int> first_other;  // hash -> the first program unlike program 0
   std::vector<int> firsts;
-  for (auto& [r, sig] : signatures) firsts.push_back(r);
+  for (size_t i = 0; i < n; ++i) {
+    if (same[i]) {
+      rep[i] = 0;
+      continue;
+    }
+    auto [it, fresh] = first_other.emplace(hash[i], static_cast<int>(i));
+    rep[i] = it->second;
+    if (fresh) {
+      firsts.push_back(static_cast<int>(i));
+      by_hash[hash[i]].push_back(static_cast<int>(i));
+      signatures[static_cast<int>(i)];
+    }
+  }
   parallel_for(firsts.size(), [&](size_t k) {
     sema::CheckDeadline::poll();
     signatures.at(firsts[k]) = memory_signature(plan, lp.programs[static_cast<size_t>(firsts[k])]);
   });
-  std::vector<char> same(n, 1);
+  std::vector<char> checked(n, 1);
   parallel_for(n, [&](size_t i) {
-    if (rep[i] == static_cast<int>(i)) return;
+    if (same[i] || rep[i] == static_cast<int>(i)) return;
     sema::CheckDeadline::poll();
     CompareSink c{signatures.at(rep[i])};
     write_signature(plan, lp.programs[i], c);
-    same[i] = c.equal();
+    checked[i] = c.equal();
   });
-  // A program unlike the first of its hash (a collision): in program order,
-  // the first representative of that hash it equals, else its own class.
+  // A program unlike its tentative class (a hash collision): in program
+  // order, the first representative with its hash that it equals, else a
+  // class of its own.
   for (size_t i = 0; i < n; ++i) {
-    if (same[i]) continue;
+    if (checked[i]) continue;
     sema::CheckDeadline::poll();
     rep[i] = -1;
     std::vector<int>& reps = by_hash[hash[i]];
-    for (size_t k = 1; k < reps.size() && rep[i] < 0; ++k) {
+    for (size_t k = 0; k < reps.size() && rep[i] < 0; ++k) {
       CompareSink c{signatures.at(reps[k])};
       write_signature(plan, lp.programs[i], c);
       if (c.equal()) rep[i] = reps[k];
