@@ -1,6 +1,6 @@
 // A small parallel loop for the check's per-rank work (lowering each rank,
-// the buffer check of each rank, the value check of each edge, rank
-// signatures): the items are independent, so they run on the machine's
+// the buffer check of each rank, rank signatures, replica comparisons,
+// adapter searches; docs/verify.md, "On all cores"): the items are independent, so they run on the machine's
 // cores, and each writes only its own result slot, which the caller then
 // reads in item order. Output is therefore the same byte for byte whatever
 // the thread count; NNS_CHECK_THREADS=1 runs everything on the calling
@@ -52,7 +52,7 @@ void parallel_for(size_t n, F&& fn) {
   // malloc arenas, not in the caller's, whose later allocations (the kernel
   // bodies of the capacity check) would otherwise search around it. With
   // one worker on the caller, Swin's 1024-rank bodies lowering took 11 s
-  // instead of about 2.
+  // instead of 3.
   std::vector<std::thread> pool;
   for (unsigned t = 0; t < threads; ++t) pool.emplace_back(work, t);
   for (std::thread& th : pool) th.join();
