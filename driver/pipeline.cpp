@@ -178,9 +178,11 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
   report << sema::check::verdict_line(p.plan, r, overflow) << "\n";
   const double mem_ms = ms_since(t_mem);
   if (mem) {
-    char took[160];
-    std::snprintf(took, sizeof took, " (%.1f ms: %d program(s) replayed for %zu rank(s))", mem_ms, mem->programs,
-                  mem->ranks.size());
+    char took[240];
+    std::snprintf(took, sizeof took,
+                  " (%.1f ms: %d program(s) replayed for %zu rank(s); rank classes %.1f ms, kernel bodies %.1f ms, "
+                  "replay %.1f ms)",
+                  mem_ms, mem->programs, mem->ranks.size(), mem->classes_ms, mem->bodies_ms, mem->replay_ms);
     report << "  " << backend::memory_line(*mem, mo) << (r.symbolic ? " at the witness sizes" : "") << took << "\n";
   }
   if (overflow) {
@@ -392,7 +394,9 @@ backend::MemoryCheck check_plan_memory(Pipeline& p, const Topology& topo, const 
   // representative of each is lowered with its kernel bodies and replayed.
   // (Programs are in rank order: replica 0's come first.)
   const std::vector<backend::RankProgram>& progs = structure->programs;
+  auto t0 = std::chrono::steady_clock::now();
   const std::vector<int> rep = backend::memory_classes(p.plan, *structure, devices);
+  const double classes_ms = ms_since(t0);
   backend::LowerOptions lo = lower_options(*p.interp, p.comm, topo);
   std::vector<int> program_of(rep.size(), -1);
   for (size_t i = 0; i < rep.size(); ++i)
@@ -400,11 +404,18 @@ backend::MemoryCheck check_plan_memory(Pipeline& p, const Topology& topo, const 
       program_of[i] = static_cast<int>(lo.ranks.size());
       lo.ranks.push_back(progs[i].rank);
     }
+  t0 = std::chrono::steady_clock::now();
   backend::LoweredPlan bodies = backend::lower_plan(p.graph(), p.plan, spec, lo);
+  const double bodies_ms = ms_since(t0);
   std::vector<backend::ClassMember> members;
   for (size_t i = 0; i < rep.size(); ++i)
     members.push_back({progs[i].rank, progs[i].device, program_of[static_cast<size_t>(rep[i])]});
-  return backend::check_memory_classes(p.graph(), p.plan, bodies, members, mo);
+  t0 = std::chrono::steady_clock::now();
+  backend::MemoryCheck mc = backend::check_memory_classes(p.graph(), p.plan, bodies, members, mo);
+  mc.classes_ms = classes_ms;
+  mc.bodies_ms = bodies_ms;
+  mc.replay_ms = ms_since(t0);
+  return mc;
 }
 
 backend::LowerOptions lower_options(sema::Interpreter& interp, const backend::CommPlan& comm, const Topology& topo) {

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "backend/lowering/geometry.h"
+#include "backend/lowering/parallel.h"
 #include "semantics/check_deadline.h"
 
 namespace nns::backend {
@@ -463,11 +464,21 @@ BufferCheckStats check_buffers(const sema::Graph& g, const LoweredPlan& lp, std:
   std::unordered_map<int, const Layout*> produced;
   for (const CommEdge& e : lp.comm.edges)
     if (!e.backward) produced.emplace(e.tensor, &e.from);
-  const size_t budget = errors.size() + max_errors;
-  for (const RankProgram& p : lp.programs) {
+  // Ranks are independent: interpreted on all cores, each into its own
+  // list (capped as a serial run would cap it), the lists then appended in
+  // rank order up to the budget. A rank's diagnoses do not depend on what
+  // other ranks said, so this is the serial output: the serial run stops a
+  // rank once the budget is spent, which cuts the same list short.
+  std::vector<std::vector<std::string>> found(lp.programs.size());
+  parallel_for(lp.programs.size(), [&](size_t r) {
     sema::CheckDeadline::poll();
-    if (errors.size() >= budget) break;
-    RankRun(g, lp, p, produced, errors, budget).run();
+    RankRun(g, lp, lp.programs[r], produced, found[r], max_errors).run();
+  });
+  const size_t budget = errors.size() + max_errors;
+  for (size_t r = 0; r < lp.programs.size() && errors.size() < budget; ++r) {
+    const RankProgram& p = lp.programs[r];
+    const size_t take = std::min(found[r].size(), budget - errors.size());
+    errors.insert(errors.end(), found[r].begin(), found[r].begin() + static_cast<std::ptrdiff_t>(take));
     stats.buffers += static_cast<int>(p.buffers.size());
     stats.instructions += static_cast<long long>(p.instrs.size());
   }

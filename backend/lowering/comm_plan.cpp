@@ -1,7 +1,9 @@
 #include "backend/lowering/comm_plan.h"
 #include "semantics/check_deadline.h"
 
+#include <limits>
 #include "backend/lowering/geometry.h"
+#include "backend/lowering/parallel.h"
 
 #include <algorithm>
 #include <map>
@@ -35,7 +37,8 @@ bool merge(const OperandSlice& a, const OperandSlice& b, OperandSlice& out) {
     }
     return false;
   }
-  if (a.value_index != b.value_index || a.value_parts != b.value_parts || a.start.size() != b.start.size()) return false;
+  if (a.value_index != b.value_index || a.value_parts != b.value_parts || a.start.size() != b.start.size())
+    return false;
   int diff = -1;
   for (size_t d = 0; d < a.start.size(); ++d) {
     if (a.start[d] == b.start[d] && a.length[d] == b.length[d]) continue;
@@ -45,7 +48,8 @@ bool merge(const OperandSlice& a, const OperandSlice& b, OperandSlice& out) {
   if (diff < 0) return false;
   const OperandSlice& first = a.start[diff] < b.start[diff] ? a : b;
   const OperandSlice& second = a.start[diff] < b.start[diff] ? b : a;
-  if (first.start[diff] + first.length[diff] != second.start[diff] || first.length[diff] != second.length[diff]) return false;
+  if (first.start[diff] + first.length[diff] != second.start[diff] || first.length[diff] != second.length[diff])
+    return false;
   out = first;
   out.length[diff] = first.length[diff] * 2;
   // Only aligned pairs keep a regular split (piece 2i with 2i+1).
@@ -71,7 +75,8 @@ std::vector<OperandSlice> merge_all(std::vector<OperandSlice> pieces) {
 
 }  // namespace
 
-bool layout_of_pieces(const std::vector<std::pair<int, OperandSlice>>& pieces, const sema::Shape& shape, Layout& out, std::string& why) {
+bool layout_of_pieces(const std::vector<std::pair<int, OperandSlice>>& pieces, const sema::Shape& shape, Layout& out,
+                      std::string& why) {
   // One piece per device (several merged, nnScaler's coshard), by device.
   std::vector<std::pair<int, size_t>> by_device;
   by_device.reserve(pieces.size());
@@ -92,7 +97,8 @@ bool layout_of_pieces(const std::vector<std::pair<int, OperandSlice>>& pieces, c
       for (size_t k = i; k < j; ++k) list.push_back(pieces[by_device[k].second].second);
       std::vector<OperandSlice> merged = merge_all(list);
       if (merged.size() != 1) {
-        why = "device " + std::to_string(dev) + " holds " + std::to_string(merged.size()) + " pieces that do not merge into one";
+        why = "device " + std::to_string(dev) + " holds " + std::to_string(merged.size()) +
+              " pieces that do not merge into one";
         return false;
       }
       merged_store.push_back(merged[0]);
@@ -180,7 +186,8 @@ bool layout_of_pieces(const std::vector<std::pair<int, OperandSlice>>& pieces, c
 namespace {
 
 // (device, slice of operand k) for every device of every leaf of `node`.
-std::vector<std::pair<int, OperandSlice>> operand_pieces(const sema::Plan& plan, int node, size_t k, std::vector<OperandSlice> sema::SubOp::*side) {
+std::vector<std::pair<int, OperandSlice>> operand_pieces(const sema::Plan& plan, int node, size_t k,
+                                                         std::vector<OperandSlice> sema::SubOp::*side) {
   std::vector<std::pair<int, OperandSlice>> out;
   for (int leaf : plan.leaves_of(node)) {
     const sema::SubOp& s = plan.subops[leaf];
@@ -227,40 +234,102 @@ Layout gradient_layout(Layout l) {
   return normalize(l);
 }
 
-CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, const std::vector<bool>* only_nodes, const AdapterCost& cost) {
+namespace {
+
+// One adapter search of derive_communication, run after the walk.
+struct Search {
+  Layout from, to;
+  sema::Shape shape;
+  int64_t elem_bytes;
+};
+
+// The searches, then each edge (edge_search: edge, search, in walk order)
+// given its search's adapter, or its error as the edge's note.
+// cost.give_up_above bounds the edges together: each search gets what the
+// edges before it left, so under a bound they run in walk order (a search
+// that failed is tried again by the next edge that needs it, under what is
+// left then). (An adapter found within its bound is the cheapest; one
+// found above it is only ever reused within this call, whose total is over
+// the bound anyway.) Without a bound no search depends on another: they
+// run on all cores (parallel.h).
+void run_searches(const std::vector<Search>& searches, const std::vector<std::pair<size_t, size_t>>& edge_search,
+                  const AdapterCost& cost, CommPlan& cp) {
+  std::vector<Adapter> found(searches.size());
+  std::vector<std::string> failed(searches.size());
+  if (cost.give_up_above < std::numeric_limits<double>::infinity()) {
+    double spent = 0;
+    std::vector<char> done(searches.size(), 0);
+    for (const auto& [edge, k] : edge_search) {
+      const Search& q = searches[k];
+      if (!done[k]) {
+        try {
+          AdapterCost left = cost;
+          left.give_up_above = cost.give_up_above - spent;
+          found[k] = derive_adapter(q.from, q.to, q.shape, q.elem_bytes, false, left);
+          done[k] = 1;
+        } catch (const std::invalid_argument& err) {
+          cp.edges[edge].note = err.what();
+          continue;
+        }
+      }
+      spent += found[k].cost;
+      cp.edges[edge].adapter = found[k];
+    }
+    return;
+  }
+  parallel_for(searches.size(), [&](size_t i) {
+    sema::CheckDeadline::poll();
+    const Search& q = searches[i];
+    try {
+      found[i] = derive_adapter(q.from, q.to, q.shape, q.elem_bytes, false, cost);
+    } catch (const std::invalid_argument& err) {
+      failed[i] = err.what();
+    }
+  });
+  for (const auto& [edge, search] : edge_search) {
+    if (failed[search].empty())
+      cp.edges[edge].adapter = found[search];
+    else
+      cp.edges[edge].note = failed[search];
+  }
+}
+
+}  // namespace
+
+CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, const std::vector<bool>* only_nodes,
+                              const AdapterCost& cost) {
   CommPlan cp;
   auto wanted = [&](int producer, int consumer) {
-    auto in_set = [&](int n) { return n >= 0 && static_cast<size_t>(n) < only_nodes->size() && (*only_nodes)[static_cast<size_t>(n)]; };
+    auto in_set = [&](int n) {
+      return n >= 0 && static_cast<size_t>(n) < only_nodes->size() && (*only_nodes)[static_cast<size_t>(n)];
+    };
     return !only_nodes || in_set(producer) || in_set(consumer);
   };
   // Layers repeat: the same (layout, layout, shape) pair is searched once.
   // Device lists are numbered once: keys spelling out 1024 devices made the
   // lookups themselves the cost of deriving a 1024-device plan.
-  std::map<std::string, Adapter> adapter_cache;
   std::map<std::vector<int>, int> device_set_ids;
   auto layout_key = [&](const Layout& l) {
     int id = device_set_ids.emplace(l.devices, static_cast<int>(device_set_ids.size())).first->second;
     return Layout{{}, l.factors}.to_string() + "#" + std::to_string(id);  // to_string normalises the factors
   };
-  // cost.give_up_above bounds the edges together: each search gets what
-  // the edges before it left. (An adapter found within its bound is the
-  // cheapest; one found above it is only ever reused within this call,
-  // whose total is over the bound anyway.)
-  double spent = 0;
-  auto cached_adapter = [&](const Layout& from, const Layout& to, const sema::Shape& shape, int64_t elem_bytes) {
-    std::string key = layout_key(from) + "|" + layout_key(to) + "|" + sema::shape_to_string(shape) + "|" + std::to_string(elem_bytes);
-    auto it = adapter_cache.find(key);
-    if (it == adapter_cache.end()) {
-      AdapterCost left = cost;
-      left.give_up_above = cost.give_up_above - spent;
-      it = adapter_cache.emplace(key, derive_adapter(from, to, shape, elem_bytes, false, left)).first;
-    }
-    spent += it->second.cost;
-    return it->second;
+  auto search_key = [&](const Layout& from, const Layout& to, const sema::Shape& shape, int64_t elem_bytes) {
+    return layout_key(from) + "|" + layout_key(to) + "|" + sema::shape_to_string(shape) + "|" +
+           std::to_string(elem_bytes);
+  };
+  // The distinct searches are collected during the walk and run after it (run_searches).
+  std::vector<Search> searches;
+  std::map<std::string, size_t> search_of_key;
+  std::vector<std::pair<size_t, size_t>> edge_search;  // (edge, search)
+  auto adapter_of = [&](CommEdge& e, const sema::Shape& shape, int64_t elem_bytes) {
+    auto [it, fresh] = search_of_key.emplace(search_key(e.from, e.to, shape, elem_bytes), searches.size());
+    if (fresh) searches.push_back({e.from, e.to, shape, elem_bytes});
+    edge_search.emplace_back(cp.edges.size(), it->second);  // e is pushed next
   };
   std::map<int, Layout> storage;  // params / inputs: the layout of their first consumer
-  auto add_edge = [&](int tensor, int producer, int consumer, int input_index, bool backward, const std::vector<std::pair<int, OperandSlice>>& from_pieces,
-                      const Layout* from_known, const std::vector<std::pair<int, OperandSlice>>& to_pieces) {
+  auto add_edge = [&](int tensor, int producer, int consumer, int input_index, bool backward,
+                      const std::vector<std::pair<int, OperandSlice>>& from_pieces, const Layout* from_known,
+                      const std::vector<std::pair<int, OperandSlice>>& to_pieces) {
     sema::CheckDeadline::poll();
     CommEdge e;
     e.tensor = tensor;
@@ -272,15 +341,10 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, cons
     std::string why;
     bool ok = from_known ? (e.from = *from_known, true) : layout_of_pieces(from_pieces, t.shape, e.from, why);
     if (ok) ok = layout_of_pieces(to_pieces, t.shape, e.to, why);
-    if (!ok) {
+    if (!ok)
       e.note = "irregular layout (" + why + "): needs piece-wise send/recv";
-    } else {
-      try {
-        e.adapter = cached_adapter(e.from, e.to, t.shape, sema::dtype_bytes(t.dtype));
-      } catch (const std::invalid_argument& err) {
-        e.note = err.what();
-      }
-    }
+    else
+      adapter_of(e, t.shape, sema::dtype_bytes(t.dtype));
     cp.edges.push_back(std::move(e));
   };
   for (size_t node = 0; node < plan.root_of_node.size(); ++node) {
@@ -299,8 +363,10 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, cons
           continue;
         }
         if (!wanted(-1, static_cast<int>(node))) continue;
-        if (storage.count(t)) add_edge(t, -1, static_cast<int>(node), static_cast<int>(k), false, {}, &storage[t], to);
-        else add_edge(t, -1, static_cast<int>(node), static_cast<int>(k), false, to, nullptr, to);
+        if (storage.count(t))
+          add_edge(t, -1, static_cast<int>(node), static_cast<int>(k), false, {}, &storage[t], to);
+        else
+          add_edge(t, -1, static_cast<int>(node), static_cast<int>(k), false, to, nullptr, to);
         continue;
       }
       int producer = info.producer;
@@ -308,7 +374,8 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, cons
       auto to = input_pieces(plan, static_cast<int>(node), k);
       const sema::OpNode& p = g.node(producer);
       size_t o = static_cast<size_t>(std::find(p.outputs.begin(), p.outputs.end(), t) - p.outputs.begin());
-      add_edge(t, producer, static_cast<int>(node), static_cast<int>(k), false, output_pieces(plan, producer, o), nullptr, to);
+      add_edge(t, producer, static_cast<int>(node), static_cast<int>(k), false, output_pieces(plan, producer, o),
+               nullptr, to);
     }
   }
   // Backward: each consumer produces the gradient of its input in the layout
@@ -343,18 +410,14 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, cons
         if (ok) e.to = gradient_layout(e.to);
       }
       if (ok) ok = layout_of_pieces(gradient_pieces(plan, static_cast<int>(node), k), info.shape, e.from, why);
-      if (!ok) {
+      if (!ok)
         e.note = "irregular gradient layout (" + why + "): needs piece-wise send/recv";
-      } else {
-        try {
-          e.adapter = cached_adapter(e.from, e.to, info.shape, sema::dtype_bytes(info.dtype));
-        } catch (const std::invalid_argument& err) {
-          e.note = err.what();
-        }
-      }
+      else
+        adapter_of(e, info.shape, sema::dtype_bytes(info.dtype));
       cp.edges.push_back(std::move(e));
     }
   }
+  run_searches(searches, edge_search, cost, cp);
   mark_shared_transfers(g, plan, cp);
   return cp;
 }
@@ -497,8 +560,8 @@ std::string CommPlan::dump(const sema::Graph& g, int micro_batches) const {
     out << "    " << e.from.to_string() << "  =>  " << e.to.to_string() << "\n";
     for (const AdapterStep& s : e.adapter.steps) out << "    " << s.to_string() << "\n";
   }
-  out << "  total: " << collectives() << " collective(s) per step (forward and backward), " << static_cast<int64_t>(bytes())
-      << " bytes by the volume model";
+  out << "  total: " << collectives() << " collective(s) per step (forward and backward), "
+      << static_cast<int64_t>(bytes()) << " bytes by the volume model";
   if (cross_bytes() > 0) out << ", " << static_cast<int64_t>(cross_bytes()) << " of them across device groups";
   out << "\n";
   if (micro_batches > 1) {

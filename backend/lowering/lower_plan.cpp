@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "backend/lowering/lower_internal.h"
+#include "backend/lowering/parallel.h"
 
 namespace nns::backend {
 
@@ -63,10 +64,11 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
   // first, on this thread, and the other passes on all cores. Group ids
   // then depend on the interleaving; every rank still names one group by
   // one id.
-  unsigned threads = todo.size() < 16 ? 1 : std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+  // Few ranks lower faster on one thread than threads start.
+  const bool parallel = todo.size() >= 16 && check_threads(todo.size()) > 1;
   std::vector<std::unique_ptr<detail::RankBuild>> kernels_made;
   bool stopped_after_kernels = false;  // LowerOptions::stop_after names the kernels pass
-  if (threads > 1 && opts.elaborate) {
+  if (parallel && opts.elaborate) {
     kernels_made.resize(todo.size());
     for (size_t i = 0; i < todo.size(); ++i) {
       sema::CheckDeadline::poll();
@@ -75,42 +77,35 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
       stopped_after_kernels = !detail::run_lowering_passes(*kernels_made[i], 0, 1);
     }
   }
-  std::vector<std::exception_ptr> errors(threads);  // rethrown as they are (a LoweringError keeps its location)
-  std::atomic<bool> timed_out{false};
-  auto work = [&](unsigned t) {
-    try {
-      for (size_t i = t; i < todo.size() && !timed_out; i += threads) {
-        sema::CheckDeadline::poll();
-        if (!kernels_made.empty()) {
-          detail::RankBuild& R = *kernels_made[i];
-          if (!stopped_after_kernels) detail::run_lowering_passes(R, 1, detail::lowering_passes().size());
-          out.programs[i] = std::move(R.P);
-          kernels_made[i].reset();
-          continue;
-        }
-        out.programs[i] = lower_rank(analysis, spec, opts, groups, out.devices, todo[i], &walk);
-      }
-    } catch (const sema::CheckTimeout&) {
-      timed_out = true;
-    } catch (const LoweringError&) {
-      errors[t] = std::current_exception();
-    } catch (const std::exception& e) {
-      errors[t] = std::make_exception_ptr(LoweringError(e.what()));
+  // The first rank (in order) whose lowering fails throws here, as a
+  // serial loop would (parallel_for rethrows the lowest item's error); a
+  // LoweringError keeps its location.
+  auto lower_one = [&](size_t i) {
+    sema::CheckDeadline::poll();
+    if (!kernels_made.empty()) {
+      detail::RankBuild& R = *kernels_made[i];
+      if (!stopped_after_kernels) detail::run_lowering_passes(R, 1, detail::lowering_passes().size());
+      out.programs[i] = std::move(R.P);
+      kernels_made[i].reset();
+      return;
     }
+    out.programs[i] = lower_rank(analysis, spec, opts, groups, out.devices, todo[i], &walk);
   };
-  if (threads == 1) {
-    for (size_t i = 0; i < todo.size(); ++i) {
-      sema::CheckDeadline::poll();
-      out.programs[i] = lower_rank(analysis, spec, opts, groups, out.devices, todo[i], &walk);
-    }
+  if (!parallel) {
+    for (size_t i = 0; i < todo.size(); ++i) lower_one(i);
     return out;
   }
-  std::vector<std::thread> pool;
-  for (unsigned t = 0; t < threads; ++t) pool.emplace_back(work, t);
-  for (std::thread& th : pool) th.join();
-  if (timed_out) sema::CheckDeadline::poll_now();  // rethrown on this thread
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
+  parallel_for(todo.size(), [&](size_t i) {
+    try {
+      lower_one(i);
+    } catch (const sema::CheckTimeout&) {
+      throw;
+    } catch (const LoweringError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw LoweringError(e.what());
+    }
+  });
   return out;
 }
 

@@ -47,6 +47,10 @@ struct MemoryCheck {
   std::vector<RankMemory> ranks;  // one per lowered program, in program order
   int worst = -1;                 // index into ranks of the largest peak
   int programs = 0;               // programs replayed (one per rank class with check_memory_classes)
+  // Where the capacity check's time went (driver::check_plan_memory): the
+  // rank classes, the representatives lowered with their kernel bodies,
+  // their replay. 0 when not measured.
+  double classes_ms = 0, bodies_ms = 0, replay_ms = 0;
   bool fits = true;
   std::optional<front::Diagnostic> overflow;  // when the worst peak exceeds the capacity
 };

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/lowering/parallel.h"
 #include "backend/lowering/program_order.h"
 #include "backend/lowering/rank_classes.h"
 #include "semantics/check_deadline.h"
@@ -31,9 +32,15 @@ bool compare_replicas(const sema::Graph& g, const sema::Plan& plan, const sema::
       return false;
     }
     if (r == 1 && scale && !lr->programs.empty()) seed_replica_scale(g, lr->programs[0], lp.replicas, bug, out.applied);
+    // Each program compared with replica 0's on all cores; the verdicts
+    // then read in device order.
+    std::vector<std::string> whys(lr->programs.size());
+    parallel_for(lr->programs.size(), [&](size_t d) {
+      whys[d] = replica_difference(lp.programs[d], lp.groups, lr->programs[d], lr->groups, k);
+    });
     std::vector<RankProgram> differ;
     for (size_t d = 0; d < lr->programs.size(); ++d) {
-      std::string why = replica_difference(lp.programs[d], lp.groups, lr->programs[d], lr->groups, k);
+      const std::string& why = whys[d];
       if (why.empty()) {
         ++out.replica_programs;
         continue;

@@ -6,6 +6,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "backend/lowering/parallel.h"
 #include "semantics/check_deadline.h"
 
 namespace nns::backend {
@@ -18,24 +19,132 @@ int64_t float_bits(float f) {
   return static_cast<int64_t>(u);
 }
 
+// The signature is written to a sink (put(value), put(first, last)): a
+// vector (memory_signature), a running hash, or a comparison against a
+// stored signature, so that classifying ranks holds one signature per
+// class, not one per rank (at 32 ranks of AlphaFold2 each is some 100 MB).
+struct VectorSink {
+  std::vector<int64_t>& out;
+  void put(int64_t v) { out.push_back(v); }
+  template <class It>
+  void put(It first, It last) {
+    out.insert(out.end(), first, last);
+  }
+};
+
+struct HashSink {
+  size_t h = 0, n = 0;
+  void put(int64_t v) {
+    h = h * 1000003u ^ std::hash<int64_t>{}(v);
+    ++n;
+  }
+  template <class It>
+  void put(It first, It last) {
+    for (; first != last; ++first) put(*first);
+  }
+  size_t value() const { return h * 1000003u ^ n; }
+};
+
+// Equal to `want` element by element (`equal()` once the signature is written).
+struct CompareSink {
+  const std::vector<int64_t>& want;
+  size_t at = 0;
+  bool same = true;
+  void put(int64_t v) {
+    same = same && at < want.size() && want[at] == v;
+    ++at;
+  }
+  template <class It>
+  void put(It first, It last) {
+    for (; first != last; ++first) put(*first);
+  }
+  bool equal() const { return same && at == want.size(); }
+};
+
+// Both at once: the hash, and equality with one stored signature.
+struct HashCompareSink {
+  HashSink hash;
+  CompareSink compare;
+  void put(int64_t v) {
+    hash.put(v);
+    compare.put(v);
+  }
+  template <class It>
+  void put(It first, It last) {
+    for (; first != last; ++first) put(*first);
+  }
+};
+
 // Appends a piece's extent (not its place: symmetric ranks hold other boxes).
-void add_extent(std::vector<int64_t>& s, const Piece& p) {
-  s.push_back(static_cast<int64_t>(p.length.size()));
-  s.insert(s.end(), p.length.begin(), p.length.end());
-  s.push_back(p.value_parts);
-  s.push_back(p.replicas);
+template <class Sink>
+void add_extent(Sink& s, const Piece& p) {
+  s.put(static_cast<int64_t>(p.length.size()));
+  s.put(p.length.begin(), p.length.end());
+  s.put(p.value_parts);
+  s.put(p.replicas);
 }
 
 // The split chain above a leaf: what divides the elaborated op's arguments
 // (lower_kernels.cpp, make_kernel).
-void add_split_chain(std::vector<int64_t>& s, const sema::Plan& plan, int leaf) {
+template <class Sink>
+void add_split_chain(Sink& s, const sema::Plan& plan, int leaf) {
   for (int c = leaf; c >= 0 && plan.subops[static_cast<size_t>(c)].parent >= 0;
        c = plan.subops[static_cast<size_t>(c)].parent) {
     const sema::SubOp& sub = plan.subops[static_cast<size_t>(c)];
-    s.push_back(static_cast<int64_t>(std::hash<std::string>{}(sub.split_id)));
-    s.push_back(sub.split_num);
+    s.put(static_cast<int64_t>(std::hash<std::string>{}(sub.split_id)));
+    s.put(sub.split_num);
   }
-  s.push_back(-1);  // the chain's end
+  s.put(-1);  // the chain's end
+}
+
+template <class Sink>
+void write_signature(const sema::Plan& plan, const RankProgram& p, Sink& s) {
+  s.put(static_cast<int64_t>(p.buffers.size()));
+  for (const BufferDecl& b : p.buffers) {
+    s.put(b.role);
+    s.put(b.tensor);
+    s.put(b.mb);
+    add_extent(s, b.piece);
+  }
+  s.put(static_cast<int64_t>(p.kernels.size()));
+  for (const SubOpKernel& k : p.kernels) {
+    s.put(k.node);
+    s.put(static_cast<int64_t>(k.in_slices.size()));
+    for (const Piece& sl : k.in_slices) add_extent(s, sl);
+    s.put(static_cast<int64_t>(k.out_slices.size()));
+    for (const Piece& sl : k.out_slices) add_extent(s, sl);
+    add_split_chain(s, plan, k.subop);
+    s.put(k.recompute);
+    s.put(float_bits(k.scale));
+  }
+  s.put(static_cast<int64_t>(p.instrs.size()));
+  for (const PInstr& in : p.instrs) {
+    s.put(in.kind);
+    s.put(in.a);
+    s.put(in.b);
+    s.put(in.kernel);
+    s.put(in.index);
+    s.put(in.mb);
+    s.put(float_bits(in.scale));
+    s.put(in.count);
+    s.put(in.edge);
+    s.put(in.step);
+    if (in.kind == PInstr::SliceIn || in.kind == PInstr::SliceGrad) s.put(in.a >= 0 && slice_in_place(p, in) >= 0);
+    if (in.kind == PInstr::CollectOut) s.put(collect_out_whole(p, in));
+  }
+  s.put(static_cast<int64_t>(p.params.size()));
+  for (const ParamSlot& slot : p.params) {
+    s.put(slot.tensor);
+    s.put(slot.param);
+    s.put(slot.accum);
+    s.put(slot.trainable);
+    s.put(slot.shard);
+  }
+  s.put(static_cast<int64_t>(p.buckets.size()));
+  for (const std::vector<int>& bucket : p.buckets) {
+    s.put(static_cast<int64_t>(bucket.size()));
+    s.put(bucket.begin(), bucket.end());
+  }
 }
 
 }  // namespace
@@ -43,78 +152,84 @@ void add_split_chain(std::vector<int64_t>& s, const sema::Plan& plan, int leaf) 
 std::vector<int64_t> memory_signature(const sema::Plan& plan, const RankProgram& p) {
   std::vector<int64_t> s;
   s.reserve(p.instrs.size() * 11 + p.buffers.size() * 8 + p.kernels.size() * 16);
-  s.push_back(static_cast<int64_t>(p.buffers.size()));
-  for (const BufferDecl& b : p.buffers) {
-    s.push_back(b.role);
-    s.push_back(b.tensor);
-    s.push_back(b.mb);
-    add_extent(s, b.piece);
-  }
-  s.push_back(static_cast<int64_t>(p.kernels.size()));
-  for (const SubOpKernel& k : p.kernels) {
-    s.push_back(k.node);
-    s.push_back(static_cast<int64_t>(k.in_slices.size()));
-    for (const Piece& sl : k.in_slices) add_extent(s, sl);
-    s.push_back(static_cast<int64_t>(k.out_slices.size()));
-    for (const Piece& sl : k.out_slices) add_extent(s, sl);
-    add_split_chain(s, plan, k.subop);
-    s.push_back(k.recompute);
-    s.push_back(float_bits(k.scale));
-  }
-  s.push_back(static_cast<int64_t>(p.instrs.size()));
-  for (const PInstr& in : p.instrs) {
-    s.push_back(in.kind);
-    s.push_back(in.a);
-    s.push_back(in.b);
-    s.push_back(in.kernel);
-    s.push_back(in.index);
-    s.push_back(in.mb);
-    s.push_back(float_bits(in.scale));
-    s.push_back(in.count);
-    s.push_back(in.edge);
-    s.push_back(in.step);
-    if (in.kind == PInstr::SliceIn || in.kind == PInstr::SliceGrad)
-      s.push_back(in.a >= 0 && slice_in_place(p, in) >= 0);
-    if (in.kind == PInstr::CollectOut) s.push_back(collect_out_whole(p, in));
-  }
-  s.push_back(static_cast<int64_t>(p.params.size()));
-  for (const ParamSlot& slot : p.params) {
-    s.push_back(slot.tensor);
-    s.push_back(slot.param);
-    s.push_back(slot.accum);
-    s.push_back(slot.trainable);
-    s.push_back(slot.shard);
-  }
-  s.push_back(static_cast<int64_t>(p.buckets.size()));
-  for (const std::vector<int>& bucket : p.buckets) {
-    s.push_back(static_cast<int64_t>(bucket.size()));
-    s.insert(s.end(), bucket.begin(), bucket.end());
-  }
+  VectorSink sink{s};
+  write_signature(plan, p, sink);
   return s;
 }
 
-std::vector<int> memory_classes(const sema::Plan& plan, const LoweredPlan& lp, int count) {
+std::vector<int> memory_classes(const sema::Plan& plan, const LoweredPlan& lp, int count, size_t hash_mask) {
   const size_t n = count < 0 ? lp.programs.size() : std::min(lp.programs.size(), static_cast<size_t>(count));
   std::vector<int> rep(n, -1);
-  // Hash -> the representatives with that hash, and their signatures (kept:
-  // a handful of classes on symmetric plans).
-  std::unordered_map<size_t, std::vector<int>> by_hash;
+  if (n == 0) return rep;
+  // Program 0's signature; every other program hashed and compared with it
+  // in one pass, on all cores (symmetric plans: one class, one pass each).
   std::unordered_map<int, std::vector<int64_t>> signatures;
-  for (size_t i = 0; i < n; ++i) {
+  signatures[0] = memory_signature(plan, lp.programs[0]);
+  std::vector<size_t> hash(n);
+  std::vector<char> same(n, 0);
+  {
+    HashSink h;
+    h.put(signatures[0].begin(), signatures[0].end());
+    hash[0] = h.value() & hash_mask;
+    same[0] = 1;
+  }
+  parallel_for(n - 1, [&](size_t k) {
+    const size_t i = k + 1;
     sema::CheckDeadline::poll();
-    std::vector<int64_t> sig = memory_signature(plan, lp.programs[i]);
-    size_t h = sig.size();
-    for (int64_t v : sig) h = h * 1000003u ^ std::hash<int64_t>{}(v);
-    std::vector<int>& reps = by_hash[h];
-    for (int r : reps)
-      if (signatures[r] == sig) {
-        rep[i] = r;
-        break;
-      }
+    HashCompareSink hc{{}, {signatures.at(0)}};
+    write_signature(plan, lp.programs[i], hc);
+    hash[i] = hc.hash.value() & hash_mask;
+    same[i] = hc.compare.equal();
+  });
+  // The others: tentatively in the class of the first of them with the
+  // same hash, whose signature is built once and every other one compared
+  // with element by element (a hash only buckets them), on all cores.
+  std::unordered_map<size_t, std::vector<int>> by_hash;  // hash -> representatives, in program order
+  by_hash[hash[0]].push_back(0);
+  std::unordered_map<size_t, int> first_other;  // hash -> the first program unlike program 0
+  std::vector<int> firsts;
+  for (size_t i = 0; i < n; ++i) {
+    if (same[i]) {
+      rep[i] = 0;
+      continue;
+    }
+    auto [it, fresh] = first_other.emplace(hash[i], static_cast<int>(i));
+    rep[i] = it->second;
+    if (fresh) {
+      firsts.push_back(static_cast<int>(i));
+      by_hash[hash[i]].push_back(static_cast<int>(i));
+      signatures[static_cast<int>(i)];
+    }
+  }
+  parallel_for(firsts.size(), [&](size_t k) {
+    sema::CheckDeadline::poll();
+    signatures.at(firsts[k]) = memory_signature(plan, lp.programs[static_cast<size_t>(firsts[k])]);
+  });
+  std::vector<char> checked(n, 1);
+  parallel_for(n, [&](size_t i) {
+    if (same[i] || rep[i] == static_cast<int>(i)) return;
+    sema::CheckDeadline::poll();
+    CompareSink c{signatures.at(rep[i])};
+    write_signature(plan, lp.programs[i], c);
+    checked[i] = c.equal();
+  });
+  // A program unlike its tentative class (a hash collision): in program
+  // order, the first representative with its hash that it equals, else a
+  // class of its own.
+  for (size_t i = 0; i < n; ++i) {
+    if (checked[i]) continue;
+    sema::CheckDeadline::poll();
+    rep[i] = -1;
+    std::vector<int>& reps = by_hash[hash[i]];
+    for (size_t k = 0; k < reps.size() && rep[i] < 0; ++k) {
+      CompareSink c{signatures.at(reps[k])};
+      write_signature(plan, lp.programs[i], c);
+      if (c.equal()) rep[i] = reps[k];
+    }
     if (rep[i] >= 0) continue;
     rep[i] = static_cast<int>(i);
     reps.push_back(static_cast<int>(i));
-    signatures.emplace(static_cast<int>(i), std::move(sig));
+    signatures.emplace(static_cast<int>(i), memory_signature(plan, lp.programs[i]));
   }
   return rep;
 }

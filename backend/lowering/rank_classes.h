@@ -55,7 +55,13 @@ std::string replica_difference(const RankProgram& base, const std::vector<std::v
 
 // For each of the first `count` programs of `lp` (by index; all when
 // negative), the index of its class's representative: the first program
-// with an equal signature.
-std::vector<int> memory_classes(const sema::Plan& plan, const LoweredPlan& lp, int count = -1);
+// with an equal signature. Programs are hashed and compared element by
+// element with program 0's in one pass, on all cores (parallel.h); the
+// others are compared with the first program of their hash. Only one
+// signature per class is held. `hash_mask` (a test hook) keeps only
+// those bits of the hash: 0 makes every program collide, which must not
+// change the classes.
+std::vector<int> memory_classes(const sema::Plan& plan, const LoweredPlan& lp, int count = -1,
+                                size_t hash_mask = ~size_t{0});
 
 }  // namespace nns::backend

@@ -93,6 +93,13 @@ TEST_CASE("rank classes: a data-parallel plan is one class; a changed program le
   b.piece.length[0] += 1;
   rep = backend::memory_classes(l.plan, s);
   CHECK(rep == std::vector<int>{0, 0, 2, 0});
+  // Every hash equal (the mask keeps no bit): the element-by-element
+  // comparison alone tells the classes apart, with the same result.
+  CHECK(backend::memory_classes(l.plan, s, -1, 0) == std::vector<int>{0, 0, 2, 0});
+  // Rank 3 like rank 2: the first program equal to it, not its hash's first.
+  s.programs[3].buffers.back().piece.length[0] += 1;
+  CHECK(backend::memory_classes(l.plan, s) == std::vector<int>{0, 0, 2, 2});
+  CHECK(backend::memory_classes(l.plan, s, -1, 0) == std::vector<int>{0, 0, 2, 2});
   // So is a rank whose instructions differ (a free moved).
   s = l.structure();
   std::vector<backend::PInstr>& in = s.programs[1].instrs;
@@ -102,6 +109,7 @@ TEST_CASE("rank classes: a data-parallel plan is one class; a changed program le
   std::iter_swap(it, it + 1);
   rep = backend::memory_classes(l.plan, s);
   CHECK(rep == std::vector<int>{0, 1, 0, 0});
+  CHECK(backend::memory_classes(l.plan, s, -1, 0) == std::vector<int>{0, 1, 0, 0});
   // Only the first `count` programs are classed (one plan replica).
   CHECK(backend::memory_classes(l.plan, s, 2) == std::vector<int>{0, 1});
 }
