@@ -13,6 +13,32 @@ int64_t Piece::numel() const {
   return n;
 }
 
+bool region_view(const Piece& have, const Piece& want, int64_t& offset, int64_t& row_stride) {
+  const size_t rank = have.length.size();
+  if (want.length.size() != rank || want.start.size() != rank || have.start.size() != rank) return false;
+  for (size_t x = 0; x < rank; ++x)
+    if (want.start[x] < have.start[x] || want.start[x] + want.length[x] > have.start[x] + have.length[x]) return false;
+  auto contiguous_over = [&](size_t dims) {
+    size_t d = 0;
+    while (d < dims && want.length[d] == 1) ++d;
+    for (size_t x = d + 1; x < dims; ++x)
+      if (want.length[x] != have.length[x]) return false;
+    return true;
+  };
+  row_stride = 0;
+  if (!contiguous_over(rank)) {
+    if (rank < 2 || !contiguous_over(rank - 1)) return false;
+    row_stride = have.length[rank - 1];
+  }
+  offset = 0;
+  int64_t stride = 1;
+  for (size_t x = rank; x-- > 0;) {
+    offset += (want.start[x] - have.start[x]) * stride;
+    stride *= have.length[x];
+  }
+  return true;
+}
+
 Piece piece_of(const Layout& l, int device, const sema::Shape& shape) {
   // Layouts list their devices in ascending order (they come from ordered
   // maps): a binary search, with a linear one for any other order. Checks of

@@ -36,6 +36,12 @@ Piece full_piece(const sema::Shape& shape);
 // Box arithmetic in full-tensor coordinates.
 bool contains(const Piece& outer, const std::vector<int64_t>& start, const std::vector<int64_t>& length);
 bool intersect(const Piece& a, const Piece& b, std::vector<int64_t>& start, std::vector<int64_t>& length);
+// Where box `want` lies in a row-major buffer laid out as box `have`: its
+// first element and, when it is columns of the buffer's rows (contiguous
+// over every dimension but the last, which is partial), the buffer's row
+// length (0: contiguous: ones, one partial dimension, full ones). False
+// when `want` is outside `have` or neither.
+bool region_view(const Piece& have, const Piece& want, int64_t& offset, int64_t& row_stride);
 
 // Fits a layout over devices in exactly the order `order` (its positions)
 // to the piece each of them holds (pieces[i] on order[i]): D digits of any

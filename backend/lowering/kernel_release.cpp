@@ -115,41 +115,16 @@ bool slice_view(const RankProgram& prog, const PInstr& in, int64_t& offset, int6
       grad ? r != BufferDecl::Param && r != BufferDecl::Accum && r != BufferDecl::Shard && r != BufferDecl::Bucket
            : r == BufferDecl::Param || r == BufferDecl::Input || r == BufferDecl::Value || r == BufferDecl::Transit;
   if (!read_only) return false;
-  const Piece& have = b.piece;
-  const Piece& want = slices[static_cast<size_t>(in.index)];
-  const size_t rank = have.length.size();
-  if (want.length.size() != rank || want.start.size() != rank || have.start.size() != rank) return false;
-  for (size_t x = 0; x < rank; ++x)
-    if (want.start[x] < have.start[x] || want.start[x] + want.length[x] > have.start[x] + have.length[x]) return false;
-  // Contiguous in the buffer's row-major layout: ones, then one partial
-  // dimension, then full dimensions. Row-strided (read by linears: x, w,
-  // and the backward's dy): the same over every dimension but the last,
-  // which may be partial (columns of the buffer's rows: a contraction
-  // split, coshard).
-  auto contiguous_over = [&](size_t dims) {
-    size_t d = 0;
-    while (d < dims && want.length[d] == 1) ++d;
-    for (size_t x = d + 1; x < dims; ++x)
-      if (want.length[x] != have.length[x]) return false;
-    return true;
-  };
-  row_stride = 0;
-  if (!contiguous_over(rank)) {
-    // A linear's x or w (SubOpKernel::row_strided_inputs), or its dy (the
-    // SliceGrad of its one output: its backward reads it as a matrix, as it
-    // reads x). A backend that
-    // does not read such a view (Backend::reads_row_strided) gets a packed
-    // copy from the executor, node by node: copies there, never a wrong value.
-    if (rank < 2 || (grad ? in.index != 0 : in.index > 1) || !k.row_strided_inputs || !contiguous_over(rank - 1))
-      return false;
-    row_stride = have.length[rank - 1];
-  }
-  offset = 0;
-  int64_t stride = 1;
-  for (size_t x = rank; x-- > 0;) {
-    offset += (want.start[x] - have.start[x]) * stride;
-    stride *= have.length[x];
-  }
+  // Contiguous in the buffer (region_view), or row-strided: read by
+  // linears (x, w, and the backward's dy) as columns of the buffer's rows
+  // (a contraction split, coshard). A linear's x or w
+  // (SubOpKernel::row_strided_inputs), or its dy (the SliceGrad of its one
+  // output: its backward reads it as a matrix, as it reads x). A backend
+  // that does not read such a view (Backend::reads_row_strided) gets a
+  // packed copy from the executor, node by node: copies there, never a
+  // wrong value.
+  if (!region_view(b.piece, slices[static_cast<size_t>(in.index)], offset, row_stride)) return false;
+  if (row_stride != 0 && ((grad ? in.index != 0 : in.index > 1) || !k.row_strided_inputs)) return false;
   return true;
 }
 

@@ -21,37 +21,6 @@ namespace nns::backend {
 
 namespace {
 
-// Where `want` lies in a row-major buffer laid out as `have`: its first
-// element and, when it is columns of the buffer's rows (every dimension but
-// the last contiguous), the buffer's row length (0: contiguous). False when
-// the region is neither.
-bool region_view(const Piece& have, const Piece& want, int64_t& offset, int64_t& row_stride) {
-  const size_t rank = have.length.size();
-  if (want.length.size() != rank || want.start.size() != rank || have.start.size() != rank) return false;
-  for (size_t x = 0; x < rank; ++x)
-    if (want.start[x] < have.start[x] || want.start[x] + want.length[x] > have.start[x] + have.length[x]) return false;
-  // Contiguous over `dims` leading dimensions: ones, one partial dimension, full ones.
-  auto contiguous_over = [&](size_t dims) {
-    size_t d = 0;
-    while (d < dims && want.length[d] == 1) ++d;
-    for (size_t x = d + 1; x < dims; ++x)
-      if (want.length[x] != have.length[x]) return false;
-    return true;
-  };
-  row_stride = 0;
-  if (!contiguous_over(rank)) {
-    if (rank < 2 || !contiguous_over(rank - 1)) return false;
-    row_stride = have.length[rank - 1];
-  }
-  offset = 0;
-  int64_t stride = 1;
-  for (size_t x = rank; x-- > 0;) {
-    offset += (want.start[x] - have.start[x]) * stride;
-    stride *= have.length[x];
-  }
-  return true;
-}
-
 bool disjoint(const Piece& p, const Piece& q) {
   for (size_t x = 0; x < p.start.size() && x < q.start.size(); ++x)
     if (p.start[x] + p.length[x] <= q.start[x] || q.start[x] + q.length[x] <= p.start[x]) return true;
