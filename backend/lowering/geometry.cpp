@@ -13,6 +13,18 @@ int64_t Piece::numel() const {
   return n;
 }
 
+bool same_piece(const Piece& a, const Piece& b) {
+  return a.same_box(b) && a.value_index == b.value_index && a.value_parts == b.value_parts &&
+         a.replica_index == b.replica_index && a.replicas == b.replicas;
+}
+
+bool same_pieces(const std::vector<Piece>& a, const std::vector<Piece>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!same_piece(a[i], b[i])) return false;
+  return true;
+}
+
 bool region_view(const Piece& have, const Piece& want, int64_t& offset, int64_t& row_stride) {
   const size_t rank = have.length.size();
   if (want.length.size() != rank || want.start.size() != rank || have.start.size() != rank) return false;

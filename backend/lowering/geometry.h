@@ -25,6 +25,10 @@ struct Piece {
   bool same_box(const Piece& o) const { return start == o.start && length == o.length; }
 };
 
+// Equal boxes and equal partial-sum and replica labels.
+bool same_piece(const Piece& a, const Piece& b);
+bool same_pieces(const std::vector<Piece>& a, const std::vector<Piece>& b);
+
 // The piece `device` holds under layout `l` (throws if it holds none).
 Piece piece_of(const Layout& l, int device, const sema::Shape& shape);
 // Whether `device` holds a piece under `l`.

@@ -44,15 +44,6 @@ uint64_t pieces_hash(uint64_t h, const std::vector<Piece>& ps) {
   return h;
 }
 
-bool same_pieces(const std::vector<Piece>& a, const std::vector<Piece>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!a[i].same_box(b[i]) || a[i].value_index != b[i].value_index || a[i].value_parts != b[i].value_parts ||
-        a[i].replica_index != b[i].replica_index || a[i].replicas != b[i].replicas)
-      return false;
-  return true;
-}
-
 }  // namespace
 
 int RankBuild::add_geom(CollectiveGeom&& geom) {

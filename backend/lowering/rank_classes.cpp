@@ -236,18 +236,6 @@ std::vector<int> memory_classes(const sema::Plan& plan, const LoweredPlan& lp, i
 
 namespace {
 
-bool same_piece(const Piece& a, const Piece& b) {
-  return a.start == b.start && a.length == b.length && a.value_index == b.value_index &&
-         a.value_parts == b.value_parts && a.replica_index == b.replica_index && a.replicas == b.replicas;
-}
-
-bool same_pieces(const std::vector<Piece>& a, const std::vector<Piece>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!same_piece(a[i], b[i])) return false;
-  return true;
-}
-
 // A rank as replica `r` names it: its device when it is in the replica,
 // else the absolute rank, told apart by sign.
 int64_t relative(int rank, int r, int devices) {

@@ -89,10 +89,8 @@ std::vector<float> region(const std::vector<float>& host, const Piece& have, con
 
 TEST_CASE("distributed optimizer: a bucket's shards travel in padded per-replica blocks and land in their boxes",
           "[collectives]") {
-  test::Elaboration e("small");
-  REQUIRE(e.load(std::string(NNS_SOURCE_DIR) + "/tests/plan/plans/distributed_optimizer.nns"));
-  sema::Plan plan;
-  REQUIRE(e.evaluate_plan("dp", 1, plan));
+  test::PlannedElaboration e(NNS_SOURCE_DIR, "tests/plan/plans/distributed_optimizer.nns", "small", "dp", 1);
+  const sema::Plan& plan = e.plan;
   const int replicas = 4, me = 1;
   LowerOptions o;
   o.replicas = replicas;

@@ -90,12 +90,8 @@ TEST_CASE("simulator: --overlap-param-gather gathers at the step's start, the pa
 
 namespace {
 
-struct TinyMegatron : test::Elaboration {
-  sema::Plan plan;
-  TinyMegatron() : Elaboration("tiny_sc21_tp2") {
-    REQUIRE(load(std::string(NNS_SOURCE_DIR) + "/examples/gpt.nns"));
-    REQUIRE(evaluate_plan("megatron_h100", 2, plan));
-  }
+struct TinyMegatron : test::PlannedElaboration {
+  TinyMegatron() : PlannedElaboration(NNS_SOURCE_DIR, "examples/gpt.nns", "tiny_sc21_tp2", "megatron_h100", 2) {}
   backend::LoweredPlan lower(int replicas, bool distributed, bool bodies, bool all_ranks = false) {
     backend::LowerOptions o;
     o.replicas = replicas;
@@ -270,10 +266,8 @@ TEST_CASE(
 
 TEST_CASE("tp overlap: a sequence-parallel reduce-scatter is charged what pipelining it with its producer's GEMM adds",
           "[h100]") {
-  test::Elaboration e("tiny_sc21_tp2");
-  REQUIRE(e.load(std::string(NNS_SOURCE_DIR) + "/examples/gpt.nns"));
-  sema::Plan plan;
-  REQUIRE(e.evaluate_plan("megatron_h100_sp", 2, plan));
+  test::PlannedElaboration e(NNS_SOURCE_DIR, "examples/gpt.nns", "tiny_sc21_tp2", "megatron_h100_sp", 2);
+  const sema::Plan& plan = e.plan;
   backend::LowerOptions o;
   o.elaborate = e.elaborator();
   backend::LoweredPlan lp = backend::lower_plan(e.interp->graph(), plan, *e.interp->train(), o);
