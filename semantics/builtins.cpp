@@ -375,9 +375,6 @@ void install_builtins(Env& env) {
 // ---- the train block ------------------------------------------------------------------
 
 namespace {
-// The rank programs number micro-batches in 16 bits (backend PInstr::mb:
-// millions of instructions per program at 1,000 micro-batches).
-constexpr int64_t kMaxMicroBatches = 32767;
 
 const char* const kSettings[] = {"model",       "loss",          "optimizer",  "schedule",    "data",
                                  "steps",       "micro_batches", "clip",       "precision",   "loss_scale",

@@ -62,6 +62,11 @@ struct LossScaleSpec {
   double init = 65536, growth = 2, backoff = 0.5;
   int64_t interval = 2000;
 };
+// The most micro-batches a step may have: the rank programs number them in
+// 16 bits (backend PInstr::mb: millions of instructions per program at
+// 1,000 micro-batches).
+constexpr int64_t kMaxMicroBatches = 32767;
+
 struct TrainSpec {
   int loss = -1;
   OptimizerSpec optimizer;

@@ -4,7 +4,6 @@
 #include <exception>
 
 #include <algorithm>
-#include <limits>
 #include <memory>
 #include <set>
 #include <thread>
@@ -26,10 +25,11 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
   out.devices = static_cast<int>(plan.ngpus);
   out.replicas = opts.replicas;
   out.micro_batches = static_cast<int>(spec.micro_batches);
-  // PInstr::mb is 16-bit: a 1,000-micro-batch program holds millions of
-  // instructions.
-  if (spec.micro_batches > std::numeric_limits<int16_t>::max())
-    fail(std::to_string(spec.micro_batches) + " micro-batches: at most 32,767 per step are supported");
+  // The language refuses more (sema::kMaxMicroBatches); a spec built in
+  // code (the planner's) is refused here, not truncated into PInstr::mb.
+  if (spec.micro_batches > sema::kMaxMicroBatches)
+    fail(std::to_string(spec.micro_batches) + " micro-batches: at most " + std::to_string(sema::kMaxMicroBatches) +
+         " per step are supported");
   if (spec.data.kind == "safetensors") fail("plans train on synthetic data only for now (the train block names a file)");
   out.comm = opts.comm ? *opts.comm : derive_communication(g, plan);
   PlanAnalysis analysis(g, plan, out.comm);

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "backend/lowering/geometry.h"
 #include "semantics/autograd.h"
 #include "semantics/graph.h"
+#include "semantics/train_spec.h"
 
 namespace nns::backend {
 
@@ -168,6 +170,7 @@ struct PInstr {
   bool is_collective() const;
 };
 // 52 bytes: a 1,000-micro-batch program holds millions of them.
+static_assert(sema::kMaxMicroBatches <= std::numeric_limits<int16_t>::max(), "PInstr::mb holds every micro-batch");
 static_assert(sizeof(PInstr) <= 52, "PInstr grew");
 const char* instr_name(PInstr::Kind k);
 
