@@ -11,10 +11,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
-#include <thread>
 
 #include "backend/lowering/lower_plan.h"
 #include "backend/lowering/memory_replay.h"
+#include "backend/lowering/parallel.h"
 #include "backend/lowering/program_check.h"
 #include "backend/planner/cost_model.h"
 #include "backend/planner/profiles.h"
@@ -122,14 +122,8 @@ void print_rank_table(const backend::LoweredPlan& lp, const planner::SimResult& 
   const size_t n = r.ranks.size();
   std::vector<backend::MemoryPeak> peaks(n);
   const int slots = static_cast<int>(sema::optimizer_slots(spec.optimizer));
-  const unsigned threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  for (unsigned t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      for (size_t i = t; i < n; i += threads)
-        peaks[i] = backend::peak_memory(lp.programs[i], mem_bpe, slots, bf16_storage);
-    });
-  for (std::thread& th : pool) th.join();
+  backend::parallel_for(
+      n, [&](size_t i) { peaks[i] = backend::peak_memory(lp.programs[i], mem_bpe, slots, bf16_storage); });
   const bool by_class = !classes.class_of.empty();
   std::printf("  rank  busy_ms     exposed_comm_ms  bubble_ms   peak_mem_GiB%s\n", by_class ? "  ranks" : "");
   size_t top = 0;
