@@ -384,7 +384,19 @@ void accumulate_param_gradient(RankBuild& R, int tensor, int from, int mb) {
 }
 
 void emit_micro_batches(RankBuild& R) {
-  for (int mb = 0; mb < static_cast<int>(R.spec.micro_batches); ++mb) micro_batch(R, mb);
+  const int micro_batches = static_cast<int>(R.spec.micro_batches);
+  const bool replay = replay_allowed(R);
+  MicroBatchTemplate tmpl;
+  for (int mb = 0; mb < micro_batches; ++mb) {
+    if (tmpl.valid && mb + 1 < micro_batches) {
+      tmpl.replay(R, mb);
+      ++R.P.replayed;
+      continue;
+    }
+    if (replay && mb == 1) tmpl.begin(R);
+    micro_batch(R, mb);
+    if (replay && mb == 1) tmpl.end(R);
+  }
   end_walk(R);
   R.close_blocks();
 }

@@ -258,8 +258,15 @@ struct WalkPlan {
   std::vector<std::vector<char>> walks;
   // The tag counter when every rank's full walk enters op `op` in `phase`
   // of micro-batch mb, and after the last micro-batch.
+  // Entries no rank visits (an op without backward, recompute outside a
+  // region) stay kUnrecorded.
   std::vector<uint32_t> tag_at;
   uint32_t tag_end = 0;
+  static constexpr uint32_t kUnrecorded = 0xffffffffu;
+  // Micro-batch replay (lower_replay.cpp): every recorded tag of micro-batch
+  // m in 2 .. M-2 is micro-batch 1's plus (m - 1) * middle_tags.
+  bool middle_tags_uniform = false;
+  uint32_t middle_tags = 0;
   size_t index(int mb, int op, Phase phase) const {
     return (static_cast<size_t>(mb) * static_cast<size_t>(ops) + static_cast<size_t>(op)) * 3 +
            static_cast<size_t>(phase);
@@ -392,6 +399,27 @@ float value_scale(const Piece& have, const Piece& want, bool ignore_value, const
 // leaf up; with `split_id`, the nearest split by that identifier, e.g.
 // "value") that has a location, else the leaf's assign.
 front::SourceLoc directive_of(const sema::Plan& plan, int leaf, const std::string& split_id = "");
+
+// lower_replay.cpp: micro-batch 1's emission, recorded and checked, copied
+// for micro-batches 2 .. M-2 (why that is their emission: the file's
+// comment).
+struct MicroBatchTemplate {
+  bool valid = false;
+  int b0 = 0, b1 = 0;              // the buffers micro-batch 1 made
+  size_t i0 = 0, i1 = 0;           // its instructions
+  size_t k0 = 0, k1 = 0;           // its blocks
+  std::vector<Piece> before;       // labels of the buffers made before it, until checked
+  std::vector<size_t> persistent;  // sizes of the persistent state before it
+  void begin(RankBuild& R);
+  void end(RankBuild& R);  // sets valid
+  void replay(RankBuild& R, int mb) const;
+  std::vector<size_t> persistent_state(const RankBuild& R) const;
+};
+// Whether R may replay micro-batches (a walk with uniform tags, at least
+// four micro-batches, neither every_micro_batch nor walk_every_op).
+bool replay_allowed(const RankBuild& R);
+// Fills in WalkPlan::middle_tags(_uniform) once its tags are recorded.
+void set_middle_tags(WalkPlan& w);
 
 // ---- the passes, in the order lower_rank() runs them -----------------------------------------
 // lower_kernels.cpp: this rank's kernels (sub-ops elaborated on their

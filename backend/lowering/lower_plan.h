@@ -80,6 +80,10 @@ struct LowerOptions {
   // op: what the tests compare the default (each rank walks its own ops)
   // against.
   bool walk_every_op = false;
+  // Emit every micro-batch, instead of replaying micro-batch 1's emission
+  // for micro-batches 2 .. M-2 (lower_replay.cpp): what the tests compare
+  // the replay against. walk_every_op implies it.
+  bool every_micro_batch = false;
 };
 
 // Throws LoweringError when the plan cannot be executed (an edge that is not

@@ -82,7 +82,7 @@ WalkPlan plan_walk(const PlanAnalysis& analysis, const sema::TrainSpec& spec, co
   w.walks.assign(static_cast<size_t>(devices), std::vector<char>(analysis.ops.size(), 0));
   for (size_t i = 0; i < by_op.size(); ++i)
     for (size_t d = 0; d < by_op[i].size(); ++d) w.walks[d][i] = by_op[i][d];
-  w.tag_at.assign(w.index(w.micro_batches, 0, WalkPlan::Forward), 0);
+  w.tag_at.assign(w.index(w.micro_batches, 0, WalkPlan::Forward), WalkPlan::kUnrecorded);
   // The tags: one rank that holds no device walks every op.
   RankBuild R(analysis, spec, opts, groups, devices, 0);
   R.P.device = -1;
@@ -93,6 +93,7 @@ WalkPlan plan_walk(const PlanAnalysis& analysis, const sema::TrainSpec& spec, co
   if (!R.P.instrs.empty())
     fail("internal: the walk of a rank holding no device emitted " + std::to_string(R.P.instrs.size()) +
          " instruction(s)");
+  set_middle_tags(w);
   return w;
 }
 

@@ -208,6 +208,7 @@ struct RankProgram {
   std::vector<std::vector<int>> buckets;  // per bucket (key order): its Bucket buffers, in tensor order
   std::vector<ParamSlot> params;       // parameters this rank holds, in tensor order
   uint32_t tags = 0;                   // send/recv tags used per step
+  int replayed = 0;                    // micro-batches whose emission was micro-batch 1's, copied (lower_replay.cpp)
 };
 
 struct LoweredPlan {

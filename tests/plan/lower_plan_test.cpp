@@ -255,3 +255,69 @@ TEST_CASE("the implicit plan: N replicas of one device, each gradient averaged o
     CHECK(pc.ranks == replicas);
   }
 }
+
+// Micro-batches 2 .. M-2 replay micro-batch 1's emission (lower_replay.cpp):
+// the programs must be, instruction for instruction, what emitting every
+// micro-batch gives (LowerOptions::every_micro_batch), with the full
+// lowering and the communication-only one, and the replay must have run.
+// Plans without a schedule are lowered with 6 micro-batches (the count
+// changes nothing else there); pipelines with their own (4 to 8).
+TEST_CASE("replaying the middle micro-batches gives the programs emitting every one gives", "[lower][replay]") {
+  struct Case {
+    const char* file;
+    const char* config;
+    const char* plan;
+    int64_t devices;
+    int replicas;
+    int micro_batches;  // 0: the config's (a schedule's)
+  };
+  for (Case c :
+       {Case{"examples/gpt.nns", "tiny", "hybrid", 4, 1, 6}, Case{"examples/gpt.nns", "tiny", "megatron", 2, 2, 6},
+        Case{"examples/gpt.nns", "tiny_sc21_tp2_pp2_vp2", "megatron_sc21", 4, 1, 0},
+        Case{"examples/gpt.nns", "tiny_pipe", "zero_bubble", 2, 1, 0},
+        Case{"examples/gpt.nns", "tiny", "dp_zero1", 2, 1, 6}, Case{"examples/swin.nns", "tiny", "coshard", 2, 1, 5},
+        Case{"tests/plan/plans/collectives.nns", "small", "alltoall", 4, 1, 6},
+        Case{"tests/plan/plans/pipeline.nns", "small", "gpipe", 2, 1, 0},
+        Case{"tests/plan/plans/pipeline.nns", "small", "interleaved", 2, 1, 0},
+        Case{"tests/plan/plans/pipeline.nns", "small", "zbh1", 2, 1, 0},
+        Case{"tests/plan/plans/recompute.nns", "small", "megatron", 2, 1, 6},
+        Case{"tests/plan/plans/recompute.nns", "small", "blocks", 2, 1, 6},
+        Case{"tests/plan/plans/shared_partial.nns", "small", "vs", 4, 1, 6},
+        Case{"examples/t5.nns", "tiny", "interlaced", 2, 1, 0}, Case{"examples/alphafold2.nns", "tiny", "dap", 2, 1, 5},
+        Case{"examples/bert.nns", "tiny_pipe", "pipeline", 2, 1, 0}, Case{"examples/moe.nns", "tiny", "ep", 2, 1, 6}}) {
+    INFO(c.file << " plan " << c.plan << " on " << c.devices << " x " << c.replicas);
+    Lowered l(c.file, c.config, c.plan, c.devices);
+    sema::TrainSpec spec = *l.interp->train();
+    if (c.micro_batches > 0) {
+      REQUIRE(l.plan.task_orders.empty());
+      spec.micro_batches = c.micro_batches;
+    }
+    REQUIRE(spec.micro_batches >= 4);
+    for (bool comm_only : {false, true}) {
+      INFO("communication only: " << comm_only);
+      backend::LowerOptions o;
+      o.replicas = c.replicas;
+      o.communication_only = comm_only;
+      if (!comm_only) o.elaborate = l.elaborator();
+      backend::LoweredPlan replayed = backend::lower_plan(l.interp->graph(), l.plan, spec, o);
+      o.every_micro_batch = true;
+      backend::LoweredPlan every = backend::lower_plan(l.interp->graph(), l.plan, spec, o);
+      REQUIRE(replayed.programs.size() == every.programs.size());
+      for (size_t r = 0; r < replayed.programs.size(); ++r) {
+        INFO("rank " << r);
+        const backend::RankProgram &a = replayed.programs[r], &b = every.programs[r];
+        CHECK(a.replayed == static_cast<int>(spec.micro_batches) - 3);
+        CHECK(b.replayed == 0);
+        CHECK(replayed.dump_rank(l.interp->graph(), a) == every.dump_rank(l.interp->graph(), b));
+        CHECK(a.tags == b.tags);
+        REQUIRE(a.buffers.size() == b.buffers.size());
+        for (size_t k = 0; k < a.buffers.size(); ++k) {
+          CHECK(a.buffers[k].mb == b.buffers[k].mb);
+          CHECK(a.buffers[k].role == b.buffers[k].role);
+        }
+        REQUIRE(a.tasks.size() == b.tasks.size());
+        for (size_t k = 0; k < a.tasks.size(); ++k) CHECK(a.tasks[k].first == b.tasks[k].first);
+      }
+    }
+  }
+}
