@@ -2,7 +2,7 @@
 # Installs every Debian package nns needs to build and test (idempotent).
 set -euo pipefail
 PACKAGES=(g++ cmake make ccache pkg-config antlr4 libantlr4-runtime-dev libz3-dev libdnnl-dev
-          libgloo-dev catch2 libedit-dev python3 universal-ctags clang-format nlohmann-json3-dev xz-utils
+          libgloo-dev libjemalloc-dev catch2 libedit-dev python3 universal-ctags clang-format nlohmann-json3-dev xz-utils
           python3-torch)  # python3-torch: the independent PyTorch models the pretrained-weights test compares with
 missing=()
 for p in "${PACKAGES[@]}"; do
