@@ -487,7 +487,14 @@ int verify_lowered(const sema::Graph& g, const sema::Plan& plan, const backend::
       "  program times: lowering %.1f ms, values %.1f ms, order and gradient counts %.1f ms, buffers %.1f ms\n",
       pc.lower_ms, pc.value_ms, pc.order_ms, pc.buffer_ms);
   report << line;
-  if (topo.replicas > 1) {
+  if (topo.replicas > 1 && !topo.distributed_optimizer) {
+    // lower_plan gives those ranks replica 0's programs renamed (replica_rename.cpp).
+    std::snprintf(line, sizeof line,
+                  "  replicas: %d program(s) of replicas 1..%lld are replica 0's renamed (what lowering gives every "
+                  "rank), their collectives matched as renamed\n",
+                  pc.replica_programs, static_cast<long long>(topo.replicas - 1));
+    report << line;
+  } else if (topo.replicas > 1) {
     std::snprintf(
         line, sizeof line,
         "  replicas: %d program(s) of replicas 1..%lld lowered one replica at a time and found equal to replica 0's up to "

@@ -421,6 +421,13 @@ bool replay_allowed(const RankBuild& R);
 // Fills in WalkPlan::middle_tags(_uniform) once its tags are recorded.
 void set_middle_tags(WalkPlan& w);
 
+// replica_rename.cpp: the ranks of replica 0 that `wanted` needs (each
+// rank's device, in order of first need), and, once they are lowered into
+// lp.programs in that order, lp.programs made `wanted`'s: replica 0's
+// program of each rank's device, renamed to the rank's replica.
+std::vector<int> replica0_ranks(const std::vector<int>& wanted, int devices);
+void rename_replicas(LoweredPlan& lp, GroupTable& groups, const std::vector<int>& wanted);
+
 // ---- the passes, in the order lower_rank() runs them -----------------------------------------
 // lower_kernels.cpp: this rank's kernels (sub-ops elaborated on their
 // slices, backward differentiated, B/W split) and parameter pieces.

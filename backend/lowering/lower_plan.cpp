@@ -56,6 +56,11 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
     for (int r : opts.ranks)
       if (r >= 0 && r < ranks) todo.push_back(r);
   }
+  // Plan replicas run replica 0's programs renamed (replica_rename.cpp):
+  // only ranks of replica 0 are lowered.
+  const bool rename = renames_replicas(opts);
+  const std::vector<int> wanted = todo;
+  if (rename) todo = detail::replica0_ranks(wanted, out.devices);
   out.programs.resize(todo.size());
   const detail::WalkPlan walk = detail::plan_walk(analysis, spec, opts, groups, out.devices);
   // Ranks are independent given the shared analysis: lowered on all cores
@@ -91,9 +96,13 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
     }
     out.programs[i] = lower_rank(analysis, spec, opts, groups, out.devices, todo[i], &walk);
   };
+  auto finish = [&] {
+    if (rename) detail::rename_replicas(out, groups, wanted);
+    return out;
+  };
   if (!parallel) {
     for (size_t i = 0; i < todo.size(); ++i) lower_one(i);
-    return out;
+    return finish();
   }
   parallel_for(todo.size(), [&](size_t i) {
     try {
@@ -106,7 +115,11 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
       throw LoweringError(e.what());
     }
   });
-  return out;
+  return finish();
+}
+
+bool renames_replicas(const LowerOptions& opts) {
+  return opts.replicas > 1 && !opts.distributed_optimizer && !opts.every_replica;
 }
 
 }  // namespace nns::backend

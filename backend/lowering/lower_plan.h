@@ -84,6 +84,10 @@ struct LowerOptions {
   // for micro-batches 2 .. M-2 (lower_replay.cpp): what the tests compare
   // the replay against. walk_every_op implies it.
   bool every_micro_batch = false;
+  // Lower every plan replica's ranks instead of renaming replica 0's
+  // programs (replica_rename.cpp): what the tests compare the renaming
+  // against.
+  bool every_replica = false;
 };
 
 // Throws LoweringError when the plan cannot be executed (an edge that is not
@@ -100,6 +104,13 @@ struct LoweringError : std::runtime_error {
 };
 
 LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema::TrainSpec& spec, const LowerOptions& opts);
+
+// Whether lower_plan gives the ranks of plan replicas 1.. replica 0's
+// programs renamed (replica_rename.cpp) instead of lowering each: with
+// replicas, unless the distributed optimizer shards each replica's update
+// differently. Program verification then checks replica 0's programs and
+// matches the renamed collectives of the others (program_check.h).
+bool renames_replicas(const LowerOptions& opts);
 
 // The replicas' gradient bucket size for `total` bytes of gradients: a
 // quarter of them, 64 KiB to 16 MiB (four buckets overlap the backward

@@ -19,6 +19,29 @@ bool compare_replicas(const sema::Graph& g, const sema::Plan& plan, const sema::
   ro.first_ranks = 0;
   ro.comm = &lp.comm;  // what replica 0 was lowered from (a seeded derivation included)
   const bool scale = bug == SeededBug::ReplicaScale || bug == SeededBug::GradientScale1Pct;
+  if (renames_replicas(ro)) {
+    // Replicas 1.. run replica 0's programs renamed by construction
+    // (replica_rename.cpp): nothing to lower or compare. A seeded replica
+    // scale goes into replica 1's program of device 0, renamed here and
+    // then verified on its own.
+    out.replica_programs = (lp.replicas - 1) * k;
+    if (!scale) return true;
+    ro.ranks = {k};
+    auto lr = std::make_unique<LoweredPlan>();
+    try {
+      *lr = lower_plan(g, plan, sp, ro);
+    } catch (const LoweringError& e) {
+      out.errors.push_back(std::string("lowering: ") + e.what());
+      return false;
+    }
+    if (!lr->programs.empty() && seed_replica_scale(g, lr->programs[0], lp.replicas, bug, out.applied)) {
+      --out.replica_programs;
+      out.notes.push_back("rank " + std::to_string(k) + " (replica 1) does not run replica 0's program of device 0 " +
+                          "renamed (the seeded replica scale): verified on its own");
+      kept.push_back(std::move(lr));
+    }
+    return true;
+  }
   int differing = 0;
   for (int r = 1; r < lp.replicas; ++r) {
     sema::CheckDeadline::poll();

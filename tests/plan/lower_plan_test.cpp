@@ -10,6 +10,7 @@
 
 #include "backend/lowering/lower_plan.h"
 #include "backend/lowering/program_check.h"
+#include "backend/lowering/rank_classes.h"
 #include "semantics/interpreter.h"
 #include "tests/test_util.h"
 
@@ -318,6 +319,58 @@ TEST_CASE("replaying the middle micro-batches gives the programs emitting every 
         REQUIRE(a.tasks.size() == b.tasks.size());
         for (size_t k = 0; k < a.tasks.size(); ++k) CHECK(a.tasks[k].first == b.tasks[k].first);
       }
+    }
+  }
+}
+
+// Plan replicas 1.. get replica 0's programs renamed (replica_rename.cpp):
+// each must be, instruction for instruction, what lowering the rank itself
+// gives (LowerOptions::every_replica), and equal to replica 0's program of
+// its device up to the renaming program verification assumes
+// (replica_difference).
+TEST_CASE("plan replicas renamed from replica 0 are the programs lowering each rank gives", "[lower][replicas]") {
+  struct Case {
+    const char* file;
+    const char* config;
+    const char* plan;
+    int64_t devices;
+    int replicas;
+  };
+  for (Case c :
+       {Case{"examples/gpt.nns", "tiny", "megatron", 2, 2}, Case{"examples/gpt.nns", "tiny", "hybrid", 4, 2},
+        Case{"examples/gpt.nns", "tiny_pipe", "pipeline", 2, 3}, Case{"examples/gpt.nns", "tiny", "dp_zero1", 2, 2},
+        Case{"examples/swin.nns", "tiny", "coshard", 2, 2}, Case{"examples/moe.nns", "tiny", "ep", 2, 2},
+        Case{"examples/t5.nns", "tiny", "interlaced", 2, 2}, Case{"examples/01_mlp.nns", "small", "", 1, 4}}) {
+    INFO(c.file << " plan " << c.plan << " on " << c.devices << " x " << c.replicas);
+    Lowered l(c.file, c.config, c.plan, c.devices);
+    for (bool comm_only : {false, true}) {
+      INFO("communication only: " << comm_only);
+      backend::LowerOptions o;
+      o.replicas = c.replicas;
+      o.communication_only = comm_only;
+      if (!comm_only) o.elaborate = l.elaborator();
+      REQUIRE(backend::renames_replicas(o));
+      backend::LoweredPlan renamed = backend::lower_plan(l.interp->graph(), l.plan, *l.interp->train(), o);
+      o.every_replica = true;
+      backend::LoweredPlan each = backend::lower_plan(l.interp->graph(), l.plan, *l.interp->train(), o);
+      REQUIRE(renamed.programs.size() == static_cast<size_t>(c.devices * c.replicas));
+      REQUIRE(each.programs.size() == renamed.programs.size());
+      for (size_t r = 0; r < renamed.programs.size(); ++r) {
+        INFO("rank " << r);
+        const backend::RankProgram &a = renamed.programs[r], &b = each.programs[r];
+        CHECK(a.rank == static_cast<int>(r));
+        CHECK(a.replica == b.replica);
+        CHECK(renamed.dump_rank(l.interp->graph(), a) == each.dump_rank(l.interp->graph(), b));
+        CHECK(backend::replica_difference(renamed.programs[r % static_cast<size_t>(c.devices)], renamed.groups, a,
+                                          renamed.groups, static_cast<int>(c.devices)) == "");
+      }
+      // One rank alone (what a rank process lowers) is the same program.
+      o.every_replica = false;
+      o.only_rank = static_cast<int>(c.devices * c.replicas) - 1;
+      backend::LoweredPlan one = backend::lower_plan(l.interp->graph(), l.plan, *l.interp->train(), o);
+      REQUIRE(one.programs.size() == 1);
+      CHECK(one.dump_rank(l.interp->graph(), one.programs[0]) ==
+            each.dump_rank(l.interp->graph(), each.programs.back()));
     }
   }
 }
