@@ -209,6 +209,25 @@ TEST_CASE("send release: lowering names the gradient's wait for every activation
               first.instrs[j].tag == static_cast<uint32_t>(s.index);
     CHECK(later);
   }
+  // A rank lowering only itself (what a rank process runs) and the
+  // verification's lowering (structure only) name the same points.
+  auto points = [](const backend::RankProgram& p) {
+    std::vector<std::pair<uint32_t, int>> out;  // (send tag, release tag)
+    for (const PInstr& in : p.instrs)
+      if (in.kind == PInstr::Send) out.emplace_back(in.tag, in.index);
+    return out;
+  };
+  for (int r = 0; r < 2; ++r) {
+    backend::LowerOptions own = o;
+    own.only_rank = r;
+    backend::LoweredPlan alone = backend::lower_plan(ev.interp->graph(), ev.plan, *ev.interp->train(), own);
+    REQUIRE(alone.programs.size() == 1);
+    CHECK(points(alone.programs[0]) == points(lp.programs[static_cast<size_t>(r)]));
+  }
+  backend::LoweredPlan verified =
+      backend::lower_plan(ev.interp->graph(), ev.plan, *ev.interp->train(), backend::verification_lowering(1, nullptr));
+  for (int r = 0; r < 2; ++r)
+    CHECK(points(verified.programs[static_cast<size_t>(r)]) == points(lp.programs[static_cast<size_t>(r)]));
   // Without the release points the sent activations stay to the step's end.
   backend::RankProgram parked = first;
   for (PInstr& in : parked.instrs)
