@@ -5,8 +5,11 @@
 // ours: then its arrival proves ours arrived. The check reads both
 // programs; lowering derived the point from one rank's list and a claim
 // about every schedule, which this turns into a fact or a diagnosis.
+#include <algorithm>
 #include <memory>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "backend/lowering/program_order.h"
 #include "semantics/check_deadline.h"
@@ -17,18 +20,29 @@ namespace {
 
 uint64_t key(int peer, uint32_t tag) { return (static_cast<uint64_t>(static_cast<uint32_t>(peer)) << 32) | tag; }
 
-// Where a program posts each Send and runs each Wait, by (peer, tag).
+// Where a program posts each Send and runs each Wait, by (peer, tag):
+// sorted vectors (a 64-rank plan replica of the 145.6B row holds some
+// millions of them; hash maps cost several times the bytes).
 struct P2PIndex {
-  std::unordered_map<uint64_t, size_t> send, wait;
+  using Entry = std::pair<uint64_t, size_t>;  // (key, instruction)
+  std::vector<Entry> send, wait;
   explicit P2PIndex(const RankProgram& p) {
     for (size_t i = 0; i < p.instrs.size(); ++i) {
       const PInstr& in = p.instrs[i];
       if (in.kind == PInstr::Send)
-        send.emplace(key(in.peer, in.tag), i);
+        send.emplace_back(key(in.peer, in.tag), i);
       else if (in.kind == PInstr::Wait)
-        wait.emplace(key(in.peer, in.tag), i);
+        wait.emplace_back(key(in.peer, in.tag), i);
     }
+    std::sort(send.begin(), send.end());
+    std::sort(wait.begin(), wait.end());
   }
+  // The first instruction of `list` with key k; npos when none.
+  static size_t find(const std::vector<Entry>& list, uint64_t k) {
+    auto it = std::lower_bound(list.begin(), list.end(), Entry{k, 0});
+    return it != list.end() && it->first == k ? it->second : npos;
+  }
+  static constexpr size_t npos = static_cast<size_t>(-1);
 };
 
 std::string send_text(const sema::Graph& g, const RankProgram& p, const PInstr& s) {
@@ -68,15 +82,15 @@ void check_send_releases(const sema::Graph& g, const LoweredPlan& lp, std::vecto
       // A peer in another plan replica's programs is checked where those are held.
       if (s.peer < 0 || s.peer >= static_cast<int>(prog.size()) || !prog[static_cast<size_t>(s.peer)]) continue;
       const P2PIndex& q = index_of(s.peer);
-      auto waits = q.wait.find(key(p.rank, s.tag));
-      auto sends = q.send.find(key(p.rank, static_cast<uint32_t>(s.index)));
+      const size_t waits = P2PIndex::find(q.wait, key(p.rank, s.tag));
+      const size_t sends = P2PIndex::find(q.send, key(p.rank, static_cast<uint32_t>(s.index)));
       std::string why;
-      if (sends == q.send.end()) {
+      if (sends == P2PIndex::npos) {
         why = ", which rank " + std::to_string(s.peer) + " never sends to it";
-      } else if (waits != q.wait.end() && sends->second < waits->second) {
+      } else if (waits != P2PIndex::npos && sends < waits) {
         why = ", but rank " + std::to_string(s.peer) + " sends tag " + std::to_string(s.index) + " (instruction " +
-              std::to_string(sends->second) + ") before it waits for tag " + std::to_string(s.tag) + " (instruction " +
-              std::to_string(waits->second) + "): the send may still be in flight when its buffer is freed";
+              std::to_string(sends) + ") before it waits for tag " + std::to_string(s.tag) + " (instruction " +
+              std::to_string(waits) + "): the send may still be in flight when its buffer is freed";
       }
       if (why.empty()) continue;
       errors.push_back(send_text(g, p, s) + why);
@@ -97,15 +111,15 @@ bool seed_early_release(const sema::Graph& g, LoweredPlan& lp, std::string& appl
       continue;
     std::unique_ptr<P2PIndex>& q = peers[s.peer];
     if (!q) q = std::make_unique<P2PIndex>(*prog[static_cast<size_t>(s.peer)]);
-    auto waits = q->wait.find(key(p.rank, s.tag));
-    if (waits == q->wait.end()) continue;
+    const size_t waits = P2PIndex::find(q->wait, key(p.rank, s.tag));
+    if (waits == P2PIndex::npos) continue;
     // The first of this rank's later waits on the peer whose message the
     // peer sends before it has waited for ours.
     for (size_t j = i + 1; j < p.instrs.size(); ++j) {
       const PInstr& w = p.instrs[j];
       if (w.kind != PInstr::Wait || w.peer != s.peer) continue;
-      auto sends = q->send.find(key(p.rank, w.tag));
-      if (sends == q->send.end() || sends->second > waits->second) continue;
+      const size_t sends = P2PIndex::find(q->send, key(p.rank, w.tag));
+      if (sends == P2PIndex::npos || sends > waits) continue;
       s.index = static_cast<int>(w.tag);
       applied = send_text(g, p, s) + " (rank " + std::to_string(s.peer) + " sends that before it receives ours)";
       return true;
