@@ -23,7 +23,8 @@ struct BufState {
   int reduced_at = -1;  // the last in-place reduction of its contents
   int averaged = 0;     // replica averages applied (accumulated gradients)
   int averaged_at = -1;
-  int sent_at = -1;          // a send of it posted (in flight until the loss allreduce)
+  int sent_at = -1;          // a send of it posted (in flight until its release point or the loss allreduce)
+  int sends_open = 0;        // its sends not yet known complete
   bool recv_open = false;    // a receive posted into it, not yet waited for
   int in_place_readers = 0;  // kernel inputs reading it where it lives
 };
@@ -67,6 +68,8 @@ class RankRun {
   std::vector<BufState> st_;
   int at_ = -1;
   int rank_errors_ = 0;
+  // Sends with a release point not reached yet: (peer, tag of its Wait) -> (buffer, the send's instruction).
+  std::map<std::pair<int, uint32_t>, std::vector<std::pair<int, int>>> releases_;
   // Kernel inputs (and output gradients) read in place: (mb, kernel, dy?, index) -> buffer.
   std::map<std::tuple<int, int, int, int>, int> alias_;
 
@@ -147,11 +150,12 @@ class RankRun {
       return;
     }
     if (s.life == BufState::Live && !overwrite_ok(b)) return;
-    const int sent = s.sent_at;
+    const int sent = s.sent_at, open = s.sends_open;
     s = BufState{};
     s.life = BufState::Live;
     s.parts = parts;
     s.sent_at = sent;
+    s.sends_open = open;
   }
 
   // The value parts this device's piece is split into under layout l (0:
@@ -215,7 +219,10 @@ class RankRun {
       case PInstr::Send:
         if (read(in.a)) {
           expect_parts(in.a, want_before, "sends");
-          st_[static_cast<size_t>(in.a)].sent_at = at_;
+          BufState& s = st_[static_cast<size_t>(in.a)];
+          s.sent_at = at_;
+          ++s.sends_open;
+          if (in.index >= 0) releases_[{in.peer, static_cast<uint32_t>(in.index)}].push_back({in.a, at_});
         }
         return;
       case PInstr::Recv:
@@ -409,7 +416,7 @@ class RankRun {
         if (!st_[static_cast<size_t>(in.a)].recv_open)
           return error("waits for " + buffer_text(in.a) + ", into which no receive is posted");
         st_[static_cast<size_t>(in.a)].recv_open = false;
-        return;
+        return release_sends(in);
       case PInstr::BucketAllReduce:
         if (in.index < 0 || static_cast<size_t>(in.index) >= p_.buckets.size())
           return error("names a bucket the program does not have");
@@ -431,7 +438,7 @@ class RankRun {
         // Every rank waits for all its receives before this allreduce over
         // every rank, so no send of the step is still in flight after it
         // (the updates that follow may write a parameter a stage sent).
-        for (BufState& s : st_) s.sent_at = -1;
+        for (BufState& s : st_) s.sent_at = -1, s.sends_open = 0;
         return accums(false);
       case PInstr::Clip: return accums(true);
       case PInstr::Update: return update_param(in);
@@ -440,7 +447,26 @@ class RankRun {
 
   // The step's end: every micro-batch buffer freed (the frees pass's
   // contract), every receive waited for.
+  // A Wait that Sends name as their release point (PInstr::index): those
+  // sends are complete (program_release.cpp checks the peer's order).
+  void release_sends(const PInstr& in) {
+    auto it = releases_.find({in.peer, in.tag});
+    if (it == releases_.end()) return;
+    for (const auto& [b, sent] : it->second) {
+      BufState& s = st_[static_cast<size_t>(b)];
+      if (s.sends_open > 0 && --s.sends_open == 0) s.sent_at = -1;
+    }
+    releases_.erase(it);
+  }
+
   void finish() {
+    for (const auto& [key, sends] : releases_)
+      for (const auto& [b, sent] : sends) {
+        if (full()) return;
+        at_ = sent;
+        error("releases " + buffer_text(b) + " at tag " + std::to_string(key.second) + " from rank " +
+              std::to_string(key.first) + ", which this rank never waits for after the send");
+      }
     at_ = static_cast<int>(p_.instrs.size()) - 1;
     for (size_t b = 0; b < st_.size() && !full(); ++b) {
       const BufState& s = st_[b];

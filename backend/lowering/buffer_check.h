@@ -24,8 +24,9 @@
 //     update reads a full gradient;
 //   - writes while the data is still read elsewhere: kernel inputs read in
 //     place (slice_in_place) until their kernel is freed, and sends in
-//     flight until the loss allreduce (every rank has waited for all its
-//     receives before it).
+//     flight until their release point (the Wait the Send names,
+//     lower_releases.cpp; one never reached is reported) or else the loss
+//     allreduce (every rank has waited for all its receives before it).
 // Every diagnosis names the rank, the instruction index and text (as
 // --emit=program prints it) and the buffer (role, tensor, micro-batch).
 //

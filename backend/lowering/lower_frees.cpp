@@ -1,6 +1,8 @@
 // The frees pass, last: every micro-batch buffer (and every bucket) is
 // freed right after its last use; parameters, accumulated gradients and
-// zero1 shards stay. Task spans move with the instructions.
+// zero1 shards stay. Task spans move with the instructions. A sent buffer
+// freed before its send is known complete is released later, at the point
+// mark_send_releases names (lower_releases.cpp).
 #include <algorithm>
 
 #include "backend/lowering/lower_internal.h"
@@ -46,6 +48,7 @@ void inject_frees(RankBuild& R) {
     t.last = moved[static_cast<size_t>(t.last)];
   }
   R.P.instrs = std::move(out);
+  mark_send_releases(R);
 }
 
 }  // namespace nns::backend::detail

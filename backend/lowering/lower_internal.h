@@ -454,6 +454,11 @@ void order_blocks(RankBuild& R);
 void step_end(RankBuild& R);
 // lower_frees.cpp: every micro-batch buffer freed after its last use.
 void inject_frees(RankBuild& R);
+// lower_releases.cpp (run by inject_frees): each forward Send's release
+// point, PInstr::index of the Send: the tag of the peer's gradient message
+// of the same tensor and micro-batch, whose Wait tells this rank the send
+// is complete (-1: none; the buffer, once freed, is parked until the step's end).
+void mark_send_releases(RankBuild& R);
 
 // One pass of lower_rank(), by name (the names NNS_LOG_LOWERING and
 // --emit=program:PASS take).

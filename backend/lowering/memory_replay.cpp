@@ -135,9 +135,37 @@ class Replay {
     cur_ += bytes(buf);
   }
   void release(int buf) {
-    if (!live_[static_cast<size_t>(buf)] || sending_.count(buf)) return;
+    if (!live_[static_cast<size_t>(buf)]) return;
+    if (sending_.count(buf)) {  // parked: its send may still be in flight
+      parked_.insert(buf);
+      return;
+    }
     live_[static_cast<size_t>(buf)] = 0;
     cur_ -= bytes(buf);
+  }
+  // A Send: until its release point (PInstr::index, a later Wait on the
+  // peer's message; lower_releases.cpp) or the step's end.
+  void send(const PInstr& in) {
+    if (in.a < 0 || static_cast<size_t>(in.a) >= nb_) return;
+    ++sending_[in.a];
+    if (in.index >= 0) releases_[release_key(in.peer, static_cast<uint32_t>(in.index))].push_back(in.a);
+  }
+  // A Wait: the sends it completes no longer hold their buffers; a parked
+  // one goes now, as the executor frees it there.
+  void wait(const PInstr& in) {
+    if (releases_.empty()) return;
+    auto it = releases_.find(release_key(in.peer, in.tag));
+    if (it == releases_.end()) return;
+    for (int b : it->second) {
+      auto s = sending_.find(b);
+      if (s == sending_.end() || --s->second > 0) continue;
+      sending_.erase(s);
+      if (parked_.erase(b)) release(b);
+    }
+    releases_.erase(it);
+  }
+  static uint64_t release_key(int peer, uint32_t tag) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(peer)) << 32) | tag;
   }
   // A kernel tensor of one micro-batch, as one key.
   static uint64_t key(int mb, int t) {
@@ -221,7 +249,8 @@ class Replay {
         in.kernel >= 0 && static_cast<size_t>(in.kernel) < prog_.kernels.size() ? &prog_.kernels[static_cast<size_t>(in.kernel)] : nullptr;
     switch (in.kind) {
       case PInstr::Free: free_buffer(in.a); break;
-      case PInstr::Send: sending_.insert(in.a); break;
+      case PInstr::Send: send(in); break;
+      case PInstr::Wait: wait(in); break;
       case PInstr::Alloc:
       case PInstr::LoadInput:
       case PInstr::Extract:
@@ -285,7 +314,12 @@ class Replay {
   std::vector<char> half_;  // bf16 storage: the local tensors held in bf16 (empty: none)
   MemoryPeak out_;
   std::vector<char> live_;
-  std::unordered_set<int> sending_;  // buffers with a Send posted this step: a Free parks them until the step ends
+  // Per buffer, its sends posted this step and not known complete: a Free
+  // parks the buffer until their release points (or the step's end).
+  std::unordered_map<int, int> sending_;
+  std::unordered_set<int> parked_;  // freed while sending
+  std::unordered_map<uint64_t, std::vector<int>>
+      releases_;  // (peer, tag) of a Wait -> the buffers whose sends it completes
   // Per (micro-batch, local tensor): its bytes while it is held.
   std::unordered_map<uint64_t, double> local_;
   std::vector<int> owner_;  // local tensor -> kernel index

@@ -11,8 +11,10 @@
 //   - every other buffer from the instruction that creates it (LoadInput,
 //     Alloc, Extract, Recv, a collective's result) to its Free, or later:
 //     while a kernel input still reads it in place (slice_in_place), and,
-//     for a buffer still being sent, until the step's end (the executor
-//     parks it until its send completes);
+//     for a buffer still being sent, until its send's release point (the
+//     Wait on the peer's answering message that the Send names,
+//     lower_releases.cpp) or, without one, the step's end: the executor
+//     parks it until then;
 //   - the kernels' local tensors, per micro-batch: SliceIn makes an
 //     input (none when read in place), Forward its
 //     nodes' outputs, SliceGrad an output gradient, Backward / BackwardW

@@ -36,7 +36,8 @@ const std::vector<std::pair<const char*, SeededBug>> kBugs = {
     {"gradient-copies", SeededBug::GradientCopies},
     {"gradient-scale-1pct", SeededBug::GradientScale1Pct},
     {"double-inplace-allreduce", SeededBug::DoubleInplaceAllreduce},
-    {"kernel-read-after-free", SeededBug::KernelReadAfterFree}};
+    {"kernel-read-after-free", SeededBug::KernelReadAfterFree},
+    {"early-send-release", SeededBug::EarlySendRelease}};
 
 // Per value label of the producer's partial sums, how many times a piece
 // counts it; sorted by label. Immutable and shared: after a reduction every
@@ -550,7 +551,12 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, Lower
     out.seed_not_applicable = true;
     return finish();
   }
-  // Order and grouping: the ranks' instruction lists.
+  if (bug == SeededBug::EarlySendRelease && !detail::seed_early_release(g, lp, out.applied)) {
+    out.errors.push_back("seeded bug does not apply: no send of rank 0 can be released before its peer receives it");
+    out.seed_not_applicable = true;
+    return finish();
+  }
+  // Order and grouping: the ranks' instruction lists; early send releases.
   auto o0 = std::chrono::steady_clock::now();
   if (held_apart) {
     std::vector<detail::HeldProgram> held;
@@ -561,6 +567,8 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, Lower
     check_order(g, lp, bug, out);
   }
   check_gradient_counts(g, lp, out);
+  detail::check_send_releases(g, lp, out.errors);
+  for (const auto& kp : kept) detail::check_send_releases(g, *kp, out.errors);
   out.order_ms = since(o0);
   // Buffers: each rank's instructions over its buffers (buffer_check.h).
   const size_t before = out.errors.size();

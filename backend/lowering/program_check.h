@@ -53,6 +53,8 @@ enum class SeededBug {
                            // (issue 25; only the buffer check, buffer_check.h, sees it)
   KernelReadAfterFree,     // a kernel reads a buffer after its free (the Free moved before the read;
                            // only the buffer check sees it, on the kernels' instructions)
+  EarlySendRelease,        // rank 0 frees a sent buffer at a wait on a message its peer sends before
+                           // receiving ours (the send may be in flight; program_release.cpp sees it)
 };
 bool seeded_bug_from_name(const std::string& name, SeededBug& out);
 std::string seeded_bug_names();  // "missing-allreduce, allgather-for-allreduce, ..."

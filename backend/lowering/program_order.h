@@ -33,6 +33,18 @@ void check_order(const sema::Graph& g, LoweredPlan& lp, SeededBug bug, ProgramCh
 // has none.
 bool seed_replica_scale(const sema::Graph& g, RankProgram& p, int replicas, SeededBug bug, std::string& applied);
 
+// Early send releases (program_release.cpp): for every Send of `lp` that
+// names a release point (PInstr::index), the peer must wait for our
+// message before it sends the releasing one; each violation is appended
+// to `errors` (at most max_errors). Pairs whose peer `lp` does not hold
+// are skipped (another replica's programs are checked where held).
+void check_send_releases(const sema::Graph& g, const LoweredPlan& lp, std::vector<std::string>& errors,
+                         size_t max_errors = 16);
+// Seeded bug early-send-release: rank 0's first Send that can be released
+// at a later Wait of its own on a message the peer sends before it has
+// received ours gets that release point. False when none can.
+bool seed_early_release(const sema::Graph& g, LoweredPlan& lp, std::string& applied);
+
 // A program of another replica that differs from replica 0's (rank_classes.h,
 // replica_difference), held with its lowering's group table.
 struct HeldProgram {

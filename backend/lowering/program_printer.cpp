@@ -192,8 +192,9 @@ std::string LoweredPlan::instr_text(const sema::Graph& g, const RankProgram& p, 
     case PInstr::ReduceScatter:
     case PInstr::AllToAll: o << " " << buf(in.a) << " -> " << buf(in.b) << over() << edge_note(); break;
     case PInstr::Send:
-      o << " " << buf(in.a) << " count " << collective_count(p, in) << " to rank " << in.peer << " tag " << in.tag
-        << edge_note();
+      o << " " << buf(in.a) << " count " << collective_count(p, in) << " to rank " << in.peer << " tag " << in.tag;
+      if (in.index >= 0) o << " released at tag " << in.index;
+      o << edge_note();
       break;
     case PInstr::Recv:
       o << " " << buf(in.b) << " count " << collective_count(p, in) << " from rank " << in.peer << " tag " << in.tag

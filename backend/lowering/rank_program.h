@@ -137,7 +137,9 @@ struct PInstr {
     AllGather,        // a -> b
     ReduceScatter,    // a -> b
     AllToAll,         // a -> b
-    Send,             // a to global rank `peer`, `tag`
+    Send,             // a to global rank `peer`, `tag`; `index`: the tag of the peer's message whose
+                      // Wait completes this send (the peer sends it only after waiting for ours), where
+                      // a's memory goes if a Free came first; -1: the step's end (lower_releases.cpp)
     Recv,             // b from global rank `peer`, `tag`: posted, completes at the Wait on b
     Wait,             // until the Recv into a has arrived
     BucketAllReduce,  // the buffers of bucket `index`, fused into one allreduce

@@ -286,21 +286,53 @@ void PlanExecutor::finish_transfers() {
   for (auto& [b, reqs] : send_pending_)
     for (auto& r : reqs) r->wait();
   send_pending_.clear();
-  for (auto& [data, reqs] : send_parked_) {
-    for (auto& r : reqs) r->wait();
-    track(-static_cast<int64_t>(data.bytes()));
+  for (auto& [b, parked] : send_parked_) {
+    for (auto& r : parked.second) r->wait();
+    track(-static_cast<int64_t>(parked.first.bytes()));
   }
   send_parked_.clear();
+  send_release_.clear();
 }
 
 void PlanExecutor::release_buf(int b) {
   if (auto it = send_pending_.find(b); it != send_pending_.end()) {
-    // Still being sent: keep the data (and its memory) until the send completes.
-    send_parked_.emplace_back(std::move(bufs[static_cast<size_t>(b)]), std::move(it->second));
+    // Still being sent: keep the data (and its memory) until the send's
+    // release point (release_sends) or the step's end.
+    auto [at, fresh] =
+        send_parked_.emplace(b, std::make_pair(std::move(bufs[static_cast<size_t>(b)]), std::move(it->second)));
+    if (!fresh) throw RuntimeError("internal: b" + std::to_string(b) + " parked twice in one step");
     send_pending_.erase(it);
     return;
   }
   free_buf(b);
+}
+
+// A Wait on the peer's message that Sends name as their release point
+// (PInstr::index, lower_releases.cpp): the peer sent it only after
+// receiving ours, so those sends are complete (their wait returns at once)
+// and a buffer the program already freed goes now, where the memory replay
+// releases it too.
+void PlanExecutor::release_sends(const PInstr& wait) {
+  auto it = send_release_.find({wait.peer, wait.tag});
+  if (it == send_release_.end()) return;
+  for (const auto& [b, req] : it->second) {
+    req->wait();
+    auto drop = [&, req = req](Sends& reqs) {
+      for (size_t i = 0; i < reqs.size(); ++i)
+        if (reqs[i].get() == req) {
+          reqs.erase(reqs.begin() + static_cast<long>(i));
+          break;
+        }
+      return reqs.empty();
+    };
+    if (auto p = send_pending_.find(b); p != send_pending_.end()) {
+      if (drop(p->second)) send_pending_.erase(p);
+    } else if (auto k = send_parked_.find(b); k != send_parked_.end() && drop(k->second.second)) {
+      track(-static_cast<int64_t>(k->second.first.bytes()));
+      send_parked_.erase(k);
+    }
+  }
+  send_release_.erase(it);
 }
 
 // A kernel input read in place no longer reads buffer b.
@@ -342,6 +374,7 @@ void PlanExecutor::exec(const PInstr& in) {
     case PInstr::Wait:
       recv_open_.erase(in.a);
       if (pending_.complete(in.a) == 0 && world > 1) throw RuntimeError("internal: wait for b" + std::to_string(in.a) + " without its recv");
+      if (!send_release_.empty()) release_sends(in);
       return;
     case PInstr::SeedGrad: {  // the loss gradient (loss_scale.h)
       DeviceBuffer& b = bufs[static_cast<size_t>(in.b)];

@@ -184,7 +184,7 @@ struct PlanExecutor {
   void drop_local(int t);
   void read_in_place(int t, int b, int64_t at,
                      int64_t row_stride = 0);  // local tensor t reads buffer b from element `at` (no copy)
-  void release_buf(int b);  // Free: now, or parked while a send of it is in flight
+  void release_buf(int b);  // Free: now, or parked while a send of it is in flight (until its release point)
   void unref(int b);
   std::vector<int> buf_refs_;     // kernel inputs reading each buffer in place
   std::vector<char> free_later_;  // freed by the program while still read in place
@@ -272,11 +272,16 @@ struct PlanExecutor {
   PendingTable pending_;
   PendingTable late_;
   std::set<int> recv_open_;  // receives posted and not yet reached by their Wait (a lowering bug at the step end)  // the consume-before-wait hook's buckets: completed at the step end only
-  // Sends in flight until the step ends (a freed buffer with a send in
-  // flight is kept until then).
+  // Sends in flight until their release point or the step's end, by
+  // buffer; a buffer freed while a send of it is in flight is parked (its
+  // data and memory kept) until then.
   using Sends = std::vector<std::unique_ptr<PendingCollective>>;
   std::map<int, Sends> send_pending_;
-  std::vector<std::pair<DeviceBuffer, Sends>> send_parked_;
+  std::map<int, std::pair<DeviceBuffer, Sends>> send_parked_;
+  // (peer, tag) of a Wait -> the sends it completes (buffer, request), from
+  // the Sends' release points (PInstr::index).
+  std::map<std::pair<int, uint32_t>, std::vector<std::pair<int, PendingCollective*>>> send_release_;
+  void release_sends(const PInstr& wait);
   void post_bucket(const PInstr& in);
 };
 

@@ -105,9 +105,13 @@ void PlanExecutor::exec_collective(const PInstr& in) {
     }
     case PInstr::Send: {
       const DeviceBuffer& b = bufs[static_cast<size_t>(in.a)];
-      if (world > 1)
-        send_pending_[in.a].push_back(
+      if (world > 1) {
+        Sends& reqs = send_pending_[in.a];
+        reqs.push_back(
             coll->post_send(b.data(), b.numel(), in.peer, in.tag + static_cast<uint32_t>(step - 1) * P.tags));
+        if (in.index >= 0)
+          send_release_[{in.peer, static_cast<uint32_t>(in.index)}].emplace_back(in.a, reqs.back().get());
+      }
       return;
     }
     case PInstr::Recv: {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One memory model: for 12 shipped plans (and two recompute plans of the
+# One memory model: for 13 shipped plans (and two recompute plans of the
 # tests) on CPU ranks, the capacity check's figure (nns check: "memory:
 # peak ... (N bytes)", the replay of each rank's lowered program,
 # backend/lowering/memory_check.h), the simulator's peak (nns simulate
@@ -45,6 +45,9 @@ measure examples/gpt.nns tiny hybrid 4
 measure examples/gpt.nns tiny dp_zero1 4
 measure examples/gpt.nns tiny_pipe pipeline 2
 measure examples/gpt.nns tiny_pipe zero_bubble 2
+# Interleaved (v = 2): sent activations released at their gradient's wait on
+# both ranks (docs/verify.md, "Early send releases").
+measure examples/gpt.nns tiny_sc21_pp2_vp2 megatron_sc21 2
 measure examples/swin.nns tiny coshard 2
 measure examples/swin.nns tiny_pipe pipeline_coshard 4
 measure examples/t5.nns tiny interlaced 2

@@ -71,6 +71,11 @@ if [ -z "$errs" ] || [ -n "$other" ]; then
   echo "FAIL: kernel-read-after-free: expected only buffer-check diagnoses, got:"; echo "$errs" | head -5; fail=1
 fi
 bug kernel-read-after-free "reads b" examples/alphafold2.nns tiny pipeline3f1b 4
+# Early send releases: rank 0 frees a sent activation at its wait for a
+# gradient that rank 1 sends before it has received that activation.
+bug early-send-release "program: rank 0 releases its send of tag 4 to rank 1 (b96, %69, mb1) at its wait for tag 3, but rank 1 sends tag 3 (instruction 296) before it waits for tag 4 (instruction 309): the send may still be in flight when its buffer is freed" examples/gpt.nns tiny_pipe pipeline 2
+ok examples/gpt.nns tiny_pipe pipeline 2
+ok examples/gpt.nns tiny_pipe zero_bubble 2
 # A kind with nothing to corrupt says so, with its own exit status.
 out="$("$NNS" check examples/01_mlp.nns --config small --plan dp --gpus 2 --seed-bug wrong-stage-device 2>&1)"
 rc=$?
