@@ -278,6 +278,8 @@ environment:
   NNS_LOG_LOWERING  PASS[,PASS] or all: each rank's program printed to stderr
                after those lowering passes (kernels, params, emit, schedule,
                step_end, frees; docs/lowering.md)
+  NNS_KERNEL_CACHE  0: lowering elaborates every sub-op's kernel instead of
+               copying the first one of equal kernels (docs/lowering.md)
 
 exit codes: 0 ok, 64 usage error, 65 bad input, 70 runtime failure
 )";

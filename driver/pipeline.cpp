@@ -427,6 +427,11 @@ backend::LowerOptions lower_options(sema::Interpreter& interp, const backend::Co
                            const std::map<std::string, int64_t>& divisors, sema::Graph& local) {
     return interp.instantiate_op(node, ins, outs, divisors, local);
   };
+  // Each distinct kernel elaborated once (backend/lowering/kernel_cache.h).
+  lo.elaboration_key = [&interp](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
+                                 const std::map<std::string, int64_t>& divisors) {
+    return interp.instantiation_key(node, ins, outs, divisors);
+  };
   return lo;
 }
 

@@ -3,7 +3,9 @@
 // runs; going through call_op (rather than copying nodes and patching
 // shapes) means a composite's body is evaluated on the sliced operands, so
 // every reshape and head count inside it is right by construction.
+#include <cstdint>
 #include <stdexcept>
+#include <unordered_map>
 #include <utility>
 
 #include "semantics/interpreter.h"
@@ -38,21 +40,113 @@ struct GraphSwap {
   }
 };
 
+// The non-tensor arguments a sub-op's elaboration passes, in parameter
+// order: the op's attrs with split identifiers divided (an attention split
+// on `h` in two gets h / 2) and reshape/view's target shape taken from the
+// output slice. instantiate_op calls the op with exactly these, and
+// instantiation_key names them, so the two cannot disagree.
+std::vector<std::pair<std::string, Attr>> slice_arguments(const OpNode& whole, const front::FnDef& fn,
+                                                          const std::vector<int>& tensors_per_param,
+                                                          const std::vector<Shape>& output_shapes,
+                                                          const std::map<std::string, int64_t>& divisors) {
+  std::vector<std::pair<std::string, Attr>> out;
+  for (size_t pi = 0; pi < fn.params.size() && pi < tensors_per_param.size(); ++pi) {
+    if (tensors_per_param[pi] >= 0) continue;  // tensors (or an optional tensor left out)
+    const front::Param& p = fn.params[pi];
+    auto it = whole.attrs.find(p.name);
+    if (it == whole.attrs.end()) continue;  // left to its default
+    Attr a = it->second;
+    auto div = divisors.find(p.name);
+    if (div != divisors.end() && std::holds_alternative<int64_t>(a)) {
+      int64_t v = std::get<int64_t>(a);
+      if (div->second <= 0 || v % div->second != 0)
+        throw std::runtime_error("op " + whole.name + ": argument '" + p.name + "' = " + std::to_string(v) +
+                                 " does not divide by " + std::to_string(div->second));
+      a = v / div->second;
+    }
+    // reshape/view name their target shape: the sub-op's is its output slice.
+    if ((whole.kind == "reshape" || whole.kind == "view") && p.name == "shape" && !output_shapes.empty())
+      a = std::vector<int64_t>(output_shapes[0].begin(), output_shapes[0].end());
+    out.emplace_back(p.name, std::move(a));
+  }
+  return out;
+}
+
+// Appends v to a key as fixed-size raw bytes (keys are compared, never printed).
+template <class T>
+void put(std::string& key, T v) {
+  key.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+void put_string(std::string& key, const std::string& s) {
+  put(key, s.size());
+  key += s;
+}
+void put_shapes(std::string& key, const std::vector<Shape>& shapes) {
+  put(key, shapes.size());
+  for (const Shape& s : shapes) {
+    put(key, s.size());
+    for (int64_t d : s) put(key, d);
+  }
+}
+
+void put_attr(std::string& key, const Attr& a) {
+  put(key, a.index());
+  if (auto i = std::get_if<int64_t>(&a)) put(key, *i);
+  if (auto d = std::get_if<double>(&a)) put(key, *d);
+  if (auto b = std::get_if<bool>(&a)) put(key, *b);
+  if (auto s = std::get_if<std::string>(&a)) put_string(key, *s);
+  if (auto l = std::get_if<std::vector<int64_t>>(&a)) {
+    put(key, l->size());
+    for (int64_t v : *l) put(key, v);
+  }
+}
+
 }  // namespace
+
+const Interpreter::CallRecord& Interpreter::record_for_instantiation(int node, size_t input_shapes) const {
+  const OpNode& whole = graph_.node(node);
+  auto rec = call_records_.find(node);
+  if (rec == call_records_.end() || !rec->second.def)
+    throw std::runtime_error("op " + whole.name + " cannot be elaborated again (no record of its call)");
+  if (input_shapes != whole.inputs.size())
+    throw std::runtime_error("op " + whole.name + ": " + std::to_string(input_shapes) + " slice shapes for " +
+                             std::to_string(whole.inputs.size()) + " inputs");
+  return rec->second;
+}
+
+std::string Interpreter::instantiation_key(int node, const std::vector<Shape>& input_shapes,
+                                           const std::vector<Shape>& output_shapes,
+                                           const std::map<std::string, int64_t>& divisors) const {
+  const CallRecord& record = record_for_instantiation(node, input_shapes.size());
+  const OpNode& whole = graph_.node(node);
+  std::string key;
+  // The definition called (its identity: the same OpDef object), as called.
+  put(key, reinterpret_cast<uintptr_t>(record.def));
+  put_string(key, whole.kind);
+  put(key, record.tensors_per_param.size());
+  for (int c : record.tensors_per_param) put(key, c);
+  std::vector<std::pair<std::string, Attr>> attrs =
+      slice_arguments(whole, *record.def->decl->fn, record.tensors_per_param, output_shapes, divisors);
+  put(key, attrs.size());
+  for (const auto& [name, a] : attrs) {
+    put_string(key, name);
+    put_attr(key, a);
+  }
+  for (int t : whole.inputs) put(key, graph_.tensor(t).dtype);
+  put_shapes(key, input_shapes);
+  put_shapes(key, output_shapes);
+  return key;
+}
 
 OpInstance Interpreter::instantiate_op(int node, const std::vector<Shape>& input_shapes,
                                                     const std::vector<Shape>& output_shapes,
                                                     const std::map<std::string, int64_t>& divisors, Graph& local) {
+  const CallRecord& record = record_for_instantiation(node, input_shapes.size());
   const OpNode whole = graph_.node(node);  // a copy: the graph is swapped below
-  auto rec = call_records_.find(node);
-  if (rec == call_records_.end() || !rec->second.def)
-    throw std::runtime_error("op " + whole.name + " cannot be elaborated again (no record of its call)");
-  const CallRecord& record = rec->second;
   const OpDef& def = *record.def;
   const front::FnDef& fn = *def.decl->fn;
-  if (input_shapes.size() != whole.inputs.size())
-    throw std::runtime_error("op " + whole.name + ": " + std::to_string(input_shapes.size()) + " slice shapes for " +
-                             std::to_string(whole.inputs.size()) + " inputs");
+  std::vector<std::pair<std::string, Attr>> attrs =
+      slice_arguments(whole, fn, record.tensors_per_param, output_shapes, divisors);
   std::vector<DType> dtypes;
   for (int t : whole.inputs) dtypes.push_back(graph_.tensor(t).dtype);
 
@@ -70,19 +164,31 @@ OpInstance Interpreter::instantiate_op(int node, const std::vector<Shape>& input
   } budget_scope{*this, ticks_, budget_start_};
   start_budget();
   GraphSwap swap(graph_, local, instantiating_);
+  // Names count from zero in every elaboration ("linear#0" and its body's
+  // "linear#0.matmul#0"), so a kernel's names do not depend on what was
+  // elaborated before it: lowering's kernel cache (kernel_cache.h) copies a
+  // body instead of elaborating it again, and its copy must be what the
+  // elaboration would give.
+  struct CountSwap {
+    std::unordered_map<std::string, std::unordered_map<std::string, int>>& counts;
+    std::unordered_map<std::string, std::unordered_map<std::string, int>> saved;
+    ~CountSwap() { counts = std::move(saved); }
+  } count_swap{op_counts_, std::move(op_counts_)};
+  op_counts_.clear();
   int first_node = static_cast<int>(graph_.nodes().size());
   for (size_t i = 0; i < input_shapes.size(); ++i) {
     TensorInfo t;
     t.kind = TensorKind::Activation;
     t.shape = input_shapes[i];
     t.dtype = dtypes[i];
-    t.name = whole.name + ".in" + std::to_string(i);
+    t.name = "in" + std::to_string(i);  // not named after the op: equal elaborations give equal bodies
     inst.inputs.push_back(graph_.add_tensor(std::move(t)));
   }
 
   CallArgs args;
   args.loc = whole.loc;
-  size_t next_input = 0;
+  // In parameter order, as the call was made: tensors, then the sliced attrs.
+  size_t next_input = 0, next_attr = 0;
   for (size_t pi = 0; pi < fn.params.size() && pi < record.tensors_per_param.size(); ++pi) {
     const front::Param& p = fn.params[pi];
     int count = record.tensors_per_param[pi];
@@ -97,21 +203,10 @@ OpInstance Interpreter::instantiate_op(int node, const std::vector<Shape>& input
       args.named.emplace_back(p.name, Value(TensorV{inst.inputs[next_input++]}));
       continue;
     }
-    auto it = whole.attrs.find(p.name);
-    if (it == whole.attrs.end()) continue;  // left to its default
-    Attr a = it->second;
-    auto div = divisors.find(p.name);
-    if (div != divisors.end() && std::holds_alternative<int64_t>(a)) {
-      int64_t v = std::get<int64_t>(a);
-      if (div->second <= 0 || v % div->second != 0)
-        throw std::runtime_error("op " + whole.name + ": argument '" + p.name + "' = " + std::to_string(v) + " does not divide by " +
-                                 std::to_string(div->second));
-      a = v / div->second;
-    }
-    // reshape/view name their target shape: the sub-op's is its output slice.
-    if ((whole.kind == "reshape" || whole.kind == "view") && p.name == "shape" && !output_shapes.empty())
-      a = std::vector<int64_t>(output_shapes[0].begin(), output_shapes[0].end());
-    args.named.emplace_back(p.name, attr_value(a));
+    if (next_attr < attrs.size() && attrs[next_attr].first == p.name) {
+      args.named.emplace_back(p.name, attr_value(attrs[next_attr].second));
+      ++next_attr;
+    }  // else: left to its default
   }
 
   Value result;

@@ -127,6 +127,18 @@ class Interpreter {
   // when the op cannot be elaborated on that slice.
   OpInstance instantiate_op(int node, const std::vector<Shape>& input_shapes, const std::vector<Shape>& output_shapes,
                             const std::map<std::string, int64_t>& divisors, Graph& local);
+  // What instantiate_op(node, input_shapes, output_shapes, divisors) reads,
+  // as a key: the definition called, how many tensors each of its
+  // parameters took, its arguments after the divisors and reshape's target,
+  // the input dtypes and the slice shapes. Two calls with equal keys
+  // elaborate to the same local nodes and tensors (ids shifted; every name
+  // is relative, see instantiate.cpp), whatever the op's name and place;
+  // only its location (the nodes' loc) differs. Throws what instantiate_op
+  // would throw before running the body (no record, a wrong count, an
+  // argument that does not divide).
+  std::string instantiation_key(int node, const std::vector<Shape>& input_shapes,
+                                const std::vector<Shape>& output_shapes,
+                                const std::map<std::string, int64_t>& divisors) const;
 
   // ---- used by builtins and op calls ----
   [[noreturn]] void fail(front::SourceLoc loc, const std::string& msg);
@@ -232,6 +244,8 @@ class Interpreter {
     std::vector<int> tensors_per_param;
   };
   std::unordered_map<int, CallRecord> call_records_;  // by node of graph_ (not of instantiate_op's local graphs)
+  // node's record, checked for an elaboration on `input_shapes` slices (instantiate.cpp).
+  const CallRecord& record_for_instantiation(int node, size_t input_shapes) const;
   bool instantiating_ = false;
   std::optional<TrainSpec> train_;
   std::vector<PlanInfo> plans_;

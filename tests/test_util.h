@@ -53,6 +53,12 @@ struct Elaboration {
                   const std::map<std::string, int64_t>& div,
                   sema::Graph& local) { return interp->instantiate_op(node, ins, outs, div, local); };
   }
+  // The interpreter's elaboration key (backend::LowerOptions::elaboration_key).
+  auto elaboration_key() {
+    return
+        [this](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
+               const std::map<std::string, int64_t>& div) { return interp->instantiation_key(node, ins, outs, div); };
+  }
   // Every diagnostic so far, formatted without colour.
   std::string errors() const {
     std::string s;

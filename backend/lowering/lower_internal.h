@@ -18,6 +18,7 @@
 
 namespace nns::backend::detail {
 
+class KernelCache;
 using sema::OperandSlice;
 using sema::Shape;
 
@@ -300,6 +301,9 @@ struct RankBuild {
   const WalkPlan* walk = nullptr;
   WalkPlan* recording = nullptr;
 
+  // Kernels (lower_kernels.cpp); the lowering's kernel cache (null: none;
+  // kernel_cache.h), used by the one thread that elaborates.
+  KernelCache* kernel_cache = nullptr;
   // Kernels (lower_kernels.cpp).
   std::vector<std::vector<int>> op_kernels;      // per analysed op: this rank's kernels
   std::unordered_map<int, int> param_buf;        // parameter tensor -> its Param buffer
@@ -477,9 +481,11 @@ void run_lowering_passes(RankBuild& R);
 bool run_lowering_passes(RankBuild& R, size_t from, size_t to);
 
 // Lowers rank `rank` (device rank % devices of replica rank / devices),
-// walking the ops `walk` gives it (null: every op).
+// walking the ops `walk` gives it (null: every op), its kernels made
+// through `kernel_cache` (null: each elaborated).
 RankProgram lower_rank(const PlanAnalysis& analysis, const sema::TrainSpec& spec, const LowerOptions& opts,
-                       GroupTable& groups, int devices, int rank, const WalkPlan* walk = nullptr);
+                       GroupTable& groups, int devices, int rank, const WalkPlan* walk = nullptr,
+                       KernelCache* kernel_cache = nullptr);
 
 // lower_walk.cpp: the WalkPlan of `analysis` for plan replicas of
 // `devices` devices (the tags recorded by lowering a rank that holds nothing).

@@ -4,6 +4,7 @@
 // emission names kernels and parameter buffers by the indices made here.
 #include <set>
 
+#include "backend/lowering/kernel_cache.h"
 #include "backend/lowering/lower_internal.h"
 #include "semantics/op_registry.h"
 #include "semantics/output_grads.h"
@@ -11,6 +12,35 @@
 namespace nns::backend::detail {
 
 namespace {
+
+// What a kernel's body is made from besides its op (make_kernel gathers it).
+struct ElaborationInputs {
+  std::vector<Shape> ins, outs;        // slice shapes
+  std::map<std::string, int64_t> div;  // split identifier -> how many parts along the parent chain
+  bool backward = false;
+  std::vector<bool> wrt;    // per input: its gradient is computed
+  std::vector<bool> param;  // per input: a parameter (the B/W split reads it)
+  bool split_w = false;     // the segment splits B from W
+};
+
+// Runs f, a step that elaborates sub-op `leaf` or places it: an error
+// there is the plan's (the op cannot run on its slice), located at the
+// directive that made the slice.
+template <class F>
+auto located(RankBuild& R, int leaf, const F& f) {
+  try {
+    return f();
+  } catch (const LoweringError&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    throw LoweringError("plan " + R.plan.name + ": " + e.what(), directive_of(R.plan, leaf));
+  }
+}
+
+bool has_slice_rule(const sema::OpNode& n) {
+  const sema::OpRow* row = sema::find_op_row(n.kind);
+  return row && row->slice_attrs;
+}
 
 // Splits a kernel's backward into B (gradients of its activation inputs)
 // and W (gradients of its weights). A backward node that computes both
@@ -76,6 +106,60 @@ void split_weight_gradient(RankBuild& R, SubOpKernel& kn, const sema::OpNode& no
   kn.wgrad_nodes = std::move(w_nodes);
 }
 
+// The kernel's body as without the cache: the op elaborated on its slice
+// into R.P.local, its position attrs applied, differentiated (the inputs in
+// `wrt`), split into B and W, its releases planned. `positioned` (not
+// null): the forward nodes with a slice rule, as elaborated, for the cache.
+void elaborate_kernel(RankBuild& R, SubOpKernel& kn, const ElaborationInputs& in, KernelCache::Positioned* positioned) {
+  const sema::SubOp& s = R.plan.subops[kn.subop];
+  const sema::OpNode& node = R.g.node(s.node);
+  located(R, kn.subop, [&] {
+    kn.inst = R.opts.elaborate(s.node, in.ins, in.outs, in.div, R.P.local);
+    for (size_t i = 0; i < kn.inst.nodes.size(); ++i) {
+      sema::OpNode& ln = R.P.local.node(kn.inst.nodes[i]);
+      if (positioned && has_slice_rule(ln)) positioned->emplace_back(i, ln);
+      sema::apply_slice_position(R.g, node, s, ln);
+    }
+  });
+  kn.elaborated = true;
+  if (!in.backward) {
+    plan_releases(R.P.local, kn);
+    return;
+  }
+  std::map<int, int> seeds = sema::add_output_gradients(R.P.local, kn.inst.outputs, kn.dy);
+  std::vector<int> wrt;
+  for (size_t k = 0; k < kn.inst.inputs.size(); ++k)
+    if (in.wrt[k]) wrt.push_back(kn.inst.inputs[k]);
+  kn.bwd = sema::differentiate(R.P.local, kn.inst.nodes, seeds, wrt);
+  if (in.split_w) split_weight_gradient(R, kn, node);
+  plan_releases(R.P.local, kn);
+}
+
+// The rest of a kernel's key after its elaboration key: its position
+// attrs (each forward node with a slice rule, positioned for this sub-op:
+// the backward nodes copy them) and what its backward depends on.
+std::string kernel_key(RankBuild& R, const SubOpKernel& kn, const ElaborationInputs& in,
+                       const KernelCache::Positioned& nodes) {
+  const sema::SubOp& s = R.plan.subops[kn.subop];
+  std::vector<sema::OpNode> placed;
+  placed.reserve(nodes.size());
+  for (const auto& [index, n] : nodes) {
+    placed.push_back(n);
+    sema::apply_slice_position(R.g, R.g.node(s.node), s, placed.back());
+  }
+  std::vector<const sema::OpNode*> ptrs;
+  for (const sema::OpNode& n : placed) ptrs.push_back(&n);
+  std::string key = attrs_key(ptrs);
+  key += in.backward ? 'B' : 'F';
+  key += in.split_w ? 'W' : '-';
+  key += kn.recompute ? 'R' : '-';
+  for (size_t k = 0; k < in.wrt.size(); ++k) {
+    key += in.wrt[k] ? 'g' : '-';
+    key += in.param[k] ? 'p' : '-';
+  }
+  return key;
+}
+
 SubOpKernel make_kernel(RankBuild& R, int leaf, bool backward, const PlanAnalysis::Op* op) {
   const sema::SubOp& s = R.plan.subops[leaf];
   const sema::OpNode& node = R.g.node(s.node);
@@ -88,40 +172,50 @@ SubOpKernel make_kernel(RankBuild& R, int leaf, bool backward, const PlanAnalysi
   kn.scale = sema::slice_loss_share(R.g, node, s);
   kn.row_strided_inputs = node.kind == "linear" || node.kind == "linear_bias";
   if (!R.opts.elaborate) return kn;
-  std::vector<Shape> ins, outs;
-  for (const OperandSlice& sl : s.inputs) ins.push_back(sl.length);
-  for (const OperandSlice& sl : s.outputs) outs.push_back(sl.length);
+  ElaborationInputs in;
+  for (const OperandSlice& sl : s.inputs) in.ins.push_back(sl.length);
+  for (const OperandSlice& sl : s.outputs) in.outs.push_back(sl.length);
   // The split identifiers along the parent chain: an attention split on
   // `h` twice in two gets h / 4 heads.
-  std::map<std::string, int64_t> div;
   for (int c = leaf; c >= 0 && R.plan.subops[c].parent >= 0; c = R.plan.subops[c].parent)
     if (R.plan.subops[c].split_id != "value") {
-      auto [it, fresh] = div.emplace(R.plan.subops[c].split_id, 1);
+      auto [it, fresh] = in.div.emplace(R.plan.subops[c].split_id, 1);
       it->second *= R.plan.subops[c].split_num;
     }
-  try {
-    kn.inst = R.opts.elaborate(s.node, ins, outs, div, R.P.local);
-    for (int ln : kn.inst.nodes) sema::apply_slice_position(R.g, node, s, R.P.local.node(ln));
-  } catch (const LoweringError&) {
-    throw;
-  } catch (const std::runtime_error& e) {
-    throw LoweringError("plan " + R.plan.name + ": " + e.what(), directive_of(R.plan, leaf));
-  }
-  kn.elaborated = true;
-  if (!backward) {
-    plan_releases(R.P.local, kn);
-    return kn;
-  }
-  std::map<int, int> seeds = sema::add_output_gradients(R.P.local, kn.inst.outputs, kn.dy);
+  in.backward = backward;
   // Gradients only of the inputs that need one (a gradient edge): the
   // kernel computes and holds no gradient of a constant input (a mask).
-  std::vector<int> wrt;
-  for (size_t k = 0; k < kn.inst.inputs.size(); ++k)
-    if (!op || k >= op->grad_edge.size() || op->grad_edge[k]) wrt.push_back(kn.inst.inputs[k]);
-  kn.bwd = sema::differentiate(R.P.local, kn.inst.nodes, seeds, wrt);
+  for (size_t k = 0; k < node.inputs.size(); ++k) {
+    in.wrt.push_back(!op || k >= op->grad_edge.size() || op->grad_edge[k]);
+    in.param.push_back(R.g.tensor(node.inputs[k]).kind == sema::TensorKind::Param);
+  }
   int seg = R.segment_of(s.node);
-  if (seg >= 0 && R.plan.segments[static_cast<size_t>(seg)].split_w) split_weight_gradient(R, kn, node);
-  plan_releases(R.P.local, kn);
+  in.split_w = seg >= 0 && R.plan.segments[static_cast<size_t>(seg)].split_w;
+  KernelCache* cache = R.kernel_cache;
+  if (!cache) {
+    elaborate_kernel(R, kn, in, nullptr);
+    return kn;
+  }
+  const std::string key = located(R, leaf, [&] { return R.opts.elaboration_key(s.node, in.ins, in.outs, in.div); });
+  if (const KernelCache::Positioned* seen = cache->positioned(key)) {
+    const std::string full = key + located(R, leaf, [&] { return kernel_key(R, kn, in, *seen); });
+    if (const KernelTemplate* t = cache->find(full)) {
+      paste_template(*t, R.P.local, kn, node.loc);
+      ++cache->hits;
+      return kn;
+    }
+  }
+  ++cache->misses;
+  const int tensor_base = static_cast<int>(R.P.local.tensors().size());
+  const int node_base = static_cast<int>(R.P.local.nodes().size());
+  const size_t obligations = R.P.local.sym_obligations.size(), symbols = R.P.local.symbols.size();
+  KernelCache::Positioned positioned;
+  elaborate_kernel(R, kn, in, &positioned);
+  // A body that recorded symbolic facts into the local graph is not a
+  // range of tensors and nodes alone: made again each time.
+  if (R.P.local.sym_obligations.size() != obligations || R.P.local.symbols.size() != symbols) return kn;
+  cache->add(key + kernel_key(R, kn, in, positioned), cut_template(R.P.local, tensor_base, node_base, kn, node.loc));
+  if (!cache->positioned(key)) cache->set_positioned(key, std::move(positioned));
   return kn;
 }
 

@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "backend/lowering/kernel_cache.h"
 #include "backend/lowering/lower_internal.h"
 #include "backend/lowering/parallel.h"
 
@@ -71,6 +72,9 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
   // one id.
   // Few ranks lower faster on one thread than threads start.
   const bool parallel = todo.size() >= 16 && check_threads(todo.size()) > 1;
+  // Each distinct kernel elaborated once, on this one thread (kernel_cache.h).
+  std::unique_ptr<detail::KernelCache> cache;
+  if (detail::kernel_cache_wanted(opts)) cache = std::make_unique<detail::KernelCache>();
   std::vector<std::unique_ptr<detail::RankBuild>> kernels_made;
   bool stopped_after_kernels = false;  // LowerOptions::stop_after names the kernels pass
   if (parallel && opts.elaborate) {
@@ -79,6 +83,7 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
       sema::CheckDeadline::poll();
       kernels_made[i] = std::make_unique<detail::RankBuild>(analysis, spec, opts, groups, out.devices, todo[i]);
       kernels_made[i]->walk = &walk;
+      kernels_made[i]->kernel_cache = cache.get();
       stopped_after_kernels = !detail::run_lowering_passes(*kernels_made[i], 0, 1);
     }
   }
@@ -94,7 +99,9 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
       kernels_made[i].reset();
       return;
     }
-    out.programs[i] = lower_rank(analysis, spec, opts, groups, out.devices, todo[i], &walk);
+    // Only the serial loop elaborates here (in parallel, kernels_made has them).
+    out.programs[i] =
+        lower_rank(analysis, spec, opts, groups, out.devices, todo[i], &walk, parallel ? nullptr : cache.get());
   };
   auto finish = [&] {
     if (rename) detail::rename_replicas(out, groups, wanted);

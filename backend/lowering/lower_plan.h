@@ -41,9 +41,22 @@ using Elaborator = std::function<sema::OpInstance(int node, const std::vector<se
                                                   const std::vector<sema::Shape>& output_shapes,
                                                   const std::map<std::string, int64_t>& divisors, sema::Graph& local)>;
 
+// What an elaboration reads, as a key (sema::Interpreter::instantiation_key):
+// equal keys elaborate to equal bodies.
+using ElaborationKey = std::function<std::string(int node, const std::vector<sema::Shape>& input_shapes,
+                                                 const std::vector<sema::Shape>& output_shapes,
+                                                 const std::map<std::string, int64_t>& divisors)>;
+
 struct LowerOptions {
   int replicas = 1;
   Elaborator elaborate;         // empty: structure only
+  // With `elaborate`: sub-ops that would elaborate to the same kernel (equal
+  // keys, same position attrs, same backward) get a copy of the first one's
+  // body instead of running the interpreter again (kernel_cache.h). Empty,
+  // or kernel_cache false, or NNS_KERNEL_CACHE=0: every sub-op is
+  // elaborated (what the tests compare the cache against).
+  ElaborationKey elaboration_key;
+  bool kernel_cache = true;
   int only_rank = -1;           // >= 0: lower this rank only (what a rank process runs)
   // > 0: lower ranks 0 .. first_ranks-1 only (the simulator lowers one plan
   // replica and takes the others, identical, as on time at collectives).

@@ -166,9 +166,10 @@ bool run_lowering_passes(RankBuild& R, size_t from, size_t to) {
 void run_lowering_passes(RankBuild& R) { run_lowering_passes(R, 0, lowering_passes().size()); }
 
 RankProgram lower_rank(const PlanAnalysis& analysis, const sema::TrainSpec& spec, const LowerOptions& opts,
-                       GroupTable& groups, int devices, int rank, const WalkPlan* walk) {
+                       GroupTable& groups, int devices, int rank, const WalkPlan* walk, KernelCache* kernel_cache) {
   RankBuild R(analysis, spec, opts, groups, devices, rank);
   R.walk = walk;
+  R.kernel_cache = kernel_cache;
   run_lowering_passes(R);
   return std::move(R.P);
 }
