@@ -113,6 +113,7 @@ int plan_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
 bool derive_stage(Pipeline& p) {
   sema::CheckDeadline::stage("deriving the communication");
   p.comm = backend::derive_communication(p.graph(), p.plan);
+  p.analysis_cache = backend::make_analysis_cache();
   bool derived = true;
   for (const backend::CommEdge& e : p.comm.edges)
     if (!e.note.empty()) {
@@ -156,6 +157,7 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
   auto t_lower = std::chrono::steady_clock::now();
   try {
     backend::LowerOptions so = backend::verification_lowering(static_cast<int>(o.topo.replicas), &p.comm);
+    so.analysis_cache = p.analysis_cache;
     if (o.topo.replicas > 1) so.first_ranks = static_cast<int>(o.topo.devices);
     structure = backend::lower_plan(p.graph(), p.plan, spec ? *spec : sema::TrainSpec{}, so);
   } catch (const backend::LoweringError&) {
@@ -213,6 +215,7 @@ int implicit_plan_stage(const PipelineOptions& o, Pipeline& p, std::ostream& rep
   p.plan = sema::implicit_plan(p.graph());
   p.planned = p.implicit = true;
   p.comm = backend::derive_communication(p.graph(), p.plan);
+  p.analysis_cache = backend::make_analysis_cache();
   report << "plan: none given; " << o.topo.ranks << " ranks run the implicit plan " << p.plan.name << " (every op on one device, " << o.topo.replicas
          << " data-parallel replicas)\n";
   const sema::TrainSpec* spec = p.interp->train() ? &*p.interp->train() : nullptr;
@@ -398,6 +401,7 @@ backend::MemoryCheck check_plan_memory(Pipeline& p, const Topology& topo, const 
   const std::vector<int> rep = backend::memory_classes(p.plan, *structure, devices);
   const double classes_ms = ms_since(t0);
   backend::LowerOptions lo = lower_options(*p.interp, p.comm, topo);
+  lo.analysis_cache = p.analysis_cache;  // the structure lowering's analysis
   std::vector<int> program_of(rep.size(), -1);
   for (size_t i = 0; i < rep.size(); ++i)
     if (rep[i] == static_cast<int>(i)) {

@@ -104,6 +104,10 @@ struct Pipeline {
   // `implicit` set), so that every multi-rank run is a RankProgram per rank.
   bool planned = false, implicit = false;
   backend::CommPlan comm;          // its derived communication (after the check stage; read by verification, --emit=comm and lowering)
+  // The lowering analysis of (graph, plan, comm), shared by the check's
+  // structure lowering and its capacity check (LowerOptions::analysis_cache);
+  // made anew whenever `comm` is derived.
+  std::shared_ptr<backend::AnalysisCache> analysis_cache;
   sema::TrainSpec spec;            // the train block, --steps applied
   sema::TrainingGraphInfo info;    // after the training-graph stage: the graph has its backward and optimizer ops
   double elaborate_ms = 0;         // parse + evaluate

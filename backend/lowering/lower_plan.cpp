@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -19,6 +20,50 @@ using detail::GroupTable;
 using detail::lower_rank;
 using detail::PlanAnalysis;
 
+// The analysis lowering derives before any rank (lower_internal.h): built
+// here, or taken from the caller's cache when it was built over the same
+// graph, plan and CommPlan object (LowerOptions::analysis_cache).
+struct AnalysisCache {
+  std::mutex mu;
+  const sema::Graph* g = nullptr;
+  const sema::Plan* plan = nullptr;
+  const CommPlan* comm = nullptr;
+  const CommEdge* edges = nullptr;
+  size_t edge_count = 0;
+  std::shared_ptr<const PlanAnalysis> analysis;
+};
+
+std::shared_ptr<AnalysisCache> make_analysis_cache() { return std::make_shared<AnalysisCache>(); }
+
+namespace {
+
+std::shared_ptr<const PlanAnalysis> analysis_of(const sema::Graph& g, const sema::Plan& plan, const CommPlan& copy,
+                                                const LowerOptions& opts) {
+  AnalysisCache* c = opts.comm ? opts.analysis_cache.get() : nullptr;
+  if (!c) {
+    auto a = std::make_shared<PlanAnalysis>(g, plan, copy);
+    a->run();
+    return a;
+  }
+  // Over the caller's CommPlan, which the cache's owner keeps alive and
+  // unchanged; the edge indices it gives are those of the copy too.
+  std::lock_guard<std::mutex> lock(c->mu);
+  const CommPlan& comm = *opts.comm;
+  if (!c->analysis || c->g != &g || c->plan != &plan || c->comm != &comm || c->edges != comm.edges.data() ||
+      c->edge_count != comm.edges.size()) {
+    auto a = std::make_shared<PlanAnalysis>(g, plan, comm);
+    a->run();
+    c->g = &g;
+    c->plan = &plan;
+    c->comm = &comm;
+    c->edges = comm.edges.data();
+    c->edge_count = comm.edges.size();
+    c->analysis = a;
+  }
+  return c->analysis;
+}
+
+}  // namespace
 
 LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema::TrainSpec& spec, const LowerOptions& opts) {
   LoweredPlan out;
@@ -33,18 +78,18 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
          " per step are supported");
   if (spec.data.kind == "safetensors") fail("plans train on synthetic data only for now (the train block names a file)");
   out.comm = opts.comm ? *opts.comm : derive_communication(g, plan);
-  PlanAnalysis analysis(g, plan, out.comm);
-  analysis.run();
+  const std::shared_ptr<const PlanAnalysis> shared = analysis_of(g, plan, out.comm, opts);
+  const PlanAnalysis& analysis = *shared;
   out.notes = analysis.zero1_notes;
   // The edges the programs run: an edge that shares another's transfer
   // (CommEdge::shared_with) runs none of its own.
   std::set<int> used;
   for (const PlanAnalysis::Op& op : analysis.ops) {
     for (const CommEdge* e : op.in_edge)
-      if (e && e->shared_with < 0) used.insert(static_cast<int>(e - out.comm.edges.data()));
+      if (e && e->shared_with < 0) used.insert(static_cast<int>(e - analysis.cp.edges.data()));
     if (op.backward)
       for (const CommEdge* e : op.grad_edge)
-        if (e && e->shared_with < 0) used.insert(static_cast<int>(e - out.comm.edges.data()));
+        if (e && e->shared_with < 0) used.insert(static_cast<int>(e - analysis.cp.edges.data()));
   }
   out.edges.assign(used.begin(), used.end());
   GroupTable groups{{}, out.groups, {}, {}, -1};
