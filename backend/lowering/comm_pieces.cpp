@@ -4,6 +4,8 @@
 
 #include "backend/lowering/comm_plan.h"
 #include "backend/lowering/geometry.h"
+#include "backend/lowering/parallel.h"
+#include "semantics/check_deadline.h"
 
 namespace nns::backend {
 
@@ -346,24 +348,19 @@ LayoutRead OperandLayouts::read(std::vector<PieceRef>& refs, const sema::Shape& 
   return r;
 }
 
-const LayoutRead& OperandLayouts::output(int node, size_t o) {
-  auto [it, fresh] = outputs_.emplace(std::make_pair(node, o), LayoutRead{});
-  if (!fresh) return it->second;
+LayoutRead OperandLayouts::read_output(int node, size_t o) const {
   std::vector<PieceRef> refs;
-
-  for (int leaf : leaves(node)) {
+  for (int leaf : leaves_[static_cast<size_t>(node)]) {
     const sema::SubOp& s = plan_.subops[leaf];
     const OperandSlice& slice = s.outputs[o];
     for (int d : s.devices) refs.push_back({d, &slice, slice.value_index, slice.value_parts});
   }
-  it->second = read(refs, g_.tensor(g_.node(node).outputs[o]).shape);
-  return it->second;
+  return read(refs, g_.tensor(g_.node(node).outputs[o]).shape);
 }
 
-LayoutRead OperandLayouts::input(int node, size_t k) {
+LayoutRead OperandLayouts::read_input(int node, size_t k) const {
   std::vector<PieceRef> refs;
-
-  for (int leaf : leaves(node)) {
+  for (int leaf : leaves_[static_cast<size_t>(node)]) {
     const sema::SubOp& s = plan_.subops[leaf];
     const OperandSlice& slice = s.inputs[k];
     for (int d : s.devices) refs.push_back({d, &slice, slice.value_index, slice.value_parts});
@@ -371,9 +368,9 @@ LayoutRead OperandLayouts::input(int node, size_t k) {
   return read(refs, g_.tensor(g_.node(node).inputs[k]).shape);
 }
 
-LayoutRead OperandLayouts::gradient(int node, size_t k) {
+LayoutRead OperandLayouts::read_gradient(int node, size_t k) const {
   std::vector<size_t> ends;
-  std::vector<int> leaves = by_piece(plan_, this->leaves(node), k, ends);
+  std::vector<int> leaves = by_piece(plan_, leaves_[static_cast<size_t>(node)], k, ends);
   std::vector<PieceRef> refs;
   for (size_t g = 0, begin = 0; g < ends.size(); begin = ends[g++])
     for (size_t i = begin; i < ends[g]; ++i) {
@@ -382,6 +379,74 @@ LayoutRead OperandLayouts::gradient(int node, size_t k) {
         refs.push_back({d, &s.inputs[k], static_cast<int64_t>(i - begin), static_cast<int64_t>(ends[g] - begin)});
     }
   return read(refs, g_.tensor(g_.node(node).inputs[k]).shape);
+}
+
+const LayoutRead& OperandLayouts::output(int node, size_t o) {
+  auto [it, fresh] = outputs_.emplace(std::make_pair(node, o), LayoutRead{});
+  if (fresh) {
+    leaves(node);
+    it->second = read_output(node, o);
+  }
+  return it->second;
+}
+
+// A read read_all made is taken (each is asked for once); otherwise read now.
+LayoutRead OperandLayouts::input(int node, size_t k) {
+  auto it = inputs_.find({node, k});
+  if (it == inputs_.end()) {
+    leaves(node);
+    return read_input(node, k);
+  }
+  LayoutRead r = std::move(it->second);
+  inputs_.erase(it);
+  return r;
+}
+
+LayoutRead OperandLayouts::gradient(int node, size_t k) {
+  auto it = gradients_.find({node, k});
+  if (it == gradients_.end()) {
+    leaves(node);
+    return read_gradient(node, k);
+  }
+  LayoutRead r = std::move(it->second);
+  gradients_.erase(it);
+  return r;
+}
+
+void OperandLayouts::read_all() {
+  enum Side { Out, In, Grad };
+  struct Request {
+    Side side;
+    int node;
+    size_t k;
+  };
+  std::vector<Request> requests;
+  for (size_t node = 0; node < plan_.root_of_node.size(); ++node) {
+    if (plan_.root_of_node[node] < 0) continue;
+    const int n = static_cast<int>(node);
+    leaves(n);  // filled here, read-only below
+    const sema::OpNode& op = g_.node(n);
+    for (size_t o = 0; o < op.outputs.size(); ++o)
+      if (!outputs_.count({n, o})) requests.push_back({Out, n, o});
+    for (size_t k = 0; k < op.inputs.size(); ++k) {
+      requests.push_back({In, n, k});
+      const sema::TensorInfo& t = g_.tensor(op.inputs[k]);
+      if (sema::dtype_is_float(t.dtype) && t.kind != sema::TensorKind::Input) requests.push_back({Grad, n, k});
+    }
+  }
+  std::vector<LayoutRead> done(requests.size());
+  parallel_for(requests.size(), [&](size_t i) {
+    sema::CheckDeadline::poll();
+    const Request& r = requests[i];
+    done[i] = r.side == Out  ? read_output(r.node, r.k)
+              : r.side == In ? read_input(r.node, r.k)
+                             : read_gradient(r.node, r.k);
+  });
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Request& r = requests[i];
+    auto& into = r.side == Out ? outputs_ : r.side == In ? inputs_ : gradients_;
+    into[{r.node, r.k}] = std::move(done[i]);
+  }
 }
 
 }  // namespace nns::backend

@@ -49,15 +49,25 @@ class OperandLayouts {
   // produces for that input (what input_pieces / gradient_pieces give).
   LayoutRead input(int node, size_t k);
   LayoutRead gradient(int node, size_t k);
+  // Reads every operand of every op (outputs, inputs, the gradients of
+  // float inputs that are not data) on all cores (parallel.h), for the
+  // calls above to find: a whole plan's derivation reads them all anyway.
+  void read_all();
 
  private:
   const std::vector<int>& leaves(int node);
   LayoutRead read(std::vector<PieceRef>& refs, const sema::Shape& shape) const;
+  // The reads themselves, on leaves already known (read_all runs them on
+  // several threads).
+  LayoutRead read_output(int node, size_t o) const;
+  LayoutRead read_input(int node, size_t k) const;
+  LayoutRead read_gradient(int node, size_t k) const;
   const sema::Graph& g_;
   const sema::Plan& plan_;
   std::vector<std::vector<int>> leaves_;
   std::vector<char> leaves_known_;
   std::map<std::pair<int, size_t>, LayoutRead> outputs_;
+  std::map<std::pair<int, size_t>, LayoutRead> inputs_, gradients_;  // read_all's, each taken once
 };
 
 }  // namespace nns::backend

@@ -108,6 +108,8 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, cons
   };
   // Every operand's layout is read once (comm_pieces.h).
   OperandLayouts layouts(g, plan);
+  // A whole plan reads every operand: on all cores, before the walk.
+  if (!only_nodes) layouts.read_all();
   std::map<int, Layout> storage;  // params / inputs: the layout of their first consumer
   auto add_edge = [&](int tensor, int producer, int consumer, int input_index, bool backward, const LayoutRead& from,
                       const LayoutRead& to, const char* irregular) {

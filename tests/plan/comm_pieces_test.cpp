@@ -87,7 +87,8 @@ TEST_CASE("OperandLayouts reads what input_pieces, output_pieces and gradient_pi
         {"examples/gpt.nns", "tiny", "hybrid", 8}}) {
     test::PlannedElaboration e(NNS_SOURCE_DIR, file, config, plan, devices);
     const sema::Graph& g = e.interp->graph();
-    backend::OperandLayouts layouts(g, e.plan);
+    backend::OperandLayouts layouts(g, e.plan), all(g, e.plan);
+    all.read_all();  // on all cores: the same reads, found by the calls below
     int compared = 0;
     for (size_t node = 0; node < e.plan.root_of_node.size(); ++node) {
       if (e.plan.root_of_node[node] < 0) continue;
@@ -99,9 +100,11 @@ TEST_CASE("OperandLayouts reads what input_pieces, output_pieces and gradient_pi
         std::string why;
         bool ok = backend::layout_of_pieces(backend::input_pieces(e.plan, n, k), shape, l, why);
         CHECK(same_read(ok, l, why, layouts.input(n, k)));
+        CHECK(same_read(ok, l, why, all.input(n, k)));
         why.clear();
         ok = backend::layout_of_pieces(backend::gradient_pieces(e.plan, n, k), shape, l, why);
         CHECK(same_read(ok, l, why, layouts.gradient(n, k)));
+        CHECK(same_read(ok, l, why, all.gradient(n, k)));
         compared += 2;
       }
       for (size_t o = 0; o < op.outputs.size(); ++o) {
@@ -110,6 +113,7 @@ TEST_CASE("OperandLayouts reads what input_pieces, output_pieces and gradient_pi
         bool ok =
             backend::layout_of_pieces(backend::output_pieces(e.plan, n, o), g.tensor(op.outputs[o]).shape, l, why);
         CHECK(same_read(ok, l, why, layouts.output(n, o)));
+        CHECK(same_read(ok, l, why, all.output(n, o)));
         ++compared;
       }
     }
