@@ -141,6 +141,9 @@ struct TransformChoice {
 // last: the first tensor input PartialSum, other inputs Replicated (or
 // NotTensor), every tensor output PartialSum.
 std::vector<TransformChoice> transform_space(const BoundAnno& bound, bool allow_value_split = false);
+// The split of identifier `id` that transform_space lists, or nullopt when
+// it lists none, without building the whole space.
+std::optional<TransformChoice> transform_choice(const BoundAnno& bound, const std::string& id);
 
 // The choice that splits input `input_index` along tensor dim `dim`
 // (nnScaler's idx/dim addressing), or nullopt if that dim is not splittable.

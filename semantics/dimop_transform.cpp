@@ -103,15 +103,40 @@ std::vector<TransformChoice> transform_space(const BoundAnno& bound, bool allow_
   return out;
 }
 
+std::optional<TransformChoice> transform_choice(const BoundAnno& bound, const std::string& id) {
+  // transform_space's filter for the identifier `id` alone: its first
+  // occurrence at a bracket's leading position, not numeric nor frozen, in
+  // no operand twice. (Plan evaluation asks for one identifier per trans();
+  // building the whole space each time was most of evaluating a
+  // million-sub-op plan.)
+  bool repeated = false;
+  const DimId* first = nullptr;
+  for (bool output : {false, true}) {
+    const std::vector<OperandAnno>& ops = output ? bound.anno.outputs : bound.anno.inputs;
+    for (const OperandAnno& op : ops) {
+      int count = 0;
+      for (const DimAnno& d : op.dims)
+        for (const DimId& x : d.ids) count += !x.numeric && x.name == id;
+      repeated = repeated || count > 1;
+    }
+  }
+  if (repeated) return std::nullopt;
+  for_each_id(bound.anno, [&](const IdRef& r) {
+    if (first || r.id.name != id) return;
+    const OperandAnno& op = (r.output ? bound.anno.outputs : bound.anno.inputs)[r.op];
+    if (r.pos == leading_position(op.dims[r.dim]) && !r.id.numeric && r.id.reduce != Reduce::Frozen) first = &r.id;
+  });
+  if (!first) return std::nullopt;
+  return dim_choice(bound, *first);
+}
+
 std::optional<TransformChoice> choice_for(const BoundAnno& bound, int input_index, int dim) {
   if (input_index < 0 || input_index >= static_cast<int>(bound.anno.inputs.size())) return std::nullopt;
   const OperandAnno& op = bound.anno.inputs[input_index];
   if (dim < 0 || dim >= static_cast<int>(op.dims.size()) || op.dims[dim].ids.empty()) return std::nullopt;
   const DimId& id = op.dims[dim].ids[leading_position(op.dims[dim])];
   if (id.numeric || id.reduce == Reduce::Frozen) return std::nullopt;
-  for (const TransformChoice& c : transform_space(bound))
-    if (c.kind == TransformChoice::Dim && c.id == id.name) return c;
-  return std::nullopt;
+  return transform_choice(bound, id.name);
 }
 
 std::string TransformChoice::describe() const {

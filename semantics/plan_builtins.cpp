@@ -167,8 +167,11 @@ bool resolve_choice(Interpreter& in, const Plan& p, int sub, const Value* dim, c
                     std::string& why) {
   const SubOp& s = p.subops[sub];
   const OpNode& n = in.graph().node(s.node);
-  const OpRow* row = n.composite ? nullptr : find_op_row(n.kind);
-  std::vector<TransformChoice> space = transform_space(n.anno, row && row->value_split);
+  // The registry row (a linear search by name) only where a value split is asked about.
+  auto value_split = [&] {
+    const OpRow* row = n.composite ? nullptr : find_op_row(n.kind);
+    return row && row->value_split;
+  };
   std::string id;
   if (idx) {
     // nnScaler addressing: trans(op, idx=i, dim=d) splits input i along tensor dim d.
@@ -199,13 +202,21 @@ bool resolve_choice(Interpreter& in, const Plan& p, int sub, const Value* dim, c
     why = "op '" + n.name + "' (" + n.kind + ") has no splittable batch dimension";
     return false;
   }
-  for (const TransformChoice& c : space) {
-    bool match = id == "value" ? c.kind == TransformChoice::Value : (c.kind == TransformChoice::Dim && c.id == id);
-    if (match) {
-      out = c;
+  // One identifier's choice, not the whole space (it is built below only
+  // to explain a refusal).
+  if (id == "value" && value_split()) {
+    for (const TransformChoice& c : transform_space(n.anno, true))
+      if (c.kind == TransformChoice::Value) {
+        out = c;
+        return true;
+      }
+  } else if (id != "value") {
+    if (auto c = transform_choice(n.anno, id)) {
+      out = *c;
       return true;
     }
   }
+  std::vector<TransformChoice> space = transform_space(n.anno, value_split());
   // Explain: frozen, unknown, or not splittable.
   std::string options;
   for (const TransformChoice& c : space) options += (options.empty() ? "" : ", ") + (c.kind == TransformChoice::Value ? std::string("value") : c.id);

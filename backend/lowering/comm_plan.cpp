@@ -1,4 +1,5 @@
 #include "backend/lowering/comm_plan.h"
+#include "backend/lowering/comm_pieces.h"
 #include "semantics/check_deadline.h"
 
 #include <limits>
@@ -12,227 +13,6 @@
 #include <tuple>
 
 namespace nns::backend {
-
-using sema::OperandSlice;
-
-namespace {
-
-bool same_ranges(const OperandSlice& a, const OperandSlice& b) { return a.start == b.start && a.length == b.length; }
-
-// Merges two pieces one device holds into one, if they are adjacent along a
-// dim (same values) or complementary partial sums of the same region.
-bool merge(const OperandSlice& a, const OperandSlice& b, OperandSlice& out) {
-  if (same_ranges(a, b) && a.value_parts == b.value_parts) {
-    if (a.value_index == b.value_index) {
-      out = a;  // the same piece twice
-      return true;
-    }
-    // Values k and k+1 of n merge into k/2 of n/2 when k is even.
-    int64_t lo = std::min(a.value_index, b.value_index), hi = std::max(a.value_index, b.value_index);
-    if (hi == lo + 1 && lo % 2 == 0 && a.value_parts % 2 == 0) {
-      out = a;
-      out.value_index = lo / 2;
-      out.value_parts = a.value_parts / 2;
-      return true;
-    }
-    return false;
-  }
-  if (a.value_index != b.value_index || a.value_parts != b.value_parts || a.start.size() != b.start.size())
-    return false;
-  int diff = -1;
-  for (size_t d = 0; d < a.start.size(); ++d) {
-    if (a.start[d] == b.start[d] && a.length[d] == b.length[d]) continue;
-    if (diff >= 0) return false;
-    diff = static_cast<int>(d);
-  }
-  if (diff < 0) return false;
-  const OperandSlice& first = a.start[diff] < b.start[diff] ? a : b;
-  const OperandSlice& second = a.start[diff] < b.start[diff] ? b : a;
-  if (first.start[diff] + first.length[diff] != second.start[diff] || first.length[diff] != second.length[diff])
-    return false;
-  out = first;
-  out.length[diff] = first.length[diff] * 2;
-  // Only aligned pairs keep a regular split (piece 2i with 2i+1).
-  return (first.start[diff] / first.length[diff]) % 2 == 0;
-}
-
-std::vector<OperandSlice> merge_all(std::vector<OperandSlice> pieces) {
-  bool changed = true;
-  while (changed && pieces.size() > 1) {
-    changed = false;
-    for (size_t i = 0; i < pieces.size() && !changed; ++i)
-      for (size_t j = i + 1; j < pieces.size() && !changed; ++j) {
-        OperandSlice m;
-        if (merge(pieces[i], pieces[j], m)) {
-          pieces[i] = m;
-          pieces.erase(pieces.begin() + static_cast<long>(j));
-          changed = true;
-        }
-      }
-  }
-  return pieces;
-}
-
-}  // namespace
-
-bool layout_of_pieces(const std::vector<std::pair<int, OperandSlice>>& pieces, const sema::Shape& shape, Layout& out,
-                      std::string& why) {
-  // One piece per device (several merged, nnScaler's coshard), by device.
-  std::vector<std::pair<int, size_t>> by_device;
-  by_device.reserve(pieces.size());
-  for (size_t i = 0; i < pieces.size(); ++i) by_device.push_back({pieces[i].first, i});
-  std::sort(by_device.begin(), by_device.end());
-  std::vector<int> devices;
-  std::vector<const OperandSlice*> piece;
-  std::vector<OperandSlice> merged_store;
-  merged_store.reserve(by_device.size());
-  for (size_t i = 0; i < by_device.size();) {
-    size_t j = i;
-    while (j < by_device.size() && by_device[j].first == by_device[i].first) ++j;
-    int dev = by_device[i].first;
-    if (j - i == 1) {
-      piece.push_back(&pieces[by_device[i].second].second);
-    } else {
-      std::vector<OperandSlice> list;
-      for (size_t k = i; k < j; ++k) list.push_back(pieces[by_device[k].second].second);
-      std::vector<OperandSlice> merged = merge_all(list);
-      if (merged.size() != 1) {
-        why = "device " + std::to_string(dev) + " holds " + std::to_string(merged.size()) +
-              " pieces that do not merge into one";
-        return false;
-      }
-      merged_store.push_back(merged[0]);
-      piece.push_back(&merged_store.back());
-    }
-    devices.push_back(dev);
-    i = j;
-  }
-  const OperandSlice& p0 = *piece[0];
-  const size_t rank = shape.size(), n = devices.size();
-  std::vector<int64_t> split(rank, 1);
-  for (size_t d = 0; d < rank; ++d) {
-    if (p0.length[d] <= 0 || shape[d] % p0.length[d] != 0) {
-      why = "pieces do not split dim " + std::to_string(d) + " evenly";
-      return false;
-    }
-    split[d] = shape[d] / p0.length[d];
-  }
-  std::vector<int64_t> blocks(n * rank), labels(n);
-  for (size_t i = 0; i < n; ++i) {
-    const OperandSlice& s = *piece[i];
-    if (s.length != p0.length || s.value_parts != p0.value_parts) {
-      why = "devices hold pieces of different sizes";
-      return false;
-    }
-    for (size_t d = 0; d < rank; ++d) {
-      if (s.start[d] % s.length[d] != 0) {
-        why = "a piece does not start on a block boundary";
-        return false;
-      }
-      blocks[i * rank + d] = s.start[d] / s.length[d];
-    }
-    labels[i] = s.value_index;
-  }
-  // Every (block, partial sum) must be held by the same number of devices.
-  std::vector<std::vector<int64_t>> keys(n);
-  for (size_t i = 0; i < n; ++i) {
-    keys[i].assign(blocks.begin() + static_cast<long>(i * rank), blocks.begin() + static_cast<long>((i + 1) * rank));
-    keys[i].push_back(labels[i]);
-  }
-  std::vector<size_t> by_key(n);
-  for (size_t i = 0; i < n; ++i) by_key[i] = i;
-  std::sort(by_key.begin(), by_key.end(), [&](size_t a, size_t b) { return keys[a] < keys[b]; });
-  std::vector<int64_t> replica(n, 0);
-  int64_t r = -1, distinct = 0;
-  for (size_t i = 0; i < n;) {
-    size_t j = i;
-    while (j < n && keys[by_key[j]] == keys[by_key[i]]) replica[by_key[j]] = static_cast<int64_t>(j - i), ++j;
-    int64_t count = static_cast<int64_t>(j - i);
-    if (r >= 0 && count != r) {
-      why = "pieces are replicated unevenly";
-      return false;
-    }
-    r = count;
-    ++distinct;
-    i = j;
-  }
-  int64_t expected = r * p0.value_parts;
-  for (int64_t s : split) expected *= s;
-  if (expected != static_cast<int64_t>(n) || distinct * r != expected) {
-    why = "the pieces do not cover the tensor exactly once per replica";
-    return false;
-  }
-  // Devices in ascending order, when a layout over that order names their
-  // pieces (any D strides, any order of the factors).
-  if (fit_blocks(devices, blocks, labels, p0.value_parts, shape, out)) return true;
-  // Otherwise the order of the devices is chosen: by replica, partial sum,
-  // then block index, outermost first, which is the layout R V D0 D1 ...
-  std::vector<std::pair<std::vector<int64_t>, int>> keyed;
-  for (size_t i = 0; i < n; ++i) {
-    std::vector<int64_t> k{replica[i], labels[i]};
-    k.insert(k.end(), blocks.begin() + static_cast<long>(i * rank), blocks.begin() + static_cast<long>((i + 1) * rank));
-    keyed.push_back({k, devices[i]});
-  }
-  std::sort(keyed.begin(), keyed.end());
-  out.devices.clear();
-  for (auto& [k, dev] : keyed) out.devices.push_back(dev);
-  out.factors = {{LayoutFactor::R, -1, r, 0}, {LayoutFactor::V, -1, p0.value_parts, 0}};
-  for (size_t d = 0; d < rank; ++d) out.factors.push_back({LayoutFactor::D, static_cast<int>(d), split[d], 0});
-  out = normalize(out);
-  if (out.factors.empty()) out.factors.push_back({LayoutFactor::R, -1, 1, 0});
-  return true;
-}
-
-namespace {
-
-// (device, slice of operand k) for every device of every leaf of `node`.
-std::vector<std::pair<int, OperandSlice>> operand_pieces(const sema::Plan& plan, int node, size_t k,
-                                                         std::vector<OperandSlice> sema::SubOp::*side) {
-  std::vector<std::pair<int, OperandSlice>> out;
-  for (int leaf : plan.leaves_of(node)) {
-    const sema::SubOp& s = plan.subops[leaf];
-    for (int d : s.devices) out.push_back({d, (s.*side)[k]});
-  }
-  return out;
-}
-
-}  // namespace
-
-std::vector<std::pair<int, OperandSlice>> input_pieces(const sema::Plan& plan, int node, size_t k) {
-  return operand_pieces(plan, node, k, &sema::SubOp::inputs);
-}
-
-std::vector<std::pair<int, OperandSlice>> output_pieces(const sema::Plan& plan, int node, size_t k) {
-  return operand_pieces(plan, node, k, &sema::SubOp::outputs);
-}
-
-// The gradient a consumer produces for a parameter piece: distinct sub-ops
-// sharing a piece (e.g. batch-split) produce partial sums; the same sub-op
-// replicated on several devices produces the same values.
-std::vector<std::pair<int, OperandSlice>> gradient_pieces(const sema::Plan& plan, int node, size_t k) {
-  std::map<std::pair<std::vector<int64_t>, std::vector<int64_t>>, std::vector<int>> sharing;  // piece -> leaves
-  std::vector<int> leaves;
-  for (int leaf : plan.leaves_of(node)) leaves.push_back(leaf);
-  for (int leaf : leaves) {
-    const OperandSlice& s = plan.subops[leaf].inputs[k];
-    sharing[{s.start, s.length}].push_back(leaf);
-  }
-  std::vector<std::pair<int, OperandSlice>> out;
-  for (auto& [key, group] : sharing)
-    for (size_t i = 0; i < group.size(); ++i) {
-      OperandSlice s = plan.subops[group[i]].inputs[k];
-      s.value_parts = static_cast<int64_t>(group.size());
-      s.value_index = static_cast<int64_t>(i);
-      for (int d : plan.subops[group[i]].devices) out.push_back({d, s});
-    }
-  return out;
-}
-
-Layout gradient_layout(Layout l) {
-  for (LayoutFactor& f : l.factors)
-    if (f.kind == LayoutFactor::V) f.kind = LayoutFactor::R;
-  return normalize(l);
-}
 
 namespace {
 
@@ -326,10 +106,13 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, cons
     if (fresh) searches.push_back({e.from, e.to, shape, elem_bytes});
     edge_search.emplace_back(cp.edges.size(), it->second);  // e is pushed next
   };
+  // Every operand's layout is read once (comm_pieces.h).
+  OperandLayouts layouts(g, plan);
+  // A whole plan reads every operand: on all cores, before the walk.
+  if (!only_nodes) layouts.read_all();
   std::map<int, Layout> storage;  // params / inputs: the layout of their first consumer
-  auto add_edge = [&](int tensor, int producer, int consumer, int input_index, bool backward,
-                      const std::vector<std::pair<int, OperandSlice>>& from_pieces, const Layout* from_known,
-                      const std::vector<std::pair<int, OperandSlice>>& to_pieces) {
+  auto add_edge = [&](int tensor, int producer, int consumer, int input_index, bool backward, const LayoutRead& from,
+                      const LayoutRead& to, const char* irregular) {
     sema::CheckDeadline::poll();
     CommEdge e;
     e.tensor = tensor;
@@ -338,44 +121,43 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, cons
     e.input_index = input_index;
     e.backward = backward;
     const sema::TensorInfo& t = g.tensor(tensor);
-    std::string why;
-    bool ok = from_known ? (e.from = *from_known, true) : layout_of_pieces(from_pieces, t.shape, e.from, why);
-    if (ok) ok = layout_of_pieces(to_pieces, t.shape, e.to, why);
-    if (!ok)
-      e.note = "irregular layout (" + why + "): needs piece-wise send/recv";
-    else
+    if (!from.ok || !to.ok) {
+      e.note = std::string(irregular) + " (" + (from.ok ? to.why : from.why) + "): needs piece-wise send/recv";
+    } else {
+      e.from = from.layout;
+      e.to = to.layout;
       adapter_of(e, t.shape, sema::dtype_bytes(t.dtype));
+    }
     cp.edges.push_back(std::move(e));
   };
   for (size_t node = 0; node < plan.root_of_node.size(); ++node) {
     if (plan.root_of_node[node] < 0) continue;
-    const sema::OpNode& n = g.node(static_cast<int>(node));
+    const int nd = static_cast<int>(node);
+    const sema::OpNode& n = g.node(nd);
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       int t = n.inputs[k];
       const sema::TensorInfo& info = g.tensor(t);
+      const int ki = static_cast<int>(k);
       if (info.kind != sema::TensorKind::Activation) {
-        if (storage.count(t) && !wanted(-1, static_cast<int>(node))) continue;
-        auto to = input_pieces(plan, static_cast<int>(node), k);
-        Layout here;
-        std::string why;
-        if (!storage.count(t) && layout_of_pieces(to, info.shape, here, why)) {
-          storage[t] = here;  // lives where its first consumer needs it: no traffic
+        const bool stored = storage.count(t) > 0;
+        if (stored && !wanted(-1, nd)) continue;
+        LayoutRead to = layouts.input(nd, k);
+        if (!stored && to.ok) {
+          storage[t] = to.layout;  // lives where its first consumer needs it: no traffic
           continue;
         }
-        if (!wanted(-1, static_cast<int>(node))) continue;
-        if (storage.count(t))
-          add_edge(t, -1, static_cast<int>(node), static_cast<int>(k), false, {}, &storage[t], to);
-        else
-          add_edge(t, -1, static_cast<int>(node), static_cast<int>(k), false, to, nullptr, to);
+        if (!wanted(-1, nd)) continue;
+        LayoutRead from;
+        if (stored) from = {true, storage[t], {}};
+        add_edge(t, -1, nd, ki, false, stored ? from : to, to, "irregular layout");
         continue;
       }
       int producer = info.producer;
-      if (!wanted(producer, static_cast<int>(node))) continue;
-      auto to = input_pieces(plan, static_cast<int>(node), k);
+      if (!wanted(producer, nd)) continue;
       const sema::OpNode& p = g.node(producer);
       size_t o = static_cast<size_t>(std::find(p.outputs.begin(), p.outputs.end(), t) - p.outputs.begin());
-      add_edge(t, producer, static_cast<int>(node), static_cast<int>(k), false, output_pieces(plan, producer, o),
-               nullptr, to);
+      const LayoutRead& from = layouts.output(producer, o);
+      add_edge(t, producer, nd, ki, false, from, from.ok ? layouts.input(nd, k) : LayoutRead{}, "irregular layout");
     }
   }
   // Backward: each consumer produces the gradient of its input in the layout
@@ -384,37 +166,33 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, cons
   // reads it in.
   for (size_t node = 0; node < plan.root_of_node.size(); ++node) {
     if (plan.root_of_node[node] < 0) continue;
-    const sema::OpNode& n = g.node(static_cast<int>(node));
+    const int nd = static_cast<int>(node);
+    const sema::OpNode& n = g.node(nd);
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       int t = n.inputs[k];
       const sema::TensorInfo& info = g.tensor(t);
       if (!sema::dtype_is_float(info.dtype) || info.kind == sema::TensorKind::Input) continue;
-      if (!wanted(static_cast<int>(node), info.kind == sema::TensorKind::Param ? -1 : info.producer)) continue;
-      CommEdge e;
-      e.tensor = t;
-      e.producer = static_cast<int>(node);  // the consumer in forward produces the gradient
-      e.input_index = static_cast<int>(k);
-      e.backward = true;
-      std::string why;
-      bool ok = true;
-      if (info.kind == sema::TensorKind::Param) {
-        if (!storage.count(t)) continue;
-        e.to = storage[t];
+      const bool param = info.kind == sema::TensorKind::Param;
+      if (!wanted(nd, param ? -1 : info.producer)) continue;
+      if (param && !storage.count(t)) continue;
+      // The forward consumer produces the gradient; it goes to the forward
+      // producer's backward, or to the parameter's update.
+      LayoutRead to;
+      int consumer = -1;
+      if (param) {
+        to = {true, storage[t], {}};
       } else {
         const sema::OpNode& p = g.node(info.producer);
-        e.consumer = info.producer;
+        consumer = info.producer;
         size_t o = static_cast<size_t>(std::find(p.outputs.begin(), p.outputs.end(), t) - p.outputs.begin());
-        ok = layout_of_pieces(output_pieces(plan, info.producer, o), info.shape, e.to, why);
+        to = layouts.output(info.producer, o);
         // A producer that leaves partial sums reads the whole gradient on
         // every part (the dual of its forward allreduce is the identity).
-        if (ok) e.to = gradient_layout(e.to);
+        if (to.ok) to.layout = gradient_layout(to.layout);
       }
-      if (ok) ok = layout_of_pieces(gradient_pieces(plan, static_cast<int>(node), k), info.shape, e.from, why);
-      if (!ok)
-        e.note = "irregular gradient layout (" + why + "): needs piece-wise send/recv";
-      else
-        adapter_of(e, info.shape, sema::dtype_bytes(info.dtype));
-      cp.edges.push_back(std::move(e));
+      LayoutRead from = to.ok ? layouts.gradient(nd, k) : LayoutRead{};
+      // (add_edge names the reason of whichever side failed: the target's first.)
+      add_edge(t, nd, consumer, static_cast<int>(k), true, to.ok ? from : to, to, "irregular gradient layout");
     }
   }
   run_searches(searches, edge_search, cost, cp);

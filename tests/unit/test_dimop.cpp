@@ -797,3 +797,40 @@ TEST_CASE("dimop: nnScaler shape inference cases", "[dimop][nnscaler]") {
   CHECK(nr.outputs[0].non_tensor);
   CHECK(transform_space(nb).size() == 3);
 }
+
+TEST_CASE("dimop: transform_choice gives transform_space's choice for one identifier", "[dimop]") {
+  // Plan evaluation asks for one identifier per trans(); it must get
+  // exactly what the whole space lists, and nothing the space leaves out
+  // (frozen, numeric, not leading in its bracket, twice in an operand).
+  std::vector<BoundAnno> annos{
+      bind(parse_normalized("m k+, k+ n -> m n"), {tensor({4, 64}), tensor({64, 8})}),
+      bind(parse_normalized("a b -> a"), {tensor({4, 6})}),
+      bind(parse_normalized("i i -> i"), {tensor({4, 4})}),
+      bind(parse_normalized("(h t) d^ -> h t d^"), {tensor({12, 5})}, {{"h", 3}}),
+      bind(parse_normalized("* k+, n k+ -> * n"), {tensor({2, 5, 64}), tensor({8, 64})}),
+      bind(parse_normalized("b 4 d -> b d 4"), {tensor({2, 4, 6})}),
+  };
+  int compared = 0;
+  for (const BoundAnno& b : annos) {
+    std::vector<TransformChoice> space = transform_space(b);
+    std::vector<std::string> ids{"zz"};
+    for (const OperandAnno& op : b.anno.inputs)
+      for (const DimAnno& d : op.dims)
+        for (const DimId& x : d.ids) ids.push_back(x.name);
+    for (const std::string& id : ids) {
+      const TransformChoice* listed = nullptr;
+      for (const TransformChoice& c : space)
+        if (c.kind == TransformChoice::Dim && c.id == id) listed = &c;
+      std::optional<TransformChoice> one = transform_choice(b, id);
+      INFO(b.anno.to_string() << " id " << id);
+      REQUIRE(one.has_value() == (listed != nullptr));
+      if (listed) CHECK(one->describe() == listed->describe());
+      ++compared;
+    }
+  }
+  CHECK(compared > 15);
+  CHECK_FALSE(transform_choice(annos[3], "d").has_value());  // frozen
+  CHECK_FALSE(transform_choice(annos[3], "t").has_value());  // not leading in its bracket
+  CHECK_FALSE(transform_choice(annos[2], "i").has_value());  // twice in one operand
+  CHECK(transform_choice(annos[0], "k")->inputs[1].dim == 0);
+}

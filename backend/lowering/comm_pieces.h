@@ -1,0 +1,73 @@
+// Reading layouts off a plan's sub-ops (derive_communication's inputs):
+// which piece of an operand each device of each leaf sub-op holds, merged
+// per device (nnScaler's coshard) and fitted to an R x V x D layout.
+//
+// At 1024 devices a plan has close to a million leaf sub-ops; every edge of
+// a tensor reads the same producer pieces and every op's input is read
+// forward and backward. OperandLayouts reads each operand once: it walks an
+// op's partition tree once, refers to the sub-ops' slices instead of copying
+// them, and remembers the producers' layouts for every consumer and for the
+// backward edges.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/lowering/adapters.h"
+#include "semantics/graph.h"
+#include "semantics/plan.h"
+
+namespace nns::backend {
+
+// One piece a device holds: a sub-op's slice, with the partial-sum label it
+// carries (the slice's own, or gradient_pieces' relabelling).
+struct PieceRef {
+  int device = -1;
+  const sema::OperandSlice* slice = nullptr;
+  int64_t value_index = 0, value_parts = 1;
+};
+
+// layout_of_pieces (comm_plan.h) on references; reorders `pieces`.
+bool layout_of_refs(std::vector<PieceRef>& pieces, const sema::Shape& shape, Layout& out, std::string& why);
+
+// A layout read off pieces, or why none names them.
+struct LayoutRead {
+  bool ok = false;
+  Layout layout;
+  std::string why;
+};
+
+class OperandLayouts {
+ public:
+  OperandLayouts(const sema::Graph& g, const sema::Plan& plan)
+      : g_(g), plan_(plan), leaves_(plan.root_of_node.size()), leaves_known_(plan.root_of_node.size(), 0) {}
+  // Output o of top-level op `node`, remembered (every consumer reads it).
+  const LayoutRead& output(int node, size_t o);
+  // Input k as the op's leaves read it, and the gradient its backward
+  // produces for that input (what input_pieces / gradient_pieces give).
+  LayoutRead input(int node, size_t k);
+  LayoutRead gradient(int node, size_t k);
+  // Reads every operand of every op (outputs, inputs, the gradients of
+  // float inputs that are not data) on all cores (parallel.h), for the
+  // calls above to find: a whole plan's derivation reads them all anyway.
+  void read_all();
+
+ private:
+  const std::vector<int>& leaves(int node);
+  LayoutRead read(std::vector<PieceRef>& refs, const sema::Shape& shape) const;
+  // The reads themselves, on leaves already known (read_all runs them on
+  // several threads).
+  LayoutRead read_output(int node, size_t o) const;
+  LayoutRead read_input(int node, size_t k) const;
+  LayoutRead read_gradient(int node, size_t k) const;
+  const sema::Graph& g_;
+  const sema::Plan& plan_;
+  std::vector<std::vector<int>> leaves_;
+  std::vector<char> leaves_known_;
+  std::map<std::pair<int, size_t>, LayoutRead> outputs_;
+  std::map<std::pair<int, size_t>, LayoutRead> inputs_, gradients_;  // read_all's, each taken once
+};
+
+}  // namespace nns::backend
