@@ -239,7 +239,7 @@ namespace {
 // A rank as replica `r` names it: its device when it is in the replica,
 // else the absolute rank, told apart by sign.
 int64_t relative(int rank, int r, int devices) {
-  return rank >= r * devices && rank < (r + 1) * devices ? rank - r * devices : -1 - static_cast<int64_t>(rank);
+  return in_replica(rank, r, devices) ? rank - r * devices : -1 - static_cast<int64_t>(rank);
 }
 
 // A group likewise, as a whole: its devices when every member is in
@@ -248,7 +248,7 @@ int64_t relative(int rank, int r, int devices) {
 std::vector<int64_t> relative_group(const std::vector<std::vector<int>>& groups, int id, int r, int devices) {
   if (id < 0) return {0};
   const std::vector<int>& m = groups[static_cast<size_t>(id)];
-  const bool inside = std::all_of(m.begin(), m.end(), [&](int x) { return x >= r * devices && x < (r + 1) * devices; });
+  const bool inside = std::all_of(m.begin(), m.end(), [&](int x) { return in_replica(x, r, devices); });
   std::vector<int64_t> out{inside ? 1 : 2};
   for (int x : m) out.push_back(inside ? x - r * devices : x);
   return out;

@@ -39,6 +39,15 @@ namespace nns::backend {
 // The signature of one program (see above).
 std::vector<int64_t> memory_signature(const sema::Plan& plan, const RankProgram& prog);
 
+// Whether global rank `rank` lies in plan replica `replica` (`devices` per
+// replica). The renaming between replicas moves such ranks, and groups
+// whose members all lie in one replica; every other rank stays as it is.
+// Verification compares by this rule (replica_difference) and lowering
+// renames by it (replica_rename.cpp).
+inline bool in_replica(int rank, int replica, int devices) {
+  return rank >= replica * devices && rank < (replica + 1) * devices;
+}
+
 // Plan replicas (program verification, program_check.h): with k devices,
 // rank r*k + d of replica r should run replica 0's program of device d with
 // the ranks renamed: a rank of replica 0 is the same device's rank of

@@ -10,8 +10,9 @@
 // of every replica, the loss reduction over the world) are the same
 // absolute ranks in every replica's program. So the renaming is: a group
 // whose members all lie in replica 0 moves to replica r, a group across
-// replicas stays, a peer moves. Those are the rules program verification
-// renames by (rank_classes.h, replica_difference), and the tests compare
+// replicas stays, a peer in replica 0 moves. Those are the rules program
+// verification renames by (rank_classes.h: in_replica, the one predicate
+// both read, and replica_difference), and the tests compare
 // renamed programs with the ones lowering each rank gives
 // (lower_plan_test.cpp).
 //
@@ -22,6 +23,7 @@
 #include <unordered_map>
 
 #include "backend/lowering/lower_internal.h"
+#include "backend/lowering/rank_classes.h"
 
 namespace nns::backend::detail {
 
@@ -45,7 +47,7 @@ void rename(RankProgram& p, int replica, int devices, GroupTable& groups, std::u
   p.rank += shift;
   p.replica = replica;
   for (PInstr& in : p.instrs) {
-    if (in.peer >= 0) in.peer += shift;
+    if (in.peer >= 0 && in_replica(in.peer, 0, devices)) in.peer += shift;
     if (in.group < 0) continue;
     auto [it, fresh] = group_memo.emplace(in.group, in.group);
     if (fresh) {
@@ -54,7 +56,7 @@ void rename(RankProgram& p, int replica, int devices, GroupTable& groups, std::u
         std::lock_guard<std::mutex> lock(groups.mu);
         members = groups.groups[static_cast<size_t>(in.group)];
       }
-      const bool inside = std::all_of(members.begin(), members.end(), [&](int m) { return m < devices; });
+      const bool inside = std::all_of(members.begin(), members.end(), [&](int m) { return in_replica(m, 0, devices); });
       if (inside) {
         for (int& m : members) m += shift;
         it->second = groups.intern(members);
