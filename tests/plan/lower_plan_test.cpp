@@ -22,12 +22,17 @@ struct Lowered : test::PlannedElaboration {
   // No plan name: the implicit plan of a run without --plan.
   Lowered(const std::string& file, const std::string& config, const std::string& plan_name, int64_t devices)
       : PlannedElaboration(NNS_SOURCE_DIR, file, config, plan_name, devices) {}
-  backend::LoweredPlan lower(int replicas, bool communication_only, bool walk_every_op = false) {
+  // The full lowering (kernels elaborated) or the communication-only one.
+  backend::LowerOptions options(int replicas, bool communication_only) {
     backend::LowerOptions o;
     o.replicas = replicas;
     o.communication_only = communication_only;
-    o.walk_every_op = walk_every_op;
     if (!communication_only) o.elaborate = elaborator();
+    return o;
+  }
+  backend::LoweredPlan lower(int replicas, bool communication_only, bool walk_every_op = false) {
+    backend::LowerOptions o = options(replicas, communication_only);
+    o.walk_every_op = walk_every_op;
     return backend::lower_plan(interp->graph(), plan, *interp->train(), o);
   }
 };
@@ -45,6 +50,15 @@ std::vector<std::string> communication(const backend::LoweredPlan& lp, const bac
   }
   return out;
 }
+
+// A shipped plan lowered on `devices` x `replicas` ranks.
+struct PlanCase {
+  const char* file;
+  const char* config;
+  const char* plan;
+  int64_t devices;
+  int replicas;
+};
 
 }  // namespace
 
@@ -74,13 +88,7 @@ TEST_CASE("verification reads the runtime's communication: communication-only lo
 // that the send/recv tag counter is the one recorded by a rank holding
 // nothing, and must give the same programs, instruction for instruction.
 TEST_CASE("a rank that walks only its own ops lowers the program a walk of every op gives", "[lower][walk]") {
-  struct Case {
-    const char* file;
-    const char* config;
-    const char* plan;
-    int64_t devices;
-    int replicas;
-  };
+  using Case = PlanCase;
   for (Case c :
        {Case{"examples/gpt.nns", "tiny", "hybrid", 4, 1}, Case{"examples/gpt.nns", "tiny", "megatron", 2, 2},
         Case{"examples/gpt.nns", "tiny_sc21_tp2_pp2_vp2", "megatron_sc21", 4, 1},
@@ -296,10 +304,7 @@ TEST_CASE("replaying the middle micro-batches gives the programs emitting every 
     REQUIRE(spec.micro_batches >= 4);
     for (bool comm_only : {false, true}) {
       INFO("communication only: " << comm_only);
-      backend::LowerOptions o;
-      o.replicas = c.replicas;
-      o.communication_only = comm_only;
-      if (!comm_only) o.elaborate = l.elaborator();
+      backend::LowerOptions o = l.options(c.replicas, comm_only);
       backend::LoweredPlan replayed = backend::lower_plan(l.interp->graph(), l.plan, spec, o);
       o.every_micro_batch = true;
       backend::LoweredPlan every = backend::lower_plan(l.interp->graph(), l.plan, spec, o);
@@ -329,13 +334,7 @@ TEST_CASE("replaying the middle micro-batches gives the programs emitting every 
 // its device up to the renaming program verification assumes
 // (replica_difference).
 TEST_CASE("plan replicas renamed from replica 0 are the programs lowering each rank gives", "[lower][replicas]") {
-  struct Case {
-    const char* file;
-    const char* config;
-    const char* plan;
-    int64_t devices;
-    int replicas;
-  };
+  using Case = PlanCase;
   for (Case c :
        {Case{"examples/gpt.nns", "tiny", "megatron", 2, 2}, Case{"examples/gpt.nns", "tiny", "hybrid", 4, 2},
         Case{"examples/gpt.nns", "tiny_pipe", "pipeline", 2, 3}, Case{"examples/gpt.nns", "tiny", "dp_zero1", 2, 2},
@@ -345,10 +344,7 @@ TEST_CASE("plan replicas renamed from replica 0 are the programs lowering each r
     Lowered l(c.file, c.config, c.plan, c.devices);
     for (bool comm_only : {false, true}) {
       INFO("communication only: " << comm_only);
-      backend::LowerOptions o;
-      o.replicas = c.replicas;
-      o.communication_only = comm_only;
-      if (!comm_only) o.elaborate = l.elaborator();
+      backend::LowerOptions o = l.options(c.replicas, comm_only);
       REQUIRE(backend::renames_replicas(o));
       backend::LoweredPlan renamed = backend::lower_plan(l.interp->graph(), l.plan, *l.interp->train(), o);
       o.every_replica = true;
