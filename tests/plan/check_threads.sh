@@ -11,8 +11,9 @@ NNS="$1"
 cd "$(dirname "$0")/../.."
 fail=0
 
-# Times differ run to run: "(12.3 ms" and "in 12.3 ms" become "(T ms".
-untimed() { sed -E 's/[0-9]+(\.[0-9]+)? ms/T ms/g'; }
+# Times differ run to run: "(12.3 ms" and "in 12.3 ms" become "(T ms", and
+# runs of spaces are collapsed, since a column padded to a time's width moves.
+untimed() { sed -E 's/[0-9]+(\.[0-9]+)? ms/T ms/g; s/ +/ /g'; }
 
 same() {  # LABEL ARGS...: the check's output and exit code with one thread and with all
   local label="$1"

@@ -11,7 +11,9 @@ NNS="$1"
 cd "$(dirname "$0")/../.."
 fail=0
 
-untimed() { sed -E 's/[0-9]+(\.[0-9]+)? (ms|s|tokens\/s)\b/T \2/g'; }
+# Times are masked and runs of spaces collapsed: the step line pads its
+# columns to the width of the figures, which differs from run to run.
+untimed() { sed -E 's/[0-9]+(\.[0-9]+)? (ms|s|tokens\/s)\b/T \2/g; s/ +/ /g'; }
 
 same() {  # LABEL ARGS...: output and exit code without the cache and with it
   local label="$1"
