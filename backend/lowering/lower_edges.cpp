@@ -183,7 +183,10 @@ int emit_adapter(RankBuild& R, const CommEdge& e, int src, int mb, bool stay) {
         in.kind = PInstr::AllToAll;
         int64_t chunk = -1;
         for (int d : *devs) {
-          if (R.opts.communication_only && chunk >= 0) break;  // the block size is all the verifier needs
+          // Communication only, the block size is all the verifier needs:
+          // the block this device keeps, which moves with it under the
+          // plan's symmetry (rank_symmetry.h) as another member's would not.
+          if (R.opts.communication_only && d != R.device()) continue;
           Piece theirs_after = piece_of(after, d, shape), theirs_before = piece_of(cur, d, shape), s, r;
           if (!intersect(R.label(buf), theirs_after, s.start, s.length) || !intersect(theirs_before, want, r.start, r.length))
             fail("internal: " + what() + ": blocks do not meet");

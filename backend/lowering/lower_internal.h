@@ -19,6 +19,7 @@
 namespace nns::backend::detail {
 
 class KernelCache;
+class RankSymmetry;
 using sema::OperandSlice;
 using sema::Shape;
 
@@ -75,6 +76,12 @@ struct PlanAnalysis {
     if (device < 0 || device >= static_cast<int>(idx.size()) || idx[static_cast<size_t>(device)] < 0) return nullptr;
     return &st.groups[static_cast<size_t>(idx[static_cast<size_t>(device)])];
   }
+
+  // The plan's rank symmetry (rank_symmetry.h), looked for once.
+  mutable std::mutex symmetry_mu;
+  mutable bool symmetry_looked = false;
+  mutable int symmetry_devices = 0;
+  mutable std::shared_ptr<const RankSymmetry> symmetry;
 
   PlanAnalysis(const sema::Graph& graph, const sema::Plan& p, const CommPlan& c) : g(graph), plan(p), cp(c) {}
 

@@ -12,6 +12,7 @@
 #include "backend/lowering/kernel_cache.h"
 #include "backend/lowering/lower_internal.h"
 #include "backend/lowering/parallel.h"
+#include "backend/lowering/rank_symmetry.h"
 
 namespace nns::backend {
 
@@ -107,6 +108,14 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
   const bool rename = renames_replicas(opts);
   const std::vector<int> wanted = todo;
   if (rename) todo = detail::replica0_ranks(wanted, out.devices);
+  // Devices of one orbit of the plan's symmetry run one program moved
+  // (rank_symmetry.h): only a representative of each orbit is lowered.
+  std::shared_ptr<const detail::RankSymmetry> sym;
+  const std::vector<int> devices_wanted = todo;
+  if (detail::symmetry_wanted(opts) && !todo.empty() &&
+      std::all_of(todo.begin(), todo.end(), [&](int r) { return r < out.devices; }))
+    sym = detail::RankSymmetry::of(analysis, out.devices);
+  if (sym) todo = detail::orbit_representatives(*sym, devices_wanted);
   out.programs.resize(todo.size());
   const detail::WalkPlan walk = detail::plan_walk(analysis, spec, opts, groups, out.devices);
   // Ranks are independent given the shared analysis: lowered on all cores
@@ -148,9 +157,31 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
     out.programs[i] =
         lower_rank(analysis, spec, opts, groups, out.devices, todo[i], &walk, parallel ? nullptr : cache.get());
   };
+  // The other devices of each orbit: moved; with bodies, each elaborates
+  // its own kernels (on this thread), which must be the moved ones.
+  auto expand = [&](const std::vector<int>& devices) {
+    std::function<bool(int, RankProgram&)> add_bodies;
+    if (opts.elaborate)
+      add_bodies = [&](int d, RankProgram& p) {
+        detail::RankBuild R(analysis, spec, opts, groups, out.devices, d);
+        R.walk = &walk;
+        R.kernel_cache = cache.get();
+        detail::run_lowering_passes(R, 0, 1);
+        if (R.P.kernels.size() != p.kernels.size()) return false;
+        for (size_t k = 0; k < p.kernels.size(); ++k)
+          if (!detail::same_kernel_structure(R.P.kernels[k], p.kernels[k])) return false;
+        p.kernels = std::move(R.P.kernels);
+        p.local = std::move(R.P.local);
+        return true;
+      };
+    detail::expand_orbits(out, *sym, devices, groups, add_bodies, [&](int d) {
+      return lower_rank(analysis, spec, opts, groups, out.devices, d, &walk, cache.get());
+    });
+  };
   // Moved out: `out` is captured, so a plain return would copy every
   // program (it doubled the check's memory at 1024 ranks).
   auto finish = [&]() -> LoweredPlan {
+    if (sym) expand(devices_wanted);
     if (rename) detail::rename_replicas(out, groups, wanted);
     return std::move(out);
   };

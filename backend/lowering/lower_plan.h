@@ -114,6 +114,10 @@ struct LowerOptions {
   // programs (replica_rename.cpp): what the tests compare the renaming
   // against.
   bool every_replica = false;
+  // Lower every device instead of moving one representative's program
+  // along the plan's symmetry (rank_symmetry.h): what the tests compare the
+  // move against. NNS_RANK_SYMMETRY=0 does the same.
+  bool every_device = false;
 };
 
 // Throws LoweringError when the plan cannot be executed (an edge that is not

@@ -222,6 +222,10 @@ struct LoweredPlan {
   std::vector<std::vector<int>> groups;  // interned collective groups (global ranks)
   std::vector<RankProgram> programs;     // by rank (one, for a rank lowering only itself)
   std::vector<std::string> notes;        // what lowering decided that a user should know (zero1 parameters left whole)
+  // Rank symmetry (rank_symmetry.h): the period the plan's devices repeat
+  // with (0: none found or not looked for), and how many programs were
+  // moved from their orbit's representative instead of lowered.
+  int symmetry_period = 0, moved = 0;
   // --emit=program: every program, deterministic.
   std::string dump(const sema::Graph& g) const;
   std::string dump_rank(const sema::Graph& g, const RankProgram& p) const;

@@ -370,3 +370,63 @@ TEST_CASE("plan replicas renamed from replica 0 are the programs lowering each r
     }
   }
 }
+
+// Devices of one orbit of the plan's symmetry get their representative's
+// program moved (rank_symmetry.h): each must be, instruction for
+// instruction, buffer for buffer and kernel for kernel (bodies included),
+// what lowering the device itself gives (LowerOptions::every_device), in the
+// full lowering, the communication-only one and the one program
+// verification reads; and a rank process lowering only itself must get it
+// too. The cases name the period each plan repeats with (0: none).
+TEST_CASE("programs moved along the plan's symmetry are the programs lowering each device gives", "[lower][symmetry]") {
+  struct Case {
+    PlanCase c;
+    int period;
+  };
+  for (const Case& k : {Case{{"examples/alphafold2.nns", "tiny", "dap", 4, 1}, 1},
+                        Case{{"examples/gpt.nns", "tiny", "megatron", 4, 1}, 1},
+                        Case{{"examples/gpt.nns", "tiny", "hybrid", 4, 1}, 2},
+                        Case{{"examples/gpt.nns", "tiny", "hybrid", 4, 2}, 2},
+                        Case{{"examples/swin.nns", "tiny", "coshard", 2, 1}, 1},
+                        Case{{"examples/swin.nns", "tiny", "dp", 4, 1}, 1},
+                        Case{{"examples/moe.nns", "tiny", "ep_recompute", 4, 1}, 1},
+                        Case{{"examples/llama.nns", "tiny", "megatron", 2, 1}, 1},
+                        Case{{"examples/gpt.nns", "tiny_pipe", "pipeline", 2, 1}, 0}}) {
+    const PlanCase& c = k.c;
+    INFO(c.file << " plan " << c.plan << " on " << c.devices << " x " << c.replicas);
+    Lowered l(c.file, c.config, c.plan, c.devices);
+    const sema::Graph& g = l.interp->graph();
+    for (int mode = 0; mode < 3; ++mode) {
+      INFO("mode " << mode << " (0 full, 1 communication only, 2 verification's)");
+      backend::LowerOptions o = mode == 2 ? backend::verification_lowering(c.replicas, nullptr) : l.options(c.replicas, mode == 1);
+      backend::LoweredPlan moved = backend::lower_plan(g, l.plan, *l.interp->train(), o);
+      o.every_device = true;
+      backend::LoweredPlan each = backend::lower_plan(g, l.plan, *l.interp->train(), o);
+      CHECK(moved.symmetry_period == k.period);
+      CHECK(moved.moved == (k.period > 0 ? static_cast<int>(c.devices) - k.period : 0));
+      CHECK(each.moved == 0);
+      REQUIRE(moved.programs.size() == each.programs.size());
+      for (size_t r = 0; r < moved.programs.size(); ++r) {
+        INFO("rank " << r);
+        const backend::RankProgram &a = moved.programs[r], &b = each.programs[r];
+        CHECK(moved.dump_rank(g, a) == each.dump_rank(g, b));
+        // What the dump does not print: every collective's block boxes.
+        REQUIRE(a.instrs.size() == b.instrs.size());
+        for (size_t i = 0; i < a.instrs.size(); ++i) {
+          const int ga = a.instrs[i].geom, gb = b.instrs[i].geom;
+          REQUIRE((ga < 0) == (gb < 0));
+          if (ga < 0) continue;
+          CHECK(backend::same_pieces(a.geoms[static_cast<size_t>(ga)].send, b.geoms[static_cast<size_t>(gb)].send));
+          CHECK(backend::same_pieces(a.geoms[static_cast<size_t>(ga)].recv, b.geoms[static_cast<size_t>(gb)].recv));
+        }
+      }
+      if (mode != 0) continue;
+      // The last rank alone, as its process lowers it: moved, bodies its own.
+      o.every_device = false;
+      o.only_rank = static_cast<int>(c.devices * c.replicas) - 1;
+      backend::LoweredPlan one = backend::lower_plan(g, l.plan, *l.interp->train(), o);
+      REQUIRE(one.programs.size() == 1);
+      CHECK(one.dump_rank(g, one.programs[0]) == each.dump_rank(g, each.programs.back()));
+    }
+  }
+}
