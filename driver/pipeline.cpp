@@ -201,6 +201,13 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
     std::snprintf(times, sizeof times, ", %s lowered (structure only) in %.1f ms",
                   o.topo.replicas > 1 ? "plan replica 0's programs" : "every rank's program", lower_ms);
     report << times;
+    // Rank symmetry (backend/lowering/rank_symmetry.h): how many were moved.
+    if (structure->moved > 0) {
+      std::snprintf(times, sizeof times, " (%zu lowered, %d moved along the plan's period of %d device(s))",
+                    structure->programs.size() - static_cast<size_t>(structure->moved), structure->moved,
+                    structure->symmetry_period);
+      report << times;
+    }
   }
   report << "\n";
   return verify_lowered(p.graph(), p.plan, p.comm, o.topo, o.seed_bug, spec, report, structure ? &*structure : nullptr,
