@@ -203,9 +203,10 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
     report << times;
     // Rank symmetry (backend/lowering/rank_symmetry.h): how many were moved.
     if (structure->moved > 0) {
-      std::snprintf(times, sizeof times, " (%zu lowered, %d moved along the plan's period of %d device(s))",
+      std::snprintf(times, sizeof times,
+                    " (%zu lowered, %d moved along the plan's period of %d device(s), found in %.1f ms)",
                     structure->programs.size() - static_cast<size_t>(structure->moved), structure->moved,
-                    structure->symmetry_period);
+                    structure->symmetry_period, structure->symmetry_ms);
       report << times;
     }
   }

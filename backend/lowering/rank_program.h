@@ -226,6 +226,7 @@ struct LoweredPlan {
   // with (0: none found or not looked for), and how many programs were
   // moved from their orbit's representative instead of lowered.
   int symmetry_period = 0, moved = 0;
+  double symmetry_ms = 0;  // how long finding the symmetry took
   // --emit=program: every program, deterministic.
   std::string dump(const sema::Graph& g) const;
   std::string dump_rank(const sema::Graph& g, const RankProgram& p) const;

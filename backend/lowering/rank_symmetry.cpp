@@ -15,9 +15,10 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdlib>
-#include <deque>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -65,7 +66,13 @@ struct Cycles {
 
 struct AxisMap {
   std::vector<int64_t> bounds;  // atom i is [bounds[i], bounds[i + 1])
+  int64_t uniform = 0;          // every atom's length when they are all equal (0: not)
   Cycles atoms;
+  // The atom holding x (0 <= x < the axis' extent).
+  int atom_of(int64_t x) const {
+    if (uniform > 0) return static_cast<int>(x / uniform);
+    return static_cast<int>(std::upper_bound(bounds.begin(), bounds.end(), x) - bounds.begin()) - 1;
+  }
   std::vector<std::array<int64_t, 3>> pairs;  // while building: (start, length) -> image start
 };
 
@@ -125,6 +132,9 @@ bool resolve_axis(AxisMap& ax, int64_t extent) {
     }
   ax.pairs.clear();
   ax.pairs.shrink_to_fit();
+  ax.uniform = ax.bounds[1] - ax.bounds[0];
+  for (size_t i = 1; i + 1 < ax.bounds.size() && ax.uniform > 0; ++i)
+    if (ax.bounds[i + 1] - ax.bounds[i] != ax.uniform) ax.uniform = 0;
   return ax.atoms.build(std::move(next));
 }
 
@@ -187,8 +197,7 @@ struct RankSymmetry::Maps {
       if (s == 0 && l == shape[i]) continue;
       if (tm.axes.empty() || tm.axes[i].bounds.size() < 3) return false;
       const AxisMap& ax = tm.axes[i];
-      auto atom_of = [&](int64_t x) { return static_cast<int>(std::upper_bound(ax.bounds.begin(), ax.bounds.end(), x) - ax.bounds.begin()) - 1; };
-      const int a0 = atom_of(s), a1 = atom_of(s + l - 1);
+      const int a0 = ax.atom_of(s), a1 = ax.atom_of(s + l - 1);
       const int b0 = ax.atoms.power(a0, m);
       for (int a = a0 + 1; a <= a1; ++a)
         if (ax.atoms.power(a, m) != b0 + (a - a0)) return false;
@@ -327,7 +336,11 @@ int RankSymmetry::period() const { return period_; }
 std::shared_ptr<const RankSymmetry> RankSymmetry::of(const PlanAnalysis& A, int devices) {
   std::lock_guard<std::mutex> lock(A.symmetry_mu);
   if (!A.symmetry_looked || A.symmetry_devices != devices) {
-    A.symmetry = find(A, devices);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::unique_ptr<RankSymmetry> found = find(A, devices);
+    if (found)
+      found->find_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    A.symmetry = std::move(found);
     A.symmetry_looked = true;
     A.symmetry_devices = devices;
   }
@@ -561,6 +574,7 @@ void expand_orbits(LoweredPlan& lp, const RankSymmetry& sym, const std::vector<i
   for (size_t i : to_move)
     if (made[i] && add_bodies && !add_bodies(wanted[i], lp.programs[i])) made[i] = 0;
   lp.symmetry_period = sym.period();
+  lp.symmetry_ms = sym.find_ms();
   for (size_t i = 0; i < wanted.size(); ++i)
     if (!made[i])
       lp.programs[i] = lower(wanted[i]);

@@ -43,6 +43,7 @@ class RankSymmetry {
   // find, once per analysis (the check lowers twice from one analysis).
   static std::shared_ptr<const RankSymmetry> of(const PlanAnalysis& A, int devices);
   int period() const;
+  double find_ms() const { return find_ms_; }  // how long `of` took to find it
   // Device `to`'s program made from `from`, the program of a device of the
   // same orbit (replica 0): its boxes, labels, sub-ops, peers and groups
   // moved. False when something cannot be moved (`out` is then unusable).
@@ -56,6 +57,7 @@ class RankSymmetry {
   RankSymmetry(const PlanAnalysis& A, int devices, int period, std::unique_ptr<Maps> maps);
   const PlanAnalysis& A_;
   int devices_ = 1, period_ = 0;
+  double find_ms_ = 0;
   std::unique_ptr<Maps> maps_;
   std::vector<const std::vector<int>*> leaves_at_;  // [op * devices + device]: the op's leaves there
 };
