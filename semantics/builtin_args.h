@@ -45,12 +45,31 @@ inline void collect_subops(Interpreter& in, const Value& v, front::SourceLoc loc
 }
 
 // Op-name patterns: '*' matches any run of characters (dots included), '?'
-// one character, anything else itself.
+// one character, anything else itself. Iterative, going back only to the
+// last '*' on a mismatch: a later '*' can absorb whatever an earlier one
+// would, so no other choice can succeed where this fails. Linear on the
+// usual patterns ("*.mlp.fc1.linear#*"), where the recursive form retried
+// every split of the name at each '*' (matches() runs once per op and
+// device group in large plans).
 inline bool glob(const char* p, const char* s) {
-  if (!*p) return !*s;
-  if (*p == '*') return glob(p + 1, s) || (*s && glob(p, s + 1));
-  if (*s && (*p == '?' || *p == *s)) return glob(p + 1, s + 1);
-  return false;
+  const char* star = nullptr;  // the last '*' seen
+  const char* resume = s;      // where the text it absorbs ends
+  while (*s) {
+    if (*p == '*') {
+      star = p++;
+      resume = s;
+    } else if (*p == '?' || *p == *s) {
+      ++p;
+      ++s;
+    } else if (star) {
+      p = star + 1;
+      s = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (*p == '*') ++p;
+  return !*p;
 }
 
 }  // namespace nns::sema::builtin_args

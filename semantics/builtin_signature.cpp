@@ -80,8 +80,9 @@ std::vector<std::string> BuiltinSignature::keyword_names() const {
 
 void check_builtin_call(Interpreter& in, const std::string& fn, const BuiltinSignature& sig, const CallArgs& args) {
   if (!sig.declared) return;
+  // Every builtin call comes here (hundreds of thousands in a large plan):
+  // the common case allocates nothing; messages are built only on failure.
   const size_t max_pos = sig.max_positional();
-  const std::vector<std::string> keywords = sig.keyword_names();
   if (args.positional.size() > max_pos) {
     std::string msg = fn + "() takes at most " + std::to_string(max_pos) + " argument(s), " +
                       std::to_string(args.positional.size()) + " given";
@@ -97,6 +98,7 @@ void check_builtin_call(Interpreter& in, const std::string& fn, const BuiltinSig
     while (at < sig.params.size() && !(sig.params[at].keyword && sig.params[at].name == name)) ++at;
     if (at == sig.params.size()) {
       std::string msg = fn + "() has no parameter '" + name + "'";
+      const std::vector<std::string> keywords = sig.keyword_names();
       if (keywords.empty()) {
         msg += " (it takes no keyword arguments)";
       } else {

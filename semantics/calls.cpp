@@ -40,6 +40,8 @@ Value Interpreter::eval_call(const front::Call& c, const std::shared_ptr<Env>& e
   Value callee = eval(*c.callee, env);
   CallArgs args;
   args.loc = loc;
+  args.positional.reserve(c.args.size());
+  args.arg_locs.reserve(c.args.size());
   bool seen_named = false;
   for (const front::Arg& a : c.args) {
     if (a.name.empty()) {

@@ -28,8 +28,10 @@ size_t star_position(const OperandAnno& op) {
 // Does the annotation fit the inputs' operand count, tensor-ness and ranks?
 // Returns the problem, or nullopt and the number of dims '*' stands for
 // (-1 when no input has '*').
-std::optional<DimopError> check_fit(const OpAnno& a, const std::vector<InputShape>& in, const Columns& c,
-                                    int64_t& star) {
+// `cols` renders the annotation's columns; it is called only for an error,
+// so that binding a fitting annotation (every op call) renders nothing.
+template <class Cols>
+std::optional<DimopError> check_fit(const OpAnno& a, const std::vector<InputShape>& in, Cols cols, int64_t& star) {
   star = -1;
   if (a.inputs.size() != in.size())
     return error_at(0, "annotation '" + render(a, nullptr) + "' expects " + count_of(a.inputs.size(), "input") +
@@ -37,32 +39,34 @@ std::optional<DimopError> check_fit(const OpAnno& a, const std::vector<InputShap
   size_t star_from = 0;
   for (size_t i = 0; i < in.size(); ++i) {
     const OperandAnno& op = a.inputs[i];
-    std::string head = "input " + std::to_string(i);
+    auto head = [&] { return "input " + std::to_string(i); };
     if (op.non_tensor != !in[i].is_tensor)
-      return error_at(c.inputs[i].col,
-                      op.non_tensor ? head + " is a tensor but the annotation has '?' (a non-tensor value) there"
-                                    : head + " is not a tensor but annotation '" + operand_text(op) + "' expects one");
+      return error_at(cols().inputs[i].col,
+                      op.non_tensor
+                          ? head() + " is a tensor but the annotation has '?' (a non-tensor value) there"
+                          : head() + " is not a tensor but annotation '" + operand_text(op) + "' expects one");
     if (op.non_tensor) continue;
     size_t rank = in[i].shape.size(), fixed = op.dims.size();
     bool has_star = star_position(op) < fixed;
     if (has_star) --fixed;
-    std::string prefix =
-        head + " has rank " + std::to_string(rank) + " but annotation '" + operand_text(op) + "' expects ";
-    if (!has_star && rank != fixed) return error_at(c.inputs[i].col, prefix + dims_word(fixed));
+    auto prefix = [&] {
+      return head() + " has rank " + std::to_string(rank) + " but annotation '" + operand_text(op) + "' expects ";
+    };
+    if (!has_star && rank != fixed) return error_at(cols().inputs[i].col, prefix() + dims_word(fixed));
     if (!has_star) continue;
-    if (rank < fixed) return error_at(c.inputs[i].col, prefix + "at least " + dims_word(fixed));
+    if (rank < fixed) return error_at(cols().inputs[i].col, prefix() + "at least " + dims_word(fixed));
     int64_t here = static_cast<int64_t>(rank - fixed);
     if (star < 0) {
       star = here;
       star_from = i;
     } else if (here != star) {
-      return error_at(c.inputs[i].col, prefix + dims_word(fixed + star) + " ('*' covers " + dims_word(star) +
-                                           ", fixed by input " + std::to_string(star_from) + ")");
+      return error_at(cols().inputs[i].col, prefix() + dims_word(fixed + star) + " ('*' covers " + dims_word(star) +
+                                                ", fixed by input " + std::to_string(star_from) + ")");
     }
   }
   for (size_t o = 0; o < a.outputs.size(); ++o)
     if (star < 0 && star_position(a.outputs[o]) < a.outputs[o].dims.size())
-      return error_at(c.outputs[o].col, "'*' in output " + std::to_string(o) + " but no input has '*'");
+      return error_at(cols().outputs[o].col, "'*' in output " + std::to_string(o) + " but no input has '*'");
   return std::nullopt;
 }
 
@@ -103,13 +107,12 @@ int64_t literal(const DimId& id) {
 class Binder {
  public:
   Binder(const OpAnno& a, const std::vector<InputShape>& in, const std::map<std::string, int64_t>& given)
-      : anno_(a), in_(in), given_(given) {
-    render(anno_, &cols_);
-  }
+      : anno_(a), in_(in), given_(given) {}
 
   BoundAnno run() {
     int64_t star = -1;
-    if (auto err = check_fit(anno_, in_, cols_, star)) throw *err;
+    auto columns = [this]() -> const Columns& { return cols(); };
+    if (auto err = check_fit(anno_, in_, columns, star)) throw *err;
     bound_.anno.inputs = expand_side(anno_.inputs, star, in_orig_);
     bound_.anno.outputs = expand_side(anno_.outputs, star, out_orig_);
     take_given();
@@ -117,14 +120,38 @@ class Binder {
     solve_brackets();
     compute_outputs();
     for (const auto& [name, k] : known_) bound_.sizes[name] = k.value;
-    return bound_;
+    return std::move(bound_);
   }
 
  private:
   struct Known {
     int64_t value;
-    std::string phrase;  // "64 in input 0 dim 1", "given as 64"
+    // Where the size came from, for a conflict's message (phrase()).
+    enum Source { Given, Input, Bracket } source = Given;
+    size_t input = 0, dim = 0;
   };
+
+  // "given as 64", "64 in input 0 dim 1", "16 from bracket (h d) of input 0 dim 2".
+  std::string phrase(const Known& k) const {
+    std::string v = std::to_string(k.value);
+    if (k.source == Known::Given) return "given as " + v;
+    if (k.source == Known::Input) return v + " in " + where(k.input, k.dim);
+    return v + " from " + bracket_head(k.input, k.dim);
+  }
+
+  std::string bracket_head(size_t i, size_t d) const {
+    return "bracket " + dim_text(bound_.anno.inputs[i].dims[d]) + " of " + where(i, d);
+  }
+
+  // The columns of the unexpanded annotation's canonical text, rendered
+  // the first time an error needs one.
+  const Columns& cols() const {
+    if (!cols_) {
+      cols_.emplace();
+      render(anno_, &*cols_);
+    }
+    return *cols_;
+  }
 
   std::vector<OperandAnno> expand_side(const std::vector<OperandAnno>& ops, int64_t star,
                                        std::vector<std::vector<size_t>>& orig) {
@@ -139,21 +166,23 @@ class Binder {
   // Column of identifier k of dim d (of the expanded operand) in the canonical text.
   size_t col(bool output, size_t op, size_t d, size_t k = 0) const {
     size_t od = (output ? out_orig_ : in_orig_)[op][d];
-    const OperandCols& oc = cols_.side(output)[op];
+    const OperandCols& oc = cols().side(output)[op];
     return oc.ids[od].size() > k ? oc.ids[od][k] : oc.dims[od];
   }
 
   // Column where dim d starts (the '(' of a bracket).
   size_t dim_col(bool output, size_t op, size_t d) const {
-    return cols_.side(output)[op].dims[(output ? out_orig_ : in_orig_)[op][d]];
+    return cols().side(output)[op].dims[(output ? out_orig_ : in_orig_)[op][d]];
   }
 
   static std::string where(size_t i, size_t d) { return "input " + std::to_string(i) + " dim " + std::to_string(d); }
 
-  void record(const std::string& name, int64_t value, const std::string& phrase, size_t column) {
-    auto [it, fresh] = known_.emplace(name, Known{value, phrase});
-    if (!fresh && it->second.value != value)
-      throw error_at(column, "identifier '" + name + "' is " + it->second.phrase + " but " + phrase);
+  // `column()` gives where a conflict points (called only for one).
+  template <class Column>
+  void record(const std::string& name, const Known& k, Column column) {
+    auto [it, fresh] = known_.emplace(name, k);
+    if (!fresh && it->second.value != k.value)
+      throw error_at(column(), "identifier '" + name + "' is " + phrase(it->second) + " but " + phrase(k));
   }
 
   // Arguments size only identifiers the annotation mentions.
@@ -163,7 +192,7 @@ class Binder {
     for (const auto& [name, v] : given_) {
       if (!names.count(name)) continue;
       if (v < 0) throw error_at(0, "size given for '" + name + "' is negative (" + std::to_string(v) + ")");
-      record(name, v, "given as " + std::to_string(v), 0);
+      record(name, Known{v, Known::Given}, [] { return size_t{0}; });
     }
   }
 
@@ -178,7 +207,7 @@ class Binder {
         if (id.numeric && literal(id) != size)
           throw error_at(col(false, i, d),
                          where(i, d) + " is " + std::to_string(size) + " but annotation requires " + id.name);
-        if (!id.numeric) record(id.name, size, std::to_string(size) + " in " + where(i, d), col(false, i, d));
+        if (!id.numeric) record(id.name, Known{size, Known::Input, i, d}, [&] { return col(false, i, d); });
       }
     }
   }
@@ -221,11 +250,11 @@ class Binder {
         throw error_at(dim_col(false, i, d),
                        "bracket " + dim_text(dim) + " of " + where(i, d) + ": " + known_names + " is past 64 bits");
     }
-    std::string head = "bracket " + dim_text(dim) + " of " + where(i, d);
     if (unknown.size() > 1) return false;
+    auto head = [&] { return bracket_head(i, d); };
     if (unknown.empty()) {
       if (product != size)
-        throw error_at(dim_col(false, i, d), head + ": size " + std::to_string(size) + " but " + known_names + " = " +
+        throw error_at(dim_col(false, i, d), head() + ": size " + std::to_string(size) + " but " + known_names + " = " +
                                                  std::to_string(product));
       return true;
     }
@@ -233,10 +262,10 @@ class Binder {
       bool lone_number =
           known_names.find('*') == std::string::npos && std::isdigit(static_cast<unsigned char>(known_names[0]));
       std::string by = lone_number ? known_names : known_names + "=" + std::to_string(product);
-      throw error_at(dim_col(false, i, d), head + ": size " + std::to_string(size) + " is not divisible by " + by);
+      throw error_at(dim_col(false, i, d), head() + ": size " + std::to_string(size) + " is not divisible by " + by);
     }
     const DimId& id = dim.ids[unknown[0]];
-    record(id.name, size / product, std::to_string(size / product) + " from " + head, col(false, i, d, unknown[0]));
+    record(id.name, Known{size / product, Known::Bracket, i, d}, [&] { return col(false, i, d, unknown[0]); });
     return true;
   }
 
@@ -280,7 +309,7 @@ class Binder {
   const OpAnno& anno_;
   const std::vector<InputShape>& in_;
   const std::map<std::string, int64_t>& given_;
-  Columns cols_;  // of the unexpanded annotation's canonical text
+  mutable std::optional<Columns> cols_;  // see cols()
   std::vector<std::vector<size_t>> in_orig_, out_orig_;
   std::map<std::string, Known> known_;
   BoundAnno bound_;
@@ -300,10 +329,16 @@ BoundAnno bind_first(const std::vector<OpAnno>& candidates, const std::vector<In
   if (candidates.empty()) throw DimopError{"no annotation to bind", 0};
   std::optional<DimopError> first, count_matched;
   for (const OpAnno& a : candidates) {
-    Columns cols;
-    render(a, &cols);
+    std::optional<Columns> cols;
+    auto columns = [&]() -> const Columns& {
+      if (!cols) {
+        cols.emplace();
+        render(a, &*cols);
+      }
+      return *cols;
+    };
     int64_t star = -1;
-    std::optional<DimopError> err = check_fit(a, inputs, cols, star);
+    std::optional<DimopError> err = check_fit(a, inputs, columns, star);
     if (!err) return bind(a, inputs, given);
     if (!first) first = err;
     if (!count_matched && a.inputs.size() == inputs.size()) count_matched = err;

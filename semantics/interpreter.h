@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -171,6 +172,13 @@ class Interpreter {
   // destructor can break the cycles between scopes and closures.
   std::shared_ptr<Env> new_env(std::shared_ptr<Env> parent);
   std::vector<std::weak_ptr<Env>> envs_;
+  // A loop iteration's scope: `scope` emptied when nothing but the loop
+  // holds it (no closure captured it), else a new child of `parent`.
+  void reuse_scope(std::shared_ptr<Env>& scope, const std::shared_ptr<Env>& parent);
+  // Whether running block `b` may define a name in its own scope (let, fn,
+  // a tensor declaration, `x = v`); an if-branch that does not runs
+  // without a scope of its own.
+  static bool defines_names(const front::Block& b);
   size_t envs_prune_at_ = 1024;
   int64_t ticks_ = 0;        // steps since the evaluation began
   int64_t step_limit_ = EvalBudget::kDefaultSteps;  // opts_.budget.steps, or no limit
@@ -197,12 +205,12 @@ class Interpreter {
   void assign(const front::Expr& target, Value v, const std::shared_ptr<Env>& env, front::SourceLoc loc);
   void declare_tensor(const front::TensorDecl& t, const std::shared_ptr<Env>& env, front::SourceLoc loc);
   Value eval(const front::Expr& e, const std::shared_ptr<Env>& env);
-  Value eval_binary(const std::string& op, Value a, Value b, front::SourceLoc loc);
+  Value eval_binary(std::string_view op, Value a, Value b, front::SourceLoc loc);
   // eval_binary's cases (interpreter_binary.cpp): a tensor operand, lists and strings, plain numbers.
-  Value eval_tensor_binary(const std::string& op, const Value& a, const Value& b, front::SourceLoc loc);
-  std::optional<Value> eval_container_binary(const std::string& op, const Value& a, const Value& b, front::SourceLoc loc);
-  Value eval_int_binary(const std::string& op, int64_t x, int64_t y, front::SourceLoc loc);
-  Value eval_float_binary(const std::string& op, double x, double y, front::SourceLoc loc);
+  Value eval_tensor_binary(std::string_view op, const Value& a, const Value& b, front::SourceLoc loc);
+  std::optional<Value> eval_container_binary(std::string_view op, const Value& a, const Value& b, front::SourceLoc loc);
+  Value eval_int_binary(std::string_view op, int64_t x, int64_t y, front::SourceLoc loc);
+  Value eval_float_binary(std::string_view op, double x, double y, front::SourceLoc loc);
   Value eval_call(const front::Call& c, const std::shared_ptr<Env>& env, front::SourceLoc loc);
   Value member(const Value& obj, const std::string& name, front::SourceLoc loc);
   Value index(const Value& obj, const Value& idx, front::SourceLoc loc);

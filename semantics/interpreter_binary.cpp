@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <string_view>
 
 #include "semantics/interpreter.h"
 #include "semantics/interpreter_internal.h"
@@ -14,7 +15,7 @@ namespace nns::sema {
 
 using front::SourceLoc;
 
-Value Interpreter::eval_binary(const std::string& op, Value a, Value b, SourceLoc loc) {
+Value Interpreter::eval_binary(std::string_view op, Value a, Value b, SourceLoc loc) {
   // Comparing with none (an optional tensor argument) is a plain test.
   if ((op == "==" || op == "!=") && (a.is<NoneV>() || b.is<NoneV>())) {
     bool eq = a.is<NoneV>() && b.is<NoneV>();
@@ -25,11 +26,11 @@ Value Interpreter::eval_binary(const std::string& op, Value a, Value b, SourceLo
   if (is_sym(a) || is_sym(b)) {
     // Symbolic sizes keep their expression through integer arithmetic;
     // anything else would make the program depend on the witness value.
-    if (auto r = sym_arith(op, a, b)) return *r;
-    fail(loc, sym_misuse(is_sym(a) ? a : b, "operator '" + op + "'"));
+    if (auto r = sym_arith(std::string(op), a, b)) return *r;
+    fail(loc, sym_misuse(is_sym(a) ? a : b, "operator '" + std::string(op) + "'"));
   }
   if (!is_number(a) || !is_number(b))
-    fail(loc, "operator '" + op + "' is not defined between " + a_type_name(a) + " and " + a_type_name(b));
+    fail(loc, "operator '" + std::string(op) + "' is not defined between " + a_type_name(a) + " and " + a_type_name(b));
   if (op == "<" || op == "<=" || op == ">" || op == ">=") {
     double x = to_float(a, loc, ""), y = to_float(b, loc, "");
     bool r = op == "<" ? x < y : op == "<=" ? x <= y : op == ">" ? x > y : x >= y;
@@ -40,7 +41,7 @@ Value Interpreter::eval_binary(const std::string& op, Value a, Value b, SourceLo
 }
 
 // Tensors: arithmetic becomes graph ops (elementwise with broadcasting).
-Value Interpreter::eval_tensor_binary(const std::string& op, const Value& a, const Value& b, SourceLoc loc) {
+Value Interpreter::eval_tensor_binary(std::string_view op, const Value& a, const Value& b, SourceLoc loc) {
   if (op == "@") return call_op_by_name("matmul", {a, b}, {}, loc);
   // Comparisons give a float 0/1 mask (no gradient flows through it).
   static const std::pair<const char*, const char*> comparisons[] = {{"==", "eq"}, {"!=", "ne"}, {"<", "lt"},
@@ -53,12 +54,12 @@ Value Interpreter::eval_tensor_binary(const std::string& op, const Value& a, con
     for (const auto& [sym, name] : ops)
       if (op == sym) return call_op_by_name(name, {a, b}, {}, loc);
     if (comparison) return call_op_by_name(comparison, {a, b}, {}, loc);
-    fail(loc, "operator '" + op + "' is not defined on tensors");
+    fail(loc, "operator '" + std::string(op) + "' is not defined on tensors");
   }
   bool tensor_left = a.is<TensorV>();
   Value t = tensor_left ? a : b;
   Value s = tensor_left ? b : a;
-  if (!is_number(s)) fail(loc, "operator '" + op + "' between a tensor and " + a_type_name(s));
+  if (!is_number(s)) fail(loc, "operator '" + std::string(op) + "' between a tensor and " + a_type_name(s));
   double x = to_float(s, loc, "scalar operand");
   if (comparison) {
     // The number becomes a one-element constant, broadcast against the tensor.
@@ -75,16 +76,17 @@ Value Interpreter::eval_tensor_binary(const std::string& op, const Value& a, con
     if (x == 0) fail(loc, "division of a tensor by zero");
     return call_op_by_name("mul_scalar", {t, Value(1.0 / x)}, {}, loc);
   }
-  fail(loc, "operator '" + op + "' between " + a_type_name(a) + " and " + a_type_name(b) + " is not supported");
+  fail(loc,
+       "operator '" + std::string(op) + "' between " + a_type_name(a) + " and " + a_type_name(b) + " is not supported");
 }
 
 // Equality, membership, string and list concatenation, list repetition;
 // nothing when the operator applies to numbers instead.
-std::optional<Value> Interpreter::eval_container_binary(const std::string& op, const Value& a, const Value& b,
+std::optional<Value> Interpreter::eval_container_binary(std::string_view op, const Value& a, const Value& b,
                                                         SourceLoc loc) {
   using ListPtr = std::shared_ptr<List>;
   if (op == "==" || op == "!=") {
-    if (is_sym(a) || is_sym(b)) fail(loc, sym_misuse(is_sym(a) ? a : b, "operator '" + op + "'"));
+    if (is_sym(a) || is_sym(b)) fail(loc, sym_misuse(is_sym(a) ? a : b, "operator '" + std::string(op) + "'"));
     bool eq;
     if (is_number(a) && is_number(b))
       eq = to_float(a, loc, "") == to_float(b, loc, "");
@@ -136,10 +138,10 @@ std::optional<Value> Interpreter::eval_container_binary(const std::string& op, c
 }
 
 // Ints are 64-bit and never wrap: an overflow is an error at the operator.
-Value Interpreter::eval_int_binary(const std::string& op, int64_t x, int64_t y, SourceLoc loc) {
+Value Interpreter::eval_int_binary(std::string_view op, int64_t x, int64_t y, SourceLoc loc) {
   auto overflow = [&]() -> Value {
-    fail(loc,
-         "integer overflow: " + std::to_string(x) + " " + op + " " + std::to_string(y) + " does not fit in 64 bits");
+    fail(loc, "integer overflow: " + std::to_string(x) + " " + std::string(op) + " " + std::to_string(y) +
+                  " does not fit in 64 bits");
   };
   int64_t r = 0;
   if (op == "+") return __builtin_add_overflow(x, y, &r) ? overflow() : Value(r);
@@ -175,10 +177,10 @@ Value Interpreter::eval_int_binary(const std::string& op, int64_t x, int64_t y, 
     }
     return Value(result);
   }
-  fail(loc, "operator '" + op + "' is not defined on numbers");
+  fail(loc, "operator '" + std::string(op) + "' is not defined on numbers");
 }
 
-Value Interpreter::eval_float_binary(const std::string& op, double x, double y, SourceLoc loc) {
+Value Interpreter::eval_float_binary(std::string_view op, double x, double y, SourceLoc loc) {
   if (op == "+") return Value(x + y);
   if (op == "-") return Value(x - y);
   if (op == "*") return Value(x * y);
@@ -195,7 +197,7 @@ Value Interpreter::eval_float_binary(const std::string& op, double x, double y, 
     return Value(x - std::floor(x / y) * y);
   }
   if (op == "**") return Value(std::pow(x, y));
-  fail(loc, "operator '" + op + "' is not defined on numbers");
+  fail(loc, "operator '" + std::string(op) + "' is not defined on numbers");
 }
 
 }  // namespace nns::sema

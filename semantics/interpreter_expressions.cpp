@@ -104,8 +104,9 @@ Value Interpreter::eval(const front::Expr& e, const std::shared_ptr<Env>& env) {
         } else if constexpr (std::is_same_v<T, ListComp>) {
           Value iter = eval(*n.iter, env);
           List items;
+          std::shared_ptr<Env> scope;  // each item's, reused while nothing keeps it (reuse_scope)
           auto visit_item = [&](Value item) {
-            auto scope = new_env(env);
+            reuse_scope(scope, env);
             scope->define(n.var, std::move(item));
             tick(n.iter->loc);
             if (n.filter && !truthy(eval(*n.filter, scope), n.filter->loc)) return;
@@ -114,7 +115,10 @@ Value Interpreter::eval(const front::Expr& e, const std::shared_ptr<Env>& env) {
               check_list_size(static_cast<int64_t>(items.size()), e.loc);
           };
           if (iter.is<RangeV>()) {
-            if (!n.filter) check_list_size(iter.as<RangeV>().hi - iter.as<RangeV>().lo, e.loc);
+            if (!n.filter) {
+              check_list_size(iter.as<RangeV>().hi - iter.as<RangeV>().lo, e.loc);
+              items.reserve(static_cast<size_t>(iter.as<RangeV>().hi - iter.as<RangeV>().lo));
+            }
             for (int64_t i = iter.as<RangeV>().lo; i < iter.as<RangeV>().hi; ++i) visit_item(Value(i));
           } else if (iter.is<std::shared_ptr<List>>()) {
             auto list = iter.as<std::shared_ptr<List>>();
@@ -130,8 +134,8 @@ Value Interpreter::eval(const front::Expr& e, const std::shared_ptr<Env>& env) {
           return Value(r);
         } else if constexpr (std::is_same_v<T, Unary>) {
           Value v = eval(*n.operand, env);
-          if (n.op == "not") return Value(!truthy(v, n.operand->loc));
-          if (n.op == "+") return v;
+          if (std::string_view(n.op) == "not") return Value(!truthy(v, n.operand->loc));
+          if (std::string_view(n.op) == "+") return v;
           if (v.is<int64_t>()) {
             if (v.as<int64_t>() == std::numeric_limits<int64_t>::min())
               fail(e.loc, "integer overflow: -(" + std::to_string(v.as<int64_t>()) + ") does not fit in 64 bits");
@@ -144,12 +148,12 @@ Value Interpreter::eval(const front::Expr& e, const std::shared_ptr<Env>& env) {
           if (v.is<TensorV>()) return call_op_by_name("mul_scalar", {v, Value(-1.0)}, {}, e.loc);
           fail(e.loc, "cannot negate a value of type " + type_name(v));
         } else if constexpr (std::is_same_v<T, Binary>) {
-          if (n.op == "and") {
+          if (std::string_view(n.op) == "and") {
             Value a = eval(*n.lhs, env);
             if (!truthy(a, n.lhs->loc)) return Value(false);
             return Value(truthy(eval(*n.rhs, env), n.rhs->loc));
           }
-          if (n.op == "or") {
+          if (std::string_view(n.op) == "or") {
             Value a = eval(*n.lhs, env);
             if (truthy(a, n.lhs->loc)) return Value(true);
             return Value(truthy(eval(*n.rhs, env), n.rhs->loc));

@@ -41,15 +41,19 @@ Interpreter::Flow Interpreter::exec(const front::Stmt& s, const std::shared_ptr<
     return Flow::Return;
   } else if (auto* n = std::get_if<IfStmt>(&s.node)) {
     bool cond = truthy(eval(*n->test, env), n->test->loc);
-    auto scope = new_env(env);
-    return exec_block(cond ? n->then_block : n->else_block, scope);
+    const Block& taken = cond ? n->then_block : n->else_block;
+    // A branch that defines nothing of its own runs in the enclosing scope:
+    // an empty scope between them would change no lookup (plans run such
+    // branches hundreds of thousands of times).
+    if (!defines_names(taken)) return exec_block(taken, env);
+    return exec_block(taken, new_env(env));
   } else if (auto* n = std::get_if<ForStmt>(&s.node)) {
     Value iter = eval(*n->iter, env);
+    std::shared_ptr<Env> scope;  // each iteration's, reused while nothing keeps it (reuse_scope)
     auto run_body = [&](Value item) -> Flow {
-      auto scope = new_env(env);
+      reuse_scope(scope, env);
       scope->define(n->var, std::move(item));
-      Flow f = exec_block(n->body, scope);
-      return f;
+      return exec_block(n->body, scope);
     };
     if (iter.is<RangeV>()) {
       for (int64_t i = iter.as<RangeV>().lo; i < iter.as<RangeV>().hi; ++i) {
@@ -88,6 +92,30 @@ Interpreter::Flow Interpreter::exec(const front::Stmt& s, const std::shared_ptr<
     declare_tensor(*n, env, s.loc);
   }
   return Flow::Normal;
+}
+
+bool Interpreter::defines_names(const front::Block& b) {
+  for (const front::StmtPtr& s : b) {
+    if (std::holds_alternative<front::LetStmt>(s->node) || std::holds_alternative<front::FnStmt>(s->node) ||
+        std::holds_alternative<front::TensorDecl>(s->node))
+      return true;
+    // `x = v` defines x here when no enclosing scope has it (assign below).
+    if (auto* a = std::get_if<front::AssignStmt>(&s->node); a && std::holds_alternative<front::Name>(a->target->node))
+      return true;
+  }
+  return false;
+}
+
+void Interpreter::reuse_scope(std::shared_ptr<Env>& scope, const std::shared_ptr<Env>& parent) {
+  // Held only here (no closure, instance or value kept it): emptying it
+  // gives the next iteration a scope indistinguishable from a new one,
+  // without allocating one per iteration.
+  if (scope && scope.use_count() == 1 && scope->parent == parent) {
+    scope->vars.clear();
+    scope->order.clear();
+    return;
+  }
+  scope = new_env(parent);
 }
 
 // `x = v` rebinds the nearest existing x or defines it in this scope;

@@ -65,24 +65,52 @@ static OperandSlice apply(const OperandSlice& in, const PartitionEffect& e, int 
   return out;
 }
 
+// One part of a split, built in place: each operand reserved to its final
+// count, so that no slice is copied twice (a 1,024-device plan makes
+// hundreds of thousands of parts).
+static void fill_part(SubOp& s, const SubOp& parent, int parent_index, const TransformChoice& choice, int i, int num) {
+  s.node = parent.node;
+  s.parent = parent_index;
+  s.split_id = choice.kind == TransformChoice::Value ? "value" : choice.id;
+  s.split_index = i;
+  s.split_num = num;
+  s.recompute = parent.recompute;
+  s.recompute_call = parent.recompute_call;
+  s.inputs.reserve(parent.inputs.size());
+  for (size_t k = 0; k < parent.inputs.size(); ++k)
+    s.inputs.push_back(k < choice.inputs.size() && parent.inputs[k].tensor
+                           ? apply(parent.inputs[k], choice.inputs[k], i, num)
+                           : parent.inputs[k]);
+  s.outputs.reserve(parent.outputs.size());
+  for (size_t k = 0; k < parent.outputs.size(); ++k)
+    s.outputs.push_back(k < choice.outputs.size() ? apply(parent.outputs[k], choice.outputs[k], i, num)
+                                                  : parent.outputs[k]);
+}
+
 std::vector<SubOp> split_subop(const SubOp& parent, int parent_index, const TransformChoice& choice, int num) {
-  std::vector<SubOp> parts;
-  for (int i = 0; i < num; ++i) {
-    SubOp s;
-    s.node = parent.node;
-    s.parent = parent_index;
-    s.split_id = choice.kind == TransformChoice::Value ? "value" : choice.id;
-    s.split_index = i;
-    s.split_num = num;
-    s.recompute = parent.recompute;
-    s.recompute_call = parent.recompute_call;
-    for (size_t k = 0; k < parent.inputs.size(); ++k)
-      s.inputs.push_back(k < choice.inputs.size() && parent.inputs[k].tensor ? apply(parent.inputs[k], choice.inputs[k], i, num) : parent.inputs[k]);
-    for (size_t k = 0; k < parent.outputs.size(); ++k)
-      s.outputs.push_back(k < choice.outputs.size() ? apply(parent.outputs[k], choice.outputs[k], i, num) : parent.outputs[k]);
-    parts.push_back(std::move(s));
-  }
+  std::vector<SubOp> parts(static_cast<size_t>(num));
+  for (int i = 0; i < num; ++i) fill_part(parts[static_cast<size_t>(i)], parent, parent_index, choice, i, num);
   return parts;
+}
+
+std::vector<int> split_in_plan(Plan& plan, int parent_index, const TransformChoice& choice, int num,
+                               front::SourceLoc loc) {
+  // Grown geometrically here (not by the resize alone) so that a plan of
+  // many small splits reallocates its sub-ops O(log n) times.
+  const size_t first = plan.subops.size();
+  if (plan.subops.capacity() < first + static_cast<size_t>(num))
+    plan.subops.reserve(std::max(2 * plan.subops.capacity(), first + static_cast<size_t>(num)));
+  plan.subops.resize(first + static_cast<size_t>(num));
+  const SubOp& parent = plan.subops[static_cast<size_t>(parent_index)];
+  std::vector<int> ids(static_cast<size_t>(num));
+  for (int i = 0; i < num; ++i) {
+    SubOp& part = plan.subops[first + static_cast<size_t>(i)];
+    fill_part(part, parent, parent_index, choice, i, num);
+    part.split_loc = loc;
+    ids[static_cast<size_t>(i)] = static_cast<int>(first) + i;
+  }
+  plan.subops[static_cast<size_t>(parent_index)].children = ids;
+  return ids;
 }
 
 RecomputeRegions recompute_regions(const Graph& g, const Plan& plan, const GradientFlow& flow) {

@@ -185,5 +185,10 @@ Plan implicit_plan(const Graph& g);
 
 // Splits `parent` (a leaf) along `choice` into `num` sub-ops.
 std::vector<SubOp> split_subop(const SubOp& parent, int parent_index, const TransformChoice& choice, int num);
+// The same split made inside `plan`: the parts are appended to its sub-ops
+// (split_loc = loc) and become the children of sub-op `parent_index`.
+// Returns their indices.
+std::vector<int> split_in_plan(Plan& plan, int parent_index, const TransformChoice& choice, int num,
+                               front::SourceLoc loc);
 
 }  // namespace nns::sema

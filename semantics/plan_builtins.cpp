@@ -60,6 +60,7 @@ std::vector<int64_t> devices_of(Interpreter& in, const Plan& p, const Value& v, 
 
 Value handle_list(const std::vector<int>& ids) {
   List items;
+  items.reserve(ids.size());
   for (int id : ids) items.push_back(Value(OpHandle{id}));
   return make_list(std::move(items));
 }
@@ -305,17 +306,8 @@ Value b_trans(Interpreter& in, CallArgs& a) {
   if (num < 1) in.fail(a.loc, "trans(): num must be at least 1, got " + std::to_string(num));
   TransformChoice choice;
   if (std::string why = trans_refusal(in, p, sub, arg(a, 1, "dim"), a.get("idx"), num, choice); !why.empty()) in.fail(a.loc, why);
-  const SubOp& s = p.subops[sub];
-  std::vector<SubOp> parts = split_subop(s, sub, choice, static_cast<int>(num));
-  std::vector<int> new_ids;
-  for (SubOp& part : parts) {
-    part.split_loc = a.loc;
-    CheckDeadline::poll();
-    new_ids.push_back(static_cast<int>(p.subops.size()));
-    p.subops.push_back(std::move(part));
-  }
-  p.subops[sub].children = new_ids;
-  return handle_list(new_ids);
+  CheckDeadline::poll();
+  return handle_list(split_in_plan(p, sub, choice, static_cast<int>(num), a.loc));
 }
 
 void place(Interpreter& in, CallArgs& a, const char* fn, const std::vector<int64_t>& devs, const std::vector<int>& ids) {

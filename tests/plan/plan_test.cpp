@@ -277,3 +277,50 @@ TEST_CASE("order = \"auto\" chooses nnScaler's order for a V(2) D0(4) -> D0(8) e
   backend::choose_auto_orders(e.interp->graph(), e.plan);
   CHECK(e.plan.auto_orders[0].chosen == before);
 }
+
+TEST_CASE("split_in_plan appends exactly the parts split_subop makes, also while the sub-ops grow", "[plan]") {
+  Elaborated e(example("gpt.nns"), "tiny", "megatron", 2);
+  REQUIRE(e.ok);
+  sema::Plan p = e.interp->new_plan("split", 4);
+  // Every top-level op with a splittable dim, split in two, then its first
+  // part split again: the sub-op vector reallocates many times meanwhile
+  // (the parent is read after the parts are made room for).
+  size_t splits = 0;
+  const size_t roots = p.subops.size();
+  for (size_t r = 0; r < roots; ++r) {
+    const sema::OpNode& n = e.interp->graph().node(p.subops[r].node);
+    std::vector<sema::TransformChoice> space = sema::transform_space(n.anno);
+    if (space.empty()) continue;
+    int parent = static_cast<int>(r);
+    for (int depth = 0; depth < 2; ++depth) {
+      const sema::TransformChoice& choice = space[static_cast<size_t>(depth) % space.size()];
+      std::vector<sema::SubOp> want = sema::split_subop(p.subops[static_cast<size_t>(parent)], parent, choice, 2);
+      front::SourceLoc loc{0, 7, static_cast<int>(r), 1};
+      std::vector<int> ids = sema::split_in_plan(p, parent, choice, 2, loc);
+      REQUIRE(ids.size() == 2);
+      CHECK(p.subops[static_cast<size_t>(parent)].children == ids);
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const sema::SubOp& got = p.subops[static_cast<size_t>(ids[i])];
+        CHECK(ids[i] == static_cast<int>(p.subops.size() - ids.size() + i));
+        CHECK(got.node == want[i].node);
+        CHECK(got.parent == parent);
+        CHECK(got.split_id == want[i].split_id);
+        CHECK(got.split_index == static_cast<int>(i));
+        CHECK(got.split_num == 2);
+        CHECK(got.split_loc.line == 7);
+        CHECK(got.split_loc.col == static_cast<int>(r));
+        CHECK(got.devices.empty());
+        REQUIRE(got.inputs.size() == want[i].inputs.size());
+        REQUIRE(got.outputs.size() == want[i].outputs.size());
+        for (size_t k = 0; k < got.inputs.size(); ++k)
+          CHECK(got.inputs[k].to_string() == want[i].inputs[k].to_string());
+        for (size_t k = 0; k < got.outputs.size(); ++k)
+          CHECK(got.outputs[k].to_string() == want[i].outputs[k].to_string());
+      }
+      parent = ids[0];
+      ++splits;
+    }
+  }
+  CHECK(splits >= 8);
+  CHECK(p.subops.size() == roots + 2 * splits);
+}
