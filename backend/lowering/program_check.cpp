@@ -102,10 +102,9 @@ class DeviceStates {
     return vals_[static_cast<size_t>(d)];
   }
   const Abs* find(int d) const { return count(d) ? &vals_[static_cast<size_t>(d)] : nullptr; }
-  void clear() {
-    has_.clear();
-    vals_.clear();
-  }
+  // Nothing held; the pieces' storage is kept for the next step to reuse
+  // (a fresh table per step allocated every device's piece again).
+  void clear() { std::fill(has_.begin(), has_.end(), 0); }
   int limit() const { return static_cast<int>(has_.size()); }  // devices below this may be held
 
  private:
@@ -144,13 +143,14 @@ class EdgeSimulation {
   const sema::Shape& shape;
   std::string what, at;
   std::vector<std::string>& errors_;
-  DeviceStates st;
+  DeviceStates st, next_;  // what each device holds; the next step's table (reused)
   int64_t labels = 1;
 
   // Pieces move between device lists: each device of the next layout
   // assembles its piece from the parts its pairs deliver (transfer_parts).
   bool send_recv(const AdapterStep& s, const Layout& cur) {
-    DeviceStates next;
+    DeviceStates& next = next_;
+    next.clear();
     for (const auto& pr : s.groups)
       if (!st.count(pr[0])) {
         errors_.push_back(at + ": device " + std::to_string(pr[0]) + " sends a piece it does not hold");
@@ -186,16 +186,21 @@ class EdgeSimulation {
       a.length = want.length;
       next[d] = a;
     }
-    st = std::move(next);
+    std::swap(st, next_);
     return true;
   }
 
   // A local chunk or value split: each device keeps a part of its piece.
   bool cut(const AdapterStep& s, const Layout& cur) {
-    DeviceStates next;
+    DeviceStates& next = next_;
+    next.clear();
     for (int d : s.after.devices) {
       Piece want = piece_of(s.after, d, shape), had = piece_of(cur, d, shape);
-      Abs a = st[d];
+      if (!st.count(d)) {
+        errors_.push_back(at + ": device " + std::to_string(d) + " cuts a piece it does not hold");
+        return false;
+      }
+      Abs a = *st.find(d);
       if (!inside(want.start, want.length, a)) {
         errors_.push_back(at + ": device " + std::to_string(d) + " cuts " + region_text(want.start, want.length) + " out of " +
                          region_text(a.start, a.length));
@@ -206,13 +211,14 @@ class EdgeSimulation {
       if (want.value_parts > had.value_parts) a.w = scaled(a.w, static_cast<double>(want.value_parts / had.value_parts));
       next[d] = std::move(a);
     }
-    st = std::move(next);
+    std::swap(st, next_);
     return true;
   }
 
   // One collective per group; devices in no group keep their piece.
   bool collective(const AdapterStep& s) {
-    DeviceStates next;
+    DeviceStates& next = next_;
+    next.clear();
     std::vector<char> covered(static_cast<size_t>(st.limit()), 0);  // devices in a group of this step
     for (const auto& grp : s.groups) {
       for (int d : grp) {
@@ -229,7 +235,7 @@ class EdgeSimulation {
     }
     for (int d = 0; d < st.limit(); ++d)
       if (st.count(d) && !covered[static_cast<size_t>(d)]) next[d] = *st.find(d);
-    st = std::move(next);
+    std::swap(st, next_);
     return true;
   }
 
@@ -276,13 +282,16 @@ class EdgeSimulation {
       return false;
     }
     for (int d : grp) {
-      Abs a = sum;
+      Abs& a = next[d];  // assigned field by field: the storage the table kept is reused
+      a.w = sum.w;
       if (s.prim == AdapterStep::ReduceScatter) {
         Piece want = piece_of(s.after, d, shape);
         a.start = want.start;
         a.length = want.length;
+      } else {
+        a.start = sum.start;
+        a.length = sum.length;
       }
-      next[d] = a;
     }
     return true;
   }
@@ -322,10 +331,10 @@ class EdgeSimulation {
                          group_text(grp) + " holds only " + region_text(box.start, box.length));
         return false;
       }
-      Abs a = box;
+      Abs& a = next[d];
       a.start = want.start;
       a.length = want.length;
-      next[d] = a;
+      a.w = box.w;
     }
     return true;
   }
