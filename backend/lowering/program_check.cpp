@@ -82,7 +82,8 @@ namespace detail {
 std::string edge_text(const sema::Graph& g, const CommEdge& e) {
   const sema::TensorInfo& t = g.tensor(e.tensor);
   std::string name = t.kind == sema::TensorKind::Activation ? "%" + std::to_string(e.tensor) : t.name;
-  std::string from = e.producer >= 0 ? g.node(e.producer).name : (t.kind == sema::TensorKind::Param ? "param" : "input");
+  std::string from =
+      e.producer >= 0 ? g.node(e.producer).name : (t.kind == sema::TensorKind::Param ? "param" : "input");
   std::string to = e.consumer >= 0 ? g.node(e.consumer).name : "update of " + t.name;
   return (e.backward ? "gradient of " : "") + name + " (" + from + " -> " + to + ")";
 }
@@ -129,7 +130,7 @@ class EdgeSimulation {
     for (size_t si = 0; si < e_.adapter.steps.size(); ++si) {
       const AdapterStep& s = e_.adapter.steps[si];
       at = what + ", step " + std::to_string(si + 1) + " (" + prim_name(s.prim) + ")";
-      bool ok = s.prim == AdapterStep::SendRecv                                       ? send_recv(s, cur)
+      bool ok = s.prim == AdapterStep::SendRecv                                     ? send_recv(s, cur)
                 : s.prim == AdapterStep::Chunk || s.prim == AdapterStep::ValueSplit ? cut(s, cur)
                                                                                     : collective(s);
       if (!ok) return;
@@ -167,8 +168,9 @@ class EdgeSimulation {
       for (const TransferPart& p : parts) {
         const Abs& src = *st.find(p.from);
         if (!inside(p.box.start, p.box.length, src)) {
-          errors_.push_back(at + ": device " + std::to_string(p.from) + " sends " + region_text(p.box.start, p.box.length) + " but holds " +
-                           region_text(src.start, src.length));
+          errors_.push_back(at + ": device " + std::to_string(p.from) + " sends " +
+                            region_text(p.box.start, p.box.length) + " but holds " +
+                            region_text(src.start, src.length));
           return false;
         }
         if (!same_weights(src.w, a.w)) {
@@ -179,7 +181,8 @@ class EdgeSimulation {
       if (!tiles(want, parts)) {
         std::string got;
         for (const TransferPart& p : parts) got += (got.empty() ? "" : ", ") + region_text(p.box.start, p.box.length);
-        errors_.push_back(at + ": device " + std::to_string(d) + " needs " + region_text(want.start, want.length) + " but receives " + got);
+        errors_.push_back(at + ": device " + std::to_string(d) + " needs " + region_text(want.start, want.length) +
+                          " but receives " + got);
         return false;
       }
       a.start = want.start;
@@ -202,13 +205,14 @@ class EdgeSimulation {
       }
       Abs a = *st.find(d);
       if (!inside(want.start, want.length, a)) {
-        errors_.push_back(at + ": device " + std::to_string(d) + " cuts " + region_text(want.start, want.length) + " out of " +
-                         region_text(a.start, a.length));
+        errors_.push_back(at + ": device " + std::to_string(d) + " cuts " + region_text(want.start, want.length) +
+                          " out of " + region_text(a.start, a.length));
         return false;
       }
       a.start = want.start;
       a.length = want.length;
-      if (want.value_parts > had.value_parts) a.w = scaled(a.w, static_cast<double>(want.value_parts / had.value_parts));
+      if (want.value_parts > had.value_parts)
+        a.w = scaled(a.w, static_cast<double>(want.value_parts / had.value_parts));
       next[d] = std::move(a);
     }
     std::swap(st, next_);
@@ -223,14 +227,16 @@ class EdgeSimulation {
     for (const auto& grp : s.groups) {
       for (int d : grp) {
         if (!st.count(d)) {
-          errors_.push_back(at + ": device " + std::to_string(d) + " of group " + group_text(grp) + " holds no piece of the tensor");
+          errors_.push_back(at + ": device " + std::to_string(d) + " of group " + group_text(grp) +
+                            " holds no piece of the tensor");
           return false;
         }
         covered[static_cast<size_t>(d)] = 1;
       }
       std::vector<const Abs*> mem;
       for (int d : grp) mem.push_back(&st[d]);
-      bool ok = s.prim == AdapterStep::AllReduce || s.prim == AdapterStep::ReduceScatter ? reduce(s, grp, mem, next) : gather(s, grp, mem, next);
+      bool ok = s.prim == AdapterStep::AllReduce || s.prim == AdapterStep::ReduceScatter ? reduce(s, grp, mem, next)
+                                                                                         : gather(s, grp, mem, next);
       if (!ok) return false;
     }
     for (int d = 0; d < st.limit(); ++d)
@@ -240,12 +246,14 @@ class EdgeSimulation {
   }
 
   // AllReduce, ReduceScatter: partial sums add up.
-  bool reduce(const AdapterStep& s, const std::vector<int>& grp, const std::vector<const Abs*>& mem, DeviceStates& next) {
+  bool reduce(const AdapterStep& s, const std::vector<int>& grp, const std::vector<const Abs*>& mem,
+              DeviceStates& next) {
     WeightList all;
     for (const Abs* m : mem) {
       if (!same_region(*m, *mem[0])) {
-        errors_.push_back(at + ": group " + group_text(grp) + " sums pieces of different regions (" + region_text(mem[0]->start, mem[0]->length) +
-                         " and " + region_text(m->start, m->length) + ")");
+        errors_.push_back(at + ": group " + group_text(grp) + " sums pieces of different regions (" +
+                          region_text(mem[0]->start, mem[0]->length) + " and " + region_text(m->start, m->length) +
+                          ")");
         return false;
       }
       all.insert(all.end(), m->w->begin(), m->w->end());
@@ -267,7 +275,7 @@ class EdgeSimulation {
       integral = integral && std::fabs(w - std::round(w)) < 1e-9;
       if (w > 1.0 + 1e-9 && integral) {
         errors_.push_back(at + ": group " + group_text(grp) + " counts partial sum " + std::to_string(l) + " " +
-                         std::to_string(static_cast<int>(std::lround(w))) + " times");
+                          std::to_string(static_cast<int>(std::lround(w))) + " times");
         return false;
       }
       ++have;
@@ -276,9 +284,11 @@ class EdgeSimulation {
     if (integral && have < want_parts) {
       std::vector<int> holders;
       for (int d = 0; d < st.limit(); ++d)
-        if (st.count(d) && same_region(*st.find(d), *mem[0]) && std::find(grp.begin(), grp.end(), d) == grp.end()) holders.push_back(d);
-      errors_.push_back(at + ": group " + group_text(grp) + " sums " + std::to_string(have) + " of the " + std::to_string(want_parts) +
-                       " partial sums it must combine (a wrong device group: devices " + group_text(holders) + " hold the others)");
+        if (st.count(d) && same_region(*st.find(d), *mem[0]) && std::find(grp.begin(), grp.end(), d) == grp.end())
+          holders.push_back(d);
+      errors_.push_back(at + ": group " + group_text(grp) + " sums " + std::to_string(have) + " of the " +
+                        std::to_string(want_parts) + " partial sums it must combine (a wrong device group: devices " +
+                        group_text(holders) + " hold the others)");
       return false;
     }
     for (int d : grp) {
@@ -297,13 +307,15 @@ class EdgeSimulation {
   }
 
   // AllGather, AllToAll: regions move, values must agree.
-  bool gather(const AdapterStep& s, const std::vector<int>& grp, const std::vector<const Abs*>& mem, DeviceStates& next) {
+  bool gather(const AdapterStep& s, const std::vector<int>& grp, const std::vector<const Abs*>& mem,
+              DeviceStates& next) {
     std::vector<int64_t> lo = mem[0]->start, hi = mem[0]->start;
     int64_t volume = 0;
     for (const Abs* mp : mem) {
       const Abs& m = *mp;
       if (!same_weights(m.w, mem[0]->w)) {
-        errors_.push_back(at + ": group " + group_text(grp) + " gathers pieces holding different partial sums (an allreduce is needed first)");
+        errors_.push_back(at + ": group " + group_text(grp) +
+                          " gathers pieces holding different partial sums (an allreduce is needed first)");
         return false;
       }
       int64_t v = 1;
@@ -321,14 +333,15 @@ class EdgeSimulation {
       bv *= box.length[d];
     }
     if (bv != volume) {
-      errors_.push_back(at + ": group " + group_text(grp) + " does not hold the blocks of one region (its pieces overlap or leave gaps)");
+      errors_.push_back(at + ": group " + group_text(grp) +
+                        " does not hold the blocks of one region (its pieces overlap or leave gaps)");
       return false;
     }
     for (int d : grp) {
       Piece want = piece_of(s.after, d, shape);
       if (!inside(want.start, want.length, box)) {
-        errors_.push_back(at + ": device " + std::to_string(d) + " needs " + region_text(want.start, want.length) + " but group " +
-                         group_text(grp) + " holds only " + region_text(box.start, box.length));
+        errors_.push_back(at + ": device " + std::to_string(d) + " needs " + region_text(want.start, want.length) +
+                          " but group " + group_text(grp) + " holds only " + region_text(box.start, box.length));
         return false;
       }
       Abs& a = next[d];
@@ -343,39 +356,46 @@ class EdgeSimulation {
   // the value parts it is read in add up to every partial sum exactly once.
   bool at_consumer() {
     const CommEdge& e = e_;
-  std::set<const WeightList*> whole;  // counts already found to hold every partial sum once
-  for (int d : e.to.devices) {
-    Piece want = piece_of(e.to, d, shape);
-    const Abs* held = st.find(d);
-    if (!held) {
-      errors_.push_back(what + ": device " + std::to_string(d) + " never receives its piece " + region_text(want.start, want.length));
-      return false;
-    }
-    if ((*held).start != want.start || (*held).length != want.length) {
-      errors_.push_back(what + ": device " + std::to_string(d) + " ends with " + region_text((*held).start, (*held).length) + " but reads " +
-                       region_text(want.start, want.length) + (want.length == (*held).length ? " (a wrong device group?)" : ""));
-      return false;
-    }
-    const WeightList& wl = *(*held).w;
-    if (want.value_parts == 1 && !whole.count(&wl)) {
-      whole.insert(&wl);
-      for (int64_t l = 0; l < labels; ++l) {
-        double w = weight_of(wl, l);
-        if (std::fabs(w - 1.0) > 1e-9) {
-          errors_.push_back(what + ": device " + std::to_string(d) + " reads " + region_text(want.start, want.length) +
-                           (w < 1.0 ? " without partial sum " + std::to_string(l) + " of " + std::to_string(labels) + " (a missing allreduce?)"
-                                    : " with partial sum " + std::to_string(l) + " counted " + std::to_string(static_cast<int>(std::lround(w))) +
-                                          " times"));
-          return false;
+    std::set<const WeightList*> whole;  // counts already found to hold every partial sum once
+    for (int d : e.to.devices) {
+      Piece want = piece_of(e.to, d, shape);
+      const Abs* held = st.find(d);
+      if (!held) {
+        errors_.push_back(what + ": device " + std::to_string(d) + " never receives its piece " +
+                          region_text(want.start, want.length));
+        return false;
+      }
+      if ((*held).start != want.start || (*held).length != want.length) {
+        errors_.push_back(what + ": device " + std::to_string(d) + " ends with " +
+                          region_text((*held).start, (*held).length) + " but reads " +
+                          region_text(want.start, want.length) +
+                          (want.length == (*held).length ? " (a wrong device group?)" : ""));
+        return false;
+      }
+      const WeightList& wl = *(*held).w;
+      if (want.value_parts == 1 && !whole.count(&wl)) {
+        whole.insert(&wl);
+        for (int64_t l = 0; l < labels; ++l) {
+          double w = weight_of(wl, l);
+          if (std::fabs(w - 1.0) > 1e-9) {
+            errors_.push_back(what + ": device " + std::to_string(d) + " reads " +
+                              region_text(want.start, want.length) +
+                              (w < 1.0 ? " without partial sum " + std::to_string(l) + " of " + std::to_string(labels) +
+                                             " (a missing allreduce?)"
+                                       : " with partial sum " + std::to_string(l) + " counted " +
+                                             std::to_string(static_cast<int>(std::lround(w))) + " times"));
+            return false;
+          }
         }
       }
     }
-  }
     return true;
   }
 };
 
-void simulate_edge(const sema::Graph& g, const CommEdge& e, std::vector<std::string>& errors) { EdgeSimulation(g, e, errors).run(); }
+void simulate_edge(const sema::Graph& g, const CommEdge& e, std::vector<std::string>& errors) {
+  EdgeSimulation(g, e, errors).run();
+}
 
 }  // namespace detail
 
@@ -393,8 +413,6 @@ std::string seeded_bug_names() {
   for (const auto& [n, b] : kBugs) s += (s.empty() ? "" : ", ") + std::string(n);
   return s;
 }
-
-
 
 using detail::check_order;
 using detail::seed_comm_bug;
@@ -423,9 +441,10 @@ void check_gradient_counts(const sema::Graph& g, const LoweredPlan& lp, ProgramC
     if (std::fabs(n - want) > 1e-6 * want) {
       char buf[64];
       std::snprintf(buf, sizeof buf, "%.6g", n / want);
-      out.errors.push_back("the gradient of " + g.tensor(t).name + " is counted " + buf +
-                           " times over the ranks (its accumulated pieces divided by their copies); the gradient norm and the "
-                           "assembled gradients would be wrong");
+      out.errors.push_back(
+          "the gradient of " + g.tensor(t).name + " is counted " + buf +
+          " times over the ranks (its accumulated pieces divided by their copies); the gradient norm and the "
+          "assembled gradients would be wrong");
     }
   }
 }
