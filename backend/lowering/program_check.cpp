@@ -118,9 +118,22 @@ class EdgeSimulation {
  public:
   EdgeSimulation(const sema::Graph& g, const CommEdge& e, std::vector<std::string>& errors)
       : e_(e), shape(g.tensor(e.tensor).shape), what(edge_text(g, e)), errors_(errors) {
+    // Devices holding one partial sum share its (immutable) counts: one
+    // allocation per label instead of per device, and equal counts are then
+    // told equal by address.
+    std::vector<Weights> of_label;
     for (int d : e.from.devices) {
       Piece p = piece_of(e.from, d, shape);
-      st[d] = Abs{p.start, p.length, single_weight(p.value_index)};
+      Weights w;
+      if (p.value_index >= 0 && p.value_index < p.value_parts) {
+        if (of_label.size() < static_cast<size_t>(p.value_parts)) of_label.resize(static_cast<size_t>(p.value_parts));
+        Weights& shared = of_label[static_cast<size_t>(p.value_index)];
+        if (!shared) shared = single_weight(p.value_index);
+        w = shared;
+      } else {
+        w = single_weight(p.value_index);
+      }
+      st[d] = Abs{std::move(p.start), std::move(p.length), std::move(w)};
       labels = p.value_parts;
     }
   }
@@ -164,7 +177,7 @@ class EdgeSimulation {
         errors_.push_back(at + ": device " + std::to_string(d) + " of the next stage receives nothing");
         return false;
       }
-      Abs a = *st.find(parts[0].from);
+      const Weights& w = st.find(parts[0].from)->w;
       for (const TransferPart& p : parts) {
         const Abs& src = *st.find(p.from);
         if (!inside(p.box.start, p.box.length, src)) {
@@ -173,7 +186,7 @@ class EdgeSimulation {
                             region_text(src.start, src.length));
           return false;
         }
-        if (!same_weights(src.w, a.w)) {
+        if (!same_weights(src.w, w)) {
           errors_.push_back(at + ": device " + std::to_string(d) + " assembles parts holding different partial sums");
           return false;
         }
@@ -185,9 +198,10 @@ class EdgeSimulation {
                           " but receives " + got);
         return false;
       }
-      a.start = want.start;
-      a.length = want.length;
-      next[d] = a;
+      Abs& a = next[d];
+      a.start = std::move(want.start);
+      a.length = std::move(want.length);
+      a.w = w;
     }
     std::swap(st, next_);
     return true;
@@ -197,23 +211,34 @@ class EdgeSimulation {
   bool cut(const AdapterStep& s, const Layout& cur) {
     DeviceStates& next = next_;
     next.clear();
+    Weights cut_from, cut_to;  // the last counts scaled, and what they became
+    double cut_factor = 0;
     for (int d : s.after.devices) {
       Piece want = piece_of(s.after, d, shape), had = piece_of(cur, d, shape);
       if (!st.count(d)) {
         errors_.push_back(at + ": device " + std::to_string(d) + " cuts a piece it does not hold");
         return false;
       }
-      Abs a = *st.find(d);
-      if (!inside(want.start, want.length, a)) {
+      const Abs& held = *st.find(d);
+      if (!inside(want.start, want.length, held)) {
         errors_.push_back(at + ": device " + std::to_string(d) + " cuts " + region_text(want.start, want.length) +
-                          " out of " + region_text(a.start, a.length));
+                          " out of " + region_text(held.start, held.length));
         return false;
       }
-      a.start = want.start;
-      a.length = want.length;
-      if (want.value_parts > had.value_parts)
-        a.w = scaled(a.w, static_cast<double>(want.value_parts / had.value_parts));
-      next[d] = std::move(a);
+      Abs& a = next[d];
+      a.start = std::move(want.start);
+      a.length = std::move(want.length);
+      a.w = held.w;
+      if (want.value_parts > had.value_parts) {
+        // Devices holding the same counts cut them alike: scaled once.
+        const double factor = static_cast<double>(want.value_parts / had.value_parts);
+        if (held.w != cut_from || factor != cut_factor) {
+          cut_from = held.w;
+          cut_factor = factor;
+          cut_to = scaled(held.w, factor);
+        }
+        a.w = cut_to;
+      }
     }
     std::swap(st, next_);
     return true;
@@ -427,22 +452,29 @@ namespace {
 // A piece whose copies are not labelled as copies (zero1 shards of a weight
 // also replicated inside a tensor-parallel group once were) counts twice.
 void check_gradient_counts(const sema::Graph& g, const LoweredPlan& lp, ProgramCheck& out) {
-  std::map<int, double> counted;
+  // By tensor id (the order the diagnoses come in), each sum taken in
+  // program order.
+  std::vector<double> counted(g.tensors().size(), 0.0);
+  std::vector<char> seen(g.tensors().size(), 0);
   for (const RankProgram& prog : lp.programs) {
     if (prog.replica != 0) continue;
     for (const ParamSlot& s : prog.params) {
       if (s.accum < 0) continue;
       const Piece& pc = prog.buffers[static_cast<size_t>(s.accum)].piece;
-      counted[s.tensor] += static_cast<double>(pc.numel()) / std::max<int64_t>(1, pc.replicas);
+      counted.at(static_cast<size_t>(s.tensor)) += static_cast<double>(pc.numel()) / std::max<int64_t>(1, pc.replicas);
+      seen[static_cast<size_t>(s.tensor)] = 1;
     }
   }
-  for (const auto& [t, n] : counted) {
-    const double want = static_cast<double>(sema::numel(g.tensor(t).shape));
+  for (size_t t = 0; t < counted.size(); ++t) {
+    if (!seen[t]) continue;
+    const double n = counted[t];
+    const sema::TensorInfo& info = g.tensor(static_cast<int>(t));
+    const double want = static_cast<double>(sema::numel(info.shape));
     if (std::fabs(n - want) > 1e-6 * want) {
       char buf[64];
       std::snprintf(buf, sizeof buf, "%.6g", n / want);
       out.errors.push_back(
-          "the gradient of " + g.tensor(t).name + " is counted " + buf +
+          "the gradient of " + info.name + " is counted " + buf +
           " times over the ranks (its accumulated pieces divided by their copies); the gradient norm and the "
           "assembled gradients would be wrong");
     }
@@ -506,8 +538,18 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, Lower
   const bool held_apart = replicas > 1 && lp.programs.size() == static_cast<size_t>(devices);
   if (held_apart) opts.first_ranks = devices;
   out.notes = lp.notes;
-  CommPlan cp = lp.comm;
-  if (!seed_comm_bug(g, cp, lp.edges, devices, bug, out)) return finish();
+  // The derivation the programs were lowered from, or a corrupted copy of
+  // it (seeded bugs in the communication); copying it unconditionally cost
+  // every check a copy of every edge's layouts and groups.
+  const bool comm_bug = bug == SeededBug::MissingAllreduce || bug == SeededBug::AllgatherForAllreduce ||
+                        bug == SeededBug::DoubleCount || bug == SeededBug::WrongGroup ||
+                        bug == SeededBug::WrongStageDevice;
+  CommPlan corrupted;
+  if (comm_bug) {
+    corrupted = lp.comm;
+    if (!seed_comm_bug(g, corrupted, lp.edges, devices, bug, out)) return finish();
+  }
+  const CommPlan& cp = comm_bug ? corrupted : lp.comm;
   // Values: every edge the programs run, on every device, by the
   // verifier's own abstract semantics.
   auto v0 = std::chrono::steady_clock::now();
@@ -527,9 +569,9 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, Lower
     out.errors.insert(out.errors.end(), edge_errors[k].begin(), edge_errors[k].end());
   }
   out.value_ms = since(v0);
-  if (!out.applied.empty()) {
+  if (comm_bug && !out.applied.empty()) {
     // A corrupted derivation: lower again from it, as the runtime would.
-    opts.comm = &cp;
+    opts.comm = &corrupted;
     try {
       lp = lower_plan(g, plan, sp, opts);
     } catch (const LoweringError& e) {
