@@ -23,28 +23,57 @@ struct BufState {
   int reduced_at = -1;  // the last in-place reduction of its contents
   int averaged = 0;     // replica averages applied (accumulated gradients)
   int averaged_at = -1;
-  int sent_at = -1;          // a send of it posted (in flight until its release point or the loss allreduce)
-  int sends_open = 0;        // its sends not yet known complete
-  bool recv_open = false;    // a receive posted into it, not yet waited for
-  int in_place_readers = 0;  // kernel inputs reading it where it lives
+  int sent_at = -1;        // a send of it posted (in flight until its release point or the loss allreduce)
+  int sends_open = 0;      // its sends not yet known complete
+  bool recv_open = false;  // a receive posted into it, not yet waited for
+  // Kernel reads of it (slice-in, slice-grad) whose kernel is not freed
+  // yet, and the kernel of the last: whether one reads it in place, where
+  // it lives (slice_in_place), is asked only when something writes it.
+  int readers = 0;
+  int reader_kernel = -1;
 };
 
-// What every rank's run reads of the plan, built once: where each value is
-// produced (the layout its forward edges start from; every activation a
-// program reads reaches it through an edge), and where each edge's layouts
-// sit in a rank's table of value parts (`first[e] + s`: the layout before
-// step s of edge e, s = steps: after the last).
+// What every rank's run reads of the layouts, built once for all ranks:
+// each layout's value parts (a device's: 0 outside it) and which devices it holds, as a
+// bitset. Layouts are numbered per edge (`first[e] + s`: the layout before
+// step s of edge e, s = steps: after the last); `produced` names, by
+// tensor, the layout its forward edges start from (every activation a
+// program reads reaches it through an edge). Each rank looking its layouts
+// up in the device lists (holds) was most of the check at 1024 devices.
 struct Shared {
-  std::vector<const Layout*> produced;  // by tensor; null: no edge starts from it
-  std::vector<size_t> first;            // by edge
-  size_t layouts = 0;
-  Shared(const sema::Graph& g, const LoweredPlan& lp) : produced(g.tensors().size(), nullptr) {
+  std::vector<size_t> first;      // by edge
+  std::vector<int64_t> produced;  // by tensor: a layout, -1 when no edge starts from it
+  std::vector<int64_t> vparts;    // by layout: the product of its V factors
+  std::vector<uint64_t> member;   // by layout, `words` each: bit d set when it holds device d
+  size_t words = 0;
+  Shared(const sema::Graph& g, const LoweredPlan& lp) : produced(g.tensors().size(), -1) {
+    std::vector<const Layout*> layouts;
+    int width = 0;
     for (const CommEdge& e : lp.comm.edges) {
-      first.push_back(layouts);
-      layouts += e.adapter.steps.size() + 1;
+      first.push_back(layouts.size());
       const size_t t = static_cast<size_t>(e.tensor);
-      if (!e.backward && t < produced.size() && !produced[t]) produced[t] = &e.from;
+      if (!e.backward && t < produced.size() && produced[t] < 0) produced[t] = static_cast<int64_t>(layouts.size());
+      layouts.push_back(&e.from);
+      for (const AdapterStep& s : e.adapter.steps) layouts.push_back(&s.after);
     }
+    for (const Layout* l : layouts)
+      for (int d : l->devices) width = std::max(width, d + 1);
+    words = (static_cast<size_t>(width) + 63) / 64;
+    vparts.assign(layouts.size(), 1);
+    member.assign(layouts.size() * words, 0);
+    parallel_for(layouts.size(), [&](size_t i) {
+      for (const LayoutFactor& f : layouts[i]->factors)
+        if (f.kind == LayoutFactor::V) vparts[i] *= f.n;
+      for (int d : layouts[i]->devices)
+        if (d >= 0) member[i * words + static_cast<size_t>(d) / 64] |= uint64_t{1} << (d % 64);
+    });
+  }
+  // The value parts `device`'s piece is split into under layout i (0: it
+  // holds none, e.g. a corrupted group).
+  int64_t parts(size_t i, int device) const {
+    if (device < 0 || static_cast<size_t>(device) >= words * 64) return 0;
+    const bool held = (member[i * words + static_cast<size_t>(device) / 64] >> (device % 64)) & 1;
+    return held ? vparts[i] : 0;
   }
 };
 
@@ -64,8 +93,6 @@ class RankRun {
         errors_(errors),
         max_errors_(max_errors),
         st_(p.buffers.size()),
-        layout_parts_(shared.layouts, -1),
-        tensor_parts_(shared.produced.size(), -1),
         alias_(p.kernels.size()) {
     // Parameters and zero1 shards hold their values from the previous step
     // (or their initialisation). Accumulated gradients are made again by
@@ -98,16 +125,11 @@ class RankRun {
   int rank_errors_ = 0;
   // Sends with a release point not reached yet: (peer, tag of its Wait) -> (buffer, the send's instruction).
   std::map<std::pair<int, uint32_t>, std::vector<std::pair<int, int>>> releases_;
-  // This device's value parts under each layout (parts_in), found once per
-  // rank where first asked (-1: not yet): edges' layouts by Shared::first,
-  // producers' by tensor. A device outside a 1024-device list made each
-  // look-up a linear search (holds); every rank asks the same few.
-  std::vector<int64_t> layout_parts_, tensor_parts_;
   // Kernel inputs (and output gradients) read in place, by kernel: (mb,
   // dy?, index, buffer), a handful each (its inputs in the micro-batches
   // not yet freed).
   struct Alias {
-    int mb, dy, index, buffer;
+    int mb, dy, index, buffer, at;  // at: the read's instruction
   };
   std::vector<std::vector<Alias>> alias_;
 
@@ -167,7 +189,7 @@ class RankRun {
   // Anything that changes b's data while others still read it there.
   bool overwrite_ok(int b) {
     const BufState& s = st_[static_cast<size_t>(b)];
-    if (s.in_place_readers > 0) {
+    if (s.readers > 0 && read_in_place(b)) {
       error("writes " + buffer_text(b) +
             " while a kernel still reads it in place (its slice-in, before its free-kernel)");
       return false;
@@ -188,44 +210,33 @@ class RankRun {
       return;
     }
     if (s.life == BufState::Live && !overwrite_ok(b)) return;
-    const int sent = s.sent_at, open = s.sends_open;
+    const int sent = s.sent_at, open = s.sends_open, readers = s.readers, reader_kernel = s.reader_kernel;
     s = BufState{};
     s.life = BufState::Live;
     s.parts = parts;
     s.sent_at = sent;
     s.sends_open = open;
+    // Held reads stay held (none of them in place: overwrite_ok said so).
+    s.readers = readers;
+    s.reader_kernel = reader_kernel;
   }
 
-  // The value parts this device's piece is split into under layout l (0:
-  // it holds none, e.g. a corrupted group).
-  int64_t parts_in(const Layout& l) const {
-    if (!holds(l, p_.device)) return 0;
-    int64_t parts = 1;
-    for (const LayoutFactor& f : l.factors)
-      if (f.kind == LayoutFactor::V) parts *= f.n;
-    return parts;
-  }
   const CommEdge* edge_of(const PInstr& in) const {
     if (in.edge < 0 || static_cast<size_t>(in.edge) >= lp_.comm.edges.size()) return nullptr;
     const CommEdge& e = lp_.comm.edges[static_cast<size_t>(in.edge)];
     if (in.step < 0 || static_cast<size_t>(in.step) >= e.adapter.steps.size()) return nullptr;
     return &e;
   }
-  const Layout& before(const CommEdge& e, int step) const {
-    return step == 0 ? e.from : e.adapter.steps[static_cast<size_t>(step - 1)].after;
+  // This device's value parts under the layout before step `step` of edge
+  // `edge` (valid, step <= its steps).
+  int64_t parts_before(int edge, int step) const {
+    return shared_.parts(shared_.first[static_cast<size_t>(edge)] + static_cast<size_t>(step), p_.device);
   }
-  // parts_in(before(e, step)) for edge `edge` (valid, step <= its steps).
-  int64_t parts_before(int edge, int step) {
-    int64_t& v = layout_parts_[shared_.first[static_cast<size_t>(edge)] + static_cast<size_t>(step)];
-    if (v < 0) v = parts_in(before(lp_.comm.edges[static_cast<size_t>(edge)], step));
-    return v;
-  }
-  // parts_in of the layout tensor t is produced in (0 when none is known).
-  int64_t produced_parts(int t) {
-    if (t < 0 || static_cast<size_t>(t) >= tensor_parts_.size()) return 0;
-    int64_t& v = tensor_parts_[static_cast<size_t>(t)];
-    if (v < 0) v = shared_.produced[static_cast<size_t>(t)] ? parts_in(*shared_.produced[static_cast<size_t>(t)]) : 0;
-    return v;
+  // Its value parts under the layout tensor t is produced in (0 when none is known).
+  int64_t produced_parts(int t) const {
+    if (t < 0 || static_cast<size_t>(t) >= shared_.produced.size() || shared_.produced[static_cast<size_t>(t)] < 0)
+      return 0;
+    return shared_.parts(static_cast<size_t>(shared_.produced[static_cast<size_t>(t)]), p_.device);
   }
 
   // The state the adapter step expects b to hold; false (diagnosed) when it
@@ -335,19 +346,45 @@ class RankRun {
           std::llround(static_cast<double>(k->in_slices[static_cast<size_t>(in.index)].value_parts) * in.scale);
       expect_parts(in.a, want, "a kernel input reads");
     }
-    if (slice_in_place(p_, in) >= 0) {
-      std::vector<Alias>& held = alias_[static_cast<size_t>(in.kernel)];
-      const int d = dy ? 1 : 0;
-      auto it = std::find_if(held.begin(), held.end(),
-                             [&](const Alias& x) { return x.mb == in.mb && x.dy == d && x.index == in.index; });
-      if (it != held.end()) {
-        --st_[static_cast<size_t>(it->buffer)].in_place_readers;
-        it->buffer = in.a;
-      } else {
-        held.push_back({in.mb, d, in.index, in.a});
-      }
-      ++st_[static_cast<size_t>(in.a)].in_place_readers;
+    // Every read is held until its kernel is freed; whether it reads in
+    // place is found only if the buffer is written meanwhile (read_in_place):
+    // asking at every read was a quarter of the check.
+    std::vector<Alias>& held = alias_[static_cast<size_t>(in.kernel)];
+    const int d = dy ? 1 : 0;
+    auto it = std::find_if(held.begin(), held.end(),
+                           [&](const Alias& x) { return x.mb == in.mb && x.dy == d && x.index == in.index; });
+    if (it != held.end()) {
+      // Read again (a recompute): the new read replaces the held one when
+      // it reads in place; one that copies leaves it (as it always did).
+      if (slice_in_place(p_, in) < 0) return;
+      --st_[static_cast<size_t>(it->buffer)].readers;
+      it->buffer = in.a;
+      it->at = at_;
+    } else {
+      held.push_back({in.mb, d, in.index, in.a, at_});
     }
+    BufState& s = st_[static_cast<size_t>(in.a)];
+    ++s.readers;
+    s.reader_kernel = in.kernel;
+  }
+  // Whether a held read of b (kernel_read) reads it in place: those of its
+  // last reader's kernel first, the other kernels' only when b has more.
+  bool read_in_place(int b) const {
+    const BufState& s = st_[static_cast<size_t>(b)];
+    int seen = 0;
+    auto in_place = [&](const std::vector<Alias>& held) {
+      for (const Alias& x : held)
+        if (x.buffer == b) {
+          ++seen;
+          if (slice_in_place(p_, p_.instrs[static_cast<size_t>(x.at)]) >= 0) return true;
+        }
+      return false;
+    };
+    if (s.reader_kernel >= 0 && in_place(alias_[static_cast<size_t>(s.reader_kernel)])) return true;
+    if (seen >= s.readers) return false;
+    for (size_t k = 0; k < alias_.size(); ++k)
+      if (static_cast<int>(k) != s.reader_kernel && in_place(alias_[k])) return true;
+    return false;
   }
   const SubOpKernel* kernel(const PInstr& in) const {
     return in.kernel >= 0 && static_cast<size_t>(in.kernel) < p_.kernels.size()
@@ -359,7 +396,7 @@ class RankRun {
     std::vector<Alias>& held = alias_[static_cast<size_t>(in.kernel)];
     auto gone = std::remove_if(held.begin(), held.end(), [&](const Alias& x) {
       if (x.mb != in.mb) return false;
-      --st_[static_cast<size_t>(x.buffer)].in_place_readers;
+      --st_[static_cast<size_t>(x.buffer)].readers;
       return true;
     });
     held.erase(gone, held.end());

@@ -190,8 +190,13 @@ class EdgeSimulation {
     next.clear();
     Weights cut_from, cut_to;  // the last counts scaled, and what they became
     double cut_factor = 0;
+    // The value parts of every piece of `cur` (piece_of's for each device:
+    // the product of its V factors), once instead of a piece per device.
+    int64_t had_parts = 1;
+    for (const LayoutFactor& f : cur.factors)
+      if (f.kind == LayoutFactor::V) had_parts *= f.n;
     for (int d : s.after.devices) {
-      Piece want = piece_of(s.after, d, shape), had = piece_of(cur, d, shape);
+      Piece want = piece_of(s.after, d, shape);
       if (!st.count(d)) {
         errors_.push_back(at + ": device " + std::to_string(d) + " cuts a piece it does not hold");
         return false;
@@ -206,9 +211,9 @@ class EdgeSimulation {
       a.start = std::move(want.start);
       a.length = std::move(want.length);
       a.w = held.w;
-      if (want.value_parts > had.value_parts) {
+      if (want.value_parts > had_parts) {
         // Devices holding the same counts cut them alike: scaled once.
-        const double factor = static_cast<double>(want.value_parts / had.value_parts);
+        const double factor = static_cast<double>(want.value_parts / had_parts);
         if (held.w != cut_from || factor != cut_factor) {
           cut_from = held.w;
           cut_factor = factor;
