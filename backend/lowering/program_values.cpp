@@ -94,7 +94,14 @@ class DeviceStates {
 class EdgeSimulation {
  public:
   EdgeSimulation(const sema::Graph& g, const CommEdge& e, std::vector<std::string>& errors)
-      : e_(e), shape(g.tensor(e.tensor).shape), what(edge_text(g, e)), errors_(errors) {
+      : e_(e),
+        shape(g.tensor(e.tensor).shape),
+        what(edge_text(g, e)),
+        errors_(errors),
+        st(tables().first),
+        next_(tables().second) {
+    st.clear();
+    next_.clear();
     // Devices holding one partial sum share its (immutable) counts: one
     // allocation per label instead of per device, and equal counts are then
     // told equal by address.
@@ -134,7 +141,14 @@ class EdgeSimulation {
   const sema::Shape& shape;
   std::string what, at;
   std::vector<std::string>& errors_;
-  DeviceStates st, next_;  // what each device holds; the next step's table (reused)
+  // What each device holds, and the next step's table: the calling
+  // thread's, reused from edge to edge (each edge allocating a piece per
+  // device of a 1024-device list twice was much of the value half).
+  static std::pair<DeviceStates, DeviceStates>& tables() {
+    static thread_local std::pair<DeviceStates, DeviceStates> t;
+    return t;
+  }
+  DeviceStates &st, &next_;
   int64_t labels = 1;
 
   // Pieces move between device lists: each device of the next layout
