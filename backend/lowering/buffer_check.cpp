@@ -1,4 +1,5 @@
 #include "backend/lowering/buffer_check.h"
+#include "backend/lowering/buffer_layouts.h"
 
 #include <algorithm>
 #include <cmath>
@@ -33,50 +34,6 @@ struct BufState {
   int reader_kernel = -1;
 };
 
-// What every rank's run reads of the layouts, built once for all ranks:
-// each layout's value parts (a device's: 0 outside it) and which devices it holds, as a
-// bitset. Layouts are numbered per edge (`first[e] + s`: the layout before
-// step s of edge e, s = steps: after the last); `produced` names, by
-// tensor, the layout its forward edges start from (every activation a
-// program reads reaches it through an edge). Each rank looking its layouts
-// up in the device lists (holds) was most of the check at 1024 devices.
-struct Shared {
-  std::vector<size_t> first;      // by edge
-  std::vector<int64_t> produced;  // by tensor: a layout, -1 when no edge starts from it
-  std::vector<int64_t> vparts;    // by layout: the product of its V factors
-  std::vector<uint64_t> member;   // by layout, `words` each: bit d set when it holds device d
-  size_t words = 0;
-  Shared(const sema::Graph& g, const LoweredPlan& lp) : produced(g.tensors().size(), -1) {
-    std::vector<const Layout*> layouts;
-    int width = 0;
-    for (const CommEdge& e : lp.comm.edges) {
-      first.push_back(layouts.size());
-      const size_t t = static_cast<size_t>(e.tensor);
-      if (!e.backward && t < produced.size() && produced[t] < 0) produced[t] = static_cast<int64_t>(layouts.size());
-      layouts.push_back(&e.from);
-      for (const AdapterStep& s : e.adapter.steps) layouts.push_back(&s.after);
-    }
-    for (const Layout* l : layouts)
-      for (int d : l->devices) width = std::max(width, d + 1);
-    words = (static_cast<size_t>(width) + 63) / 64;
-    vparts.assign(layouts.size(), 1);
-    member.assign(layouts.size() * words, 0);
-    parallel_for(layouts.size(), [&](size_t i) {
-      for (const LayoutFactor& f : layouts[i]->factors)
-        if (f.kind == LayoutFactor::V) vparts[i] *= f.n;
-      for (int d : layouts[i]->devices)
-        if (d >= 0) member[i * words + static_cast<size_t>(d) / 64] |= uint64_t{1} << (d % 64);
-    });
-  }
-  // The value parts `device`'s piece is split into under layout i (0: it
-  // holds none, e.g. a corrupted group).
-  int64_t parts(size_t i, int device) const {
-    if (device < 0 || static_cast<size_t>(device) >= words * 64) return 0;
-    const bool held = (member[i * words + static_cast<size_t>(device) / 64] >> (device % 64)) & 1;
-    return held ? vparts[i] : 0;
-  }
-};
-
 bool persistent(BufferDecl::Role r) {
   return r == BufferDecl::Param || r == BufferDecl::Accum || r == BufferDecl::Shard;
 }
@@ -84,7 +41,7 @@ bool persistent(BufferDecl::Role r) {
 // One rank's program, interpreted once.
 class RankRun {
  public:
-  RankRun(const sema::Graph& g, const LoweredPlan& lp, const RankProgram& p, const Shared& shared,
+  RankRun(const sema::Graph& g, const LoweredPlan& lp, const RankProgram& p, const BufferLayouts& shared,
           std::vector<std::string>& errors, size_t max_errors)
       : g_(g),
         lp_(lp),
@@ -117,7 +74,7 @@ class RankRun {
   const sema::Graph& g_;
   const LoweredPlan& lp_;
   const RankProgram& p_;
-  const Shared& shared_;
+  const BufferLayouts& shared_;
   std::vector<std::string>& errors_;
   size_t max_errors_;
   std::vector<BufState> st_;
@@ -581,7 +538,7 @@ class RankRun {
 BufferCheckStats check_buffers(const sema::Graph& g, const LoweredPlan& lp, std::vector<std::string>& errors,
                                size_t max_errors) {
   BufferCheckStats stats;
-  const Shared shared(g, lp);
+  const BufferLayouts shared(g, lp);
   // Ranks are independent: interpreted on all cores, each into its own
   // list (capped as a serial run would cap it), the lists then appended in
   // rank order up to the budget. A rank's diagnoses do not depend on what
