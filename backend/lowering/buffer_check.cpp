@@ -1,4 +1,5 @@
 #include "backend/lowering/buffer_check.h"
+#include "backend/lowering/buffer_layouts.h"
 
 #include <algorithm>
 #include <cmath>
@@ -23,10 +24,14 @@ struct BufState {
   int reduced_at = -1;  // the last in-place reduction of its contents
   int averaged = 0;     // replica averages applied (accumulated gradients)
   int averaged_at = -1;
-  int sent_at = -1;          // a send of it posted (in flight until its release point or the loss allreduce)
-  int sends_open = 0;        // its sends not yet known complete
-  bool recv_open = false;    // a receive posted into it, not yet waited for
-  int in_place_readers = 0;  // kernel inputs reading it where it lives
+  int sent_at = -1;        // a send of it posted (in flight until its release point or the loss allreduce)
+  int sends_open = 0;      // its sends not yet known complete
+  bool recv_open = false;  // a receive posted into it, not yet waited for
+  // Kernel reads of it (slice-in, slice-grad) whose kernel is not freed
+  // yet, and the kernel of the last: whether one reads it in place, where
+  // it lives (slice_in_place), is asked only when something writes it.
+  int readers = 0;
+  int reader_kernel = -1;
 };
 
 bool persistent(BufferDecl::Role r) {
@@ -36,9 +41,16 @@ bool persistent(BufferDecl::Role r) {
 // One rank's program, interpreted once.
 class RankRun {
  public:
-  RankRun(const sema::Graph& g, const LoweredPlan& lp, const RankProgram& p,
-          const std::unordered_map<int, const Layout*>& produced, std::vector<std::string>& errors, size_t max_errors)
-      : g_(g), lp_(lp), p_(p), produced_(produced), errors_(errors), max_errors_(max_errors), st_(p.buffers.size()) {
+  RankRun(const sema::Graph& g, const LoweredPlan& lp, const RankProgram& p, const BufferLayouts& shared,
+          std::vector<std::string>& errors, size_t max_errors)
+      : g_(g),
+        lp_(lp),
+        p_(p),
+        shared_(shared),
+        errors_(errors),
+        max_errors_(max_errors),
+        st_(p.buffers.size()),
+        alias_(p.kernels.size()) {
     // Parameters and zero1 shards hold their values from the previous step
     // (or their initialisation). Accumulated gradients are made again by
     // their Alloc each step: what the last step left in them is stale.
@@ -62,7 +74,7 @@ class RankRun {
   const sema::Graph& g_;
   const LoweredPlan& lp_;
   const RankProgram& p_;
-  const std::unordered_map<int, const Layout*>& produced_;
+  const BufferLayouts& shared_;
   std::vector<std::string>& errors_;
   size_t max_errors_;
   std::vector<BufState> st_;
@@ -70,8 +82,13 @@ class RankRun {
   int rank_errors_ = 0;
   // Sends with a release point not reached yet: (peer, tag of its Wait) -> (buffer, the send's instruction).
   std::map<std::pair<int, uint32_t>, std::vector<std::pair<int, int>>> releases_;
-  // Kernel inputs (and output gradients) read in place: (mb, kernel, dy?, index) -> buffer.
-  std::map<std::tuple<int, int, int, int>, int> alias_;
+  // Kernel inputs (and output gradients) read in place, by kernel: (mb,
+  // dy?, index, buffer), a handful each (its inputs in the micro-batches
+  // not yet freed).
+  struct Alias {
+    int mb, dy, index, buffer, at;  // at: the read's instruction
+  };
+  std::vector<std::vector<Alias>> alias_;
 
   bool full() const { return errors_.size() >= max_errors_ || rank_errors_ >= 4; }
 
@@ -129,7 +146,7 @@ class RankRun {
   // Anything that changes b's data while others still read it there.
   bool overwrite_ok(int b) {
     const BufState& s = st_[static_cast<size_t>(b)];
-    if (s.in_place_readers > 0) {
+    if (s.readers > 0 && read_in_place(b)) {
       error("writes " + buffer_text(b) +
             " while a kernel still reads it in place (its slice-in, before its free-kernel)");
       return false;
@@ -150,31 +167,33 @@ class RankRun {
       return;
     }
     if (s.life == BufState::Live && !overwrite_ok(b)) return;
-    const int sent = s.sent_at, open = s.sends_open;
+    const int sent = s.sent_at, open = s.sends_open, readers = s.readers, reader_kernel = s.reader_kernel;
     s = BufState{};
     s.life = BufState::Live;
     s.parts = parts;
     s.sent_at = sent;
     s.sends_open = open;
+    // Held reads stay held (none of them in place: overwrite_ok said so).
+    s.readers = readers;
+    s.reader_kernel = reader_kernel;
   }
 
-  // The value parts this device's piece is split into under layout l (0:
-  // it holds none, e.g. a corrupted group).
-  int64_t parts_in(const Layout& l) const {
-    if (!holds(l, p_.device)) return 0;
-    int64_t parts = 1;
-    for (const LayoutFactor& f : l.factors)
-      if (f.kind == LayoutFactor::V) parts *= f.n;
-    return parts;
-  }
   const CommEdge* edge_of(const PInstr& in) const {
     if (in.edge < 0 || static_cast<size_t>(in.edge) >= lp_.comm.edges.size()) return nullptr;
     const CommEdge& e = lp_.comm.edges[static_cast<size_t>(in.edge)];
     if (in.step < 0 || static_cast<size_t>(in.step) >= e.adapter.steps.size()) return nullptr;
     return &e;
   }
-  const Layout& before(const CommEdge& e, int step) const {
-    return step == 0 ? e.from : e.adapter.steps[static_cast<size_t>(step - 1)].after;
+  // This device's value parts under the layout before step `step` of edge
+  // `edge` (valid, step <= its steps).
+  int64_t parts_before(int edge, int step) const {
+    return shared_.parts(shared_.first[static_cast<size_t>(edge)] + static_cast<size_t>(step), p_.device);
+  }
+  // Its value parts under the layout tensor t is produced in (0 when none is known).
+  int64_t produced_parts(int t) const {
+    if (t < 0 || static_cast<size_t>(t) >= shared_.produced.size() || shared_.produced[static_cast<size_t>(t)] < 0)
+      return 0;
+    return shared_.parts(static_cast<size_t>(shared_.produced[static_cast<size_t>(t)]), p_.device);
   }
 
   // The state the adapter step expects b to hold; false (diagnosed) when it
@@ -201,8 +220,8 @@ class RankRun {
   // A collective or transfer of an edge's adapter.
   void adapter_step(const PInstr& in) {
     const CommEdge* e = edge_of(in);
-    const int64_t want_before = e ? parts_in(before(*e, in.step)) : 0;
-    const int64_t after = e ? parts_in(e->adapter.steps[static_cast<size_t>(in.step)].after) : 0;
+    const int64_t want_before = e ? parts_before(in.edge, in.step) : 0;
+    const int64_t after = e ? parts_before(in.edge, in.step + 1) : 0;
     switch (in.kind) {
       case PInstr::AllReduce: {
         if (!read(in.a)) return;
@@ -284,12 +303,45 @@ class RankRun {
           std::llround(static_cast<double>(k->in_slices[static_cast<size_t>(in.index)].value_parts) * in.scale);
       expect_parts(in.a, want, "a kernel input reads");
     }
-    if (slice_in_place(p_, in) >= 0) {
-      auto key = std::make_tuple(in.mb, in.kernel, dy ? 1 : 0, in.index);
-      if (auto it = alias_.find(key); it != alias_.end()) --st_[static_cast<size_t>(it->second)].in_place_readers;
-      alias_[key] = in.a;
-      ++st_[static_cast<size_t>(in.a)].in_place_readers;
+    // Every read is held until its kernel is freed; whether it reads in
+    // place is found only if the buffer is written meanwhile (read_in_place):
+    // asking at every read was a quarter of the check.
+    std::vector<Alias>& held = alias_[static_cast<size_t>(in.kernel)];
+    const int d = dy ? 1 : 0;
+    auto it = std::find_if(held.begin(), held.end(),
+                           [&](const Alias& x) { return x.mb == in.mb && x.dy == d && x.index == in.index; });
+    if (it != held.end()) {
+      // Read again (a recompute): the new read replaces the held one when
+      // it reads in place; one that copies leaves it (as it always did).
+      if (slice_in_place(p_, in) < 0) return;
+      --st_[static_cast<size_t>(it->buffer)].readers;
+      it->buffer = in.a;
+      it->at = at_;
+    } else {
+      held.push_back({in.mb, d, in.index, in.a, at_});
     }
+    BufState& s = st_[static_cast<size_t>(in.a)];
+    ++s.readers;
+    s.reader_kernel = in.kernel;
+  }
+  // Whether a held read of b (kernel_read) reads it in place: those of its
+  // last reader's kernel first, the other kernels' only when b has more.
+  bool read_in_place(int b) const {
+    const BufState& s = st_[static_cast<size_t>(b)];
+    int seen = 0;
+    auto in_place = [&](const std::vector<Alias>& held) {
+      for (const Alias& x : held)
+        if (x.buffer == b) {
+          ++seen;
+          if (slice_in_place(p_, p_.instrs[static_cast<size_t>(x.at)]) >= 0) return true;
+        }
+      return false;
+    };
+    if (s.reader_kernel >= 0 && in_place(alias_[static_cast<size_t>(s.reader_kernel)])) return true;
+    if (seen >= s.readers) return false;
+    for (size_t k = 0; k < alias_.size(); ++k)
+      if (static_cast<int>(k) != s.reader_kernel && in_place(alias_[k])) return true;
+    return false;
   }
   const SubOpKernel* kernel(const PInstr& in) const {
     return in.kernel >= 0 && static_cast<size_t>(in.kernel) < p_.kernels.size()
@@ -297,11 +349,14 @@ class RankRun {
                : nullptr;
   }
   void free_kernel(const PInstr& in) {
-    auto it = alias_.lower_bound(std::make_tuple(in.mb, in.kernel, 0, -1));
-    while (it != alias_.end() && std::get<0>(it->first) == in.mb && std::get<1>(it->first) == in.kernel) {
-      --st_[static_cast<size_t>(it->second)].in_place_readers;
-      it = alias_.erase(it);
-    }
+    if (in.kernel < 0 || static_cast<size_t>(in.kernel) >= alias_.size()) return;
+    std::vector<Alias>& held = alias_[static_cast<size_t>(in.kernel)];
+    auto gone = std::remove_if(held.begin(), held.end(), [&](const Alias& x) {
+      if (x.mb != in.mb) return false;
+      --st_[static_cast<size_t>(x.buffer)].readers;
+      return true;
+    });
+    held.erase(gone, held.end());
   }
 
   void free_buffer(int b) {
@@ -367,9 +422,7 @@ class RankRun {
         // A value's buffer holds what its producer's layout says once the
         // kernels' outputs are collected (in a communication-only lowering
         // there are none: the alloc stands for them).
-        int64_t parts = 0;
-        if (d.role == BufferDecl::Value)
-          if (auto it = produced_.find(d.tensor); it != produced_.end()) parts = parts_in(*it->second);
+        const int64_t parts = d.role == BufferDecl::Value ? produced_parts(d.tensor) : 0;
         make(in.b, parts);
         st_[static_cast<size_t>(in.b)].zeros = d.role != BufferDecl::Value || !p_.kernels.empty();
         if (d.role == BufferDecl::Value) st_[static_cast<size_t>(in.b)].parts = parts;
@@ -485,11 +538,7 @@ class RankRun {
 BufferCheckStats check_buffers(const sema::Graph& g, const LoweredPlan& lp, std::vector<std::string>& errors,
                                size_t max_errors) {
   BufferCheckStats stats;
-  // Where each value is produced: the layout its forward edges start from
-  // (every activation a program reads reaches it through an edge).
-  std::unordered_map<int, const Layout*> produced;
-  for (const CommEdge& e : lp.comm.edges)
-    if (!e.backward) produced.emplace(e.tensor, &e.from);
+  const BufferLayouts shared(g, lp);
   // Ranks are independent: interpreted on all cores, each into its own
   // list (capped as a serial run would cap it), the lists then appended in
   // rank order up to the budget. A rank's diagnoses do not depend on what
@@ -498,7 +547,7 @@ BufferCheckStats check_buffers(const sema::Graph& g, const LoweredPlan& lp, std:
   std::vector<std::vector<std::string>> found(lp.programs.size());
   parallel_for(lp.programs.size(), [&](size_t r) {
     sema::CheckDeadline::poll();
-    RankRun(g, lp, lp.programs[r], produced, found[r], max_errors).run();
+    RankRun(g, lp, lp.programs[r], shared, found[r], max_errors).run();
   });
   const size_t budget = errors.size() + max_errors;
   for (size_t r = 0; r < lp.programs.size() && errors.size() < budget; ++r) {
@@ -509,92 +558,6 @@ BufferCheckStats check_buffers(const sema::Graph& g, const LoweredPlan& lp, std:
     stats.instructions += static_cast<long long>(p.instrs.size());
   }
   return stats;
-}
-
-namespace {
-
-// The extracts that copy a value buffer for an allreduce (lower_edges.cpp:
-// "reduce a copy, or it would sum twice"), by value buffer: the extract's
-// index and the allreduce's. Frees may sit between the two.
-std::map<int, std::vector<std::pair<size_t, size_t>>> reduced_copies(const RankProgram& p) {
-  std::map<int, std::vector<std::pair<size_t, size_t>>> out;
-  for (size_t i = 0; i < p.instrs.size(); ++i) {
-    const PInstr& x = p.instrs[i];
-    if (x.kind != PInstr::Extract || x.scale != 1.f || x.a < 0 ||
-        p.buffers[static_cast<size_t>(x.a)].role != BufferDecl::Value)
-      continue;
-    size_t j = i + 1;
-    while (j < p.instrs.size() && p.instrs[j].kind == PInstr::Free) ++j;
-    if (j < p.instrs.size() && p.instrs[j].kind == PInstr::AllReduce && p.instrs[j].a == x.b)
-      out[x.a].push_back({i, j});
-  }
-  return out;
-}
-
-// In p, the value buffer v's copies dropped: its allreduces run on v itself,
-// every use of a copy reads v, and v is freed after its new last use.
-void drop_copies(RankProgram& p, int v, const std::vector<std::pair<size_t, size_t>>& pairs) {
-  std::vector<char> copy(p.buffers.size(), 0), skip(p.instrs.size(), 0);
-  for (const auto& [x, r] : pairs) {
-    copy[static_cast<size_t>(p.instrs[x].b)] = 1;
-    skip[x] = 1;
-  }
-  std::vector<PInstr> out;
-  int last = -1;
-  for (size_t i = 0; i < p.instrs.size(); ++i) {
-    PInstr in = p.instrs[i];
-    if (skip[i]) continue;
-    auto gone = [&](int b) { return b >= 0 && (b == v || copy[static_cast<size_t>(b)]); };
-    if (in.kind == PInstr::Free && gone(in.a)) continue;
-    if (gone(in.a)) in.a = v;
-    if (gone(in.b)) in.b = v;
-    out.push_back(in);
-    if (in.a == v || in.b == v) last = static_cast<int>(out.size()) - 1;
-  }
-  PInstr fr;
-  fr.kind = PInstr::Free;
-  fr.a = v;
-  fr.mb = p.buffers[static_cast<size_t>(v)].mb;
-  out.insert(out.begin() + (last + 1), fr);
-  // (Task spans are not moved: verification does not read them.)
-  p.instrs = std::move(out);
-}
-
-}  // namespace
-
-bool seed_double_inplace_allreduce(const sema::Graph& g, LoweredPlan& lp, std::string& applied) {
-  // The first value (by rank, then instruction) whose buffer is copied for
-  // two allreduces; on every rank, each of its buffers copied twice or
-  // more loses its copies.
-  int tensor = -1;
-  for (const RankProgram& p : lp.programs) {
-    for (const auto& [v, pairs] : reduced_copies(p))
-      if (pairs.size() >= 2) {
-        tensor = p.buffers[static_cast<size_t>(v)].tensor;
-        break;
-      }
-    if (tensor >= 0) break;
-  }
-  if (tensor < 0) return false;
-  int ranks = 0;
-  for (RankProgram& p : lp.programs) {
-    bool touched = false;
-    for (bool again = true; again;) {  // one buffer per pass (the indices move), one per micro-batch
-      again = false;
-      for (const auto& [v, pairs] : reduced_copies(p)) {
-        if (p.buffers[static_cast<size_t>(v)].tensor != tensor || pairs.size() < 2) continue;
-        drop_copies(p, v, pairs);
-        again = touched = true;
-        break;
-      }
-    }
-    ranks += touched;
-  }
-  const sema::TensorInfo& t = g.tensor(tensor);
-  applied = "the allreduces of " + (t.kind == sema::TensorKind::Activation ? "%" + std::to_string(tensor) : t.name) +
-            ", a partial sum read by two ops, run twice in place on the producer's buffer (no copies) on " +
-            std::to_string(ranks) + " rank(s)";
-  return true;
 }
 
 }  // namespace nns::backend

@@ -39,336 +39,7 @@ const std::vector<std::pair<const char*, SeededBug>> kBugs = {
     {"kernel-read-after-free", SeededBug::KernelReadAfterFree},
     {"early-send-release", SeededBug::EarlySendRelease}};
 
-// Per value label of the producer's partial sums, how many times a piece
-// counts it; sorted by label. Immutable and shared: after a reduction every
-// member of the group holds the same counts, and copying them per device
-// would make a 1024-device allreduce cost 1024 x 1024.
-using WeightList = std::vector<std::pair<int64_t, double>>;
-using Weights = std::shared_ptr<const WeightList>;
-
-Weights single_weight(int64_t label) { return std::make_shared<const WeightList>(WeightList{{label, 1.0}}); }
-
-Weights scaled(const Weights& w, double factor) {
-  WeightList out = *w;
-  for (auto& lw : out) lw.second /= factor;
-  return std::make_shared<const WeightList>(std::move(out));
-}
-
-bool same_weights(const Weights& a, const Weights& b) { return a == b || *a == *b; }
-
-double weight_of(const WeightList& w, int64_t label) {
-  auto it = std::lower_bound(w.begin(), w.end(), std::make_pair(label, -1e300));
-  return it != w.end() && it->first == label ? it->second : 0.0;
-}
-
-// What one device holds of a tensor: a region and its partial-sum counts.
-struct Abs {
-  std::vector<int64_t> start, length;
-  Weights w;
-};
-
-bool same_region(const Abs& a, const Abs& b) { return a.start == b.start && a.length == b.length; }
-
-bool inside(const std::vector<int64_t>& s, const std::vector<int64_t>& l, const Abs& outer) {
-  for (size_t d = 0; d < s.size(); ++d)
-    if (s[d] < outer.start[d] || s[d] + l[d] > outer.start[d] + outer.length[d]) return false;
-  return true;
-}
-
 }  // namespace
-
-namespace detail {
-
-std::string edge_text(const sema::Graph& g, const CommEdge& e) {
-  const sema::TensorInfo& t = g.tensor(e.tensor);
-  std::string name = t.kind == sema::TensorKind::Activation ? "%" + std::to_string(e.tensor) : t.name;
-  std::string from = e.producer >= 0 ? g.node(e.producer).name : (t.kind == sema::TensorKind::Param ? "param" : "input");
-  std::string to = e.consumer >= 0 ? g.node(e.consumer).name : "update of " + t.name;
-  return (e.backward ? "gradient of " : "") + name + " (" + from + " -> " + to + ")";
-}
-
-// Runs edge `e`'s adapter abstractly on every device; appends diagnoses.
-// What each device holds, indexed by device (a std::map per edge step made
-// a 1024-device check allocate millions of nodes).
-class DeviceStates {
- public:
-  bool count(int d) const { return d >= 0 && static_cast<size_t>(d) < has_.size() && has_[static_cast<size_t>(d)]; }
-  Abs& operator[](int d) {
-    if (static_cast<size_t>(d) >= has_.size()) {
-      has_.resize(static_cast<size_t>(d) + 1, 0);
-      vals_.resize(static_cast<size_t>(d) + 1);
-    }
-    has_[static_cast<size_t>(d)] = 1;
-    return vals_[static_cast<size_t>(d)];
-  }
-  const Abs* find(int d) const { return count(d) ? &vals_[static_cast<size_t>(d)] : nullptr; }
-  void clear() {
-    has_.clear();
-    vals_.clear();
-  }
-  int limit() const { return static_cast<int>(has_.size()); }  // devices below this may be held
-
- private:
-  std::vector<char> has_;
-  std::vector<Abs> vals_;
-};
-
-// Runs edge `e`'s adapter abstractly on every device; appends diagnoses.
-class EdgeSimulation {
- public:
-  EdgeSimulation(const sema::Graph& g, const CommEdge& e, std::vector<std::string>& errors)
-      : e_(e), shape(g.tensor(e.tensor).shape), what(edge_text(g, e)), errors_(errors) {
-    for (int d : e.from.devices) {
-      Piece p = piece_of(e.from, d, shape);
-      st[d] = Abs{p.start, p.length, single_weight(p.value_index)};
-      labels = p.value_parts;
-    }
-  }
-
-  void run() {
-    Layout cur = e_.from;
-    for (size_t si = 0; si < e_.adapter.steps.size(); ++si) {
-      const AdapterStep& s = e_.adapter.steps[si];
-      at = what + ", step " + std::to_string(si + 1) + " (" + prim_name(s.prim) + ")";
-      bool ok = s.prim == AdapterStep::SendRecv                                       ? send_recv(s, cur)
-                : s.prim == AdapterStep::Chunk || s.prim == AdapterStep::ValueSplit ? cut(s, cur)
-                                                                                    : collective(s);
-      if (!ok) return;
-      cur = s.after;
-    }
-    at_consumer();
-  }
-
- private:
-  const CommEdge& e_;
-  const sema::Shape& shape;
-  std::string what, at;
-  std::vector<std::string>& errors_;
-  DeviceStates st;
-  int64_t labels = 1;
-
-  // Pieces move between device lists: each device of the next layout
-  // assembles its piece from the parts its pairs deliver (transfer_parts).
-  bool send_recv(const AdapterStep& s, const Layout& cur) {
-    DeviceStates next;
-    for (const auto& pr : s.groups)
-      if (!st.count(pr[0])) {
-        errors_.push_back(at + ": device " + std::to_string(pr[0]) + " sends a piece it does not hold");
-        return false;
-      }
-    for (int d : s.after.devices) {
-      Piece want = piece_of(s.after, d, shape);
-      std::vector<TransferPart> parts = transfer_parts(s, cur, d, shape);
-      if (parts.empty()) {
-        errors_.push_back(at + ": device " + std::to_string(d) + " of the next stage receives nothing");
-        return false;
-      }
-      Abs a = *st.find(parts[0].from);
-      for (const TransferPart& p : parts) {
-        const Abs& src = *st.find(p.from);
-        if (!inside(p.box.start, p.box.length, src)) {
-          errors_.push_back(at + ": device " + std::to_string(p.from) + " sends " + region_text(p.box.start, p.box.length) + " but holds " +
-                           region_text(src.start, src.length));
-          return false;
-        }
-        if (!same_weights(src.w, a.w)) {
-          errors_.push_back(at + ": device " + std::to_string(d) + " assembles parts holding different partial sums");
-          return false;
-        }
-      }
-      if (!tiles(want, parts)) {
-        std::string got;
-        for (const TransferPart& p : parts) got += (got.empty() ? "" : ", ") + region_text(p.box.start, p.box.length);
-        errors_.push_back(at + ": device " + std::to_string(d) + " needs " + region_text(want.start, want.length) + " but receives " + got);
-        return false;
-      }
-      a.start = want.start;
-      a.length = want.length;
-      next[d] = a;
-    }
-    st = std::move(next);
-    return true;
-  }
-
-  // A local chunk or value split: each device keeps a part of its piece.
-  bool cut(const AdapterStep& s, const Layout& cur) {
-    DeviceStates next;
-    for (int d : s.after.devices) {
-      Piece want = piece_of(s.after, d, shape), had = piece_of(cur, d, shape);
-      Abs a = st[d];
-      if (!inside(want.start, want.length, a)) {
-        errors_.push_back(at + ": device " + std::to_string(d) + " cuts " + region_text(want.start, want.length) + " out of " +
-                         region_text(a.start, a.length));
-        return false;
-      }
-      a.start = want.start;
-      a.length = want.length;
-      if (want.value_parts > had.value_parts) a.w = scaled(a.w, static_cast<double>(want.value_parts / had.value_parts));
-      next[d] = std::move(a);
-    }
-    st = std::move(next);
-    return true;
-  }
-
-  // One collective per group; devices in no group keep their piece.
-  bool collective(const AdapterStep& s) {
-    DeviceStates next;
-    std::vector<char> covered(static_cast<size_t>(st.limit()), 0);  // devices in a group of this step
-    for (const auto& grp : s.groups) {
-      for (int d : grp) {
-        if (!st.count(d)) {
-          errors_.push_back(at + ": device " + std::to_string(d) + " of group " + group_text(grp) + " holds no piece of the tensor");
-          return false;
-        }
-        covered[static_cast<size_t>(d)] = 1;
-      }
-      std::vector<const Abs*> mem;
-      for (int d : grp) mem.push_back(&st[d]);
-      bool ok = s.prim == AdapterStep::AllReduce || s.prim == AdapterStep::ReduceScatter ? reduce(s, grp, mem, next) : gather(s, grp, mem, next);
-      if (!ok) return false;
-    }
-    for (int d = 0; d < st.limit(); ++d)
-      if (st.count(d) && !covered[static_cast<size_t>(d)]) next[d] = *st.find(d);
-    st = std::move(next);
-    return true;
-  }
-
-  // AllReduce, ReduceScatter: partial sums add up.
-  bool reduce(const AdapterStep& s, const std::vector<int>& grp, const std::vector<const Abs*>& mem, DeviceStates& next) {
-    WeightList all;
-    for (const Abs* m : mem) {
-      if (!same_region(*m, *mem[0])) {
-        errors_.push_back(at + ": group " + group_text(grp) + " sums pieces of different regions (" + region_text(mem[0]->start, mem[0]->length) +
-                         " and " + region_text(m->start, m->length) + ")");
-        return false;
-      }
-      all.insert(all.end(), m->w->begin(), m->w->end());
-    }
-    std::sort(all.begin(), all.end());
-    WeightList merged;
-    for (const auto& lw : all) {
-      if (!merged.empty() && merged.back().first == lw.first)
-        merged.back().second += lw.second;
-      else
-        merged.push_back(lw);
-    }
-    Abs sum{mem[0]->start, mem[0]->length, std::make_shared<const WeightList>(std::move(merged))};
-    // The members' partial sums must be distinct and together make the
-    // part the result layout says each device holds.
-    bool integral = true;
-    int64_t have = 0;
-    for (auto& [l, w] : *sum.w) {
-      integral = integral && std::fabs(w - std::round(w)) < 1e-9;
-      if (w > 1.0 + 1e-9 && integral) {
-        errors_.push_back(at + ": group " + group_text(grp) + " counts partial sum " + std::to_string(l) + " " +
-                         std::to_string(static_cast<int>(std::lround(w))) + " times");
-        return false;
-      }
-      ++have;
-    }
-    int64_t want_parts = labels / std::max<int64_t>(1, piece_of(s.after, grp[0], shape).value_parts);
-    if (integral && have < want_parts) {
-      std::vector<int> holders;
-      for (int d = 0; d < st.limit(); ++d)
-        if (st.count(d) && same_region(*st.find(d), *mem[0]) && std::find(grp.begin(), grp.end(), d) == grp.end()) holders.push_back(d);
-      errors_.push_back(at + ": group " + group_text(grp) + " sums " + std::to_string(have) + " of the " + std::to_string(want_parts) +
-                       " partial sums it must combine (a wrong device group: devices " + group_text(holders) + " hold the others)");
-      return false;
-    }
-    for (int d : grp) {
-      Abs a = sum;
-      if (s.prim == AdapterStep::ReduceScatter) {
-        Piece want = piece_of(s.after, d, shape);
-        a.start = want.start;
-        a.length = want.length;
-      }
-      next[d] = a;
-    }
-    return true;
-  }
-
-  // AllGather, AllToAll: regions move, values must agree.
-  bool gather(const AdapterStep& s, const std::vector<int>& grp, const std::vector<const Abs*>& mem, DeviceStates& next) {
-    std::vector<int64_t> lo = mem[0]->start, hi = mem[0]->start;
-    int64_t volume = 0;
-    for (const Abs* mp : mem) {
-      const Abs& m = *mp;
-      if (!same_weights(m.w, mem[0]->w)) {
-        errors_.push_back(at + ": group " + group_text(grp) + " gathers pieces holding different partial sums (an allreduce is needed first)");
-        return false;
-      }
-      int64_t v = 1;
-      for (size_t d = 0; d < m.start.size(); ++d) {
-        lo[d] = std::min(lo[d], m.start[d]);
-        hi[d] = std::max(hi[d], m.start[d] + m.length[d]);
-        v *= m.length[d];
-      }
-      volume += v;
-    }
-    Abs box{lo, std::vector<int64_t>(lo.size()), mem[0]->w};
-    int64_t bv = 1;
-    for (size_t d = 0; d < lo.size(); ++d) {
-      box.length[d] = hi[d] - lo[d];
-      bv *= box.length[d];
-    }
-    if (bv != volume) {
-      errors_.push_back(at + ": group " + group_text(grp) + " does not hold the blocks of one region (its pieces overlap or leave gaps)");
-      return false;
-    }
-    for (int d : grp) {
-      Piece want = piece_of(s.after, d, shape);
-      if (!inside(want.start, want.length, box)) {
-        errors_.push_back(at + ": device " + std::to_string(d) + " needs " + region_text(want.start, want.length) + " but group " +
-                         group_text(grp) + " holds only " + region_text(box.start, box.length));
-        return false;
-      }
-      Abs a = box;
-      a.start = want.start;
-      a.length = want.length;
-      next[d] = a;
-    }
-    return true;
-  }
-
-  // At the consumer: each device holds its slice; per region (and replica),
-  // the value parts it is read in add up to every partial sum exactly once.
-  bool at_consumer() {
-    const CommEdge& e = e_;
-  std::set<const WeightList*> whole;  // counts already found to hold every partial sum once
-  for (int d : e.to.devices) {
-    Piece want = piece_of(e.to, d, shape);
-    const Abs* held = st.find(d);
-    if (!held) {
-      errors_.push_back(what + ": device " + std::to_string(d) + " never receives its piece " + region_text(want.start, want.length));
-      return false;
-    }
-    if ((*held).start != want.start || (*held).length != want.length) {
-      errors_.push_back(what + ": device " + std::to_string(d) + " ends with " + region_text((*held).start, (*held).length) + " but reads " +
-                       region_text(want.start, want.length) + (want.length == (*held).length ? " (a wrong device group?)" : ""));
-      return false;
-    }
-    const WeightList& wl = *(*held).w;
-    if (want.value_parts == 1 && !whole.count(&wl)) {
-      whole.insert(&wl);
-      for (int64_t l = 0; l < labels; ++l) {
-        double w = weight_of(wl, l);
-        if (std::fabs(w - 1.0) > 1e-9) {
-          errors_.push_back(what + ": device " + std::to_string(d) + " reads " + region_text(want.start, want.length) +
-                           (w < 1.0 ? " without partial sum " + std::to_string(l) + " of " + std::to_string(labels) + " (a missing allreduce?)"
-                                    : " with partial sum " + std::to_string(l) + " counted " + std::to_string(static_cast<int>(std::lround(w))) +
-                                          " times"));
-          return false;
-        }
-      }
-    }
-  }
-    return true;
-  }
-};
-
-void simulate_edge(const sema::Graph& g, const CommEdge& e, std::vector<std::string>& errors) { EdgeSimulation(g, e, errors).run(); }
-
-}  // namespace detail
 
 bool seeded_bug_from_name(const std::string& name, SeededBug& out) {
   for (const auto& [n, b] : kBugs)
@@ -385,8 +56,6 @@ std::string seeded_bug_names() {
   return s;
 }
 
-
-
 using detail::check_order;
 using detail::seed_comm_bug;
 using detail::simulate_edge;
@@ -400,23 +69,31 @@ namespace {
 // A piece whose copies are not labelled as copies (zero1 shards of a weight
 // also replicated inside a tensor-parallel group once were) counts twice.
 void check_gradient_counts(const sema::Graph& g, const LoweredPlan& lp, ProgramCheck& out) {
-  std::map<int, double> counted;
+  // By tensor id (the order the diagnoses come in), each sum taken in
+  // program order.
+  std::vector<double> counted(g.tensors().size(), 0.0);
+  std::vector<char> seen(g.tensors().size(), 0);
   for (const RankProgram& prog : lp.programs) {
     if (prog.replica != 0) continue;
     for (const ParamSlot& s : prog.params) {
       if (s.accum < 0) continue;
       const Piece& pc = prog.buffers[static_cast<size_t>(s.accum)].piece;
-      counted[s.tensor] += static_cast<double>(pc.numel()) / std::max<int64_t>(1, pc.replicas);
+      counted.at(static_cast<size_t>(s.tensor)) += static_cast<double>(pc.numel()) / std::max<int64_t>(1, pc.replicas);
+      seen[static_cast<size_t>(s.tensor)] = 1;
     }
   }
-  for (const auto& [t, n] : counted) {
-    const double want = static_cast<double>(sema::numel(g.tensor(t).shape));
+  for (size_t t = 0; t < counted.size(); ++t) {
+    if (!seen[t]) continue;
+    const double n = counted[t];
+    const sema::TensorInfo& info = g.tensor(static_cast<int>(t));
+    const double want = static_cast<double>(sema::numel(info.shape));
     if (std::fabs(n - want) > 1e-6 * want) {
       char buf[64];
       std::snprintf(buf, sizeof buf, "%.6g", n / want);
-      out.errors.push_back("the gradient of " + g.tensor(t).name + " is counted " + buf +
-                           " times over the ranks (its accumulated pieces divided by their copies); the gradient norm and the "
-                           "assembled gradients would be wrong");
+      out.errors.push_back(
+          "the gradient of " + info.name + " is counted " + buf +
+          " times over the ranks (its accumulated pieces divided by their copies); the gradient norm and the "
+          "assembled gradients would be wrong");
     }
   }
 }
@@ -478,8 +155,18 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, Lower
   const bool held_apart = replicas > 1 && lp.programs.size() == static_cast<size_t>(devices);
   if (held_apart) opts.first_ranks = devices;
   out.notes = lp.notes;
-  CommPlan cp = lp.comm;
-  if (!seed_comm_bug(g, cp, lp.edges, devices, bug, out)) return finish();
+  // The derivation the programs were lowered from, or a corrupted copy of
+  // it (seeded bugs in the communication); copying it unconditionally cost
+  // every check a copy of every edge's layouts and groups.
+  const bool comm_bug = bug == SeededBug::MissingAllreduce || bug == SeededBug::AllgatherForAllreduce ||
+                        bug == SeededBug::DoubleCount || bug == SeededBug::WrongGroup ||
+                        bug == SeededBug::WrongStageDevice;
+  CommPlan corrupted;
+  if (comm_bug) {
+    corrupted = lp.comm;
+    if (!seed_comm_bug(g, corrupted, lp.edges, devices, bug, out)) return finish();
+  }
+  const CommPlan& cp = comm_bug ? corrupted : lp.comm;
   // Values: every edge the programs run, on every device, by the
   // verifier's own abstract semantics.
   auto v0 = std::chrono::steady_clock::now();
@@ -499,9 +186,9 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, Lower
     out.errors.insert(out.errors.end(), edge_errors[k].begin(), edge_errors[k].end());
   }
   out.value_ms = since(v0);
-  if (!out.applied.empty()) {
+  if (comm_bug && !out.applied.empty()) {
     // A corrupted derivation: lower again from it, as the runtime would.
-    opts.comm = &cp;
+    opts.comm = &corrupted;
     try {
       lp = lower_plan(g, plan, sp, opts);
     } catch (const LoweringError& e) {

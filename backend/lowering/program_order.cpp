@@ -1,4 +1,5 @@
 #include "backend/lowering/program_order.h"
+#include "backend/lowering/parallel.h"
 #include "semantics/check_deadline.h"
 
 #include <algorithm>
@@ -22,8 +23,8 @@ struct Entry {
   uint32_t tag = 0;
   double scale = 1;
   bool operator==(const Entry& o) const {
-    return kind == o.kind && edge == o.edge && step == o.step && mb == o.mb && group == o.group && bucket == o.bucket && param == o.param &&
-           tag == o.tag;
+    return kind == o.kind && edge == o.edge && step == o.step && mb == o.mb && group == o.group && bucket == o.bucket &&
+           param == o.param && tag == o.tag;
   }
 };
 
@@ -48,7 +49,10 @@ bool entry_of(const RankProgram& p, const PInstr& in, Entry& e) {
     case PInstr::Recv:
     case PInstr::Wait:
       e.kind = Entry::Coll;
-      e.p2p = in.kind == PInstr::Send ? Entry::SendPost : in.kind == PInstr::Recv ? Entry::RecvPost : in.kind == PInstr::Wait ? Entry::RecvWait : Entry::None;
+      e.p2p = in.kind == PInstr::Send   ? Entry::SendPost
+              : in.kind == PInstr::Recv ? Entry::RecvPost
+              : in.kind == PInstr::Wait ? Entry::RecvWait
+                                        : Entry::None;
       e.peer = in.peer;
       e.edge = in.edge;
       e.step = in.step;
@@ -63,16 +67,13 @@ bool entry_of(const RankProgram& p, const PInstr& in, Entry& e) {
       e.param = p.buffers[static_cast<size_t>(in.a)].tensor;
       e.scale = in.scale;
       return true;
-    case PInstr::LossAllReduce:
-      e.kind = Entry::Loss;
-      return true;
+    case PInstr::LossAllReduce: e.kind = Entry::Loss; return true;
     case PInstr::Update:
       e.kind = Entry::Update;
       e.param = p.buffers[static_cast<size_t>(in.a)].tensor;
       e.group = -1;
       return true;
-    default:
-      return false;
+    default: return false;
   }
 }
 
@@ -89,9 +90,10 @@ std::vector<Entry> entries_of(const RankProgram& p) {
 // allreduce (or send/recv) of an edge the programs run.
 }  // namespace
 
-bool seed_comm_bug(const sema::Graph& g, CommPlan& cp, const std::vector<int>& used, int devices, SeededBug bug, ProgramCheck& out) {
-  bool on_allreduce = bug == SeededBug::MissingAllreduce || bug == SeededBug::AllgatherForAllreduce || bug == SeededBug::DoubleCount ||
-                      bug == SeededBug::WrongGroup;
+bool seed_comm_bug(const sema::Graph& g, CommPlan& cp, const std::vector<int>& used, int devices, SeededBug bug,
+                   ProgramCheck& out) {
+  bool on_allreduce = bug == SeededBug::MissingAllreduce || bug == SeededBug::AllgatherForAllreduce ||
+                      bug == SeededBug::DoubleCount || bug == SeededBug::WrongGroup;
   if (!on_allreduce && bug != SeededBug::WrongStageDevice) return true;
   AdapterStep::Prim prim = on_allreduce ? AdapterStep::AllReduce : AdapterStep::SendRecv;
   int ei = -1, si = -1;
@@ -127,8 +129,10 @@ bool seed_comm_bug(const sema::Graph& g, CommPlan& cp, const std::vector<int>& u
     for (int d = 0; d < devices && outside < 0; ++d)
       if (std::find(grp.begin(), grp.end(), d) == grp.end()) outside = d;
     std::string before = group_text(grp);
-    if (outside >= 0 && steps[si].groups.size() == 1) grp.back() = outside;
-    else grp.pop_back();
+    if (outside >= 0 && steps[si].groups.size() == 1)
+      grp.back() = outside;
+    else
+      grp.pop_back();
     std::sort(grp.begin(), grp.end());
     out.applied = "the allreduce of " + where + " runs over " + group_text(grp) + " instead of " + before;
   } else {
@@ -143,7 +147,8 @@ bool seed_comm_bug(const sema::Graph& g, CommPlan& cp, const std::vector<int>& u
         break;
       }
     }
-    out.applied = "send/recv of " + where + " goes to device " + std::to_string(wrong) + " instead of " + std::to_string(pr[1]);
+    out.applied =
+        "send/recv of " + where + " goes to device " + std::to_string(wrong) + " instead of " + std::to_string(pr[1]);
     pr[1] = wrong;
   }
   return true;
@@ -183,7 +188,8 @@ class OrderCheck {
         if (pc.replicas <= 1) continue;
         pc.replicas = 1;
         pc.replica_index = 0;
-        out_.applied = "rank 0's accumulated gradient of " + g_.tensor(s.tensor).name + " is not labelled as one of its copies";
+        out_.applied =
+            "rank 0's accumulated gradient of " + g_.tensor(s.tensor).name + " is not labelled as one of its copies";
         done = true;
       }
     }
@@ -205,7 +211,8 @@ class OrderCheck {
               PInstr u = sq[i];
               sq.erase(sq.begin() + static_cast<long>(i));
               sq.insert(sq.begin() + static_cast<long>(j), u);
-              out_.applied = "rank 0 issues the update of " + name(lp_.programs[0], u.a) + " before its gradient is reduced";
+              out_.applied =
+                  "rank 0 issues the update of " + name(lp_.programs[0], u.a) + " before its gradient is reduced";
               done = true;
             }
     if (bug == SeededBug::CollectiveOrder) done = seed_collective_order();
@@ -278,11 +285,11 @@ class OrderCheck {
   }
 
   void run() {
-    std::vector<std::vector<Entry>> seq;
-    for (const RankProgram& p : lp_.programs) {
-      seq.push_back(entries_of(p));
-      world_.push_back(&p);
-    }
+    // Each rank's sequence read on all cores: a pass over every rank's
+    // instructions (some 30 million at 1024 ranks) is bound by reading them.
+    std::vector<std::vector<Entry>> seq(lp_.programs.size());
+    parallel_for(lp_.programs.size(), [&](size_t r) { seq[r] = entries_of(lp_.programs[r]); });
+    for (const RankProgram& p : lp_.programs) world_.push_back(&p);
     updates_after_reductions(seq, std::vector<char>(seq.size(), 1));
     match(seq, lp_.ranks());
   }
@@ -305,7 +312,9 @@ class OrderCheck {
   ProgramCheck& out_;
   std::vector<const RankProgram*> world_;  // the program of each rank (run, run_world)
 
-  std::string name(const RankProgram& p, int buf) const { return g_.tensor(p.buffers[static_cast<size_t>(buf)].tensor).name; }
+  std::string name(const RankProgram& p, int buf) const {
+    return g_.tensor(p.buffers[static_cast<size_t>(buf)].tensor).name;
+  }
 
   bool same(const RankProgram& p, const PInstr& a, const PInstr& b) const {
     Entry ea, eb;
@@ -320,7 +329,9 @@ class OrderCheck {
       return false;
     }
     if (e.kind == Entry::Replica || e.kind == Entry::ZeroScatter) return e.param == param;
-    if (e.kind == Entry::Coll) return lp_.comm.edges[static_cast<size_t>(e.edge)].backward && lp_.comm.edges[static_cast<size_t>(e.edge)].tensor == param;
+    if (e.kind == Entry::Coll)
+      return lp_.comm.edges[static_cast<size_t>(e.edge)].backward &&
+             lp_.comm.edges[static_cast<size_t>(e.edge)].tensor == param;
     return false;
   }
   bool reduces(const RankProgram& p, const PInstr& in, int param) const {
@@ -334,7 +345,8 @@ class OrderCheck {
         const CommEdge& ce = lp_.comm.edges[static_cast<size_t>(e.edge)];
         return std::string(prim_name(ce.adapter.steps[static_cast<size_t>(e.step)].prim)) + " of " + edge_text(g_, ce);
       }
-      case Entry::Bucket: return "bucketed gradient allreduce over " + group_text(lp_.groups[static_cast<size_t>(e.group)]);
+      case Entry::Bucket:
+        return "bucketed gradient allreduce over " + group_text(lp_.groups[static_cast<size_t>(e.group)]);
       case Entry::Replica: return "replica average of the gradient of " + g_.tensor(e.param).name;
       case Entry::Loss: return "loss and gradient-norm allreduce";
       case Entry::Update: return "update of " + g_.tensor(e.param).name;
@@ -356,19 +368,22 @@ class OrderCheck {
       std::set<int> updated;
       for (const Entry& e : sq) {
         if (e.kind == Entry::ZeroGather && !updated.count(e.param))
-          out_.errors.push_back("rank " + std::to_string(r) + ": the " + describe(e) + " is issued before their update");
-        if (e.kind == Entry::Update) updated.insert(e.param);
+          out_.errors.push_back("rank " + std::to_string(r) + ": the " + describe(e) +
+                                " is issued before their update");
+        if (e.kind == Entry::Update)
+          updated.insert(e.param);
         else
           for (int p : updated)
             if (reduces_entry(*world_[r], e, p)) {
-              out_.errors.push_back("rank " + std::to_string(r) + ": the update of " + g_.tensor(p).name + " is issued before its gradient is reduced (" +
-                                    describe(e) + ")");
+              out_.errors.push_back("rank " + std::to_string(r) + ": the update of " + g_.tensor(p).name +
+                                    " is issued before its gradient is reduced (" + describe(e) + ")");
               updated.erase(p);
               break;
             }
         if (e.kind == Entry::Replica && std::fabs(e.scale * replicas - 1.0) > 1e-6)
-          out_.errors.push_back("rank " + std::to_string(r) + ": the gradient of " + g_.tensor(e.param).name + " is scaled by " + std::to_string(e.scale) +
-                                " but by 1/" + std::to_string(replicas) + " on the other replicas");
+          out_.errors.push_back("rank " + std::to_string(r) + ": the gradient of " + g_.tensor(e.param).name +
+                                " is scaled by " + std::to_string(e.scale) + " but by 1/" + std::to_string(replicas) +
+                                " on the other replicas");
       }
     }
   }
@@ -376,13 +391,15 @@ class OrderCheck {
   void match(const std::vector<std::vector<Entry>>& seq, int world) {
     // Worklist: a rank is looked at again only when it has advanced.
     std::vector<size_t> pos(static_cast<size_t>(world), 0);
-    std::set<std::tuple<int, int, uint32_t>> sent, received;  // (from, to, tag) posted
+    std::set<std::tuple<int, int, uint32_t>> sent, received;       // (from, to, tag) posted
     std::map<std::pair<int, uint32_t>, std::vector<int>> waiting;  // (sender, tag) -> ranks waiting on it
     auto next_coll = [&](int r) -> const Entry* {
       const auto& sq = seq[static_cast<size_t>(r)];
       while (pos[r] < sq.size() && sq[pos[r]].kind == Entry::Update) ++pos[r];
       return pos[r] < sq.size() ? &sq[pos[r]] : nullptr;
     };
+    std::vector<size_t> ready(lp_.groups.size(), 0);  // per group: leading members at entry ready_at
+    std::vector<Entry> ready_at(lp_.groups.size());
     std::vector<int> work;
     for (int r = world - 1; r >= 0; --r) work.push_back(r);
     while (!work.empty()) {
@@ -402,7 +419,9 @@ class OrderCheck {
         continue;
       }
       if (e->p2p == Entry::RecvPost) {
-        if (!received.insert({e->peer, r, e->tag}).second) out_.errors.push_back("rank " + std::to_string(r) + " posts two receives of tag " + std::to_string(e->tag) + " from rank " + std::to_string(e->peer));
+        if (!received.insert({e->peer, r, e->tag}).second)
+          out_.errors.push_back("rank " + std::to_string(r) + " posts two receives of tag " + std::to_string(e->tag) +
+                                " from rank " + std::to_string(e->peer));
         ++pos[r];
         ++out_.collectives;
         work.push_back(r);
@@ -410,7 +429,8 @@ class OrderCheck {
       }
       if (e->p2p == Entry::RecvWait) {
         if (!received.count({e->peer, r, e->tag})) {
-          out_.errors.push_back("rank " + std::to_string(r) + " waits for tag " + std::to_string(e->tag) + " from rank " + std::to_string(e->peer) + " before posting its receive");
+          out_.errors.push_back("rank " + std::to_string(r) + " waits for tag " + std::to_string(e->tag) +
+                                " from rank " + std::to_string(e->peer) + " before posting its receive");
           return;
         }
         if (!sent.count({e->peer, r, e->tag})) {
@@ -421,14 +441,21 @@ class OrderCheck {
         work.push_back(r);
         continue;
       }
-      const std::vector<int>& m = lp_.groups[static_cast<size_t>(e->group)];
-      bool all = true;
-      for (int x : m) {
-        const Entry* o = next_coll(x);
-        all = all && o && *o == *e;
-        if (!all) break;
+      const size_t gi = static_cast<size_t>(e->group);
+      const std::vector<int>& m = lp_.groups[gi];
+      // Members found waiting at this entry stay there until it completes
+      // (an entry names its group, so no other collective moves them): the
+      // scan resumes after them. Each arrival scanning the group from its
+      // first member made a 1024-rank collective cost 1024 x 1024 / 2.
+      size_t k = ready[gi] > 0 && ready_at[gi] == *e ? ready[gi] : 0;
+      for (; k < m.size(); ++k) {
+        const Entry* o = next_coll(m[k]);
+        if (!o || !(*o == *e)) break;
       }
-      if (!all) continue;
+      ready[gi] = k;
+      ready_at[gi] = *e;
+      if (k < m.size()) continue;
+      ready[gi] = 0;
       for (int x : m) ++pos[x];
       ++out_.collectives;
       for (int x : m) work.push_back(x);
@@ -436,13 +463,17 @@ class OrderCheck {
     // Every send is received (else it never completes and the step hangs).
     for (const auto& [from, to, tag] : sent)
       if (!received.count({from, to, tag}))
-        out_.errors.push_back("rank " + std::to_string(from) + " sends tag " + std::to_string(tag) + " to rank " + std::to_string(to) + ", which never receives it");
+        out_.errors.push_back("rank " + std::to_string(from) + " sends tag " + std::to_string(tag) + " to rank " +
+                              std::to_string(to) + ", which never receives it");
     std::string msg;
     int shown = 0;
     for (int r = 0; r < world && shown < 4; ++r)
       if (const Entry* e = next_coll(r)) {
-        msg += e->p2p == Entry::RecvWait ? " rank " + std::to_string(r) + " waits for the " + describe(*e) + " from rank " + std::to_string(e->peer) + " (tag " + std::to_string(e->tag) + ");"
-                                         : " rank " + std::to_string(r) + " on the " + describe(*e) + " over " + group_text(lp_.groups[static_cast<size_t>(e->group)]) + ";";
+        msg += e->p2p == Entry::RecvWait
+                   ? " rank " + std::to_string(r) + " waits for the " + describe(*e) + " from rank " +
+                         std::to_string(e->peer) + " (tag " + std::to_string(e->tag) + ");"
+                   : " rank " + std::to_string(r) + " on the " + describe(*e) + " over " +
+                         group_text(lp_.groups[static_cast<size_t>(e->group)]) + ";";
         ++shown;
       }
     if (!msg.empty()) out_.errors.push_back("deadlock: the ranks wait on different collectives:" + msg);

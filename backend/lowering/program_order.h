@@ -16,9 +16,9 @@
 
 namespace nns::backend::detail {
 
-// "gradient of %60 (attention#0 -> add#0)" (program_check.cpp).
+// "gradient of %60 (attention#0 -> add#0)" (program_values.cpp).
 std::string edge_text(const sema::Graph& g, const CommEdge& e);
-// Runs edge `e`'s adapter abstractly on every device (program_check.cpp).
+// Runs edge `e`'s adapter abstractly on every device (program_values.cpp).
 void simulate_edge(const sema::Graph& g, const CommEdge& e, std::vector<std::string>& errors);
 
 // Seeded bugs in the derived communication (before lowering); false when

@@ -7,10 +7,12 @@
 // about every schedule, which this turns into a fact or a diagnosis.
 #include <algorithm>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "backend/lowering/parallel.h"
 #include "backend/lowering/program_order.h"
 #include "semantics/check_deadline.h"
 
@@ -68,15 +70,21 @@ std::vector<const RankProgram*> by_rank(const LoweredPlan& lp) {
 void check_send_releases(const sema::Graph& g, const LoweredPlan& lp, std::vector<std::string>& errors,
                          size_t max_errors) {
   const std::vector<const RankProgram*> prog = by_rank(lp);
+  // A peer's index is built by the first program that needs it.
   std::vector<std::unique_ptr<P2PIndex>> index(prog.size());
+  std::vector<std::once_flag> built(prog.size());
   auto index_of = [&](int r) -> const P2PIndex& {
-    if (!index[static_cast<size_t>(r)])
-      index[static_cast<size_t>(r)] = std::make_unique<P2PIndex>(*prog[static_cast<size_t>(r)]);
+    std::call_once(built[static_cast<size_t>(r)],
+                   [&] { index[static_cast<size_t>(r)] = std::make_unique<P2PIndex>(*prog[static_cast<size_t>(r)]); });
     return *index[static_cast<size_t>(r)];
   };
-  size_t found = 0;
-  for (const RankProgram& p : lp.programs) {
+  // Each program on all cores into its own list (capped as a serial run
+  // would cap it), appended in program order up to the budget: the serial
+  // output.
+  std::vector<std::vector<std::string>> found(lp.programs.size());
+  parallel_for(lp.programs.size(), [&](size_t k) {
     sema::CheckDeadline::poll();
+    const RankProgram& p = lp.programs[k];
     for (const PInstr& s : p.instrs) {
       if (s.kind != PInstr::Send || s.index < 0) continue;
       // A peer in another plan replica's programs is checked where those are held.
@@ -93,10 +101,16 @@ void check_send_releases(const sema::Graph& g, const LoweredPlan& lp, std::vecto
               std::to_string(waits) + "): the send may still be in flight when its buffer is freed";
       }
       if (why.empty()) continue;
-      errors.push_back(send_text(g, p, s) + why);
-      if (++found >= max_errors) return;
+      found[k].push_back(send_text(g, p, s) + why);
+      if (found[k].size() >= max_errors) return;
     }
-  }
+  });
+  size_t taken = 0;
+  for (const std::vector<std::string>& f : found)
+    for (const std::string& e : f) {
+      if (taken++ >= max_errors) return;
+      errors.push_back(e);
+    }
 }
 
 bool seed_early_release(const sema::Graph& g, LoweredPlan& lp, std::string& applied) {

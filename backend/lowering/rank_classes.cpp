@@ -20,9 +20,10 @@ int64_t float_bits(float f) {
 }
 
 // The signature is written to a sink (put(value), put(first, last)): a
-// vector (memory_signature), a running hash, or a comparison against a
-// stored signature, so that classifying ranks holds one signature per
-// class, not one per rank (at 32 ranks of AlphaFold2 each is some 100 MB).
+// vector (memory_signature), or a running hash and a comparison against a
+// stored signature (ChunkSink), so that classifying ranks holds one
+// signature per class, not one per rank (at 32 ranks of AlphaFold2 each is
+// some 100 MB).
 struct VectorSink {
   std::vector<int64_t>& out;
   void put(int64_t v) { out.push_back(v); }
@@ -32,46 +33,43 @@ struct VectorSink {
   }
 };
 
-struct HashSink {
-  size_t h = 0, n = 0;
+// The hash of the signature and, when `want` is set, whether it equals
+// *want element by element. Values gather in a block that is hashed and
+// compared (memcmp) when full: per value a store instead of a hash step and
+// a compare with its branches, which made the sink most of classifying
+// 1024 ranks.
+class ChunkSink {
+ public:
+  explicit ChunkSink(const std::vector<int64_t>* want) : want_(want) {}
   void put(int64_t v) {
-    h = h * 1000003u ^ std::hash<int64_t>{}(v);
-    ++n;
+    buf_[n_++] = v;
+    if (n_ == kBlock) flush();
   }
   template <class It>
   void put(It first, It last) {
     for (; first != last; ++first) put(*first);
   }
-  size_t value() const { return h * 1000003u ^ n; }
-};
+  size_t hash() {
+    flush();
+    return h_ * 1000003u ^ at_;
+  }
+  bool equal() {
+    flush();
+    return same_ && want_ && at_ == want_->size();
+  }
 
-// Equal to `want` element by element (`equal()` once the signature is written).
-struct CompareSink {
-  const std::vector<int64_t>& want;
-  size_t at = 0;
-  bool same = true;
-  void put(int64_t v) {
-    same = same && at < want.size() && want[at] == v;
-    ++at;
-  }
-  template <class It>
-  void put(It first, It last) {
-    for (; first != last; ++first) put(*first);
-  }
-  bool equal() const { return same && at == want.size(); }
-};
-
-// Both at once: the hash, and equality with one stored signature.
-struct HashCompareSink {
-  HashSink hash;
-  CompareSink compare;
-  void put(int64_t v) {
-    hash.put(v);
-    compare.put(v);
-  }
-  template <class It>
-  void put(It first, It last) {
-    for (; first != last; ++first) put(*first);
+ private:
+  static constexpr size_t kBlock = 512;
+  const std::vector<int64_t>* want_;
+  int64_t buf_[kBlock];
+  size_t n_ = 0, at_ = 0, h_ = 0;
+  bool same_ = true;
+  void flush() {
+    for (size_t i = 0; i < n_; ++i) h_ = h_ * 1000003u ^ std::hash<int64_t>{}(buf_[i]);
+    if (same_)
+      same_ = want_ && at_ + n_ <= want_->size() && std::memcmp(buf_, want_->data() + at_, n_ * sizeof(int64_t)) == 0;
+    at_ += n_;
+    n_ = 0;
   }
 };
 
@@ -157,33 +155,121 @@ std::vector<int64_t> memory_signature(const sema::Plan& plan, const RankProgram&
   return s;
 }
 
+namespace {
+
+// Per instruction of `p`, the facts write_signature derives from more than
+// the instruction (1 or 0): a slice-in or slice-grad read in place, a
+// collect-out taking the whole buffer; 0 for the other kinds.
+std::vector<char> derived_flags(const RankProgram& p) {
+  std::vector<char> f(p.instrs.size(), 0);
+  for (size_t i = 0; i < p.instrs.size(); ++i) {
+    const PInstr& in = p.instrs[i];
+    if (in.kind == PInstr::SliceIn || in.kind == PInstr::SliceGrad) f[i] = in.a >= 0 && slice_in_place(p, in) >= 0;
+    if (in.kind == PInstr::CollectOut) f[i] = collect_out_whole(p, in);
+  }
+  return f;
+}
+
+bool same_extent(const Piece& a, const Piece& b) {
+  return a.length == b.length && a.value_parts == b.value_parts && a.replicas == b.replicas;
+}
+
+bool same_extents(const std::vector<Piece>& a, const std::vector<Piece>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!same_extent(a[i], b[i])) return false;
+  return true;
+}
+
+// add_split_chain's values of two leaves equal (split ids by their hashes,
+// as the signature holds them).
+bool same_split_chain(const sema::Plan& plan, int a, int b) {
+  auto up = [&](int c) { return c >= 0 && plan.subops[static_cast<size_t>(c)].parent >= 0; };
+  for (; up(a) || up(b);
+       a = plan.subops[static_cast<size_t>(a)].parent, b = plan.subops[static_cast<size_t>(b)].parent) {
+    if (a == b) return true;  // one chain from here up
+    if (!up(a) || !up(b)) return false;
+    const sema::SubOp &x = plan.subops[static_cast<size_t>(a)], &y = plan.subops[static_cast<size_t>(b)];
+    if (x.split_num != y.split_num) return false;
+    if (x.split_id != y.split_id && std::hash<std::string>{}(x.split_id) != std::hash<std::string>{}(y.split_id))
+      return false;
+  }
+  return true;
+}
+
+// Whether b's signature equals a's (`a_flags`: derived_flags(a)), without
+// writing either: field for field what write_signature writes, in its
+// order. Writing both and comparing them element by element cost as much
+// as reading each program twice; this reads b once, next to a.
+bool same_signature(const sema::Plan& plan, const RankProgram& a, const std::vector<char>& a_flags,
+                    const RankProgram& b) {
+  if (a.buffers.size() != b.buffers.size() || a.kernels.size() != b.kernels.size() ||
+      a.instrs.size() != b.instrs.size() || a.params.size() != b.params.size() || a.buckets != b.buckets)
+    return false;
+  for (size_t i = 0; i < a.buffers.size(); ++i) {
+    const BufferDecl &x = a.buffers[i], &y = b.buffers[i];
+    if (x.role != y.role || x.tensor != y.tensor || x.mb != y.mb || !same_extent(x.piece, y.piece)) return false;
+  }
+  for (size_t i = 0; i < a.kernels.size(); ++i) {
+    const SubOpKernel &x = a.kernels[i], &y = b.kernels[i];
+    if (x.node != y.node || x.recompute != y.recompute || float_bits(x.scale) != float_bits(y.scale) ||
+        !same_extents(x.in_slices, y.in_slices) || !same_extents(x.out_slices, y.out_slices) ||
+        !same_split_chain(plan, x.subop, y.subop))
+      return false;
+  }
+  for (size_t i = 0; i < a.instrs.size(); ++i) {
+    const PInstr &x = a.instrs[i], &y = b.instrs[i];
+    if (x.kind != y.kind || x.a != y.a || x.b != y.b || x.kernel != y.kernel || x.index != y.index || x.mb != y.mb ||
+        float_bits(x.scale) != float_bits(y.scale) || x.count != y.count || x.edge != y.edge || x.step != y.step)
+      return false;
+    if (y.kind == PInstr::SliceIn || y.kind == PInstr::SliceGrad) {
+      if (a_flags[i] != static_cast<char>(y.a >= 0 && slice_in_place(b, y) >= 0)) return false;
+    } else if (y.kind == PInstr::CollectOut && a_flags[i] != static_cast<char>(collect_out_whole(b, y))) {
+      return false;
+    }
+  }
+  for (size_t i = 0; i < a.params.size(); ++i) {
+    const ParamSlot &x = a.params[i], &y = b.params[i];
+    if (x.tensor != y.tensor || x.param != y.param || x.accum != y.accum || x.trainable != y.trainable ||
+        x.shard != y.shard)
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool same_memory_signature(const sema::Plan& plan, const RankProgram& a, const RankProgram& b) {
+  return same_signature(plan, a, derived_flags(a), b);
+}
+
 std::vector<int> memory_classes(const sema::Plan& plan, const LoweredPlan& lp, int count, size_t hash_mask) {
   const size_t n = count < 0 ? lp.programs.size() : std::min(lp.programs.size(), static_cast<size_t>(count));
   std::vector<int> rep(n, -1);
   if (n == 0) return rep;
-  // Program 0's signature; every other program hashed and compared with it
-  // in one pass, on all cores (symmetric plans: one class, one pass each).
-  std::unordered_map<int, std::vector<int64_t>> signatures;
-  signatures[0] = memory_signature(plan, lp.programs[0]);
-  std::vector<size_t> hash(n);
+  // Every program compared with program 0 in one pass, on all cores
+  // (symmetric plans: one class, one read of each program). Each
+  // representative holds its derived flags (derived_flags), not a signature.
+  std::unordered_map<int, std::vector<char>> flags;
+  flags[0] = derived_flags(lp.programs[0]);
   std::vector<char> same(n, 0);
-  {
-    HashSink h;
-    h.put(signatures[0].begin(), signatures[0].end());
-    hash[0] = h.value() & hash_mask;
-    same[0] = 1;
-  }
+  same[0] = 1;
   parallel_for(n - 1, [&](size_t k) {
-    const size_t i = k + 1;
     sema::CheckDeadline::poll();
-    HashCompareSink hc{{}, {signatures.at(0)}};
-    write_signature(plan, lp.programs[i], hc);
-    hash[i] = hc.hash.value() & hash_mask;
-    same[i] = hc.compare.equal();
+    same[k + 1] = same_signature(plan, lp.programs[0], flags.at(0), lp.programs[k + 1]);
   });
-  // The others: tentatively in the class of the first of them with the
-  // same hash, whose signature is built once and every other one compared
-  // with element by element (a hash only buckets them), on all cores.
+  if (std::all_of(same.begin(), same.end(), [](char x) { return x != 0; })) return std::vector<int>(n, 0);
+  // The others are hashed (with program 0, whose bucket they may share):
+  // each tentatively in the class of the first of them with the same hash,
+  // and compared with it field by field (a hash only buckets them).
+  std::vector<size_t> hash(n, 0);
+  parallel_for(n, [&](size_t i) {
+    if (same[i] && i > 0) return;
+    sema::CheckDeadline::poll();
+    ChunkSink h(nullptr);
+    write_signature(plan, lp.programs[i], h);
+    hash[i] = h.hash() & hash_mask;
+  });
   std::unordered_map<size_t, std::vector<int>> by_hash;  // hash -> representatives, in program order
   by_hash[hash[0]].push_back(0);
   std::unordered_map<size_t, int> first_other;  // hash -> the first program unlike program 0
@@ -198,20 +284,19 @@ std::vector<int> memory_classes(const sema::Plan& plan, const LoweredPlan& lp, i
     if (fresh) {
       firsts.push_back(static_cast<int>(i));
       by_hash[hash[i]].push_back(static_cast<int>(i));
-      signatures[static_cast<int>(i)];
+      flags[static_cast<int>(i)];
     }
   }
   parallel_for(firsts.size(), [&](size_t k) {
     sema::CheckDeadline::poll();
-    signatures.at(firsts[k]) = memory_signature(plan, lp.programs[static_cast<size_t>(firsts[k])]);
+    flags.at(firsts[k]) = derived_flags(lp.programs[static_cast<size_t>(firsts[k])]);
   });
   std::vector<char> checked(n, 1);
   parallel_for(n, [&](size_t i) {
     if (same[i] || rep[i] == static_cast<int>(i)) return;
     sema::CheckDeadline::poll();
-    CompareSink c{signatures.at(rep[i])};
-    write_signature(plan, lp.programs[i], c);
-    checked[i] = c.equal();
+    const size_t r = static_cast<size_t>(rep[i]);
+    checked[i] = same_signature(plan, lp.programs[r], flags.at(rep[i]), lp.programs[i]);
   });
   // A program unlike its tentative class (a hash collision): in program
   // order, the first representative with its hash that it equals, else a
@@ -221,15 +306,13 @@ std::vector<int> memory_classes(const sema::Plan& plan, const LoweredPlan& lp, i
     sema::CheckDeadline::poll();
     rep[i] = -1;
     std::vector<int>& reps = by_hash[hash[i]];
-    for (size_t k = 0; k < reps.size() && rep[i] < 0; ++k) {
-      CompareSink c{signatures.at(reps[k])};
-      write_signature(plan, lp.programs[i], c);
-      if (c.equal()) rep[i] = reps[k];
-    }
+    for (size_t k = 0; k < reps.size() && rep[i] < 0; ++k)
+      if (same_signature(plan, lp.programs[static_cast<size_t>(reps[k])], flags.at(reps[k]), lp.programs[i]))
+        rep[i] = reps[k];
     if (rep[i] >= 0) continue;
     rep[i] = static_cast<int>(i);
     reps.push_back(static_cast<int>(i));
-    signatures.emplace(static_cast<int>(i), memory_signature(plan, lp.programs[i]));
+    flags.emplace(static_cast<int>(i), derived_flags(lp.programs[i]));
   }
   return rep;
 }

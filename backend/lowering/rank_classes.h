@@ -39,6 +39,10 @@ namespace nns::backend {
 // The signature of one program (see above).
 std::vector<int64_t> memory_signature(const sema::Plan& plan, const RankProgram& prog);
 
+// Whether memory_signature(plan, a) == memory_signature(plan, b), found
+// without building either (what memory_classes compares programs by).
+bool same_memory_signature(const sema::Plan& plan, const RankProgram& a, const RankProgram& b);
+
 // Whether global rank `rank` lies in plan replica `replica` (`devices` per
 // replica). The renaming between replicas moves such ranks, and groups
 // whose members all lie in one replica; every other rank stays as it is.
@@ -64,10 +68,10 @@ std::string replica_difference(const RankProgram& base, const std::vector<std::v
 
 // For each of the first `count` programs of `lp` (by index; all when
 // negative), the index of its class's representative: the first program
-// with an equal signature. Programs are hashed and compared element by
-// element with program 0's in one pass, on all cores (parallel.h); the
-// others are compared with the first program of their hash. Only one
-// signature per class is held. `hash_mask` (a test hook) keeps only
+// with an equal signature. Every program is compared with program 0 field
+// by field (same_memory_signature) in one pass, on all cores (parallel.h);
+// the others are hashed and compared with the first program of their hash.
+// No signature is held. `hash_mask` (a test hook) keeps only
 // those bits of the hash: 0 makes every program collide, which must not
 // change the classes.
 std::vector<int> memory_classes(const sema::Plan& plan, const LoweredPlan& lp, int count = -1,

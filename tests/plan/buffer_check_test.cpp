@@ -403,6 +403,39 @@ TEST_CASE("buffer check: mistakes put into a full lowering are caught there", "[
     CHECK(errors[0].find("rank 0, instruction " + std::to_string(at)) == 0);
     CHECK(errors[0].find("while a kernel still reads it in place") != std::string::npos);
   }
+  // Whether a held read is in place is asked only when its buffer is
+  // written (buffer_check.cpp, read_in_place): through the last reader's
+  // kernel, or, once that kernel is freed, the others'.
+  SECTION("an in-place read held by a kernel other than the buffer's last reader") {
+    auto it = std::find_if(p.instrs.begin(), p.instrs.end(), [&](const PInstr& in) {
+      return in.kind == PInstr::SliceIn && backend::slice_in_place(p, in) >= 0 &&
+             p.buffers[static_cast<size_t>(in.a)].role == BufferDecl::Value;
+    });
+    REQUIRE(it != p.instrs.end());
+    REQUIRE(p.kernels.size() > 1);
+    const PInstr read = *it;
+    // Another kernel reads the buffer too and is freed at once: the buffer's
+    // last reader holds nothing when the allreduce writes it.
+    PInstr other = read;
+    other.kernel = read.kernel == 0 ? 1 : 0;
+    other.index = 0;
+    PInstr done;
+    done.kind = PInstr::FreeKernel;
+    done.kernel = other.kernel;
+    done.mb = other.mb;
+    PInstr ar;
+    ar.kind = PInstr::AllReduce;
+    ar.a = read.a;
+    ar.group = 0;
+    ar.mb = read.mb;
+    const size_t at = static_cast<size_t>(it - p.instrs.begin()) + 1;
+    p.instrs.insert(p.instrs.begin() + static_cast<long>(at), {other, done, ar});
+    backend::check_buffers(l.interp->graph(), lp, errors);
+    const std::string want = "rank 0, instruction " + std::to_string(at + 2);
+    CHECK(std::any_of(errors.begin(), errors.end(), [&](const std::string& e) {
+      return e.find(want) == 0 && e.find("while a kernel still reads it in place") != std::string::npos;
+    }));
+  }
   SECTION("a free moved before the last read of its buffer") {
     size_t i = 1;
     while (i < p.instrs.size() && !(p.instrs[i].kind == PInstr::Free && p.instrs[i - 1].a == p.instrs[i].a)) ++i;
@@ -412,5 +445,37 @@ TEST_CASE("buffer check: mistakes put into a full lowering are caught there", "[
     REQUIRE_FALSE(errors.empty());
     CHECK(errors[0].find("rank 0, instruction " + std::to_string(i)) == 0);
     CHECK(errors[0].find("after its free at instruction " + std::to_string(i - 1)) != std::string::npos);
+  }
+}
+
+// A held read that copies never makes a write an overwrite: whether a read
+// is in place is decided when the buffer is written (read_in_place).
+TEST_CASE("buffer check: a write into a buffer a kernel reads by copy is no overwrite", "[buffer_check]") {
+  Lowered l("examples/gpt.nns", "tiny", "megatron", 2);
+  backend::LoweredPlan lp = l.lower(1);
+  backend::RankProgram& p = lp.programs[0];
+  auto it = std::find_if(p.instrs.begin(), p.instrs.end(), [&](const PInstr& in) {
+    return in.kind == PInstr::SliceIn && backend::slice_in_place(p, in) >= 0 &&
+           p.buffers[static_cast<size_t>(in.a)].role == BufferDecl::Value;
+  });
+  REQUIRE(it != p.instrs.end());
+  PInstr ar;
+  ar.kind = PInstr::AllReduce;
+  ar.a = it->a;
+  ar.group = 0;
+  ar.mb = it->mb;
+  std::vector<std::string> errors;
+  SECTION("read in place: the write is caught") {
+    p.instrs.insert(it + 1, ar);
+    backend::check_buffers(l.interp->graph(), lp, errors);
+    REQUIRE_FALSE(errors.empty());
+    CHECK(errors[0].find("while a kernel still reads it in place") != std::string::npos);
+  }
+  SECTION("the same read scaled, so copied: the write is not an overwrite") {
+    it->scale = 0.5f;  // a scaled slice is copied (slice_in_place)
+    REQUIRE(backend::slice_in_place(p, *it) < 0);
+    p.instrs.insert(it + 1, ar);
+    backend::check_buffers(l.interp->graph(), lp, errors);
+    for (const std::string& e : errors) CHECK(e.find("in place") == std::string::npos);
   }
 }

@@ -4,6 +4,7 @@
 // with its kernel bodies and replayed gives its class's peak, to the byte.
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -112,6 +113,80 @@ TEST_CASE("rank classes: a data-parallel plan is one class; a changed program le
   CHECK(backend::memory_classes(l.plan, s, -1, 0) == std::vector<int>{0, 1, 0, 0});
   // Only the first `count` programs are classed (one plan replica).
   CHECK(backend::memory_classes(l.plan, s, 2) == std::vector<int>{0, 1});
+}
+
+// memory_classes compares programs field by field (same_memory_signature)
+// instead of building their signatures: the two must agree on every
+// change, one field of each part of the signature at a time.
+TEST_CASE("rank classes: the field-by-field comparison agrees with the signatures", "[rank_classes]") {
+  for (const char* plan : {"dp", "megatron"}) {
+    INFO(plan);
+    Classed l("examples/gpt.nns", "tiny", plan, 4);
+    const backend::LoweredPlan s = l.structure();
+    auto agree = [&](const backend::RankProgram& a, const backend::RankProgram& b) {
+      const bool same = backend::memory_signature(l.plan, a) == backend::memory_signature(l.plan, b);
+      CHECK(backend::same_memory_signature(l.plan, a, b) == same);
+      return same;
+    };
+    for (size_t i = 0; i < s.programs.size(); ++i)
+      for (size_t j = 0; j < s.programs.size(); ++j) agree(s.programs[i], s.programs[j]);
+    const backend::RankProgram& base = s.programs[0];
+    using Change = std::function<bool(backend::RankProgram&)>;  // false: nothing to change in this program
+    auto first_of = [](backend::RankProgram& p, backend::PInstr::Kind kind) -> backend::PInstr* {
+      for (backend::PInstr& in : p.instrs)
+        if (in.kind == kind) return &in;
+      return nullptr;
+    };
+    const std::vector<std::pair<const char*, Change>> changes = {
+        {"buffer role", [](backend::RankProgram& p) { return p.buffers[0].role = backend::BufferDecl::Transit, true; }},
+        {"buffer micro-batch", [](backend::RankProgram& p) { return ++p.buffers.back().mb, true; }},
+        {"buffer value parts", [](backend::RankProgram& p) { return p.buffers.back().piece.value_parts *= 2, true; }},
+        {"buffer place only (not in the signature)",
+         [](backend::RankProgram& p) {
+           return !p.buffers.back().piece.start.empty() && ++p.buffers.back().piece.start[0];
+         }},
+        {"kernel slice",
+         [](backend::RankProgram& p) {
+           return !p.kernels.empty() && !p.kernels[0].in_slices.empty() && ++p.kernels[0].in_slices[0].replicas;
+         }},
+        {"kernel recompute",
+         [](backend::RankProgram& p) { return !p.kernels.empty() && (p.kernels[0].recompute = true); }},
+        {"kernel sub-op",
+         [](backend::RankProgram& p) {
+           return p.kernels.size() > 1 && (p.kernels[0].subop = p.kernels[1].subop, true);
+         }},
+        {"instruction scale", [&](backend::RankProgram& p) { return p.instrs.back().scale *= 0.5f, true; }},
+        {"instruction edge",
+         [&](backend::RankProgram& p) {
+           backend::PInstr* in = first_of(p, backend::PInstr::AllReduce);
+           return in && ++in->edge;
+         }},
+        {"instruction peer only (not in the signature)",
+         [&](backend::RankProgram& p) {
+           backend::PInstr* in = first_of(p, backend::PInstr::AllReduce);
+           return in && (in->group = -1, true);
+         }},
+        {"slice-in read in place or not",
+         [&](backend::RankProgram& p) {
+           backend::PInstr* in = first_of(p, backend::PInstr::SliceIn);
+           return in && in->a >= 0 && (p.buffers[static_cast<size_t>(in->a)].role = backend::BufferDecl::Accum, true);
+         }},
+        {"parameter slot",
+         [](backend::RankProgram& p) {
+           return !p.params.empty() && (p.params[0].trainable = !p.params[0].trainable, true);
+         }},
+        {"bucket", [](backend::RankProgram& p) { return p.buckets.push_back({0}), true; }},
+        {"one instruction more", [](backend::RankProgram& p) { return p.instrs.push_back(p.instrs.back()), true; }},
+    };
+    for (const auto& [what, change] : changes) {
+      INFO(what);
+      backend::RankProgram p = s.programs[1];
+      if (!change(p)) continue;
+      agree(base, p);
+      agree(p, base);
+      agree(s.programs[1], p);
+    }
+  }
 }
 
 // Plan replicas: verification lowers replicas 1.. one at a time and drops
