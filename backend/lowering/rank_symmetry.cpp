@@ -161,7 +161,10 @@ struct RankSymmetry::Maps {
         if (b.start[i] != 0) return false;
         continue;
       }
-      m.axes[i].pairs.push_back({a.start[i], a.length[i], b.start[i]});
+      // Neighbouring devices often hold the same block: one pair for them.
+      std::vector<std::array<int64_t, 3>>& pairs = m.axes[i].pairs;
+      const std::array<int64_t, 3> pair{a.start[i], a.length[i], b.start[i]};
+      if (pairs.empty() || pairs.back() != pair) pairs.push_back(pair);
     }
     return true;
   }
@@ -277,22 +280,51 @@ std::unique_ptr<RankSymmetry::Maps> maps_of(const PlanAnalysis& A, int devices, 
   std::deque<Layout> made;
   std::vector<Piece> pieces;
   std::unordered_map<uint64_t, std::vector<std::pair<int, const Layout*>>> seen;
+  // A layout's pairs are a function of the tensor's shape and the layout:
+  // found once (the distinct ones, in device order) for the tensors that
+  // share both (a model's repeated blocks), then added to each.
+  struct Moves {
+    const Shape* shape;
+    const Layout* layout;
+    std::vector<std::pair<Piece, Piece>> pairs;
+    bool ok = true;
+  };
+  std::unordered_map<uint64_t, std::vector<Moves>> by_shape;
+  auto moves_of = [&](const Shape& shape, const Layout& l) -> const Moves& {
+    uint64_t h = layout_hash(-1, l);
+    for (int64_t x : shape) h = (h ^ static_cast<uint64_t>(x)) * 0x100000001b3ull;
+    std::vector<Moves>& same = by_shape[h];
+    for (const Moves& m : same)
+      if (*m.shape == shape && m.layout->devices == l.devices && m.layout->factors == l.factors) return m;
+    Moves m{&shape, &l, {}, true};
+    pieces.clear();
+    for (int d : l.devices) pieces.push_back(piece_of(l, d, shape));
+    const bool sorted = std::is_sorted(l.devices.begin(), l.devices.end());
+    for (size_t p = 0; p < l.devices.size() && m.ok; ++p) {
+      const int e = shift(l.devices[p]);
+      auto q = sorted ? std::lower_bound(l.devices.begin(), l.devices.end(), e) : std::find(l.devices.begin(), l.devices.end(), e);
+      if (q == l.devices.end() || *q != e) {
+        m.ok = false;
+        break;
+      }
+      const Piece& b = pieces[static_cast<size_t>(q - l.devices.begin())];
+      if (!m.pairs.empty() && same_piece(m.pairs.back().first, pieces[p]) && same_piece(m.pairs.back().second, b))
+        continue;
+      m.pairs.emplace_back(pieces[p], b);
+    }
+    same.push_back(std::move(m));
+    return same.back();
+  };
   auto layout = [&](int t, const Layout& l) {
     if (t < 0 || l.devices.empty()) return true;
     auto& same = seen[layout_hash(t, l)];
     for (const auto& [u, other] : same)
       if (u == t && other->devices == l.devices && other->factors == l.factors) return true;
     same.emplace_back(t, &l);
-    const Shape& shape = A.g.tensor(t).shape;
-    pieces.clear();
-    for (int d : l.devices) pieces.push_back(piece_of(l, d, shape));
-    const bool sorted = std::is_sorted(l.devices.begin(), l.devices.end());
-    for (size_t p = 0; p < l.devices.size(); ++p) {
-      const int e = shift(l.devices[p]);
-      auto q = sorted ? std::lower_bound(l.devices.begin(), l.devices.end(), e) : std::find(l.devices.begin(), l.devices.end(), e);
-      if (q == l.devices.end() || *q != e || !maps->add_pieces(t, pieces[p], pieces[static_cast<size_t>(q - l.devices.begin())]))
-        return false;
-    }
+    const Moves& m = moves_of(A.g.tensor(t).shape, l);
+    if (!m.ok) return false;
+    for (const auto& [a, b] : m.pairs)
+      if (!maps->add_pieces(t, a, b)) return false;
     return true;
   };
   for (const PlanAnalysis::Op& op : A.ops) {
