@@ -16,16 +16,12 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
 #include <deque>
-#include <functional>
 #include <map>
 #include <mutex>
 #include <unordered_map>
 
 #include "backend/lowering/lower_internal.h"
-#include "backend/lowering/parallel.h"
 
 namespace nns::backend::detail {
 
@@ -558,60 +554,6 @@ bool RankSymmetry::move(const RankProgram& from, int to, GroupTable& groups, Ran
   out.tags = from.tags;
   out.replayed = from.replayed;
   return true;
-}
-
-bool symmetry_wanted(const LowerOptions& opts) {
-  if (opts.every_device || !opts.stop_after.empty()) return false;
-  const char* env = std::getenv("NNS_RANK_SYMMETRY");
-  return !(env && std::strcmp(env, "0") == 0);
-}
-
-std::vector<int> orbit_representatives(const RankSymmetry& sym, const std::vector<int>& wanted) {
-  std::vector<int> out;
-  for (int d : wanted) {
-    const int r = d % sym.period();
-    if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
-  }
-  return out;
-}
-
-bool same_kernel_structure(const SubOpKernel& a, const SubOpKernel& b) {
-  return a.subop == b.subop && a.node == b.node && same_pieces(a.in_slices, b.in_slices) && same_pieces(a.out_slices, b.out_slices) &&
-         a.scale == b.scale && a.row_strided_inputs == b.row_strided_inputs && a.recompute == b.recompute &&
-         a.wgrad_nodes.empty() == b.wgrad_nodes.empty();
-}
-
-void expand_orbits(LoweredPlan& lp, const RankSymmetry& sym, const std::vector<int>& wanted, GroupTable& groups,
-                   const std::function<bool(int, RankProgram&)>& add_bodies, const std::function<RankProgram(int)>& lower) {
-  // lp.programs holds orbit_representatives(wanted), in that order.
-  std::map<int, size_t> rep_at;
-  for (size_t i = 0; i < lp.programs.size(); ++i) rep_at[lp.programs[i].device] = i;
-  std::vector<RankProgram> base = std::move(lp.programs);
-  lp.programs.assign(wanted.size(), RankProgram());
-  std::vector<char> made(wanted.size(), 0);
-  std::vector<size_t> to_move, reps;
-  for (size_t i = 0; i < wanted.size(); ++i) (rep_at.count(wanted[i]) ? reps : to_move).push_back(i);
-  parallel_for(to_move.size(), [&](size_t j) {
-    const size_t i = to_move[j];
-    const int d = wanted[i];
-    made[i] = sym.move(base[rep_at.at(d % sym.period())], d, groups, lp.programs[i]) ? 1 : 0;
-  });
-  // Each device is wanted once: its representative's program is its own.
-  for (size_t i : reps) {
-    lp.programs[i] = std::move(base[rep_at.at(wanted[i])]);
-    made[i] = 1;
-  }
-  // Kernel bodies, on this thread (the interpreter elaborates them); then
-  // what could not be moved is lowered.
-  for (size_t i : to_move)
-    if (made[i] && add_bodies && !add_bodies(wanted[i], lp.programs[i])) made[i] = 0;
-  lp.symmetry_period = sym.period();
-  lp.symmetry_ms = sym.find_ms();
-  for (size_t i = 0; i < wanted.size(); ++i)
-    if (!made[i])
-      lp.programs[i] = lower(wanted[i]);
-    else if (rep_at.find(wanted[i]) == rep_at.end())
-      ++lp.moved;
 }
 
 }  // namespace nns::backend::detail
