@@ -11,29 +11,13 @@ NNS="$1"
 cd "$(dirname "$0")/../.."
 fail=0
 
-# Times differ run to run: "(12.3 ms" and "in 12.3 ms" become "(T ms", and
-# runs of spaces are collapsed, since a column padded to a time's width moves.
-untimed() { sed -E 's/[0-9]+(\.[0-9]+)? ms/T ms/g; s/ +/ /g'; }
-
-same() {  # LABEL ARGS...: the check's output and exit code with one thread and with all
-  local label="$1"
-  shift
-  one="$(NNS_CHECK_THREADS=1 "$NNS" "$@" 2>&1)"
-  rc1=$?
-  all="$("$NNS" "$@" 2>&1)"
-  rc2=$?
-  one="$(untimed <<<"$one")"
-  all="$(untimed <<<"$all")"
-  if [ "$rc1" -ne "$rc2" ] || [ "$one" != "$all" ]; then
-    echo "FAIL: $label: exit $rc1 with one thread, $rc2 with all, or the outputs differ:"
-    diff <(echo "$one") <(echo "$all") | head -10
-    fail=1
-  fi
-  if [ -z "$one" ]; then
-    echo "FAIL: $label printed nothing"
-    fail=1
-  fi
-}
+source tests/plan/same_output.sh
+# Times differ run to run: "(12.3 ms" and "in 12.3 ms" become "(T ms".
+masked() { sed -E 's/[0-9]+(\.[0-9]+)? ms/T ms/g; s/ +/ /g'; }
+# The check's output and exit code with one thread and with all (a seeded
+# bug's check fails on both).
+SAME_ANY_EXIT=1
+same() { same_under NNS_CHECK_THREADS=1 "$@"; }
 
 # (16 ranks and more are also lowered on all cores, lower_plan.cpp.)
 for a in "examples/gpt.nns tiny hybrid 4" "examples/swin.nns tiny coshard 2" "examples/moe.nns tiny ep 4" \

@@ -11,29 +11,10 @@ NNS="$1"
 cd "$(dirname "$0")/../.."
 fail=0
 
-# Times are masked and runs of spaces collapsed: the step line pads its
-# columns to the width of the figures, which differs from run to run.
-untimed() { sed -E 's/[0-9]+(\.[0-9]+)? (ms|s|tokens\/s)\b/T \2/g; s/ +/ /g'; }
-
-same() {  # LABEL ARGS...: output and exit code without the cache and with it
-  local label="$1"
-  shift
-  off="$(NNS_KERNEL_CACHE=0 "$NNS" "$@" 2>&1)"
-  rc1=$?
-  on="$("$NNS" "$@" 2>&1)"
-  rc2=$?
-  off="$(untimed <<<"$off")"
-  on="$(untimed <<<"$on")"
-  if [ "$rc1" -ne 0 ] || [ "$rc2" -ne 0 ] || [ "$off" != "$on" ]; then
-    echo "FAIL: $label: exit $rc1 without the cache, $rc2 with it, or the outputs differ:"
-    diff <(echo "$off") <(echo "$on") | head -10
-    fail=1
-  fi
-  if [ -z "$on" ]; then
-    echo "FAIL: $label printed nothing"
-    fail=1
-  fi
-}
+source tests/plan/same_output.sh
+masked() { sed -E 's/[0-9]+(\.[0-9]+)? (ms|s|tokens\/s)\b/T \2/g; s/ +/ /g'; }
+# Output and exit code without the cache and with it.
+same() { same_under NNS_KERNEL_CACHE=0 "$@"; }
 
 for a in "examples/alphafold2.nns tiny dap 2" "examples/swin.nns tiny coshard 2" "examples/t5.nns tiny interlaced 2" \
   "examples/gpt.nns tiny_pipe zero_bubble 2"; do

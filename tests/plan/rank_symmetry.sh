@@ -12,41 +12,27 @@ NNS="$1"
 cd "$(dirname "$0")/../.."
 fail=0
 
-# Times masked, runs of spaces collapsed (columns padded to a figure's
-# width), and the note on how many programs were moved dropped.
-untimed() { sed -E 's/[0-9]+(\.[0-9]+)? (ms|s|tokens\/s)\b/T \2/g; s/ \([0-9]+ lowered, [0-9]+ moved .*$//; s/ +/ /g'; }
-
-same() {  # LABEL ARGS...: output and exit code with every device lowered and with moves
-  local label="$1"
-  shift
-  off="$(NNS_RANK_SYMMETRY=0 "$NNS" "$@" 2>&1)"
-  rc1=$?
-  on="$("$NNS" "$@" 2>&1)"
-  rc2=$?
-  moved="$on"
-  off="$(untimed <<<"$off")"
-  on="$(untimed <<<"$on")"
-  if [ "$rc1" -ne 0 ] || [ "$rc2" -ne 0 ] || [ "$off" != "$on" ] || [ -z "$on" ]; then
-    echo "FAIL: $label: exit $rc1 lowering every device, $rc2 moving, or the outputs differ:"
-    diff <(echo "$off") <(echo "$on") | head -10
-    fail=1
-  fi
-}
+source tests/plan/same_output.sh
+# Times masked, runs of spaces collapsed, and the note on how many programs
+# were moved dropped.
+masked() { sed -E 's/[0-9]+(\.[0-9]+)? (ms|s|tokens\/s)\b/T \2/g; s/ \([0-9]+ lowered, [0-9]+ moved .*$//; s/ +/ /g'; }
+# Output and exit code with every device lowered and with moves.
+same() { same_under NNS_RANK_SYMMETRY=0 "$@"; }
 
 for a in "examples/alphafold2.nns tiny dap 4 3" "examples/swin.nns tiny coshard 2 1" "examples/gpt.nns tiny hybrid 4 2" \
   "examples/moe.nns tiny ep 4 3"; do
   set -- $a
   same "$1 $3 check" check "$1" --config "$2" --plan "$3" --gpus "$4"
-  if [[ "$moved" != *"lowered, $5 moved along"* ]]; then
+  if [[ "$raw" != *"lowered, $5 moved along"* ]]; then
     echo "FAIL: $1 $3 on $4: the check does not say it moved $5 program(s):"
-    grep "times:" <<<"$moved"
+    grep "times:" <<<"$raw"
     fail=1
   fi
   same "$1 $3 --emit=program" check "$1" --config "$2" --plan "$3" --gpus "$4" --emit=program
 done
 # A pipeline's stages are not one program moved: nothing is moved.
 same "gpt pipeline check" check examples/gpt.nns --config tiny_pipe --plan pipeline --gpus 2
-if [[ "$moved" == *" moved along"* ]]; then
+if [[ "$raw" == *" moved along"* ]]; then
   echo "FAIL: a pipeline plan's stages were moved"
   fail=1
 fi
