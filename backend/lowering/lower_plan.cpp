@@ -112,7 +112,9 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
   // (rank_symmetry.h): only a representative of each orbit is lowered.
   std::shared_ptr<const detail::RankSymmetry> sym;
   const std::vector<int> devices_wanted = todo;
-  if (detail::symmetry_wanted(opts) && !todo.empty() &&
+  // (Device 0 represents its orbit under any period: a rank process of
+  // rank 0 has nothing to move, nor looks for what it could move.)
+  if (detail::symmetry_wanted(opts) && std::any_of(todo.begin(), todo.end(), [](int r) { return r > 0; }) &&
       std::all_of(todo.begin(), todo.end(), [&](int r) { return r < out.devices; }))
     sym = detail::RankSymmetry::of(analysis, out.devices);
   if (sym) todo = detail::orbit_representatives(*sym, devices_wanted);
@@ -129,16 +131,22 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
   // Each distinct kernel elaborated once, on this one thread (kernel_cache.h).
   std::unique_ptr<detail::KernelCache> cache;
   if (detail::kernel_cache_wanted(opts)) cache = std::make_unique<detail::KernelCache>();
+  // A rank's build with its kernels made (the kernels pass, on this
+  // thread); `stopped` when LowerOptions::stop_after names that pass.
+  auto with_kernels = [&](int rank, bool& stopped) {
+    auto R = std::make_unique<detail::RankBuild>(analysis, spec, opts, groups, out.devices, rank);
+    R->walk = &walk;
+    R->kernel_cache = cache.get();
+    stopped = !detail::run_lowering_passes(*R, 0, 1);
+    return R;
+  };
   std::vector<std::unique_ptr<detail::RankBuild>> kernels_made;
-  bool stopped_after_kernels = false;  // LowerOptions::stop_after names the kernels pass
+  bool stopped_after_kernels = false;
   if (parallel && opts.elaborate) {
     kernels_made.resize(todo.size());
     for (size_t i = 0; i < todo.size(); ++i) {
       sema::CheckDeadline::poll();
-      kernels_made[i] = std::make_unique<detail::RankBuild>(analysis, spec, opts, groups, out.devices, todo[i]);
-      kernels_made[i]->walk = &walk;
-      kernels_made[i]->kernel_cache = cache.get();
-      stopped_after_kernels = !detail::run_lowering_passes(*kernels_made[i], 0, 1);
+      kernels_made[i] = with_kernels(todo[i], stopped_after_kernels);
     }
   }
   // The first rank (in order) whose lowering fails throws here, as a
@@ -163,15 +171,13 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
     std::function<bool(int, RankProgram&)> add_bodies;
     if (opts.elaborate)
       add_bodies = [&](int d, RankProgram& p) {
-        detail::RankBuild R(analysis, spec, opts, groups, out.devices, d);
-        R.walk = &walk;
-        R.kernel_cache = cache.get();
-        detail::run_lowering_passes(R, 0, 1);
-        if (R.P.kernels.size() != p.kernels.size()) return false;
+        bool stopped = false;  // (symmetry_wanted: never, without stop_after)
+        std::unique_ptr<detail::RankBuild> R = with_kernels(d, stopped);
+        if (R->P.kernels.size() != p.kernels.size()) return false;
         for (size_t k = 0; k < p.kernels.size(); ++k)
-          if (!detail::same_kernel_structure(R.P.kernels[k], p.kernels[k])) return false;
-        p.kernels = std::move(R.P.kernels);
-        p.local = std::move(R.P.local);
+          if (!detail::same_kernel_structure(R->P.kernels[k], p.kernels[k])) return false;
+        p.kernels = std::move(R->P.kernels);
+        p.local = std::move(R->P.local);
         return true;
       };
     detail::expand_orbits(out, *sym, devices, groups, add_bodies, [&](int d) {

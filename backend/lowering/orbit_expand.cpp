@@ -43,7 +43,7 @@ void expand_orbits(LoweredPlan& lp, const RankSymmetry& sym, const std::vector<i
   for (size_t i = 0; i < lp.programs.size(); ++i) rep_at[lp.programs[i].device] = i;
   std::vector<RankProgram> base = std::move(lp.programs);
   lp.programs.assign(wanted.size(), RankProgram());
-  std::vector<char> made(wanted.size(), 0);
+  std::vector<char> made(wanted.size(), 0);  // per wanted device: moved (with its bodies)
   std::vector<size_t> to_move, reps;
   for (size_t i = 0; i < wanted.size(); ++i) (rep_at.count(wanted[i]) ? reps : to_move).push_back(i);
   parallel_for(to_move.size(), [&](size_t j) {
@@ -52,21 +52,18 @@ void expand_orbits(LoweredPlan& lp, const RankSymmetry& sym, const std::vector<i
     made[i] = sym.move(base[rep_at.at(d % sym.period())], d, groups, lp.programs[i]) ? 1 : 0;
   });
   // Each device is wanted once: its representative's program is its own.
-  for (size_t i : reps) {
-    lp.programs[i] = std::move(base[rep_at.at(wanted[i])]);
-    made[i] = 1;
-  }
+  for (size_t i : reps) lp.programs[i] = std::move(base[rep_at.at(wanted[i])]);
   // Kernel bodies, on this thread (the interpreter elaborates them); then
   // what could not be moved is lowered.
   for (size_t i : to_move)
     if (made[i] && add_bodies && !add_bodies(wanted[i], lp.programs[i])) made[i] = 0;
   lp.symmetry_period = sym.period();
   lp.symmetry_ms = sym.find_ms();
-  for (size_t i = 0; i < wanted.size(); ++i)
-    if (!made[i])
-      lp.programs[i] = lower(wanted[i]);
-    else if (rep_at.find(wanted[i]) == rep_at.end())
+  for (size_t i : to_move)
+    if (made[i])
       ++lp.moved;
+    else
+      lp.programs[i] = lower(wanted[i]);
 }
 
 }  // namespace nns::backend::detail

@@ -19,6 +19,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 
 #include "backend/lowering/lower_internal.h"
@@ -213,9 +214,11 @@ struct RankSymmetry::Maps {
 
 namespace {
 
-uint64_t layout_hash(int t, const Layout& l) {
-  uint64_t h = 0xcbf29ce484222325ull ^ static_cast<uint64_t>(t);
+// A hash of (shape, layout): the key of a layout's moves.
+uint64_t layout_hash(const Shape& shape, const Layout& l) {
+  uint64_t h = 0xcbf29ce484222325ull;
   auto mix = [&](int64_t v) { h = (h ^ static_cast<uint64_t>(v)) * 0x100000001b3ull; };
+  for (int64_t x : shape) mix(x);
   for (int d : l.devices) mix(d);
   for (const LayoutFactor& f : l.factors) {
     mix(f.kind);
@@ -272,10 +275,10 @@ std::unique_ptr<RankSymmetry::Maps> maps_of(const PlanAnalysis& A, int devices, 
         if (a.outputs[j].tensor && !maps->add_slices(node.outputs[j], a.outputs[j], b.outputs[j])) return nullptr;
     }
   }
-  // Every layout, once per (tensor, layout); `made` keeps those made here.
+  // Every layout, its pairs added once per tensor; `made` keeps the layouts
+  // made here.
   std::deque<Layout> made;
   std::vector<Piece> pieces;
-  std::unordered_map<uint64_t, std::vector<std::pair<int, const Layout*>>> seen;
   // A layout's pairs are a function of the tensor's shape and the layout:
   // found once (the distinct ones, in device order) for the tensors that
   // share both (a model's repeated blocks), then added to each.
@@ -285,11 +288,10 @@ std::unique_ptr<RankSymmetry::Maps> maps_of(const PlanAnalysis& A, int devices, 
     std::vector<std::pair<Piece, Piece>> pairs;
     bool ok = true;
   };
-  std::unordered_map<uint64_t, std::vector<Moves>> by_shape;
+  std::unordered_map<uint64_t, std::deque<Moves>> by_shape;  // (deque: `added` points into it)
+  std::set<std::pair<int, const Moves*>> added;
   auto moves_of = [&](const Shape& shape, const Layout& l) -> const Moves& {
-    uint64_t h = layout_hash(-1, l);
-    for (int64_t x : shape) h = (h ^ static_cast<uint64_t>(x)) * 0x100000001b3ull;
-    std::vector<Moves>& same = by_shape[h];
+    std::deque<Moves>& same = by_shape[layout_hash(shape, l)];
     for (const Moves& m : same)
       if (*m.shape == shape && m.layout->devices == l.devices && m.layout->factors == l.factors) return m;
     Moves m{&shape, &l, {}, true};
@@ -313,12 +315,9 @@ std::unique_ptr<RankSymmetry::Maps> maps_of(const PlanAnalysis& A, int devices, 
   };
   auto layout = [&](int t, const Layout& l) {
     if (t < 0 || l.devices.empty()) return true;
-    auto& same = seen[layout_hash(t, l)];
-    for (const auto& [u, other] : same)
-      if (u == t && other->devices == l.devices && other->factors == l.factors) return true;
-    same.emplace_back(t, &l);
     const Moves& m = moves_of(A.g.tensor(t).shape, l);
     if (!m.ok) return false;
+    if (!added.insert({t, &m}).second) return true;
     for (const auto& [a, b] : m.pairs)
       if (!maps->add_pieces(t, a, b)) return false;
     return true;
@@ -429,7 +428,6 @@ bool RankSymmetry::move(const RankProgram& from, int to, GroupTable& groups, Ran
     SubOpKernel c;
     c.subop = leaves[out.kernels.size()];
     c.node = k.node;
-    if (c.subop < 0) return false;
     const sema::OpNode& node = A_.g.node(k.node);
     c.in_slices = k.in_slices;
     c.out_slices = k.out_slices;
