@@ -269,6 +269,24 @@ struct Lowered : test::PlannedElaboration {
   }
 };
 
+// A kernel's slice-in that reads an op's value in place (none: end), and
+// an allreduce of that buffer in place, which put right after the read
+// writes what the kernel still reads.
+std::vector<PInstr>::iterator in_place_value_read(backend::RankProgram& p) {
+  return std::find_if(p.instrs.begin(), p.instrs.end(), [&](const PInstr& in) {
+    return in.kind == PInstr::SliceIn && backend::slice_in_place(p, in) >= 0 &&
+           p.buffers[static_cast<size_t>(in.a)].role == BufferDecl::Value;
+  });
+}
+PInstr allreduce_in_place(const PInstr& read) {
+  PInstr ar;
+  ar.kind = PInstr::AllReduce;
+  ar.a = read.a;
+  ar.group = 0;
+  ar.mb = read.mb;
+  return ar;
+}
+
 }  // namespace
 
 TEST_CASE("buffer check: the full lowerings the runtime executes pass (kernel reads, in-place slices, pipelines)",
@@ -386,16 +404,9 @@ TEST_CASE("buffer check: mistakes put into a full lowering are caught there", "[
     CHECK(errors[0].find("expecting the full sum but it holds a partial sum of 2 parts") != std::string::npos);
   }
   SECTION("an in-place write into a value a kernel still reads in place") {
-    auto it = std::find_if(p.instrs.begin(), p.instrs.end(), [&](const PInstr& in) {
-      return in.kind == PInstr::SliceIn && backend::slice_in_place(p, in) >= 0 &&
-             p.buffers[static_cast<size_t>(in.a)].role == BufferDecl::Value;
-    });
+    auto it = in_place_value_read(p);
     REQUIRE(it != p.instrs.end());
-    PInstr ar;
-    ar.kind = PInstr::AllReduce;
-    ar.a = it->a;
-    ar.group = 0;
-    ar.mb = it->mb;
+    const PInstr ar = allreduce_in_place(*it);
     const size_t at = static_cast<size_t>(it - p.instrs.begin()) + 1;
     p.instrs.insert(p.instrs.begin() + static_cast<long>(at), ar);
     backend::check_buffers(l.interp->graph(), lp, errors);
@@ -454,16 +465,9 @@ TEST_CASE("buffer check: a write into a buffer a kernel reads by copy is no over
   Lowered l("examples/gpt.nns", "tiny", "megatron", 2);
   backend::LoweredPlan lp = l.lower(1);
   backend::RankProgram& p = lp.programs[0];
-  auto it = std::find_if(p.instrs.begin(), p.instrs.end(), [&](const PInstr& in) {
-    return in.kind == PInstr::SliceIn && backend::slice_in_place(p, in) >= 0 &&
-           p.buffers[static_cast<size_t>(in.a)].role == BufferDecl::Value;
-  });
+  auto it = in_place_value_read(p);
   REQUIRE(it != p.instrs.end());
-  PInstr ar;
-  ar.kind = PInstr::AllReduce;
-  ar.a = it->a;
-  ar.group = 0;
-  ar.mb = it->mb;
+  const PInstr ar = allreduce_in_place(*it);
   std::vector<std::string> errors;
   SECTION("read in place: the write is caught") {
     p.instrs.insert(it + 1, ar);
