@@ -158,6 +158,8 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
   try {
     backend::LowerOptions so = backend::verification_lowering(static_cast<int>(o.topo.replicas), &p.comm);
     so.analysis_cache = p.analysis_cache;
+    // A moved device's skeleton: what verification reads of it (program_check.h).
+    so.moved_skeletons = o.topo.replicas == 1;
     if (o.topo.replicas > 1) so.first_ranks = static_cast<int>(o.topo.devices);
     structure = backend::lower_plan(p.graph(), p.plan, spec ? *spec : sema::TrainSpec{}, so);
   } catch (const backend::LoweringError&) {
@@ -203,10 +205,10 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
     report << times;
     // Rank symmetry (backend/lowering/rank_symmetry.h): how many were moved.
     if (structure->moved > 0) {
-      std::snprintf(times, sizeof times,
-                    " (%zu lowered, %d moved along the plan's period of %d device(s), found in %.1f ms)",
-                    structure->programs.size() - static_cast<size_t>(structure->moved), structure->moved,
-                    structure->symmetry_period, structure->symmetry_ms);
+      std::snprintf(
+          times, sizeof times, " (%zu lowered, %d moved along the plan's period of %d device(s)%s, found in %.1f ms)",
+          structure->programs.size() - static_cast<size_t>(structure->moved), structure->moved,
+          structure->symmetry_period, structure->skeletons > 0 ? " as skeletons" : "", structure->symmetry_ms);
       report << times;
     }
   }
@@ -496,8 +498,9 @@ int verify_lowered(const sema::Graph& g, const sema::Plan& plan, const backend::
   char line[512];
   std::snprintf(
       line, sizeof line,
-      "program: %d rank(s), %d edge(s), %d adapter step(s), %d buffer(s) interpreted, %d collective(s) matched across ranks: %s (%.1f ms, of which buffers %.1f ms)\n",
-      pc.ranks, pc.edges, pc.steps, pc.buffers, pc.collectives, pc.ok ? "verified" : "WRONG", pc.ms, pc.buffer_ms);
+      "program: %d rank(s), %d edge(s), %d adapter step(s), %d buffer(s) of %d whole program(s) interpreted, %d collective(s) matched across ranks: %s (%.1f ms, of which buffers %.1f ms)\n",
+      pc.ranks, pc.edges, pc.steps, pc.buffers, pc.buffer_programs, pc.collectives, pc.ok ? "verified" : "WRONG", pc.ms,
+      pc.buffer_ms);
   report << line;
   std::snprintf(
       line, sizeof line,

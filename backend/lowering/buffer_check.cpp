@@ -547,11 +547,13 @@ BufferCheckStats check_buffers(const sema::Graph& g, const LoweredPlan& lp, std:
   std::vector<std::vector<std::string>> found(lp.programs.size());
   parallel_for(lp.programs.size(), [&](size_t r) {
     sema::CheckDeadline::poll();
-    RankRun(g, lp, lp.programs[r], shared, found[r], max_errors).run();
+    if (lp.programs[r].moved_from < 0) RankRun(g, lp, lp.programs[r], shared, found[r], max_errors).run();
   });
   const size_t budget = errors.size() + max_errors;
   for (size_t r = 0; r < lp.programs.size() && errors.size() < budget; ++r) {
     const RankProgram& p = lp.programs[r];
+    if (p.moved_from >= 0) continue;
+    ++stats.programs;
     const size_t take = std::min(found[r].size(), budget - errors.size());
     errors.insert(errors.end(), found[r].begin(), found[r].begin() + static_cast<std::ptrdiff_t>(take));
     stats.buffers += static_cast<int>(p.buffers.size());

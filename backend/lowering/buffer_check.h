@@ -51,10 +51,17 @@ namespace nns::backend {
 struct BufferCheckStats {
   int buffers = 0;             // buffers interpreted, over every rank
   long long instructions = 0;  // instructions interpreted, over every rank
+  int programs = 0;            // programs interpreted
 };
 
-// Interprets every program of `lp` (the deadline is polled per rank);
-// appends at most `max_errors` diagnoses to `errors`.
+// Interprets every whole program of `lp` (the deadline is polled per
+// rank); appends at most `max_errors` diagnoses to `errors`. A skeleton
+// (RankProgram::moved_from) is not interpreted: its program is its
+// representative's moved by a bijection of each tensor's atoms that keeps
+// every box a box of the same extents, every label and every instruction's
+// buffers, so each judgement here (a read inside what a buffer holds,
+// partial sums and copies, lifetimes, in-place reductions) is the
+// representative's, moved.
 BufferCheckStats check_buffers(const sema::Graph& g, const LoweredPlan& lp, std::vector<std::string>& errors,
                                size_t max_errors = 16);
 

@@ -180,9 +180,10 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
         p.local = std::move(R->P.local);
         return true;
       };
-    detail::expand_orbits(out, *sym, devices, groups, add_bodies, [&](int d) {
-      return lower_rank(analysis, spec, opts, groups, out.devices, d, &walk, cache.get());
-    });
+    detail::expand_orbits(
+        out, *sym, devices, groups, add_bodies,
+        [&](int d) { return lower_rank(analysis, spec, opts, groups, out.devices, d, &walk, cache.get()); },
+        opts.moved_skeletons && opts.replicas == 1);
   };
   // Moved out: `out` is captured, so a plain return would copy every
   // program (it doubled the check's memory at 1024 ranks).

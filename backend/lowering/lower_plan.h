@@ -118,6 +118,12 @@ struct LowerOptions {
   // along the plan's symmetry (rank_symmetry.h): what the tests compare the
   // move against. NNS_RANK_SYMMETRY=0 does the same.
   bool every_device = false;
+  // With rank symmetry, a moved device gets a skeleton (RankProgram::
+  // moved_from): only the communication and update instructions of its
+  // moved program, decided movable exactly as a whole move would be. What
+  // `nns check` verifies of a moved device (program_check.h says why that
+  // suffices); one plan replica only (replicas == 1).
+  bool moved_skeletons = false;
 };
 
 // Throws LoweringError when the plan cannot be executed (an edge that is not

@@ -37,7 +37,7 @@ bool same_kernel_structure(const SubOpKernel& a, const SubOpKernel& b) {
 
 void expand_orbits(LoweredPlan& lp, const RankSymmetry& sym, const std::vector<int>& wanted, GroupTable& groups,
                    const std::function<bool(int, RankProgram&)>& add_bodies,
-                   const std::function<RankProgram(int)>& lower) {
+                   const std::function<RankProgram(int)>& lower, bool skeletons) {
   // lp.programs holds orbit_representatives(wanted), in that order.
   std::map<int, size_t> rep_at;
   for (size_t i = 0; i < lp.programs.size(); ++i) rep_at[lp.programs[i].device] = i;
@@ -45,11 +45,25 @@ void expand_orbits(LoweredPlan& lp, const RankSymmetry& sym, const std::vector<i
   lp.programs.assign(wanted.size(), RankProgram());
   std::vector<char> made(wanted.size(), 0);  // per wanted device: moved (with its bodies)
   std::vector<size_t> to_move, reps;
-  for (size_t i = 0; i < wanted.size(); ++i) (rep_at.count(wanted[i]) ? reps : to_move).push_back(i);
+  std::map<int, int> rep_place;  // representative device -> its place in lp.programs
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    (rep_at.count(wanted[i]) ? reps : to_move).push_back(i);
+    if (rep_at.count(wanted[i])) rep_place[wanted[i]] = static_cast<int>(i);
+  }
+  // A skeleton names its representative's program, which must be wanted too.
+  skeletons = skeletons && !add_bodies && rep_place.size() == base.size();
+  std::vector<RankSymmetry::SkeletonBase> skeleton_bases(skeletons ? base.size() : 0);
+  parallel_for(skeleton_bases.size(), [&](size_t r) { skeleton_bases[r] = sym.skeleton_base(base[r]); });
   parallel_for(to_move.size(), [&](size_t j) {
     const size_t i = to_move[j];
     const int d = wanted[i];
-    made[i] = sym.move(base[rep_at.at(d % sym.period())], d, groups, lp.programs[i]) ? 1 : 0;
+    const size_t r = rep_at.at(d % sym.period());
+    if (skeletons) {
+      made[i] = sym.move_skeleton(base[r], skeleton_bases[r], d, groups, lp.programs[i]) ? 1 : 0;
+      lp.programs[i].moved_from = rep_place.at(base[r].device);
+    } else {
+      made[i] = sym.move(base[r], d, groups, lp.programs[i]) ? 1 : 0;
+    }
   });
   // Each device is wanted once: its representative's program is its own.
   for (size_t i : reps) lp.programs[i] = std::move(base[rep_at.at(wanted[i])]);
@@ -60,10 +74,12 @@ void expand_orbits(LoweredPlan& lp, const RankSymmetry& sym, const std::vector<i
   lp.symmetry_period = sym.period();
   lp.symmetry_ms = sym.find_ms();
   for (size_t i : to_move)
-    if (made[i])
+    if (made[i]) {
       ++lp.moved;
-    else
+      lp.skeletons += skeletons ? 1 : 0;
+    } else {
       lp.programs[i] = lower(wanted[i]);
+    }
 }
 
 }  // namespace nns::backend::detail

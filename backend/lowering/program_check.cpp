@@ -68,20 +68,37 @@ namespace {
 // replica count), so those shares must add up to the parameter's size.
 // A piece whose copies are not labelled as copies (zero1 shards of a weight
 // also replicated inside a tensor-parallel group once were) counts twice.
-void check_gradient_counts(const sema::Graph& g, const LoweredPlan& lp, ProgramCheck& out) {
-  // By tensor id (the order the diagnoses come in), each sum taken in
-  // program order.
-  std::vector<double> counted(g.tensors().size(), 0.0);
-  std::vector<char> seen(g.tensors().size(), 0);
-  for (const RankProgram& prog : lp.programs) {
-    if (prog.replica != 0) continue;
-    for (const ParamSlot& s : prog.params) {
-      if (s.accum < 0) continue;
-      const Piece& pc = prog.buffers[static_cast<size_t>(s.accum)].piece;
-      counted.at(static_cast<size_t>(s.tensor)) += static_cast<double>(pc.numel()) / std::max<int64_t>(1, pc.replicas);
-      seen[static_cast<size_t>(s.tensor)] = 1;
+struct GradientShares {
+  std::vector<double> counted;  // by tensor id
+  std::vector<char> seen;
+  explicit GradientShares(const sema::Graph& g) : counted(g.tensors().size(), 0.0), seen(g.tensors().size(), 0) {}
+  // The shares of replica 0's whole programs, or of its skeletons: a
+  // skeleton's accumulated pieces are its representative's moved, with the
+  // same sizes and copy counts, so they are read there. They are taken
+  // before any seeded bug corrupts a representative, as its moved programs
+  // were made before.
+  void add(const LoweredPlan& lp, bool skeletons) {
+    for (const RankProgram& prog : lp.programs) {
+      if (prog.replica != 0 || (prog.moved_from >= 0) != skeletons) continue;
+      const RankProgram& body = lp.body(prog);
+      for (const ParamSlot& s : body.params) {
+        if (s.accum < 0) continue;
+        const Piece& pc = body.buffers[static_cast<size_t>(s.accum)].piece;
+        counted.at(static_cast<size_t>(s.tensor)) +=
+            static_cast<double>(pc.numel()) / std::max<int64_t>(1, pc.replicas);
+        seen[static_cast<size_t>(s.tensor)] = 1;
+      }
     }
   }
+};
+
+// `shares`: the skeletons' (GradientShares::add), to which the whole
+// programs' are added here.
+void check_gradient_counts(const sema::Graph& g, const LoweredPlan& lp, GradientShares shares, ProgramCheck& out) {
+  // By tensor id (the order the diagnoses come in).
+  shares.add(lp, false);
+  const std::vector<double>& counted = shares.counted;
+  const std::vector<char>& seen = shares.seen;
   for (size_t t = 0; t < counted.size(); ++t) {
     if (!seen[t]) continue;
     const double n = counted[t];
@@ -117,6 +134,7 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int r
   sema::TrainSpec defaults;
   LoweredPlan lp;
   LowerOptions opts = verification_lowering(replicas, comm);
+  opts.moved_skeletons = replicas == 1;                               // what `nns check` verifies (program_check.h)
   if (replicas > 1) opts.first_ranks = static_cast<int>(plan.ngpus);  // replica 0; the others compared with it
   try {
     lp = lower_plan(g, plan, spec ? *spec : defaults, opts);
@@ -150,6 +168,8 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, Lower
     return out;
   };
   LowerOptions opts = verification_lowering(replicas, nullptr);
+  // Lowered again (a seeded bug) as the caller lowered: with skeletons if it did.
+  opts.moved_skeletons = lp.skeletons > 0;
   // Replica 0's programs only (the driver's and the overload's lowering):
   // the other replicas are lowered one at a time and compared with them.
   const bool held_apart = replicas > 1 && lp.programs.size() == static_cast<size_t>(devices);
@@ -207,7 +227,9 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, Lower
     // (each on its own copy), which the seed then runs in place. Lower that
     // derivation again with the forward transfers unshared.
     CommPlan unshared = lp.comm;
-    bool any = false;
+    // The seed corrupts every rank's copies, skeletons hold none: whole programs.
+    bool any = lp.skeletons > 0;
+    opts.moved_skeletons = false;
     for (CommEdge& e : unshared.edges)
       if (!e.backward && e.shared_with >= 0) {
         e.shared_with = -1;
@@ -245,6 +267,8 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, Lower
   }
   // Order and grouping: the ranks' instruction lists; early send releases.
   auto o0 = std::chrono::steady_clock::now();
+  GradientShares skeleton_shares(g);
+  skeleton_shares.add(lp, true);
   if (held_apart) {
     std::vector<detail::HeldProgram> held;
     for (const auto& kp : kept)
@@ -253,15 +277,21 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, Lower
   } else {
     check_order(g, lp, bug, out);
   }
-  check_gradient_counts(g, lp, out);
+  check_gradient_counts(g, lp, std::move(skeleton_shares), out);
   detail::check_send_releases(g, lp, out.errors);
   for (const auto& kp : kept) detail::check_send_releases(g, *kp, out.errors);
   out.order_ms = since(o0);
   // Buffers: each rank's instructions over its buffers (buffer_check.h).
   const size_t before = out.errors.size();
   auto b0 = std::chrono::steady_clock::now();
-  out.buffers = check_buffers(g, lp, out.errors).buffers;
-  for (const auto& kp : kept) out.buffers += check_buffers(g, *kp, out.errors).buffers;
+  const BufferCheckStats stats = check_buffers(g, lp, out.errors);
+  out.buffers = stats.buffers;
+  out.buffer_programs = stats.programs;
+  for (const auto& kp : kept) {
+    const BufferCheckStats more = check_buffers(g, *kp, out.errors);
+    out.buffers += more.buffers;
+    out.buffer_programs += more.programs;
+  }
   out.buffer_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - b0).count();
   out.buffer_errors = static_cast<int>(out.errors.size() - before);
   return finish();

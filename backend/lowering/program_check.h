@@ -20,6 +20,19 @@
 // its buffers (lifetimes, partial-sum state, in-place reductions, replica
 // averages), what the value half's own abstract pieces cannot see.
 //
+// Moved devices (rank symmetry, rank_symmetry.h): `nns check` holds each
+// as a skeleton (LowerOptions::moved_skeletons), the communication and
+// updates of its moved program, made exactly where the whole move is. The
+// order half matches every rank's collectives, sends and updates as
+// before (skeletons included, each at its place in the whole program); the
+// buffer check and the rank classes read each orbit's representative
+// only, because a move is a bijection of each tensor's atoms that keeps
+// every box a box of the same extents, every label and every buffer an
+// instruction names: what they judge of the representative they would
+// judge of its moved programs. The gradient counts take a skeleton's
+// accumulated pieces (sizes and copy counts) from its representative. The
+// value half reads the derived communication, not the programs.
+//
 // Seeded bugs (a test-only hook, `nns check --plan P --seed-bug KIND`)
 // corrupt the lowered programs before verification; the test suite asserts
 // the exact diagnosis of each.
@@ -70,6 +83,7 @@ struct ProgramCheck {
   std::vector<std::string> notes;   // what lowering decided that the user should know (LoweredPlan::notes)
   int ranks = 0, edges = 0, steps = 0, collectives = 0;
   int buffers = 0;        // buffers the buffer check interpreted, over every rank
+  int buffer_programs = 0;  // the whole programs it interpreted (not skeletons: buffer_check.h)
   int buffer_errors = 0;  // how many of `errors` the buffer check found (the last ones)
   double ms = 0;
   double buffer_ms = 0;  // of which the buffer check

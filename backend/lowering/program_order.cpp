@@ -77,12 +77,13 @@ bool entry_of(const RankProgram& p, const PInstr& in, Entry& e) {
   }
 }
 
-// A rank's sequence of collectives and updates, read off its program.
-std::vector<Entry> entries_of(const RankProgram& p) {
+// A rank's sequence of collectives and updates, read off its program (a
+// skeleton's instructions name the buffers of `body`, LoweredPlan::body).
+std::vector<Entry> entries_of(const RankProgram& p, const RankProgram* body = nullptr) {
   std::vector<Entry> seq;
   Entry e;
   for (const PInstr& in : p.instrs)
-    if (entry_of(p, in, e)) seq.push_back(e);
+    if (entry_of(body ? *body : p, in, e)) seq.push_back(e);
   return seq;
 }
 
@@ -288,8 +289,10 @@ class OrderCheck {
     // Each rank's sequence read on all cores: a pass over every rank's
     // instructions (some 30 million at 1024 ranks) is bound by reading them.
     std::vector<std::vector<Entry>> seq(lp_.programs.size());
-    parallel_for(lp_.programs.size(), [&](size_t r) { seq[r] = entries_of(lp_.programs[r]); });
-    for (const RankProgram& p : lp_.programs) world_.push_back(&p);
+    parallel_for(lp_.programs.size(),
+                 [&](size_t r) { seq[r] = entries_of(lp_.programs[r], &lp_.body(lp_.programs[r])); });
+    // (A skeleton's buckets and buffers are its representative's.)
+    for (const RankProgram& p : lp_.programs) world_.push_back(&lp_.body(p));
     updates_after_reductions(seq, std::vector<char>(seq.size(), 1));
     match(seq, lp_.ranks());
   }

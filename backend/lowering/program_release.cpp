@@ -30,11 +30,12 @@ struct P2PIndex {
   std::vector<Entry> send, wait;
   explicit P2PIndex(const RankProgram& p) {
     for (size_t i = 0; i < p.instrs.size(); ++i) {
+      // (A skeleton's instructions at their places in the whole program.)
       const PInstr& in = p.instrs[i];
       if (in.kind == PInstr::Send)
-        send.emplace_back(key(in.peer, in.tag), i);
+        send.emplace_back(key(in.peer, in.tag), p.place(i));
       else if (in.kind == PInstr::Wait)
-        wait.emplace_back(key(in.peer, in.tag), i);
+        wait.emplace_back(key(in.peer, in.tag), p.place(i));
     }
     std::sort(send.begin(), send.end());
     std::sort(wait.begin(), wait.end());
@@ -47,8 +48,9 @@ struct P2PIndex {
   static constexpr size_t npos = static_cast<size_t>(-1);
 };
 
-std::string send_text(const sema::Graph& g, const RankProgram& p, const PInstr& s) {
-  const BufferDecl& d = p.buffers[static_cast<size_t>(s.a)];
+// `body`: the program holding p's buffers (LoweredPlan::body).
+std::string send_text(const sema::Graph& g, const RankProgram& p, const RankProgram& body, const PInstr& s) {
+  const BufferDecl& d = body.buffers[static_cast<size_t>(s.a)];
   std::string t = "rank " + std::to_string(p.rank) + " releases its send of tag " + std::to_string(s.tag) +
                   " to rank " + std::to_string(s.peer) + " (b" + std::to_string(s.a) + ", " +
                   (g.tensor(d.tensor).kind == sema::TensorKind::Activation ? "%" + std::to_string(d.tensor)
@@ -101,7 +103,7 @@ void check_send_releases(const sema::Graph& g, const LoweredPlan& lp, std::vecto
               std::to_string(waits) + "): the send may still be in flight when its buffer is freed";
       }
       if (why.empty()) continue;
-      found[k].push_back(send_text(g, p, s) + why);
+      found[k].push_back(send_text(g, p, lp.body(p), s) + why);
       if (found[k].size() >= max_errors) return;
     }
   });
@@ -114,7 +116,8 @@ void check_send_releases(const sema::Graph& g, const LoweredPlan& lp, std::vecto
 }
 
 bool seed_early_release(const sema::Graph& g, LoweredPlan& lp, std::string& applied) {
-  if (lp.programs.empty()) return false;
+  // (Rank 0 is never a skeleton: device 0 represents its orbit.)
+  if (lp.programs.empty() || lp.programs.front().moved_from >= 0) return false;
   const std::vector<const RankProgram*> prog = by_rank(lp);
   RankProgram& p = lp.programs.front();
   std::unordered_map<int, std::unique_ptr<P2PIndex>> peers;
@@ -135,7 +138,7 @@ bool seed_early_release(const sema::Graph& g, LoweredPlan& lp, std::string& appl
       const size_t sends = P2PIndex::find(q->send, key(p.rank, w.tag));
       if (sends == P2PIndex::npos || sends > waits) continue;
       s.index = static_cast<int>(w.tag);
-      applied = send_text(g, p, s) + " (rank " + std::to_string(s.peer) + " sends that before it receives ours)";
+      applied = send_text(g, p, p, s) + " (rank " + std::to_string(s.peer) + " sends that before it receives ours)";
       return true;
     }
   }

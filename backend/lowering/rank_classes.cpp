@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 
@@ -243,20 +244,23 @@ bool same_memory_signature(const sema::Plan& plan, const RankProgram& a, const R
   return same_signature(plan, a, derived_flags(a), b);
 }
 
-std::vector<int> memory_classes(const sema::Plan& plan, const LoweredPlan& lp, int count, size_t hash_mask) {
-  const size_t n = count < 0 ? lp.programs.size() : std::min(lp.programs.size(), static_cast<size_t>(count));
+namespace {
+
+// memory_classes over `progs` (indices into it).
+std::vector<int> classes_of(const sema::Plan& plan, const std::vector<const RankProgram*>& progs, size_t hash_mask) {
+  const size_t n = progs.size();
   std::vector<int> rep(n, -1);
   if (n == 0) return rep;
   // Every program compared with program 0 in one pass, on all cores
   // (symmetric plans: one class, one read of each program). Each
   // representative holds its derived flags (derived_flags), not a signature.
   std::unordered_map<int, std::vector<char>> flags;
-  flags[0] = derived_flags(lp.programs[0]);
+  flags[0] = derived_flags(*progs[0]);
   std::vector<char> same(n, 0);
   same[0] = 1;
   parallel_for(n - 1, [&](size_t k) {
     sema::CheckDeadline::poll();
-    same[k + 1] = same_signature(plan, lp.programs[0], flags.at(0), lp.programs[k + 1]);
+    same[k + 1] = same_signature(plan, *progs[0], flags.at(0), *progs[k + 1]);
   });
   if (std::all_of(same.begin(), same.end(), [](char x) { return x != 0; })) return std::vector<int>(n, 0);
   // The others are hashed (with program 0, whose bucket they may share):
@@ -267,7 +271,7 @@ std::vector<int> memory_classes(const sema::Plan& plan, const LoweredPlan& lp, i
     if (same[i] && i > 0) return;
     sema::CheckDeadline::poll();
     ChunkSink h(nullptr);
-    write_signature(plan, lp.programs[i], h);
+    write_signature(plan, *progs[i], h);
     hash[i] = h.hash() & hash_mask;
   });
   std::unordered_map<size_t, std::vector<int>> by_hash;  // hash -> representatives, in program order
@@ -289,14 +293,14 @@ std::vector<int> memory_classes(const sema::Plan& plan, const LoweredPlan& lp, i
   }
   parallel_for(firsts.size(), [&](size_t k) {
     sema::CheckDeadline::poll();
-    flags.at(firsts[k]) = derived_flags(lp.programs[static_cast<size_t>(firsts[k])]);
+    flags.at(firsts[k]) = derived_flags(*progs[static_cast<size_t>(firsts[k])]);
   });
   std::vector<char> checked(n, 1);
   parallel_for(n, [&](size_t i) {
     if (same[i] || rep[i] == static_cast<int>(i)) return;
     sema::CheckDeadline::poll();
     const size_t r = static_cast<size_t>(rep[i]);
-    checked[i] = same_signature(plan, lp.programs[r], flags.at(rep[i]), lp.programs[i]);
+    checked[i] = same_signature(plan, *progs[r], flags.at(rep[i]), *progs[i]);
   });
   // A program unlike its tentative class (a hash collision): in program
   // order, the first representative with its hash that it equals, else a
@@ -307,12 +311,40 @@ std::vector<int> memory_classes(const sema::Plan& plan, const LoweredPlan& lp, i
     rep[i] = -1;
     std::vector<int>& reps = by_hash[hash[i]];
     for (size_t k = 0; k < reps.size() && rep[i] < 0; ++k)
-      if (same_signature(plan, lp.programs[static_cast<size_t>(reps[k])], flags.at(reps[k]), lp.programs[i]))
-        rep[i] = reps[k];
+      if (same_signature(plan, *progs[static_cast<size_t>(reps[k])], flags.at(reps[k]), *progs[i])) rep[i] = reps[k];
     if (rep[i] >= 0) continue;
     rep[i] = static_cast<int>(i);
     reps.push_back(static_cast<int>(i));
-    flags.emplace(static_cast<int>(i), derived_flags(lp.programs[i]));
+    flags.emplace(static_cast<int>(i), derived_flags(*progs[i]));
+  }
+  return rep;
+}
+
+}  // namespace
+
+std::vector<int> memory_classes(const sema::Plan& plan, const LoweredPlan& lp, int count, size_t hash_mask) {
+  const size_t n = count < 0 ? lp.programs.size() : std::min(lp.programs.size(), static_cast<size_t>(count));
+  // A skeleton (RankProgram::moved_from) is in its representative's class:
+  // the move keeps every extent, role, label count and instruction, all the
+  // signature reads. The whole programs are classed among themselves.
+  std::vector<const RankProgram*> whole;
+  std::vector<int> place(n, -1);
+  for (size_t i = 0; i < n; ++i)
+    if (lp.programs[i].moved_from < 0) {
+      place[i] = static_cast<int>(whole.size());
+      whole.push_back(&lp.programs[i]);
+    }
+  const std::vector<int> of_whole = classes_of(plan, whole, hash_mask);
+  std::vector<size_t> index_of;  // whole program -> its index in lp.programs
+  for (size_t i = 0; i < n; ++i)
+    if (place[i] >= 0) index_of.push_back(i);
+  std::vector<int> rep(n, -1);
+  for (size_t i = 0; i < n; ++i) {
+    const int from = lp.programs[i].moved_from >= 0 ? lp.programs[i].moved_from : static_cast<int>(i);
+    if (from < 0 || static_cast<size_t>(from) >= n || place[static_cast<size_t>(from)] < 0)
+      throw std::logic_error("memory_classes: a skeleton's representative is not among the programs");
+    rep[i] = static_cast<int>(
+        index_of[static_cast<size_t>(of_whole[static_cast<size_t>(place[static_cast<size_t>(from)])])]);
   }
   return rep;
 }

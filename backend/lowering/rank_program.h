@@ -211,6 +211,17 @@ struct RankProgram {
   std::vector<ParamSlot> params;       // parameters this rank holds, in tensor order
   uint32_t tags = 0;                   // send/recv tags used per step
   int replayed = 0;                    // micro-batches whose emission was micro-batch 1's, copied (lower_replay.cpp)
+  // A skeleton (LowerOptions::moved_skeletons): this device's program is
+  // program `moved_from` of its LoweredPlan (its orbit's representative)
+  // moved along the plan's symmetry (rank_symmetry.h), and only its
+  // communication and update instructions are held, each at instr_at[i] of
+  // the whole moved program. Its buffers, kernels, parameters and buckets
+  // are the representative's moved, which keeps every extent, role,
+  // tensor and count: LoweredPlan::body gives them. -1: a whole program.
+  int moved_from = -1;
+  std::vector<uint32_t> instr_at;
+  // Instruction i's place in the whole program.
+  size_t place(size_t i) const { return instr_at.empty() ? i : instr_at[i]; }
 };
 
 struct LoweredPlan {
@@ -227,6 +238,14 @@ struct LoweredPlan {
   // moved from their orbit's representative instead of lowered.
   int symmetry_period = 0, moved = 0;
   double symmetry_ms = 0;  // how long finding the symmetry took
+  // The whole program whose buffers, kernels, parameters and buckets p's
+  // instructions refer to: p itself, or the representative a skeleton was
+  // moved from (RankProgram::moved_from).
+  const RankProgram& body(const RankProgram& p) const {
+    return p.moved_from >= 0 ? programs[static_cast<size_t>(p.moved_from)] : p;
+  }
+  // How many programs are skeletons.
+  int skeletons = 0;
   // --emit=program: every program, deterministic.
   std::string dump(const sema::Graph& g) const;
   std::string dump_rank(const sema::Graph& g, const RankProgram& p) const;

@@ -13,8 +13,9 @@
 //
 // Why what it gives can be trusted: lower_plan makes only a representative
 // of each orbit (the devices 0 .. k-1) by lowering; program verification
-// then checks every rank's moved program (values, buffers, collectives
-// matched across ranks) as it checks lowered ones, and the rank processes of
+// then checks every rank's moved program (collectives matched across
+// ranks; buffers on the representative, which the move cannot change:
+// program_check.h) as it checks lowered ones, and the rank processes of
 // `nns run` move their program the same way (elaborating their own kernels:
 // lower_plan.cpp), so that what verification read is what runs. A box,
 // label or group the move cannot map makes that device lowered instead. The
@@ -51,9 +52,37 @@ class RankSymmetry {
   // attrs such as dropout offsets depend on the slice).
   bool move(const RankProgram& from, int to, GroupTable& groups, RankProgram& out) const;
 
+  // Skeletons (LowerOptions::moved_skeletons, what `nns check` verifies),
+  // made from what a representative's program gives them all: its
+  // communication and update instructions with their places, and per m in
+  // [0, devices / period) whether every box and label of its kernels and
+  // buffers moves by m periods (what `move` checks piece by piece, decided
+  // once per distinct interval of each axis).
+  struct SkeletonBase {
+    std::vector<PInstr> comm;
+    std::vector<uint32_t> at;
+    std::vector<char> pieces;
+  };
+  SkeletonBase skeleton_base(const RankProgram& from) const;
+  // Device `to`'s skeleton: the communication and update instructions of
+  // its moved program (RankProgram::instr_at: their places in it), true
+  // exactly when `move` would succeed. Its buffers, kernels, parameters
+  // and buckets are `from`'s, moved: the caller sets
+  // RankProgram::moved_from and readers take them from there.
+  bool move_skeleton(const RankProgram& from, const SkeletonBase& base, int to, GroupTable& groups,
+                     RankProgram& out) const;
+
   struct Maps;
 
  private:
+  // Moves `instrs` (copies of `from`'s, in order) to device `to`, m
+  // periods on: peers and groups, and each collective's block boxes into
+  // `geoms` (null: only checked to move). False when one cannot move.
+  bool move_comm(const RankProgram& from, int to, int64_t m, GroupTable& groups, std::vector<PInstr>& instrs,
+                 std::vector<CollectiveGeom>* geoms) const;
+  // The image leaf of each of `from`'s kernels on `to` (empty: they do not line up).
+  std::vector<int> moved_leaves(const RankProgram& from, int to) const;
+
   RankSymmetry(const PlanAnalysis& A, int devices, int period, std::unique_ptr<Maps> maps);
   const PlanAnalysis& A_;
   int devices_ = 1, period_ = 0;
@@ -76,8 +105,11 @@ bool same_kernel_structure(const SubOpKernel& a, const SubOpKernel& b);
 // orbit_representatives gives), made `wanted`'s: each device's moved from
 // its representative (on all cores), `add_bodies` (unless empty) giving a
 // moved program its kernel bodies, or false; a device that cannot be moved,
-// or whose bodies do not fit, is lowered by `lower`.
+// or whose bodies do not fit, is lowered by `lower`. `skeletons` (without
+// bodies, every representative wanted): a moved device gets its skeleton
+// (RankSymmetry::move_skeleton) instead of its whole program.
 void expand_orbits(LoweredPlan& lp, const RankSymmetry& sym, const std::vector<int>& wanted, GroupTable& groups,
-                   const std::function<bool(int, RankProgram&)>& add_bodies, const std::function<RankProgram(int)>& lower);
+                   const std::function<bool(int, RankProgram&)>& add_bodies,
+                   const std::function<RankProgram(int)>& lower, bool skeletons = false);
 
 }  // namespace nns::backend::detail

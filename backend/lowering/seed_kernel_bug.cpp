@@ -34,6 +34,7 @@ bool find_read_and_free(const RankProgram& p, size_t& read, size_t& free) {
 bool seed_kernel_read_after_free(const sema::Graph& g, LoweredPlan& lp, std::string& applied) {
   for (RankProgram& p : lp.programs) {
     size_t read = 0, free = 0;
+    if (p.moved_from >= 0) continue;  // a skeleton holds no kernel instructions
     if (!find_read_and_free(p, read, free)) continue;
     const PInstr slice = p.instrs[read];
     const std::string before = lp.instr_text(g, p, slice);
