@@ -57,7 +57,7 @@ struct PlanAnalysis {
   // Per adapter step: the index of the group each device is in (-1: none),
   // built once and shared by every rank (a linear search per rank made a
   // 1024-device lowering quadratic). Read-only while ranks are lowered.
-  std::map<const AdapterStep*, std::vector<int>> group_index;
+  std::unordered_map<const AdapterStep*, std::vector<int>> group_index;
   void index_groups() {
     for (const CommEdge& e : cp.edges)
       for (const AdapterStep& st : e.adapter.steps) {
