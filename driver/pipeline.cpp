@@ -205,10 +205,11 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
     report << times;
     // Rank symmetry (backend/lowering/rank_symmetry.h): how many were moved.
     if (structure->moved > 0) {
-      std::snprintf(
-          times, sizeof times, " (%zu lowered, %d moved along the plan's period of %d device(s)%s, found in %.1f ms)",
-          structure->programs.size() - static_cast<size_t>(structure->moved), structure->moved,
-          structure->symmetry_period, structure->skeletons > 0 ? " as skeletons" : "", structure->symmetry_ms);
+      std::snprintf(times, sizeof times,
+                    " (%zu lowered, %d moved along the plan's period of %d device(s)%s in %.1f ms, found in %.1f ms)",
+                    structure->programs.size() - static_cast<size_t>(structure->moved), structure->moved,
+                    structure->symmetry_period, structure->skeletons > 0 ? " as skeletons" : "", structure->moved_ms,
+                    structure->symmetry_ms);
       report << times;
     }
   }

@@ -3,6 +3,7 @@
 // made from them: moved on all cores, their kernel bodies their own, and
 // lowered where a move does not apply.
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -52,6 +53,7 @@ void expand_orbits(LoweredPlan& lp, const RankSymmetry& sym, const std::vector<i
   }
   // A skeleton names its representative's program, which must be wanted too.
   skeletons = skeletons && !add_bodies && rep_place.size() == base.size();
+  const auto t0 = std::chrono::steady_clock::now();
   std::vector<RankSymmetry::SkeletonBase> skeleton_bases(skeletons ? base.size() : 0);
   parallel_for(skeleton_bases.size(), [&](size_t r) { skeleton_bases[r] = sym.skeleton_base(base[r]); });
   parallel_for(to_move.size(), [&](size_t j) {
@@ -73,6 +75,7 @@ void expand_orbits(LoweredPlan& lp, const RankSymmetry& sym, const std::vector<i
     if (made[i] && add_bodies && !add_bodies(wanted[i], lp.programs[i])) made[i] = 0;
   lp.symmetry_period = sym.period();
   lp.symmetry_ms = sym.find_ms();
+  lp.moved_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   for (size_t i : to_move)
     if (made[i]) {
       ++lp.moved;

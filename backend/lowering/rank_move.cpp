@@ -105,6 +105,7 @@ bool RankSymmetry::move_comm(const RankProgram& from, int to, int64_t m, GroupTa
   std::unordered_map<int, std::deque<Moved>> moved_groups;  // group -> its moves (one per step list)
   std::map<std::tuple<int, int, int>, int> moved_geoms;     // (geom, group, tensor) -> id
   std::vector<int> position(static_cast<size_t>(D), -1);
+  Piece scratch;  // a skeleton's block boxes moved to see that they move
   auto move_group = [&](const PInstr& in, const AdapterStep* st) -> const Moved* {
     const std::vector<int>* devs = st ? A_.devices_of_group(*st, to) : nullptr;
     if (st && !devs) return nullptr;
@@ -167,7 +168,23 @@ bool RankSymmetry::move_comm(const RankProgram& from, int to, int64_t m, GroupTa
     if (in.geom < 0) continue;
     const int tensor = in.a >= 0 ? from.buffers[static_cast<size_t>(in.a)].tensor : e ? e->tensor : -1;
     auto [g, fresh] = moved_geoms.try_emplace({in.geom, old_group, tensor}, -1);
-    if (fresh) {
+    if (fresh && !geoms) {
+      // A skeleton names no block boxes: they must only move (as below).
+      const CollectiveGeom& have = from.geoms[static_cast<size_t>(in.geom)];
+      const bool own = have.send.size() == 1 && have.recv.size() == 1 && mv->place.size() > 1;
+      for (size_t n : {have.send.size(), have.recv.size()})
+        if (!own && n != 0 && n != mv->place.size()) return false;
+      for (const std::vector<Piece>* list : {&have.send, &have.recv})
+        for (const Piece& p : *list) {
+          scratch.start = p.start;
+          scratch.length = p.length;
+          scratch.value_index = p.value_index;
+          scratch.value_parts = p.value_parts;
+          scratch.replica_index = p.replica_index;
+          scratch.replicas = p.replicas;
+          if (!maps.move_piece(tensor, scratch, m)) return false;
+        }
+    } else if (fresh) {
       const CollectiveGeom& have = from.geoms[static_cast<size_t>(in.geom)];
       CollectiveGeom geom;
       geom.send.resize(have.send.size());
@@ -188,8 +205,8 @@ bool RankSymmetry::move_comm(const RankProgram& from, int to, int64_t m, GroupTa
         if (!maps.move_piece(tensor, p, m)) return false;
         geom.recv[place(i)] = std::move(p);
       }
-      g->second = geoms ? static_cast<int>(geoms->size()) : 0;
-      if (geoms) geoms->push_back(std::move(geom));
+      g->second = static_cast<int>(geoms->size());
+      geoms->push_back(std::move(geom));
     }
     // A skeleton names no block boxes (its readers never look them up).
     in.geom = geoms ? g->second : -1;
@@ -220,6 +237,11 @@ struct IntervalHash {
 
 RankSymmetry::SkeletonBase RankSymmetry::skeleton_base(const RankProgram& from) const {
   SkeletonBase base;
+  // Whether the kernels line up with the leaves (moved_leaves): what fails
+  // for one device fails for all, since find() saw every device run as
+  // many leaves of each op as the device a period on (so every device of
+  // the orbit does), and the rest is about `from` alone.
+  base.leaves = from.kernels.empty() || moved_leaves(from, from.device).size() == from.kernels.size();
   // What the order half reads (its collectives, sends, receives, waits and
   // updates) and where each stands in the whole program.
   for (size_t i = 0; i < from.instrs.size(); ++i) {
@@ -292,7 +314,7 @@ bool RankSymmetry::move_skeleton(const RankProgram& from, const SkeletonBase& ba
   if (from.replica != 0 || to < 0 || to >= D || delta % period_ != 0) return false;
   const int64_t m = delta / period_;
   if (static_cast<size_t>(m) >= base.pieces.size() || !base.pieces[static_cast<size_t>(m)]) return false;
-  if (!from.kernels.empty() && moved_leaves(from, to).size() != from.kernels.size()) return false;
+  if (!base.leaves) return false;
   out = RankProgram();
   out.rank = out.device = to;
   out.instrs = base.comm;

@@ -238,6 +238,7 @@ struct LoweredPlan {
   // moved from their orbit's representative instead of lowered.
   int symmetry_period = 0, moved = 0;
   double symmetry_ms = 0;  // how long finding the symmetry took
+  double moved_ms = 0;     // how long moving the programs (or making the skeletons) took
   // The whole program whose buffers, kernels, parameters and buckets p's
   // instructions refer to: p itself, or the representative a skeleton was
   // moved from (RankProgram::moved_from).

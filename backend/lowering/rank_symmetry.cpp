@@ -65,7 +65,12 @@ std::unique_ptr<RankSymmetry::Maps> maps_of(const PlanAnalysis& A, int devices, 
         }
         image = it->second[i];
         const std::vector<int>& from = A.plan.subops[static_cast<size_t>(leaves[i])].devices;
-        std::vector<int> to = A.plan.subops[static_cast<size_t>(image)].devices;
+        const std::vector<int>& image_devices = A.plan.subops[static_cast<size_t>(image)].devices;
+        if (from.size() == 1 && image_devices.size() == 1) {  // most leaves: no lists to sort
+          if (shift(from[0]) != image_devices[0]) return nullptr;
+          continue;
+        }
+        std::vector<int> to = image_devices;
         moved_devices.clear();
         for (int x : from) moved_devices.push_back(shift(x));
         std::sort(moved_devices.begin(), moved_devices.end());

@@ -62,6 +62,7 @@ class RankSymmetry {
     std::vector<PInstr> comm;
     std::vector<uint32_t> at;
     std::vector<char> pieces;
+    bool leaves = false;  // its kernels line up with its leaves (then on every device of its orbit)
   };
   SkeletonBase skeleton_base(const RankProgram& from) const;
   // Device `to`'s skeleton: the communication and update instructions of

@@ -58,6 +58,17 @@ struct AxisMap {
     return static_cast<int>(std::upper_bound(bounds.begin(), bounds.end(), x) - bounds.begin()) - 1;
   }
   std::vector<std::array<int64_t, 3>> pairs;  // while building: (start, length) -> image start
+  // While building: the pairs added last, by a hash of each (a filter:
+  // most pairs repeat, and resolve_axis sorts what passes it).
+  std::array<std::array<int64_t, 3>, 64> recent{};
+  void add_pair(const std::array<int64_t, 3>& p) {
+    const uint64_t h = (static_cast<uint64_t>(p[0]) * 0x9e3779b97f4a7c15ull) ^
+                       (static_cast<uint64_t>(p[1]) * 0xc2b2ae3d27d4eb4full) ^ static_cast<uint64_t>(p[2]);
+    std::array<int64_t, 3>& slot = recent[(h ^ (h >> 29)) & 63];
+    if (slot == p && !pairs.empty()) return;
+    slot = p;
+    pairs.push_back(p);
+  }
 };
 
 struct LabelMap {
@@ -145,9 +156,7 @@ struct RankSymmetry::Maps {
         continue;
       }
       // Neighbouring devices often hold the same block: one pair for them.
-      std::vector<std::array<int64_t, 3>>& pairs = m.axes[i].pairs;
-      const std::array<int64_t, 3> pair{a.start[i], a.length[i], b.start[i]};
-      if (pairs.empty() || pairs.back() != pair) pairs.push_back(pair);
+      m.axes[i].add_pair({a.start[i], a.length[i], b.start[i]});
     }
     return true;
   }
