@@ -1,6 +1,7 @@
 #include "backend/lowering/adapter_search.h"
 
 #include <algorithm>
+#include <future>
 #include <limits>
 #include <map>
 #include <memory>
@@ -396,28 +397,50 @@ std::vector<ChainMove> chain_moves(const std::vector<LayoutFactor>& fs, const se
 // A search under a finite `bound` (chain units: per device, one byte) is
 // not remembered (it lands in `scratch`): what later calls find must not
 // depend on which bounded searches ran before.
+// Searches for one key on several threads at once (derive_communication
+// runs its distinct searches on all cores, and distinct shapes share a
+// profile) run once: the first computes, the others wait for its chain.
 const Chain& cached_chain(const std::vector<LayoutFactor>& from, const std::vector<LayoutFactor>& to,
                           const sema::Shape& shape, bool exhaustive, double bound, Chain& scratch) {
   static std::mutex mu;
-  static std::map<std::string, Chain> cache;
+  static std::map<std::string, std::shared_future<Chain>> cache;  // entries stay: get() refers into them
   int64_t n = 1;
   for (const LayoutFactor& f : from) n *= f.n;
   sema::Shape profile;
   for (int64_t d : shape) profile.push_back(std::gcd(d, n));
   std::string k =
       factors_key(from) + "|" + factors_key(to) + "|" + sema::shape_to_string(profile) + (exhaustive ? "|x" : "");
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(k);
-    if (it != cache.end()) return it->second;
-  }
   if (bound < std::numeric_limits<double>::infinity()) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      auto it = cache.find(k);
+      if (it != cache.end()) return it->second.get();
+    }
     scratch = find_chain(from, to, profile, 1.0, exhaustive, bound);
     return scratch;
   }
-  Chain c = find_chain(from, to, profile, 1.0, exhaustive, bound);
-  std::lock_guard<std::mutex> lock(mu);
-  return cache.emplace(k, std::move(c)).first->second;  // std::map: references stay valid
+  std::promise<Chain> mine;
+  std::shared_future<Chain> chain;
+  bool owner = false;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(k);
+    owner = it == cache.end();
+    chain = owner ? cache.emplace(k, mine.get_future().share()).first->second : it->second;
+  }
+  if (owner) {
+    try {
+      mine.set_value(find_chain(from, to, profile, 1.0, exhaustive, bound));
+    } catch (...) {
+      // (A check's deadline: the next call searches again.)
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        cache.erase(k);
+      }
+      mine.set_exception(std::current_exception());
+    }
+  }
+  return chain.get();
 }
 
 }  // namespace nns::backend

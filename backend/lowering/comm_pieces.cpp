@@ -1,6 +1,7 @@
 #include "backend/lowering/comm_pieces.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "backend/lowering/comm_plan.h"
 #include "backend/lowering/geometry.h"
@@ -413,18 +414,77 @@ LayoutRead OperandLayouts::gradient(int node, size_t k) {
   return r;
 }
 
-void OperandLayouts::read_all() {
-  enum Side { Out, In, Grad };
-  struct Request {
-    Side side;
-    int node;
-    size_t k;
+const OperandSlice& OperandLayouts::slice_of(const Request& r, int leaf) const {
+  const sema::SubOp& s = plan_.subops[leaf];
+  return r.side == Out ? s.outputs[r.k] : s.inputs[r.k];
+}
+
+namespace {
+
+// One multiply per word: the hash only groups candidates, which are then
+// compared in full, so a weak mix costs at most a read of its own.
+void mix(uint64_t& h, uint64_t v) { h = (h + v) * 0x9e3779b97f4a7c15ull; }
+
+const sema::Shape& operand_shape(const sema::Graph& g, int node, bool output, size_t k) {
+  const sema::OpNode& op = g.node(node);
+  return g.tensor(output ? op.outputs[k] : op.inputs[k]).shape;
+}
+
+}  // namespace
+
+uint64_t OperandLayouts::content_hash(const Request& r) const {
+  // An output and an input are read alike; a gradient otherwise.
+  uint64_t h = r.side == Grad ? 2 : 1;
+  for (int64_t x : operand_shape(g_, r.node, r.side == Out, r.k)) mix(h, static_cast<uint64_t>(x));
+  for (int leaf : leaves_[static_cast<size_t>(r.node)]) {
+    const OperandSlice& s = slice_of(r, leaf);
+    const std::vector<int>& devices = plan_.subops[leaf].devices;
+    mix(h, devices.size());
+    for (int d : devices) mix(h, static_cast<uint64_t>(d));
+    mix(h, s.start.size());
+    for (int64_t x : s.start) mix(h, static_cast<uint64_t>(x));
+    for (int64_t x : s.length) mix(h, static_cast<uint64_t>(x));
+    if (r.side == Grad) continue;
+    mix(h, static_cast<uint64_t>(s.value_index));
+    mix(h, static_cast<uint64_t>(s.value_parts));
+  }
+  return h;
+}
+
+bool OperandLayouts::same_content(const Request& a, const Request& b) const {
+  if ((a.side == Grad) != (b.side == Grad)) return false;
+  if (operand_shape(g_, a.node, a.side == Out, a.k) != operand_shape(g_, b.node, b.side == Out, b.k)) return false;
+  const std::vector<int>& la = leaves_[static_cast<size_t>(a.node)];
+  const std::vector<int>& lb = leaves_[static_cast<size_t>(b.node)];
+  if (la.size() != lb.size()) return false;
+  // Element by element: the arrays are a few words long, where a call to
+  // memcmp per array costs more than the comparison.
+  auto same = [](const auto& x, const auto& y) {
+    if (x.size() != y.size()) return false;
+    for (size_t i = 0; i < x.size(); ++i)
+      if (x[i] != y[i]) return false;
+    return true;
   };
+  for (size_t i = 0; i < la.size(); ++i) {
+    const OperandSlice &x = slice_of(a, la[i]), &y = slice_of(b, lb[i]);
+    if (!same(plan_.subops[la[i]].devices, plan_.subops[lb[i]].devices) || !same(x.start, y.start) ||
+        !same(x.length, y.length))
+      return false;
+    if (a.side != Grad && (x.value_index != y.value_index || x.value_parts != y.value_parts)) return false;
+  }
+  return true;
+}
+
+std::pair<size_t, size_t> OperandLayouts::read_all() {
+  std::vector<int> nodes;
+  for (size_t node = 0; node < plan_.root_of_node.size(); ++node)
+    if (plan_.root_of_node[node] >= 0 && !leaves_known_[node]) nodes.push_back(static_cast<int>(node));
+  parallel_for(nodes.size(), [&](size_t i) { leaves_[static_cast<size_t>(nodes[i])] = plan_.leaves_of(nodes[i]); });
+  for (int n : nodes) leaves_known_[static_cast<size_t>(n)] = 1;
   std::vector<Request> requests;
   for (size_t node = 0; node < plan_.root_of_node.size(); ++node) {
     if (plan_.root_of_node[node] < 0) continue;
     const int n = static_cast<int>(node);
-    leaves(n);  // filled here, read-only below
     const sema::OpNode& op = g_.node(n);
     for (size_t o = 0; o < op.outputs.size(); ++o)
       if (!outputs_.count({n, o})) requests.push_back({Out, n, o});
@@ -434,19 +494,47 @@ void OperandLayouts::read_all() {
       if (sema::dtype_is_float(t.dtype) && t.kind != sema::TensorKind::Input) requests.push_back({Grad, n, k});
     }
   }
-  std::vector<LayoutRead> done(requests.size());
+  // Each request's first request of equal hash (in request order) reads for
+  // both, once the two are found equal in full; a request whose content
+  // differs after all (a hash collision) reads its own.
+  std::vector<uint64_t> hash(requests.size());
   parallel_for(requests.size(), [&](size_t i) {
+    sema::CheckDeadline::poll();
+    hash[i] = content_hash(requests[i]);
+    hash[i] ^= hash[i] >> 29;
+  });
+  std::unordered_map<uint64_t, size_t> first_of_hash;
+  std::vector<size_t> source(requests.size()), readers;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    source[i] = first_of_hash.emplace(hash[i], i).first->second;
+    if (source[i] == i) readers.push_back(i);
+  }
+  std::vector<LayoutRead> done(requests.size());
+  auto read_request = [&](size_t i) {
     sema::CheckDeadline::poll();
     const Request& r = requests[i];
     done[i] = r.side == Out  ? read_output(r.node, r.k)
               : r.side == In ? read_input(r.node, r.k)
                              : read_gradient(r.node, r.k);
+  };
+  parallel_for(readers.size(), [&](size_t j) { read_request(readers[j]); });
+  parallel_for(requests.size(), [&](size_t i) {
+    if (source[i] == i) return;
+    if (same_content(requests[i], requests[source[i]])) {
+      done[i] = done[source[i]];
+    } else {
+      read_request(i);
+      source[i] = i;
+    }
   });
+  size_t ran = 0;
+  for (size_t i = 0; i < requests.size(); ++i) ran += source[i] == i;
   for (size_t i = 0; i < requests.size(); ++i) {
     const Request& r = requests[i];
     auto& into = r.side == Out ? outputs_ : r.side == In ? inputs_ : gradients_;
     into[{r.node, r.k}] = std::move(done[i]);
   }
+  return {ran, requests.size()};
 }
 
 }  // namespace nns::backend

@@ -52,9 +52,24 @@ class OperandLayouts {
   // Reads every operand of every op (outputs, inputs, the gradients of
   // float inputs that are not data) on all cores (parallel.h), for the
   // calls above to find: a whole plan's derivation reads them all anyway.
-  void read_all();
+  // Layers repeat: operands whose pieces are the same (devices, slices and
+  // shape, compared in full) are read once (Swin coshard at 1024 devices:
+  // 192 distinct of 5781). Returns how many reads ran, of how many operands.
+  std::pair<size_t, size_t> read_all();
 
  private:
+  enum Side { Out, In, Grad };
+  struct Request {
+    Side side;
+    int node;
+    size_t k;
+  };
+  // What a read depends on: the operand's shape and, leaf by leaf, the
+  // devices and the slice (its partial-sum label too, except for a
+  // gradient, which relabels). Equal content, equal read.
+  uint64_t content_hash(const Request& r) const;
+  bool same_content(const Request& a, const Request& b) const;
+  const sema::OperandSlice& slice_of(const Request& r, int leaf) const;
   const std::vector<int>& leaves(int node);
   LayoutRead read(std::vector<PieceRef>& refs, const sema::Shape& shape) const;
   // The reads themselves, on leaves already known (read_all runs them on

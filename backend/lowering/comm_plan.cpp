@@ -11,6 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <tuple>
+#include <unordered_map>
 
 namespace nns::backend {
 
@@ -74,6 +75,38 @@ void run_searches(const std::vector<Search>& searches, const std::vector<std::pa
   }
 }
 
+// Numbers layouts by their device list and normalised factors, which is
+// what Layout::to_string spells out: equal ids, equal text. Keys spelling
+// out 1024 devices (a text, or a device list in an ordered map, per edge)
+// made the lookups themselves a cost of deriving a 1024-device plan.
+class LayoutIds {
+ public:
+  int operator()(const Layout& l) {
+    std::vector<LayoutFactor> fs = normalized_factors(l.factors);
+    uint64_t h = l.devices.size();
+    auto mix = [&h](uint64_t v) { h = (h + v) * 0x9e3779b97f4a7c15ull; };
+    for (int d : l.devices) mix(static_cast<uint64_t>(d));
+    for (const LayoutFactor& f : fs) {
+      mix(static_cast<uint64_t>(f.kind));
+      mix(static_cast<uint64_t>(f.dim));
+      mix(static_cast<uint64_t>(f.n));
+      mix(static_cast<uint64_t>(f.stride));
+    }
+    std::vector<int>& ids = by_hash_[h ^ (h >> 29)];
+    for (int id : ids) {
+      const Layout& seen = layouts_[static_cast<size_t>(id)];
+      if (seen.devices == l.devices && seen.factors == fs) return id;
+    }
+    ids.push_back(static_cast<int>(layouts_.size()));
+    layouts_.push_back({l.devices, std::move(fs)});
+    return ids.back();
+  }
+
+ private:
+  std::unordered_map<uint64_t, std::vector<int>> by_hash_;
+  std::vector<Layout> layouts_;
+};
+
 }  // namespace
 
 CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, const std::vector<bool>* only_nodes,
@@ -86,23 +119,14 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, cons
     return !only_nodes || in_set(producer) || in_set(consumer);
   };
   // Layers repeat: the same (layout, layout, shape) pair is searched once.
-  // Device lists are numbered once: keys spelling out 1024 devices made the
-  // lookups themselves the cost of deriving a 1024-device plan.
-  std::map<std::vector<int>, int> device_set_ids;
-  auto layout_key = [&](const Layout& l) {
-    int id = device_set_ids.emplace(l.devices, static_cast<int>(device_set_ids.size())).first->second;
-    return Layout{{}, l.factors}.to_string() + "#" + std::to_string(id);  // to_string normalises the factors
-  };
-  auto search_key = [&](const Layout& from, const Layout& to, const sema::Shape& shape, int64_t elem_bytes) {
-    return layout_key(from) + "|" + layout_key(to) + "|" + sema::shape_to_string(shape) + "|" +
-           std::to_string(elem_bytes);
-  };
+  LayoutIds layout_id;
   // The distinct searches are collected during the walk and run after it (run_searches).
   std::vector<Search> searches;
-  std::map<std::string, size_t> search_of_key;
+  std::map<std::tuple<int, int, sema::Shape, int64_t>, size_t> search_of_key;
   std::vector<std::pair<size_t, size_t>> edge_search;  // (edge, search)
   auto adapter_of = [&](CommEdge& e, const sema::Shape& shape, int64_t elem_bytes) {
-    auto [it, fresh] = search_of_key.emplace(search_key(e.from, e.to, shape, elem_bytes), searches.size());
+    auto [it, fresh] =
+        search_of_key.emplace(std::make_tuple(layout_id(e.from), layout_id(e.to), shape, elem_bytes), searches.size());
     if (fresh) searches.push_back({e.from, e.to, shape, elem_bytes});
     edge_search.emplace_back(cp.edges.size(), it->second);  // e is pushed next
   };
@@ -111,8 +135,9 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, cons
   // A whole plan reads every operand: on all cores, before the walk.
   if (!only_nodes) layouts.read_all();
   std::map<int, Layout> storage;  // params / inputs: the layout of their first consumer
+  // `to` by value: a read taken from `layouts` moves into the edge.
   auto add_edge = [&](int tensor, int producer, int consumer, int input_index, bool backward, const LayoutRead& from,
-                      const LayoutRead& to, const char* irregular) {
+                      LayoutRead to, const char* irregular) {
     sema::CheckDeadline::poll();
     CommEdge e;
     e.tensor = tensor;
@@ -125,11 +150,17 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, cons
       e.note = std::string(irregular) + " (" + (from.ok ? to.why : from.why) + "): needs piece-wise send/recv";
     } else {
       e.from = from.layout;
-      e.to = to.layout;
+      e.to = std::move(to.layout);
       adapter_of(e, t.shape, sema::dtype_bytes(t.dtype));
     }
     cp.edges.push_back(std::move(e));
   };
+  // At most an edge per input forward and one backward: reserved, so that
+  // no edge moves while the list grows.
+  size_t inputs = 0;
+  for (size_t node = 0; node < plan.root_of_node.size(); ++node)
+    if (plan.root_of_node[node] >= 0) inputs += g.node(static_cast<int>(node)).inputs.size();
+  cp.edges.reserve(2 * inputs);
   for (size_t node = 0; node < plan.root_of_node.size(); ++node) {
     if (plan.root_of_node[node] < 0) continue;
     const int nd = static_cast<int>(node);
@@ -217,7 +248,8 @@ void mark_shared_transfers(const sema::Graph& g, const sema::Plan& plan, CommPla
   };
   // Edges that could share, by (direction, tensor, layouts, segment of the
   // consumer: backward, of the forward consumer that makes the share).
-  std::map<std::tuple<bool, int, std::string, int>, std::vector<size_t>> groups;
+  LayoutIds layout_id;
+  std::map<std::tuple<bool, int, int, int, int>, std::vector<size_t>> groups;
   for (size_t i = 0; i < cp.edges.size(); ++i) {
     CommEdge& e = cp.edges[i];
     e.shared_with = -1;
@@ -226,7 +258,7 @@ void mark_shared_transfers(const sema::Graph& g, const sema::Plan& plan, CommPla
     e.idle = !runs(e);
     if (!e.note.empty() || e.adapter.steps.empty() || bucketed(e) || e.idle) continue;
     const int consumer = e.backward ? e.producer : e.consumer;
-    groups[{e.backward, e.tensor, e.from.to_string() + "|" + e.to.to_string(), segment(consumer)}].push_back(i);
+    groups[{e.backward, e.tensor, layout_id(e.from), layout_id(e.to), segment(consumer)}].push_back(i);
   }
   for (auto& [key, members] : groups) {
     if (members.size() < 2) continue;

@@ -44,6 +44,29 @@ bool same_slice(const OperandSlice& a, const OperandSlice& b) {
   return a.start == b.start && a.length == b.length && a.value_index == b.value_index && a.value_parts == b.value_parts;
 }
 
+// same_slice(have, refine(parent, e, index, num)) without building the
+// refined slice: the coverage check compares every part of every split (a
+// million sub-ops at 1024 devices), and the copies were its cost.
+bool is_refined(const OperandSlice& have, const OperandSlice& parent, const PartitionEffect& e, int index, int num) {
+  if (!parent.tensor) return same_slice(have, parent);
+  const bool split = e.kind == PartitionEffect::Split && e.dim >= 0 && e.dim < static_cast<int>(parent.length.size());
+  const bool partial = !split && e.kind == PartitionEffect::PartialSum;
+  if (!split && !partial) return same_slice(have, parent);
+  if (!have.tensor || have.start.size() != parent.start.size() || have.length.size() != parent.length.size())
+    return false;
+  for (size_t d = 0; d < parent.length.size(); ++d) {
+    if (split && static_cast<int>(d) == e.dim) continue;
+    if (have.start[d] != parent.start[d] || have.length[d] != parent.length[d]) return false;
+  }
+  if (split) {
+    const size_t d = static_cast<size_t>(e.dim);
+    const int64_t piece = parent.length[d] / num;
+    return have.start[d] == parent.start[d] + piece * index && have.length[d] == piece &&
+           have.value_index == parent.value_index && have.value_parts == parent.value_parts;
+  }
+  return have.value_index == parent.value_index * num + index && have.value_parts == parent.value_parts * num;
+}
+
 // Why `id` cannot be split on this op (it is not in the transform space).
 std::string unsplittable_reason(const OpNode& n, const std::string& id) {
   std::string anno = "\"" + n.anno.anno.to_string() + "\"";
@@ -191,11 +214,10 @@ class SplitPass {
         return false;
       }
     }
-    const OpRow* row = n.composite ? nullptr : find_op_row(n.kind);
-    bool value_allowed = row && row->value_split;
-    std::optional<TransformChoice> choice;
-    for (const TransformChoice& c : transform_space(n.anno, value_allowed))
-      if (id == "value" ? c.kind == TransformChoice::Value : (c.kind == TransformChoice::Dim && c.id == id)) choice = c;
+    const TransformChoice* choice = nullptr;
+    for (const TransformChoice& c : space_of(s.node))
+      if (id == "value" ? c.kind == TransformChoice::Value : (c.kind == TransformChoice::Dim && c.id == id))
+        choice = &c;
     ++e_.stats.ground_checks;
     if (!choice) {
       Conflict k;
@@ -236,6 +258,19 @@ class SplitPass {
     return true;
   }
 
+  // transform_space of op `node`, built once per op: every split of its
+  // tree looks its identifier up there (building it per split was most of
+  // the pass at a million sub-ops).
+  const std::vector<TransformChoice>& space_of(int node) {
+    if (space_node_ != node) {
+      const OpNode& n = g_.node(node);
+      const OpRow* row = n.composite ? nullptr : find_op_row(n.kind);
+      space_ = transform_space(n.anno, row && row->value_split);
+      space_node_ = node;
+    }
+    return space_;
+  }
+
   void check_coverage(int sub, const TransformChoice& choice, int dir) {
     const SubOp& s = p_.subops[sub];
     const int num = static_cast<int>(s.children.size());
@@ -251,7 +286,7 @@ class SplitPass {
         for (int i = 0; i < num; ++i) {
           const SubOp& c = p_.subops[s.children[i]];
           const OperandSlice& have = side ? c.outputs[k] : c.inputs[k];
-          if (!same_slice(have, refine(parent, eff, i, num))) all_ok = false;
+          if (!is_refined(have, parent, eff, i, num)) all_ok = false;
         }
         if (all_ok) continue;
         report_coverage(sub, side == 1, k, parent, eff, id, dir);
@@ -339,6 +374,8 @@ class SplitPass {
   Encoder& e_;
   const Graph& g_;
   const Plan& p_;
+  int space_node_ = -1;
+  std::vector<TransformChoice> space_;
 };
 
 }  // namespace
