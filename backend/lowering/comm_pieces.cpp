@@ -475,7 +475,7 @@ bool OperandLayouts::same_content(const Request& a, const Request& b) const {
   return true;
 }
 
-std::pair<size_t, size_t> OperandLayouts::read_all() {
+std::pair<size_t, size_t> OperandLayouts::read_all(bool gradients) {
   std::vector<int> nodes;
   for (size_t node = 0; node < plan_.root_of_node.size(); ++node)
     if (plan_.root_of_node[node] >= 0 && !leaves_known_[node]) nodes.push_back(static_cast<int>(node));
@@ -491,7 +491,8 @@ std::pair<size_t, size_t> OperandLayouts::read_all() {
     for (size_t k = 0; k < op.inputs.size(); ++k) {
       requests.push_back({In, n, k});
       const sema::TensorInfo& t = g_.tensor(op.inputs[k]);
-      if (sema::dtype_is_float(t.dtype) && t.kind != sema::TensorKind::Input) requests.push_back({Grad, n, k});
+      if (gradients && sema::dtype_is_float(t.dtype) && t.kind != sema::TensorKind::Input)
+        requests.push_back({Grad, n, k});
     }
   }
   // Each request's first request of equal hash (in request order) reads for

@@ -55,7 +55,8 @@ class OperandLayouts {
   // Layers repeat: operands whose pieces are the same (devices, slices and
   // shape, compared in full) are read once (Swin coshard at 1024 devices:
   // 192 distinct of 5781). Returns how many reads ran, of how many operands.
-  std::pair<size_t, size_t> read_all();
+  // Without `gradients`, the outputs and inputs only (lowering's analysis).
+  std::pair<size_t, size_t> read_all(bool gradients = true);
 
  private:
   enum Side { Out, In, Grad };

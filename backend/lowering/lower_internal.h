@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/lowering/comm_pieces.h"
 #include "backend/lowering/lower_plan.h"
 
 namespace nns::backend::detail {
@@ -85,13 +86,6 @@ struct PlanAnalysis {
 
   PlanAnalysis(const sema::Graph& graph, const sema::Plan& p, const CommPlan& c) : g(graph), plan(p), cp(c) {}
 
-  static Layout layout_or_throw(const std::vector<std::pair<int, OperandSlice>>& pieces, const Shape& shape, const std::string& what) {
-    Layout l;
-    std::string why;
-    if (!layout_of_pieces(pieces, shape, l, why)) fail(what + ": " + why + " (not executable yet)");
-    return l;
-  }
-
   static bool deferrable(const CommEdge& e) { return bucketed(e); }
 
   void run() {
@@ -107,9 +101,13 @@ struct PlanAnalysis {
     for (const CommEdge& e : cp.edges) (e.backward ? bwd : fwd)[{e.backward ? e.producer : e.consumer, e.input_index}] = &e;
     op_of_node.assign(g.nodes().size(), -1);
     readers.assign(g.tensors().size(), 0);
+    // Every op's input and output layouts, read on all cores and once per
+    // distinct content (comm_pieces.h), as the derivation reads them.
+    OperandLayouts reads(g, plan);
+    reads.read_all(false);
     for (int n : order) {
       op_of_node[static_cast<size_t>(n)] = static_cast<int>(ops.size());
-      ops.push_back(analyse_op(n, fwd, bwd, flow));
+      ops.push_back(analyse_op(n, fwd, bwd, flow, reads));
       // An input that shares another's transfer reads what it received.
       for (size_t k = 0; k < g.node(n).inputs.size(); ++k)
         if (!ops.back().in_edge[k] || ops.back().in_edge[k]->shared_with < 0)
@@ -184,15 +182,20 @@ struct PlanAnalysis {
     }
   }
 
-  Op analyse_op(int n, const std::map<std::pair<int, int>, const CommEdge*>& fwd, const std::map<std::pair<int, int>, const CommEdge*>& bwd,
-                const sema::GradientFlow& flow) {
+  Op analyse_op(int n, const std::map<std::pair<int, int>, const CommEdge*>& fwd,
+                const std::map<std::pair<int, int>, const CommEdge*>& bwd, const sema::GradientFlow& flow,
+                OperandLayouts& reads) {
     const sema::OpNode& node = g.node(n);
     Op op;
     op.node = n;
+    auto layout = [&](LayoutRead r, const char* side, size_t k) {
+      if (!r.ok) fail(node.name + " " + side + " " + std::to_string(k) + ": " + r.why + " (not executable yet)");
+      return std::move(r.layout);
+    };
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       int t = node.inputs[k];
       const sema::TensorInfo& info = g.tensor(t);
-      op.in_layout.push_back(layout_or_throw(input_pieces(plan, n, k), info.shape, node.name + " input " + std::to_string(k)));
+      op.in_layout.push_back(layout(reads.input(n, k), "input", k));
       auto fe = fwd.find({n, static_cast<int>(k)});
       const CommEdge* in_edge = fe == fwd.end() ? nullptr : fe->second;
       if (info.kind != sema::TensorKind::Activation && !storage.count(t)) {
@@ -209,7 +212,7 @@ struct PlanAnalysis {
       op.grad_in_layout.push_back(grad_edge ? grad_edge->from : Layout{});
     }
     for (size_t o = 0; o < node.outputs.size(); ++o) {
-      op.out_layout.push_back(layout_or_throw(output_pieces(plan, n, o), g.tensor(node.outputs[o]).shape, node.name + " output " + std::to_string(o)));
+      op.out_layout.push_back(layout(reads.output(n, o), "output", o));
     }
     op.backward = flow.backward[static_cast<size_t>(n)];
     for (int leaf : plan.leaves_of(n)) {
