@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Whether two nns binaries print the same plan and the same derived
-# communication: `--emit=plan` and `--emit=comm` (stdout and exit code) of
-# each case, compared byte for byte. What a change meant to make plan
-# evaluation or the derivation faster, without changing what they produce,
-# is checked with (OLD: a binary built before the change).
+# Whether two nns binaries elaborate the same graph, print the same plan and
+# derive the same communication: `--emit=graph`, `--emit=plan` and
+# `--emit=comm` (stdout and exit code) of each case, compared byte for byte.
+# What a change meant to make elaboration, plan evaluation or the derivation
+# faster, without changing what they produce, is checked with (OLD: a binary
+# built before the change).
 #   bench/derive_identical.sh OLD_NNS NEW_NNS [CASE...]
 # A case is "FILE CONFIG PLAN GPUS [--set K=V ...]" (one argument, quoted);
 # without cases, the shipped plans of gpt, swin, t5, alphafold2, moe and
@@ -32,7 +33,7 @@ if [ ${#cases[@]} -eq 0 ]; then
     "examples/llama.nns llama3_8b hybrid 16"
   )
 fi
-EMITS="${EMITS:-plan comm}"
+EMITS="${EMITS:-graph plan comm}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 differ=0

@@ -2,6 +2,7 @@
 // place where an op call becomes a Graph node with an annotation bound to
 // its shapes.
 #include <algorithm>
+#include <map>
 
 #include "semantics/interpreter.h"
 #include "semantics/symbolic_values.h"
@@ -253,8 +254,8 @@ Value Interpreter::call_op(const OpDef& op, CallArgs& args) {
   auto env = bind_params(fn.params, args, op.closure, what);
   OpOperands ops;
   split_operands(op, args, env, what, ops);
-  BoundAnno bound = bind_annotation(op, args, what, ops);
-  std::vector<int> outputs = emit_node(op, args, env, ops, bound);
+  std::shared_ptr<const BoundAnno> bound = bind_annotation(op, args, what, ops);
+  std::vector<int> outputs = emit_node(op, args, env, ops, *bound);
   if (outputs.size() == 1) return Value(TensorV{outputs[0]});
   List results;
   for (int t : outputs) results.push_back(Value(TensorV{t}));
@@ -351,17 +352,89 @@ void Interpreter::split_operands(const OpDef& op, CallArgs& args, const std::sha
   }
 }
 
+namespace {
+// What one binding of an op's annotation depends on besides the op: the
+// input shapes and the sizes the call gives and, for an op whose registry
+// row generates its annotation, everything the generator reads (the input
+// dtypes and the call's attributes). Bytes, not text: it is a key, never shown.
+class BindingKey {
+ public:
+  void put(int64_t v) { key_.append(reinterpret_cast<const char*>(&v), sizeof v); }
+  void put(const std::string& s) {
+    put(static_cast<int64_t>(s.size()));
+    key_ += s;
+  }
+  void put(const Attr& a) {
+    put(static_cast<int64_t>(a.index()));
+    if (auto* i = std::get_if<int64_t>(&a))
+      put(*i);
+    else if (auto* d = std::get_if<double>(&a))
+      key_.append(reinterpret_cast<const char*>(d), sizeof *d);
+    else if (auto* b = std::get_if<bool>(&a))
+      put(static_cast<int64_t>(*b));
+    else if (auto* str = std::get_if<std::string>(&a))
+      put(*str);
+    else
+      put(std::get<std::vector<int64_t>>(a));
+  }
+  void put(const std::vector<int64_t>& list) {
+    put(static_cast<int64_t>(list.size()));
+    for (int64_t v : list) put(v);
+  }
+  std::string take() { return std::move(key_); }
+
+ private:
+  std::string key_;
+};
+
+std::string binding_key(const OpDef& op, const OpCall& call, const std::map<std::string, int64_t>& given) {
+  BindingKey key;
+  key.put(static_cast<int64_t>(call.inputs.size()));
+  for (const InputShape& in : call.inputs) {
+    key.put(in.is_tensor ? static_cast<int64_t>(in.shape.size()) : -1);
+    for (int64_t d : in.shape) key.put(d);
+  }
+  key.put(static_cast<int64_t>(given.size()));
+  for (const auto& [name, size] : given) {
+    key.put(name);
+    key.put(size);
+  }
+  if (op.row && op.row->annotate) {
+    for (DType d : call.dtypes) key.put(static_cast<int64_t>(d));
+    key.put(static_cast<int64_t>(call.attrs->size()));
+    for (const auto& [name, attr] : *call.attrs) {
+      key.put(name);
+      key.put(attr);
+    }
+  }
+  return key.take();
+}
+
+// Distinct bindings kept per op: a program that calls one op with ever new
+// shapes binds the rest afresh instead of growing the memo without bound.
+constexpr size_t kMaxBindingsPerOp = 4096;
+}  // namespace
+
 // Binds the op's annotation (the row's generated one, else the stdlib
-// declaration's) to these shapes: a shape error points at the call.
-BoundAnno Interpreter::bind_annotation(const OpDef& op, CallArgs& args, const std::string& what, const OpOperands& ops) {
+// declaration's) to these shapes: a shape error points at the call. Each
+// distinct binding is made once per op (OpDef::bindings): AlphaFold2's
+// 28k op calls make a few hundred distinct bindings.
+std::shared_ptr<const BoundAnno> Interpreter::bind_annotation(const OpDef& op, CallArgs& args, const std::string& what,
+                                                              const OpOperands& ops) {
   try {
+    std::string key = binding_key(op, ops.call, ops.given);
+    if (auto it = op.bindings.find(key); it != op.bindings.end()) return it->second;
+    std::shared_ptr<const BoundAnno> bound;
     if (op.row && op.row->annotate) {
       GeneratedAnno gen = op.row->annotate(ops.call);
       std::map<std::string, int64_t> sizes = ops.given;
       for (auto& [k, v] : gen.sizes) sizes[k] = v;
-      return bind(parsed_annotation(gen.text), ops.call.inputs, sizes);
+      bound = std::make_shared<const BoundAnno>(bind(parsed_annotation(gen.text), ops.call.inputs, sizes));
+    } else {
+      bound = std::make_shared<const BoundAnno>(bind_first(op.annotations, ops.call.inputs, ops.given));
     }
-    return bind_first(op.annotations, ops.call.inputs, ops.given);
+    if (op.bindings.size() < kMaxBindingsPerOp) op.bindings.emplace(std::move(key), bound);
+    return bound;
   } catch (const DimopError& e) {
     // The parameters and inputs among the operands the message names come
     // first, by name and declared shape: the user fixes a declaration, not

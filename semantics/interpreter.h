@@ -223,7 +223,8 @@ class Interpreter {
   struct OpOperands;
   void split_operands(const OpDef& op, CallArgs& args, const std::shared_ptr<Env>& env, const std::string& what, OpOperands& out);
   void check_float_operand(const OpDef& op, int tensor, front::SourceLoc at, const std::string& what, const std::string& param);
-  BoundAnno bind_annotation(const OpDef& op, CallArgs& args, const std::string& what, const OpOperands& ops);
+  std::shared_ptr<const BoundAnno> bind_annotation(const OpDef& op, CallArgs& args, const std::string& what,
+                                                   const OpOperands& ops);
   std::vector<int> emit_node(const OpDef& op, CallArgs& args, const std::shared_ptr<Env>& env, OpOperands& ops, const BoundAnno& bound);
   std::vector<int> run_composite_body(const OpDef& op, CallArgs& args, const std::shared_ptr<Env>& env, int id,
                                       const std::vector<int>& inputs, const BoundAnno& bound);

@@ -13,13 +13,14 @@
 #include "semantics/dimop.h"
 #include "semantics/graph.h"
 #include "semantics/pipeline_schedule.h"
+#include "semantics/slice_dims.h"
 
 namespace nns::sema {
 
 // The part of one operand (input or output) a sub-op touches.
 struct OperandSlice {
   bool tensor = true;
-  std::vector<int64_t> start, length;  // per dim, in elements of the full tensor
+  SliceDims start, length;  // per dim, in elements of the full tensor (inline up to 4 dims: slice_dims.h)
   int64_t value_index = 0, value_parts = 1;  // chunk value_index of value_parts partial sums
   std::string to_string() const;       // "[0:4, 0:64] v1/2"
 };

@@ -35,6 +35,11 @@ struct OpDef {
   std::vector<OpAnno> annotations;  // parsed + normalised declared candidates
   const OpRow* row = nullptr;       // primitive ops only
   std::shared_ptr<Env> closure;     // composite bodies see their module's names
+  // The bindings of its annotation made so far, by what a binding depends
+  // on (the input shapes, the sizes the call gives, a generated annotation's
+  // text: calls.cpp, binding_key). A model calls an op with the same shapes
+  // in every layer and pass, and binding is a function of these alone.
+  mutable std::unordered_map<std::string, std::shared_ptr<const BoundAnno>> bindings;
 };
 
 struct Function {
