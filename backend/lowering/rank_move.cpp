@@ -176,12 +176,7 @@ bool RankSymmetry::move_comm(const RankProgram& from, int to, int64_t m, GroupTa
         if (!own && n != 0 && n != mv->place.size()) return false;
       for (const std::vector<Piece>* list : {&have.send, &have.recv})
         for (const Piece& p : *list) {
-          scratch.start = p.start;
-          scratch.length = p.length;
-          scratch.value_index = p.value_index;
-          scratch.value_parts = p.value_parts;
-          scratch.replica_index = p.replica_index;
-          scratch.replicas = p.replicas;
+          scratch = p;  // (copy assignment keeps the vectors' storage)
           if (!maps.move_piece(tensor, scratch, m)) return false;
         }
     } else if (fresh) {
