@@ -258,14 +258,13 @@ RankSymmetry::SkeletonBase RankSymmetry::skeleton_base(const RankProgram& from) 
     if (t < 0 || never) return;
     const Shape& shape = A_.g.tensor(t).shape;
     const TensorMap& tm = maps.tensors[static_cast<size_t>(t)];
-    if (p.start.size() != shape.size() || (p.value_parts > 1 && !tm.value.moves.count(p.value_parts)) ||
-        (p.replicas > 1 && !tm.replica.moves.count(p.replicas))) {
+    if (p.start.size() != shape.size() || !tm.value.has(p.value_parts) || !tm.replica.has(p.replicas)) {
       never = true;
       return;
     }
     for (size_t i = 0; i < shape.size(); ++i) {
       if (p.start[i] == 0 && p.length[i] == shape[i]) continue;
-      if (tm.axes.empty() || tm.axes[i].bounds.size() < 3) {
+      if (!tm.has_axis(i)) {
         never = true;
         return;
       }
@@ -289,15 +288,8 @@ RankSymmetry::SkeletonBase RankSymmetry::skeleton_base(const RankProgram& from) 
   for (const Interval& v : intervals) {
     const AxisMap& ax = maps.tensors[static_cast<size_t>(v.tensor)].axes[static_cast<size_t>(v.axis)];
     const int a0 = ax.atom_of(v.start), a1 = ax.atom_of(v.start + v.length - 1);
-    for (int64_t m = 1; m < M; ++m) {
-      if (!ok[static_cast<size_t>(m)]) continue;
-      const int b0 = ax.atoms.power(a0, m);
-      for (int a = a0 + 1; a <= a1; ++a)
-        if (ax.atoms.power(a, m) != b0 + (a - a0)) {
-          ok[static_cast<size_t>(m)] = 0;
-          break;
-        }
-    }
+    for (int64_t m = 1; m < M; ++m)
+      if (ok[static_cast<size_t>(m)] && ax.lands(a0, a1, m) < 0) ok[static_cast<size_t>(m)] = 0;
   }
   return base;
 }

@@ -57,6 +57,14 @@ struct AxisMap {
     if (uniform > 0) return static_cast<int>(x / uniform);
     return static_cast<int>(std::upper_bound(bounds.begin(), bounds.end(), x) - bounds.begin()) - 1;
   }
+  // Where the atoms a0..a1 (side by side) land m periods on: the first's
+  // image when they land in order, side by side again; -1 otherwise.
+  int lands(int a0, int a1, int64_t m) const {
+    const int b0 = atoms.power(a0, m);
+    for (int a = a0 + 1; a <= a1; ++a)
+      if (atoms.power(a, m) != b0 + (a - a0)) return -1;
+    return b0;
+  }
   std::vector<std::array<int64_t, 3>> pairs;  // while building: (start, length) -> image start
   // While building: the pairs added last, by a hash of each (a filter:
   // most pairs repeat, and resolve_axis sorts what passes it).
@@ -90,6 +98,8 @@ struct LabelMap {
     next.clear();
     return true;
   }
+  // Whether labels in `parts` parts move (by any number of periods).
+  bool has(int32_t parts) const { return parts <= 1 || moves.count(parts) > 0; }
   bool move(int32_t& index, int32_t parts, int64_t m) const {
     if (parts <= 1) return true;
     auto it = moves.find(parts);
@@ -102,6 +112,9 @@ struct LabelMap {
 struct TensorMap {
   std::vector<AxisMap> axes;
   LabelMap value, replica;
+  // Whether axis i has a move: only a box that is the whole of an axis
+  // without one moves (it stays).
+  bool has_axis(size_t i) const { return !axes.empty() && axes[i].bounds.size() >= 3; }
 };
 
 inline bool resolve_axis(AxisMap& ax, int64_t extent) {
@@ -191,12 +204,10 @@ struct RankSymmetry::Maps {
     for (size_t i = 0; i < shape.size(); ++i) {
       const int64_t s = p.start[i], l = p.length[i];
       if (s == 0 && l == shape[i]) continue;
-      if (tm.axes.empty() || tm.axes[i].bounds.size() < 3) return false;
+      if (!tm.has_axis(i)) return false;
       const AxisMap& ax = tm.axes[i];
-      const int a0 = ax.atom_of(s), a1 = ax.atom_of(s + l - 1);
-      const int b0 = ax.atoms.power(a0, m);
-      for (int a = a0 + 1; a <= a1; ++a)
-        if (ax.atoms.power(a, m) != b0 + (a - a0)) return false;
+      const int a0 = ax.atom_of(s), b0 = ax.lands(a0, ax.atom_of(s + l - 1), m);
+      if (b0 < 0) return false;
       p.start[i] = s - ax.bounds[static_cast<size_t>(a0)] + ax.bounds[static_cast<size_t>(b0)];
     }
     return true;
