@@ -335,16 +335,14 @@ std::vector<int> memory_classes(const sema::Plan& plan, const LoweredPlan& lp, i
       whole.push_back(&lp.programs[i]);
     }
   const std::vector<int> of_whole = classes_of(plan, whole, hash_mask);
-  std::vector<size_t> index_of;  // whole program -> its index in lp.programs
-  for (size_t i = 0; i < n; ++i)
-    if (place[i] >= 0) index_of.push_back(i);
   std::vector<int> rep(n, -1);
   for (size_t i = 0; i < n; ++i) {
     const int from = lp.programs[i].moved_from >= 0 ? lp.programs[i].moved_from : static_cast<int>(i);
     if (from < 0 || static_cast<size_t>(from) >= n || place[static_cast<size_t>(from)] < 0)
       throw std::logic_error("memory_classes: a skeleton's representative is not among the programs");
-    rep[i] = static_cast<int>(
-        index_of[static_cast<size_t>(of_whole[static_cast<size_t>(place[static_cast<size_t>(from)])])]);
+    // (The class's representative by its place in lp.programs.)
+    rep[i] = static_cast<int>(whole[static_cast<size_t>(of_whole[static_cast<size_t>(place[static_cast<size_t>(from)])])] -
+                              lp.programs.data());
   }
   return rep;
 }
