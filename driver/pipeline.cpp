@@ -159,7 +159,7 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
     backend::LowerOptions so = backend::verification_lowering(static_cast<int>(o.topo.replicas), &p.comm);
     so.analysis_cache = p.analysis_cache;
     // A moved device's skeleton: what verification reads of it (program_check.h).
-    so.moved_skeletons = o.topo.replicas == 1;
+    so.moved_skeletons = true;
     if (o.topo.replicas > 1) so.first_ranks = static_cast<int>(o.topo.devices);
     structure = backend::lower_plan(p.graph(), p.plan, spec ? *spec : sema::TrainSpec{}, so);
   } catch (const backend::LoweringError&) {

@@ -122,7 +122,8 @@ struct LowerOptions {
   // moved_from): only the communication and update instructions of its
   // moved program, decided movable exactly as a whole move would be. What
   // `nns check` verifies of a moved device (program_check.h says why that
-  // suffices); one plan replica only (replicas == 1).
+  // suffices). With one plan replica only: with more, lower_plan makes
+  // whole programs (verification compares replicas program by program).
   bool moved_skeletons = false;
 };
 
