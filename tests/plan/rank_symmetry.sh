@@ -18,8 +18,8 @@ source tests/plan/same_output.sh
 # moved device is a skeleton whose buffers are its representative's moved:
 # buffer_check.h).
 masked() {
-  sed -E 's/[0-9]+(\.[0-9]+)? (ms|s|tokens\/s)\b/T \2/g; s/ \([0-9]+ lowered, [0-9]+ moved .*$//; s/ +/ /g' |
-    sed -E 's/[0-9]+ buffer\(s\) of [0-9]+ whole program\(s\)/B buffer(s) of P whole program(s)/'
+  sed -E 's/[0-9]+(\.[0-9]+)? (ms|s|tokens\/s)\b/T \2/g; s/ \([0-9]+ lowered, [0-9]+ moved .*$//; s/ +/ /g
+    s/[0-9]+ buffer\(s\) of [0-9]+ whole program\(s\)/B buffer(s) of P whole program(s)/'
 }
 # Output and exit code with every device lowered and with moves.
 same() { same_under NNS_RANK_SYMMETRY=0 "$@"; }
