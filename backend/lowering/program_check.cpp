@@ -134,7 +134,7 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int r
   sema::TrainSpec defaults;
   LoweredPlan lp;
   LowerOptions opts = verification_lowering(replicas, comm);
-  opts.moved_skeletons = true;                               // what `nns check` verifies (program_check.h)
+  opts.moved_skeletons = true;                                        // what `nns check` verifies (program_check.h)
   if (replicas > 1) opts.first_ranks = static_cast<int>(plan.ngpus);  // replica 0; the others compared with it
   try {
     lp = lower_plan(g, plan, spec ? *spec : defaults, opts);

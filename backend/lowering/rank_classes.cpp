@@ -341,8 +341,9 @@ std::vector<int> memory_classes(const sema::Plan& plan, const LoweredPlan& lp, i
     if (from < 0 || static_cast<size_t>(from) >= n || place[static_cast<size_t>(from)] < 0)
       throw std::logic_error("memory_classes: a skeleton's representative is not among the programs");
     // (The class's representative by its place in lp.programs.)
-    rep[i] = static_cast<int>(whole[static_cast<size_t>(of_whole[static_cast<size_t>(place[static_cast<size_t>(from)])])] -
-                              lp.programs.data());
+    rep[i] =
+        static_cast<int>(whole[static_cast<size_t>(of_whole[static_cast<size_t>(place[static_cast<size_t>(from)])])] -
+                         lp.programs.data());
   }
   return rep;
 }
