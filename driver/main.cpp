@@ -13,6 +13,21 @@
 #include "driver/openmp_env.h"
 #include "driver/version.h"
 
+// jemalloc's settings (it is linked into nns statically, driver/CMakeLists.txt;
+// without it the C library ignores this symbol). Checking a plan at scale
+// allocates and first touches a few GB of small pieces: with 4 KiB pages the
+// kernel's page faults were a third of `nns check`'s time and half its CPU.
+// thp: jemalloc asks for transparent huge pages for its extents and its own
+// metadata (this machine's kernel gives them on request, "madvise"). The
+// decays of -1 keep freed pages mapped for reuse instead of returning them
+// and faulting them in again; a process's resident set stays at its peak.
+// MALLOC_CONF in the environment still overrides each of them.
+// (docs/status.md, "check at scale, part 11")
+extern "C" {
+extern const char* malloc_conf;
+const char* malloc_conf = "thp:always,metadata_thp:always,dirty_decay_ms:-1,muzzy_decay_ms:-1";
+}
+
 int main(int argc, char** argv) {
   using namespace nns::driver;
   // Before anything else: it may run nns again with the OpenMP settings
