@@ -1,4 +1,5 @@
 #include "driver/pipeline.h"
+#include "driver/check_stage.h"
 #include "semantics/check_deadline.h"
 
 #include <chrono>
@@ -25,6 +26,15 @@
 
 namespace nns::driver {
 
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void print_diagnostics(Pipeline& p) {
+  p.diags.print(std::cerr, front::want_colour());
+  p.diags.clear();
+}
+
 namespace {
 
 struct StageName {
@@ -35,17 +45,6 @@ constexpr StageName kStages[] = {{Stage::Tokens, "tokens"},   {Stage::Ast, "ast"
                                  {Stage::Plan, "plan"},       {Stage::Check, "check"}, {Stage::Comm, "comm"},
                                  {Stage::Program, "program"}, {Stage::Schedule, "schedule"},
                                  {Stage::TrainingGraph, "training-graph"}};
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// Prints the diagnostics reported since the last call (errors or warnings)
-// and forgets them, so that a later stage does not print them again.
-void print_diagnostics(Pipeline& p) {
-  p.diags.print(std::cerr, front::want_colour());
-  p.diags.clear();
-}
 
 // The exit code of a failed stage: 64 when the interpreter says the
 // failure is a usage problem (an unknown --config or --plan), else `code`.
@@ -106,131 +105,6 @@ int plan_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
     report << "\n";
   }
   return kExitOk;
-}
-
-// The derived communication of a legal plan (false, said as an internal
-// error, when an edge has no chain: a bug of nns, never a plan printed as if it ran).
-bool derive_stage(Pipeline& p) {
-  sema::CheckDeadline::stage("deriving the communication");
-  p.comm = backend::derive_communication(p.graph(), p.plan);
-  p.analysis_cache = backend::make_analysis_cache();
-  bool derived = true;
-  for (const backend::CommEdge& e : p.comm.edges)
-    if (!e.note.empty()) {
-      std::cerr << "nns: error: internal: plan " << p.plan.name << " is legal but the communication of tensor %" << e.tensor << " ("
-                << p.graph().tensor(e.tensor).name << ") cannot be derived: " << e.note << "\n";
-      derived = false;
-    }
-  return derived;
-}
-
-// check: the Z3 checker proves the plan legal (65 illegal, 70 when Z3 gives
-// up), the capacity check replays the lowered programs (65 when a device
-// overflows), then program verification checks the programs (70 if wrong).
-int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
-  sema::check::CheckOptions opts = o.check;
-  if (const auto& t = p.interp->train()) opts.micro_batches = t->micro_batches;
-  opts.sources = &p.sources;
-  sema::CheckDeadline::stage("the Z3 check");
-  sema::check::CheckResult r = sema::check::check_plan(p.graph(), p.plan, opts);
-  for (const front::Diagnostic& d : r.diagnostics) p.diags.report(d);
-  if (r.verdict != sema::check::Verdict::Legal) {
-    report << sema::check::verdict_line(p.plan, r) << "\n" << std::flush;
-    print_diagnostics(p);
-    return sema::check::exit_code(r.verdict);
-  }
-  auto t_derive = std::chrono::steady_clock::now();
-  if (!derive_stage(p)) return kExitRuntime;
-  const double derive_ms = ms_since(t_derive);
-  if (!o.verify_programs) {
-    report << sema::check::verdict_line(p.plan, r, false) << "\n"
-           << "  programs: not verified here (nns check --plan verifies them)\n";
-    return kExitOk;
-  }
-  const sema::TrainSpec* spec = p.interp->train() ? &*p.interp->train() : nullptr;
-  // Replica 0's programs lowered once, structure only: program
-  // verification reads them (and lowers the other plan replicas one at a
-  // time to compare with them, program_check.h), and the capacity check
-  // groups the ranks into classes by them (backend/lowering/rank_classes.h).
-  sema::CheckDeadline::stage("lowering the programs");
-  std::optional<backend::LoweredPlan> structure;
-  auto t_lower = std::chrono::steady_clock::now();
-  try {
-    backend::LowerOptions so = backend::verification_lowering(static_cast<int>(o.topo.replicas), &p.comm);
-    so.analysis_cache = p.analysis_cache;
-    // A moved device's skeleton: what verification reads of it (program_check.h).
-    so.moved_skeletons = true;
-    if (o.topo.replicas > 1) so.first_ranks = static_cast<int>(o.topo.devices);
-    structure = backend::lower_plan(p.graph(), p.plan, spec ? *spec : sema::TrainSpec{}, so);
-  } catch (const backend::LoweringError&) {
-    // Program verification lowers the plan again and reports the error.
-  }
-  const double lower_ms = ms_since(t_lower);
-  sema::CheckDeadline::stage("the memory check");
-  std::optional<backend::MemoryCheck> mem;
-  backend::MemoryCheckOptions mo = memory_options(o.check, spec);
-  mo.bf16_storage =
-      o.bf16_storage || (o.last >= Stage::Run && o.run.device != "cpu" && spec && spec->precision == "bf16");
-  auto t_mem = std::chrono::steady_clock::now();
-  try {
-    if (structure && (o.memory_report || mo.capacity >= 0))
-      mem = check_plan_memory(p, o.topo, mo, structure ? &*structure : nullptr);
-  } catch (const backend::LoweringError&) {
-    // Program verification reports it.
-  }
-  const bool overflow = mem && !mem->fits;
-  report << sema::check::verdict_line(p.plan, r, overflow) << "\n";
-  const double mem_ms = ms_since(t_mem);
-  if (mem) {
-    char took[240];
-    std::snprintf(took, sizeof took,
-                  " (%.1f ms: %d program(s) replayed for %zu rank(s); rank classes %.1f ms, kernel bodies %.1f ms, "
-                  "replay %.1f ms)",
-                  mem_ms, mem->programs, mem->ranks.size(), mem->classes_ms, mem->bodies_ms, mem->replay_ms);
-    report << "  " << backend::memory_line(*mem, mo) << (r.symbolic ? " at the witness sizes" : "") << took << "\n";
-  }
-  if (overflow) {
-    report << std::flush;
-    p.diags.report(*mem->overflow);
-    print_diagnostics(p);
-    return sema::check::exit_code(sema::check::Verdict::Illegal);
-  }
-  sema::CheckDeadline::stage("program verification");
-  char times[200];
-  std::snprintf(times, sizeof times, "  times: communication derived in %.1f ms", derive_ms);
-  report << times;
-  if (structure) {
-    std::snprintf(times, sizeof times, ", %s lowered (structure only) in %.1f ms",
-                  o.topo.replicas > 1 ? "plan replica 0's programs" : "every rank's program", lower_ms);
-    report << times;
-    // Rank symmetry (backend/lowering/rank_symmetry.h): how many were moved.
-    if (structure->moved > 0) {
-      std::snprintf(times, sizeof times,
-                    " (%zu lowered, %d moved along the plan's period of %d device(s)%s in %.1f ms, found in %.1f ms)",
-                    structure->programs.size() - static_cast<size_t>(structure->moved), structure->moved,
-                    structure->symmetry_period, structure->skeletons > 0 ? " as skeletons" : "", structure->moved_ms,
-                    structure->symmetry_ms);
-      report << times;
-    }
-  }
-  report << "\n";
-  return verify_lowered(p.graph(), p.plan, p.comm, o.topo, o.seed_bug, spec, report, structure ? &*structure : nullptr,
-                        lower_ms);
-}
-
-// check without --plan on several ranks: the implicit plan (every op on
-// one device, topo.replicas replicas of it). It is legal by construction
-// (nothing split, ordered or placed twice), so Z3 is not asked; its
-// communication is derived and its programs verified as a plan's are.
-int implicit_plan_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
-  p.plan = sema::implicit_plan(p.graph());
-  p.planned = p.implicit = true;
-  p.comm = backend::derive_communication(p.graph(), p.plan);
-  p.analysis_cache = backend::make_analysis_cache();
-  report << "plan: none given; " << o.topo.ranks << " ranks run the implicit plan " << p.plan.name << " (every op on one device, " << o.topo.replicas
-         << " data-parallel replicas)\n";
-  const sema::TrainSpec* spec = p.interp->train() ? &*p.interp->train() : nullptr;
-  return verify_lowered(p.graph(), p.plan, p.comm, o.topo, o.seed_bug, spec, report);
 }
 
 }  // namespace
@@ -383,56 +257,6 @@ int run_pipeline(const PipelineOptions& o, Pipeline& p) {
   return run_training(p, o);
 }
 
-backend::MemoryCheckOptions memory_options(const sema::check::CheckOptions& c, const sema::TrainSpec* spec) {
-  backend::MemoryCheckOptions mo;
-  mo.capacity = c.device_memory;
-  mo.capacity_label = c.memory_label;
-  mo.bytes_per_element = c.bytes_per_element > 0 ? static_cast<int>(c.bytes_per_element) : 4;
-  mo.optimizer_slots = static_cast<int>(sema::optimizer_slots(spec ? spec->optimizer : sema::OptimizerSpec{}));
-  return mo;
-}
-
-backend::MemoryCheck check_plan_memory(Pipeline& p, const Topology& topo, const backend::MemoryCheckOptions& mo,
-                                       const backend::LoweredPlan* structure) {
-  const sema::TrainSpec spec = p.interp->train() ? *p.interp->train() : sema::TrainSpec{};
-  // One plan replica's ranks: the other replicas run the same programs.
-  const int devices = static_cast<int>(topo.devices);
-  std::optional<backend::LoweredPlan> own;
-  if (!structure) {
-    backend::LowerOptions so = backend::verification_lowering(static_cast<int>(topo.replicas), &p.comm);
-    so.first_ranks = devices;
-    own = backend::lower_plan(p.graph(), p.plan, spec, so);
-    structure = &*own;
-  }
-  // The ranks in classes of equal programs (up to renaming): one
-  // representative of each is lowered with its kernel bodies and replayed.
-  // (Programs are in rank order: replica 0's come first.)
-  const std::vector<backend::RankProgram>& progs = structure->programs;
-  auto t0 = std::chrono::steady_clock::now();
-  const std::vector<int> rep = backend::memory_classes(p.plan, *structure, devices);
-  const double classes_ms = ms_since(t0);
-  backend::LowerOptions lo = lower_options(*p.interp, p.comm, topo);
-  lo.analysis_cache = p.analysis_cache;  // the structure lowering's analysis
-  std::vector<int> program_of(rep.size(), -1);
-  for (size_t i = 0; i < rep.size(); ++i)
-    if (rep[i] == static_cast<int>(i)) {
-      program_of[i] = static_cast<int>(lo.ranks.size());
-      lo.ranks.push_back(progs[i].rank);
-    }
-  t0 = std::chrono::steady_clock::now();
-  backend::LoweredPlan bodies = backend::lower_plan(p.graph(), p.plan, spec, lo);
-  const double bodies_ms = ms_since(t0);
-  std::vector<backend::ClassMember> members;
-  for (size_t i = 0; i < rep.size(); ++i)
-    members.push_back({progs[i].rank, progs[i].device, program_of[static_cast<size_t>(rep[i])]});
-  t0 = std::chrono::steady_clock::now();
-  backend::MemoryCheck mc = backend::check_memory_classes(p.graph(), p.plan, bodies, members, mo);
-  mc.classes_ms = classes_ms;
-  mc.bodies_ms = bodies_ms;
-  mc.replay_ms = ms_since(t0);
-  return mc;
-}
-
 backend::LowerOptions lower_options(sema::Interpreter& interp, const backend::CommPlan& comm, const Topology& topo) {
   backend::LowerOptions lo;
   lo.comm = &comm;
@@ -476,57 +300,6 @@ int report_lowering_error(Pipeline& p, const backend::LoweringError& e) {
   p.diags.error(e.loc, e.what());
   print_diagnostics(p);
   return kExitRuntime;
-}
-
-int verify_lowered(const sema::Graph& g, const sema::Plan& plan, const backend::CommPlan& comm, const Topology& topo,
-                   const std::string& seed_bug, const sema::TrainSpec* spec, std::ostream& report,
-                   backend::LoweredPlan* structure, double lower_ms) {
-  backend::SeededBug bug = backend::SeededBug::None;
-  if (!seed_bug.empty() && !backend::seeded_bug_from_name(seed_bug, bug)) {
-    std::cerr << "nns: error: --seed-bug must be one of " << backend::seeded_bug_names() << "\n";
-    return kExitRuntime;
-  }
-  backend::ProgramCheck pc = structure
-                                 ? backend::verify_programs(g, plan, std::move(*structure), bug, spec, lower_ms)
-                                 : backend::verify_programs(g, plan, static_cast<int>(topo.replicas), bug, spec, &comm);
-  if (pc.seed_not_applicable) {
-    report << std::flush;
-    std::cerr << "nns: " << (pc.errors.empty() ? std::string("seeded bug does not apply") : pc.errors.front())
-              << " (--seed-bug " << seed_bug << "; exit " << kExitSeedNotApplicable << ")\n";
-    return kExitSeedNotApplicable;
-  }
-  if (!pc.applied.empty()) report << "program: seeded bug (test hook): " << pc.applied << "\n";
-  char line[512];
-  std::snprintf(
-      line, sizeof line,
-      "program: %d rank(s), %d edge(s), %d adapter step(s), %d buffer(s) of %d whole program(s) interpreted, %d collective(s) matched across ranks: %s (%.1f ms, of which buffers %.1f ms)\n",
-      pc.ranks, pc.edges, pc.steps, pc.buffers, pc.buffer_programs, pc.collectives, pc.ok ? "verified" : "WRONG", pc.ms,
-      pc.buffer_ms);
-  report << line;
-  std::snprintf(
-      line, sizeof line,
-      "  program times: lowering %.1f ms, values %.1f ms, order and gradient counts %.1f ms, buffers %.1f ms\n",
-      pc.lower_ms, pc.value_ms, pc.order_ms, pc.buffer_ms);
-  report << line;
-  if (topo.replicas > 1 && !topo.distributed_optimizer) {
-    // lower_plan gives those ranks replica 0's programs renamed (replica_rename.cpp).
-    std::snprintf(line, sizeof line,
-                  "  replicas: %d program(s) of replicas 1..%lld are replica 0's renamed (what lowering gives every "
-                  "rank), their collectives matched as renamed\n",
-                  pc.replica_programs, static_cast<long long>(topo.replicas - 1));
-    report << line;
-  } else if (topo.replicas > 1) {
-    std::snprintf(
-        line, sizeof line,
-        "  replicas: %d program(s) of replicas 1..%lld lowered one replica at a time and found equal to replica 0's up to "
-        "the renaming of ranks (%.1f ms)\n",
-        pc.replica_programs, static_cast<long long>(topo.replicas - 1), pc.replica_ms);
-    report << line;
-  }
-  for (const std::string& n : pc.notes) report << "  note: " << n << "\n";
-  report << std::flush;
-  for (const std::string& e : pc.errors) std::cerr << "nns: error: program: " << e << "\n";
-  return pc.ok ? kExitOk : kExitRuntime;
 }
 
 }  // namespace nns::driver

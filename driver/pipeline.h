@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iostream>
 #include <memory>
 #include <string>
 #include "backend/lowering/comm_plan.h"
@@ -162,9 +163,10 @@ backend::LoweredPlan lower_with_bodies(sema::Interpreter& interp, const sema::Gr
 // Returns kExitOk, kExitRuntime when wrong (diagnoses on stderr), or
 // kExitSeedNotApplicable when the seeded bug has nothing to corrupt.
 // `structure`: the programs already lowered for verification (moved
-// from; `lower_ms` what that took), else lowered here.
+// from; `lower_ms` what that took), else lowered here. Its diagnoses go to
+// `errors` (check_stage collects them while the capacity check runs).
 int verify_lowered(const sema::Graph& g, const sema::Plan& plan, const backend::CommPlan& comm, const Topology& topo,
                    const std::string& seed_bug, const sema::TrainSpec* spec, std::ostream& report,
-                   backend::LoweredPlan* structure = nullptr, double lower_ms = 0);
+                   backend::LoweredPlan* structure = nullptr, double lower_ms = 0, std::ostream& errors = std::cerr);
 
 }  // namespace nns::driver

@@ -442,7 +442,7 @@ void Interpreter::run_train(const front::TrainDecl& t, const std::shared_ptr<Env
       if (!v.is<std::shared_ptr<Instance>>()) fail(vl, "'model' must be a model instance, got " + type_name(v));
     } else if (key == "loss") {
       if (!v.is<TensorV>()) fail(vl, "'loss' must be a tensor, got " + type_name(v));
-      const TensorInfo& lt = graph_.tensor(v.as<TensorV>().id);
+      const TensorInfo& lt = graph_->tensor(v.as<TensorV>().id);
       if (numel(lt.shape) != 1) fail(vl, "the loss must have one element, but its shape is " + shape_to_string(lt.shape));
       if (!dtype_is_float(lt.dtype)) fail(vl, "the loss must be a float tensor, but it is " + std::string(dtype_name(lt.dtype)));
       spec.loss = v.as<TensorV>().id;
@@ -529,7 +529,7 @@ void Interpreter::run_train(const front::TrainDecl& t, const std::shared_ptr<Env
   for (const std::string& n : env->order)
     if (const Value* v = env->find_local(n); v && v->is<TensorV>() && !is_setting(n))
       spec.named_tensors[n] = v->as<TensorV>().id;
-  graph_.loss = spec.loss;
+  graph_->loss = spec.loss;
   train_ = spec;
 }
 

@@ -202,7 +202,7 @@ Value Interpreter::instantiate(const ModelClass& cls, CallArgs& args) {
 }
 
 std::string Interpreter::op_prefix() const {
-  if (!composite_stack_.empty()) return graph_.node(composite_stack_.back()).name + ".";
+  if (!composite_stack_.empty()) return graph_->node(composite_stack_.back()).name + ".";
   if (!scope_stack_.empty()) {
     std::string p = scope_stack_.back()->path();
     return p.empty() ? "" : p + ".";
@@ -267,7 +267,7 @@ Value Interpreter::call_op(const OpDef& op, CallArgs& args) {
 // as floats at run time.
 void Interpreter::check_float_operand(const OpDef& op, int tensor, SourceLoc at, const std::string& what, const std::string& param) {
   if (!op.row || !op.row->float_operands) return;
-  DType dt = graph_.tensor(tensor).dtype;
+  DType dt = graph_->tensor(tensor).dtype;
   if (dt == DType::F32) return;
   std::string hint = dtype_is_float(dt) ? "" : " (convert it with to_f32)";
   fail(at, what + ": argument '" + param + "' has dtype " + dtype_name(dt) + ", but '" + op.name + "' takes f32 tensors" + hint);
@@ -301,7 +301,7 @@ void Interpreter::split_operands(const OpDef& op, CallArgs& args, const std::sha
       // `index`: a tensor of indices (token ids, labels, gather positions).
       // A float tensor here would be read as integers at run time.
       if (p.type == "index") {
-        DType dt = graph_.tensor(v.as<TensorV>().id).dtype;
+        DType dt = graph_->tensor(v.as<TensorV>().id).dtype;
         if (dt != DType::I32 && dt != DType::I64)
           fail(al, what + " expects an integer tensor of indices for '" + p.name + "', got a " + dtype_name(dt) +
                        " tensor (declare the input with i32, e.g. `input ids: [4, 32] i32 = tokens(vocab)`)");
@@ -346,7 +346,7 @@ void Interpreter::split_operands(const OpDef& op, CallArgs& args, const std::sha
     }
   }
   for (int t : out.inputs) {
-    const TensorInfo& info = graph_.tensor(t);
+    const TensorInfo& info = graph_->tensor(t);
     out.call.inputs.push_back(InputShape{true, info.shape});
     out.call.dtypes.push_back(info.dtype);
   }
@@ -443,7 +443,7 @@ std::shared_ptr<const BoundAnno> Interpreter::bind_annotation(const OpDef& op, C
     std::vector<int> declared;
     for (size_t i = 0; i < ops.inputs.size(); ++i) {
       if (e.message.find("input " + std::to_string(i) + " ") == std::string::npos) continue;
-      const TensorInfo& t = graph_.tensor(ops.inputs[i]);
+      const TensorInfo& t = graph_->tensor(ops.inputs[i]);
       if (t.kind == TensorKind::Activation) continue;
       named += std::string(named.empty() ? "" : ", ") + (t.kind == TensorKind::Param ? "parameter '" : "input '") + t.name +
                "' of shape " + shape_to_string(t.shape) + " (input " + std::to_string(i) + ")";
@@ -452,8 +452,9 @@ std::shared_ptr<const BoundAnno> Interpreter::bind_annotation(const OpDef& op, C
     std::string msg = "shape error in call to " + what + ": " + (named.empty() ? "" : named + (declared.size() > 1 ? " do" : " does") + " not fit its annotation: ") + e.message;
     front::Diagnostic d{front::Severity::Error, args.loc, msg, {}};
     for (int t : declared)
-      if (graph_.tensor(t).loc.line > 0)
-        d.notes.push_back({front::Severity::Note, graph_.tensor(t).loc, "'" + graph_.tensor(t).name + "' declared here", {}});
+      if (graph_->tensor(t).loc.line > 0)
+        d.notes.push_back(
+            {front::Severity::Note, graph_->tensor(t).loc, "'" + graph_->tensor(t).name + "' declared here", {}});
     if (!op.decl->annotations.empty())
       d.notes.push_back({front::Severity::Note, op.decl->annotations[0].loc, "annotation of '" + op.name + "' declared here", {}});
     for (auto it = call_stack_.rbegin(); it != call_stack_.rend() && d.notes.size() < 4; ++it)
@@ -485,9 +486,9 @@ std::vector<int> Interpreter::emit_node(const OpDef& op, CallArgs& args, const s
   node.loc = args.loc;
   node.sym_attrs = std::move(ops.sym_attrs);
   if (op.row && op.row->macs) node.macs = op.row->macs(bound, ops.call);
-  int id = graph_.add_node(std::move(node));
+  int id = graph_->add_node(std::move(node));
   if (!instantiating_) call_records_[id] = std::move(ops.record);
-  if (graph_.node(id).parent >= 0) graph_.node(graph_.node(id).parent).children.push_back(id);
+  if (graph_->node(id).parent >= 0) graph_->node(graph_->node(id).parent).children.push_back(id);
 
   // Output dtype: the row's rule, else the first float input's dtype.
   DType out_dtype = DType::F32;
@@ -515,12 +516,12 @@ std::vector<int> Interpreter::emit_node(const OpDef& op, CallArgs& args, const s
         fail(args.loc, op.name + "(): output " + std::to_string(oi) + " " + why);
       t.producer = id;
       t.loc = args.loc;
-      t.name = "t" + std::to_string(graph_.tensors().size());
-      outputs.push_back(graph_.add_tensor(std::move(t)));
+      t.name = "t" + std::to_string(graph_->tensors().size());
+      outputs.push_back(graph_->add_tensor(std::move(t)));
     }
   }
-  graph_.node(id).outputs = outputs;
-  bind_symbolic(graph_, id, ops.sym_given, op.row && op.row->annotate);
+  graph_->node(id).outputs = outputs;
+  bind_symbolic(*graph_, id, ops.sym_given, op.row && op.row->annotate);
   return outputs;
 }
 
@@ -548,18 +549,19 @@ std::vector<int> Interpreter::run_composite_body(const OpDef& op, CallArgs& args
   for (size_t i = 0; i < results.size(); ++i) {
     if (!results[i].is<TensorV>()) fail(ret_loc, "composite op '" + op.name + "' must return tensors, got " + type_name(results[i]));
     int t = results[i].as<TensorV>().id;
-    if (graph_.tensor(t).shape != bound.output_shapes[i])
+    if (graph_->tensor(t).shape != bound.output_shapes[i])
       fail(ret_loc, "composite op '" + op.name + "': its body returned output " + std::to_string(i) + " with shape " +
-                         shape_to_string(graph_.tensor(t).shape) + " but the annotation gives " + shape_to_string(bound.output_shapes[i]));
-    if (std::find(inputs.begin(), inputs.end(), t) != inputs.end() || graph_.tensor(t).producer < 0 ||
-        graph_.node(graph_.tensor(t).producer).parent != id) {
+                        shape_to_string(graph_->tensor(t).shape) + " but the annotation gives " +
+                        shape_to_string(bound.output_shapes[i]));
+    if (std::find(inputs.begin(), inputs.end(), t) != inputs.end() || graph_->tensor(t).producer < 0 ||
+        graph_->node(graph_->tensor(t).producer).parent != id) {
       // Returning an input unchanged: give the op a distinct output anyway.
       fail(ret_loc, "composite op '" + op.name + "' must compute its outputs with ops in its body");
     }
-    graph_.tensor(t).producer = id;
+    graph_->tensor(t).producer = id;
     outputs.push_back(t);
   }
-  for (int c : graph_.node(id).children) graph_.node(id).macs += graph_.node(c).macs;
+  for (int c : graph_->node(id).children) graph_->node(id).macs += graph_->node(c).macs;
   return outputs;
 }
 

@@ -24,18 +24,19 @@ Value attr_value(const Attr& a) {
   return make_list(std::move(l));
 }
 
-// Swaps the interpreter's graph for the local one for the duration of a
-// call (and marks it, so the local nodes' ids are not taken for graph_'s).
+// Points the interpreter's current graph at the local one for the duration
+// of a call (and marks it, so the local nodes' ids are not taken for the
+// model graph's).
 struct GraphSwap {
-  Graph& a;
-  Graph& b;
+  Graph*& current;
+  Graph* saved;
   bool& flag;
-  GraphSwap(Graph& x, Graph& y, bool& f) : a(x), b(y), flag(f) {
-    std::swap(a, b);
+  GraphSwap(Graph*& cur, Graph& local, bool& f) : current(cur), saved(cur), flag(f) {
+    current = &local;
     flag = true;
   }
   ~GraphSwap() {
-    std::swap(a, b);
+    current = saved;
     flag = false;
   }
 };
@@ -104,7 +105,7 @@ void put_attr(std::string& key, const Attr& a) {
 }  // namespace
 
 const Interpreter::CallRecord& Interpreter::record_for_instantiation(int node, size_t input_shapes) const {
-  const OpNode& whole = graph_.node(node);
+  const OpNode& whole = model_graph_.node(node);
   auto rec = call_records_.find(node);
   if (rec == call_records_.end() || !rec->second.def)
     throw std::runtime_error("op " + whole.name + " cannot be elaborated again (no record of its call)");
@@ -118,7 +119,7 @@ std::string Interpreter::instantiation_key(int node, const std::vector<Shape>& i
                                            const std::vector<Shape>& output_shapes,
                                            const std::map<std::string, int64_t>& divisors) const {
   const CallRecord& record = record_for_instantiation(node, input_shapes.size());
-  const OpNode& whole = graph_.node(node);
+  const OpNode& whole = model_graph_.node(node);
   std::string key;
   // The definition called (its identity: the same OpDef object), as called.
   put(key, reinterpret_cast<uintptr_t>(record.def));
@@ -132,7 +133,7 @@ std::string Interpreter::instantiation_key(int node, const std::vector<Shape>& i
     put_string(key, name);
     put_attr(key, a);
   }
-  for (int t : whole.inputs) put(key, graph_.tensor(t).dtype);
+  for (int t : whole.inputs) put(key, model_graph_.tensor(t).dtype);
   put_shapes(key, input_shapes);
   put_shapes(key, output_shapes);
   return key;
@@ -142,13 +143,13 @@ OpInstance Interpreter::instantiate_op(int node, const std::vector<Shape>& input
                                                     const std::vector<Shape>& output_shapes,
                                                     const std::map<std::string, int64_t>& divisors, Graph& local) {
   const CallRecord& record = record_for_instantiation(node, input_shapes.size());
-  const OpNode whole = graph_.node(node);  // a copy: the graph is swapped below
+  const OpNode whole = model_graph_.node(node);  // (node ids are the model graph's)
   const OpDef& def = *record.def;
   const front::FnDef& fn = *def.decl->fn;
   std::vector<std::pair<std::string, Attr>> attrs =
       slice_arguments(whole, fn, record.tensors_per_param, output_shapes, divisors);
   std::vector<DType> dtypes;
-  for (int t : whole.inputs) dtypes.push_back(graph_.tensor(t).dtype);
+  for (int t : whole.inputs) dtypes.push_back(model_graph_.tensor(t).dtype);
 
   OpInstance inst;
   // The body's evaluation is one of its own for the budget (lowering
@@ -175,14 +176,14 @@ OpInstance Interpreter::instantiate_op(int node, const std::vector<Shape>& input
     ~CountSwap() { counts = std::move(saved); }
   } count_swap{op_counts_, std::move(op_counts_)};
   op_counts_.clear();
-  int first_node = static_cast<int>(graph_.nodes().size());
+  int first_node = static_cast<int>(graph_->nodes().size());
   for (size_t i = 0; i < input_shapes.size(); ++i) {
     TensorInfo t;
     t.kind = TensorKind::Activation;
     t.shape = input_shapes[i];
     t.dtype = dtypes[i];
     t.name = "in" + std::to_string(i);  // not named after the op: equal elaborations give equal bodies
-    inst.inputs.push_back(graph_.add_tensor(std::move(t)));
+    inst.inputs.push_back(graph_->add_tensor(std::move(t)));
   }
 
   CallArgs args;
@@ -224,12 +225,12 @@ OpInstance Interpreter::instantiate_op(int node, const std::vector<Shape>& input
     throw std::runtime_error("op " + whole.name + ": its slice gives " + std::to_string(inst.outputs.size()) + " outputs, expected " +
                              std::to_string(output_shapes.size()));
   for (size_t i = 0; i < inst.outputs.size(); ++i)
-    if (graph_.tensor(inst.outputs[i]).shape != output_shapes[i])
+    if (graph_->tensor(inst.outputs[i]).shape != output_shapes[i])
       throw std::runtime_error("op " + whole.name + ": on its slice, output " + std::to_string(i) + " has shape " +
-                               shape_to_string(graph_.tensor(inst.outputs[i]).shape) + " but the plan expects " +
+                               shape_to_string(graph_->tensor(inst.outputs[i]).shape) + " but the plan expects " +
                                shape_to_string(output_shapes[i]));
-  for (int n = first_node; n < static_cast<int>(graph_.nodes().size()); ++n)
-    if (!graph_.node(n).composite) inst.nodes.push_back(n);
+  for (int n = first_node; n < static_cast<int>(graph_->nodes().size()); ++n)
+    if (!graph_->node(n).composite) inst.nodes.push_back(n);
   return inst;
 }
 

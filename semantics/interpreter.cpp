@@ -387,9 +387,9 @@ void Interpreter::eval_config(const front::Program&, const std::shared_ptr<Env>&
     for (const ConfigOverride& o : overrides)
       if (!o.used) fail({}, unknown_override_message(o.key, entries, chosen->name));
   }
-  if (std::string err = register_symbols(*record, graph_); !err.empty()) {
+  if (std::string err = register_symbols(*record, *graph_); !err.empty()) {
     SourceLoc where;
-    for (const SymbolDecl& d : graph_.symbols)
+    for (const SymbolDecl& d : graph_->symbols)
       if (err.find("'" + d.name + "'") != std::string::npos && !where.valid()) where = d.loc;
     fail(where, err);
   }
@@ -399,8 +399,8 @@ void Interpreter::eval_config(const front::Program&, const std::shared_ptr<Env>&
 void Interpreter::finalize_names() {
   for (auto& [tensor, owner] : param_owners_) {
     std::string prefix = owner->path();
-    std::string local = graph_.tensor(tensor).name;
-    graph_.tensor(tensor).name = prefix.empty() ? local : prefix + "." + local;
+    std::string local = graph_->tensor(tensor).name;
+    graph_->tensor(tensor).name = prefix.empty() ? local : prefix + "." + local;
   }
   param_owners_.clear();
 }

@@ -63,6 +63,9 @@ class Interpreter {
  public:
   Interpreter(front::SourceManager& sources, front::DiagnosticEngine& diags, EvalOptions opts);
   ~Interpreter();
+  // graph_ points into the object itself.
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   // Why the last phase call (parse, parse_text, evaluate, evaluate_plan,
   // run_session_input) returned false, so callers need not read the
@@ -79,7 +82,9 @@ class Interpreter {
   bool evaluate();
 
   const front::Program* main_program() const { return main_program_; }
-  Graph& graph() { return graph_; }
+  // The model's graph (never instantiate_op's local one: other threads may
+  // read it while a sub-op is elaborated, see graph_).
+  Graph& graph() { return model_graph_; }
   const std::optional<TrainSpec>& train() const { return train_; }
   const std::vector<PlanInfo>& plans() const { return plans_; }
   const std::string& config_name() const { return config_name_; }
@@ -244,7 +249,13 @@ class Interpreter {
   std::shared_ptr<Env> builtins_;
   std::shared_ptr<Env> prelude_;
 
-  Graph graph_;
+  Graph model_graph_;
+  // The graph evaluation adds nodes to: the model's, or the local graph of
+  // the sub-op instantiate_op elaborates. Switched as a pointer, not by
+  // swapping the graphs, so that the model's graph stays whole meanwhile:
+  // `nns check` verifies the programs, reading it, while its capacity check
+  // elaborates kernels (driver/check_stage.cpp).
+  Graph* graph_ = &model_graph_;
   // How each op node was called, so a sub-op can be elaborated again on its
   // slice (instantiate_op): its definition and, per parameter, how many
   // tensor inputs it took (-1: an attribute).
@@ -252,7 +263,7 @@ class Interpreter {
     const OpDef* def = nullptr;
     std::vector<int> tensors_per_param;
   };
-  std::unordered_map<int, CallRecord> call_records_;  // by node of graph_ (not of instantiate_op's local graphs)
+  std::unordered_map<int, CallRecord> call_records_;  // by node of model_graph_ (not of instantiate_op's local graphs)
   // node's record, checked for an elaboration on `input_shapes` slices (instantiate.cpp).
   const CallRecord& record_for_instantiation(int node, size_t input_shapes) const;
   bool instantiating_ = false;

@@ -258,7 +258,7 @@ static std::string join_names(const std::vector<std::string>& names) {
 
 Value Interpreter::member(const Value& obj, const std::string& name, SourceLoc loc) {
   if (obj.is<TensorV>()) {
-    const TensorInfo& t = graph_.tensor(obj.as<TensorV>().id);
+    const TensorInfo& t = graph_->tensor(obj.as<TensorV>().id);
     if (name == "shape") {
       List dims;
       for (size_t d = 0; d < t.shape.size(); ++d) {

@@ -207,7 +207,7 @@ void Interpreter::declare_tensor(const front::TensorDecl& t, const std::shared_p
   info.loc = loc;
   std::shared_ptr<Env> target = owner ? owner->env : env;
   if (target->find_local(t.name)) fail(loc, "'" + t.name + "' is already defined in this scope");
-  int id = graph_.add_tensor(std::move(info));
+  int id = graph_->add_tensor(std::move(info));
   if (owner) {
     owner->params.emplace_back(t.name, id);
     param_owners_.emplace_back(id, owner);

@@ -58,13 +58,16 @@ bool Interpreter::evaluate_plan(const std::string& name, int64_t ngpus, Plan& ou
     for (int leaf : out.leaves())
       if (out.subops[leaf].devices.empty()) missing.push_back(leaf);
     if (!missing.empty()) {
-      front::Diagnostic d{front::Severity::Error, info->fn->loc,
-                          "plan '" + name + "' leaves " + std::to_string(missing.size()) + " op(s) without a device; first: '" +
-                              graph_.node(out.subops[missing[0]].node).name + "' (assign or replicate it, e.g. replicate(unassigned(), 0..ngpus))",
+      front::Diagnostic d{front::Severity::Error,
+                          info->fn->loc,
+                          "plan '" + name + "' leaves " + std::to_string(missing.size()) +
+                              " op(s) without a device; first: '" + graph_->node(out.subops[missing[0]].node).name +
+                              "' (assign or replicate it, e.g. replicate(unassigned(), 0..ngpus))",
                           {}};
       if (out.subops[missing[0]].split_loc.valid())
         d.notes.push_back({front::Severity::Note, out.subops[missing[0]].split_loc, "it was split here", {}});
-      d.notes.push_back({front::Severity::Note, graph_.node(out.subops[missing[0]].node).loc, "the op is called here", {}});
+      d.notes.push_back(
+          {front::Severity::Note, graph_->node(out.subops[missing[0]].node).loc, "the op is called here", {}});
       throw front::UserError{std::move(d)};
     }
   } catch (front::UserError& e) {
@@ -79,12 +82,12 @@ Plan Interpreter::new_plan(const std::string& name, int64_t ngpus) const {
   Plan out;
   out.name = name;
   out.ngpus = ngpus;
-  out.root_of_node.assign(graph_.nodes().size(), -1);
-  out.segment_of_node.assign(graph_.nodes().size(), -1);
-  for (const OpNode& n : graph_.nodes()) {
+  out.root_of_node.assign(graph_->nodes().size(), -1);
+  out.segment_of_node.assign(graph_->nodes().size(), -1);
+  for (const OpNode& n : graph_->nodes()) {
     if (n.parent >= 0 || n.phase != Phase::Forward) continue;
     out.root_of_node[n.id] = static_cast<int>(out.subops.size());
-    out.subops.push_back(whole_op(graph_, n.id));
+    out.subops.push_back(whole_op(*graph_, n.id));
   }
   return out;
 }
