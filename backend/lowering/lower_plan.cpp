@@ -1,8 +1,7 @@
 #include "backend/lowering/lower_plan.h"
+#include "semantics/check_deadline.h"
 #include <atomic>
 #include <exception>
-#include <future>
-#include "semantics/check_deadline.h"
 
 #include <algorithm>
 #include <memory>
@@ -65,62 +64,6 @@ std::shared_ptr<const PlanAnalysis> analysis_of(const sema::Graph& g, const sema
   return c->analysis;
 }
 
-// The edges the programs run: an edge that shares another's transfer
-// (CommEdge::shared_with) runs none of its own.
-std::vector<int> used_edges(const PlanAnalysis& analysis) {
-  std::set<int> used;
-  for (const PlanAnalysis::Op& op : analysis.ops) {
-    for (const CommEdge* e : op.in_edge)
-      if (e && e->shared_with < 0) used.insert(static_cast<int>(e - analysis.cp.edges.data()));
-    if (op.backward)
-      for (const CommEdge* e : op.grad_edge)
-        if (e && e->shared_with < 0) used.insert(static_cast<int>(e - analysis.cp.edges.data()));
-  }
-  return std::vector<int>(used.begin(), used.end());
-}
-
-// The ranks `opts` asks for, of `ranks`, in the order they are lowered.
-std::vector<int> ranks_wanted(const LowerOptions& opts, int ranks) {
-  std::vector<int> todo;
-  for (int r = 0; r < ranks; ++r)
-    if ((opts.only_rank < 0 || r == opts.only_rank) && (opts.first_ranks <= 0 || r < opts.first_ranks))
-      todo.push_back(r);
-  if (!opts.ranks.empty()) {
-    todo.clear();
-    for (int r : opts.ranks)
-      if (r >= 0 && r < ranks) todo.push_back(r);
-  }
-  return todo;
-}
-
-// The start of lower_plan: `walk` (the WalkPlan) and `find` (the
-// symmetry, when sought), and with `overlap` the first rank meanwhile:
-// `kernels` (its kernels pass, here on the calling thread, which alone may
-// elaborate; false: it stopped there) while the walk and the search run on
-// threads of their own, then `rest` (its other passes, which read the
-// walk) while the search may still run. Neither reads a rank's program,
-// and the walk, which emits nothing (plan_walk checks), interns no group:
-// the groups are interned in the order of the serial lowering. Not with
-// kernel bodies: the interpreter swaps the graph every thread reads while
-// it elaborates. On a 2-core machine AlphaFold2's check (dap, 32 devices)
-// found its symmetry in 0.36 s of CPU and walked and lowered device 0 in
-// 0.4 s, one after the other. Without `overlap` (one thread, bodies, or a
-// first rank that might not be lowered), find and walk run here, in order.
-template <class Walk, class Find, class Kernels, class Rest>
-void lower_first(bool overlap, const Walk& walk, const Find& find, const Kernels& kernels, const Rest& rest) {
-  if (!overlap) {
-    find();
-    walk();
-    return;
-  }
-  std::future<void> walked = std::async(std::launch::async, walk);
-  std::future<void> found = std::async(std::launch::async, find);
-  const bool more = kernels();
-  walked.get();
-  if (more) rest();
-  found.get();
-}
-
 }  // namespace
 
 LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema::TrainSpec& spec, const LowerOptions& opts) {
@@ -139,9 +82,27 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
   const std::shared_ptr<const PlanAnalysis> shared = analysis_of(g, plan, out.comm, opts);
   const PlanAnalysis& analysis = *shared;
   out.notes = analysis.zero1_notes;
-  out.edges = used_edges(analysis);
+  // The edges the programs run: an edge that shares another's transfer
+  // (CommEdge::shared_with) runs none of its own.
+  std::set<int> used;
+  for (const PlanAnalysis::Op& op : analysis.ops) {
+    for (const CommEdge* e : op.in_edge)
+      if (e && e->shared_with < 0) used.insert(static_cast<int>(e - analysis.cp.edges.data()));
+    if (op.backward)
+      for (const CommEdge* e : op.grad_edge)
+        if (e && e->shared_with < 0) used.insert(static_cast<int>(e - analysis.cp.edges.data()));
+  }
+  out.edges.assign(used.begin(), used.end());
   GroupTable groups{{}, out.groups, {}, {}, -1};
-  std::vector<int> todo = ranks_wanted(opts, out.ranks());
+  int ranks = out.ranks();
+  std::vector<int> todo;
+  for (int r = 0; r < ranks; ++r)
+    if ((opts.only_rank < 0 || r == opts.only_rank) && (opts.first_ranks <= 0 || r < opts.first_ranks)) todo.push_back(r);
+  if (!opts.ranks.empty()) {
+    todo.clear();
+    for (int r : opts.ranks)
+      if (r >= 0 && r < ranks) todo.push_back(r);
+  }
   // Plan replicas run replica 0's programs renamed (replica_rename.cpp):
   // only ranks of replica 0 are lowered.
   const bool rename = renames_replicas(opts);
@@ -153,13 +114,23 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
   const std::vector<int> devices_wanted = todo;
   // (Device 0 represents its orbit under any period: a rank process of
   // rank 0 has nothing to move, nor looks for what it could move.)
-  const bool seek = detail::symmetry_wanted(opts) &&
-                    std::any_of(todo.begin(), todo.end(), [](int r) { return r > 0; }) &&
-                    std::all_of(todo.begin(), todo.end(), [&](int r) { return r < out.devices; });
+  if (detail::symmetry_wanted(opts) && std::any_of(todo.begin(), todo.end(), [](int r) { return r > 0; }) &&
+      std::all_of(todo.begin(), todo.end(), [&](int r) { return r < out.devices; }))
+    sym = detail::RankSymmetry::of(analysis, out.devices);
+  if (sym) todo = detail::orbit_representatives(*sym, devices_wanted);
+  out.programs.resize(todo.size());
+  const detail::WalkPlan walk = detail::plan_walk(analysis, spec, opts, groups, out.devices);
+  // Ranks are independent given the shared analysis: lowered on all cores
+  // when there are many. The interpreter that elaborates kernels is not
+  // thread-safe: with an elaborator, every rank's kernels pass runs here
+  // first, on this thread, and the other passes on all cores. Group ids
+  // then depend on the interleaving; every rank still names one group by
+  // one id.
+  // Few ranks lower faster on one thread than threads start.
+  const bool parallel = todo.size() >= 16 && check_threads(todo.size()) > 1;
   // Each distinct kernel elaborated once, on this one thread (kernel_cache.h).
   std::unique_ptr<detail::KernelCache> cache;
   if (detail::kernel_cache_wanted(opts)) cache = std::make_unique<detail::KernelCache>();
-  detail::WalkPlan walk;
   // A rank's build with its kernels made (the kernels pass, on this
   // thread); `stopped` when LowerOptions::stop_after names that pass.
   auto with_kernels = [&](int rank, bool& stopped) {
@@ -169,42 +140,11 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
     stopped = !detail::run_lowering_passes(*R, 0, 1);
     return R;
   };
-  // The first rank lowered while the walk and the symmetry are made
-  // (lower_first), its program then out.programs[0]; null: none.
-  std::unique_ptr<detail::RankBuild> first;
-  lower_first(
-      !opts.elaborate && check_threads(2) > 1 && !todo.empty() && (!seek || todo.front() == 0),
-      [&] { walk = detail::plan_walk(analysis, spec, opts, groups, out.devices); },
-      [&] {
-        if (seek) sym = detail::RankSymmetry::of(analysis, out.devices);
-      },
-      [&] {
-        bool stopped = false;
-        first = with_kernels(todo.front(), stopped);
-        return !stopped;
-      },
-      [&] { detail::run_lowering_passes(*first, 1, detail::lowering_passes().size()); });
-  if (sym) todo = detail::orbit_representatives(*sym, devices_wanted);
-  out.programs.resize(todo.size());
-  // (todo.front() is still the first rank: the same list without a
-  // symmetry, and with one the representatives in order of first need,
-  // device 0 first.)
-  const size_t begin = first ? 1 : 0;
-  if (first) out.programs[0] = std::move(first->P);
-  first.reset();
-  // Ranks are independent given the shared analysis: lowered on all cores
-  // when there are many. The interpreter that elaborates kernels is not
-  // thread-safe: with an elaborator, every rank's kernels pass runs here
-  // first, on this thread, and the other passes on all cores. Group ids
-  // then depend on the interleaving; every rank still names one group by
-  // one id.
-  // Few ranks lower faster on one thread than threads start.
-  const bool parallel = todo.size() >= 16 && check_threads(todo.size()) > 1;
   std::vector<std::unique_ptr<detail::RankBuild>> kernels_made;
   bool stopped_after_kernels = false;
   if (parallel && opts.elaborate) {
     kernels_made.resize(todo.size());
-    for (size_t i = begin; i < todo.size(); ++i) {
+    for (size_t i = 0; i < todo.size(); ++i) {
       sema::CheckDeadline::poll();
       kernels_made[i] = with_kernels(todo[i], stopped_after_kernels);
     }
@@ -253,12 +193,12 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
     return std::move(out);
   };
   if (!parallel) {
-    for (size_t i = begin; i < todo.size(); ++i) lower_one(i);
+    for (size_t i = 0; i < todo.size(); ++i) lower_one(i);
     return finish();
   }
-  parallel_for(todo.size() - begin, [&](size_t i) {
+  parallel_for(todo.size(), [&](size_t i) {
     try {
-      lower_one(begin + i);
+      lower_one(i);
     } catch (const sema::CheckTimeout&) {
       throw;
     } catch (const LoweringError&) {
