@@ -66,17 +66,33 @@ struct AxisMap {
     return b0;
   }
   std::vector<std::array<int64_t, 3>> pairs;  // while building: (start, length) -> image start
-  // While building: the pairs added last, by a hash of each (a filter:
-  // most pairs repeat, and resolve_axis sorts what passes it).
-  std::array<std::array<int64_t, 3>, 64> recent{};
-  void add_pair(const std::array<int64_t, 3>& p) {
-    const uint64_t h = (static_cast<uint64_t>(p[0]) * 0x9e3779b97f4a7c15ull) ^
-                       (static_cast<uint64_t>(p[1]) * 0xc2b2ae3d27d4eb4full) ^ static_cast<uint64_t>(p[2]);
-    std::array<int64_t, 3>& slot = recent[(h ^ (h >> 29)) & 63];
-    if (slot == p && !pairs.empty()) return;
-    slot = p;
-    pairs.push_back(p);
+};
+
+// While building: the pairs added last to any axis, by a hash of each
+// (a filter: most pairs repeat, and resolve_axis sorts what passes it).
+// One table for every axis: one per axis (64 pairs) made each AxisMap
+// 1.6 KB, and AlphaFold2's ~10^5 axes spent more zeroing them than finding.
+class RecentPairs {
+ public:
+  // Whether (tensor, axis, p) is new to the table (then it is put there).
+  bool fresh(int tensor, size_t axis, const std::array<int64_t, 3>& p) {
+    uint64_t h = (static_cast<uint64_t>(p[0]) * 0x9e3779b97f4a7c15ull) ^
+                 (static_cast<uint64_t>(p[1]) * 0xc2b2ae3d27d4eb4full) ^ static_cast<uint64_t>(p[2]);
+    h ^= (static_cast<uint64_t>(tensor) << 8 | axis) * 0xff51afd7ed558ccdull;
+    Slot& slot = slots_[(h ^ (h >> 29)) & (kSlots - 1)];
+    if (slot.tensor == tensor && slot.axis == axis && slot.pair == p) return false;
+    slot = {tensor, axis, p};
+    return true;
   }
+
+ private:
+  struct Slot {
+    int tensor = -1;
+    size_t axis = 0;
+    std::array<int64_t, 3> pair{};
+  };
+  static constexpr size_t kSlots = 4096;
+  std::vector<Slot> slots_ = std::vector<Slot>(kSlots);
 };
 
 struct LabelMap {
@@ -150,6 +166,7 @@ inline bool resolve_axis(AxisMap& ax, int64_t extent) {
 struct RankSymmetry::Maps {
   const sema::Graph* g = nullptr;
   std::vector<TensorMap> tensors;
+  RecentPairs recent;  // while building
 
   TensorMap& at(int t) {
     TensorMap& m = tensors[static_cast<size_t>(t)];
@@ -169,7 +186,8 @@ struct RankSymmetry::Maps {
         continue;
       }
       // Neighbouring devices often hold the same block: one pair for them.
-      m.axes[i].add_pair({a.start[i], a.length[i], b.start[i]});
+      const std::array<int64_t, 3> pair{a.start[i], a.length[i], b.start[i]};
+      if (recent.fresh(t, i, pair)) m.axes[i].pairs.push_back(pair);
     }
     return true;
   }
