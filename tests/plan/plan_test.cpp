@@ -324,3 +324,27 @@ TEST_CASE("split_in_plan appends exactly the parts split_subop makes, also while
   CHECK(splits >= 8);
   CHECK(p.subops.size() == roots + 2 * splits);
 }
+
+TEST_CASE("plan evaluation makes room for every op split over the devices twice, within a cap", "[plan]") {
+  // dp splits each op over the devices: the parts fit the room made before
+  // the plan ran, so the sub-op array never moved (evaluate_plan's
+  // reserve_subops).
+  const std::string dp =
+      "plan dp(ngpus) { for op in select(\"*\") { let p = trans(op, dim = \"batch\", num = ngpus)\n"
+      "  for i in 0..ngpus { assign(p[i], i) } } }\n";
+  Elaborated e(write_temp("room", std::string(kMlp) + dp), "", "dp", 4);
+  REQUIRE(e.ok);
+  const size_t roots = static_cast<size_t>(
+      std::count_if(e.plan.root_of_node.begin(), e.plan.root_of_node.end(), [](int r) { return r >= 0; }));
+  REQUIRE(roots >= 2);
+  CHECK(e.plan.subops.size() == roots * 5);
+  CHECK(e.plan.subops.capacity() >= roots * (1 + 2 * 4));
+  // A device count whose room would be terabytes reserves at most the cap
+  // (address space only): 4M sub-ops.
+  Elaborated huge(write_temp("room_cap", std::string(kMlp) + "plan one(ngpus) { replicate(unassigned(), 0) }\n"), "",
+                  "one", int64_t{1} << 40);
+  REQUIRE(huge.ok);
+  CHECK(huge.plan.subops.size() == roots);
+  CHECK(huge.plan.subops.capacity() <= (size_t{1} << 22));
+  CHECK(huge.plan.subops.capacity() >= roots);
+}
