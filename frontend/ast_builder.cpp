@@ -64,21 +64,37 @@ class AstBuilder {
   std::unique_ptr<Program> build_program(P::ProgramContext* ctx) {
     auto prog = std::make_unique<Program>();
     prog->file = file_;
-    for (auto* item : ctx->item()) build_item(item, prog->items);
+    const std::vector<P::ItemContext*> items = ctx->item();
+    for (size_t i = 0; i < items.size(); ++i) {
+      // An op head without ';' takes the block statement after it as its
+      // body (see opDecl in grammar/Nns.g4).
+      P::BlockContext* body = nullptr;
+      if (P::OpDeclContext* op = items[i]->opDecl(); op && !op->semi && i + 1 < items.size())
+        if (auto* b = dynamic_cast<P::BlockStmtContext*>(items[i + 1]->statement())) body = b->block();
+      build_item(items[i], prog->items, body);
+      if (body) ++i;
+    }
     return prog;
   }
 
   // item : importDecl | configDecl | opDecl | modelDecl | planDecl | trainDecl | weightsDecl | statement
-  void build_item(P::ItemContext* ctx, std::vector<Item>& out) {
+  // `op_body`: the block after an op head, its body.
+  void build_item(P::ItemContext* ctx, std::vector<Item>& out, P::BlockContext* op_body) {
     Item item;
     item.loc = loc(ctx);
+    // An op's span runs to the end of its body (when on one line).
+    if (op_body) {
+      item.loc = loc(ctx->getStart());
+      if (op_body->getStop()->getLine() == ctx->getStart()->getLine())
+        item.loc.length = static_cast<int>(op_body->getStop()->getStopIndex() - ctx->getStart()->getStartIndex() + 1);
+    }
     if (auto* c = ctx->importDecl()) {
       item.node = ImportDecl{unquote(c->STRING()->getText()), c->ID() ? c->ID()->getText() : ""};
     } else if (auto* c = ctx->configDecl()) {
       item.node = build_config(c);
       item.loc = loc(c->name);  // "config 'x' is defined twice" points at the name
     } else if (auto* c = ctx->opDecl()) {
-      item.node = build_op(c);
+      item.node = build_op(c, op_body);
     } else if (auto* c = ctx->modelDecl()) {
       ModelDecl m;
       m.name = c->name->getText();
@@ -134,8 +150,8 @@ class AstBuilder {
     return c;
   }
 
-  // opDecl : 'op' name=ID '(' paramList? ')' (':' annotations)? (block | ';')?
-  OpDecl build_op(P::OpDeclContext* ctx) {
+  // opDecl : 'op' name=ID '(' paramList? ')' (':' annotations)? semi=';'?   (then its body, if any)
+  OpDecl build_op(P::OpDeclContext* ctx, P::BlockContext* body) {
     OpDecl op;
     op.fn = std::make_shared<FnDef>();
     op.fn->name = ctx->name->getText();
@@ -143,9 +159,9 @@ class AstBuilder {
     if (ctx->paramList()) op.fn->params = build_params(ctx->paramList());
     if (ctx->annotations())
       for (auto* s : ctx->annotations()->STRING()) op.annotations.push_back(Annotation{unquote(s->getText()), loc(s)});
-    if (ctx->block()) {
+    if (body) {
       op.has_body = true;
-      op.fn->body = build_block(ctx->block());
+      op.fn->body = build_block(body);
     }
     return op;
   }
@@ -222,12 +238,9 @@ class AstBuilder {
     if (auto* c = dynamic_cast<P::IfStmtContext*>(ctx)) {
       IfStmt s;
       s.test = build_expr(c->expr());
-      s.then_block = build_block(c->block(0));
-      if (c->elseBlock) {
-        s.else_block = build_block(c->elseBlock);
-      } else if (c->ifTail) {
+      s.then_block = build_block(c->block());
+      if (c->ifTail)
         if (StmtPtr tail = build_stmt(c->ifTail)) s.else_block.push_back(std::move(tail));
-      }
       auto st = make_stmt(ctx, std::move(s));
       st->loc.length = 2;
       return st;

@@ -22,6 +22,18 @@ namespace {
 
 using P = nns_grammar::NnsParser;
 
+// The token types of the declaration keywords, from the grammar's vocabulary.
+const std::vector<size_t>& declaration_keywords(const antlr4::dfa::Vocabulary& v) {
+  static const std::vector<size_t> types = [&v] {
+    static const std::set<std::string> words{"'op'", "'model'", "'plan'", "'train'", "'config'", "'weights'"};
+    std::vector<size_t> out;
+    for (size_t t = 1; t <= v.getMaxTokenType(); ++t)
+      if (words.count(v.getLiteralName(t))) out.push_back(t);
+    return out;
+  }();
+  return types;
+}
+
 // Turns ANTLR's syntax errors into our diagnostics, with a friendlier text.
 class ErrorCollector : public antlr4::BaseErrorListener {
  public:
@@ -140,6 +152,13 @@ class ErrorCollector : public antlr4::BaseErrorListener {
     } catch (...) {
       return "";
     }
+    // KEYWORD_NAME is the declaration keywords used as names: listed as
+    // those keywords (ordered by type, once each), as the grammar took them.
+    const size_t keyword_name = nns_grammar::NnsParser::KEYWORD_NAME;
+    if (expected.contains(keyword_name)) {
+      expected.remove(keyword_name);
+      for (size_t k : declaration_keywords(parser->getVocabulary())) expected.add(k);
+    }
     std::vector<std::string> names;
     for (size_t t : expected.toList()) {
       if (t == antlr4::Token::EOF) { names.push_back("end of file"); continue; }
@@ -257,6 +276,41 @@ bool within_limits(antlr4::CommonTokenStream& tokens, int file, DiagnosticEngine
   return true;
 }
 
+// A declaration keyword stays a keyword where it starts a top-level
+// declaration: outside brackets, before a name ('train' also before '{'),
+// and not where an operand or a name must follow the token before it (so
+// "x = op" then "y = 1" on the next line keeps 'op' a name). Every other
+// one becomes KEYWORD_NAME, which the grammar takes as a name (see ident
+// in grammar/Nns.g4). This is the grammar's old choice between the two
+// readings of "model M(d) { ... }", made here from three tokens instead of
+// by the parser looking ahead to the closing '}'.
+void retype_keyword_names(antlr4::CommonTokenStream& tokens, const antlr4::dfa::Vocabulary& vocabulary) {
+  static const std::set<std::string> needs_operand{"+",    "-",   "*",   "/",  "//", "%",  "@",  "**",     "and",
+                                                   "or",   "==",  "!=",  "<",  "<=", ">",  ">=", "in",     "..",
+                                                   "not",  "=",   "+=",  "-=", "*=", "/=", ".",  "return", "if",
+                                                   "else", "for", "let", "as", "=>", ",",  ":",  "|",      "extends"};
+  const std::vector<size_t>& keywords = declaration_keywords(vocabulary);
+  std::vector<antlr4::Token*> toks;
+  for (antlr4::Token* t : tokens.getTokens())
+    if (t->getChannel() == antlr4::Token::DEFAULT_CHANNEL && t->getType() != antlr4::Token::EOF) toks.push_back(t);
+  int depth = 0;
+  for (size_t i = 0; i < toks.size(); ++i) {
+    const size_t type = toks[i]->getType();
+    if (std::find(keywords.begin(), keywords.end(), type) == keywords.end()) {
+      const std::string text = type == nns_grammar::NnsLexer::ID ? "" : toks[i]->getText();
+      if (text == "(" || text == "[" || text == "{") ++depth;
+      if ((text == ")" || text == "]" || text == "}") && depth > 0) --depth;
+      continue;
+    }
+    const size_t next = i + 1 < toks.size() ? toks[i + 1]->getType() : antlr4::Token::EOF;
+    const bool before_name = next == nns_grammar::NnsLexer::ID ||
+                             (toks[i]->getText() == "train" && i + 1 < toks.size() && toks[i + 1]->getText() == "{");
+    const bool after_operator = i > 0 && needs_operand.count(toks[i - 1]->getText());
+    if (depth > 0 || !before_name || after_operator)
+      static_cast<antlr4::WritableToken*>(toks[i])->setType(nns_grammar::NnsParser::KEYWORD_NAME);
+  }
+}
+
 // The full-LL retry after SLL fails looks ahead to the end of every chain
 // at every operator of it (an SLL conflict the outer context cannot settle:
 // `a + b` may be `a` then `+b`), without caching: a 600-term sum before a
@@ -333,6 +387,7 @@ std::unique_ptr<Program> parse_program(const SourceManager& sources, int file, D
     empty->file = file;
     return empty;
   }
+  retype_keyword_names(tokens, lexer.getVocabulary());
   // SLL first (fast), silent; fall back to full LL only if SLL fails, as
   // the ANTLR documentation recommends for speed. Errors come from the retry.
   parser.removeErrorListeners();
@@ -383,6 +438,37 @@ std::unique_ptr<Program> parse_program(const SourceManager& sources, int file, D
   for (const SourceLoc& l : built.overflow) diags.error(l, "integer literal is too large");
   for (const auto& [l, msg] : built.float_range) diags.error(l, msg);
   return std::move(built.program);
+}
+
+std::vector<DecisionLookahead> lookahead_profile(const SourceManager& sources, int file) {
+  antlr4::ANTLRInputStream input(sources.file(file).text);
+  nns_grammar::NnsLexer lexer(&input);
+  lexer.removeErrorListeners();
+  antlr4::CommonTokenStream tokens(&lexer);
+  tokens.fill();
+  retype_keyword_names(tokens, lexer.getVocabulary());
+  nns_grammar::NnsParser parser(&tokens);
+  parser.removeErrorListeners();
+  parser.setProfile(true);
+  // As parse_program: SLL, then full LL if SLL fails.
+  parser.getInterpreter<antlr4::atn::ParserATNSimulator>()->setPredictionMode(antlr4::atn::PredictionMode::SLL);
+  parser.setErrorHandler(std::make_shared<antlr4::BailErrorStrategy>());
+  try {
+    parser.program();
+  } catch (antlr4::ParseCancellationException&) {
+    tokens.seek(0);
+    parser.reset();
+    parser.getInterpreter<antlr4::atn::ParserATNSimulator>()->setPredictionMode(antlr4::atn::PredictionMode::LL);
+    parser.setErrorHandler(std::make_shared<antlr4::DefaultErrorStrategy>());
+    parser.program();
+  }
+  std::vector<DecisionLookahead> out;
+  for (const antlr4::atn::DecisionInfo& d : parser.getParseInfo().getDecisionInfo()) {
+    if (d.invocations == 0) continue;
+    const size_t rule = parser.getATN().getDecisionState(d.decision)->ruleIndex;
+    out.push_back({parser.getRuleNames()[rule], d.decision, d.invocations, d.SLL_MaxLook, d.LL_MaxLook});
+  }
+  return out;
 }
 
 std::string dump_tokens(const SourceManager& sources, int file) {

@@ -3,6 +3,9 @@
 // Python, whose '//' floor division the language keeps). See docs/language.md.
 grammar Nns;
 
+// A declaration keyword used as a name (see ident).
+tokens { KEYWORD_NAME }
+
 program : item* EOF ;
 
 item
@@ -24,7 +27,11 @@ configEntry : ID '=' expr ';'? ;
 
 // op matmul(a, b) : "m k+, k+ n -> m n"            primitive (kernel in the registry)
 // op attn(x, w, h) : "b l^ d^, ... -> b l^ d^" { }  composite (body in .nns)
-opDecl : 'op' name=ID '(' paramList? ')' (':' annotations)? (block | ';')? ;
+// A composite's body is the block statement right after the head (no ';'
+// between): ast_builder.cpp joins the two items. As an optional part of
+// this rule, the body tied with "a primitive, then a top-level block" until
+// its closing '}', and the parser looked ahead through the whole body.
+opDecl : 'op' name=ID '(' paramList? ')' (':' annotations)? semi=';'? ;
 annotations : STRING ('|' STRING)* ;
 
 fnDecl : 'fn' name=ID '(' paramList? ')' block ;
@@ -47,11 +54,16 @@ weightsDecl : 'weights' name=ID ('(' paramList? ')')? block ;
 
 block : '{' statement* '}' ;
 
+// `else { ... }` is the else branch's one statement, a block statement (so
+// the AST has a block there); a separate `'else' block` alternative tied
+// with it until the closing '}' (the parser looked ahead through the whole
+// block to choose) and lost every time.
+
 statement
     : 'let' ident '=' expr ';'?                                 # letStmt
     | target=postfix assignOp expr ';'?                         # assignStmt
     | 'return' expr? ';'?                                      # returnStmt
-    | 'if' expr block ('else' (ifTail=statement | elseBlock=block))?  # ifStmt
+    | 'if' expr block ('else' ifTail=statement)?                # ifStmt
     | 'for' ident 'in' expr block                               # forStmt
     | 'break' ';'?                                             # breakStmt
     | 'continue' ';'?                                          # continueStmt
@@ -107,8 +119,15 @@ primary
 dictEntry : (ID | STRING) ':' expr ;
 
 // Keywords that are also natural variable names ("for op in select(...)")
-// stay usable as names wherever a name is expected.
-ident : ID | 'op' | 'input' | 'param' | 'buffer' | 'model' | 'plan' | 'train' | 'config' | 'weights' ;
+// stay usable as names wherever a name is expected. The declaration
+// keywords (op, model, plan, train, config, weights) are keywords only at
+// the top level before a name ('train' also before '{'), where they start
+// a declaration; parser.cpp retypes every other one to KEYWORD_NAME before
+// parsing. Were the keywords themselves names here, "model M(d) { ... }"
+// would also read as the statements "model", "M(d)" and a block: a tie the
+// parser settled only at the closing '}'. KEYWORD_NAME, not ID: positions
+// that take only an ID (a dtype, a config entry) still refuse them.
+ident : ID | KEYWORD_NAME | 'input' | 'param' | 'buffer' ;
 
 ID     : [a-zA-Z_] [a-zA-Z_0-9]* ;
 INT    : [0-9]+ ;
