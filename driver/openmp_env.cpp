@@ -31,16 +31,32 @@ bool fill_missing() {
   return missing;
 }
 
+// The command word (driver/args.cpp takes the first argument that is not a
+// flag; a flag's value may come first, so the first known command word is
+// taken), or "" when there is none.
+std::string command_word(char** argv) {
+  static const char* const kCommands[] = {"check",    "dimop", "verify-op", "ckpt", "run",
+                                          "simulate", "plan",  "profile",   "repl"};
+  for (int i = 1; argv[i]; ++i)
+    for (const char* c : kCommands)
+      if (std::string(argv[i]) == c) return c;
+  return "";
+}
+
 // Whether this process will share the cores with other ranks of its own:
-// `--gpus N` (or --gpus=N) with N > 1, or a rank started by a launcher.
-// One device alone keeps libgomp's spinning: on an idle machine waking a
-// sleeping thread costs more than the spin (gpt tiny: 1.1 ms per step
-// spinning, 6-7 ms passive on this VM).
+// `nns run` with `--gpus N` (or --gpus=N) and N > 1, `nns profile`, or a
+// rank started by a launcher. One device alone keeps libgomp's spinning: on
+// an idle machine waking a sleeping thread costs more than the spin (gpt
+// tiny: 1.1 ms per step spinning, 6-7 ms passive on this VM). check, plan
+// and simulate take --gpus too, but run no kernels on ranks: a second start
+// would only cost time.
 bool shares_cores(char** argv) {
   backend::LaunchEnv launch;
   std::string err;
   if (backend::detect_launch_env(backend::process_env(), launch, err) && launch.local_world_size > 1) return true;
-  if (argv[0] && argv[1] && std::string(argv[1]) == "profile") return true;  // nns profile runs 2 or more ranks
+  const std::string command = command_word(argv);
+  if (command == "profile") return true;  // nns profile runs 2 or more ranks
+  if (command != "run") return false;
   for (int i = 1; argv[i]; ++i) {
     std::string a = argv[i];
     const char* value = nullptr;

@@ -19,9 +19,10 @@
 
 namespace nns::driver {
 
-// Call first thing in main(). Applies to runs of several ranks only (a
-// single device keeps the spinning, faster on an idle machine; set
-// OMP_WAIT_POLICY=PASSIVE to share its cores). Returns when the
+// Call first thing in main(). Applies to runs of several ranks only (`nns
+// run --gpus N`, `nns profile`, a launcher's rank; a single device keeps the
+// spinning, faster on an idle machine; set OMP_WAIT_POLICY=PASSIVE to share
+// its cores). Returns when the
 // environment already holds
 // the defaults (then libgomp started with them), or when re-executing
 // failed (then nns runs on as before, spinning).

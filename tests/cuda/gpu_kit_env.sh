@@ -4,6 +4,7 @@
 # archive is unpacked into a fresh folder, and under `env -i` with only the
 # kit's lib/ and the CUDA library folder on the library path
 #   - ldd finds every library of every kit binary (no "not found");
+#   - nns --version opens cuBLASLt (not linked: cublaslt_loader.h);
 #   - nns --version and a 2-step CPU run of examples/01_mlp.nns work;
 #   - the CUDA conformance table reports itself skipped (exit 77) here,
 #     where no GPU is visible (on the GPU machine it runs).
@@ -32,6 +33,9 @@ for b in "$tmp"/unpacked/bin/*; do
   fi
 done
 bare "$tmp/unpacked/bin/nns" --version > "$tmp/version.txt" 2>&1 || { echo "FAIL: nns --version under env -i"; cat "$tmp/version.txt"; fail=1; }
+# cuBLASLt is opened at run time (cublaslt_loader.h), not linked: ldd cannot
+# vouch for it, --version opens it through the library path.
+grep -q "cuBLASLt [0-9]" "$tmp/version.txt" || { echo "FAIL: nns --version under env -i did not open cuBLASLt:"; cat "$tmp/version.txt"; fail=1; }
 bare "$tmp/unpacked/bin/nns" run examples/01_mlp.nns --steps 2 > "$tmp/run.txt" 2>&1 || { echo "FAIL: nns run under env -i"; tail -3 "$tmp/run.txt"; fail=1; }
 bare "$tmp/unpacked/bin/nns_cuda_tests" > "$tmp/conf.txt" 2>&1
 rc=$?

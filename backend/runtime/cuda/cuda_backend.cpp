@@ -4,6 +4,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include "backend/runtime/cuda/cublaslt_loader.h"
 #include "backend/runtime/cuda/device_backend.h"
 #include "backend/runtime/cuda/dnn.h"
 
@@ -14,8 +15,10 @@ int cuda_device_count() { return cuda::device_count(); }
 std::string cuda_libraries() {
   int runtime = 0;
   cudaRuntimeGetVersion(&runtime);
-  return "cudart " + std::to_string(runtime) + ", cuBLASLt " + std::to_string(cublasLtGetVersion()) + ", " +
-         cuda::dnn_library_version();
+  std::string why;
+  const cuda::CublasLt* lt = cuda::cublaslt(why);  // opens it: `nns --version` says whether it can be
+  return "cudart " + std::to_string(runtime) + ", cuBLASLt " +
+         (lt ? std::to_string(lt->get_version()) : "not loadable: " + why) + ", " + cuda::dnn_library_version();
 }
 
 std::unique_ptr<Backend> make_cuda_backend(int device, std::string& why_not) {
