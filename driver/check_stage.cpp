@@ -3,9 +3,11 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <future>
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -47,6 +49,13 @@ struct CapacityWork {
   double classes_ms = 0;
 };
 
+// The lowering options of the capacity check's bodies (its ranks not set).
+backend::LowerOptions capacity_lowering(Pipeline& p, const Topology& topo) {
+  backend::LowerOptions lo = lower_options(*p.interp, p.comm, topo);
+  lo.analysis_cache = p.analysis_cache;  // the structure lowering's analysis
+  return lo;
+}
+
 CapacityWork capacity_work(Pipeline& p, const Topology& topo, const backend::LoweredPlan& structure) {
   // The ranks in classes of equal programs (up to renaming): one
   // representative of each is lowered with its kernel bodies and replayed.
@@ -56,8 +65,7 @@ CapacityWork capacity_work(Pipeline& p, const Topology& topo, const backend::Low
   auto t0 = std::chrono::steady_clock::now();
   const std::vector<int> rep = backend::memory_classes(p.plan, structure, static_cast<int>(topo.devices));
   w.classes_ms = ms_since(t0);
-  w.lo = lower_options(*p.interp, p.comm, topo);
-  w.lo.analysis_cache = p.analysis_cache;  // the structure lowering's analysis
+  w.lo = capacity_lowering(p, topo);
   std::vector<int> program_of(rep.size(), -1);
   for (size_t i = 0; i < rep.size(); ++i)
     if (rep[i] == static_cast<int>(i)) {
@@ -69,11 +77,35 @@ CapacityWork capacity_work(Pipeline& p, const Topology& topo, const backend::Low
   return w;
 }
 
-backend::MemoryCheck run_capacity(Pipeline& p, const CapacityWork& w, const backend::MemoryCheckOptions& mo) {
+// Rank 0 represents its class under every plan (a class's representative
+// is its first rank in rank order, rank_classes.h): the capacity check can
+// lower its bodies before the classes are known.
+constexpr int kFirstRepresentative = 0;
+
+// The representatives' bodies lowered and replayed. `first`, when given,
+// holds rank 0's program with its bodies, lowered beforehand (the capacity
+// thread lowers it beside the structure lowering): only the other
+// representatives are lowered here, and their programs appended. (Their
+// group ids are their own lowering's; the replay reads no group.)
+backend::MemoryCheck run_capacity(Pipeline& p, const CapacityWork& w, const backend::MemoryCheckOptions& mo,
+                                  std::optional<backend::LoweredPlan> first = {}, double first_ms = 0) {
   const sema::TrainSpec spec = p.interp->train() ? *p.interp->train() : sema::TrainSpec{};
   auto t0 = std::chrono::steady_clock::now();
-  backend::LoweredPlan bodies = backend::lower_plan(p.graph(), p.plan, spec, w.lo);
-  const double bodies_ms = ms_since(t0);
+  backend::LoweredPlan bodies;
+  if (first) {
+    if (w.lo.ranks.empty() || w.lo.ranks.front() != kFirstRepresentative || first->programs.size() != 1)
+      throw std::logic_error("the capacity check's first representative is not rank 0");
+    bodies = std::move(*first);
+    if (w.lo.ranks.size() > 1) {
+      backend::LowerOptions rest = w.lo;
+      rest.ranks.erase(rest.ranks.begin());
+      backend::LoweredPlan others = backend::lower_plan(p.graph(), p.plan, spec, rest);
+      for (backend::RankProgram& prog : others.programs) bodies.programs.push_back(std::move(prog));
+    }
+  } else {
+    bodies = backend::lower_plan(p.graph(), p.plan, spec, w.lo);
+  }
+  const double bodies_ms = first_ms + ms_since(t0);
   t0 = std::chrono::steady_clock::now();
   backend::MemoryCheck mc = backend::check_memory_classes(p.graph(), p.plan, bodies, w.members, mo);
   mc.classes_ms = w.classes_ms;
@@ -82,38 +114,68 @@ backend::MemoryCheck run_capacity(Pipeline& p, const CapacityWork& w, const back
   return mc;
 }
 
-// The capacity check on a thread of its own while program verification
-// runs on the caller's: the two read the plan, the graph and the derived
-// communication and write nothing they share (the capacity check alone
-// elaborates kernels through the interpreter; verification has the
-// structure lowering to itself). What each reports is printed afterwards,
-// in the order of a serial check; an overflow still ends the check with 65
-// and nothing of the verification is printed.
+// The capacity check on a thread of its own, started before the structure
+// lowering: it lowers rank 0's bodies beside it, waits for the rank classes
+// (given(): the structure lowering made them, or none when it failed), then
+// lowers the other representatives and replays, while program verification
+// runs on the caller's thread. The threads read the plan, the graph and the
+// derived communication and write nothing they share: the capacity check
+// alone elaborates kernels through the interpreter; the structure lowering
+// and verification use none; the analysis both lowerings start from is
+// made once, under its cache's lock (lower_plan.cpp). What each reports is
+// printed afterwards, in the order of a serial check; an overflow still
+// ends the check with 65 and nothing of the verification is printed.
 struct CapacityThread {
   std::optional<backend::MemoryCheck> mem;
   std::exception_ptr failure;  // a check time-out, or any other exception, rethrown by join()
   double ms = 0;
   std::thread thread;
+  std::promise<std::optional<CapacityWork>> work;
+  bool work_given = false;
 
-  void start(Pipeline& p, CapacityWork work, const backend::MemoryCheckOptions& mo) {
-    thread = std::thread([this, &p, work = std::move(work), mo] {
+  void start(Pipeline& p, const Topology& topo, const backend::MemoryCheckOptions& mo) {
+    backend::LowerOptions first = capacity_lowering(p, topo);
+    first.ranks = {kFirstRepresentative};
+    thread = std::thread([this, &p, first = std::move(first), mo, classes = work.get_future()]() mutable {
+      // Its working time: rank 0's bodies, then what follows the classes
+      // (not the wait for them).
       auto t0 = std::chrono::steady_clock::now();
+      double first_ms = 0;
       try {
-        mem = run_capacity(p, work, mo);
+        const sema::TrainSpec spec = p.interp->train() ? *p.interp->train() : sema::TrainSpec{};
+        std::optional<backend::LoweredPlan> lowered;
+        try {
+          lowered = backend::lower_plan(p.graph(), p.plan, spec, first);
+        } catch (const backend::LoweringError&) {
+          // Program verification reports it; the classes are still awaited.
+        }
+        first_ms = ms_since(t0);
+        std::optional<CapacityWork> w = classes.get();
+        t0 = std::chrono::steady_clock::now();
+        if (w && lowered) mem = run_capacity(p, *w, mo, std::move(lowered), first_ms);
       } catch (const backend::LoweringError&) {
         // Program verification reports it.
       } catch (...) {
         failure = std::current_exception();
       }
-      ms = ms_since(t0);
+      ms = first_ms + ms_since(t0);
     });
   }
+  // The rank classes (none: no capacity check after all).
+  void give(std::optional<CapacityWork> w) {
+    if (work_given) return;
+    work_given = true;
+    work.set_value(std::move(w));
+  }
   void join() {
+    give(std::nullopt);
     if (thread.joinable()) thread.join();
     if (failure) std::rethrow_exception(failure);
   }
   ~CapacityThread() {
-    if (thread.joinable()) thread.join();
+    if (!thread.joinable()) return;
+    give(std::nullopt);
+    thread.join();
   }
 };
 
@@ -177,6 +239,11 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
   // time to compare with them, program_check.h), and the capacity check
   // groups the ranks into classes by them (backend/lowering/rank_classes.h).
   sema::CheckDeadline::stage("lowering the programs");
+  backend::MemoryCheckOptions mo = memory_options(o.check, spec);
+  mo.bf16_storage =
+      o.bf16_storage || (o.last >= Stage::Run && o.run.device != "cpu" && spec && spec->precision == "bf16");
+  CapacityThread capacity;
+  if (o.memory_report || mo.capacity >= 0) capacity.start(p, o.topo, mo);
   std::optional<backend::LoweredPlan> structure;
   auto t_lower = std::chrono::steady_clock::now();
   try {
@@ -191,15 +258,11 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
   }
   const double lower_ms = ms_since(t_lower);
   sema::CheckDeadline::stage("the memory check and program verification");
-  backend::MemoryCheckOptions mo = memory_options(o.check, spec);
-  mo.bf16_storage =
-      o.bf16_storage || (o.last >= Stage::Run && o.run.device != "cpu" && spec && spec->precision == "bf16");
-  CapacityThread capacity;
-  if (structure && (o.memory_report || mo.capacity >= 0)) {
+  if (structure && capacity.thread.joinable()) {
     try {
-      capacity.start(p, capacity_work(p, o.topo, *structure), mo);
+      capacity.give(capacity_work(p, o.topo, *structure));
     } catch (const backend::LoweringError&) {
-      // Program verification reports it.
+      // Program verification reports it (join() ends the thread).
     }
   }
   // Printed after the memory line (below): its times line first.
@@ -217,7 +280,7 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
   if (verify_failure) std::rethrow_exception(verify_failure);
   const bool overflow = capacity.mem && !capacity.mem->fits;
   report << sema::check::verdict_line(p.plan, r, overflow) << "\n";
-  // (Its time: the rank classes, taken before the thread, and the thread's.)
+  // (Its time: the rank classes, taken on this thread, and the thread's working time.)
   if (capacity.mem) print_memory_line(report, *capacity.mem, mo, r.symbolic, capacity.mem->classes_ms + capacity.ms);
   if (overflow) {
     report << std::flush;
