@@ -53,6 +53,7 @@ struct CapacityWork {
 backend::LowerOptions capacity_lowering(Pipeline& p, const Topology& topo) {
   backend::LowerOptions lo = lower_options(*p.interp, p.comm, topo);
   lo.analysis_cache = p.analysis_cache;  // the structure lowering's analysis
+  lo.share_comm = true;                  // p.comm outlives the capacity check
   return lo;
 }
 
@@ -249,6 +250,7 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
   try {
     backend::LowerOptions so = backend::verification_lowering(static_cast<int>(o.topo.replicas), &p.comm);
     so.analysis_cache = p.analysis_cache;
+    so.share_comm = true;  // p.comm outlives the structure and its verification
     // A moved device's skeleton: what verification reads of it (program_check.h).
     so.moved_skeletons = true;
     if (o.topo.replicas > 1) so.first_ranks = static_cast<int>(o.topo.devices);

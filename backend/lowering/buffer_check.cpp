@@ -179,8 +179,8 @@ class RankRun {
   }
 
   const CommEdge* edge_of(const PInstr& in) const {
-    if (in.edge < 0 || static_cast<size_t>(in.edge) >= lp_.comm.edges.size()) return nullptr;
-    const CommEdge& e = lp_.comm.edges[static_cast<size_t>(in.edge)];
+    if (in.edge < 0 || static_cast<size_t>(in.edge) >= lp_.comm->edges.size()) return nullptr;
+    const CommEdge& e = lp_.comm->edges[static_cast<size_t>(in.edge)];
     if (in.step < 0 || static_cast<size_t>(in.step) >= e.adapter.steps.size()) return nullptr;
     return &e;
   }

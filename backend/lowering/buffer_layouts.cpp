@@ -10,7 +10,7 @@ namespace nns::backend {
 BufferLayouts::BufferLayouts(const sema::Graph& g, const LoweredPlan& lp) : produced(g.tensors().size(), -1) {
   std::vector<const Layout*> layouts;
   int width = 0;
-  for (const CommEdge& e : lp.comm.edges) {
+  for (const CommEdge& e : lp.comm->edges) {
     first.push_back(layouts.size());
     const size_t t = static_cast<size_t>(e.tensor);
     if (!e.backward && t < produced.size() && produced[t] < 0) produced[t] = static_cast<int64_t>(layouts.size());

@@ -78,8 +78,11 @@ LoweredPlan lower_plan(const sema::Graph& g, const sema::Plan& plan, const sema:
     fail(std::to_string(spec.micro_batches) + " micro-batches: at most " + std::to_string(sema::kMaxMicroBatches) +
          " per step are supported");
   if (spec.data.kind == "safetensors") fail("plans train on synthetic data only for now (the train block names a file)");
-  out.comm = opts.comm ? *opts.comm : derive_communication(g, plan);
-  const std::shared_ptr<const PlanAnalysis> shared = analysis_of(g, plan, out.comm, opts);
+  if (opts.comm && opts.share_comm)
+    out.comm = std::shared_ptr<const CommPlan>(std::shared_ptr<const CommPlan>(), opts.comm);  // not owned
+  else
+    out.comm = std::make_shared<const CommPlan>(opts.comm ? *opts.comm : derive_communication(g, plan));
+  const std::shared_ptr<const PlanAnalysis> shared = analysis_of(g, plan, *out.comm, opts);
   const PlanAnalysis& analysis = *shared;
   out.notes = analysis.zero1_notes;
   // The edges the programs run: an edge that shares another's transfer

@@ -78,6 +78,12 @@ struct LowerOptions {
   // over the same graph, plan and *comm, which the cache's owner keeps
   // alive and unchanged while it uses the cache (driver::Pipeline).
   std::shared_ptr<AnalysisCache> analysis_cache;
+  // With `comm`: the LoweredPlan refers to *comm instead of copying it (a
+  // copy of AlphaFold2's 33061 edges took 30-200 ms, most of it first
+  // touches of fresh memory). The caller keeps *comm alive and unchanged
+  // for as long as the LoweredPlan lives (check_stage.cpp's lowerings of
+  // the Pipeline's communication).
+  bool share_comm = false;
   // Communication only: no kernels and no compute instructions; every
   // buffer, communication, reduction and update instruction is emitted by
   // the same code as in a full lowering, so the collective sequence is the

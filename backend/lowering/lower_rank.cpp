@@ -128,7 +128,8 @@ void dump_rank_program(RankBuild& R, const char* pass) {
   shell.devices = R.devices;
   shell.replicas = R.opts.replicas;
   shell.micro_batches = static_cast<int>(R.spec.micro_batches);
-  shell.comm = R.A.cp;
+  shell.comm =
+      std::shared_ptr<const CommPlan>(std::shared_ptr<const CommPlan>(), &R.A.cp);  // not owned: printed at once
   {
     std::lock_guard<std::mutex> lock(R.groups.mu);
     shell.groups = R.groups.groups;

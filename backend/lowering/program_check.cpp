@@ -183,10 +183,10 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, Lower
                         bug == SeededBug::WrongStageDevice;
   CommPlan corrupted;
   if (comm_bug) {
-    corrupted = lp.comm;
+    corrupted = *lp.comm;
     if (!seed_comm_bug(g, corrupted, lp.edges, devices, bug, out)) return finish();
   }
-  const CommPlan& cp = comm_bug ? corrupted : lp.comm;
+  const CommPlan& cp = comm_bug ? corrupted : *lp.comm;
   // Values: every edge the programs run, on every device, by the
   // verifier's own abstract semantics.
   auto v0 = std::chrono::steady_clock::now();
@@ -226,7 +226,7 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, Lower
     // the bug lives in the derivation before it, one allreduce per consumer
     // (each on its own copy), which the seed then runs in place. Lower that
     // derivation again with the forward transfers unshared.
-    CommPlan unshared = lp.comm;
+    CommPlan unshared = *lp.comm;
     // The seed corrupts every rank's copies, skeletons hold none: whole programs.
     bool any = lp.skeletons > 0;
     opts.moved_skeletons = false;

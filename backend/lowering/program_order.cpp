@@ -333,8 +333,8 @@ class OrderCheck {
     }
     if (e.kind == Entry::Replica || e.kind == Entry::ZeroScatter) return e.param == param;
     if (e.kind == Entry::Coll)
-      return lp_.comm.edges[static_cast<size_t>(e.edge)].backward &&
-             lp_.comm.edges[static_cast<size_t>(e.edge)].tensor == param;
+      return lp_.comm->edges[static_cast<size_t>(e.edge)].backward &&
+             lp_.comm->edges[static_cast<size_t>(e.edge)].tensor == param;
     return false;
   }
   bool reduces(const RankProgram& p, const PInstr& in, int param) const {
@@ -345,7 +345,7 @@ class OrderCheck {
   std::string describe(const Entry& e) const {
     switch (e.kind) {
       case Entry::Coll: {
-        const CommEdge& ce = lp_.comm.edges[static_cast<size_t>(e.edge)];
+        const CommEdge& ce = lp_.comm->edges[static_cast<size_t>(e.edge)];
         return std::string(prim_name(ce.adapter.steps[static_cast<size_t>(e.step)].prim)) + " of " + edge_text(g_, ce);
       }
       case Entry::Bucket:

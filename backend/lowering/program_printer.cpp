@@ -155,7 +155,7 @@ std::string LoweredPlan::instr_text(const sema::Graph& g, const RankProgram& p, 
                        std::string(in.kind == PInstr::ReduceScatter ? "gradient of " : "updated shards of ") +
                        tensor_text(g, p.buffers[static_cast<size_t>(in.a)].tensor) + ")"
                  : std::string();
-    const CommEdge& e = comm.edges[static_cast<size_t>(in.edge)];
+    const CommEdge& e = comm->edges[static_cast<size_t>(in.edge)];
     std::string from = e.producer >= 0 ? g.node(e.producer).name : "storage";
     std::string to = e.consumer >= 0 ? g.node(e.consumer).name : "update";
     return "  (" + std::string(e.backward ? "gradient of " : "") + tensor_text(g, e.tensor) + " " + from + " -> " + to +

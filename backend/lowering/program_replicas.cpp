@@ -17,7 +17,8 @@ bool compare_replicas(const sema::Graph& g, const sema::Plan& plan, const sema::
                       ProgramCheck& out) {
   const int k = lp.devices;
   ro.first_ranks = 0;
-  ro.comm = &lp.comm;  // what replica 0 was lowered from (a seeded derivation included)
+  ro.comm = lp.comm.get();  // what replica 0 was lowered from (a seeded derivation included)
+  ro.share_comm = false;    // the replicas' plans (`kept`) may outlive lp
   const bool scale = bug == SeededBug::ReplicaScale || bug == SeededBug::GradientScale1Pct;
   if (renames_replicas(ro)) {
     // Replicas 1.. run replica 0's programs renamed by construction

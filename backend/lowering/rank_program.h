@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -228,7 +229,10 @@ struct LoweredPlan {
   std::string plan;
   int devices = 1, replicas = 1, micro_batches = 1;
   int ranks() const { return devices * replicas; }
-  CommPlan comm;
+  // The derived communication the programs were lowered from: its own copy,
+  // or the caller's when LowerOptions::share_comm says it outlives this.
+  // (Empty, not null, in a LoweredPlan built by hand.)
+  std::shared_ptr<const CommPlan> comm = std::make_shared<const CommPlan>();
   std::vector<int> edges;                // the comm edges the programs run, ascending
   std::vector<std::vector<int>> groups;  // interned collective groups (global ranks)
   std::vector<RankProgram> programs;     // by rank (one, for a rank lowering only itself)

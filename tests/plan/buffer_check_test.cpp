@@ -37,6 +37,7 @@ struct HandBuilt {
     g.add_tensor(t);
     lp.devices = 2;
     lp.groups = {{0, 1}};
+    auto comm = std::make_shared<backend::CommPlan>();
     for (int consumer = 0; consumer < 2; ++consumer) {
       backend::CommEdge e;
       e.tensor = 0;
@@ -49,8 +50,9 @@ struct HandBuilt {
       st.groups = {{0, 1}};
       st.after = e.to;
       e.adapter.steps = {st};
-      lp.comm.edges.push_back(e);
+      comm->edges.push_back(e);
     }
+    lp.comm = comm;
     lp.programs.resize(1);
     return lp.programs[0];
   }
@@ -393,7 +395,7 @@ TEST_CASE("buffer check: mistakes put into a full lowering are caught there", "[
   std::vector<std::string> errors;
   SECTION("an activation's allreduce dropped: the consumer's kernel reads a partial sum") {
     auto it = std::find_if(p.instrs.begin(), p.instrs.end(), [&](const PInstr& in) {
-      return in.kind == PInstr::AllReduce && in.edge >= 0 && !lp.comm.edges[static_cast<size_t>(in.edge)].backward;
+      return in.kind == PInstr::AllReduce && in.edge >= 0 && !lp.comm->edges[static_cast<size_t>(in.edge)].backward;
     });
     REQUIRE(it != p.instrs.end());
     p.instrs.erase(it);

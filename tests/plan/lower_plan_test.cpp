@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "backend/lowering/comm_plan.h"
 #include "backend/lowering/lower_plan.h"
 #include "backend/lowering/program_check.h"
 #include "backend/lowering/rank_classes.h"
@@ -429,4 +430,23 @@ TEST_CASE("programs moved along the plan's symmetry are the programs lowering ea
       CHECK(one.dump_rank(g, one.programs[0]) == each.dump_rank(g, each.programs.back()));
     }
   }
+}
+
+// share_comm: the lowered plan refers to the caller's derived communication
+// instead of copying it, and lowers the same programs as from a copy.
+TEST_CASE("a lowering that shares the caller's communication refers to it and lowers what a copy lowers", "[lower]") {
+  Lowered l("examples/gpt.nns", "tiny", "hybrid", 4);
+  const backend::CommPlan comm = backend::derive_communication(l.interp->graph(), l.plan);
+  backend::LowerOptions o = l.options(1, true);
+  o.comm = &comm;
+  const backend::LoweredPlan copied = backend::lower_plan(l.interp->graph(), l.plan, *l.interp->train(), o);
+  o.share_comm = true;
+  const backend::LoweredPlan shared = backend::lower_plan(l.interp->graph(), l.plan, *l.interp->train(), o);
+  CHECK(shared.comm.get() == &comm);
+  CHECK(copied.comm.get() != &comm);
+  REQUIRE(copied.comm->edges.size() == comm.edges.size());
+  REQUIRE(shared.programs.size() == copied.programs.size());
+  for (size_t r = 0; r < shared.programs.size(); ++r)
+    CHECK(shared.dump_rank(l.interp->graph(), shared.programs[r]) ==
+          copied.dump_rank(l.interp->graph(), copied.programs[r]));
 }
