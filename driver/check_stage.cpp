@@ -117,7 +117,7 @@ backend::MemoryCheck run_capacity(Pipeline& p, const CapacityWork& w, const back
 
 // The capacity check on a thread of its own, started before the structure
 // lowering: it lowers rank 0's bodies beside it, waits for the rank classes
-// (given(): the structure lowering made them, or none when it failed), then
+// (give(): the structure lowering made them, or none when it failed), then
 // lowers the other representatives and replays, while program verification
 // runs on the caller's thread. The threads read the plan, the graph and the
 // derived communication and write nothing they share: the capacity check
