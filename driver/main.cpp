@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   using namespace nns::driver;
   // Before anything else: it may run nns again with the OpenMP settings
   // libgomp must find at start-up (driver/openmp_env.h).
-  apply_openmp_defaults(argv);
+  apply_openmp_defaults(argc, argv);
   // A shell starts a script's background jobs with SIGINT and SIGQUIT
   // ignored, and ignored signals are inherited: `kill -INT` (or Ctrl-C on
   // the script) would never stop such a training run or its ranks. nns

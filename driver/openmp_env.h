@@ -26,6 +26,6 @@ namespace nns::driver {
 // environment already holds
 // the defaults (then libgomp started with them), or when re-executing
 // failed (then nns runs on as before, spinning).
-void apply_openmp_defaults(char** argv);
+void apply_openmp_defaults(int argc, char** argv);
 
 }  // namespace nns::driver

@@ -1,7 +1,6 @@
 // make_cuda_backend on the GPU build (library nns_cuda).
 #include "backend/runtime/cuda/cuda_backend.h"
 
-#include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include "backend/runtime/cuda/cublaslt_loader.h"
