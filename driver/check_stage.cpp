@@ -54,6 +54,7 @@ backend::LowerOptions capacity_lowering(Pipeline& p, const Topology& topo) {
   backend::LowerOptions lo = lower_options(*p.interp, p.comm, topo);
   lo.analysis_cache = p.analysis_cache;  // the structure lowering's analysis
   lo.share_comm = true;                  // p.comm outlives the capacity check
+  lo.shared_kernel_bodies = true;        // replayed only: no copy of each repeated body
   return lo;
 }
 

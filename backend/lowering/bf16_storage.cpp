@@ -1,5 +1,6 @@
 #include "backend/lowering/bf16_storage.h"
 
+#include <algorithm>
 #include <set>
 
 namespace nns::backend {
@@ -85,15 +86,20 @@ void for_each_partial(const RankProgram& prog, Fn&& fn) {
 
 }  // namespace
 
-std::vector<char> bf16_local_tensors(const RankProgram& prog) {
+Bf16KernelTensors bf16_kernel_tensors(const RankProgram& prog) {
   const sema::Graph& L = prog.local;
-  std::vector<char> out(L.tensors().size(), 0);
+  Bf16KernelTensors out;
+  out.half.assign(L.tensors().size(), 0);
+  out.kept_f32.resize(prog.kernels.size());
   const std::vector<std::vector<char>> param_in = parameter_inputs(prog);
   auto mark = [&](const std::vector<int>& nodes, char value) {
     for (int n : nodes)
       for (int t : L.node(n).outputs)
-        if (t >= 0 && static_cast<size_t>(t) < out.size())
-          out[static_cast<size_t>(t)] = value && storable(L.tensor(t)) && storable_node(L.node(n));
+        if (t >= 0 && static_cast<size_t>(t) < out.half.size())
+          out.half[static_cast<size_t>(t)] = value && storable(L.tensor(t)) && storable_node(L.node(n));
+  };
+  auto keep = [&](size_t k, int t) {
+    if (t >= 0 && static_cast<size_t>(t) < out.half.size()) out.kept_f32[k].push_back(t);
   };
   for (size_t k = 0; k < prog.kernels.size(); ++k) {
     const SubOpKernel& kn = prog.kernels[k];
@@ -106,14 +112,29 @@ std::vector<char> bf16_local_tensors(const RankProgram& prog) {
     for (size_t i = 0; i < kn.inst.inputs.size(); ++i) {
       auto g = kn.bwd.grads.find(kn.inst.inputs[i]);
       const bool param = i < param_in[k].size() && param_in[k][i];
-      if (param && g != kn.bwd.grads.end() && g->second >= 0 && static_cast<size_t>(g->second) < out.size())
-        out[static_cast<size_t>(g->second)] = 0;
+      if (param && g != kn.bwd.grads.end()) keep(k, g->second);
     }
   }
-  for_each_partial(prog, [&](const PInstr&, int t) {
-    if (t >= 0 && static_cast<size_t>(t) < out.size()) out[static_cast<size_t>(t)] = 0;
-  });
+  for_each_partial(prog, [&](const PInstr& in, int t) { keep(static_cast<size_t>(in.kernel), t); });
+  for (std::vector<int>& v : out.kept_f32) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+  }
   return out;
+}
+
+bool Bf16KernelTensors::bf16(int kernel, int t) const {
+  if (t < 0 || static_cast<size_t>(t) >= half.size() || !half[static_cast<size_t>(t)]) return false;
+  if (kernel < 0 || static_cast<size_t>(kernel) >= kept_f32.size()) return true;
+  const std::vector<int>& kept = kept_f32[static_cast<size_t>(kernel)];
+  return !std::binary_search(kept.begin(), kept.end(), t);
+}
+
+std::vector<char> bf16_local_tensors(const RankProgram& prog) {
+  Bf16KernelTensors k = bf16_kernel_tensors(prog);
+  for (const std::vector<int>& kept : k.kept_f32)
+    for (int t : kept) k.half[static_cast<size_t>(t)] = 0;
+  return std::move(k.half);
 }
 
 std::vector<int> partial_sum_tensors(const RankProgram& prog, const sema::Graph& g) {

@@ -30,6 +30,17 @@ std::vector<char> bf16_graph_tensors(const sema::Graph& g, const std::vector<int
 // before anything rounds them. All zeros for a program lowered for
 // structure only.
 std::vector<char> bf16_local_tensors(const RankProgram& prog);
+// The same rule per (kernel, local tensor), for a program whose kernels
+// may share local tensors (LowerOptions::shared_kernel_bodies): `half` as
+// the nodes decide it (the same for every kernel of one body), and the
+// tensors each kernel keeps in f32 (its parameter gradients and partial
+// sums), which depend on the kernel's own instructions.
+struct Bf16KernelTensors {
+  std::vector<char> half;                  // by local tensor id
+  std::vector<std::vector<int>> kept_f32;  // by kernel index, sorted
+  bool bf16(int kernel, int t) const;
+};
+Bf16KernelTensors bf16_kernel_tensors(const RankProgram& prog);
 // The full-graph tensors (`g`: the graph the plan was lowered from) whose
 // parts the program sums in f32 (the partial sums above): values and
 // gradients. The one-device --verify reference keeps them in f32 too, so

@@ -314,6 +314,9 @@ struct RankBuild {
   // Kernels (lower_kernels.cpp); the lowering's kernel cache (null: none;
   // kernel_cache.h), used by the one thread that elaborates.
   KernelCache* kernel_cache = nullptr;
+  // LowerOptions::shared_kernel_bodies: per kernel key, the kernel of this
+  // program whose local tensors and nodes later kernels of the key share.
+  std::unordered_map<std::string, int> body_kernel;
   // Kernels (lower_kernels.cpp).
   std::vector<std::vector<int>> op_kernels;      // per analysed op: this rank's kernels
   std::unordered_map<int, int> param_buf;        // parameter tensor -> its Param buffer

@@ -160,6 +160,18 @@ std::string kernel_key(RankBuild& R, const SubOpKernel& kn, const ElaborationInp
   return key;
 }
 
+// LowerOptions::shared_kernel_bodies: kn's body is `first`'s, ids and all.
+void share_body(const SubOpKernel& first, SubOpKernel& kn) {
+  kn.inst = first.inst;
+  kn.dy = first.dy;
+  kn.bwd = first.bwd;
+  kn.wgrad_nodes = first.wgrad_nodes;
+  kn.fwd_release = first.fwd_release;
+  kn.bwd_release = first.bwd_release;
+  kn.drop_after_collect = first.drop_after_collect;
+  kn.elaborated = true;
+}
+
 SubOpKernel make_kernel(RankBuild& R, int leaf, bool backward, const PlanAnalysis::Op* op) {
   const sema::SubOp& s = R.plan.subops[leaf];
   const sema::OpNode& node = R.g.node(s.node);
@@ -200,8 +212,15 @@ SubOpKernel make_kernel(RankBuild& R, int leaf, bool backward, const PlanAnalysi
   if (const KernelCache::Positioned* seen = cache->positioned(key)) {
     const std::string full = key + located(R, leaf, [&] { return kernel_key(R, kn, in, *seen); });
     if (const KernelTemplate* t = cache->find(full)) {
-      paste_template(*t, R.P.local, kn, node.loc);
       ++cache->hits;
+      if (R.opts.shared_kernel_bodies) {
+        auto [at, first] = R.body_kernel.emplace(full, static_cast<int>(R.P.kernels.size()));
+        if (!first) {
+          share_body(R.P.kernels[static_cast<size_t>(at->second)], kn);
+          return kn;
+        }
+      }
+      paste_template(*t, R.P.local, kn, node.loc);
       return kn;
     }
   }
@@ -214,7 +233,9 @@ SubOpKernel make_kernel(RankBuild& R, int leaf, bool backward, const PlanAnalysi
   // A body that recorded symbolic facts into the local graph is not a
   // range of tensors and nodes alone: made again each time.
   if (R.P.local.sym_obligations.size() != obligations || R.P.local.symbols.size() != symbols) return kn;
-  cache->add(key + kernel_key(R, kn, in, positioned), cut_template(R.P.local, tensor_base, node_base, kn, node.loc));
+  std::string full = key + kernel_key(R, kn, in, positioned);
+  if (R.opts.shared_kernel_bodies) R.body_kernel.emplace(full, static_cast<int>(R.P.kernels.size()));
+  cache->add(std::move(full), cut_template(R.P.local, tensor_base, node_base, kn, node.loc));
   if (!cache->positioned(key)) cache->set_positioned(key, std::move(positioned));
   return kn;
 }

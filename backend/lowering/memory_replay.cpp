@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -13,6 +14,21 @@
 namespace nns::backend {
 
 namespace {
+
+// A kernel's local tensor in one micro-batch. By kernel, not by tensor
+// alone: kernels of one body may share their tensors' ids
+// (LowerOptions::shared_kernel_bodies), each still holding its own.
+struct LocalKey {
+  int mb, kernel, t;
+  bool operator==(const LocalKey& o) const { return mb == o.mb && kernel == o.kernel && t == o.t; }
+};
+struct LocalKeyHash {
+  size_t operator()(const LocalKey& k) const {
+    uint64_t h = (static_cast<uint64_t>(static_cast<uint32_t>(k.kernel)) << 32) | static_cast<uint32_t>(k.t);
+    h ^= static_cast<uint64_t>(static_cast<uint32_t>(k.mb)) * 0x9e3779b97f4a7c15ULL;
+    return std::hash<uint64_t>()(h * 0xff51afd7ed558ccdULL);
+  }
+};
 
 // The replay's state: the buffers live now, the kernels' local tensors held
 // now (per micro-batch), and the largest sum seen so far with what made it.
@@ -27,9 +43,8 @@ class Replay {
         refs_(nb_, 0),
         free_later_(nb_, 0),
         fresh_(nb_, 0) {
-    if (bf16_storage) half_ = bf16_local_tensors(prog);
+    if (bf16_storage) half_ = bf16_kernel_tensors(prog);
     count_persistent(optimizer_slots);
-    index_kernel_tensors();
   }
 
   // Replays the program. Without a stop point, finds the peak and where it
@@ -61,8 +76,8 @@ class Replay {
   // Kernel tensors are fp32 in the local graph (the CPU executor keeps any
   // dtype in 4-byte slots): scale them to the costed element size; under
   // bf16 storage, the executor's bf16 activations take 2 bytes.
-  double tbytes(int t) const {
-    const bool half = !half_.empty() && half_[static_cast<size_t>(t)];
+  double tbytes(int kernel, int t) const {
+    const bool half = half_ && half_->bf16(kernel, t);
     return static_cast<double>(sema::numel(L_.tensor(t).shape)) * (half ? 2 : bpe_);
   }
 
@@ -79,23 +94,6 @@ class Replay {
         out_.persistent += state;
         out_.optimizer += state;
       }
-  }
-
-  // Which kernel each local tensor belongs to (every kernel elaborates into
-  // its own tensors of the shared local graph).
-  void index_kernel_tensors() {
-    owner_.assign(L_.tensors().size(), -1);
-    auto own = [&](int t, int k) {
-      if (t >= 0 && static_cast<size_t>(t) < owner_.size()) owner_[static_cast<size_t>(t)] = k;
-    };
-    for (size_t k = 0; k < prog_.kernels.size(); ++k) {
-      const SubOpKernel& kn = prog_.kernels[k];
-      for (int t : kn.inst.inputs) own(t, static_cast<int>(k));
-      for (int t : kn.dy) own(t, static_cast<int>(k));
-      for (const std::vector<int>* list : {&kn.inst.nodes, &kn.bwd.nodes, &kn.wgrad_nodes})
-        for (int n : *list)
-          for (int t : L_.node(n).outputs) own(t, static_cast<int>(k));
-    }
   }
 
   // A point of the replay: the first pass keeps the largest sum and where;
@@ -126,7 +124,7 @@ class Replay {
         out_.live_buffers.push_back(static_cast<int>(b));
       }
     out_.kernel_bytes_at_peak.clear();
-    for (const auto& [at, held] : local_) out_.kernel_bytes_at_peak[owner_[static_cast<uint32_t>(at)]] += held;
+    for (const auto& [at, held] : local_) out_.kernel_bytes_at_peak[at.kernel] += held;
   }
 
   void make(int buf) {
@@ -167,13 +165,9 @@ class Replay {
   static uint64_t release_key(int peer, uint32_t tag) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(peer)) << 32) | tag;
   }
-  // A kernel tensor of one micro-batch, as one key.
-  static uint64_t key(int mb, int t) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(mb)) << 32) | static_cast<uint32_t>(t);
-  }
-  void unalias(int mb, int t) {
+  void unalias(const LocalKey& at) {
     if (alias_.empty()) return;
-    auto it = alias_.find(key(mb, t));
+    auto it = alias_.find(at);
     if (it == alias_.end()) return;
     int b = it->second;
     alias_.erase(it);
@@ -182,29 +176,39 @@ class Replay {
       release(b);
     }
   }
-  void lset(int mb, int t) {
+  void lset(int k, int mb, int t) {
     if (t < 0 || static_cast<size_t>(t) >= L_.tensors().size()) return;
-    unalias(mb, t);
-    double& held = local_[key(mb, t)];
-    kern_ += tbytes(t) - held;
-    held = tbytes(t);
+    const LocalKey at{mb, k, t};
+    unalias(at);
+    double& held = local_[at];
+    const double now = tbytes(k, t);
+    kern_ += now - held;
+    held = now;
   }
-  void ldrop(int mb, int t) {
-    unalias(mb, t);
-    auto it = local_.find(key(mb, t));
+  void ldrop(int k, int mb, int t) {
+    const LocalKey at{mb, k, t};
+    unalias(at);
+    auto it = local_.find(at);
     if (it == local_.end()) return;
     kern_ -= it->second;
     local_.erase(it);
   }
+  // A kernel tensor read in place from buffer `buf` until the kernel drops it.
+  void alias(int k, int mb, int t, int buf) {
+    const LocalKey at{mb, k, t};
+    ldrop(k, mb, t);
+    alias_[at] = buf;
+    ++refs_[static_cast<size_t>(buf)];
+  }
   // A node list as the executor runs it: each node's outputs made (the
   // peak may fall here, mid-instruction), then what it was last to read dropped.
-  void run_nodes(int mb, const std::vector<int>& nodes, const std::vector<std::vector<int>>& release) {
+  void run_nodes(int k, int mb, const std::vector<int>& nodes, const std::vector<std::vector<int>>& release) {
     for (size_t i = 0; i < nodes.size(); ++i) {
-      for (int t : L_.node(nodes[i]).outputs) lset(mb, t);
+      for (int t : L_.node(nodes[i]).outputs) lset(k, mb, t);
       sub_ = static_cast<int>(i);
       note();
       if (i < release.size())
-        for (int t : release[i]) ldrop(mb, t);
+        for (int t : release[i]) ldrop(k, mb, t);
     }
   }
 
@@ -218,20 +222,17 @@ class Replay {
   void slice_in(const PInstr& in, const SubOpKernel& k) {
     if (in.index < 0 || static_cast<size_t>(in.index) >= k.inst.inputs.size()) return;
     int t = k.inst.inputs[static_cast<size_t>(in.index)];
-    if (slice_in_place(prog_, in) >= 0) {
-      ldrop(in.mb, t);
-      alias_[key(in.mb, t)] = in.a;
-      ++refs_[static_cast<size_t>(in.a)];
-    } else {
-      lset(in.mb, t);
-    }
+    if (slice_in_place(prog_, in) >= 0)
+      alias(in.kernel, in.mb, t, in.a);
+    else
+      lset(in.kernel, in.mb, t);
   }
-  void free_kernel(int mb, const SubOpKernel& k) {
-    for (int t : k.inst.inputs) ldrop(mb, t);
+  void free_kernel(int ki, int mb, const SubOpKernel& k) {
+    for (int t : k.inst.inputs) ldrop(ki, mb, t);
     for (const std::vector<int>* list : {&k.inst.nodes, &k.bwd.nodes, &k.wgrad_nodes})
       for (int n : *list)
-        for (int t : L_.node(n).outputs) ldrop(mb, t);
-    for (int t : k.dy) ldrop(mb, t);
+        for (int t : L_.node(n).outputs) ldrop(ki, mb, t);
+    for (int t : k.dy) ldrop(ki, mb, t);
   }
 
   void step(const PInstr& in) {
@@ -264,44 +265,38 @@ class Replay {
       case PInstr::CollectOut:
         if (k && in.index >= 0 && static_cast<size_t>(in.index) < k->drop_after_collect.size()) {
           const int t = k->inst.outputs[static_cast<size_t>(in.index)];
-          if (k->drop_after_collect[static_cast<size_t>(in.index)]) {
-            ldrop(in.mb, t);
-          } else if (fresh_b && collect_out_whole(prog_, in)) {  // the kernel reads its output in the buffer
-            ldrop(in.mb, t);
-            alias_[key(in.mb, t)] = in.b;
-            ++refs_[static_cast<size_t>(in.b)];
-          }
+          if (k->drop_after_collect[static_cast<size_t>(in.index)])
+            ldrop(in.kernel, in.mb, t);
+          else if (fresh_b && collect_out_whole(prog_, in))  // the kernel reads its output in the buffer
+            alias(in.kernel, in.mb, t, in.b);
         }
         break;
       case PInstr::SliceGrad:
         if (k && in.index >= 0 && static_cast<size_t>(in.index) < k->dy.size()) {
           const int dy = k->dy[static_cast<size_t>(in.index)];
           if (dy < 0) break;
-          if (in.a >= 0 && slice_in_place(prog_, in) >= 0) {  // read in place, as the executor does
-            ldrop(in.mb, dy);
-            alias_[key(in.mb, dy)] = in.a;
-            ++refs_[static_cast<size_t>(in.a)];
-          } else {
-            lset(in.mb, dy);
-          }
+          if (in.a >= 0 && slice_in_place(prog_, in) >= 0)  // read in place, as the executor does
+            alias(in.kernel, in.mb, dy, in.a);
+          else
+            lset(in.kernel, in.mb, dy);
         }
         break;
       case PInstr::Forward:
-        if (k) run_nodes(in.mb, k->inst.nodes, k->fwd_release);
+        if (k) run_nodes(in.kernel, in.mb, k->inst.nodes, k->fwd_release);
         break;
       case PInstr::Backward:
-        if (k) run_nodes(in.mb, k->bwd.nodes, k->bwd_release);
+        if (k) run_nodes(in.kernel, in.mb, k->bwd.nodes, k->bwd_release);
         break;
       case PInstr::BackwardW:
-        if (k) run_nodes(in.mb, k->wgrad_nodes, {});
+        if (k) run_nodes(in.kernel, in.mb, k->wgrad_nodes, {});
         break;
       case PInstr::DropForward:
         if (k)
           for (int n : k->inst.nodes)
-            for (int t : L_.node(n).outputs) ldrop(in.mb, t);
+            for (int t : L_.node(n).outputs) ldrop(in.kernel, in.mb, t);
         break;
       case PInstr::FreeKernel:
-        if (k) free_kernel(in.mb, *k);
+        if (k) free_kernel(in.kernel, in.mb, *k);
         break;
       default: break;
     }
@@ -311,7 +306,7 @@ class Replay {
   const sema::Graph& L_;
   const size_t nb_;
   const int bpe_;
-  std::vector<char> half_;  // bf16 storage: the local tensors held in bf16 (empty: none)
+  std::optional<Bf16KernelTensors> half_;  // bf16 storage: the local tensors held in bf16 (none: fp32 costing)
   MemoryPeak out_;
   std::vector<char> live_;
   // Per buffer, its sends posted this step and not known complete: a Free
@@ -320,12 +315,11 @@ class Replay {
   std::unordered_set<int> parked_;  // freed while sending
   std::unordered_map<uint64_t, std::vector<int>>
       releases_;  // (peer, tag) of a Wait -> the buffers whose sends it completes
-  // Per (micro-batch, local tensor): its bytes while it is held.
-  std::unordered_map<uint64_t, double> local_;
-  std::vector<int> owner_;  // local tensor -> kernel index
-  // Kernel inputs read in place: (micro-batch, local tensor) -> buffer, the
-  // readers of each buffer, and the buffers freed while still read.
-  std::unordered_map<uint64_t, int> alias_;
+  // Per (micro-batch, kernel, local tensor): its bytes while it is held.
+  std::unordered_map<LocalKey, double, LocalKeyHash> local_;
+  // Kernel inputs read in place: (micro-batch, kernel, local tensor) ->
+  // buffer, the readers of each buffer, and the buffers freed while still read.
+  std::unordered_map<LocalKey, int, LocalKeyHash> alias_;
   std::vector<int> refs_;
   std::vector<char> free_later_;
   std::vector<char> fresh_;  // per buffer: allocated and untouched since (step())

@@ -11,6 +11,7 @@
 
 #include "backend/lowering/kernel_cache.h"
 #include "backend/lowering/lower_plan.h"
+#include "backend/lowering/memory_replay.h"
 #include "tests/test_util.h"
 
 using namespace nns;
@@ -21,8 +22,9 @@ struct Cached : test::PlannedElaboration {
   int elaborations = 0;
   Cached(const std::string& file, const std::string& config, const std::string& plan_name, int64_t devices)
       : PlannedElaboration(NNS_SOURCE_DIR, file, config, plan_name, devices) {}
-  backend::LoweredPlan lower(bool cache) {
+  backend::LoweredPlan lower(bool cache, bool shared = false) {
     backend::LowerOptions o;
+    o.shared_kernel_bodies = shared;
     auto elaborate = elaborator();
     o.elaborate = [this, elaborate](int node, const std::vector<sema::Shape>& ins, const std::vector<sema::Shape>& outs,
                                     const std::map<std::string, int64_t>& div, sema::Graph& local) {
@@ -84,6 +86,56 @@ TEST_CASE("kernel cache: shipped plans lower to the same programs with and witho
                                          << "\nwith the cache:    " << b.substr(line, b.find('\n', at) - line));
       }
     }
+  }
+}
+
+// LowerOptions::shared_kernel_bodies (the capacity check's lowering): a
+// repeated kernel reuses its first kernel's local tensors, and the memory
+// replay, which keys them by kernel, finds the peak of the copying
+// lowering: the same bytes at the same instruction and node, made of the
+// same parts, fp32 and under bf16 storage.
+TEST_CASE("kernel cache: shared bodies replay to the peaks of copied ones", "[kernel_cache][memory]") {
+  struct Case {
+    const char* file;
+    const char* config;
+    const char* plan;
+    int64_t devices;
+  };
+  for (Case c :
+       {Case{"examples/gpt.nns", "tiny", "megatron", 2}, Case{"examples/gpt.nns", "tiny_pipe", "zero_bubble", 2},
+        Case{"examples/swin.nns", "tiny", "coshard", 2}, Case{"examples/alphafold2.nns", "tiny", "dap", 2},
+        Case{"examples/t5.nns", "tiny", "interlaced", 2}, Case{"examples/moe.nns", "tiny", "ep_recompute", 4},
+        Case{"examples/llama.nns", "tiny", "megatron", 2}}) {
+    INFO(c.file << " " << c.config << " " << c.plan << " on " << c.devices);
+    Cached l(c.file, c.config, c.plan, c.devices);
+    const backend::LoweredPlan copied = l.lower(true);
+    const backend::LoweredPlan shared = l.lower(true, true);
+    REQUIRE(shared.programs.size() == copied.programs.size());
+    size_t fewer = 0;
+    for (size_t r = 0; r < copied.programs.size(); ++r) {
+      const backend::RankProgram& a = copied.programs[r];
+      const backend::RankProgram& b = shared.programs[r];
+      INFO("rank " << r);
+      REQUIRE(b.kernels.size() == a.kernels.size());
+      CHECK(b.instrs.size() == a.instrs.size());
+      CHECK(b.local.tensors().size() <= a.local.tensors().size());
+      fewer += a.local.tensors().size() - b.local.tensors().size();
+      for (bool bf16 : {false, true})
+        for (int bpe : {4, 2}) {
+          INFO("bf16 storage " << bf16 << ", " << bpe << " bytes an element");
+          const backend::MemoryPeak x = backend::peak_memory(a, bpe, 2, bf16);
+          const backend::MemoryPeak y = backend::peak_memory(b, bpe, 2, bf16);
+          CHECK(y.peak == x.peak);
+          CHECK(y.at_instr == x.at_instr);
+          CHECK(y.persistent == x.persistent);
+          CHECK(y.buffers_at_peak == x.buffers_at_peak);
+          CHECK(y.kernels_at_peak == x.kernels_at_peak);
+          CHECK(y.live_buffers == x.live_buffers);
+          CHECK(y.kernel_bytes_at_peak == x.kernel_bytes_at_peak);
+          CHECK(x.kernels_at_peak > 0);
+        }
+    }
+    CHECK(fewer > 0);  // the blocks repeat: some body is shared, not copied
   }
 }
 
