@@ -475,7 +475,7 @@ bool OperandLayouts::same_content(const Request& a, const Request& b) const {
   return true;
 }
 
-std::pair<size_t, size_t> OperandLayouts::read_all(bool gradients) {
+std::pair<size_t, size_t> OperandLayouts::read_all(bool gradients, OperandReads* keep) {
   std::vector<int> nodes;
   for (size_t node = 0; node < plan_.root_of_node.size(); ++node)
     if (plan_.root_of_node[node] >= 0 && !leaves_known_[node]) nodes.push_back(static_cast<int>(node));
@@ -530,6 +530,19 @@ std::pair<size_t, size_t> OperandLayouts::read_all(bool gradients) {
   });
   size_t ran = 0;
   for (size_t i = 0; i < requests.size(); ++i) ran += source[i] == i;
+  if (keep) {
+    keep->nodes_ = g_.nodes().size();
+    keep->subops_ = plan_.subops.size();
+    keep->plan_ = plan_.name;
+    std::unordered_map<size_t, uint32_t> index_of_source;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const Request& r = requests[i];
+      if (r.side == Grad) continue;
+      auto [it, fresh] = index_of_source.emplace(source[i], static_cast<uint32_t>(keep->distinct_.size()));
+      if (fresh) keep->distinct_.push_back(done[source[i]]);
+      (r.side == Out ? keep->out_ : keep->in_)[OperandReads::key(r.node, r.k)] = it->second;
+    }
+  }
   for (size_t i = 0; i < requests.size(); ++i) {
     const Request& r = requests[i];
     auto& into = r.side == Out ? outputs_ : r.side == In ? inputs_ : gradients_;

@@ -12,6 +12,7 @@
 
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -39,6 +40,35 @@ struct LayoutRead {
   std::string why;
 };
 
+// The inputs' and outputs' reads of one read_all, kept for a later reader
+// of the same plan: lowering's analysis (lower_internal.h) finds them in
+// CommPlan::reads instead of reading every operand again (100 ms of
+// AlphaFold2 dap's 32-device check). Equal reads are kept once.
+class OperandReads {
+ public:
+  // Null when read_all did not read it.
+  const LayoutRead* input(int node, size_t k) const { return find(in_, node, k); }
+  const LayoutRead* output(int node, size_t o) const { return find(out_, node, o); }
+  // Whether these are reads of (g, plan): a cheap guard (its name, node
+  // and sub-op counts) against reads of another plan; the caller passes
+  // the communication derived from this one (LowerOptions::comm).
+  bool of(const sema::Graph& g, const sema::Plan& plan) const {
+    return nodes_ == g.nodes().size() && subops_ == plan.subops.size() && plan_ == plan.name;
+  }
+
+ private:
+  friend class OperandLayouts;
+  static uint64_t key(int node, size_t k) { return (static_cast<uint64_t>(static_cast<uint32_t>(node)) << 32) | k; }
+  const LayoutRead* find(const std::unordered_map<uint64_t, uint32_t>& m, int node, size_t k) const {
+    auto it = m.find(key(node, k));
+    return it == m.end() ? nullptr : &distinct_[it->second];
+  }
+  std::vector<LayoutRead> distinct_;
+  std::unordered_map<uint64_t, uint32_t> in_, out_;  // (node, operand) -> distinct_ index
+  size_t nodes_ = 0, subops_ = 0;
+  std::string plan_;
+};
+
 class OperandLayouts {
  public:
   OperandLayouts(const sema::Graph& g, const sema::Plan& plan)
@@ -56,7 +86,8 @@ class OperandLayouts {
   // shape, compared in full) are read once (Swin coshard at 1024 devices:
   // 192 distinct of 5781). Returns how many reads ran, of how many operands.
   // Without `gradients`, the outputs and inputs only (lowering's analysis).
-  std::pair<size_t, size_t> read_all(bool gradients = true);
+  // `keep` (not null): the inputs' and outputs' reads, kept there too.
+  std::pair<size_t, size_t> read_all(bool gradients = true, OperandReads* keep = nullptr);
 
  private:
   enum Side { Out, In, Grad };

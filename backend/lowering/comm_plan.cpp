@@ -133,7 +133,11 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, cons
   // Every operand's layout is read once (comm_pieces.h).
   OperandLayouts layouts(g, plan);
   // A whole plan reads every operand: on all cores, before the walk.
-  if (!only_nodes) layouts.read_all();
+  if (!only_nodes) {
+    auto kept = std::make_shared<OperandReads>();
+    layouts.read_all(true, kept.get());
+    cp.reads = std::move(kept);
+  }
   std::map<int, Layout> storage;  // params / inputs: the layout of their first consumer
   // `to` by value: a read taken from `layouts` moves into the edge.
   auto add_edge = [&](int tensor, int producer, int consumer, int input_index, bool backward, const LayoutRead& from,

@@ -13,6 +13,7 @@
 // allreduce in backward, an allgather becomes a reduce-scatter).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -55,8 +56,13 @@ struct CommEdge {
   bool idle = false;
 };
 
+class OperandReads;
+
 struct CommPlan {
   std::vector<CommEdge> edges;
+  // The operand layouts the derivation read (comm_pieces.h), for lowering's
+  // analysis of the same plan; null when derived for some nodes only.
+  std::shared_ptr<const OperandReads> reads;
   // Over the edges that carry a transfer (shared_with < 0, not idle), each once:
   int64_t collectives() const;  // number of collective launches (all groups of a step count once)
   double bytes() const;         // total volume by the cost model, summed over devices

@@ -103,11 +103,13 @@ struct PlanAnalysis {
     readers.assign(g.tensors().size(), 0);
     // Every op's input and output layouts, read on all cores and once per
     // distinct content (comm_pieces.h), as the derivation reads them.
+    // Those the derivation kept (CommPlan::reads), when it read this plan.
+    const OperandReads* kept = cp.reads && cp.reads->of(g, plan) ? cp.reads.get() : nullptr;
     OperandLayouts reads(g, plan);
-    reads.read_all(false);
+    if (!kept) reads.read_all(false);
     for (int n : order) {
       op_of_node[static_cast<size_t>(n)] = static_cast<int>(ops.size());
-      ops.push_back(analyse_op(n, fwd, bwd, flow, reads));
+      ops.push_back(analyse_op(n, fwd, bwd, flow, reads, kept));
       // An input that shares another's transfer reads what it received.
       for (size_t k = 0; k < g.node(n).inputs.size(); ++k)
         if (!ops.back().in_edge[k] || ops.back().in_edge[k]->shared_with < 0)
@@ -184,7 +186,7 @@ struct PlanAnalysis {
 
   Op analyse_op(int n, const std::map<std::pair<int, int>, const CommEdge*>& fwd,
                 const std::map<std::pair<int, int>, const CommEdge*>& bwd, const sema::GradientFlow& flow,
-                OperandLayouts& reads) {
+                OperandLayouts& reads, const OperandReads* kept) {
     const sema::OpNode& node = g.node(n);
     Op op;
     op.node = n;
@@ -195,7 +197,8 @@ struct PlanAnalysis {
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       int t = node.inputs[k];
       const sema::TensorInfo& info = g.tensor(t);
-      op.in_layout.push_back(layout(reads.input(n, k), "input", k));
+      const LayoutRead* in = kept ? kept->input(n, k) : nullptr;
+      op.in_layout.push_back(layout(in ? *in : reads.input(n, k), "input", k));
       auto fe = fwd.find({n, static_cast<int>(k)});
       const CommEdge* in_edge = fe == fwd.end() ? nullptr : fe->second;
       if (info.kind != sema::TensorKind::Activation && !storage.count(t)) {
@@ -212,7 +215,8 @@ struct PlanAnalysis {
       op.grad_in_layout.push_back(grad_edge ? grad_edge->from : Layout{});
     }
     for (size_t o = 0; o < node.outputs.size(); ++o) {
-      op.out_layout.push_back(layout(reads.output(n, o), "output", o));
+      const LayoutRead* out = kept ? kept->output(n, o) : nullptr;
+      op.out_layout.push_back(layout(out ? *out : reads.output(n, o), "output", o));
     }
     op.backward = flow.backward[static_cast<size_t>(n)];
     for (int leaf : plan.leaves_of(n)) {

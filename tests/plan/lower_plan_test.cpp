@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "backend/lowering/comm_pieces.h"
 #include "backend/lowering/comm_plan.h"
 #include "backend/lowering/lower_plan.h"
 #include "backend/lowering/program_check.h"
@@ -449,4 +450,56 @@ TEST_CASE("a lowering that shares the caller's communication refers to it and lo
   for (size_t r = 0; r < shared.programs.size(); ++r)
     CHECK(shared.dump_rank(l.interp->graph(), shared.programs[r]) ==
           copied.dump_rank(l.interp->graph(), copied.programs[r]));
+}
+
+// CommPlan::reads: the operand layouts the derivation read, kept for
+// lowering's analysis, are what reading them again gives, and the analysis
+// that takes them lowers the programs of one that reads its own.
+TEST_CASE("the derivation's kept operand reads are what a fresh read gives, and lower the same programs", "[lower]") {
+  for (const PlanCase& c :
+       {PlanCase{"examples/gpt.nns", "tiny", "hybrid", 4, 1}, PlanCase{"examples/alphafold2.nns", "tiny", "dap", 4, 1},
+        PlanCase{"examples/swin.nns", "tiny", "coshard", 2, 1}, PlanCase{"examples/moe.nns", "tiny", "ep", 2, 1},
+        PlanCase{"examples/t5.nns", "tiny", "interlaced", 2, 1}}) {
+    INFO(c.file << " plan " << c.plan << " on " << c.devices);
+    Lowered l(c.file, c.config, c.plan, c.devices);
+    const sema::Graph& g = l.interp->graph();
+    const backend::CommPlan kept = backend::derive_communication(g, l.plan);
+    REQUIRE(kept.reads);
+    CHECK(kept.reads->of(g, l.plan));
+    backend::OperandLayouts fresh(g, l.plan);
+    int compared = 0;
+    for (size_t n = 0; n < l.plan.root_of_node.size(); ++n) {
+      if (l.plan.root_of_node[n] < 0) continue;
+      const int node = static_cast<int>(n);
+      for (size_t k = 0; k < g.node(node).inputs.size(); ++k) {
+        const backend::LayoutRead* r = kept.reads->input(node, k);
+        REQUIRE(r);
+        const backend::LayoutRead f = fresh.input(node, k);
+        CHECK(r->ok == f.ok);
+        CHECK(r->layout.to_string() == f.layout.to_string());
+        ++compared;
+      }
+      for (size_t o = 0; o < g.node(node).outputs.size(); ++o) {
+        const backend::LayoutRead* r = kept.reads->output(node, o);
+        REQUIRE(r);
+        CHECK(r->layout.to_string() == fresh.output(node, o).layout.to_string());
+        ++compared;
+      }
+    }
+    CHECK(compared > 0);
+    backend::CommPlan own = kept;
+    own.reads.reset();  // the analysis reads every operand itself
+    backend::LowerOptions o = l.options(1, false);
+    o.comm = &kept;
+    const backend::LoweredPlan a = backend::lower_plan(g, l.plan, *l.interp->train(), o);
+    o.comm = &own;
+    const backend::LoweredPlan b = backend::lower_plan(g, l.plan, *l.interp->train(), o);
+    REQUIRE(a.programs.size() == b.programs.size());
+    for (size_t r = 0; r < a.programs.size(); ++r)
+      CHECK(a.dump_rank(g, a.programs[r]) == b.dump_rank(g, b.programs[r]));
+  }
+  // Reads of another plan are not taken: its sub-ops differ.
+  Lowered one("examples/gpt.nns", "tiny", "hybrid", 4), other("examples/gpt.nns", "tiny", "megatron", 4);
+  const backend::CommPlan comm = backend::derive_communication(one.interp->graph(), one.plan);
+  CHECK_FALSE(comm.reads->of(other.interp->graph(), other.plan));
 }
