@@ -132,6 +132,7 @@ int cmd_check(const Args& a) {
   Pipeline p;
   int rc = run_pipeline(o, p);
   if (rc == kExitOk && !o.emit) print_summary(o, p);
+  keep_until_exit(std::move(p));
   return rc;
 }
 
