@@ -88,9 +88,11 @@ constexpr int kFirstRepresentative = 0;
 // holds rank 0's program with its bodies, lowered beforehand (the capacity
 // thread lowers it beside the structure lowering): only the other
 // representatives are lowered here, and their programs appended. (Their
-// group ids are their own lowering's; the replay reads no group.)
+// group ids are their own lowering's; the replay reads no group.) `spent`
+// (not null) takes the lowered bodies afterwards, for the caller to free.
 backend::MemoryCheck run_capacity(Pipeline& p, const CapacityWork& w, const backend::MemoryCheckOptions& mo,
-                                  std::optional<backend::LoweredPlan> first = {}, double first_ms = 0) {
+                                  std::optional<backend::LoweredPlan> first = {}, double first_ms = 0,
+                                  backend::LoweredPlan* spent = nullptr) {
   const sema::TrainSpec spec = p.interp->train() ? *p.interp->train() : sema::TrainSpec{};
   auto t0 = std::chrono::steady_clock::now();
   backend::LoweredPlan bodies;
@@ -113,6 +115,7 @@ backend::MemoryCheck run_capacity(Pipeline& p, const CapacityWork& w, const back
   mc.classes_ms = w.classes_ms;
   mc.bodies_ms = bodies_ms;
   mc.replay_ms = ms_since(t0);
+  if (spent) *spent = std::move(bodies);
   return mc;
 }
 
@@ -134,6 +137,7 @@ struct CapacityThread {
   std::thread thread;
   std::promise<std::optional<CapacityWork>> work;
   bool work_given = false;
+  backend::LoweredPlan spent;  // the replayed bodies, once join() returned (Pipeline::spent)
 
   void start(Pipeline& p, const Topology& topo, const backend::MemoryCheckOptions& mo) {
     backend::LowerOptions first = capacity_lowering(p, topo);
@@ -154,7 +158,7 @@ struct CapacityThread {
         first_ms = ms_since(t0);
         std::optional<CapacityWork> w = classes.get();
         t0 = std::chrono::steady_clock::now();
-        if (w && lowered) mem = run_capacity(p, *w, mo, std::move(lowered), first_ms);
+        if (w && lowered) mem = run_capacity(p, *w, mo, std::move(lowered), first_ms, &spent);
       } catch (const backend::LoweringError&) {
         // Program verification reports it.
       } catch (...) {
@@ -280,6 +284,9 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
     verify_failure = std::current_exception();
   }
   capacity.join();
+  // Freed with the pipeline (Pipeline::spent), not on the check's path.
+  if (structure) p.spent.push_back(std::move(*structure));
+  p.spent.push_back(std::move(capacity.spent));
   if (verify_failure) std::rethrow_exception(verify_failure);
   const bool overflow = capacity.mem && !capacity.mem->fits;
   report << sema::check::verdict_line(p.plan, r, overflow) << "\n";

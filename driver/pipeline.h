@@ -15,6 +15,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 #include "backend/lowering/comm_plan.h"
 #include "backend/lowering/lower_plan.h"
 #include "backend/lowering/memory_check.h"
@@ -115,6 +116,11 @@ struct Pipeline {
   // --init read through --init-map (driver/weights.cpp), once, before the
   // ranks start: they load their pieces from it. Null without a map.
   std::shared_ptr<const backend::SafetensorsFile> init_weights;
+  // Lowerings no later stage reads (the check's structure, after program
+  // verification; the capacity check's bodies, after the replay), freed
+  // with the pipeline: a command that keeps it until exit
+  // (keep_until_exit) never frees them, and the check does not wait for it.
+  std::vector<backend::LoweredPlan> spent;
   sema::Graph& graph() { return interp->graph(); }
 };
 

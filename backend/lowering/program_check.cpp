@@ -149,7 +149,7 @@ ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, int r
                          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - l0).count());
 }
 
-ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, LoweredPlan lp, SeededBug bug,
+ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, LoweredPlan&& lp, SeededBug bug,
                              const sema::TrainSpec* spec, double lower_ms) {
   auto t0 = std::chrono::steady_clock::now();
   auto since = [](std::chrono::steady_clock::time_point t) {

@@ -113,8 +113,9 @@ LowerOptions verification_lowering(int replicas, const CommPlan* comm);
 
 // The same on programs the caller lowered with verification_lowering (the
 // driver lowers once for this and the capacity check's rank classes);
-// `lower_ms`: what that lowering took, for the report.
-ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, LoweredPlan lp, SeededBug bug,
+// `lower_ms`: what that lowering took, for the report. `lp` stays the
+// caller's to free (a seeded bug may have changed or replaced it).
+ProgramCheck verify_programs(const sema::Graph& g, const sema::Plan& plan, LoweredPlan&& lp, SeededBug bug,
                              const sema::TrainSpec* spec, double lower_ms);
 
 }  // namespace nns::backend
