@@ -15,7 +15,9 @@
 //     Wait on the peer's answering message that the Send names,
 //     lower_releases.cpp) or, without one, the step's end: the executor
 //     parks it until then;
-//   - the kernels' local tensors, per micro-batch: SliceIn makes an
+//   - the kernels' local tensors, per micro-batch and kernel (kernels of a
+//     program lowered with LowerOptions::shared_kernel_bodies share the ids
+//     of one body, each holding its own): SliceIn makes an
 //     input (none when read in place), Forward its
 //     nodes' outputs, SliceGrad an output gradient, Backward / BackwardW
 //     their nodes' outputs; the kernel's release lists (SubOpKernel::
