@@ -171,13 +171,17 @@ void paste_template(const KernelTemplate& t, sema::Graph& local, SubOpKernel& kn
   }
   SubOpKernel k = t.body;
   map_kernel(ids, k);
-  kn.inst = std::move(k.inst);
-  kn.dy = std::move(k.dy);
-  kn.bwd = std::move(k.bwd);
-  kn.wgrad_nodes = std::move(k.wgrad_nodes);
-  kn.fwd_release = std::move(k.fwd_release);
-  kn.bwd_release = std::move(k.bwd_release);
-  kn.drop_after_collect = std::move(k.drop_after_collect);
+  set_body(kn, std::move(k));
+}
+
+void set_body(SubOpKernel& kn, SubOpKernel body) {
+  kn.inst = std::move(body.inst);
+  kn.dy = std::move(body.dy);
+  kn.bwd = std::move(body.bwd);
+  kn.wgrad_nodes = std::move(body.wgrad_nodes);
+  kn.fwd_release = std::move(body.fwd_release);
+  kn.bwd_release = std::move(body.bwd_release);
+  kn.drop_after_collect = std::move(body.drop_after_collect);
   kn.elaborated = true;
 }
 

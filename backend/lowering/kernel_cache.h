@@ -89,6 +89,10 @@ KernelTemplate cut_template(const sema::Graph& local, int tensor_base, int node_
 // Appends t's tensors and nodes to `local` and sets kn's body fields to
 // them (kn.elaborated too); `loc`: the call site of kn's op.
 void paste_template(const KernelTemplate& t, sema::Graph& local, SubOpKernel& kn, front::SourceLoc loc);
+// kn's body (inst, dy, bwd, wgrad_nodes, release lists) becomes `body`'s,
+// ids as they are: paste_template's after shifting them, or, under
+// LowerOptions::shared_kernel_bodies, an earlier kernel's of the program.
+void set_body(SubOpKernel& kn, SubOpKernel body);
 
 // A name of the template with the tensor ids it carries shifted: each
 // '.'-separated component "t<id>" or "grad_<id>" whose id lies in

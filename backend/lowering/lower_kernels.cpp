@@ -160,18 +160,6 @@ std::string kernel_key(RankBuild& R, const SubOpKernel& kn, const ElaborationInp
   return key;
 }
 
-// LowerOptions::shared_kernel_bodies: kn's body is `first`'s, ids and all.
-void share_body(const SubOpKernel& first, SubOpKernel& kn) {
-  kn.inst = first.inst;
-  kn.dy = first.dy;
-  kn.bwd = first.bwd;
-  kn.wgrad_nodes = first.wgrad_nodes;
-  kn.fwd_release = first.fwd_release;
-  kn.bwd_release = first.bwd_release;
-  kn.drop_after_collect = first.drop_after_collect;
-  kn.elaborated = true;
-}
-
 SubOpKernel make_kernel(RankBuild& R, int leaf, bool backward, const PlanAnalysis::Op* op) {
   const sema::SubOp& s = R.plan.subops[leaf];
   const sema::OpNode& node = R.g.node(s.node);
@@ -216,7 +204,7 @@ SubOpKernel make_kernel(RankBuild& R, int leaf, bool backward, const PlanAnalysi
       if (R.opts.shared_kernel_bodies) {
         auto [at, first] = R.body_kernel.emplace(full, static_cast<int>(R.P.kernels.size()));
         if (!first) {
-          share_body(R.P.kernels[static_cast<size_t>(at->second)], kn);
+          set_body(kn, R.P.kernels[static_cast<size_t>(at->second)]);  // the same ids
           return kn;
         }
       }
