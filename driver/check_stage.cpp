@@ -284,9 +284,12 @@ int check_stage(const PipelineOptions& o, Pipeline& p, std::ostream& report) {
     verify_failure = std::current_exception();
   }
   capacity.join();
-  // Freed with the pipeline (Pipeline::spent), not on the check's path.
-  if (structure) p.spent.push_back(std::move(*structure));
-  p.spent.push_back(std::move(capacity.spent));
+  // Freed with the pipeline (Pipeline::spent), not on the check's path;
+  // a run frees them here, before its ranks start.
+  if (o.last < Stage::Run) {
+    if (structure) p.spent.push_back(std::move(*structure));
+    p.spent.push_back(std::move(capacity.spent));
+  }
   if (verify_failure) std::rethrow_exception(verify_failure);
   const bool overflow = capacity.mem && !capacity.mem->fits;
   report << sema::check::verdict_line(p.plan, r, overflow) << "\n";

@@ -120,6 +120,7 @@ struct Pipeline {
   // verification; the capacity check's bodies, after the replay), freed
   // with the pipeline: a command that keeps it until exit
   // (keep_until_exit) never frees them, and the check does not wait for it.
+  // Only commands that stop before running (a run frees them at once).
   std::vector<backend::LoweredPlan> spent;
   sema::Graph& graph() { return interp->graph(); }
 };
