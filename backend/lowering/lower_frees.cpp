@@ -28,8 +28,9 @@ void inject_frees(RankBuild& R) {
   }
   std::sort(frees.begin(), frees.end());
   // In place, from the end: each instruction moves up by the frees before
-  // it, each free lands right after its buffer's last use. (A second list
-  // held rank 0's 600k instructions twice at AlphaFold2 dap's peak.)
+  // it, each free lands right after its buffer's last use. (No second list
+  // and no copy of rank 0's 600k instructions at AlphaFold2 dap; the
+  // check's RSS did not change measurably.)
   const size_t n = R.P.instrs.size();
   std::vector<PInstr>& in = R.P.instrs;
   in.resize(n + frees.size());
