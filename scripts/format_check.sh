@@ -24,6 +24,6 @@ if grep -qE '^(no modified files to format|clang-format did not modify any files
   echo "format_check: the changed lines of ${#files[@]} file(s) follow .clang-format"
   exit 0
 fi
-echo "$out" | head -80
+sed -n 1,80p <<<"$out"  # reads it all: no SIGPIPE under pipefail
 echo "format_check: changed lines differ from .clang-format (the diff above; 'git clang-format $base' fixes them)" >&2
 exit 1

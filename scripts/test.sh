@@ -17,11 +17,14 @@ phase "build"
 rc=0
 ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 300 || rc=$?
 phase "tests (ctest)"
-# The slowest tests of this run, from ctest's own record of it.
+# The slowest tests of this run, from ctest's own record of it. Every stage
+# reads its whole input: under pipefail, a `head` that exits early would let
+# `sort` die of SIGPIPE and fail the run (exit 141) after all tests passed.
 if [ -f build/Testing/Temporary/LastTest.log ]; then
   echo "test.sh: slowest tests:"
   grep -E '^[0-9]+/[0-9]+ Test: |Test time = ' build/Testing/Temporary/LastTest.log |
-    awk '/ Test: /{name=$3} /Test time =/{print $4, name}' | sort -rn | head -5 | awk '{printf "  %7.2f s  %s\n", $1, $2}'
+    awk '/ Test: /{name=$3} /Test time =/{print $4, name}' | sort -rn |
+    awk 'NR <= 5 {printf "  %7.2f s  %s\n", $1, $2}'
 fi
 # The CPU-dependent paths once more as an AVX2-only CPU runs them: oneDNN
 # capped at AVX2 has no bf16 matmul, so the bf16 products take the emulated
