@@ -3,10 +3,13 @@
 // driver/pipeline.cpp. Exit codes: 0 ok, 64 usage, 65 bad input (syntax /
 // semantic / plan errors), 70 runtime failure.
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <string>
 
+#include "driver/allocator.h"
 #include "driver/args.h"
 #include "driver/commands.h"
 #include "driver/help.h"
@@ -21,7 +24,9 @@
 // metadata (this machine's kernel gives them on request, "madvise"). The
 // decays of -1 keep freed pages mapped for reuse instead of returning them
 // and faulting them in again; a process's resident set stays at its peak.
-// MALLOC_CONF in the environment still overrides each of them.
+// MALLOC_CONF in the environment still overrides each of them. The long
+// commands judged by their resident set (simulate, plan) take jemalloc's
+// default decays back at their start (driver/allocator.h).
 // (docs/status.md, "check at scale, part 11")
 extern "C" {
 extern const char* malloc_conf;
@@ -46,6 +51,8 @@ int main(int argc, char** argv) {
     std::cout << version_text();
     return kExitOk;
   }
+  if (std::getenv("NNS_ALLOCATOR_REPORT"))
+    std::atexit([] { std::fprintf(stderr, "allocator: %s\n", allocator_decay_text().c_str()); });
   Args a;
   std::string err;
   if (!parse_args(argc, argv, a, err)) return usage_error(err);
@@ -70,6 +77,7 @@ int main(int argc, char** argv) {
     if (a.command == "verify-op") return cmd_verify_op(a);
     if (a.command == "ckpt") return cmd_ckpt(a);
     if (a.command == "run") return cmd_run(a);
+    if (a.command == "simulate" || a.command == "plan") return_freed_memory();
     if (a.command == "simulate") return cmd_simulate(a);
     if (a.command == "plan") return cmd_plan(a);
     if (a.command == "profile") return cmd_profile(a);
