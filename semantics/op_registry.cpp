@@ -205,6 +205,15 @@ std::vector<OpRow> make_rows() {
   for (const char* n : {"reshape", "view", "permute", "transpose", "roll", "concat", "split", "chunk", "pad", "detach",
                         "zeros_like", "ones_like", "index_select"})
     find_row(rows, n)->float_operands = false;
+  // What each backward reads of the forward's tensors (OpRow::backward_reads),
+  // as the CPU and CUDA kernels do: the rest is kept for its shape only.
+  for (const char* n : {"add", "sub", "add_scalar", "mul_scalar", "reshape", "view", "permute", "transpose"})
+    find_row(rows, n)->backward_reads = std::vector<size_t>{};
+  for (const char* n : {"linear", "linear_bias", "matmul", "bmm", "layer_norm", "cross_entropy"})
+    find_row(rows, n)->backward_reads = std::vector<size_t>{0, 1};  // not a bias, not the output
+  for (const char* n : {"gelu", "gelu_tanh"}) find_row(rows, n)->backward_reads = std::vector<size_t>{0};
+  find_row(rows, "sdpa")->backward_reads = std::vector<size_t>{0, 1, 2};  // the probabilities recomputed from q, kt
+  find_row(rows, "sdpa_bias")->backward_reads = std::vector<size_t>{0, 1, 2, 3};
   find_row(rows, "dropout")->slice_attrs = dropout_slice;
   find_row(rows, "embedding")->slice_attrs = embedding_slice;
   find_row(rows, "index_select")->slice_attrs = index_select_slice;
@@ -244,6 +253,18 @@ bool passes_gradient(const OpNode& node, size_t input) {
   const OpRow* row = node.composite ? nullptr : find_op_row(node.kind);
   if (!row) return true;
   return !row->no_grad && std::find(row->no_grad_inputs.begin(), row->no_grad_inputs.end(), input) == row->no_grad_inputs.end();
+}
+
+bool backward_reads_operand(const OpNode& forward, size_t operand) {
+  if (forward.composite || operand >= forward.inputs.size() + forward.outputs.size()) return true;
+  const OpRow* row = find_op_row(forward.kind);
+  if (!row || !row->backward_reads) return true;
+  return std::find(row->backward_reads->begin(), row->backward_reads->end(), operand) != row->backward_reads->end();
+}
+
+bool backward_reads_value(const Graph& g, const OpNode& backward, size_t input) {
+  if (backward.forward_of < 0 || static_cast<size_t>(backward.forward_of) >= g.nodes().size()) return true;
+  return backward_reads_operand(g.node(backward.forward_of), input);
 }
 
 void apply_slice_position(const Graph& g, const OpNode& whole, const SubOp& s, OpNode& local_op) {

@@ -83,6 +83,15 @@ struct OpRow {
   // slices sum to the full op's value. Called only for a primitive op whose
   // slice is not the whole op.
   float (*slice_share)(const Graph& g, const OpNode& whole, const SubOp& s) = nullptr;
+  // What its backward reads of the forward's tensors: places in the
+  // backward node's inputs, which are the op's inputs and then its outputs
+  // (the output gradients after them are always read). The others it needs
+  // for their shapes only (an add's operands, a reshape's input, any
+  // linear's output), so a kernel drops them after its forward
+  // (backend/lowering/kernel_release.cpp) and the executor hands the
+  // backward a view with a shape and no data; every backend's backward
+  // kernel keeps to this list. Unset: it reads them all.
+  std::optional<std::vector<size_t>> backward_reads;
 };
 
 const OpRow* find_op_row(const std::string& name);
@@ -93,6 +102,16 @@ std::vector<std::string> op_row_names();
 // no_grad_inputs; true for composite ops, which are differentiated through
 // their bodies). Autograd and plans' gradient flow both ask this.
 bool passes_gradient(const OpNode& node, size_t input);
+
+// Whether `backward`, a node of `g` that differentiates a primitive op
+// (OpNode::forward_of), reads the value of its input `input`, or needs
+// only its shape (OpRow::backward_reads). True for every other node and
+// for the output gradients.
+bool backward_reads_value(const Graph& g, const OpNode& backward, size_t input);
+// The same asked of a forward node: whether its backward reads operand
+// `operand` (its inputs, then its outputs). True for a composite (its body's
+// nodes decide) and for a primitive without a backward_reads list.
+bool backward_reads_operand(const OpNode& forward, size_t operand);
 
 // Per-rank lowering of a plan: `whole` is a top-level node of the full
 // graph `g`, `s` a leaf SubOp of it (its operand slices), and `local_op` a

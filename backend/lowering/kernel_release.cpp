@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "backend/lowering/rank_program.h"
+#include "semantics/op_registry.h"
 
 namespace nns::backend {
 
@@ -36,6 +37,25 @@ std::vector<std::vector<int>> last_readers(const sema::Graph& L, const std::vect
   return out;
 }
 
+// The tensors backward node `node` reads the values of: not those it
+// needs for their shapes only (OpRow::backward_reads: an add's operands,
+// a reshape's input, a linear's output), which may go after the forward.
+std::vector<int> value_reads(const sema::Graph& L, int node) {
+  const sema::OpNode& n = L.node(node);
+  std::vector<int> out;
+  for (size_t i = 0; i < n.inputs.size(); ++i)
+    if (sema::backward_reads_value(L, n, i)) out.push_back(n.inputs[i]);
+  return out;
+}
+
+// Whether `t` is itself the gradient the backward gives one of the
+// kernel's inputs (an op whose backward passes its output gradient through).
+bool keep_as_gradient(const SubOpKernel& kn, int t) {
+  for (const auto& [input, grad] : kn.bwd.grads)
+    if (grad == t) return true;
+  return false;
+}
+
 }  // namespace
 
 void plan_releases(const sema::Graph& L, SubOpKernel& kn) {
@@ -45,40 +65,36 @@ void plan_releases(const sema::Graph& L, SubOpKernel& kn) {
   for (const auto& [input, grad] : kn.bwd.grads)
     if (grad >= 0) keep.insert(grad);
   // What W reads stays until FreeKernel (BackwardW runs later, after other kernels).
+  // What the backward and W read the values of.
+  std::set<int> read_back;
+  for (const std::vector<int>* list : {&kn.bwd.nodes, &kn.wgrad_nodes})
+    for (int b : *list)
+      for (int x : value_reads(L, b)) read_back.insert(x);
   for (int w : kn.wgrad_nodes) {
+    for (int x : value_reads(L, w)) keep.insert(x);
     const sema::OpNode& n = L.node(w);
-    keep.insert(n.inputs.begin(), n.inputs.end());
     keep.insert(n.outputs.begin(), n.outputs.end());
   }
   // The forward: what the backward reads stays too.
   std::set<int> fkeep = keep;
-  for (int b : kn.bwd.nodes) {
-    const sema::OpNode& n = L.node(b);
-    fkeep.insert(n.inputs.begin(), n.inputs.end());
-  }
+  fkeep.insert(read_back.begin(), read_back.end());
   // What the backward reads of the kernel's outputs stays; the rest goes
   // once CollectOut has copied it into its buffer.
   kn.drop_after_collect.assign(kn.inst.outputs.size(), 0);
   for (size_t o = 0; o < kn.inst.outputs.size(); ++o) {
     int t = kn.inst.outputs[o];
-    bool needed = inputs.count(t) > 0 || kn.bwd.grads.count(t) > 0;
-    for (int b : kn.bwd.nodes)
-      for (int x : L.node(b).inputs) needed = needed || x == t;
-    for (int w : kn.wgrad_nodes)
-      for (int x : L.node(w).inputs) needed = needed || x == t;
+    bool needed = inputs.count(t) > 0 || kn.bwd.grads.count(t) > 0 || read_back.count(t) > 0;
     kn.drop_after_collect[o] = !needed;
   }
   // A recomputed kernel keeps its inputs for the forward that runs again;
   // any other kernel keeps only the input copies its backward reads.
+  // (An input's gradient is a tensor of its own, kept above: the input
+  // itself stays only if something reads it.)
   if (!kn.recompute)
-    for (int t : kn.inst.inputs) {
-      bool read_back = false;
-      for (int b : kn.bwd.nodes)
-        for (int x : L.node(b).inputs) read_back = read_back || x == t;
-      for (int w : kn.wgrad_nodes)
-        for (int x : L.node(w).inputs) read_back = read_back || x == t;
-      if (!read_back && !kn.bwd.grads.count(t) && !std::count(kn.inst.outputs.begin(), kn.inst.outputs.end(), t)) fkeep.erase(t);
-    }
+    for (int t : kn.inst.inputs)
+      if (!read_back.count(t) && !keep_as_gradient(kn, t) &&
+          !std::count(kn.inst.outputs.begin(), kn.inst.outputs.end(), t))
+        fkeep.erase(t);
   // Only tensors the forward makes or the kernel's inputs are the
   // forward's to release.
   kn.fwd_release = last_readers(L, kn.inst.nodes, fkeep);

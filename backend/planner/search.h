@@ -84,6 +84,11 @@ struct SearchOp {
   std::vector<bool> in_batch, out_batch;  // the operand carries the batch identifier
   std::vector<bool> in_param;
   int64_t inner_bytes = 0;  // a composite op's body tensors (what it keeps besides its outputs)
+  // Of those and of the outputs, what a backward reads the values of
+  // (sema::backward_reads_operand: this op's, a body node's or a consumer's),
+  // which a kernel keeps until its backward; the rest goes after the forward.
+  int64_t inner_kept_bytes = 0;
+  std::vector<char> out_kept;
   // A composite op's primitive nodes, each a kernel of its own at run
   // time: costed one roofline each and summed, as the simulator costs
   // them (one roofline over the whole body let its matrix products hide

@@ -108,7 +108,7 @@ OpCost op_cost(const Env& e, int opi, const OpDecision& d) {
   auto out_frac = [&](size_t k) {
     return d.choice >= 0 && op.choices[d.choice].out[k].kind == sema::PartitionEffect::Split ? frac_split : 1.0;
   };
-  double bytes = 0, outs = 0, act_in = 0;
+  double bytes = 0, outs = 0, outs_kept = 0, act_in = 0;
   for (size_t k = 0; k < op.in_tensor.size(); ++k) {
     if (op.in_tensor[k] < 0) continue;
     double b = static_cast<double>(op.in_bytes[k]) * scale_of(e, op, op.in_batch[k]) * in_frac(k);
@@ -129,8 +129,11 @@ OpCost op_cost(const Env& e, int opi, const OpDecision& d) {
     double b = static_cast<double>(op.out_bytes[k]) * scale_of(e, op, op.out_batch[k]) * out_frac(k);
     bytes += b;
     outs += b;
+    if (k < op.out_kept.size() && op.out_kept[k]) outs_kept += b;
   }
-  double inner = static_cast<double>(op.inner_bytes) * (op.batch_ok ? e.s : 1.0) / (d.choice >= 0 ? e.tp : 1);
+  const double inner_scale = (op.batch_ok ? e.s : 1.0) / (d.choice >= 0 ? e.tp : 1);
+  double inner = static_cast<double>(op.inner_bytes) * inner_scale;
+  const double inner_kept = static_cast<double>(op.inner_kept_bytes) * inner_scale;
   double flops = op.flops * (op.batch_ok ? e.s : 1.0) / (d.choice >= 0 ? e.tp : 1);
   const int k = std::max(1, d.k);
   c.fwd_time = k * compute_time(e.o.profile, op.op_class, e.o.dtype, flops / k,
@@ -163,8 +166,9 @@ OpCost op_cost(const Env& e, int opi, const OpDecision& d) {
   c.time += local_copy_time(e, op, d, forwards);
   // The search's analytic estimate of memory (the exact peak is the replay
   // of a lowered program, backend/lowering/memory_replay.h, which the search
-  // cannot afford per candidate), after what lowering emits: a kernel keeps
-  // its own copy of its outputs beside the buffer they go to; a block's
+  // cannot afford per candidate), after what lowering emits: the outputs
+  // and body tensors some backward reads are kept until it runs, the rest
+  // goes after the forward (SearchOp::out_kept, inner_kept_bytes); a block's
   // recompute makes its values again at once (`transient`,
   // summed over the unit), except coshard pieces, recomputed one at a time
   // before their own backward, which leave only their output buffer; an
@@ -172,11 +176,11 @@ OpCost op_cost(const Env& e, int opi, const OpDecision& d) {
   // gradients and their buffer, the output gradient's buffer, one piece's
   // gradients and, recomputed on its own, that piece's values.
   const bool own = d.rc && (!e.rc || k > 1);
-  const double again = own ? (outs + inner) / k : 0.0;
+  const double again = own ? (outs_kept + inner_kept) / k : 0.0;  // its recompute keeps what its backward reads
   if (e.rc)
     c.transient = own ? outs : outs + inner;
   else if (!d.rc)
-    c.kept += outs + inner;
+    c.kept += outs_kept + inner_kept;  // what some backward reads; the rest goes after the forward
   c.work = 2 * act_in + outs + (outs + inner) / k + again;
   return c;
 }

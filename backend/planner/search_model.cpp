@@ -9,6 +9,7 @@
 
 #include "backend/planner/program_cost.h"
 #include "backend/planner/search.h"
+#include "semantics/op_registry.h"
 
 namespace nns::planner {
 
@@ -319,6 +320,33 @@ void find_tied(SearchModel& m) {
     }
 }
 
+// Per tensor: whether some backward reads its value (a consumer's, or its
+// producer's reading its own output), as the lowered kernels keep it
+// (backend/lowering/kernel_release.cpp); top-level ops and composite
+// bodies' primitive nodes alike.
+std::vector<char> read_back_tensors(const sema::Graph& g) {
+  std::vector<char> read(g.tensors().size(), 0);
+  for (const sema::OpNode& n : g.nodes()) {
+    if (n.phase != sema::Phase::Forward || n.composite) continue;  // a composite's body nodes decide
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (n.inputs[i] >= 0 && sema::backward_reads_operand(n, i)) read[static_cast<size_t>(n.inputs[i])] = 1;
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      if (n.outputs[k] >= 0 && sema::backward_reads_operand(n, n.inputs.size() + k))
+        read[static_cast<size_t>(n.outputs[k])] = 1;
+  }
+  return read;
+}
+
+void mark_kept(const sema::Graph& g, const std::vector<char>& read_back, SearchOp& op) {
+  for (int t : op.out_tensor) op.out_kept.push_back(t >= 0 && read_back[static_cast<size_t>(t)]);
+  const sema::OpNode& n = g.node(op.node);
+  if (!n.composite) return;
+  for (int id : primitive_nodes(g, op.node))
+    for (int t : g.node(id).outputs)
+      if (read_back[static_cast<size_t>(t)] && std::find(n.outputs.begin(), n.outputs.end(), t) == n.outputs.end())
+        op.inner_kept_bytes += g.tensor(t).bytes();
+}
+
 }  // namespace
 
 SearchModel build_search_model(const sema::Graph& g, const sema::Plan& empty_plan) {
@@ -330,6 +358,8 @@ SearchModel build_search_model(const sema::Graph& g, const sema::Plan& empty_pla
     m.op_of_node[node] = static_cast<int>(m.ops.size());
     m.ops.push_back(read_op(g, flow, node));
   }
+  const std::vector<char> read_back = read_back_tensors(g);
+  for (SearchOp& op : m.ops) mark_kept(g, read_back, op);
   for (int p : g.params()) m.param_bytes += g.tensor(p).bytes();
   link_tensors(g, m);
   m.graph_batch = find_graph_batch(g, m, m.graph_batch);

@@ -190,7 +190,10 @@ struct PlanExecutor {
   std::vector<char> free_later_;  // freed by the program while still read in place
   // Local tensor t's view, written into an existing view (its shape's
   // storage reused): read in place from a buffer, or its own block.
-  void lview_into(int t, TensorView& v);
+  // `backward`, `input`: the node reading it there, when a backward node;
+  // an input it needs the shape of only (OpRow::backward_reads) may have
+  // been dropped after the forward, and gets a view with no data.
+  void lview_into(int t, TensorView& v, const sema::OpNode* backward = nullptr, size_t input = 0);
   // Per instruction of P (by index), filled at its first run: the box its
   // copy moves and, for a SliceIn, where it reads its buffer in place (-1:
   // it copies). Pieces are fixed per program, so these are too; building a

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "backend/runtime/plan_executor.h"
+#include "semantics/op_registry.h"
 
 namespace nns::backend {
 
@@ -206,7 +207,7 @@ void PlanExecutor::prepare_out_writes(const PInstr& in) {
   }
 }
 
-void PlanExecutor::lview_into(int t, TensorView& v) {
+void PlanExecutor::lview_into(int t, TensorView& v, const sema::OpNode* backward, size_t input) {
   const sema::TensorInfo& info = P.local.tensor(t);
   v.dtype = info.dtype;
   v.shape = info.shape;
@@ -218,6 +219,12 @@ void PlanExecutor::lview_into(int t, TensorView& v) {
     return;
   }
   const DeviceBuffer& b = (*lbuf_cur)[static_cast<size_t>(t)];
+  if (b.empty() && backward &&
+      !sema::backward_reads_value(P.local, *backward,
+                                  input)) {  // dropped after the forward: the backward reads its shape only
+    v.data = nullptr;
+    return;
+  }
   if (b.empty() && sema::numel(info.shape) > 0)
     throw RuntimeError("internal: local tensor %" + std::to_string(t) + " not computed");
   v.data = b.data();
@@ -232,7 +239,7 @@ void PlanExecutor::run_local(int n) {
   outs_.resize(node.outputs.size());
   packed_.clear();
   for (size_t i = 0; i < node.inputs.size(); ++i) {
-    lview_into(node.inputs[i], ins_[i]);
+    lview_into(node.inputs[i], ins_[i], node.phase == sema::Phase::Forward ? nullptr : &node, i);
     // A row-strided view (columns of a buffer) to a kernel that reads it
     // packed: a copy for this node (on the CPU backend, fp32 linears read
     // it as it is).
