@@ -11,6 +11,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,7 +52,10 @@ struct NodeCase {
 // backend with Backend::bf16_storage()): every f32 operand is held in bf16,
 // as the executor hands bf16 activations over: inputs rounded to bf16 on
 // the host, outputs read back as bf16 and widened.
-inline std::vector<HostTensor> run_case(Backend& b, const NodeCase& c, bool bf16_storage = false) {
+// null_inputs: the inputs given as views with a shape and no data (a
+// backward's unread forward tensors, OpRow::backward_reads).
+inline std::vector<HostTensor> run_case(Backend& b, const NodeCase& c, bool bf16_storage = false,
+                                        const std::set<size_t>& null_inputs = {}) {
   sema::Graph g;
   sema::OpNode node;
   node.kind = c.kind;
@@ -67,10 +71,12 @@ inline std::vector<HostTensor> run_case(Backend& b, const NodeCase& c, bool bf16
     std::vector<TensorView>& views;
     std::vector<size_t>& bytes;
     ~Release() {
-      for (size_t k = 0; k < views.size(); ++k) b.release(views[k].data, bytes[k]);
+      for (size_t k = 0; k < views.size(); ++k)
+        if (views[k].data) b.release(views[k].data, bytes[k]);
     }
   } release_in{b, in, bytes_in}, release_out{b, out, bytes_out};
-  auto add = [&](const HostTensor& t, std::vector<int>& ids, std::vector<TensorView>& views, std::vector<size_t>& sizes) {
+  auto add = [&](const HostTensor& t, bool null, std::vector<int>& ids, std::vector<TensorView>& views,
+                 std::vector<size_t>& sizes) {
     sema::TensorInfo info;
     info.shape = t.shape;
     info.dtype = t.dtype;
@@ -79,7 +85,7 @@ inline std::vector<HostTensor> run_case(Backend& b, const NodeCase& c, bool bf16
     const bool half = bf16_storage && t.dtype == sema::DType::F32;
     size_t bytes = static_cast<size_t>(sema::numel(t.shape) * (half ? 2 : sema::dtype_bytes(t.dtype)));
     REQUIRE((t.dtype == sema::DType::I32 ? t.i.size() : t.f.size()) == static_cast<size_t>(sema::numel(t.shape)));
-    TensorView v{b.allocate(bytes), half ? sema::DType::BF16 : t.dtype, t.shape};
+    TensorView v{null ? nullptr : b.allocate(bytes), half ? sema::DType::BF16 : t.dtype, t.shape};
     views.push_back(v);  // owned by the Release guard from here
     sizes.push_back(bytes);
     const void* host =
@@ -89,10 +95,10 @@ inline std::vector<HostTensor> run_case(Backend& b, const NodeCase& c, bool bf16
       for (float x : t.f) bits.push_back(cpu::bf16_bits(x));
       host = bits.data();
     }
-    if (bytes > 0) b.copy_from_host(v.data, host, bytes);
+    if (!null && bytes > 0) b.copy_from_host(v.data, host, bytes);
   };
-  for (const HostTensor& t : c.inputs) add(t, node.inputs, in, bytes_in);
-  for (const HostTensor& t : c.outputs) add(t, node.outputs, out, bytes_out);
+  for (size_t k = 0; k < c.inputs.size(); ++k) add(c.inputs[k], null_inputs.count(k) > 0, node.inputs, in, bytes_in);
+  for (const HostTensor& t : c.outputs) add(t, false, node.outputs, out, bytes_out);
   int id = g.add_node(node);
   b.run_node(g, g.node(id), in, out);
   std::vector<HostTensor> result = c.outputs;
