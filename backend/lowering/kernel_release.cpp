@@ -5,7 +5,8 @@
 // every intermediate gradient of a window-attention body all at once, for
 // every micro-batch in flight. A tensor is only needed until its last
 // reader, unless something after the node list reads it: CollectOut (the
-// kernel's outputs), the backward (what it reads of the forward), BackwardW
+// kernel's outputs), the backward (what it reads of the forward's values:
+// OpRow::backward_reads; what it needs the shape of only may go), BackwardW
 // run later (what the weight-gradient nodes read) and CollectGrad (the
 // gradients of the kernel's inputs).
 #include <algorithm>
@@ -64,12 +65,12 @@ void plan_releases(const sema::Graph& L, SubOpKernel& kn) {
   keep.insert(inputs.begin(), inputs.end());
   for (const auto& [input, grad] : kn.bwd.grads)
     if (grad >= 0) keep.insert(grad);
-  // What W reads stays until FreeKernel (BackwardW runs later, after other kernels).
   // What the backward and W read the values of.
   std::set<int> read_back;
   for (const std::vector<int>* list : {&kn.bwd.nodes, &kn.wgrad_nodes})
     for (int b : *list)
       for (int x : value_reads(L, b)) read_back.insert(x);
+  // What W reads stays until FreeKernel (BackwardW runs later, after other kernels).
   for (int w : kn.wgrad_nodes) {
     for (int x : value_reads(L, w)) keep.insert(x);
     const sema::OpNode& n = L.node(w);
