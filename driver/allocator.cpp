@@ -21,25 +21,23 @@ bool set_decay(const char* name, ssize_t ms) { return mallctl(name, nullptr, nul
 
 }  // namespace
 
-bool return_freed_memory() {
-  if (!mallctl || std::getenv("MALLOC_CONF")) return false;
+void return_freed_memory() {
+  if (!mallctl || std::getenv("MALLOC_CONF")) return;
   // The default of arenas created later (the thread pool's workers get
   // their own; the arena for huge allocations is made at first use and
   // then purges at once, as jemalloc does whenever the default is above 0).
-  if (!set_decay("arenas.dirty_decay_ms", kDirtyDecayMs) || !set_decay("arenas.muzzy_decay_ms", kMuzzyDecayMs))
-    return false;
+  if (!set_decay("arenas.dirty_decay_ms", kDirtyDecayMs) || !set_decay("arenas.muzzy_decay_ms", kMuzzyDecayMs)) return;
   // Each arena that exists now (arena.<MALLCTL_ARENAS_ALL> does not take
   // decay settings); slots not yet initialised refuse, and take the
   // default above when they are.
   unsigned narenas = 0;
   size_t len = sizeof narenas;
-  if (mallctl("arenas.narenas", &narenas, &len, nullptr, 0) != 0) return false;
+  if (mallctl("arenas.narenas", &narenas, &len, nullptr, 0) != 0) return;
   for (unsigned i = 0; i < narenas; ++i) {
     const std::string arena = "arena." + std::to_string(i);
     if (set_decay((arena + ".dirty_decay_ms").c_str(), kDirtyDecayMs))
       set_decay((arena + ".muzzy_decay_ms").c_str(), kMuzzyDecayMs);
   }
-  return true;
 }
 
 std::string allocator_decay_text() {

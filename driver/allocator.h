@@ -15,13 +15,14 @@ namespace nns::driver {
 // Freed pages go back to the system after jemalloc's default decay (dirty
 // pages 10 s, then purged at once), for the arenas that exist and those
 // made later. Does nothing without jemalloc (sanitized builds, the test
-// binaries) or when MALLOC_CONF is set: the user's settings win. Returns
-// whether the settings were changed.
-bool return_freed_memory();
+// binaries) or when MALLOC_CONF is set: the user's settings win; changes
+// nothing where jemalloc refuses (a build without these controls).
+void return_freed_memory();
 
-// "dirty decay D ms, muzzy decay M ms" of arena 0 (the main thread's, made
-// before any command ran), read back from jemalloc; "" without it. main prints it on stderr at exit when
-// NNS_ALLOCATOR_REPORT is set (ctest allocator_decay).
+// "dirty decay D ms, muzzy decay M ms" of arena 0 (the main thread's,
+// made before any command ran), read back from jemalloc; "" without it.
+// main prints it on stderr at exit when NNS_ALLOCATOR_REPORT is set
+// (ctest allocator_decay).
 std::string allocator_decay_text();
 
 }  // namespace nns::driver

@@ -49,22 +49,16 @@ std::vector<int> value_reads(const sema::Graph& L, int node) {
   return out;
 }
 
-// Whether `t` is itself the gradient the backward gives one of the
-// kernel's inputs (an op whose backward passes its output gradient through).
-bool keep_as_gradient(const SubOpKernel& kn, int t) {
-  for (const auto& [input, grad] : kn.bwd.grads)
-    if (grad == t) return true;
-  return false;
-}
-
 }  // namespace
 
 void plan_releases(const sema::Graph& L, SubOpKernel& kn) {
   std::set<int> keep(kn.inst.outputs.begin(), kn.inst.outputs.end());
   std::set<int> inputs(kn.inst.inputs.begin(), kn.inst.inputs.end());
   keep.insert(inputs.begin(), inputs.end());
+  std::set<int> grads;  // the gradients the backward gives the kernel's inputs
   for (const auto& [input, grad] : kn.bwd.grads)
-    if (grad >= 0) keep.insert(grad);
+    if (grad >= 0) grads.insert(grad);
+  keep.insert(grads.begin(), grads.end());
   // What the backward and W read the values of.
   std::set<int> read_back;
   for (const std::vector<int>* list : {&kn.bwd.nodes, &kn.wgrad_nodes})
@@ -90,11 +84,11 @@ void plan_releases(const sema::Graph& L, SubOpKernel& kn) {
   // A recomputed kernel keeps its inputs for the forward that runs again;
   // any other kernel keeps only the input copies its backward reads.
   // (An input's gradient is a tensor of its own, kept above: the input
-  // itself stays only if something reads it.)
+  // itself stays only if something reads it, or if it is itself a
+  // gradient, passed through.)
   if (!kn.recompute)
     for (int t : kn.inst.inputs)
-      if (!read_back.count(t) && !keep_as_gradient(kn, t) &&
-          !std::count(kn.inst.outputs.begin(), kn.inst.outputs.end(), t))
+      if (!read_back.count(t) && !grads.count(t) && !std::count(kn.inst.outputs.begin(), kn.inst.outputs.end(), t))
         fkeep.erase(t);
   // Only tensors the forward makes or the kernel's inputs are the
   // forward's to release.

@@ -52,14 +52,35 @@ std::vector<int> primitive_nodes(const sema::Graph& g, int node) {
   return out;
 }
 
-// What a composite op's body makes besides the op's own outputs.
-int64_t internal_bytes(const sema::Graph& g, int node, const std::vector<int>& body) {
+// What a composite op's body makes besides the op's own outputs; with
+// `only`, of those only the tensors it marks.
+int64_t internal_bytes(const sema::Graph& g, int node, const std::vector<int>& body,
+                       const std::vector<char>* only = nullptr) {
   const sema::OpNode& n = g.node(node);
   int64_t total = 0;
   for (int id : body)
     for (int t : g.node(id).outputs)
-      if (std::find(n.outputs.begin(), n.outputs.end(), t) == n.outputs.end()) total += g.tensor(t).bytes();
+      if ((!only || (*only)[static_cast<size_t>(t)]) &&
+          std::find(n.outputs.begin(), n.outputs.end(), t) == n.outputs.end())
+        total += g.tensor(t).bytes();
   return total;
+}
+
+// Per tensor: whether some backward reads its value (a consumer's, or its
+// producer's reading its own output), as the lowered kernels keep it
+// (backend/lowering/kernel_release.cpp); top-level ops and composite
+// bodies' primitive nodes alike.
+std::vector<char> read_back_tensors(const sema::Graph& g) {
+  std::vector<char> read(g.tensors().size(), 0);
+  for (const sema::OpNode& n : g.nodes()) {
+    if (n.phase != sema::Phase::Forward || n.composite) continue;  // a composite's body nodes decide
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (n.inputs[i] >= 0 && sema::backward_reads_operand(n, i)) read[static_cast<size_t>(n.inputs[i])] = 1;
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      if (n.outputs[k] >= 0 && sema::backward_reads_operand(n, n.inputs.size() + k))
+        read[static_cast<size_t>(n.outputs[k])] = 1;
+  }
+  return read;
 }
 
 bool operand_has(const sema::OperandAnno& a, const std::string& id) {
@@ -151,8 +172,9 @@ std::vector<char> divided_parts(const sema::Graph& g, const sema::OpNode& n, con
   return out;
 }
 
-// One forward top-level node as the search costs it.
-SearchOp read_op(const sema::Graph& g, const sema::GradientFlow& flow, int node) {
+// One forward top-level node as the search costs it. read_back: per
+// tensor, whether a backward reads its value (read_back_tensors).
+SearchOp read_op(const sema::Graph& g, const sema::GradientFlow& flow, const std::vector<char>& read_back, int node) {
   const sema::OpNode& n = g.node(node);
   SearchOp op;
   op.node = node;
@@ -163,6 +185,7 @@ SearchOp read_op(const sema::Graph& g, const sema::GradientFlow& flow, int node)
   if (n.composite) {
     const std::vector<int> body = primitive_nodes(g, node);
     op.inner_bytes = internal_bytes(g, node, body);
+    op.inner_kept_bytes = internal_bytes(g, node, body, &read_back);
     for (int id : body) op.parts.push_back(node_work(g, g.node(id)));
   }
   op.backward = static_cast<size_t>(node) < flow.backward.size() && flow.backward[node];
@@ -179,6 +202,7 @@ SearchOp read_op(const sema::Graph& g, const sema::GradientFlow& flow, int node)
     op.out_tensor.push_back(t);
     op.out_bytes.push_back(t >= 0 ? g.tensor(t).bytes() : 0);
     op.out_rank.push_back(t >= 0 ? static_cast<int>(g.tensor(t).shape.size()) : 0);
+    op.out_kept.push_back(t >= 0 && read_back[static_cast<size_t>(t)]);
   }
   op.in_batch.assign(op.in_tensor.size(), false);
   op.out_batch.assign(op.out_tensor.size(), false);
@@ -320,46 +344,18 @@ void find_tied(SearchModel& m) {
     }
 }
 
-// Per tensor: whether some backward reads its value (a consumer's, or its
-// producer's reading its own output), as the lowered kernels keep it
-// (backend/lowering/kernel_release.cpp); top-level ops and composite
-// bodies' primitive nodes alike.
-std::vector<char> read_back_tensors(const sema::Graph& g) {
-  std::vector<char> read(g.tensors().size(), 0);
-  for (const sema::OpNode& n : g.nodes()) {
-    if (n.phase != sema::Phase::Forward || n.composite) continue;  // a composite's body nodes decide
-    for (size_t i = 0; i < n.inputs.size(); ++i)
-      if (n.inputs[i] >= 0 && sema::backward_reads_operand(n, i)) read[static_cast<size_t>(n.inputs[i])] = 1;
-    for (size_t k = 0; k < n.outputs.size(); ++k)
-      if (n.outputs[k] >= 0 && sema::backward_reads_operand(n, n.inputs.size() + k))
-        read[static_cast<size_t>(n.outputs[k])] = 1;
-  }
-  return read;
-}
-
-void mark_kept(const sema::Graph& g, const std::vector<char>& read_back, SearchOp& op) {
-  for (int t : op.out_tensor) op.out_kept.push_back(t >= 0 && read_back[static_cast<size_t>(t)]);
-  const sema::OpNode& n = g.node(op.node);
-  if (!n.composite) return;
-  for (int id : primitive_nodes(g, op.node))
-    for (int t : g.node(id).outputs)
-      if (read_back[static_cast<size_t>(t)] && std::find(n.outputs.begin(), n.outputs.end(), t) == n.outputs.end())
-        op.inner_kept_bytes += g.tensor(t).bytes();
-}
-
 }  // namespace
 
 SearchModel build_search_model(const sema::Graph& g, const sema::Plan& empty_plan) {
   SearchModel m;
   const sema::GradientFlow flow = sema::gradient_flow(g, empty_plan);
   m.op_of_node.assign(g.nodes().size(), -1);
+  const std::vector<char> read_back = read_back_tensors(g);
   for (int node : g.top_level_nodes()) {
     if (g.node(node).phase != sema::Phase::Forward) continue;
     m.op_of_node[node] = static_cast<int>(m.ops.size());
-    m.ops.push_back(read_op(g, flow, node));
+    m.ops.push_back(read_op(g, flow, read_back, node));
   }
-  const std::vector<char> read_back = read_back_tensors(g);
-  for (SearchOp& op : m.ops) mark_kept(g, read_back, op);
   for (int p : g.params()) m.param_bytes += g.tensor(p).bytes();
   link_tensors(g, m);
   m.graph_batch = find_graph_batch(g, m, m.graph_batch);

@@ -219,9 +219,8 @@ void PlanExecutor::lview_into(int t, TensorView& v, const sema::OpNode* backward
     return;
   }
   const DeviceBuffer& b = (*lbuf_cur)[static_cast<size_t>(t)];
-  if (b.empty() && backward &&
-      !sema::backward_reads_value(P.local, *backward,
-                                  input)) {  // dropped after the forward: the backward reads its shape only
+  // Dropped after the forward: the backward reads its shape only.
+  if (b.empty() && backward && !sema::backward_reads_value(P.local, *backward, input)) {
     v.data = nullptr;
     return;
   }
