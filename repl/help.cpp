@@ -115,6 +115,9 @@ const Topic kTopics[] = {
      "  replicate(unassigned(), 0..ngpus)   places everything not placed yet."},
     {"order", "order(before, after)", "op-order: every leaf of `before` runs before every leaf of `after`."},
     {"recompute", "recompute(ops)", "Marks sub-ops (and their parts) to be recomputed in backward instead of kept."},
+    {"regather", "regather(ops)",
+     "Marks sub-ops whose all-gathered inputs are dropped after the forward and gathered\n"
+     "again for the backward (sequence parallelism: keep the token shard, not the sequence)."},
     {"select", "select(pattern = \"*\", kind = none)",
      "The top-level ops whose qualified name matches the glob (and whose kind is `kind`)."},
     {"unassigned", "unassigned()", "The sub-ops without a device so far."},

@@ -57,10 +57,11 @@ struct Writer {
 // common shape of tensor-parallel plans, written as one loop over names.
 bool simple_split(const Plan& p, int root) {
   const SubOp& r = p.subops[root];
-  if (r.leaf() || r.recompute) return false;
+  if (r.leaf() || r.recompute || r.regather) return false;
   for (size_t i = 0; i < r.children.size(); ++i) {
     const SubOp& c = p.subops[r.children[i]];
-    if (!c.leaf() || c.recompute || c.devices.size() != 1 || c.devices[0] != static_cast<int>(i)) return false;
+    if (!c.leaf() || c.recompute || c.regather || c.devices.size() != 1 || c.devices[0] != static_cast<int>(i))
+      return false;
   }
   return true;
 }
@@ -177,7 +178,7 @@ bool write_placements(Writer& w, const std::set<int>& placed_inline) {
   return complete;
 }
 
-// recompute() marks and order() constraints between sub-ops.
+// recompute() and regather() marks and order() constraints between sub-ops.
 void write_recompute_and_orders(Writer& w) {
   const Plan& p = w.p;
   std::ostringstream& out = w.out;
@@ -185,6 +186,8 @@ void write_recompute_and_orders(Writer& w) {
   for (size_t i = 0; i < p.subops.size(); ++i) {
     const SubOp& s = p.subops[i];
     if (s.recompute && (s.parent < 0 || !p.subops[s.parent].recompute)) out << "  recompute(" << w.ref(static_cast<int>(i)) << ")\n";
+    if (s.regather && (s.parent < 0 || !p.subops[s.parent].regather))
+      out << "  regather(" << w.ref(static_cast<int>(i)) << ")\n";
   }
   for (const sema::OrderConstraint& o : p.orders) out << "  order(" << w.ref(o.before) << ", " << w.ref(o.after) << ")\n";
 }

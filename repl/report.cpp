@@ -151,7 +151,8 @@ std::string describe_partition(const Plan& plan, int node, size_t max_leaves) {
   const SubOp& r = plan.subops[root];
   if (r.leaf()) {
     std::string s = r.devices.empty() ? "whole, not placed" : "whole on " + devices_text(r.devices);
-    return r.recompute ? s + ", recompute" : s;
+    if (r.recompute) s += ", recompute";
+    return r.regather ? s + ", regather" : s;
   }
   std::vector<int> leaves;
   leaves_under(plan, root, leaves);
@@ -160,6 +161,7 @@ std::string describe_partition(const Plan& plan, int node, size_t max_leaves) {
     const SubOp& l = plan.subops[leaves[i]];
     s += (i ? ", " : "") + split_path(plan, leaves[i]) + " -> " + (l.devices.empty() ? std::string("not placed") : devices_text(l.devices));
     if (l.recompute) s += " recompute";
+    if (l.regather) s += " regather";
   }
   if (leaves.size() > max_leaves) s += ", ... (" + std::to_string(leaves.size()) + " parts)";
   return s;
@@ -271,6 +273,7 @@ Plan unpartitioned(const Plan& plan, int node) {
   r.children.clear();
   r.devices.clear();
   r.recompute = false;
+  r.regather = false;
   for (int& n : out.root_of_node)
     if (n >= 0) n = new_index[n];
   out.orders.clear();
@@ -300,8 +303,9 @@ bool same_plan(const Plan& a, const Plan& b) {
     return false;
   for (size_t i = 0; i < a.subops.size(); ++i) {
     const SubOp &x = a.subops[i], &y = b.subops[i];
-    if (x.node != y.node || x.parent != y.parent || x.children != y.children || x.split_id != y.split_id || x.split_index != y.split_index ||
-        x.split_num != y.split_num || x.devices != y.devices || x.recompute != y.recompute || !same_slices(x.inputs, y.inputs) ||
+    if (x.node != y.node || x.parent != y.parent || x.children != y.children || x.split_id != y.split_id ||
+        x.split_index != y.split_index || x.split_num != y.split_num || x.devices != y.devices ||
+        x.recompute != y.recompute || x.regather != y.regather || !same_slices(x.inputs, y.inputs) ||
         !same_slices(x.outputs, y.outputs))
       return false;
   }

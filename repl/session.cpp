@@ -150,7 +150,7 @@ bool Session::run_nns(const std::string& text) {
     }
     // Say so whenever the input tried a directive, so that "refused" is
     // never ambiguous.
-    static const char* prims[] = {"trans", "assign", "replicate", "order", "recompute"};
+    static const char* prims[] = {"trans", "assign", "replicate", "order", "recompute", "regather"};
     bool directive = rolled_back;
     for (const char* p : prims)
       if (text.find(std::string(p) + "(") != std::string::npos) directive = true;
@@ -332,7 +332,8 @@ Completion Session::complete(const std::string& before, bool first_line) const {
     // Names of the model do not change during a session.
     completion_.commands = command_names();
     completion_.help_topics = command_names();
-    for (const char* p : {"trans", "assign", "replicate", "order", "recompute", "select", "unassigned", "splittable", "kind", "directives", "keys"})
+    for (const char* p : {"trans", "assign", "replicate", "order", "recompute", "regather", "select", "unassigned",
+                          "splittable", "kind", "directives", "keys"})
       completion_.help_topics.push_back(p);
     std::set<std::string> ids;
     for (size_t n = 0; n < plan_.root_of_node.size(); ++n) {

@@ -76,6 +76,7 @@ static void fill_part(SubOp& s, const SubOp& parent, int parent_index, const Tra
   s.split_num = num;
   s.recompute = parent.recompute;
   s.recompute_call = parent.recompute_call;
+  s.regather = parent.regather;
   s.inputs.reserve(parent.inputs.size());
   for (size_t k = 0; k < parent.inputs.size(); ++k)
     s.inputs.push_back(k < choice.inputs.size() && parent.inputs[k].tensor
@@ -194,6 +195,7 @@ static void dump_subop(const Plan& p, int index, int depth, std::ostringstream& 
     for (size_t i = 0; i < s.devices.size(); ++i) out << (i ? ", " : "") << s.devices[i];
     out << "]";
     if (s.recompute) out << " recompute";
+    if (s.regather) out << " regather";
     out << "  in ";
     for (size_t i = 0; i < s.inputs.size(); ++i) out << (i ? ", " : "") << s.inputs[i].to_string();
     out << "  out ";

@@ -35,6 +35,10 @@ struct SubOp {
   std::vector<int> devices;   // empty until assigned / replicated
   bool recompute = false;
   int recompute_call = -1;  // which recompute() call marked it (ops of one call form regions)
+  // regather(): the inputs an all-gather made for it are dropped after its
+  // forward and gathered again for its backward (Megatron-LM's sequence
+  // parallelism keeps the token shard, not the gathered sequence).
+  bool regather = false;
   front::SourceLoc split_loc, assign_loc;
   bool leaf() const { return children.empty(); }
 };

@@ -435,6 +435,20 @@ Value b_recompute(Interpreter& in, CallArgs& a) {
   return Value();
 }
 
+void mark_regather(Plan& p, int sub) {
+  p.subops[sub].regather = true;
+  for (int c : p.subops[sub].children) mark_regather(p, c);
+}
+
+// regather(ops): an op's inputs that reach it through all-gathers only
+// (sequence parallelism's gathered tokens) are not kept for its backward:
+// the backward gathers them again from the shards (lowering: lower_emit.cpp).
+Value b_regather(Interpreter& in, CallArgs& a) {
+  Plan& p = active(in, a, "regather");
+  for (int sub : ops_of(in, a, 0, "ops", "regather")) mark_regather(p, sub);
+  return Value();
+}
+
 // zero1(ops = every op): shard the optimizer state of the parameters the
 // ops read over their data-parallel group (Plan::zero1_params).
 Value b_zero1(Interpreter& in, CallArgs& a) {
@@ -502,6 +516,7 @@ void install_plan_builtins(Env& env) {
                            {"replicate", b_replicate, "op, devices"},
                            {"order", b_order, "before, after"},
                            {"recompute", b_recompute, "ops"},
+                           {"regather", b_regather, "ops"},
                            {"zero1", b_zero1, "ops"},
                            {"unassigned", b_unassigned, ""},
                            {"splittable", b_splittable, "op, dim, num, *, idx"},

@@ -262,7 +262,9 @@ std::string kernel_bodies_text(const RankProgram& p) {
       << " dy " << list_text(k.dy) << " bwd " << list_text(k.bwd.nodes) << " grads";
     for (const auto& [t, gr] : k.bwd.grads) o << " " << t << ":" << gr;
     o << " wgrad " << list_text(k.wgrad_nodes) << " scale " << exact_attr(static_cast<double>(k.scale))
-      << (k.row_strided_inputs ? " row-strided" : "") << (k.recompute ? " recompute" : "") << " fwd_release";
+      << (k.row_strided_inputs ? " row-strided" : "") << (k.recompute ? " recompute" : "") << " regather";
+    for (char c : k.regather_inputs) o << " " << static_cast<int>(c);
+    o << " fwd_release";
     for (const auto& v : k.fwd_release) o << " " << list_text(v);
     o << " bwd_release";
     for (const auto& v : k.bwd_release) o << " " << list_text(v);

@@ -82,14 +82,19 @@ void plan_releases(const sema::Graph& L, SubOpKernel& kn) {
     kn.drop_after_collect[o] = !needed;
   }
   // A recomputed kernel keeps its inputs for the forward that runs again;
-  // any other kernel keeps only the input copies its backward reads.
+  // any other kernel keeps only the input copies its backward reads and
+  // does not get again (regather).
   // (An input's gradient is a tensor of its own, kept above: the input
   // itself stays only if something reads it, or if it is itself a
   // gradient, passed through.)
+  // A regathered input goes too: the backward slices it in again.
   if (!kn.recompute)
-    for (int t : kn.inst.inputs)
-      if (!read_back.count(t) && !grads.count(t) && !std::count(kn.inst.outputs.begin(), kn.inst.outputs.end(), t))
+    for (size_t i = 0; i < kn.inst.inputs.size(); ++i) {
+      const int t = kn.inst.inputs[i];
+      if ((!read_back.count(t) || kn.regathers(i)) && !grads.count(t) &&
+          !std::count(kn.inst.outputs.begin(), kn.inst.outputs.end(), t))
         fkeep.erase(t);
+    }
   // Only tensors the forward makes or the kernel's inputs are the
   // forward's to release.
   kn.fwd_release = last_readers(L, kn.inst.nodes, fkeep);

@@ -270,6 +270,28 @@ void backward_input(RankBuild& R, const PlanAnalysis::Op& op, const std::vector<
   }
 }
 
+// regather(): input kk of the kernels that dropped it after their forward
+// (SubOpKernel::regather_inputs), gathered again from the shard the
+// forward left (its buffer lives until here) by the same adapter, in this
+// backward task, and sliced in anew. Every member of the gather's group
+// runs the same op's backward, so the collective meets there.
+void regather_input(RankBuild& R, const PlanAnalysis::Op& op, const std::vector<int>& ks, size_t kk, int mb) {
+  std::vector<int> again;
+  for (int k : ks)
+    if (R.P.kernels[k].regathers(kk)) again.push_back(k);
+  if (again.empty()) return;
+  const sema::OpNode& n = R.g.node(op.node);
+  const int t = n.inputs[kk];
+  auto shard = R.fwd_value->find(t);
+  if (shard == R.fwd_value->end() || !op.in_edge[kk])
+    fail("internal: no shard of %" + std::to_string(t) + " to gather again for the backward of " + n.name);
+  const CommEdge& e = *op.in_edge[kk];
+  const CommEdge& carrier = R.A.cp.edges[static_cast<size_t>(e.shared_with >= 0 ? e.shared_with : R.edge_index(e))];
+  const int in = emit_adapter(R, carrier, shard->second, mb, /*stay=*/true);
+  if (in < 0) fail("internal: the gather of %" + std::to_string(t) + " again for " + n.name + " made nothing here");
+  slice_in(R, n, again, kk, in, mb);
+}
+
 void backward_op(RankBuild& R, int i, const std::vector<int>& ks, int mb, std::unordered_map<int, int>& grad) {
   const PlanAnalysis::Op& op = R.A.ops[static_cast<size_t>(i)];
   const sema::OpNode& n = R.g.node(op.node);
@@ -277,6 +299,7 @@ void backward_op(RankBuild& R, int i, const std::vector<int>& ks, int mb, std::u
   R.open_block(mb, i, sema::PipeTask::B);
   const int region = R.A.regions.region_of_node[static_cast<size_t>(op.node)];
   if (region >= 0 && R.A.regions.ops[static_cast<size_t>(region)].back() == op.node) region_forward(R, region, mb);
+  for (size_t kk = 0; kk < n.inputs.size(); ++kk) regather_input(R, op, ks, kk, mb);
   // A recomputed piece runs its forward right before its own backward,
   // so that co-located pieces (coshard) hold one working set at a time.
   for (int k : ks) {

@@ -153,11 +153,37 @@ std::string kernel_key(RankBuild& R, const SubOpKernel& kn, const ElaborationInp
   key += in.backward ? 'B' : 'F';
   key += in.split_w ? 'W' : '-';
   key += kn.recompute ? 'R' : '-';
+  for (char c : kn.regather_inputs) key += c ? 'a' : '-';
   for (size_t k = 0; k < in.wrt.size(); ++k) {
     key += in.wrt[k] ? 'g' : '-';
     key += in.param[k] ? 'p' : '-';
   }
   return key;
+}
+
+// regather() (sema::SubOp::regather): the inputs of a kernel with a
+// backward, outside recompute, that reach it through all-gathers only (the
+// gathered piece is larger than the shard it comes from) and that its
+// backward reads; not parameters (their gathers run once per step).
+std::vector<char> regather_inputs(RankBuild& R, const sema::SubOp& s, bool backward, const PlanAnalysis::Op* op) {
+  std::vector<char> out;
+  if (!s.regather || !backward || !op || s.recompute || R.A.regions.region_of_node[static_cast<size_t>(s.node)] >= 0)
+    return out;
+  const sema::OpNode& node = R.g.node(s.node);
+  out.assign(node.inputs.size(), 0);
+  for (size_t k = 0; k < node.inputs.size() && k < op->in_edge.size(); ++k) {
+    const CommEdge* e = op->in_edge[k];
+    if (!e || e->per_step || e->adapter.steps.empty() || R.g.tensor(node.inputs[k]).kind == sema::TensorKind::Param ||
+        !sema::backward_reads_operand(node, k))
+      continue;
+    bool gathers = false, only = true;
+    for (const AdapterStep& st : e->adapter.steps) {
+      gathers = gathers || st.prim == AdapterStep::AllGather;
+      only = only && (st.prim == AdapterStep::AllGather || st.prim == AdapterStep::Chunk);
+    }
+    out[k] = gathers && only;
+  }
+  return out;
 }
 
 SubOpKernel make_kernel(RankBuild& R, int leaf, bool backward, const PlanAnalysis::Op* op) {
@@ -167,6 +193,7 @@ SubOpKernel make_kernel(RankBuild& R, int leaf, bool backward, const PlanAnalysi
   kn.subop = leaf;
   kn.node = s.node;
   kn.recompute = s.recompute;
+  kn.regather_inputs = regather_inputs(R, s, backward, op);
   for (const OperandSlice& sl : s.inputs) kn.in_slices.push_back(piece_of_slice(sl));
   for (const OperandSlice& sl : s.outputs) kn.out_slices.push_back(piece_of_slice(sl));
   kn.scale = sema::slice_loss_share(R.g, node, s);

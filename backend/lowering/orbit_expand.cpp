@@ -33,7 +33,7 @@ bool same_kernel_structure(const SubOpKernel& a, const SubOpKernel& b) {
   return a.subop == b.subop && a.node == b.node && same_pieces(a.in_slices, b.in_slices) &&
          same_pieces(a.out_slices, b.out_slices) && a.scale == b.scale &&
          a.row_strided_inputs == b.row_strided_inputs && a.recompute == b.recompute &&
-         a.wgrad_nodes.empty() == b.wgrad_nodes.empty();
+         a.regather_inputs == b.regather_inputs && a.wgrad_nodes.empty() == b.wgrad_nodes.empty();
 }
 
 void expand_orbits(LoweredPlan& lp, const RankSymmetry& sym, const std::vector<int>& wanted, GroupTable& groups,

@@ -236,6 +236,8 @@ std::string LoweredPlan::dump_rank(const sema::Graph& g, const RankProgram& p) c
     for (const Piece& s : kn.out_slices) o << " " << piece_text(s);
     if (kn.scale != 1.f) o << " loss-share" << scale_text(kn.scale);
     if (kn.recompute) o << " recompute";
+    for (size_t i = 0; i < kn.regather_inputs.size(); ++i)
+      if (kn.regather_inputs[i]) o << " regather-in" << i;
     if (kn.elaborated) {
       o << ":";
       for (int ln : kn.inst.nodes) o << " " << p.local.node(ln).kind;

@@ -114,6 +114,8 @@ void write_signature(const sema::Plan& plan, const RankProgram& p, Sink& s) {
     for (const Piece& sl : k.out_slices) add_extent(s, sl);
     add_split_chain(s, plan, k.subop);
     s.put(k.recompute);
+    s.put(static_cast<int64_t>(k.regather_inputs.size()));
+    for (char c : k.regather_inputs) s.put(c != 0);
     s.put(float_bits(k.scale));
   }
   s.put(static_cast<int64_t>(p.instrs.size()));
@@ -213,9 +215,9 @@ bool same_signature(const sema::Plan& plan, const RankProgram& a, const std::vec
   }
   for (size_t i = 0; i < a.kernels.size(); ++i) {
     const SubOpKernel &x = a.kernels[i], &y = b.kernels[i];
-    if (x.node != y.node || x.recompute != y.recompute || float_bits(x.scale) != float_bits(y.scale) ||
-        !same_extents(x.in_slices, y.in_slices) || !same_extents(x.out_slices, y.out_slices) ||
-        !same_split_chain(plan, x.subop, y.subop))
+    if (x.node != y.node || x.recompute != y.recompute || x.regather_inputs != y.regather_inputs ||
+        float_bits(x.scale) != float_bits(y.scale) || !same_extents(x.in_slices, y.in_slices) ||
+        !same_extents(x.out_slices, y.out_slices) || !same_split_chain(plan, x.subop, y.subop))
       return false;
   }
   for (size_t i = 0; i < a.instrs.size(); ++i) {
@@ -402,8 +404,9 @@ std::string kernel_difference(const SubOpKernel& a, const SubOpKernel& b) {
   if (a.subop != b.subop || a.node != b.node)
     return "sub-op " + std::to_string(a.subop) + " vs " + std::to_string(b.subop);
   if (!same_pieces(a.in_slices, b.in_slices) || !same_pieces(a.out_slices, b.out_slices)) return "slices";
-  if (float_bits(a.scale) != float_bits(b.scale) || a.recompute != b.recompute || a.elaborated != b.elaborated)
-    return "scale or recompute";
+  if (float_bits(a.scale) != float_bits(b.scale) || a.recompute != b.recompute || a.elaborated != b.elaborated ||
+      a.regather_inputs != b.regather_inputs)
+    return "scale, recompute or regather";
   if (a.dy != b.dy || a.wgrad_nodes != b.wgrad_nodes || a.bwd.nodes != b.bwd.nodes || a.bwd.grads != b.bwd.grads ||
       a.fwd_release != b.fwd_release || a.bwd_release != b.bwd_release || a.drop_after_collect != b.drop_after_collect)
     return "local graph";

@@ -69,6 +69,7 @@ bool RankSymmetry::move(const RankProgram& from, int to, GroupTable& groups, Ran
     c.scale = k.scale;
     c.row_strided_inputs = k.row_strided_inputs;
     c.recompute = k.recompute;
+    c.regather_inputs = k.regather_inputs;
     c.wgrad_nodes = k.wgrad_nodes;  // whether the backward is split (the bodies are made for the device)
     out.kernels.push_back(std::move(c));
   }

@@ -68,6 +68,12 @@ struct SubOpKernel {
   // structure-only lowering reads its slices as the executed one does.
   bool row_strided_inputs = false;
   bool recompute = false;
+  // Per input (empty: none): regather() — the input reaches the kernel
+  // through all-gathers only and is dropped after the forward; the
+  // backward gathers it again from the shard and slices it in anew
+  // (lower_emit.cpp), so that only the shard stays between the two.
+  std::vector<char> regather_inputs;
+  bool regathers(size_t input) const { return input < regather_inputs.size() && regather_inputs[input]; }
   // When the executor drops a local tensor before FreeKernel, so that a
   // kernel's working set is what its remaining nodes still read, not every
   // tensor it made (plan_releases): per position in inst.nodes (resp.

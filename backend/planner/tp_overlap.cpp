@@ -38,15 +38,18 @@ struct Gemm {
   double full = 0, chunk = 0;
 };
 
-// The last (or first) matrix-product node of kernel instruction `at`.
+using Claimed = std::set<std::pair<int, int>>;  // (instruction, node): GEMMs that already serve a half
+
+// The last (or first) matrix-product node of kernel instruction `at` that
+// `claimed` does not list (none given: the last or first of all).
 Gemm gemm_of(const DeviceProfile& p, const RankProgram& prog, int at, bool last, int chunks, int bpe,
-             const std::string& dtype) {
+             const std::string& dtype, const Claimed* claimed = nullptr) {
   Gemm out;
   const PInstr& in = prog.instrs[static_cast<size_t>(at)];
   std::vector<std::pair<int, double>> nodes = kernel_node_times(p, prog, in, bpe, dtype);
   if (last) std::reverse(nodes.begin(), nodes.end());
   for (const auto& [id, t] : nodes) {
-    if (!is_gemm(prog.local, id)) continue;
+    if (!is_gemm(prog.local, id) || (claimed && claimed->count({at, id}))) continue;
     NodeWork w = node_work(prog.local, prog.local.node(id));
     if (!dtype.empty() && w.dtype == "fp32") {  // as nns simulate --precision costs it (program_cost.cpp)
       w.dtype = dtype;
@@ -79,11 +82,16 @@ int producer(const RankProgram& prog, int i) {
 }
 
 // The next kernel instruction with a matrix product after `i`, before any
-// communication (its input must not wait for another transfer). -1: none.
+// communication other than all-gathers (its input must not wait for
+// another transfer; gathers for the same kernel, e.g. a backward's output
+// gradient and its regathered input, each pipeline with a GEMM of their
+// own, as Megatron-LM pipelines the input's gather with the input
+// gradient's GEMM). -1: none.
 int consumer(const DeviceProfile& p, const RankProgram& prog, int i, int bpe, const std::string& dtype) {
   for (size_t j = static_cast<size_t>(i) + 1; j < prog.instrs.size(); ++j) {
     const PInstr& in = prog.instrs[j];
-    if (in.is_collective() || in.kind == PInstr::Send || in.kind == PInstr::Wait) return -1;
+    if ((in.is_collective() && in.kind != PInstr::AllGather) || in.kind == PInstr::Send || in.kind == PInstr::Wait)
+      return -1;
     if (kernel_instr(in) && gemm_of(p, prog, static_cast<int>(j), false, 1, bpe, dtype).node >= 0)
       return static_cast<int>(j);
   }
@@ -95,7 +103,7 @@ int consumer(const DeviceProfile& p, const RankProgram& prog, int i, int bpe, co
 std::vector<double> plan_overlaps(const DeviceProfile& p, const backend::LoweredPlan& lp, const RankProgram& prog,
                                   int bpe, const std::string& dtype) {
   std::vector<double> out(prog.instrs.size(), -1.0);
-  std::set<std::pair<int, int>> claimed;  // (instruction, node)
+  Claimed claimed;
   for (size_t i = 0; i < prog.instrs.size(); ++i) {
     const PInstr& in = prog.instrs[i];
     const bool ar = in.kind == PInstr::AllReduce, scatter = in.kind == PInstr::ReduceScatter,
@@ -117,7 +125,9 @@ std::vector<double> plan_overlaps(const DeviceProfile& p, const backend::Lowered
     bool any = false;
     auto use = [&](int at, bool last, double whole, double chunk) {
       if (at < 0) return;
-      Gemm g = gemm_of(p, prog, at, last, k, bpe, dtype);
+      // A reduce-scatter pipelines with the GEMM that makes its data (the
+      // last); a gather with the first its kernel has not given to another.
+      Gemm g = gemm_of(p, prog, at, last, k, bpe, dtype, last ? nullptr : &claimed);
       if (g.node < 0 || !claimed.insert({g.instr, g.node}).second) return;
       charge += std::max(0.0, pipelined_time(g.chunk, chunk, k) - g.full) - whole;
       any = true;

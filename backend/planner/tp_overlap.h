@@ -17,10 +17,11 @@
 // halves. A reduce-scatter (half) of a buffer a kernel instruction's matrix
 // product has just made (the CollectOut / CollectGrad into it, after that
 // kernel's Forward / Backward) overlaps the producer's last matrix-product
-// node; an all-gather (half) overlaps the first matrix-product node of the
-// next kernel instruction with one, when no collective, send or wait comes
-// between. A half with no such GEMM stays
-// whole (exposed). With k members, a GEMM node of time G (already charged
+// node; an all-gather (half) overlaps the first matrix-product node that
+// serves no other half in the next kernel instruction with one, when no
+// collective but an all-gather, send or wait comes between (a backward's
+// output-gradient gather and its regathered input, regather(), get one
+// each). A half with no such GEMM stays whole (exposed). With k members, a GEMM node of time G (already charged
 // to its kernel) and its time g at the chunk shape (1/k of its FLOPs and
 // bytes: the profile's efficiency at that size), and a ring step c (the
 // ring collective's time over k-1: a hop's latency, 1/k of the bytes), the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One memory model: for 13 shipped plans (and two recompute plans of the
+# One memory model: for 14 shipped plans (and two recompute plans of the
 # tests) on CPU ranks, the capacity check's figure (nns check: "memory:
 # peak ... (N bytes)", the replay of each rank's lowered program,
 # backend/lowering/memory_check.h), the simulator's peak (nns simulate
@@ -48,6 +48,8 @@ measure examples/gpt.nns tiny_pipe zero_bubble 2
 # Interleaved (v = 2): sent activations released at their gradient's wait on
 # both ranks (docs/verify.md, "Early send releases").
 measure examples/gpt.nns tiny_sc21_pp2_vp2 megatron_sc21 2
+# Sequence parallelism with regather(): the gathered inputs go after the forward.
+measure examples/gpt.nns tiny_sc21_tp2_pp2 megatron_h100_sp 4
 measure examples/swin.nns tiny coshard 2
 measure examples/swin.nns tiny_pipe pipeline_coshard 4
 measure examples/t5.nns tiny interlaced 2

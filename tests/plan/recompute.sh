@@ -12,25 +12,10 @@ cd "$(dirname "$0")/../.."
 FILE=tests/plan/plans/recompute.nns
 fail=0
 
-expect_eq() {  # WHAT ACTUAL EXPECTED
-  if [ "$2" != "$3" ]; then
-    echo "FAIL: $1: got '$2', expected '$3'"
-    fail=1
-  fi
-}
+source tests/plan/plan_checks.sh
 
-for run in "blocks 1" "dp 2" "megatron 2" "megatron 4" "pipeline 2"; do
-  set -- $run
-  if ! out=$("$NNS" run "$FILE" --plan "$1" --gpus "$2" --verify 2>&1) || ! grep -q 'verify: largest relative error .*: PASS' <<<"$out"; then
-    echo "FAIL: run --plan $1 --gpus $2 --verify:"
-    tail -5 <<<"$out"
-    fail=1
-  fi
-done
+verify_runs "blocks 1" "dp 2" "megatron 2" "megatron 4" "pipeline 2"
 
-rank0() {  # PLAN: rank 0's program on 2 devices
-  "$NNS" check "$FILE" --plan "$1" --gpus 2 --emit=program | awk '/^program rank 0 /{on=1} /^program rank 1 /{on=0} on'
-}
 with=$(rank0 megatron) without=$(rank0 megatron_plain)
 # 3 blocks x 2 micro-batches: one more allreduce each (the recompute's).
 expect_eq "allreduces with recompute" "$(grep -c ' allreduce ' <<<"$with")" "$(( $(grep -c ' allreduce ' <<<"$without") + 6 ))"
