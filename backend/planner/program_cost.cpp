@@ -84,6 +84,7 @@ NodeWork node_work(const sema::Graph& g, const sema::OpNode& n) {
   const sema::OpNode& fwd =
       n.forward_of >= 0 && static_cast<size_t>(n.forward_of) < g.nodes().size() ? g.node(n.forward_of) : n;
   // The fused op itself: its products at the fused kernel's curve, where a profile has one.
+  w.backward = n.forward_of >= 0;
   if (fwd.kind == "sdpa" || fwd.kind == "sdpa_bias") {
     w.attention_part = NodeWork::AttentionPart::Product;
     w.causal = attr_true(fwd, "causal");
@@ -102,7 +103,9 @@ double node_time(const DeviceProfile& p, const NodeWork& w) {
     // and softmax between them cost nothing of their own.
     if (w.attention_part == NodeWork::AttentionPart::Inner) return 0;
     double flops = w.causal ? w.flops / 2 : w.flops;
-    return kernel_overhead_for(p, "fused_attention") / 2 + compute_time(p, "fused_attention", w.dtype, flops, 0);
+    // (A profile without a backward curve costs it at the forward's: cost_model.cpp curve_of.)
+    const char* curve = w.backward ? "fused_attention_backward" : "fused_attention";
+    return kernel_overhead_for(p, "fused_attention") / 2 + compute_time(p, curve, w.dtype, flops, 0);
   }
   // A kind's own curve is stored as "op:<kind>" (kind and class names
   // overlap: the kind "matmul" is of class "attention").

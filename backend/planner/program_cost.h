@@ -47,6 +47,9 @@ struct NodeWork {
   // cuDNN SDPA): the products at that curve, the rest inside them.
   enum class AttentionPart { None, Product, Inner } attention_part = AttentionPart::None;
   bool causal = false;  // of the attention: a fused causal kernel skips the masked half
+  // A backward node of it: a profile's "fused_attention_backward" curve,
+  // where it has one (the fused backward kernel runs slower than the forward).
+  bool backward = false;
 };
 NodeWork node_work(const sema::Graph& g, const sema::OpNode& n);
 // kernel_overhead + compute_time of the node's work, with the profile's

@@ -839,4 +839,21 @@ TEST_CASE("program cost: a profile with a fused_attention curve runs the score p
   CHECK(node_time(p, wm) < unfused_mm);
   CHECK(node_time(p, ws) == 0.0);
   CHECK(node_time(p, wo) == Approx(unfused_sm));
+  // The product's backward: at the forward's curve until the profile has a
+  // backward one (the fused backward kernel is slower), then at that.
+  sema::OpNode mm_back;
+  mm_back.kind = "matmul_backward";
+  mm_back.parent = att_id;
+  mm_back.forward_of = static_cast<int>(g.nodes().size()) - 3;  // mm, added above
+  REQUIRE(g.node(mm_back.forward_of).kind == "matmul");
+  mm_back.inputs = {scores, q, k};
+  mm_back.outputs = {q, k};
+  const NodeWork wb = node_work(g, g.node(g.add_node(mm_back)));
+  CHECK(wb.backward);
+  CHECK_FALSE(wm.backward);
+  const double at_forward_curve = node_time(p, wb);
+  CHECK(at_forward_curve == Approx(wb.flops / 2 / 0.8e12));
+  p.efficiency["fused_attention_backward"] = {{1e6, 0.5}};
+  CHECK(node_time(p, wb) == Approx(wb.flops / 2 / 0.5e12));
+  CHECK(node_time(p, wm) == Approx(1e8 / 0.8e12));  // the forward keeps its own
 }
