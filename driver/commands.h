@@ -21,7 +21,9 @@ int cmd_simulate(const Args& a);  // nns simulate FILE --plan P --device D: the 
 // simulate's front end: runs the pipeline of `a` (FILE, --config, --plan,
 // --gpus) and lowers the plan to the rank programs the simulator replays
 // (plan replica 0's unless a.all_ranks); an exit code, diagnostics printed.
-int lower_for_simulation(const Args& a, Pipeline& p, backend::LoweredPlan& lp);
+// `prof`: its gradient buckets (planner::profile_bucket_bytes), if given.
+int lower_for_simulation(const Args& a, Pipeline& p, backend::LoweredPlan& lp,
+                         const planner::DeviceProfile* prof = nullptr);
 // What nns simulate lowers by default, after the pipeline's check stage
 // (p.spec set): plan replica 0's ranks in classes of equal programs
 // (planner/sim_classes.h), and one rank of each class, with the peers it

@@ -49,11 +49,12 @@ int simulation_front(const Args& a, Pipeline& p, PipelineOptions& o) {
 
 }  // namespace
 
-int lower_for_simulation(const Args& a, Pipeline& p, backend::LoweredPlan& lp) {
+int lower_for_simulation(const Args& a, Pipeline& p, backend::LoweredPlan& lp, const planner::DeviceProfile* prof) {
   PipelineOptions o;
   if (int rc = simulation_front(a, p, o); rc != kExitOk) return rc;
   try {
     backend::LowerOptions lo = lower_options(*p.interp, p.comm, o.topo);
+    if (prof) lo.replica_bucket_bytes = planner::profile_bucket_bytes(*prof, static_cast<int>(o.topo.replicas));
     if (!a.all_ranks) lo.first_ranks = static_cast<int>(o.topo.devices);
     lp = backend::lower_plan(p.graph(), p.plan, p.spec, lo);
   } catch (const backend::LoweringError& e) {
@@ -69,6 +70,7 @@ planner::SimClasses lower_replayed_ranks(Pipeline& p, const Topology& topo, cons
   few.micro_batches = std::min<int64_t>(few.micro_batches, planner::kClassMicroBatches);
   backend::LowerOptions so = backend::verification_lowering(static_cast<int>(topo.replicas), &p.comm);
   so.distributed_optimizer = topo.distributed_optimizer;
+  so.replica_bucket_bytes = planner::profile_bucket_bytes(prof, static_cast<int>(topo.replicas));
   so.first_ranks = static_cast<int>(topo.devices);
   planner::SimClasses classes;
   {
@@ -78,6 +80,7 @@ planner::SimClasses lower_replayed_ranks(Pipeline& p, const Topology& topo, cons
   }
   if (classes_ms) *classes_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
   backend::LowerOptions lo = lower_options(*p.interp, p.comm, topo);
+  lo.replica_bucket_bytes = so.replica_bucket_bytes;
   lo.ranks = classes.replayed;
   lp = backend::lower_plan(p.graph(), p.plan, p.spec, lo);
   return classes;
@@ -188,7 +191,7 @@ int cmd_simulate(const Args& a) {
   planner::SimClasses classes;
   FrontTimes front;
   if (a.all_ranks) {
-    if (int rc = lower_for_simulation(a, p, lp); rc != kExitOk) return rc;
+    if (int rc = lower_for_simulation(a, p, lp, &prof); rc != kExitOk) return rc;
   } else if (int rc = lower_rank_classes(a, p, prof, bpe, dtype, lp, classes, front); rc != kExitOk) {
     return rc;
   }

@@ -58,6 +58,9 @@ std::shared_ptr<AnalysisCache> make_analysis_cache();
 
 struct LowerOptions {
   int replicas = 1;
+  // The replicas' gradient bucket size in bytes; 0: replica_bucket_bytes
+  // (a device profile may say otherwise: planner::profile_bucket_bytes).
+  size_t replica_bucket_bytes = 0;
   Elaborator elaborate;         // empty: structure only
   // With `elaborate`: sub-ops that would elaborate to the same kernel (equal
   // keys, same position attrs, same backward) get a copy of the first one's

@@ -161,7 +161,7 @@ void place_replica_averages(RankBuild& R) {
     total += bytes;
   }
   std::stable_sort(ready.begin(), ready.end(), [](const Ready& x, const Ready& y) { return x.at < y.at; });
-  const size_t cap = replica_bucket_bytes(total);
+  const size_t cap = R.opts.replica_bucket_bytes > 0 ? R.opts.replica_bucket_bytes : replica_bucket_bytes(total);
   std::vector<std::pair<int, PInstr>> at;
   size_t filled = 0, open = 0;  // bytes in the open bucket; its first entry
   int bucket = 0;

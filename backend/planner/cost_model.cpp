@@ -175,6 +175,16 @@ bool parse_profile(const std::string& json_text, DeviceProfile& out, std::string
       !number(root, "cache_bytes", out.cache_bytes, err, false))
     return false;
   if (!count(threads, "threads", 0, 4096, out.threads, err)) return false;
+  if (const Json* gb = field(root, "gradient_buckets")) {
+    const Json* e = gb->is_object() ? field(*gb, "elements") : nullptr;
+    const Json* r = gb->is_object() ? field(*gb, "per_replica") : nullptr;
+    if (!e || !e->is_number() || !(e->get<double>() > 0) || (r && (!r->is_number() || r->get<double>() < 0))) {
+      err = "field \"gradient_buckets\" must be {\"elements\": E > 0, \"per_replica\": R >= 0}";
+      return false;
+    }
+    out.bucket_elements = e->get<double>();
+    out.bucket_elements_per_replica = r ? r->get<double>() : 0;
+  }
   if (const Json* ko = field(root, "kernel_overheads")) {
     if (!ko->is_object()) { err = "field \"kernel_overheads\" must be an object of curve: seconds"; return false; }
     for (const auto& [name, v] : ko->items()) {
@@ -273,6 +283,12 @@ std::string curve_of(const DeviceProfile& p, const std::string& op) {
 }
 
 }  // namespace
+
+size_t profile_bucket_bytes(const DeviceProfile& p, int replicas) {
+  if (p.bucket_elements <= 0) return 0;
+  const double elements = std::max(p.bucket_elements, p.bucket_elements_per_replica * std::max(replicas, 1));
+  return static_cast<size_t>(elements * 4);
+}
 
 double efficiency(const DeviceProfile& p, const std::string& op, double flops) {
   const std::string curve = curve_of(p, op);

@@ -18,6 +18,7 @@
 // it (the GPU datasheet profiles) is costed as before.
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <string>
 #include <utility>
@@ -91,7 +92,17 @@ struct DeviceProfile {
   // them), used instead of the link for groups of that size.
   std::map<std::string, LineCost> collective_curves;
   int collective_ranks = 0;
+  // The replicas' gradient buckets of the training stack the profile
+  // describes (optional "gradient_buckets": {"elements": E,
+  // "per_replica": R}): max(E, R x replicas) gradient elements per bucket,
+  // as Megatron-LM's DDP cuts them. Absent (0): the lowering's own rule
+  // (backend::replica_bucket_bytes, made for CPU ranks).
+  double bucket_elements = 0, bucket_elements_per_replica = 0;
 };
+
+// The bucket size in bytes (fp32 gradients) `p` gives `replicas` replicas;
+// 0 when the profile says nothing (the lowering's rule applies).
+size_t profile_bucket_bytes(const DeviceProfile& p, int replicas);
 
 // Reads a profile from JSON text; on error returns false with err set
 // (what is wrong, with the JSON offset or the field name).

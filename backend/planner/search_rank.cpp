@@ -255,10 +255,12 @@ void StagePartitioner::find_tied() {
 // place_replica_averages), so about bytes / that, at most one per place.
 // A place is a parameter's last gradient contribution, or under a
 // pipeline schedule the end of the task that holds it: the rank's last
-// backward of each of its chunks.
-double replica_buckets(double bytes, double places) {
+// backward of each of its chunks. `profile_cap`: the profile's bucket
+// size (planner::profile_bucket_bytes), which the lowering then uses; 0: none.
+double replica_buckets(double bytes, double places, size_t profile_cap) {
   if (bytes <= 0 || places <= 0) return 0;
-  const double cap = static_cast<double>(backend::replica_bucket_bytes(static_cast<size_t>(bytes)));
+  const double cap =
+      static_cast<double>(profile_cap > 0 ? profile_cap : backend::replica_bucket_bytes(static_cast<size_t>(bytes)));
   return std::max(1.0, std::min(places, std::ceil(bytes / cap)));
 }
 
@@ -293,7 +295,9 @@ double StagePartitioner::rank_sync(const std::vector<Range>& rs) const {
   // all-gather (GPT tiny, dp 4 replicas: 4 buckets, 124 us simulated, where
   // one allreduce is 34 us).
   const double places = p_.gr.pp > 1 ? static_cast<double>(rs.size()) : params;
-  const double messages = p_.e.replica_devices > 0 ? replica_buckets(sdp, places) : (p_.z1 ? params : 1);
+  const double messages = p_.e.replica_devices > 0
+                              ? replica_buckets(sdp, places, profile_bucket_bytes(p_.o.profile, p_.e.dp))
+                              : (p_.z1 ? params : 1);
   if (sdp > 0 && messages > 1) {
     const auto& g = p_.e.dp_group;
     const double latency = p_.z1 ? collective_time(p_.o.profile, Collective::ReduceScatter, 0, g) +

@@ -373,6 +373,41 @@ TEST_CASE("plan replicas renamed from replica 0 are the programs lowering each r
   }
 }
 
+// The replicas' gradient averages run in buckets: runs of ReplicaAverage
+// instructions (each one collective). The lowering's own rule (a quarter
+// of the gradients, at most 16 MiB) makes several for GPT tiny; a bucket
+// size over all of them (LowerOptions::replica_bucket_bytes, what a device
+// profile's gradient_buckets give nns simulate) makes one, after the last
+// gradient is final; every gradient is averaged once either way.
+TEST_CASE("replica gradient buckets follow LowerOptions::replica_bucket_bytes", "[lower][replicas]") {
+  Lowered l("examples/gpt.nns", "tiny", "megatron", 2);
+  auto buckets = [&](size_t cap, size_t& averaged) {
+    backend::LowerOptions o = l.options(2, false);
+    o.replica_bucket_bytes = cap;
+    const backend::LoweredPlan lp = backend::lower_plan(l.interp->graph(), l.plan, *l.interp->train(), o);
+    const backend::RankProgram& p = lp.programs[0];
+    size_t runs = 0;
+    averaged = 0;
+    bool in_run = false;
+    for (const backend::PInstr& in : p.instrs) {
+      const bool avg = in.kind == backend::PInstr::ReplicaAverage;
+      if (avg) ++averaged;
+      if (avg && !in_run) ++runs;
+      // A Free between two averages does not end the run (the executor posts them as one).
+      if (in.kind != backend::PInstr::Free) in_run = avg;
+    }
+    return runs;
+  };
+  size_t by_rule = 0, by_cap = 0, by_byte = 0;
+  const size_t rule = buckets(0, by_rule), one = buckets(size_t{1} << 40, by_cap), many = buckets(1, by_byte);
+  CHECK(by_rule > 0);
+  CHECK(by_cap == by_rule);
+  CHECK(by_byte == by_rule);
+  CHECK(one == 1);
+  CHECK(rule > 1);
+  CHECK(many >= rule);
+}
+
 // Devices of one orbit of the plan's symmetry get their representative's
 // program moved (rank_symmetry.h): each must be, instruction for
 // instruction, buffer for buffer and kernel for kernel (bodies included),

@@ -560,6 +560,31 @@ TEST_CASE("profiles: the measured-profile fields round-trip; GPU-style profiles 
   CHECK(err.find("collectives.broadcast") != std::string::npos);
 }
 
+TEST_CASE("profiles: gradient buckets as the training stack cuts them, or the lowering's rule") {
+  DeviceProfile p;
+  std::string err;
+  REQUIRE(parse_profile(kMeasured, p, err));
+  CHECK(profile_bucket_bytes(p, 48) == 0);  // absent: backend::replica_bucket_bytes applies
+  std::string with = kMeasured;
+  with.insert(with.find("\"efficiency\""), "\"gradient_buckets\": {\"elements\": 4e7, \"per_replica\": 1e6}, ");
+  REQUIRE(parse_profile(with, p, err));
+  // Megatron-LM's DDP: max(40M, 1M x DP) elements, 4 bytes each.
+  CHECK(profile_bucket_bytes(p, 1) == size_t{160000000});
+  CHECK(profile_bucket_bytes(p, 40) == size_t{160000000});
+  CHECK(profile_bucket_bytes(p, 48) == size_t{192000000});
+  // The shipped H100 profile says so; the CPU one does not.
+  DeviceProfile h, c;
+  REQUIRE(load_profile("h100", "stdlib/profiles", h, err));
+  REQUIRE(load_profile("cpu", "stdlib/profiles", c, err));
+  CHECK(profile_bucket_bytes(h, 48) == size_t{192000000});
+  CHECK(profile_bucket_bytes(c, 48) == 0);
+  // Malformed: named.
+  std::string bad = kMeasured;
+  bad.insert(bad.find("\"efficiency\""), "\"gradient_buckets\": {\"elements\": 0}, ");
+  CHECK_FALSE(parse_profile(bad, p, err));
+  CHECK(err.find("gradient_buckets") != std::string::npos);
+}
+
 TEST_CASE("program cost: a measured profile's overhead terms, by hand") {
   DeviceProfile p;
   std::string err;
