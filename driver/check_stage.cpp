@@ -35,6 +35,18 @@ bool derive_stage(Pipeline& p) {
                 << e.tensor << " (" << p.graph().tensor(e.tensor).name << ") cannot be derived: " << e.note << "\n";
       derived = false;
     }
+  // A regather() that gathers nothing again is most likely aimed at the
+  // wrong ops: say so where it was made.
+  for (size_t c : backend::idle_regathers(p.graph(), p.plan, p.comm)) {
+    front::Diagnostic d;
+    d.severity = front::Severity::Warning;
+    d.loc = p.plan.regather_calls[c].loc;
+    d.message =
+        "regather(): no input of these ops reaches them through all-gathers only (and is read by their backward); "
+        "nothing is gathered again";
+    p.diags.report(std::move(d));
+  }
+  print_diagnostics(p);
   return derived;
 }
 

@@ -136,6 +136,14 @@ struct Plan {
   std::vector<int> zero1_params;
   std::vector<front::SourceLoc> zero1_loc;
   bool zero1(int tensor) const;
+  // regather(ops) calls, in plan order: where each was made and the
+  // top-level nodes it marked (the check warns about a call that gathers
+  // nothing again).
+  struct RegatherCall {
+    front::SourceLoc loc;
+    std::vector<int> nodes;
+  };
+  std::vector<RegatherCall> regather_calls;
 
   // "F(stage 1, mb 3)"
   std::string task_text(const TaskRef& t) const;

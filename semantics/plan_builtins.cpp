@@ -445,7 +445,12 @@ void mark_regather(Plan& p, int sub) {
 // the backward gathers them again from the shards (lowering: lower_emit.cpp).
 Value b_regather(Interpreter& in, CallArgs& a) {
   Plan& p = active(in, a, "regather");
-  for (int sub : ops_of(in, a, 0, "ops", "regather")) mark_regather(p, sub);
+  Plan::RegatherCall call{a.loc, {}};
+  for (int sub : ops_of(in, a, 0, "ops", "regather")) {
+    mark_regather(p, sub);
+    call.nodes.push_back(p.subops[sub].node);
+  }
+  p.regather_calls.push_back(std::move(call));
   return Value();
 }
 

@@ -1,6 +1,7 @@
 #include "backend/lowering/comm_plan.h"
 #include "backend/lowering/comm_pieces.h"
 #include "semantics/check_deadline.h"
+#include "semantics/op_registry.h"
 
 #include <limits>
 #include "backend/lowering/geometry.h"
@@ -233,6 +234,23 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, cons
   run_searches(searches, edge_search, cost, cp);
   mark_shared_transfers(g, plan, cp);
   return cp;
+}
+
+std::vector<size_t> idle_regathers(const sema::Graph& g, const sema::Plan& plan, const CommPlan& cp) {
+  std::vector<char> gathered(g.nodes().size(), 0);  // node -> an input comes by gathers only
+  for (const CommEdge& e : cp.edges)
+    if (e.consumer >= 0 && static_cast<size_t>(e.consumer) < gathered.size() && gathers_only(e) &&
+        g.tensor(e.tensor).kind != sema::TensorKind::Param && e.input_index >= 0 &&
+        sema::backward_reads_operand(g.node(e.consumer), static_cast<size_t>(e.input_index)))
+      gathered[static_cast<size_t>(e.consumer)] = 1;
+  std::vector<size_t> idle;
+  for (size_t c = 0; c < plan.regather_calls.size(); ++c) {
+    bool any = false;
+    for (int n : plan.regather_calls[c].nodes)
+      any = any || (n >= 0 && static_cast<size_t>(n) < gathered.size() && gathered[n]);
+    if (!any) idle.push_back(c);
+  }
+  return idle;
 }
 
 void mark_shared_transfers(const sema::Graph& g, const sema::Plan& plan, CommPlan& cp) {

@@ -97,6 +97,23 @@ inline bool bucketed(const CommEdge& e) {
          e.adapter.steps[0].prim == AdapterStep::AllReduce;
 }
 
+// Whether a forward edge's adapter is all-gathers only (with chunks): what
+// regather() gathers again for the consumer's backward (lower_kernels.cpp).
+inline bool gathers_only(const CommEdge& e) {
+  bool gathers = false;
+  for (const AdapterStep& st : e.adapter.steps) {
+    if (st.prim != AdapterStep::AllGather && st.prim != AdapterStep::Chunk) return false;
+    gathers = gathers || st.prim == AdapterStep::AllGather;
+  }
+  return gathers && !e.backward && !e.per_step;
+}
+
+// The regather() calls of `plan` (sema::Plan::regather_calls) that gather
+// nothing again: no op they marked has an input whose forward edge
+// gathers only (and that the op's backward reads). Indices into
+// plan.regather_calls.
+std::vector<size_t> idle_regathers(const sema::Graph& g, const sema::Plan& plan, const CommPlan& cp);
+
 CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, const std::vector<bool>* only_nodes = nullptr,
                               const AdapterCost& cost = {});
 

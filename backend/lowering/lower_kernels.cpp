@@ -173,15 +173,8 @@ std::vector<char> regather_inputs(RankBuild& R, const sema::SubOp& s, bool backw
   out.assign(node.inputs.size(), 0);
   for (size_t k = 0; k < node.inputs.size() && k < op->in_edge.size(); ++k) {
     const CommEdge* e = op->in_edge[k];
-    if (!e || e->per_step || e->adapter.steps.empty() || R.g.tensor(node.inputs[k]).kind == sema::TensorKind::Param ||
-        !sema::backward_reads_operand(node, k))
-      continue;
-    bool gathers = false, only = true;
-    for (const AdapterStep& st : e->adapter.steps) {
-      gathers = gathers || st.prim == AdapterStep::AllGather;
-      only = only && (st.prim == AdapterStep::AllGather || st.prim == AdapterStep::Chunk);
-    }
-    out[k] = gathers && only;
+    out[k] = e && gathers_only(*e) && R.g.tensor(node.inputs[k]).kind != sema::TensorKind::Param &&
+             sema::backward_reads_operand(node, k);
   }
   return out;
 }

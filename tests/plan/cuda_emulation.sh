@@ -25,6 +25,7 @@ run_plan() {  # FILE CONFIG PLAN GPUS STEPS
 }
 run_plan examples/gpt.nns tiny dp 2 3
 run_plan examples/gpt.nns tiny megatron 2 3
+run_plan examples/gpt.nns tiny_sc21_tp2 megatron_h100_sp 2 2
 run_plan examples/gpt.nns tiny hybrid 4 2
 run_plan examples/gpt.nns tiny_pipe pipeline 2 2
 run_plan examples/gpt.nns tiny dp_zero1 2 2

@@ -7,7 +7,7 @@
 # the same shard the forward gathered; the capacity check's activations
 # and the run's peak are below the plan without it; the checker's peak is
 # the run's to the byte; a regather() that names no gathered input changes
-# nothing.
+# nothing and gets a warning.
 #   regather.sh NNS_BINARY
 set -uo pipefail
 NNS="$1"
@@ -33,6 +33,12 @@ expect_eq "kernels that regather" "$(grep -c 'regather-in0' <<<"$with")" "2"
 # Nothing comes into a layer norm through a gather: the same program.
 # (The header names the plan.)
 expect_eq "ln_regather's program" "$(rank0 ln_regather | sed 1d | md5sum)" "$(sed 1d <<<"$without" | md5sum)"
+
+# ... and the check says so where it was called, as a warning (exit 0).
+warn=$("$NNS" check "$FILE" --plan ln_regather --gpus 2 2>&1 >/dev/null)
+expect_eq "ln_regather's warning" "$(grep -c '^tests/plan/plans/regather.nns:[0-9]*:3: warning: regather(): no input of these ops' <<<"$warn")" "1"
+expect_eq "ln_regather's caret" "$(grep -c '^ *\^~~' <<<"$warn")" "1"
+expect_eq "sp_regather's warnings" "$("$NNS" check "$FILE" --plan sp_regather --gpus 2 2>&1 >/dev/null | grep -c warning)" "0"
 
 act() { "$NNS" check "$FILE" --plan "$1" --gpus 2 | grep -o 'activations [0-9.]* [KMG]*i*B'; }
 # Rank 0's activations at its peak: the gathered sequence (4 x 8 x 16
