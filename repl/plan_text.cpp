@@ -183,12 +183,16 @@ void write_recompute_and_orders(Writer& w) {
   const Plan& p = w.p;
   std::ostringstream& out = w.out;
   // Recompute marks: a mark covers a sub-op and everything split from it.
+  // Regather marks in one call (a call that gathers nothing again is
+  // warned about, and most marked ops of a block have no gathered input).
+  std::string regather;
   for (size_t i = 0; i < p.subops.size(); ++i) {
     const SubOp& s = p.subops[i];
     if (s.recompute && (s.parent < 0 || !p.subops[s.parent].recompute)) out << "  recompute(" << w.ref(static_cast<int>(i)) << ")\n";
     if (s.regather && (s.parent < 0 || !p.subops[s.parent].regather))
-      out << "  regather(" << w.ref(static_cast<int>(i)) << ")\n";
+      regather += (regather.empty() ? "" : ", ") + w.ref(static_cast<int>(i));
   }
+  if (!regather.empty()) out << "  regather([" << regather << "])\n";
   for (const sema::OrderConstraint& o : p.orders) out << "  order(" << w.ref(o.before) << ", " << w.ref(o.after) << ")\n";
 }
 
