@@ -82,12 +82,11 @@ void plan_releases(const sema::Graph& L, SubOpKernel& kn) {
     kn.drop_after_collect[o] = !needed;
   }
   // A recomputed kernel keeps its inputs for the forward that runs again;
-  // any other kernel keeps only the input copies its backward reads and
-  // does not get again (regather).
+  // any other kernel keeps only the input copies its backward reads, and
+  // not those it gets again (regather(): the backward slices them in anew).
   // (An input's gradient is a tensor of its own, kept above: the input
   // itself stays only if something reads it, or if it is itself a
   // gradient, passed through.)
-  // A regathered input goes too: the backward slices it in again.
   if (!kn.recompute)
     for (size_t i = 0; i < kn.inst.inputs.size(); ++i) {
       const int t = kn.inst.inputs[i];

@@ -2,7 +2,8 @@
 # regather(ops) (tests/plan/plans/regather.nns): under sequence parallelism
 # the column-parallel linear drops the gathered sequence after its forward
 # and its backward gathers the token slice again. Every plan --verifies
-# against one device (2 ranks, with recompute, a 1F1B pipeline on 4); each
+# against one device (2 ranks, with recompute, 1F1B and ZB-H1 pipelines on
+# 4: under ZB-H1 the weight gradients run later and still read it); each
 # regathered input adds one all-gather per micro-batch in the backward, of
 # the same shard the forward gathered; the capacity check's activations
 # and the run's peak are below the plan without it; the checker's peak is
@@ -17,7 +18,7 @@ fail=0
 
 source tests/plan/plan_checks.sh
 
-verify_runs "sp 2" "sp_regather 2" "ln_regather 2" "sp_regather_recompute 2" "sp_regather_pipeline 4"
+verify_runs "sp 2" "sp_regather 2" "ln_regather 2" "sp_regather_recompute 2" "sp_regather_pipeline 4" "sp_regather_zb 4"
 
 with=$(rank0 sp_regather) without=$(rank0 sp)
 # 2 blocks x 2 micro-batches: one more all-gather each, of the layer norm's
@@ -47,7 +48,7 @@ expect_eq "checker activations with regather" "$(act sp_regather)" "activations 
 expect_eq "checker activations without" "$(act sp)" "activations 35.25 KiB"
 check_bytes() { "$NNS" check "$FILE" --plan "$1" --gpus "$2" | sed -n 's/.*memory: peak [^(]*(\([0-9]*\) bytes).*/\1/p'; }
 run_bytes() { "$NNS" run "$FILE" --plan "$1" --gpus "$2" --steps 2 --peak-by-rank 2>&1 | sed -n 's/^memory peak by rank (bytes)://p' | tr ' ' '\n' | sort -n | tail -1; }
-for run in "sp 2" "sp_regather 2" "sp_regather_pipeline 4"; do
+for run in "sp 2" "sp_regather 2" "sp_regather_pipeline 4" "sp_regather_zb 4"; do
   set -- $run
   expect_eq "checker peak = run peak, $1 on $2" "$(check_bytes "$1" "$2")" "$(run_bytes "$1" "$2")"
 done
