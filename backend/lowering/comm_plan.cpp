@@ -236,12 +236,22 @@ CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, cons
   return cp;
 }
 
+bool regatherable(const sema::Graph& g, const CommEdge& e) {
+  if (e.backward || e.per_step || e.consumer < 0 || e.input_index < 0 ||
+      g.tensor(e.tensor).kind == sema::TensorKind::Param)
+    return false;
+  bool gathers = false;
+  for (const AdapterStep& st : e.adapter.steps) {
+    if (st.prim != AdapterStep::AllGather && st.prim != AdapterStep::Chunk) return false;
+    gathers = gathers || st.prim == AdapterStep::AllGather;
+  }
+  return gathers && sema::backward_reads_operand(g.node(e.consumer), static_cast<size_t>(e.input_index));
+}
+
 std::vector<size_t> idle_regathers(const sema::Graph& g, const sema::Plan& plan, const CommPlan& cp) {
-  std::vector<char> gathered(g.nodes().size(), 0);  // node -> an input comes by gathers only
+  std::vector<char> gathered(g.nodes().size(), 0);  // node -> a regatherable input
   for (const CommEdge& e : cp.edges)
-    if (e.consumer >= 0 && static_cast<size_t>(e.consumer) < gathered.size() && gathers_only(e) &&
-        g.tensor(e.tensor).kind != sema::TensorKind::Param && e.input_index >= 0 &&
-        sema::backward_reads_operand(g.node(e.consumer), static_cast<size_t>(e.input_index)))
+    if (static_cast<size_t>(e.consumer) < gathered.size() && regatherable(g, e))
       gathered[static_cast<size_t>(e.consumer)] = 1;
   std::vector<size_t> idle;
   for (size_t c = 0; c < plan.regather_calls.size(); ++c) {

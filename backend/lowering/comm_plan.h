@@ -97,21 +97,16 @@ inline bool bucketed(const CommEdge& e) {
          e.adapter.steps[0].prim == AdapterStep::AllReduce;
 }
 
-// Whether a forward edge's adapter is all-gathers only (with chunks): what
-// regather() gathers again for the consumer's backward (lower_kernels.cpp).
-inline bool gathers_only(const CommEdge& e) {
-  bool gathers = false;
-  for (const AdapterStep& st : e.adapter.steps) {
-    if (st.prim != AdapterStep::AllGather && st.prim != AdapterStep::Chunk) return false;
-    gathers = gathers || st.prim == AdapterStep::AllGather;
-  }
-  return gathers && !e.backward && !e.per_step;
-}
+// Whether regather() gathers the input edge `e` carries again for its
+// consumer's backward: a forward edge of an activation (a parameter's runs
+// once per step) whose adapter is all-gathers only (with chunks), into an
+// input the consumer's backward reads. The lowering marks kernel inputs by
+// it (lower_kernels.cpp), the check warns about calls it never holds for.
+bool regatherable(const sema::Graph& g, const CommEdge& e);
 
 // The regather() calls of `plan` (sema::Plan::regather_calls) that gather
-// nothing again: no op they marked has an input whose forward edge
-// gathers only (and that the op's backward reads). Indices into
-// plan.regather_calls.
+// nothing again: no op they marked has a regatherable input edge. Indices
+// into plan.regather_calls.
 std::vector<size_t> idle_regathers(const sema::Graph& g, const sema::Plan& plan, const CommPlan& cp);
 
 CommPlan derive_communication(const sema::Graph& g, const sema::Plan& plan, const std::vector<bool>* only_nodes = nullptr,

@@ -162,20 +162,13 @@ std::string kernel_key(RankBuild& R, const SubOpKernel& kn, const ElaborationInp
 }
 
 // regather() (sema::SubOp::regather): the inputs of a kernel with a
-// backward, outside recompute, that reach it through all-gathers only (the
-// gathered piece is larger than the shard it comes from) and that its
-// backward reads; not parameters (their gathers run once per step).
+// backward, outside recompute, whose edge is regatherable (comm_plan.h).
 std::vector<char> regather_inputs(RankBuild& R, const sema::SubOp& s, bool backward, const PlanAnalysis::Op* op) {
   std::vector<char> out;
   if (!s.regather || !backward || !op || s.recompute || R.A.regions.region_of_node[static_cast<size_t>(s.node)] >= 0)
     return out;
-  const sema::OpNode& node = R.g.node(s.node);
-  out.assign(node.inputs.size(), 0);
-  for (size_t k = 0; k < node.inputs.size() && k < op->in_edge.size(); ++k) {
-    const CommEdge* e = op->in_edge[k];
-    out[k] = e && gathers_only(*e) && R.g.tensor(node.inputs[k]).kind != sema::TensorKind::Param &&
-             sema::backward_reads_operand(node, k);
-  }
+  out.reserve(op->in_edge.size());
+  for (const CommEdge* e : op->in_edge) out.push_back(e && regatherable(R.g, *e));
   return out;
 }
 

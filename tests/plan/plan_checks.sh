@@ -1,8 +1,13 @@
-# Sourced by tests/plan/recompute.sh and regather.sh: NNS and FILE set by
-# the caller, `fail` set to 1 by any failed check.
+# Sourced by tests/plan/recompute.sh and regather.sh (their argument, the
+# nns binary, becomes NNS; the caller sets FILE after): runs from the
+# source root, `fail` starts at 0 and any failed check sets it to 1.
 #   expect_eq WHAT ACTUAL EXPECTED
 #   verify_runs "PLAN GPUS" ...   each `nns run FILE --plan PLAN --gpus GPUS --verify` passes
 #   rank0 PLAN                    rank 0's program of PLAN on 2 devices (stderr dropped)
+NNS="$1"
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+fail=0
+
 expect_eq() {
   if [ "$2" != "$3" ]; then
     echo "FAIL: $1: got '$2', expected '$3'"

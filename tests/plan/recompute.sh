@@ -7,12 +7,8 @@
 # activations and the run's peak memory are below the plan without it.
 #   recompute.sh NNS_BINARY
 set -uo pipefail
-NNS="$1"
-cd "$(dirname "$0")/../.."
+source "$(dirname "$0")/plan_checks.sh"  # NNS from $1, the source root, fail=0
 FILE=tests/plan/plans/recompute.nns
-fail=0
-
-source tests/plan/plan_checks.sh
 
 verify_runs "blocks 1" "dp 2" "megatron 2" "megatron 4" "pipeline 2"
 

@@ -11,12 +11,8 @@
 # nothing and gets a warning.
 #   regather.sh NNS_BINARY
 set -uo pipefail
-NNS="$1"
-cd "$(dirname "$0")/../.."
+source "$(dirname "$0")/plan_checks.sh"  # NNS from $1, the source root, fail=0
 FILE=tests/plan/plans/regather.nns
-fail=0
-
-source tests/plan/plan_checks.sh
 
 verify_runs "sp 2" "sp_regather 2" "ln_regather 2" "sp_regather_recompute 2" "sp_regather_pipeline 4" "sp_regather_zb 4"
 
